@@ -1,0 +1,106 @@
+# tokentap: plain make, pkg-config, objects in build/.
+#   make                 build the three programs
+#   make test            unit + end-to-end tests, normal and under ASan+UBSan
+#   make demo            bundled backend, proxy, a short load, the stats table
+#   make SANITIZER=address,undefined   instrumented build (objects in build/san)
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+SANITIZER ?=
+CC        ?= cc
+
+PKGS      := libevent libevent_openssl libevent_pthreads openssl yaml-0.1
+LLHTTP    := /usr/share/llhttp
+LLHTTP_H  := /usr/share/include/llhttp
+
+ifeq ($(SANITIZER),)
+B := build
+else
+B := build/san
+SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2
+XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -Isrc -I$(LLHTTP_H) \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP $(SANFLAGS)
+LIBS      = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+# Every src/*.c is a module of the shared library of objects, except the
+# three programs' own entry files.
+MAINS     := src/main.c $(wildcard src/mock*.c) $(wildcard src/load*.c)
+MOD_SRCS  := $(filter-out $(MAINS),$(wildcard src/*.c))
+MOD_OBJS  := $(MOD_SRCS:src/%.c=$(B)/obj/%.o)
+LL_OBJS   := $(B)/llhttp/llhttp.o $(B)/llhttp/api.o $(B)/llhttp/http.o
+MOCK_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/mock*.c))
+LOAD_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/load*.c))
+BINS      := $(B)/tokentap $(B)/tokentap-mock $(B)/tokentap-load
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+
+.PHONY: all deps test test-unit test-e2e demo bench fuzz install clean test-docker
+all: deps $(BINS)
+
+deps:
+	@sh tests/deps.sh
+
+$(B)/obj/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+
+# llhttp's C sources come from Debian's node-llhttp; compiled, never copied.
+$(B)/llhttp/%.o: $(LLHTTP)/%.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -I$(LLHTTP_H) $(CFLAGS) $(SANFLAGS) -w -c -o $@ $<
+
+$(B)/tokentap: $(B)/obj/main.o $(MOD_OBJS) $(LL_OBJS)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tokentap-mock: $(MOCK_OBJS) $(MOD_OBJS) $(LL_OBJS)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tokentap-load: $(LOAD_OBJS) $(MOD_OBJS) $(LL_OBJS)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# A unit test links its module's object (test_sse -> sse.o) plus the few
+# modules listed for it below, so one module's tests build while another
+# module is being changed.
+COMMON := $(B)/obj/util.o $(B)/obj/log.o
+$(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
+	@mkdir -p $(@D)
+	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LIBS) -lcmocka
+
+$(B)/tests/test_dialect: $(B)/obj/sse.o
+$(B)/tests/test_stats:   $(B)/obj/hist.o
+$(B)/tests/test_alert:   $(B)/obj/hist.o $(B)/obj/stats.o
+$(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o
+$(B)/tests/test_route:   $(B)/obj/config.o
+
+test-unit: deps $(UNIT_BINS)
+test: deps
+	@python3 tests/run.py
+
+demo: deps all
+	@sh tests/demo.sh
+
+bench: deps all
+	@python3 tests/bench/bench.py
+
+fuzz: deps
+	@sh tests/fuzz/run.sh
+
+test-docker: deps
+	@sh tests/docker/run.sh
+
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/tokentap
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	[ -e $(DESTDIR)/etc/tokentap/tokentap.yaml ] || install -m 644 conf/tokentap.yaml $(DESTDIR)/etc/tokentap/tokentap.yaml
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,158 @@
+/* The configuration (SPEC §2): loaded from YAML with libyaml, validated
+ * whole, then read-only. A loaded config is shared by worker threads and
+ * reference-counted: each request keeps the config it started with, so a
+ * SIGHUP reload never changes a stream in flight. */
+#ifndef TOKENTAP_CONFIG_H
+#define TOKENTAP_CONFIG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dialect_names.h"
+
+/* Durations are kept in microseconds, sizes in bytes. */
+
+struct conf_kv {
+	char *name;
+	char *value;
+};
+
+struct conf_listen {
+	char *address;          /* as written, "0.0.0.0:8080" */
+	char host[256];         /* "" = any address */
+	unsigned port;
+	char *tls_cert;         /* NULL: plain TCP */
+	char *tls_key;
+};
+
+struct conf_timeouts {
+	uint64_t client_header_us;
+	uint64_t connect_us;
+	uint64_t first_byte_us;
+	uint64_t idle_us;
+	uint64_t shutdown_us;
+};
+
+/* A threshold that is not configured is 0 (durations) or < 0 (rates). */
+struct conf_thresholds {
+	uint64_t ttft_warning_us;
+	uint64_t ttft_critical_us;
+	uint64_t tpot_warning_us;
+	uint64_t tpot_critical_us;
+	double error_rate_warning;
+	double error_rate_critical;
+};
+
+struct conf_tls {
+	int verify;             /* default 1 */
+	char *ca_file;
+	char *sni;              /* default: the upstream host */
+	char *client_cert;
+	char *client_key;
+};
+
+struct conf_route {
+	char *name;
+	/* match: every key given must match; none given matches everything */
+	char *match_path_prefix;
+	char *match_host;
+	struct conf_kv *match_headers;
+	size_t n_match_headers;
+
+	char *upstream;         /* as written */
+	int upstream_tls;       /* https:// */
+	char upstream_host[256];
+	unsigned upstream_port; /* default 80 / 443 */
+	char *upstream_base;    /* base path without trailing '/', "" if none */
+
+	enum dialect_id dialect;
+	int strip_prefix;
+	int preserve_host;
+	struct conf_kv *set_headers;
+	size_t n_set_headers;
+	struct conf_tls tls;
+	/* the global values with this route's overrides applied */
+	struct conf_thresholds thresholds;
+	struct conf_timeouts timeouts;
+};
+
+enum conf_notify_type { NOTIFY_LOG, NOTIFY_WEBHOOK, NOTIFY_ALERTMANAGER };
+
+struct conf_notify {
+	enum conf_notify_type type;
+	char *url;
+	struct conf_kv *headers;
+	size_t n_headers;
+	uint64_t timeout_us;         /* default 5s */
+	uint64_t repeat_interval_us; /* alertmanager, default 1m */
+};
+
+struct conf {
+	char *path;                  /* the file it was loaded from */
+	atomic_int refs;
+
+	struct conf_listen *listen;  /* default: one, 127.0.0.1:8080 */
+	size_t n_listen;
+
+	char *admin_address;         /* default "127.0.0.1:9464" */
+	char admin_host[256];
+	unsigned admin_port;
+	char *admin_token;           /* NULL: no token */
+
+	int workers;                 /* "auto" is resolved at load: CPU count */
+
+	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
+
+	uint64_t max_connections;    /* 10000 */
+	uint64_t max_header_bytes;   /* 32k */
+	uint64_t max_body_bytes;     /* 16m */
+	uint64_t max_event_bytes;    /* 1m */
+
+	char *tenant_header;         /* NULL: none */
+	struct conf_kv *tenant_api_keys; /* name -> sha256 hex (lowercase) */
+	size_t n_tenant_api_keys;
+	uint64_t max_tenants;        /* 1000 */
+	uint64_t max_models;         /* 100 */
+
+	struct conf_route *routes;
+	size_t n_routes;
+
+	char *access_log;            /* NULL: off; "-": stdout */
+
+	uint64_t *stats_windows_us;  /* default 1m 5m 1h */
+	size_t n_stats_windows;
+	char *stats_file;            /* NULL: off */
+	uint64_t stats_interval_us;  /* 10s */
+
+	uint64_t alerts_evaluate_every_us; /* 10s */
+	uint64_t alerts_window_us;         /* 1m */
+	double alerts_quantile;            /* 0.95 */
+	uint64_t alerts_min_samples;       /* 10 */
+	uint64_t alerts_for_us;            /* 0 */
+	double alerts_hysteresis;          /* 0.1 */
+	int alerts_per_tenant;             /* 0 */
+	struct conf_thresholds thresholds; /* 1000ms 2000ms 100ms 200ms, rates unset */
+	struct conf_notify *notify;        /* default: none */
+	size_t n_notify;
+};
+
+/* Loads and validates a config file. Every problem found is written to errs
+ * as one line "FILE:LINE:COL: message" (FILE as given). Returns the config,
+ * or NULL when there was any problem. */
+struct conf *conf_load(const char *path, FILE *errs);
+
+/* The same from a string; name stands for the file in messages. */
+struct conf *conf_load_string(const char *name, const char *text, size_t len,
+    FILE *errs);
+
+/* A config with every default and no routes (used before the first load
+ * and by tests). */
+struct conf *conf_default(void);
+
+/* Reference counting: conf_load returns a config holding one reference. */
+struct conf *conf_ref(struct conf *c);
+void conf_unref(struct conf *c);
+
+#endif

@@ -1,0 +1,35 @@
+/* The dialects of SPEC §4 and their config names. Kept apart from dialect.h
+ * so the config loader does not depend on the dialect rules. */
+#ifndef TOKENTAP_DIALECT_NAMES_H
+#define TOKENTAP_DIALECT_NAMES_H
+
+#include <string.h>
+
+enum dialect_id {
+	DIALECT_AUTO,
+	DIALECT_OPENAI,
+	DIALECT_OPENAI_RESPONSES,
+	DIALECT_ANTHROPIC,
+	DIALECT_DIFY,
+	DIALECT_GEMINI,
+	DIALECT_TGI,
+	DIALECT_OLLAMA,
+	DIALECT_RAW,
+	DIALECT_COUNT
+};
+
+static const char *const dialect_names[DIALECT_COUNT] = {
+	"auto", "openai", "openai-responses", "anthropic", "dify",
+	"gemini", "tgi", "ollama", "raw"
+};
+
+/* Returns the dialect named s, or -1. */
+static inline int dialect_by_name(const char *s)
+{
+	for (int i = 0; i < DIALECT_COUNT; i++)
+		if (strcmp(s, dialect_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+#endif

@@ -1,0 +1,188 @@
+#include "util.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+uint64_t util_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t util_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void util_rfc3339_ms(uint64_t wall_ms, char out[32])
+{
+	time_t secs = (time_t)(wall_ms / 1000);
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    (unsigned)(wall_ms % 1000));
+}
+
+/* Parses a non-negative decimal with an optional fraction; returns the end. */
+static const char *parse_number(const char *s, double *out)
+{
+	char *end;
+	if (!isdigit((unsigned char)*s) && *s != '.')
+		return NULL;
+	*out = strtod(s, &end);
+	if (end == s || *out < 0)
+		return NULL;
+	return end;
+}
+
+int util_parse_duration_us(const char *s, uint64_t *out_us)
+{
+	double v;
+	const char *unit = parse_number(s, &v);
+	double mult;
+	if (unit == NULL)
+		return -1;
+	if (strcmp(unit, "us") == 0)
+		mult = 1;
+	else if (strcmp(unit, "ms") == 0)
+		mult = 1e3;
+	else if (strcmp(unit, "s") == 0 || *unit == '\0')
+		mult = 1e6;
+	else if (strcmp(unit, "m") == 0)
+		mult = 60e6;
+	else if (strcmp(unit, "h") == 0)
+		mult = 3600e6;
+	else
+		return -1;
+	v *= mult;
+	if (v > 1e16)
+		return -1;
+	*out_us = (uint64_t)(v + 0.5);
+	return 0;
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	double v;
+	const char *unit = parse_number(s, &v);
+	double mult;
+	if (unit == NULL)
+		return -1;
+	if (*unit == '\0' || strcmp(unit, "b") == 0)
+		mult = 1;
+	else if (strcmp(unit, "k") == 0 || strcmp(unit, "K") == 0)
+		mult = 1024;
+	else if (strcmp(unit, "m") == 0 || strcmp(unit, "M") == 0)
+		mult = 1024 * 1024;
+	else if (strcmp(unit, "g") == 0 || strcmp(unit, "G") == 0)
+		mult = 1024.0 * 1024 * 1024;
+	else
+		return -1;
+	v *= mult;
+	if (v > 1e15)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int util_ieq(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	return alen == blen && strncasecmp(a, b, alen) == 0;
+}
+
+size_t util_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t row[64];
+	if (la >= 64 || lb >= 64)
+		return 64;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t cost = tolower((unsigned char)a[i - 1]) !=
+			    tolower((unsigned char)b[j - 1]);
+			size_t best = diag + cost;
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+int util_split_hostport(const char *s, char *host, size_t hostlen, unsigned *port)
+{
+	const char *colon;
+	size_t n;
+	char *end;
+	unsigned long p;
+
+	if (*s == '[') {
+		const char *close = strchr(s, ']');
+		if (close == NULL || close[1] != ':')
+			return -1;
+		n = (size_t)(close - s - 1);
+		if (n == 0 || n >= hostlen)
+			return -1;
+		memcpy(host, s + 1, n);
+		host[n] = '\0';
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -1;
+		n = (size_t)(colon - s);
+		if (n >= hostlen || memchr(s, ':', n) != NULL)
+			return -1;
+		memcpy(host, s, n);
+		host[n] = '\0';
+	}
+	if (colon[1] == '\0')
+		return -1;
+	p = strtoul(colon + 1, &end, 10);
+	if (*end != '\0' || p == 0 || p > 65535)
+		return -1;
+	*port = (unsigned)p;
+	return 0;
+}
+
+void util_sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	static const char hex[] = "0123456789abcdef";
+	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+	const unsigned char *x = a, *y = b;
+	unsigned char diff = 0;
+	if (alen != blen)
+		return 0;
+	for (size_t i = 0; i < alen; i++)
+		diff |= x[i] ^ y[i];
+	return diff == 0;
+}

@@ -1,0 +1,38 @@
+/* Small helpers shared by every module: clock, units, strings. */
+#ifndef TOKENTAP_UTIL_H
+#define TOKENTAP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* CLOCK_MONOTONIC in microseconds: the clock of every measurement. */
+uint64_t util_now_us(void);
+/* CLOCK_REALTIME in milliseconds, for timestamps shown to people. */
+uint64_t util_wall_ms(void);
+/* Writes "2026-11-29T16:04:31.123Z" (24 chars + NUL) for a wall time in ms. */
+void util_rfc3339_ms(uint64_t wall_ms, char out[32]);
+
+/* "1500ms", "2s", "1m", "1h" (a bare number is seconds) -> microseconds.
+ * Returns 0 on success, -1 when the text is not a duration. */
+int util_parse_duration_us(const char *s, uint64_t *out_us);
+/* "16k", "1m", "4096" -> bytes. Returns 0 or -1. */
+int util_parse_size(const char *s, uint64_t *out);
+
+/* Case-insensitive comparison of a counted string with a C string. */
+int util_ieq(const char *a, size_t alen, const char *b);
+/* Levenshtein distance, for "did you mean" hints (short strings only). */
+size_t util_edit_distance(const char *a, const char *b);
+
+/* Splits "host:port", "[v6]:port" or ":port" into host (empty for any) and
+ * port. host must hold at least 256 bytes. Returns 0 or -1. */
+int util_split_hostport(const char *s, char *host, size_t hostlen, unsigned *port);
+
+/* Lowercase hex of a SHA-256 digest of data (out: 65 bytes). */
+void util_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Constant-time equality of two byte strings (length leaks, content does not). */
+int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+#endif
