@@ -1,0 +1,46 @@
+/* The rules of SPEC §4 that tell, for each event of a response stream, what
+ * it means: a token, the reported token counts, the end marker, an error, the
+ * model. Pure code: JSON is read with jsmn on the caller's stack, nothing is
+ * allocated. */
+#ifndef TOKENTAP_DIALECT_H
+#define TOKENTAP_DIALECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dialect_names.h"
+#include "sse.h"
+
+struct dialect_info {
+	int token;              /* token-bearing event */
+	int end;                /* the dialect's end marker */
+	int error;              /* an in-stream error */
+	int64_t output_tokens;  /* reported output count in this event, or -1 */
+	int64_t input_tokens;   /* reported input count in this event, or -1 */
+	const char *model;      /* "model" (Gemini: "modelVersion") in this event */
+	size_t model_len;       /* 0 when absent */
+};
+
+/* The dialect `auto` picks for a request path (query string allowed). */
+enum dialect_id dialect_for_path(const char *path, size_t len);
+
+/* Classifies one event of dialect d (not DIALECT_AUTO). */
+void dialect_classify(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_info *out);
+
+/* Reads the usage of a non-streaming JSON response body of dialect d:
+ * the same fields as dialect_classify, token/end/error included. */
+void dialect_classify_body(enum dialect_id d, const char *json, size_t len,
+    struct dialect_info *out);
+
+/* The top-level "model" string of a request body, if the (possibly
+ * truncated) JSON text shows one. Returns 1 and sets *model / *len, or 0. */
+int dialect_request_model(const char *json, size_t len, const char **model,
+    size_t *model_len);
+
+/* The model named in a Gemini path "/models/{model}:streamGenerateContent".
+ * Returns 1 and sets *model / *len, or 0. */
+int dialect_path_model(const char *path, size_t len, const char **model,
+    size_t *model_len);
+
+#endif
