@@ -27,8 +27,11 @@ void util_rfc3339_ms(uint64_t wall_ms, char out[32])
 	time_t secs = (time_t)(wall_ms / 1000);
 	struct tm tm;
 	gmtime_r(&secs, &tm);
-	snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	/* the casts bound every field, so 24 bytes always suffice */
+	snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
+	    (unsigned)(tm.tm_year + 1900) % 10000u, (unsigned)(tm.tm_mon + 1) % 100u,
+	    (unsigned)tm.tm_mday % 100u, (unsigned)tm.tm_hour % 100u,
+	    (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u,
 	    (unsigned)(wall_ms % 1000));
 }
 

@@ -1,0 +1,170 @@
+#include "hist.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The index math below relies on these; a layout change that breaks them
+ * must fail the build, not skew the quantiles. */
+_Static_assert(HIST_SUB_BITS >= 1 && HIST_SUB_BITS < HIST_TOP_BITS, "bad layout");
+/* hist_count_le multiplies a 32-bit bucket count by a bucket width. */
+_Static_assert(HIST_TOP_BITS - HIST_SUB_BITS - 1 <= 32, "top bucket too wide");
+_Static_assert(HIST_MAX_US < (1ull << HIST_TOP_BITS), "1 h must not be clamped");
+_Static_assert(HIST_BUCKETS == HIST_SUB * (HIST_TOP_BITS - HIST_SUB_BITS + 1),
+    "HIST_BUCKETS does not match the layout");
+
+#define HIST_TOP (1ull << HIST_TOP_BITS)
+
+/*
+ * Bucket i, band b = i >> HIST_SUB_BITS:
+ *   b 0 and 1: the single value i (0 .. 2*HIST_SUB-1);
+ *   b >= 2:    HIST_SUB buckets of width w = 2^(b-1) covering
+ *              [HIST_SUB * w, 2 * HIST_SUB * w),
+ * so value v lands in (s << HIST_SUB_BITS) + (v >> s), where
+ * s = msb(v) - HIST_SUB_BITS is log2 of its bucket's width.
+ * OR-ing HIST_SUB in keeps clz defined for 0 and makes s 0 for the exact
+ * range, so one formula covers every value without a branch.
+ */
+static inline unsigned hist_index(uint64_t us)
+{
+	uint64_t v = us < HIST_TOP ? us : HIST_TOP - 1;
+	unsigned s = 63u - (unsigned)__builtin_clzll(v | HIST_SUB) - HIST_SUB_BITS;
+
+	return (s << HIST_SUB_BITS) + (unsigned)(v >> s);
+}
+
+/* Lowest value of bucket i; *shift gets log2 of its width. */
+static uint64_t hist_bucket_lo(unsigned i, unsigned *shift)
+{
+	unsigned band = i >> HIST_SUB_BITS;
+
+	if (band == 0) {
+		*shift = 0;
+		return i;
+	}
+	*shift = band - 1;
+	return (uint64_t)(HIST_SUB + (i & (HIST_SUB - 1))) << *shift;
+}
+
+void hist_init(struct hist *h)
+{
+	memset(h, 0, sizeof(*h));
+}
+
+/* Hot path: called once per token. An all-zero struct is a valid empty
+ * histogram, hence min is taken from the first value rather than from a
+ * UINT64_MAX sentinel. */
+void hist_record(struct hist *h, uint64_t us)
+{
+	h->buckets[hist_index(us)]++;
+	h->sum += us;
+	if (us > h->max)
+		h->max = us;
+	if (us < h->min || h->count == 0)
+		h->min = us;
+	h->count++;
+}
+
+void hist_merge(struct hist *dst, const struct hist *src)
+{
+	size_t i;
+
+	if (src->count == 0)
+		return;
+	if (dst->count == 0 || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+	for (i = 0; i < HIST_BUCKETS; i++)
+		dst->buckets[i] += src->buckets[i];
+}
+
+/*
+ * Rank ceil(q * count), 1-based. q * count is computed in binary floating
+ * point, so 0.07 * 100 comes out as 7.000000000000001 and a plain ceil
+ * would skip to rank 8; shaving a relative 1e-12 off absorbs that rounding
+ * without moving any rank a real fraction would give.
+ */
+static uint64_t hist_rank(double q, uint64_t count)
+{
+	double x = q * (double)count;
+	double r = ceil(x - x * 1e-12);
+
+	if (r < 1)
+		return 1;
+	if (r >= (double)count)
+		return count;
+	return (uint64_t)r;
+}
+
+/*
+ * The midpoint of the bucket holding the value of rank ceil(q * count),
+ * clamped into [min, max]: for a value v >= 2*HIST_SUB in a bucket of width
+ * w, v >= HIST_SUB * w, so the midpoint is within (w-1)/2 / (HIST_SUB*w)
+ * < 1/(2*HIST_SUB) of v, and clamping only moves it closer. q <= 0 (and
+ * NaN) gives min, q >= 1 gives max, both exact.
+ */
+double hist_quantile(const struct hist *h, double q)
+{
+	uint64_t rank, seen = 0;
+	unsigned i, shift;
+	double mid;
+
+	if (h->count == 0)
+		return 0;
+	if (!(q > 0))
+		return (double)h->min;
+	if (q >= 1)
+		return (double)h->max;
+	rank = hist_rank(q, h->count);
+	for (i = 0; i < HIST_BUCKETS; i++) {
+		seen += h->buckets[i];
+		if (seen >= rank)
+			break;
+	}
+	/* Only a wrapped 32-bit bucket counter can leave rank unreached. */
+	if (i == HIST_BUCKETS)
+		return (double)h->max;
+	mid = (double)hist_bucket_lo(i, &shift) + (double)((1ull << shift) - 1) / 2;
+	if (mid < (double)h->min)
+		return (double)h->min;
+	if (mid > (double)h->max)
+		return (double)h->max;
+	return mid;
+}
+
+double hist_mean(const struct hist *h)
+{
+	if (h->count == 0)
+		return 0;
+	return (double)h->sum / (double)h->count;
+}
+
+/*
+ * Every value of the buckets lying wholly at or below us, plus the share of
+ * the bucket containing us that its integer values lo..us make up, assuming
+ * the bucket's values are spread evenly: floor(n * (us - lo + 1) / width).
+ * So it is exact for us below 2*HIST_SUB and at every bucket's upper edge
+ * (lo + width - 1), never off by more than the one bucket's count elsewhere,
+ * and monotone in us. us < min gives 0 and us >= max gives count, both
+ * exact. Values clamped into the top bucket count as <= 2^HIST_TOP_BITS - 1.
+ */
+uint64_t hist_count_le(const struct hist *h, uint64_t us)
+{
+	uint64_t total = 0, lo;
+	unsigned i, last, shift;
+
+	if (h->count == 0 || us < h->min)
+		return 0;
+	if (us >= h->max)
+		return h->count;
+	last = hist_index(us);
+	for (i = 0; i < last; i++)
+		total += h->buckets[i];
+	lo = hist_bucket_lo(last, &shift);
+	if (us >= HIST_TOP)
+		return total + h->buckets[last];
+	/* Fits in 64 bits: see the static assertion on the top width. */
+	return total + (((uint64_t)h->buckets[last] * (us - lo + 1)) >> shift);
+}

@@ -1,0 +1,44 @@
+/* A log-linear (HDR-style) histogram of microsecond values: fixed memory,
+ * O(1) record, mergeable, quantiles within 1 % relative error from 1 µs to
+ * 1 h (larger values are clamped into the top bucket; max stays exact).
+ * Public so it can be embedded without allocation. Not thread-safe: each
+ * writer owns its histograms, readers merge copies. */
+#ifndef TOKENTAP_HIST_H
+#define TOKENTAP_HIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 64 linear sub-buckets per power of two: the bucket midpoint is within
+ * 1/128 of any value in it (< 0.8 %). Values below 64 µs are exact. */
+#define HIST_SUB_BITS 6
+#define HIST_SUB      (1u << HIST_SUB_BITS)
+#define HIST_MAX_US   3600000000ull          /* 1 h */
+#define HIST_TOP_BITS 32                     /* 2^32 µs > 1 h */
+/* Values below 2*HIST_SUB take one bucket each, then HIST_SUB buckets per
+ * power of two from 2^(HIST_SUB_BITS+1) up to 2^HIST_TOP_BITS. */
+#define HIST_BUCKETS  (HIST_SUB * (HIST_TOP_BITS - HIST_SUB_BITS + 1))
+
+struct hist {
+	uint64_t count;
+	uint64_t sum;       /* µs */
+	uint64_t min;
+	uint64_t max;
+	uint32_t buckets[HIST_BUCKETS];
+};
+
+/* Same as zeroing: an all-zero struct hist is a valid empty histogram. */
+void hist_init(struct hist *h);
+void hist_record(struct hist *h, uint64_t us);
+/* dst += src */
+void hist_merge(struct hist *dst, const struct hist *src);
+/* The value of rank ceil(q * count) in µs, as its bucket's midpoint clamped
+ * into [min, max]; q <= 0 gives min, q >= 1 max; 0 for an empty histogram. */
+double hist_quantile(const struct hist *h, double q);
+double hist_mean(const struct hist *h);
+/* Number of recorded values <= us: exact at bucket upper edges, below
+ * 2*HIST_SUB, below min and from max up; inside a bucket, that bucket's
+ * count is shared in proportion to the part of its width <= us. */
+uint64_t hist_count_le(const struct hist *h, uint64_t us);
+
+#endif
