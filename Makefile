@@ -69,6 +69,7 @@ $(B)/tokentap-load: $(LOAD_OBJS) $(MOD_OBJS) $(LL_OBJS)
 # modules listed for it below, so one module's tests build while another
 # module is being changed.
 COMMON := $(B)/obj/util.o $(B)/obj/log.o
+CONF_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/config*.c))
 $(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
 	@mkdir -p $(@D)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LIBS) -lcmocka
@@ -77,7 +78,8 @@ $(B)/tests/test_dialect: $(B)/obj/sse.o
 $(B)/tests/test_stats:   $(B)/obj/hist.o
 $(B)/tests/test_alert:   $(B)/obj/hist.o $(B)/obj/stats.o
 $(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o
-$(B)/tests/test_route:   $(B)/obj/config.o
+$(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
+$(B)/tests/test_config:  $(CONF_OBJS)
 
 test-unit: deps $(UNIT_BINS)
 test: deps

@@ -1,0 +1,304 @@
+#include "accesslog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "meter.h"
+#include "util.h"
+
+/* The log's fd never changes number: a reopen dup2()s the new file onto it,
+ * so worker threads writing at that moment write to one file or the other,
+ * never to a closed or reused descriptor. */
+static int log_fd = -1;
+static char *log_path;
+
+static int open_file(const char *path)
+{
+	if (strcmp(path, "-") == 0)
+		return dup(STDOUT_FILENO);
+	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+int accesslog_open(const char *path)
+{
+	int fd;
+
+	if (path == NULL) {
+		accesslog_close();
+		return 0;
+	}
+	fd = open_file(path);
+	if (fd < 0) {
+		log_error("access log %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (log_fd >= 0) {
+		dup2(fd, log_fd);
+		close(fd);
+	} else {
+		log_fd = fd;
+	}
+	free(log_path);
+	log_path = strdup(path);
+	return 0;
+}
+
+int accesslog_reopen(void)
+{
+	if (log_path == NULL)
+		return 0;
+	return accesslog_open(log_path);
+}
+
+void accesslog_close(void)
+{
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+	free(log_path);
+	log_path = NULL;
+}
+
+/* ---- a bounded JSON writer --------------------------------------------- */
+
+struct jbuf {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct jbuf *b, const char *s, size_t n)
+{
+	if (b->len + n >= b->cap)
+		n = b->len < b->cap - 1 ? b->cap - 1 - b->len : 0;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void puts_(struct jbuf *b, const char *s)
+{
+	put(b, s, strlen(s));
+}
+
+static void putf(struct jbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void putf(struct jbuf *b, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void put_str(struct jbuf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	put(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			char e[2] = { '\\', (char)c };
+			put(b, e, 2);
+		} else if (c < 0x20 || c == 0x7f) {
+			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			put(b, e, 6);
+		} else {
+			put(b, (const char *)&c, 1);
+		}
+	}
+	put(b, "\"", 1);
+}
+
+static void field_str(struct jbuf *b, const char *name, const char *v)
+{
+	putf(b, ",\"%s\":", name);
+	if (v == NULL)
+		puts_(b, "null");
+	else
+		put_str(b, v, strlen(v));
+}
+
+/* Durations in ms with up to 3 decimals; negative means undefined. */
+static void put_ms(struct jbuf *b, int64_t us)
+{
+	if (us < 0) {
+		puts_(b, "null");
+		return;
+	}
+	if (us % 1000 == 0)
+		putf(b, "%lld", (long long)(us / 1000));
+	else
+		putf(b, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
+}
+
+static void field_ms(struct jbuf *b, const char *name, int64_t us)
+{
+	putf(b, ",\"%s\":", name);
+	put_ms(b, us);
+}
+
+static void field_int(struct jbuf *b, const char *name, int64_t v)
+{
+	if (v < 0)
+		putf(b, ",\"%s\":null", name);
+	else
+		putf(b, ",\"%s\":%lld", name, (long long)v);
+}
+
+/* A phase runs from the latest earlier point to its own, never negative;
+ * undefined where its point did not happen. */
+static int64_t phase(uint64_t *last, uint64_t point)
+{
+	int64_t d;
+	if (point == 0)
+		return -1;
+	d = point > *last ? (int64_t)(point - *last) : 0;
+	if (point > *last)
+		*last = point;
+	return d;
+}
+
+static void put_phases(struct jbuf *b, const struct meter *m)
+{
+	uint64_t last = m->t0;
+	int64_t client = phase(&last, m->t_req);
+	int64_t connect = phase(&last, m->t_conn);
+	int64_t send = phase(&last, m->t_sent);
+	int64_t head = phase(&last, m->t_head);
+	int64_t first_event = phase(&last, m->t_first_event);
+	int64_t first_token = phase(&last, m->t_first_token);
+
+	puts_(b, ",\"phases\":{\"client_ms\":");
+	put_ms(b, client);
+	field_ms(b, "connect_ms", connect);
+	field_ms(b, "tls_ms", m->conn_reused || m->tls_us == 0 ? -1 : (int64_t)m->tls_us);
+	field_ms(b, "send_ms", send);
+	field_ms(b, "upstream_head_ms", head);
+	field_ms(b, "first_event_ms", first_event);
+	field_ms(b, "first_token_ms", first_token);
+	puts_(b, "}");
+}
+
+/* The request target with the values of key, api_key and token masked. */
+static void put_target(struct jbuf *b, const char *t, size_t len)
+{
+	char out[2048];
+	size_t o = 0, i = 0;
+	const char *q = memchr(t, '?', len);
+
+	if (q == NULL) {
+		put_str(b, t, len);
+		return;
+	}
+	i = (size_t)(q - t) + 1;
+	if (i > sizeof out - 8)
+		i = sizeof out - 8;
+	memcpy(out, t, i);
+	o = i;
+	while (i < len && o < sizeof out - 8) {
+		size_t end = i, eq;
+		while (end < len && t[end] != '&')
+			end++;
+		for (eq = i; eq < end && t[eq] != '='; eq++)
+			;
+		if (eq < end && (util_ieq(t + i, eq - i, "key") ||
+		    util_ieq(t + i, eq - i, "api_key") || util_ieq(t + i, eq - i, "token"))) {
+			size_t n = eq - i + 1;
+			if (o + n + 3 >= sizeof out - 8)
+				break;
+			memcpy(out + o, t + i, n);
+			memcpy(out + o + n, "***", 3);
+			o += n + 3;
+		} else {
+			size_t n = end - i;
+			if (o + n >= sizeof out - 8)
+				n = sizeof out - 8 - o;
+			memcpy(out + o, t + i, n);
+			o += n;
+		}
+		i = end;
+		if (i < len && o < sizeof out - 8)
+			out[o++] = t[i++];
+	}
+	put_str(b, out, o);
+}
+
+static void put_exceeded(struct jbuf *b, unsigned bits)
+{
+	static const char *const names[] = {
+		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
+	};
+	int first = 1;
+	puts_(b, ",\"exceeded\":[");
+	for (unsigned i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+		if (!(bits & (1u << i)))
+			continue;
+		putf(b, "%s\"%s\"", first ? "" : ",", names[i]);
+		first = 0;
+	}
+	puts_(b, "]");
+}
+
+size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
+{
+	struct jbuf b = { buf, 0, len };
+	const struct meter *m = e->m;
+	char ts[32];
+	int64_t n = meter_output_tokens(m);
+
+	util_rfc3339_ms(util_wall_ms(), ts);
+	putf(&b, "{\"ts\":\"%s\"", ts);
+	field_str(&b, "request_id", e->request_id);
+	field_str(&b, "client", e->client);
+	field_str(&b, "route", e->route);
+	field_str(&b, "tenant", e->tenant);
+	field_str(&b, "model", e->model);
+	field_str(&b, "method", e->method);
+	puts_(&b, ",\"path\":");
+	put_target(&b, e->target, e->target_len);
+	field_int(&b, "status", e->status ? (int64_t)e->status : -1);
+	putf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
+	field_str(&b, "dialect", dialect_names[m->dialect]);
+	field_str(&b, "outcome", e->outcome);
+	field_ms(&b, "ttft_ms", meter_ttft_us(m));
+	field_ms(&b, "tpot_ms", meter_tpot_us(m));
+	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);
+	field_int(&b, "output_tokens", n);
+	field_int(&b, "input_tokens", meter_input_tokens(m));
+	field_str(&b, "token_source", n < 0 ? NULL :
+	    meter_tokens_from_usage(m) ? "usage" : "events");
+	field_int(&b, "events", (int64_t)m->events);
+	field_int(&b, "bytes_in", (int64_t)e->bytes_in);
+	field_int(&b, "bytes_out", (int64_t)e->bytes_out);
+	field_ms(&b, "duration_ms", m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1);
+	put_phases(&b, m);
+	field_int(&b, "concurrency", e->concurrency);
+	field_str(&b, "upstream", e->upstream);
+	put_exceeded(&b, e->exceeded);
+	puts_(&b, "}\n");
+	/* a line cut short by the cap still ends with a newline */
+	if (b.len > 0 && b.p[b.len - 1] != '\n')
+		b.p[b.len - 1] = '\n';
+	return b.len;
+}
+
+void accesslog_write(const struct accesslog_entry *e)
+{
+	char line[8192];
+	size_t n;
+
+	if (log_fd < 0)
+		return;
+	n = accesslog_format(e, line, sizeof line);
+	if (write(log_fd, line, n) < 0)
+		log_warn("access log: %s", strerror(errno));
+}

@@ -1,0 +1,46 @@
+/* The JSON access log (SPEC §5): one line per request, written when it
+ * ends, with a single write(2) so lines from worker threads never mix. */
+#ifndef TOKENTAP_ACCESSLOG_H
+#define TOKENTAP_ACCESSLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct meter;
+
+struct accesslog_entry {
+	const char *request_id;
+	const char *client;
+	const char *route;           /* NULL: no route matched */
+	const char *tenant;
+	const char *model;
+	const char *method;
+	const char *target;          /* request target; secrets are masked */
+	size_t target_len;
+	unsigned status;             /* 0: none was sent */
+	const char *outcome;
+	const char *upstream;        /* NULL: none */
+	const struct meter *m;
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	long concurrency;
+	unsigned exceeded;           /* ACCESSLOG_EXCEEDED_* bits */
+};
+
+enum {
+	ACCESSLOG_TTFT_WARNING = 1,
+	ACCESSLOG_TTFT_CRITICAL = 2,
+	ACCESSLOG_TPOT_WARNING = 4,
+	ACCESSLOG_TPOT_CRITICAL = 8
+};
+
+/* Opens path ("-" = stdout); NULL turns the log off. Returns 0 or -1. */
+int accesslog_open(const char *path);
+/* Reopens the same path (SIGUSR1, after logrotate moved the file). */
+int accesslog_reopen(void);
+void accesslog_close(void);
+void accesslog_write(const struct accesslog_entry *e);
+/* Formats e into buf (no newline written past len-1); returns the length. */
+size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len);
+
+#endif

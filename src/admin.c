@@ -1,0 +1,122 @@
+#include "admin.h"
+
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "log.h"
+#include "util.h"
+
+static struct event_base *admin_base;
+static struct evhttp *http;
+static struct conf *admin_conf;
+static char bound_address[300];
+static int draining;
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+    const char *type, const char *body)
+{
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
+	evbuffer_add(b, body, strlen(body));
+	evhttp_send_reply(req, code, reason, b);
+	evbuffer_free(b);
+}
+
+/* Every path but /healthz needs "Authorization: Bearer <token>" when a
+ * token is configured; compared in constant time. */
+static int authorized(struct evhttp_request *req)
+{
+	const char *h;
+	const char *tok = admin_conf->admin_token;
+
+	if (tok == NULL)
+		return 1;
+	h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+		return 0;
+	return util_ct_equal(h + 7, strlen(h + 7), tok, strlen(tok));
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	(void)arg;
+
+	if (path == NULL)
+		path = "/";
+	if (strcmp(path, "/healthz") == 0) {
+		if (draining)
+			reply(req, 503, "Service Unavailable", "text/plain", "draining\n");
+		else
+			reply(req, 200, "OK", "text/plain", "ok\n");
+		return;
+	}
+	if (!authorized(req)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "WWW-Authenticate", "Bearer");
+		reply(req, 401, "Unauthorized", "application/json",
+		    "{\"error\":{\"type\":\"unauthorized\",\"message\":\"admin token required\"}}\n");
+		return;
+	}
+	reply(req, 404, "Not Found", "application/json",
+	    "{\"error\":{\"type\":\"not_found\",\"message\":\"unknown admin path\"}}\n");
+}
+
+static int bind_admin(struct conf *c)
+{
+	struct evhttp *h = evhttp_new(admin_base);
+	if (h == NULL)
+		return -1;
+	evhttp_set_gencb(h, on_request, NULL);
+	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	if (evhttp_bind_socket(h, c->admin_host[0] ? c->admin_host : "0.0.0.0",
+	    (ev_uint16_t)c->admin_port) != 0) {
+		log_error("admin: cannot listen on %s", c->admin_address);
+		evhttp_free(h);
+		return -1;
+	}
+	if (http != NULL)
+		evhttp_free(http);
+	http = h;
+	snprintf(bound_address, sizeof bound_address, "%s", c->admin_address);
+	return 0;
+}
+
+int admin_start(struct event_base *base, struct conf *c)
+{
+	admin_base = base;
+	admin_conf = conf_ref(c);
+	return bind_admin(c);
+}
+
+int admin_reload(struct conf *c)
+{
+	if (strcmp(bound_address, c->admin_address) != 0 && bind_admin(c) < 0)
+		return -1;
+	conf_unref(admin_conf);
+	admin_conf = conf_ref(c);
+	return 0;
+}
+
+void admin_set_draining(void)
+{
+	draining = 1;
+}
+
+void admin_stop(void)
+{
+	if (http != NULL)
+		evhttp_free(http);
+	http = NULL;
+	if (admin_conf != NULL)
+		conf_unref(admin_conf);
+	admin_conf = NULL;
+}

@@ -1,0 +1,145 @@
+#include "httphead.h"
+
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "util.h"
+
+/* Does the comma-separated list in value contain token name? */
+static int list_has(const char *v, size_t vlen, const char *name, size_t len)
+{
+	size_t i = 0;
+	while (i < vlen) {
+		size_t s, e;
+		while (i < vlen && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < vlen && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == len && strncasecmp(v + s, name, len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int httphead_is_hop(const struct http_head *m, const char *name, size_t len)
+{
+	static const char *const hop[] = {
+		"connection", "keep-alive", "proxy-connection", "te", "upgrade"
+	};
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(hop); i++)
+		if (util_ieq(name, len, hop[i]))
+			return 1;
+	for (size_t i = 0; i < m->n; i++)
+		if (util_ieq(m->h[i].name, m->h[i].name_len, "connection") &&
+		    list_has(m->h[i].value, m->h[i].value_len, name, len))
+			return 1;
+	return 0;
+}
+
+static int is_set_header(const struct conf_route *r, const char *name, size_t len)
+{
+	for (size_t i = 0; i < r->n_set_headers; i++)
+		if (util_ieq(name, len, r->set_headers[i].name))
+			return 1;
+	return 0;
+}
+
+static void write_target(struct evbuffer *out, const struct http_head *rq,
+    const struct conf_route *r)
+{
+	const char *t = rq->target;
+	size_t len = rq->target_len;
+
+	if (r->strip_prefix && r->match_path_prefix != NULL) {
+		size_t plen = strlen(r->match_path_prefix);
+		/* a prefix "/v1/" strips to "x", so keep the slash it ended on */
+		if (plen > 0 && r->match_path_prefix[plen - 1] == '/')
+			plen--;
+		if (plen <= rq->path_len) {
+			t += plen;
+			len -= plen;
+		}
+	}
+	evbuffer_add(out, r->upstream_base, strlen(r->upstream_base));
+	if (len == 0 || (t[0] != '/' && t[0] != '?'))
+		evbuffer_add(out, "/", 1);
+	evbuffer_add(out, t, len);
+}
+
+void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
+    const struct conf_route *r, const char *client_ip, const char *proto,
+    const char *request_id, size_t request_id_len)
+{
+	const struct http_header *xff = NULL;
+
+	evbuffer_add(out, rq->method, rq->method_len);
+	evbuffer_add(out, " ", 1);
+	write_target(out, rq, r);
+	evbuffer_add(out, " HTTP/1.1\r\n", 11);
+
+	for (size_t i = 0; i < rq->n; i++) {
+		const struct http_header *h = &rq->h[i];
+		if (httphead_is_hop(rq, h->name, h->name_len) ||
+		    is_set_header(r, h->name, h->name_len) ||
+		    util_ieq(h->name, h->name_len, "x-forwarded-proto") ||
+		    util_ieq(h->name, h->name_len, "x-request-id"))
+			continue;
+		if (util_ieq(h->name, h->name_len, "host") && !r->preserve_host)
+			continue;
+		if (util_ieq(h->name, h->name_len, "x-forwarded-for")) {
+			xff = h;
+			continue;
+		}
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (!r->preserve_host || route_find_header(rq->h, rq->n, "host") == NULL) {
+		int default_port = r->upstream_port == (r->upstream_tls ? 443u : 80u);
+		int v6 = strchr(r->upstream_host, ':') != NULL;
+		evbuffer_add_printf(out, "Host: %s%s%s", v6 ? "[" : "",
+		    r->upstream_host, v6 ? "]" : "");
+		if (!default_port)
+			evbuffer_add_printf(out, ":%u", r->upstream_port);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	for (size_t i = 0; i < r->n_set_headers; i++)
+		evbuffer_add_printf(out, "%s: %s\r\n", r->set_headers[i].name,
+		    r->set_headers[i].value);
+	if (xff != NULL)
+		evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n",
+		    (int)xff->value_len, xff->value, client_ip);
+	else
+		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", client_ip);
+	evbuffer_add_printf(out, "X-Forwarded-Proto: %s\r\n", proto);
+	evbuffer_add(out, "X-Request-Id: ", 14);
+	evbuffer_add(out, request_id, request_id_len);
+	evbuffer_add(out, "\r\n\r\n", 4);
+}
+
+void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
+    int decode, int close)
+{
+	evbuffer_add(out, rs->start_line, rs->start_len);
+	evbuffer_add(out, "\r\n", 2);
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct http_header *h = &rs->h[i];
+		if (httphead_is_hop(rs, h->name, h->name_len))
+			continue;
+		if (decode && util_ieq(h->name, h->name_len, "transfer-encoding"))
+			continue;
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (close)
+		evbuffer_add(out, "Connection: close\r\n", 19);
+	evbuffer_add(out, "\r\n", 2);
+}

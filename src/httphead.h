@@ -1,0 +1,49 @@
+/* HTTP/1.1 message heads as the proxy rewrites them: the request it sends
+ * upstream and the response head it passes to the client (RFC 9110 §7.6.1
+ * hop-by-hop rules). Pure: reads parsed heads, writes into an evbuffer. */
+#ifndef TOKENTAP_HTTPHEAD_H
+#define TOKENTAP_HTTPHEAD_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "route.h"
+
+struct evbuffer;
+
+#define HTTPHEAD_MAX_HEADERS 128
+
+struct http_head {
+	const char *start_line;    /* request line or status line, no CRLF */
+	size_t start_len;
+	const char *method;        /* request */
+	size_t method_len;
+	const char *target;        /* request target as sent */
+	size_t target_len;
+	size_t path_len;           /* target up to '?' */
+	unsigned status;           /* response */
+	unsigned http_major, http_minor;
+	struct http_header h[HTTPHEAD_MAX_HEADERS];
+	size_t n;
+};
+
+/* Header fields the proxy never forwards: Connection and the fields it
+ * names, Keep-Alive, Proxy-Connection, TE, Upgrade. (Transfer-Encoding is
+ * framing and is decided by the caller.) */
+int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
+
+/* Writes the upstream request head for a client request on route r.
+ * client_ip goes to X-Forwarded-For, proto to X-Forwarded-Proto; request_id
+ * is the X-Request-Id to send (the client's or a new one). */
+void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
+    const struct conf_route *r, const char *client_ip, const char *proto,
+    const char *request_id, size_t request_id_len);
+
+/* Writes the response head for the client: status line and end-to-end
+ * headers unchanged and in order. decode: the client gets the decoded body
+ * (HTTP/1.0), so Transfer-Encoding is dropped. close: add
+ * "Connection: close" because this connection ends after the response. */
+void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
+    int decode, int close);
+
+#endif

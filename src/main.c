@@ -1,0 +1,201 @@
+/* tokentap: a transparent SSE measuring reverse proxy.
+ *
+ * The main thread loads the config, starts the workers, serves the admin
+ * endpoints and handles signals; the workers carry the traffic. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "accesslog.h"
+#include "admin.h"
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "worker.h"
+
+#define DEFAULT_CONFIG "/etc/tokentap/tokentap.yaml"
+
+static struct event_base *main_base;
+static struct conf *current;
+static const char *config_path = DEFAULT_CONFIG;
+static struct event *drain_poll;
+static uint64_t drain_deadline;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: tokentap [-t] [-c FILE]\n"
+	    "  -c FILE  configuration file (default " DEFAULT_CONFIG ")\n"
+	    "  -t       check the configuration and exit\n"
+	    "  -V       print the version and exit\n"
+	    "  -h       print this help and exit\n");
+}
+
+static void on_reload(void)
+{
+	struct conf *c = conf_load(config_path, stderr);
+
+	if (c == NULL) {
+		log_error("reload: %s has errors, keeping the running configuration",
+		    config_path);
+		return;
+	}
+	if (c->n_listen != current->n_listen || c->workers != current->workers)
+		log_warn("reload: listen addresses and workers change only on restart");
+	if (admin_reload(c) < 0)
+		log_warn("reload: admin address unchanged");
+	if ((c->access_log == NULL) != (current->access_log == NULL) ||
+	    (c->access_log && strcmp(c->access_log, current->access_log) != 0))
+		accesslog_open(c->access_log);
+	workers_reload(c);
+	conf_unref(current);
+	current = c;
+	log_info("reload: configuration %s loaded", config_path);
+}
+
+static void on_drain_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv = { 0, 20000 };
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (workers_running() == 0) {
+		event_base_loopexit(main_base, NULL);
+		return;
+	}
+	if (util_now_us() >= drain_deadline) {
+		log_warn("shutdown: timeouts.shutdown reached, closing the remaining streams");
+		event_base_loopexit(main_base, NULL);
+		return;
+	}
+	evtimer_add(drain_poll, &tv);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	switch (sig) {
+	case SIGHUP:
+		on_reload();
+		break;
+	case SIGUSR1:
+		accesslog_reopen();
+		log_info("logs reopened");
+		break;
+	case SIGTERM:
+	case SIGINT:
+		if (drain_poll != NULL)
+			return;
+		log_info("shutdown: draining (up to %llu ms)",
+		    (unsigned long long)(current->timeouts.shutdown_us / 1000));
+		admin_set_draining();
+		workers_drain();
+		drain_deadline = util_now_us() + current->timeouts.shutdown_us;
+		drain_poll = evtimer_new(main_base, on_drain_poll, NULL);
+		on_drain_poll(-1, 0, NULL);
+		break;
+	}
+}
+
+/* Two descriptors per stream: take the hard limit, as nginx's
+ * worker_rlimit_nofile would. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int run(void)
+{
+	static const int sigs[] = { SIGHUP, SIGUSR1, SIGTERM, SIGINT };
+	struct event *sev[4];
+	sigset_t all, old;
+	int rc = 0;
+
+	main_base = event_base_new();
+	if (main_base == NULL)
+		return 1;
+	if (accesslog_open(current->access_log) < 0 ||
+	    admin_start(main_base, current) < 0)
+		return 1;
+	/* workers inherit a mask that leaves every signal to this thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (workers_start(current) < 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
+		sev[i] = evsignal_new(main_base, sigs[i], on_signal, NULL);
+		evsignal_add(sev[i], NULL);
+	}
+	log_info("tokentap %s: %zu listener(s), %d worker(s), admin on %s",
+	    TOKENTAP_VERSION, current->n_listen, current->workers,
+	    current->admin_address);
+	event_base_dispatch(main_base);
+	workers_stop();
+	admin_stop();
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++)
+		event_free(sev[i]);
+	if (drain_poll != NULL)
+		event_free(drain_poll);
+	accesslog_close();
+	event_base_free(main_base);
+	log_info("tokentap stopped");
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int opt, test = 0, rc;
+
+	while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 't':
+			test = 1;
+			break;
+		case 'V':
+			printf("tokentap %s\n", TOKENTAP_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	current = conf_load(config_path, stderr);
+	if (current == NULL)
+		return 1;
+	if (test) {
+		printf("configuration OK\n");
+		conf_unref(current);
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	evthread_use_pthreads();
+	rc = run();
+	conf_unref(current);
+	libevent_global_shutdown();
+	return rc;
+}

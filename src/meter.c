@@ -1,0 +1,198 @@
+#include "meter.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define BODY_MAX (1024 * 1024)
+
+void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
+{
+	memset(m, 0, offsetof(struct meter, sse));
+	m->t0 = t0;
+	m->dialect = dialect;
+	m->reported_out = -1;
+	m->reported_in = -1;
+	m->body = NULL;
+	m->body_len = m->body_cap = 0;
+	m->parse = METER_PARSE_NONE;
+}
+
+void meter_offer_model(struct meter *m, enum meter_model_src src,
+    const char *model, size_t len)
+{
+	if (src <= m->model_src || len == 0)
+		return;
+	if (len >= METER_MODEL_MAX)
+		len = METER_MODEL_MAX - 1;
+	memcpy(m->model, model, len);
+	m->model[len] = '\0';
+	m->model_len = len;
+	m->model_src = src;
+}
+
+/* One dispatched event, at the time of the read that completed it. */
+static void on_event(void *arg, const struct sse_event *ev)
+{
+	struct meter *m = arg;
+	struct dialect_info info;
+
+	m->events++;
+	if (m->t_first_event == 0)
+		m->t_first_event = m->now;
+	dialect_classify(m->dialect, ev, &info);
+	if (info.token) {
+		if (m->token_events == 0) {
+			m->t_first_token = m->now;
+		} else {
+			uint64_t gap = m->now - m->t_last_token;
+			if (gap > m->itl_max_us)
+				m->itl_max_us = gap;
+			if (m->itl_fn != NULL)
+				m->itl_fn(m->itl_arg, gap);
+		}
+		m->t_last_token = m->now;
+		m->token_events++;
+	}
+	/* counts are cumulative where a dialect repeats them: the last wins */
+	if (info.output_tokens >= 0)
+		m->reported_out = info.output_tokens;
+	if (info.input_tokens >= 0)
+		m->reported_in = info.input_tokens;
+	if (info.end)
+		m->end_seen = 1;
+	if (info.error)
+		m->error_seen = 1;
+	if (info.model_len > 0 && m->model_src < MODEL_RESPONSE)
+		meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+}
+
+/* "text/event-stream" with any parameters, compared without case. */
+static int media_type_is(const char *ct, size_t len, const char *want)
+{
+	size_t n = strlen(want);
+	size_t i;
+	if (len < n || strncasecmp(ct, want, n) != 0)
+		return 0;
+	for (i = n; i < len && (ct[i] == ' ' || ct[i] == '\t'); i++)
+		;
+	return i == len || ct[i] == ';';
+}
+
+void meter_response_head(struct meter *m, unsigned status,
+    const char *content_type, size_t ct_len, int encoded,
+    size_t max_event_bytes, uint64_t now)
+{
+	m->status = status;
+	m->t_head = now;
+	m->max_event_bytes = max_event_bytes;
+	if (encoded)
+		return;     /* compressed bytes are forwarded, not parsed */
+	if (content_type != NULL &&
+	    media_type_is(content_type, ct_len, "text/event-stream")) {
+		m->parse = METER_PARSE_SSE;
+	} else if ((content_type != NULL &&
+	    media_type_is(content_type, ct_len, "application/x-ndjson")) ||
+	    (m->dialect == DIALECT_OLLAMA && status < 300 && !(content_type != NULL &&
+	    media_type_is(content_type, ct_len, "application/json")))) {
+		m->parse = METER_PARSE_NDJSON;
+	}
+	if (m->parse != METER_PARSE_NONE) {
+		m->stream = 1;
+		sse_init(&m->sse, m->parse == METER_PARSE_SSE ? SSE_MODE_EVENTS :
+		    SSE_MODE_NDJSON, max_event_bytes, on_event, m);
+	}
+}
+
+/* A JSON body that is not a stream is kept (first 1 MiB) for its usage. */
+static void keep_body(struct meter *m, const char *p, size_t len)
+{
+	if (m->body_len + len > BODY_MAX)
+		len = BODY_MAX - m->body_len;
+	if (len == 0)
+		return;
+	if (m->body_len + len > m->body_cap) {
+		size_t cap = m->body_cap ? m->body_cap : 4096;
+		char *nb;
+		while (cap < m->body_len + len)
+			cap *= 2;
+		nb = realloc(m->body, cap);
+		if (nb == NULL)
+			return;
+		m->body = nb;
+		m->body_cap = cap;
+	}
+	memcpy(m->body + m->body_len, p, len);
+	m->body_len += len;
+}
+
+void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
+{
+	m->now = now;
+	if (m->parse != METER_PARSE_NONE)
+		sse_feed(&m->sse, p, len);
+	else if (m->t_head != 0)
+		keep_body(m, p, len);
+}
+
+void meter_end(struct meter *m, uint64_t now)
+{
+	m->t_end = now;
+	if (m->parse == METER_PARSE_NONE && m->body_len > 0) {
+		struct dialect_info info;
+		dialect_classify_body(m->dialect, m->body, m->body_len, &info);
+		if (info.output_tokens >= 0)
+			m->reported_out = info.output_tokens;
+		if (info.input_tokens >= 0)
+			m->reported_in = info.input_tokens;
+		if (info.error)
+			m->error_seen = 1;
+		if (info.model_len > 0)
+			meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+	}
+}
+
+void meter_free(struct meter *m)
+{
+	if (m->parse != METER_PARSE_NONE)
+		sse_free(&m->sse);
+	m->parse = METER_PARSE_NONE;
+	free(m->body);
+	m->body = NULL;
+	m->body_len = m->body_cap = 0;
+}
+
+int64_t meter_ttft_us(const struct meter *m)
+{
+	if (!m->stream || m->t_first_token == 0)
+		return -1;
+	return (int64_t)(m->t_first_token - m->t0);
+}
+
+int meter_tokens_from_usage(const struct meter *m)
+{
+	return m->reported_out >= 0;
+}
+
+int64_t meter_output_tokens(const struct meter *m)
+{
+	if (m->reported_out >= 0)
+		return m->reported_out;
+	if (!m->stream)
+		return -1;
+	return (int64_t)m->token_events;
+}
+
+int64_t meter_input_tokens(const struct meter *m)
+{
+	return m->reported_in;
+}
+
+int64_t meter_tpot_us(const struct meter *m)
+{
+	int64_t n = meter_output_tokens(m);
+	if (!m->stream || m->t_first_token == 0 || n < 2)
+		return -1;
+	return (int64_t)(m->t_last_token - m->t_first_token) / (n - 1);
+}

@@ -1,0 +1,632 @@
+/* The proxy exchange. Flow of one request on a client connection:
+ *
+ *   C_IDLE --first byte--> C_HEAD --head parsed--> C_BODY --body done--> C_WAIT
+ *   upstream:   U_CONNECT --connected--> U_HEAD --head--> U_BODY --> done
+ *
+ * Response bytes are moved from the upstream's input buffer to the client's
+ * output buffer (no copy when whole chains move) and written to the client
+ * socket at once, in the read callback that brought them. Every function
+ * that may free the session returns -1 when it did; callers return at once. */
+#include "proxy.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <llhttp.h>
+
+#include "exchange.h"
+#include "log.h"
+#include "upstream.h"
+#include "util.h"
+#include "worker.h"
+
+/* Backpressure: stop reading the upstream once this much waits for the
+ * client, resume when the client has taken all but LOW_MARK of it. */
+#define HIGH_MARK (256 * 1024)
+#define LOW_MARK  (64 * 1024)
+/* Bytes a client may pipeline while its previous response streams. */
+#define PIPELINE_MAX (64 * 1024)
+
+static int client_process(struct session *s);
+static int upstream_process(struct session *s);
+static void client_read(struct bufferevent *bev, void *arg);
+static void client_write(struct bufferevent *bev, void *arg);
+static void client_event(struct bufferevent *bev, short what, void *arg);
+static void up_read(struct bufferevent *bev, void *arg);
+static void up_write(struct bufferevent *bev, void *arg);
+static void up_event(struct bufferevent *bev, short what, void *arg);
+static void session_timer(evutil_socket_t fd, short what, void *arg);
+
+/* ---- teardown ---------------------------------------------------------- */
+
+static int session_close(struct session *s)
+{
+	if (s->conf != NULL)
+		exchange_end(s, s->outcome ? s->outcome : "client_abort");
+	if (s->up != NULL) {
+		upstream_release(s->up, 0);
+		s->up = NULL;
+	}
+	if (s->timer != NULL)
+		event_free(s->timer);
+	if (s->bev != NULL)
+		bufferevent_free(s->bev);
+	TAILQ_REMOVE(&s->w->sessions, s, link);
+	s->w->n_sessions--;
+	atomic_fetch_sub(&tokentap_active_connections, 1);
+	worker_idle_check(s->w);
+	free(s);
+	return -1;
+}
+
+/* Closing a socket with unread input makes the kernel send RST, which can
+ * destroy the response the client has not read yet. So when the request was
+ * not read whole, shut down our side and discard what still arrives for a
+ * moment before closing (nginx's lingering close). */
+static int close_or_linger(struct session *s)
+{
+	struct timeval tv = { 2, 0 };
+	int unread = s->cs == C_HEAD || s->cs == C_BODY ||
+	    evbuffer_get_length(bufferevent_get_input(s->bev)) > 0;
+
+	if (!unread || s->lingering)
+		return session_close(s);
+	s->lingering = 1;
+	shutdown(s->fd, SHUT_WR);
+	evbuffer_drain(bufferevent_get_input(s->bev),
+	    evbuffer_get_length(bufferevent_get_input(s->bev)));
+	bufferevent_enable(s->bev, EV_READ);
+	s->tkind = T_LINGER;
+	evtimer_add(s->timer, &tv);
+	return 0;
+}
+
+/* Writes what waits in the client's output now, in this loop turn; what the
+ * socket does not take is left to the bufferevent. */
+static int client_flush(struct session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	if (evbuffer_get_length(out) > 0)
+		evbuffer_write(out, s->fd);
+	if (evbuffer_get_length(out) > 0) {
+		bufferevent_enable(s->bev, EV_WRITE);
+		return 0;
+	}
+	if (s->closing)
+		return close_or_linger(s);
+	return 0;
+}
+
+/* The client connection ends once its output is flushed. */
+static int client_finish(struct session *s)
+{
+	s->closing = 1;
+	return client_flush(s);
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+{
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	s->tkind = kind;
+	s->tlen = us;
+	if (kind == T_NONE) {
+		event_del(s->timer);
+		return;
+	}
+	evtimer_add(s->timer, &tv);
+}
+
+/* The idle timer is lazy: progress only stamps last_progress, and the timer
+ * re-arms itself for the rest when it fires early. No timer call per event. */
+static void timer_idle(struct session *s)
+{
+	s->last_progress = util_now_us();
+	timer_set(s, T_IDLE, s->route->timeouts.idle_us);
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Answers the request with tokentap's own JSON error and ends the exchange.
+ * After response bytes went out, it can only close the connection. Returns
+ * -1: the caller must not touch the session again (it may be lingering). */
+static int respond_error(struct session *s, unsigned status, const char *type,
+    const char *msg, const char *outcome)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	if (!s->head_sent) {
+		char body[512];
+		int n = snprintf(body, sizeof body,
+		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
+		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+		    "Content-Length: %d\r\nConnection: close\r\n\r\n",
+		    status, exchange_reason(status), n);
+		evbuffer_add(out, body, (size_t)n);
+		s->status = status;
+		s->bytes_out += evbuffer_get_length(out);
+	}
+	if (s->conf != NULL)
+		exchange_end(s, outcome);
+	client_finish(s);
+	return -1;
+}
+
+/* ---- accept ------------------------------------------------------------ */
+
+void proxy_accept(struct worker *w, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen)
+{
+	struct session *s;
+	int one = 1;
+	long active = atomic_fetch_add(&tokentap_active_connections, 1) + 1;
+
+	(void)socklen;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		atomic_fetch_sub(&tokentap_active_connections, 1);
+		evutil_closesocket(fd);
+		return;
+	}
+	s->w = w;
+	s->fd = fd;
+	exchange_client_addr(sa, s->client_ip, sizeof s->client_ip);
+	s->proto = "http";
+	TAILQ_INSERT_TAIL(&w->sessions, s, link);
+	w->n_sessions++;
+	s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	s->timer = evtimer_new(w->base, session_timer, s);
+	if (s->bev == NULL || s->timer == NULL) {
+		if (s->bev == NULL)
+			evutil_closesocket(fd);
+		session_close(s);
+		return;
+	}
+	bufferevent_set_max_single_read(s->bev, 65536);
+	bufferevent_setcb(s->bev, client_read, client_write, client_event, s);
+	bufferevent_enable(s->bev, EV_READ);
+	if ((uint64_t)active > w->conf->max_connections) {
+		/* Over the limit: answer 503 without reading the request. */
+		s->conf = conf_ref(w->conf);
+		exchange_begin(s, util_now_us());
+		s->cs = C_HEAD;     /* the request is never read: linger */
+		respond_error(s, 503, "overloaded", "too many connections", "rejected");
+		return;
+	}
+	timer_set(s, T_KEEPALIVE, w->conf->timeouts.idle_us);
+}
+
+/* ---- client side ------------------------------------------------------- */
+
+static void client_read(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	if (s->closing) {
+		struct evbuffer *in = bufferevent_get_input(bev);
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	client_process(s);
+}
+
+static int request_head(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	size_t head_len;
+	int r = exchange_find_head(in, &s->scan_pos, s->conf->max_header_bytes,
+	    &head_len);
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		return respond_error(s, 431, "request_header_too_large",
+		    "request head exceeds limits.max_header_bytes", "rejected");
+	return exchange_request_head(s, head_len);
+}
+
+/* Moves request body bytes to the upstream as llhttp frames them. */
+static int request_body(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	size_t used;
+	int r = exchange_parse(s, &s->req, in, &used);
+
+	s->bytes_in += used;
+	if (r < 0)
+		return respond_error(s, 400, "bad_request", "malformed request body",
+		    "rejected");
+	if (s->body_bytes > s->conf->max_body_bytes)
+		return respond_error(s, 413, "request_too_large",
+		    "request body exceeds limits.max_body_bytes", "rejected");
+	s->last_progress = util_now_us();
+	exchange_keep_body(s, in, used);
+	evbuffer_remove_buffer(in, bufferevent_get_output(s->up->bev), used);
+	if (s->req_done) {
+		s->meter.t_req = util_now_us();
+		s->cs = C_WAIT;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(s->up->bev)) > HIGH_MARK) {
+		bufferevent_disable(s->bev, EV_READ);
+		s->client_paused = 1;
+	}
+	return 0;
+}
+
+static int client_process(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+
+	for (;;) {
+		size_t avail = evbuffer_get_length(in);
+		switch (s->cs) {
+		case C_IDLE:
+			if (avail == 0)
+				return 0;
+			if (s->w->draining)
+				return client_finish(s);
+			s->conf = conf_ref(s->w->conf);
+			exchange_begin(s, util_now_us());
+			s->cs = C_HEAD;
+			timer_set(s, T_HEADER, s->conf->timeouts.client_header_us);
+			break;
+		case C_HEAD:
+			if (request_head(s) < 0)
+				return -1;
+			if (s->cs == C_HEAD)
+				return 0;
+			break;
+		case C_BODY:
+			if (avail == 0)
+				return 0;
+			if (request_body(s) < 0)
+				return -1;
+			if (s->cs == C_BODY || s->client_paused)
+				return 0;
+			break;
+		case C_WAIT:
+			/* Pipelined bytes wait for the response to end. */
+			if (avail > PIPELINE_MAX)
+				bufferevent_disable(s->bev, EV_READ);
+			return 0;
+		}
+	}
+}
+
+static void client_write(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	s->last_progress = util_now_us();
+	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK) {
+		s->up_paused = 0;
+		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+		bufferevent_enable(s->up->bev, EV_READ);
+		if (upstream_process(s) < 0)
+			return;
+	}
+	if (evbuffer_get_length(out) == 0) {
+		bufferevent_disable(bev, EV_WRITE);
+		if (s->closing)
+			close_or_linger(s);
+	}
+}
+
+static void client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)bev;
+	(void)what;
+	/* EOF or error: whatever was in flight is a client abort. A client that
+	 * half-closes after its request gets the same treatment as nginx gives
+	 * it: the exchange cannot be delivered reliably. */
+	if (s->conf != NULL && s->cs == C_HEAD && !s->head_parsed)
+		exchange_abandon(s);   /* a partial request head is nothing to log */
+	s->outcome = s->outcome ? s->outcome : "client_abort";
+	session_close(s);
+}
+
+/* ---- upstream side ----------------------------------------------------- */
+
+/* The timer while the request is on its way: first_byte counts from the
+ * request's last byte; before that, an upload only has to keep moving. */
+static void timer_request(struct session *s)
+{
+	if (s->req_done)
+		timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
+	else
+		timer_idle(s);
+}
+
+int proxy_dispatch(struct session *s, int fresh)
+{
+	struct upconn *u;
+
+	/* libevent may report a failed connect from inside the connect call;
+	 * up_event then only notes it, and it is handled here. */
+	s->dispatching = 1;
+	s->connect_failed = 0;
+	u = upstream_get(s->w, s->route, fresh, up_read, up_write, up_event, s);
+	s->dispatching = 0;
+	if (u != NULL && s->connect_failed) {
+		upstream_release(u, 0);
+		u = NULL;
+	}
+	if (u == NULL)
+		return respond_error(s, 502, "bad_gateway",
+		    "cannot open a connection to the upstream", "connect_error");
+	s->up = u;
+	s->us = U_CONNECT;
+	if (u->connected) {
+		s->meter.t_conn = util_now_us();
+		s->meter.conn_reused = 1;
+		s->us = U_HEAD;
+		timer_request(s);
+	} else {
+		timer_set(s, T_CONNECT, s->route->timeouts.connect_us);
+	}
+	return 0;
+}
+
+static int response_head(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	size_t head_len;
+	int r = exchange_find_head(in, &s->up_scan_pos, s->conf->max_header_bytes,
+	    &head_len);
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		return respond_error(s, 502, "bad_gateway",
+		    "upstream response head too large", "upstream_error");
+	r = exchange_response_head(s, head_len);
+	if (r != 0)
+		return r;
+	/* a body follows (the exchange may also have ended right here) */
+	if (s->us == U_BODY && s->conf != NULL && !s->res_done)
+		timer_idle(s);
+	return 0;
+}
+
+/* Forwards what the upstream sent: the same bytes, to the client, now. */
+static int response_body(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	size_t used;
+	int r;
+
+	s->last_progress = s->meter.now;
+	r = exchange_parse(s, &s->res, in, &used);
+	if (s->decode)
+		evbuffer_drain(in, used);
+	else
+		{
+		evbuffer_remove_buffer(in, out, used);
+		s->bytes_out += used;
+	}
+	if (r < 0) {
+		s->outcome = "upstream_error";
+		exchange_end(s, "upstream_error");
+		return client_finish(s);
+	}
+	if (client_flush(s) < 0)
+		return -1;
+	if (s->res_done)
+		return exchange_done(s);
+	if (evbuffer_get_length(out) > HIGH_MARK) {
+		s->up_paused = 1;
+		bufferevent_disable(s->up->bev, EV_READ);
+		bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
+		bufferevent_enable(s->bev, EV_WRITE);
+	}
+	return 0;
+}
+
+static int upstream_process(struct session *s)
+{
+	struct evbuffer *in;
+
+	if (s->up == NULL)
+		return 0;
+	in = bufferevent_get_input(s->up->bev);
+	s->meter.now = util_now_us();
+	while (evbuffer_get_length(in) > 0 && !s->up_paused) {
+		size_t before = evbuffer_get_length(in);
+		int r;
+		if (s->us == U_HEAD || s->us == U_CONNECT)
+			r = response_head(s);
+		else if (s->us == U_BODY)
+			r = response_body(s);
+		else
+			return 0;
+		if (r < 0)
+			return -1;
+		if (s->up == NULL || evbuffer_get_length(in) == before)
+			return 0;
+	}
+	return 0;
+}
+
+static void up_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	upstream_process(arg);
+}
+
+static void up_write(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	if (s->client_paused && evbuffer_get_length(out) <= LOW_MARK) {
+		s->client_paused = 0;
+		bufferevent_enable(s->bev, EV_READ);
+		if (client_process(s) < 0)
+			return;
+	}
+	if (s->req_done && !s->req_sent && evbuffer_get_length(out) == 0) {
+		s->req_sent = 1;
+		s->meter.t_sent = util_now_us();
+		if (s->us == U_HEAD)
+			timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
+	}
+}
+
+/* The upstream closed: a close-delimited body ends here; anything else
+ * ends too early. A reused connection that closes before answering is
+ * retried once on a new one, when the whole request is still at hand. */
+static int upstream_closed(struct session *s)
+{
+	if (s->us == U_BODY) {
+		if (exchange_parse_eof(s) == 0 && s->res_done)
+			return exchange_done(s);
+		s->outcome = s->meter.end_seen ? "ok" : "upstream_abort";
+		exchange_end(s, s->outcome);
+		return client_finish(s);
+	}
+	int r = exchange_retry(s);
+	if (r <= 0)
+		return r;
+	return respond_error(s, 502, "bad_gateway",
+	    "upstream closed the connection before responding", "upstream_error");
+}
+
+static void up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)bev;
+
+	if (s->dispatching) {
+		/* libevent defers CONNECTED, so only a failure comes here */
+		s->connect_failed = !(what & BEV_EVENT_CONNECTED);
+		return;
+	}
+	if (what & BEV_EVENT_CONNECTED) {
+		upstream_connected(s->up);
+		s->meter.t_conn = util_now_us();
+		s->us = U_HEAD;
+		timer_request(s);
+		return;
+	}
+	if (s->us == U_CONNECT) {
+		int dns = bufferevent_socket_get_dns_error(bev);
+		log_warn("upstream %s: %s", s->route->upstream,
+		    dns ? evutil_gai_strerror(dns) : evutil_socket_error_to_string(
+		    EVUTIL_SOCKET_ERROR()));
+		respond_error(s, 502, "bad_gateway", "upstream unreachable",
+		    "connect_error");
+		return;
+	}
+	/* EOF or error: read what is left first */
+	if (upstream_process(s) < 0 || s->up == NULL)
+		return;
+	upstream_closed(s);
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+static void session_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	uint64_t now = util_now_us();
+	(void)fd;
+	(void)what;
+
+	switch (s->tkind) {
+	case T_NONE:
+		return;
+	case T_KEEPALIVE:
+	case T_LINGER:
+		session_close(s);
+		return;
+	case T_HEADER:
+		respond_error(s, 408, "request_timeout",
+		    "request head not received within timeouts.client_header",
+		    "rejected");
+		return;
+	case T_CONNECT:
+		respond_error(s, 504, "gateway_timeout",
+		    "upstream connect timed out", "timeout");
+		return;
+	case T_FIRST_BYTE:
+		respond_error(s, 504, "gateway_timeout",
+		    "upstream response head not received within timeouts.first_byte",
+		    "timeout");
+		return;
+	case T_IDLE:
+		if (now - s->last_progress < s->tlen) {
+			timer_set(s, T_IDLE, s->tlen - (now - s->last_progress));
+			return;
+		}
+		log_info("request %s: upstream idle for %llu ms, closing",
+		    s->request_id, (unsigned long long)(s->tlen / 1000));
+		respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
+		    "timeout");
+		return;
+	}
+}
+
+/* ---- life cycle helpers used by exchange.c ----------------------------- */
+
+int proxy_next_request(struct session *s)
+{
+	s->cs = C_IDLE;
+	s->us = U_NONE;
+	if (s->w->draining)
+		return client_finish(s);
+	bufferevent_enable(s->bev, EV_READ);
+	timer_set(s, T_KEEPALIVE, s->w->conf->timeouts.idle_us);
+	return client_process(s);
+}
+
+int proxy_finish(struct session *s)
+{
+	return client_finish(s);
+}
+
+int proxy_flush(struct session *s)
+{
+	return client_flush(s);
+}
+
+int proxy_error(struct session *s, unsigned status, const char *type,
+    const char *msg, const char *outcome)
+{
+	return respond_error(s, status, type, msg, outcome);
+}
+
+void proxy_timer(struct session *s, enum session_timer kind, uint64_t us)
+{
+	timer_set(s, kind, us);
+}
+
+void proxy_drain(struct worker *w)
+{
+	struct session *s, *next;
+	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, link);
+		if (s->cs == C_IDLE && !s->closing)
+			session_close(s);
+	}
+}
+
+void proxy_close_all(struct worker *w)
+{
+	struct session *s;
+	while ((s = TAILQ_FIRST(&w->sessions)) != NULL) {
+		/* timeouts.shutdown ran out on it */
+		if (s->outcome == NULL)
+			s->outcome = "timeout";
+		session_close(s);
+	}
+}

@@ -1,0 +1,23 @@
+/* The exchange between one client connection and its upstream: request
+ * head and body in, response head and body out, byte for byte, measured on
+ * the way. One struct session per client connection owns it all and one
+ * function, session_close(), tears it down. */
+#ifndef TOKENTAP_PROXY_H
+#define TOKENTAP_PROXY_H
+
+#include <sys/socket.h>
+
+#include <event2/util.h>
+
+struct worker;
+
+/* Takes an accepted client socket. */
+void proxy_accept(struct worker *w, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen);
+/* Drain: closes idle client connections; busy ones close after their
+ * response. */
+void proxy_drain(struct worker *w);
+/* Closes every session at once (shutdown timeout reached). */
+void proxy_close_all(struct worker *w);
+
+#endif

@@ -1,0 +1,58 @@
+#include "tenant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* The API key a request carries: OpenAI-style bearer tokens, Anthropic's
+ * x-api-key, Azure's api-key, Gemini's x-goog-api-key. */
+static const char *api_key(const struct http_header *h, size_t n, size_t *len)
+{
+	static const char *const names[] = { "x-api-key", "api-key", "x-goog-api-key" };
+	const struct http_header *a = route_find_header(h, n, "authorization");
+
+	if (a != NULL && a->value_len > 7 && strncasecmp(a->value, "bearer ", 7) == 0) {
+		*len = a->value_len - 7;
+		return a->value + 7;
+	}
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+		a = route_find_header(h, n, names[i]);
+		if (a != NULL && a->value_len > 0) {
+			*len = a->value_len;
+			return a->value;
+		}
+	}
+	return NULL;
+}
+
+void tenant_identify(const struct conf *c, const struct http_header *h,
+    size_t n, char *out, size_t outlen)
+{
+	const struct http_header *t = NULL;
+	const char *key;
+	size_t len;
+	char hex[65];
+
+	if (c->tenant_header != NULL)
+		t = route_find_header(h, n, c->tenant_header);
+	if (t != NULL && t->value_len > 0) {
+		len = t->value_len < outlen - 1 ? t->value_len : outlen - 1;
+		memcpy(out, t->value, len);
+		out[len] = '\0';
+		return;
+	}
+	key = api_key(h, n, &len);
+	if (key == NULL) {
+		snprintf(out, outlen, "-");
+		return;
+	}
+	util_sha256_hex(key, len, hex);
+	for (size_t i = 0; i < c->n_tenant_api_keys; i++) {
+		if (strcmp(c->tenant_api_keys[i].value, hex) == 0) {
+			snprintf(out, outlen, "%s", c->tenant_api_keys[i].name);
+			return;
+		}
+	}
+	snprintf(out, outlen, "key:%.8s", hex);
+}

@@ -1,0 +1,311 @@
+#include "worker.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "log.h"
+#include "proxy.h"
+#include "upstream.h"
+#include "util.h"
+
+atomic_long tokentap_active_connections;
+atomic_long tokentap_active_streams;
+atomic_long tokentap_max_active_streams;
+
+static struct worker **workers;
+static int n_workers;
+
+/* ---- listeners ---------------------------------------------------------- */
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *arg)
+{
+	(void)l;
+	proxy_accept(arg, fd, sa, socklen);
+}
+
+static void listen_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < w->n_listeners; i++)
+		if (w->listeners[i] != NULL)
+			evconnlistener_enable(w->listeners[i]);
+}
+
+/* Out of descriptors: stop accepting for a moment instead of spinning on a
+ * listener that stays readable. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct worker *w = arg;
+	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv = { 0, 100000 };
+
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		static _Thread_local uint64_t last;
+		uint64_t now = util_now_us();
+		if (now - last > 1000000) {
+			log_warn("accept: %s; pausing accepts for 100 ms", strerror(err));
+			last = now;
+		}
+		evconnlistener_disable(l);
+		evtimer_add(w->listen_retry, &tv);
+		return;
+	}
+	log_warn("accept: %s", strerror(err));
+}
+
+static evutil_socket_t bind_one(const struct conf_listen *li)
+{
+	struct addrinfo hints, *res = NULL;
+	char port[8];
+	evutil_socket_t fd = -1;
+	int one = 1, r;
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(port, sizeof port, "%u", li->port);
+	r = getaddrinfo(li->host[0] ? li->host : NULL, port, &hints, &res);
+	if (r != 0) {
+		log_error("listen %s: %s", li->address, gai_strerror(r));
+		return -1;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(fd, 4096) < 0) {
+		log_error("listen %s: %s", li->address, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+static int listen_all(struct worker *w, const struct conf *c)
+{
+	w->listeners = calloc(c->n_listen, sizeof *w->listeners);
+	if (w->listeners == NULL)
+		return -1;
+	w->n_listeners = c->n_listen;
+	for (size_t i = 0; i < c->n_listen; i++) {
+		evutil_socket_t fd = bind_one(&c->listen[i]);
+		if (fd < 0)
+			return -1;
+		w->listeners[i] = evconnlistener_new(w->base, on_accept, w,
+		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		if (w->listeners[i] == NULL) {
+			close(fd);
+			return -1;
+		}
+		evconnlistener_set_error_cb(w->listeners[i], on_accept_error);
+	}
+	return 0;
+}
+
+static void close_listeners(struct worker *w)
+{
+	for (size_t i = 0; i < w->n_listeners; i++)
+		if (w->listeners[i] != NULL)
+			evconnlistener_free(w->listeners[i]);
+	free(w->listeners);
+	w->listeners = NULL;
+	w->n_listeners = 0;
+}
+
+/* ---- commands from the main thread ------------------------------------ */
+
+void worker_idle_check(struct worker *w)
+{
+	if (w->draining && w->n_sessions == 0)
+		event_base_loopexit(w->base, NULL);
+}
+
+static void on_command(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct conf *c;
+	int drain, stop;
+	(void)fd;
+	(void)what;
+
+	pthread_mutex_lock(&w->cmd_lock);
+	c = w->cmd_conf;
+	w->cmd_conf = NULL;
+	drain = w->cmd_drain;
+	stop = w->cmd_stop;
+	pthread_mutex_unlock(&w->cmd_lock);
+
+	if (c != NULL) {
+		/* exchanges in flight keep their own reference to the old one */
+		conf_unref(w->conf);
+		w->conf = c;
+	}
+	if (stop) {
+		proxy_close_all(w);
+		event_base_loopexit(w->base, NULL);
+		return;
+	}
+	if (drain && !w->draining) {
+		w->draining = 1;
+		close_listeners(w);
+		proxy_drain(w);
+		worker_idle_check(w);
+	}
+}
+
+static void send_command(struct worker *w, struct conf *c, int drain, int stop)
+{
+	pthread_mutex_lock(&w->cmd_lock);
+	if (c != NULL) {
+		if (w->cmd_conf != NULL)
+			conf_unref(w->cmd_conf);
+		w->cmd_conf = conf_ref(c);
+	}
+	w->cmd_drain |= drain;
+	w->cmd_stop |= stop;
+	pthread_mutex_unlock(&w->cmd_lock);
+	event_active(w->cmd_ev, EV_READ, 0);
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+static void worker_free(struct worker *w)
+{
+	proxy_close_all(w);
+	upstream_free_all(w);
+	close_listeners(w);
+	if (w->listen_retry != NULL)
+		event_free(w->listen_retry);
+	if (w->cmd_ev != NULL)
+		event_free(w->cmd_ev);
+	if (w->dns != NULL)
+		evdns_base_free(w->dns, 0);
+	if (w->cmd_conf != NULL)
+		conf_unref(w->cmd_conf);
+	if (w->conf != NULL)
+		conf_unref(w->conf);
+	if (w->base != NULL)
+		event_base_free(w->base);
+	pthread_mutex_destroy(&w->cmd_lock);
+	free(w);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	proxy_close_all(w);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static struct worker *worker_new(int id, struct conf *c)
+{
+	struct worker *w = calloc(1, sizeof *w);
+
+	if (w == NULL)
+		return NULL;
+	w->id = id;
+	pthread_mutex_init(&w->cmd_lock, NULL);
+	TAILQ_INIT(&w->sessions);
+	w->conf = conf_ref(c);
+	if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
+		w->rng = util_now_us() | 1;
+	w->base = event_base_new();
+	if (w->base == NULL)
+		goto fail;
+	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (w->dns == NULL) {
+		/* no resolv.conf: names from /etc/hosts and IP literals still work */
+		w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+		if (w->dns != NULL)
+			evdns_base_load_hosts(w->dns, NULL);
+	}
+	w->cmd_ev = event_new(w->base, -1, 0, on_command, w);
+	w->listen_retry = evtimer_new(w->base, listen_retry, w);
+	if (w->dns == NULL || w->cmd_ev == NULL || w->listen_retry == NULL ||
+	    listen_all(w, c) < 0)
+		goto fail;
+	return w;
+fail:
+	worker_free(w);
+	return NULL;
+}
+
+int workers_start(struct conf *conf)
+{
+	workers = calloc((size_t)conf->workers, sizeof *workers);
+	if (workers == NULL)
+		return -1;
+	for (int i = 0; i < conf->workers; i++) {
+		workers[i] = worker_new(i, conf);
+		if (workers[i] == NULL) {
+			while (i-- > 0)
+				worker_free(workers[i]);
+			free(workers);
+			workers = NULL;
+			return -1;
+		}
+	}
+	for (int i = 0; i < conf->workers; i++) {
+		if (pthread_create(&workers[i]->thread, NULL, worker_main,
+		    workers[i]) != 0) {
+			log_error("cannot start worker thread %d: %s", i, strerror(errno));
+			exit(1);
+		}
+		n_workers++;
+	}
+	return 0;
+}
+
+void workers_reload(struct conf *conf)
+{
+	for (int i = 0; i < n_workers; i++)
+		send_command(workers[i], conf, 0, 0);
+}
+
+void workers_drain(void)
+{
+	for (int i = 0; i < n_workers; i++)
+		send_command(workers[i], NULL, 1, 0);
+}
+
+int workers_running(void)
+{
+	int n = 0;
+	for (int i = 0; i < n_workers; i++)
+		n += !atomic_load(&workers[i]->done);
+	return n;
+}
+
+void workers_stop(void)
+{
+	for (int i = 0; i < n_workers; i++)
+		send_command(workers[i], NULL, 0, 1);
+	for (int i = 0; i < n_workers; i++) {
+		pthread_join(workers[i]->thread, NULL);
+		worker_free(workers[i]);
+	}
+	free(workers);
+	workers = NULL;
+	n_workers = 0;
+}

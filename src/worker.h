@@ -1,0 +1,69 @@
+/* Worker threads: one event_base each, SO_REUSEPORT listeners of their own,
+ * their own upstream pools and statistics. The main thread talks to them
+ * only through worker_command(), which wakes the worker's loop. */
+#ifndef TOKENTAP_WORKER_H
+#define TOKENTAP_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+
+struct event_base;
+struct evdns_base;
+struct evconnlistener;
+struct event;
+struct session;
+struct upool;
+struct accesslog;
+
+TAILQ_HEAD(session_list, session);
+
+struct worker {
+	int id;
+	pthread_t thread;
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct conf *conf;            /* current config, own reference */
+	struct evconnlistener **listeners;
+	size_t n_listeners;
+	struct event *listen_retry;   /* re-enables accepting after EMFILE */
+	struct session_list sessions;
+	size_t n_sessions;
+	struct upool *pools;          /* upstream.c */
+	int draining;
+	uint64_t rng;                 /* request ids */
+
+	/* commands from the main thread */
+	struct event *cmd_ev;
+	pthread_mutex_t cmd_lock;
+	struct conf *cmd_conf;        /* a new config to switch to */
+	int cmd_drain;
+	int cmd_stop;
+	atomic_int done;              /* the loop has ended */
+};
+
+/* Ends a draining worker's loop once its last session is gone. */
+void worker_idle_check(struct worker *w);
+
+/* Process-wide gauges, shared by all workers (atomics: one update per
+ * connection or request, never per event). */
+extern atomic_long tokentap_active_connections;
+extern atomic_long tokentap_active_streams;
+extern atomic_long tokentap_max_active_streams;
+
+/* Creates the workers of conf and binds their listeners. Returns 0 or -1
+ * (a listener could not be bound: the message was logged). */
+int workers_start(struct conf *conf);
+/* Hands a new config to every worker (each takes its own reference). */
+void workers_reload(struct conf *conf);
+/* Closes the listeners and lets streams finish; workers exit when idle. */
+void workers_drain(void);
+/* Number of workers whose loop is still running. */
+int workers_running(void);
+/* Ends every worker at once (after the shutdown timeout) and joins them. */
+void workers_stop(void);
+
+#endif

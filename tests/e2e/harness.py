@@ -1,0 +1,166 @@
+"""Helpers shared by the end-to-end tests: ports, processes, raw HTTP.
+
+Tests are plain functions named test_* in tests/e2e/test_*.py; a failed
+assert fails the test. Binaries come from $TOKENTAP_BUILD (default build/).
+"""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"))
+
+
+def binary(name):
+    return os.path.join(BUILD, name)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=5.0, host="127.0.0.1"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise AssertionError(f"nothing listens on {host}:{port} after {timeout}s")
+
+
+class Proc:
+    """A child process whose stderr goes to a temp file, stopped on exit."""
+
+    def __init__(self, args, env=None, stdout=None):
+        self.err = tempfile.NamedTemporaryFile(prefix="tt-err-", delete=False)
+        self.args = args
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        self.p = subprocess.Popen(args, stdout=stdout or subprocess.DEVNULL,
+                                  stderr=self.err, env=e)
+
+    def stderr(self):
+        with open(self.err.name, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self, sig=15, timeout=10):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.check_sanitizers()
+        return self.p.returncode
+
+    def check_sanitizers(self):
+        err = self.stderr()
+        for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "runtime error:"):
+            if mark in err:
+                raise AssertionError(f"{os.path.basename(self.args[0])}: "
+                                     f"sanitizer report:\n{err[-6000:]}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.stop()
+        finally:
+            os.unlink(self.err.name)
+
+
+def raw_request(port, data, timeout=5.0, host="127.0.0.1"):
+    """Sends raw bytes, returns every byte the peer sent until it closed."""
+    s = socket.create_connection((host, port), timeout=timeout)
+    s.sendall(data)
+    chunks = []
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            chunks.append(b)
+    except socket.timeout:
+        pass
+    s.close()
+    return b"".join(chunks)
+
+
+class Tokentap(Proc):
+    """tokentap on a fresh port with the given YAML (routes and more).
+
+    The listen, admin and access_log keys are filled in unless the YAML
+    sets them; {port}, {admin} and {log} in the YAML are replaced."""
+
+    def __init__(self, yaml_text, env=None, wait=True):
+        self.port = free_port()
+        self.admin = free_port()
+        self.dir = tempfile.mkdtemp(prefix="tt-")
+        self.log = os.path.join(self.dir, "access.jsonl")
+        self.conf = os.path.join(self.dir, "tokentap.yaml")
+        text = yaml_text.replace("{port}", str(self.port)).replace(
+            "{admin}", str(self.admin)).replace("{log}", self.log)
+        if "listen:" not in text:
+            text = f"listen:\n  - address: 127.0.0.1:{self.port}\n" + text
+        if "admin:" not in text:
+            text = f"admin:\n  address: 127.0.0.1:{self.admin}\n" + text
+        if "access_log:" not in text:
+            text = f"access_log: {self.log}\n" + text
+        self.write_conf(text)
+        super().__init__([binary("tokentap"), "-c", self.conf], env=env)
+        if wait:
+            try:
+                wait_port(self.port)
+            except AssertionError:
+                raise AssertionError("tokentap did not start:\n" + self.stderr())
+
+    def write_conf(self, text):
+        with open(self.conf, "w") as f:
+            f.write(text)
+
+    def access(self, n=None, timeout=5.0):
+        """The access-log lines as dicts; waits until there are n of them."""
+        import json
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(self.log) as f:
+                    lines = [json.loads(l) for l in f if l.strip()]
+            except FileNotFoundError:
+                lines = []
+            if n is None or len(lines) >= n or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.02)
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def split_response(data):
+    """(head bytes, body bytes) of a raw HTTP response."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+def dechunk(body):
+    out = b""
+    while body:
+        line, _, body = body.partition(b"\r\n")
+        n = int(line.split(b";")[0], 16)
+        if n == 0:
+            break
+        out += body[:n]
+        body = body[n + 2:]
+    return out

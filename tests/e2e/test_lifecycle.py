@@ -1,0 +1,169 @@
+"""Command line, reload and drain: the process as an operator runs it."""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from backend import SSE_HEAD, Backend
+from harness import Tokentap, binary, dechunk, split_response
+
+SANITIZER_SKIP = set()
+
+
+def run(*args):
+    return subprocess.run([binary("tokentap"), *args], capture_output=True, text=True,
+                          timeout=10)
+
+
+def test_flags():
+    r = run("-V")
+    assert r.returncode == 0 and r.stdout.startswith("tokentap ")
+    r = run("-h")
+    assert r.returncode == 0 and "usage" in r.stdout
+    r = run("-x")
+    assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_check_config():
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n")
+    r = run("-t", "-c", f.name)
+    assert r.returncode == 0 and r.stdout.strip() == "configuration OK", r
+    with open(f.name, "w") as g:
+        g.write("routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    dialekt: raw\n"
+                "timeouts:\n  idle: forever\n")
+    r = run("-t", "-c", f.name)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert any(l.startswith(f"{f.name}:4:5: ") for l in lines), r.stderr
+    assert any(l.startswith(f"{f.name}:6:9: ") for l in lines), r.stderr
+    os.unlink(f.name)
+
+
+def stream_handler(events, gap):
+    def handle(req, c):
+        c.send(SSE_HEAD)
+        for i in range(events):
+            c.chunk(b"data: %d\n\n" % i)
+            time.sleep(gap)
+        c.end_chunks()
+        return "keep"
+    return handle
+
+
+def fetch(port, results, i):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        s.close()
+        results[i] = data
+    except OSError as e:
+        results[i] = e
+
+
+def expected(events):
+    return b"".join(b"data: %d\n\n" % i for i in range(events))
+
+
+def test_sighup_reload_under_load_loses_nothing():
+    n, events = 40, 20
+    with Backend(stream_handler(events, 0.025)) as b:
+        cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
+        with Tokentap(cfg) as t:
+            results = [None] * n
+            threads = [threading.Thread(target=fetch, args=(t.port, results, i)) for i in range(n)]
+            for th in threads:
+                th.start()
+            time.sleep(0.2)
+            t.write_conf(open(t.conf).read().replace(
+                "name: r1\n", "name: r1\n    set_headers: {X-Gen: two}\n"))
+            t.p.send_signal(signal.SIGHUP)
+            for th in threads:
+                th.join(15)
+            for r in results:
+                assert isinstance(r, bytes), r
+                assert dechunk(split_response(r)[1]) == expected(events)
+            time.sleep(0.1)
+            fetch(t.port, results, 0)
+            assert b.requests[-1].header("X-Gen") == "two"
+            assert b.requests[0].header("X-Gen") is None
+            assert len(t.access(n + 1)) == n + 1
+
+
+def test_bad_reload_keeps_running_config():
+    with Backend(stream_handler(1, 0)) as b:
+        cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
+        with Tokentap(cfg) as t:
+            t.write_conf("routes: [oops\n")
+            t.p.send_signal(signal.SIGHUP)
+            time.sleep(0.3)
+            results = [None]
+            fetch(t.port, results, 0)
+            assert dechunk(split_response(results[0])[1]) == expected(1)
+            assert "keeping the running configuration" in t.stderr()
+
+
+def test_sigterm_drains_streams_in_flight():
+    n, events = 10, 20
+    with Backend(stream_handler(events, 0.03)) as b:
+        cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
+        with Tokentap(cfg) as t:
+            results = [None] * n
+            threads = [threading.Thread(target=fetch, args=(t.port, results, i)) for i in range(n)]
+            for th in threads:
+                th.start()
+            time.sleep(0.2)
+            t.p.send_signal(signal.SIGTERM)
+            time.sleep(0.1)
+            try:
+                socket.create_connection(("127.0.0.1", t.port), timeout=1).close()
+                refused = False
+            except OSError:
+                refused = True
+            assert refused, "still accepting after SIGTERM"
+            for th in threads:
+                th.join(15)
+            assert t.p.wait(10) == 0
+            for r in results:
+                assert isinstance(r, bytes) and dechunk(split_response(r)[1]) == expected(events)
+            assert len(t.access()) == n
+
+
+def test_sigterm_gives_up_after_shutdown_timeout():
+    with Backend(stream_handler(100, 0.05)) as b:
+        cfg = (f"timeouts: {{shutdown: 300ms}}\nroutes:\n  - name: r1\n"
+               f"    upstream: http://127.0.0.1:{b.port}\n")
+        with Tokentap(cfg) as t:
+            results = [None]
+            th = threading.Thread(target=fetch, args=(t.port, results, 0))
+            th.start()
+            time.sleep(0.2)
+            start = time.monotonic()
+            t.p.send_signal(signal.SIGTERM)
+            assert t.p.wait(5) == 0
+            assert time.monotonic() - start < 2
+            th.join(5)
+            assert t.access(1)[0]["outcome"] == "timeout"
+
+
+def test_sigusr1_reopens_access_log():
+    with Backend(stream_handler(1, 0)) as b:
+        cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
+        with Tokentap(cfg) as t:
+            results = [None]
+            fetch(t.port, results, 0)
+            assert len(t.access(1)) == 1
+            os.rename(t.log, t.log + ".1")
+            t.p.send_signal(signal.SIGUSR1)
+            time.sleep(0.2)
+            fetch(t.port, results, 0)
+            assert len(t.access(1)) == 1

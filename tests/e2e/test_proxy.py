@@ -1,0 +1,199 @@
+"""Forwarding: what the client gets is what the upstream sent, byte for byte,
+and what the upstream gets is the client's request with the proxy's few
+documented rewrites."""
+import socket
+import subprocess
+import time
+
+from backend import SSE_HEAD, Backend, sse_handler
+from harness import Tokentap, dechunk, raw_request, split_response
+
+
+def route(port, extra=""):
+    return f"""routes:
+  - name: r1
+    upstream: http://127.0.0.1:{port}
+{extra}"""
+
+
+def get(port, path="/v1/chat/completions", extra=b"", version=b"1.1"):
+    req = (b"POST " + path.encode() + b" HTTP/" + version + b"\r\nHost: x\r\n"
+           b"Content-Type: application/json\r\nContent-Length: 2\r\n"
+           b"Connection: close\r\n" + extra + b"\r\n{}")
+    return raw_request(port, req)
+
+
+# Streams whose framing a careless proxy or parser would change.
+ODD_STREAMS = [
+    [b"data: a\r\n\r\n", b"data: b\r\r", b"data: c\n\n"],
+    [b"\xef\xbb\xbfdata: bom\n\n", b": comment\n\n", b"event: x\ndata\n\n"],
+    [b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", b"data: [DONE]\n\n"],
+]
+
+
+def test_byte_identical_odd_streams():
+    for chunks in ODD_STREAMS:
+        with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
+            head, body = split_response(get(t.port))
+            assert b"200 OK" in head.split(b"\r\n")[0]
+            expect = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+            assert body == expect, (body, expect)
+
+
+def test_events_split_at_every_byte():
+    stream = b"event: message\r\ndata: {\"x\": 1}\r\n\r\ndata: two\n\n"
+    chunks = [stream[i:i + 1] for i in range(len(stream))]
+    with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
+        head, body = split_response(get(t.port))
+        assert dechunk(body) == stream
+        assert body.count(b"\r\n") == 2 * len(chunks) + 2   # framing kept as sent
+
+
+def test_one_mib_event_and_curl():
+    big = b"data: " + b"x" * (1 << 20) + b"\n\n"
+    with Backend(sse_handler([big[:300000], big[300000:]])) as b, Tokentap(route(b.port)) as t:
+        out = subprocess.run(["curl", "-sN", "--raw", "-d", "{}", t.url("/v1/chat/completions")],
+                             capture_output=True, timeout=20).stdout
+        assert dechunk(out) == big
+
+
+def test_close_delimited_body():
+    payload = b"data: a\n\ndata: b\n\n"
+
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        c.send(payload[:5])
+        time.sleep(0.05)
+        c.send(payload[5:])
+        return "close"
+
+    with Backend(handle) as b, Tokentap(route(b.port)) as t:
+        head, body = split_response(get(t.port))
+        assert body == payload
+        assert b"connection: close" in head.lower()
+        log = t.access(1)[0]
+        assert log["outcome"] == "ok" and log["events"] == 2, log
+
+
+def test_http10_client_gets_decoded_body():
+    chunks = [b"data: 1\n\n", b"data: 2\n\n"]
+    with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
+        head, body = split_response(get(t.port, version=b"1.0"))
+        assert body == b"".join(chunks)
+        assert b"transfer-encoding" not in head.lower()
+
+
+def test_upstream_request_rewrites():
+    def handle(req, c):
+        c.send(b"HTTP/1.1 204 No Content\r\nX-Up: 1\r\nKeep-Alive: timeout=5\r\n\r\n")
+        return "keep"
+
+    extra = """    match: {path_prefix: /api/}
+    strip_prefix: true
+    set_headers: {Authorization: "Bearer upstream-key"}
+"""
+    with Backend(handle) as b:
+        cfg = route(b.port, extra).replace(f"127.0.0.1:{b.port}", f"127.0.0.1:{b.port}/base")
+        with Tokentap(cfg) as t:
+            resp = get(t.port, "/api/v1/chat?x=1", b"Authorization: Bearer client\r\n"
+                       b"X-Forwarded-For: 10.0.0.9\r\nConnection: close, X-Drop\r\nX-Drop: 1\r\n"
+                       b"Keep-Alive: 5\r\nTE: trailers\r\nX-Keep: yes\r\n")
+            head, _ = split_response(resp)
+            assert head.startswith(b"HTTP/1.1 204 No Content\r\n"), head
+            assert b"X-Up: 1" in head and b"Keep-Alive" not in head
+            r = b.requests[0]
+            assert r.target == "/base/v1/chat?x=1", r.target
+            assert r.header("Host") == f"127.0.0.1:{b.port}"
+            assert r.all("Authorization") == ["Bearer upstream-key"]
+            assert r.header("X-Forwarded-For") == "10.0.0.9, 127.0.0.1"
+            assert r.header("X-Forwarded-Proto") == "http"
+            assert r.header("X-Keep") == "yes"
+            for hop in ("X-Drop", "Keep-Alive", "TE", "Connection"):
+                assert r.header(hop) is None, hop
+            rid = r.header("X-Request-Id")
+            assert rid and len(rid) == 32
+            assert t.access(1)[0]["request_id"] == rid
+            get(t.port, "/api/x", b"X-Request-Id: abc-123\r\n")
+            assert b.requests[1].header("X-Request-Id") == "abc-123"
+            assert b.requests[1].target == "/base/x"
+
+
+def test_keepalive_reuse_both_sides():
+    body = b"data: ok\n\n"
+
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        for i in range(3):
+            s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(body):
+                data += s.recv(65536)
+            assert data.startswith(b"HTTP/1.1 200 OK"), data
+        s.close()
+        assert len(b.requests) == 3
+        assert len(b.conns) == 1, "the upstream connection was not reused"
+
+
+def test_client_disconnect_closes_upstream_fast():
+    state = {}
+
+    def handle(req, c):
+        c.send(SSE_HEAD)
+        for i in range(200):
+            c.chunk(b"data: %d\n\n" % i)
+            if not c.sleep_watching(0.01):
+                break
+        state["closed_at"] = c.peer_closed_at
+        return "close"
+
+    with Backend(handle) as b, Tokentap(route(b.port)) as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.recv(100)
+        time.sleep(0.1)
+        gone = time.monotonic()
+        s.close()
+        deadline = time.monotonic() + 2
+        while "closed_at" not in state and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert state.get("closed_at") is not None, "upstream never saw the close"
+        lag = state["closed_at"] - gone
+        assert lag < 0.1, f"upstream closed {lag * 1000:.0f} ms after the client"
+        assert t.access(1)[0]["outcome"] == "client_abort"
+
+
+def test_event_lag_is_small():
+    """Nagle or a flush timer would delay events by 40-200 ms."""
+    n = 30
+    sent = []
+
+    def handle(req, c):
+        c.send(SSE_HEAD)
+        for i in range(n):
+            time.sleep(0.02)
+            c.chunk(b"data: %d\n\n" % i)
+            sent.append(time.monotonic())
+        c.end_chunks()
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(route(b.port)) as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+        got, buf = [], b""
+        while len(got) < n:
+            d = s.recv(65536)
+            assert d
+            buf += d
+            while b"\n\n" in buf:
+                _, buf = buf.split(b"\n\n", 1)
+                got.append(time.monotonic())
+        s.close()
+        lags = sorted(g - s_ for g, s_ in zip(got, sent))
+        assert lags[len(lags) // 2] < 0.005, f"median lag {lags[len(lags) // 2] * 1e3:.1f} ms"
+        assert lags[-1] < 0.03, f"max lag {lags[-1] * 1e3:.1f} ms"

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Runs every test of tokentap and ends with one line: "N passed, N failed".
+
+  1. builds the programs and the unit tests, plain and with ASan+UBSan;
+  2. runs the cmocka unit tests of both builds (TAP output, one line a test);
+  3. runs the end-to-end tests (tests/e2e/test_*.py) against both builds;
+  4. runs the fuzzer for a bounded time.
+
+  python3 tests/run.py [-k SUBSTRING] [--fast]
+     -k      only tests whose name contains SUBSTRING
+     --fast  plain build only, no fuzzing
+"""
+import argparse
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAN = "address,undefined"
+passed = 0
+failed = 0
+failures = []
+
+
+def result(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {name}", flush=True)
+    else:
+        failed += 1
+        failures.append(name)
+        print(f"FAIL {name}", flush=True)
+        if detail:
+            print("     " + detail.rstrip().replace("\n", "\n     "), flush=True)
+
+
+def build(sanitizer):
+    args = ["make", "-s", "-j2", "all", "test-unit"]
+    if sanitizer:
+        args.append(f"SANITIZER={sanitizer}")
+    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    label = f"build ({sanitizer or 'plain'})"
+    result(label, r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:])
+    return r.returncode == 0
+
+
+def run_unit(bdir, tag, only):
+    env = dict(os.environ, CMOCKA_MESSAGE_OUTPUT="TAP")
+    for binary in sorted(glob.glob(os.path.join(ROOT, bdir, "tests", "test_*"))):
+        if binary.endswith(".d"):
+            continue
+        name = os.path.basename(binary)
+        if only and only not in name:
+            continue
+        try:
+            r = subprocess.run([binary], cwd=ROOT, capture_output=True, text=True,
+                               env=env, timeout=300)
+            out, rc = r.stdout + r.stderr, r.returncode
+        except subprocess.TimeoutExpired:
+            result(f"unit/{tag}/{name}", False, "timed out")
+            continue
+        seen = 0
+        for line in out.splitlines():
+            if line.startswith("ok ") or line.startswith("not ok "):
+                seen += 1
+                ok = line.startswith("ok ")
+                tname = line.split(" - ", 1)[-1].strip()
+                result(f"unit/{tag}/{name}/{tname}", ok, "" if ok else out[-4000:])
+        if seen == 0 or (rc != 0 and "not ok" not in out):
+            result(f"unit/{tag}/{name}", False, f"exit {rc}\n{out[-4000:]}")
+
+
+def load_module(path):
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_e2e(bdir, tag, only):
+    os.environ["TOKENTAP_BUILD"] = bdir
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py"))):
+        try:
+            mod = load_module(path)
+        except Exception:
+            result(f"e2e/{tag}/{os.path.basename(path)}", False, traceback.format_exc())
+            continue
+        skip = getattr(mod, "SANITIZER_SKIP", set()) if tag == "san" else set()
+        for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+            full = f"e2e/{tag}/{os.path.basename(path)[:-3]}/{name}"
+            if (only and only not in full) or name in skip:
+                continue
+            t = time.monotonic()
+            try:
+                getattr(mod, name)()
+                ok, detail = True, ""
+            except Exception:
+                ok, detail = False, traceback.format_exc()[-1500:]
+            result(full + f" ({time.monotonic() - t:.1f}s)", ok, detail)
+
+
+def run_fuzz():
+    script = os.path.join(ROOT, "tests", "fuzz", "run.sh")
+    if not os.path.exists(script):
+        return
+    r = subprocess.run(["sh", script, os.environ.get("FUZZ_SECONDS", "20")],
+                       cwd=ROOT, capture_output=True, text=True)
+    result("fuzz/stream", r.returncode == 0, (r.stdout + r.stderr)[-3000:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", default="")
+    ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--no-build", action="store_true")
+    a = ap.parse_args()
+    start = time.monotonic()
+    builds = [("build", "plain", "")] + ([] if a.fast else [("build/san", "san", SAN)])
+    for bdir, tag, san in builds:
+        if not a.no_build and not build(san):
+            continue
+        if tag == "san":
+            # leaks and UB end the process with a report; the harness looks for it
+            os.environ["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=66"
+            os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
+        run_unit(bdir, tag, a.k)
+        run_e2e(bdir, tag, a.k)
+    if not a.fast and not a.k:
+        run_fuzz()
+    print(f"# {time.monotonic() - start:.0f}s; failed: {', '.join(failures) or 'none'}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
