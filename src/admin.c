@@ -1,12 +1,16 @@
 #include "admin.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "log.h"
+#include "stats.h"
 #include "util.h"
 
 static struct event_base *admin_base;
@@ -14,6 +18,15 @@ static struct evhttp *http;
 static struct conf *admin_conf;
 static char bound_address[300];
 static int draining;
+
+/* Extra series (alerts) appended to /metrics; set by whoever owns them. */
+void (*admin_metrics_extra)(struct evbuffer *out);
+
+static void admin_metrics_hook(struct evbuffer *b)
+{
+	if (admin_metrics_extra != NULL)
+		admin_metrics_extra(b);
+}
 
 static void reply(struct evhttp_request *req, int code, const char *reason,
     const char *type, const char *body)
@@ -27,6 +40,106 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
 	evbuffer_add(b, body, strlen(body));
 	evhttp_send_reply(req, code, reason, b);
 	evbuffer_free(b);
+}
+
+static void send_buffer(struct evhttp_request *req, const char *type,
+    struct evbuffer *b)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static void bad_query(struct evhttp_request *req, const char *what)
+{
+	char body[1024], valid[512];
+	size_t n = 0;
+	valid[0] = '\0';
+	if (strcmp(what, "window") == 0) {
+		for (size_t i = 0; i < admin_conf->n_stats_windows; i++) {
+			uint64_t us = admin_conf->stats_windows_us[i];
+			n += (size_t)snprintf(valid + n, sizeof valid - n, "%s%llus",
+			    i ? ", " : "", (unsigned long long)(us / 1000000));
+			if (n >= sizeof valid)
+				break;
+		}
+	} else {
+		snprintf(valid, sizeof valid, "route, tenant, model");
+	}
+	snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
+	    "\"message\":\"unknown %s; valid: %s\"}}\n", what, valid);
+	reply(req, 400, "Bad Request", "application/json", body);
+}
+
+/* by=route,tenant,model: route is always there (a group is per route). */
+static int parse_by(const char *v, unsigned *by)
+{
+	char buf[128], *save = NULL;
+	*by = BY_ROUTE;
+	if (v == NULL)
+		return 0;
+	snprintf(buf, sizeof buf, "%s", v);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "route") == 0)
+			*by |= BY_ROUTE;
+		else if (strcmp(t, "tenant") == 0)
+			*by |= BY_TENANT;
+		else if (strcmp(t, "model") == 0)
+			*by |= BY_MODEL;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri)
+{
+	struct evkeyvalq q;
+	const char *query = evhttp_uri_get_query(uri);
+	const char *wv, *bv;
+	int wi = 0;
+	unsigned by;
+	struct evbuffer *b;
+
+	TAILQ_INIT(&q);
+	if (query != NULL && evhttp_parse_query_str(query, &q) != 0) {
+		bad_query(req, "window");
+		return;
+	}
+	wv = evhttp_find_header(&q, "window");
+	bv = evhttp_find_header(&q, "by");
+	if (wv != NULL && (wi = stats_window_index(wv)) < 0) {
+		evhttp_clear_headers(&q);
+		bad_query(req, "window");
+		return;
+	}
+	if (parse_by(bv, &by) < 0) {
+		evhttp_clear_headers(&q);
+		bad_query(req, "by");
+		return;
+	}
+	evhttp_clear_headers(&q);
+	stats_drain();
+	b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	stats_json(b, wi, by);
+	send_buffer(req, "application/json", b);
+}
+
+static void serve_metrics(struct evhttp_request *req)
+{
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	stats_drain();
+	stats_prometheus(b);
+	admin_metrics_hook(b);
+	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
 /* Every path but /healthz needs "Authorization: Bearer <token>" when a
@@ -64,6 +177,14 @@ static void on_request(struct evhttp_request *req, void *arg)
 		    "WWW-Authenticate", "Bearer");
 		reply(req, 401, "Unauthorized", "application/json",
 		    "{\"error\":{\"type\":\"unauthorized\",\"message\":\"admin token required\"}}\n");
+		return;
+	}
+	if (strcmp(path, "/stats") == 0) {
+		serve_stats(req, uri);
+		return;
+	}
+	if (strcmp(path, "/metrics") == 0) {
+		serve_metrics(req);
 		return;
 	}
 	reply(req, 404, "Not Found", "application/json",

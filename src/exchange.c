@@ -21,6 +21,9 @@
 /* A reused connection's request is kept for one retry up to this size. */
 #define RETRY_COPY_MAX (1024 * 1024)
 
+static void stats_key_of(const struct session *s, struct stats_key *k);
+static void on_itl(void *arg, uint64_t gap);
+
 /* ---- llhttp callbacks -------------------------------------------------- */
 
 static struct session *sess(llhttp_t *p)
@@ -94,8 +97,12 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct session *s = sess(p);
 	s->body_bytes += len;
-	if (!s->model_scan.found)
+	if (!s->model_scan.found) {
 		jsonscan_feed(&s->model_scan, at, len);
+		if (s->model_scan.found)
+			meter_offer_model(&s->meter, MODEL_REQUEST, s->model_scan.value,
+			    s->model_scan.value_len);
+	}
 	return 0;
 }
 
@@ -433,6 +440,9 @@ int exchange_response_head(struct session *s, size_t head_len)
 	    ct ? ct->value_len : 0,
 	    ce != NULL && !util_ieq(ce->value, ce->value_len, "identity"),
 	    s->conf->max_event_bytes, s->meter.now);
+	stats_key_of(s, &s->active_key);
+	stats_active(s->w->stats, &s->active_key, 1);
+	s->active_counted = 1;
 	s->decode = s->http10 && (s->res.flags & F_CHUNKED);
 	if (llhttp_message_needs_eof(&s->res) || s->w->draining)
 		s->keepalive = 0;
@@ -504,6 +514,9 @@ void exchange_begin(struct session *s, uint64_t t0)
 	s->target_len = 0;
 	strcpy(s->tenant, "-");
 	meter_init(&s->meter, t0, DIALECT_RAW);
+	s->meter.itl_fn = on_itl;
+	s->meter.itl_arg = s;
+	s->n_itl = 0;
 	c = atomic_fetch_add(&tokentap_active_streams, 1);
 	s->concurrency = c;
 	s->counted = 1;
@@ -568,6 +581,11 @@ void exchange_abandon(struct session *s)
 		atomic_fetch_sub(&tokentap_active_streams, 1);
 		s->counted = 0;
 	}
+	if (s->active_counted) {
+		stats_active(s->w->stats, &s->active_key, -1);
+		s->active_counted = 0;
+	}
+	s->n_itl = 0;
 	meter_free(&s->meter);
 	if (s->conf != NULL)
 		conf_unref(s->conf);
@@ -576,16 +594,37 @@ void exchange_abandon(struct session *s)
 	proxy_timer(s, T_NONE, 0);
 }
 
+/* The statistics group: route, tenant, and the best model label so far
+ * (SPEC §4: request body, Gemini path, first response chunk, route name). */
+static void stats_key_of(const struct session *s, struct stats_key *k)
+{
+	const char *route = s->route ? s->route->name : "-";
+	if (s->meter.model_len > 0)
+		stats_key_set(k, route, s->tenant, s->meter.model, s->meter.model_len);
+	else
+		stats_key_set(k, route, s->tenant, route, strlen(route));
+}
+
+static void on_itl(void *arg, uint64_t gap)
+{
+	struct session *s = arg;
+	s->itl[s->n_itl++] = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
+	if (s->n_itl == STATS_ITL_BATCH) {
+		struct stats_key k;
+		stats_key_of(s, &k);
+		stats_itl(s->w->stats, &k, s->itl, s->n_itl);
+		s->n_itl = 0;
+	}
+}
+
 void exchange_end(struct session *s, const char *outcome)
 {
 	struct accesslog_entry e;
+	struct stats_key key;
 
 	if (s->conf == NULL)
 		return;
 	meter_end(&s->meter, util_now_us());
-	if (s->model_scan.found)
-		meter_offer_model(&s->meter, MODEL_REQUEST, s->model_scan.value,
-		    s->model_scan.value_len);
 	s->outcome = outcome;
 	memset(&e, 0, sizeof e);
 	e.request_id = s->request_id;
@@ -606,7 +645,9 @@ void exchange_end(struct session *s, const char *outcome)
 	e.concurrency = s->concurrency;
 	e.exceeded = s->route ? exceeded_bits(s) : 0;
 	accesslog_write(&e);
-	stats_record(s->w, &e);
+	stats_key_of(s, &key);
+	stats_request(s->w->stats, &key, &e, s->itl, s->n_itl);
+	s->n_itl = 0;
 	exchange_abandon(s);
 }
 

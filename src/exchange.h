@@ -16,6 +16,7 @@
 #include "httphead.h"
 #include "jsonscan.h"
 #include "meter.h"
+#include "stats.h"
 
 struct bufferevent;
 struct bufferevent_data_cb;
@@ -88,6 +89,11 @@ struct session {
 	char target[SESSION_TARGET_MAX + 1];
 	size_t target_len;
 	char tenant[SESSION_TENANT_MAX + 1];
+	/* statistics: the group counted active, token gaps not yet sent */
+	struct stats_key active_key;
+	unsigned active_counted : 1;
+	unsigned n_itl;
+	uint32_t itl[STATS_ITL_BATCH];
 };
 
 /* exchange.c */

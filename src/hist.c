@@ -1,6 +1,7 @@
 #include "hist.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The index math below relies on these; a layout change that breaks them
@@ -167,4 +168,68 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 		return total + h->buckets[last];
 	/* Fits in 64 bits: see the static assertion on the top width. */
 	return total + (((uint64_t)h->buckets[last] * (us - lo + 1)) >> shift);
+}
+
+/* ---- sparse --------------------------------------------------------------- */
+
+int hist_sparse_record(struct hist_sparse *h, uint64_t us)
+{
+	unsigned idx = hist_index(us);
+	uint32_t lo = 0, hi = h->n;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (h->e[mid].idx < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == h->n || h->e[lo].idx != idx) {
+		if (h->n == h->cap) {
+			uint32_t cap = h->cap ? h->cap * 2 : 8;
+			struct hist_sparse_entry *e = realloc(h->e, cap * sizeof *e);
+			if (e == NULL)
+				return -1;
+			h->e = e;
+			h->cap = cap;
+		}
+		memmove(&h->e[lo + 1], &h->e[lo], (h->n - lo) * sizeof *h->e);
+		h->e[lo].idx = (uint16_t)idx;
+		h->e[lo].count = 0;
+		h->n++;
+	}
+	h->e[lo].count++;
+	if (h->count == 0 || us < h->min)
+		h->min = us;
+	if (us > h->max)
+		h->max = us;
+	h->count++;
+	h->sum += us;
+	return 0;
+}
+
+void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)
+{
+	if (src->count == 0)
+		return;
+	for (uint32_t i = 0; i < src->n; i++)
+		dst->buckets[src->e[i].idx] += src->e[i].count;
+	if (dst->count == 0 || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+}
+
+void hist_sparse_clear(struct hist_sparse *h)
+{
+	h->count = h->sum = h->min = h->max = 0;
+	h->n = 0;
+}
+
+void hist_sparse_free(struct hist_sparse *h)
+{
+	free(h->e);
+	memset(h, 0, sizeof *h);
 }

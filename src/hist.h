@@ -42,3 +42,29 @@ double hist_mean(const struct hist *h);
 uint64_t hist_count_le(const struct hist *h, uint64_t us);
 
 #endif
+
+/* A sparse histogram with the same buckets: only the buckets that hold
+ * values, sorted, grown on demand. For the window slices kept per group,
+ * where a dense one per slice would cost megabytes. Recording is O(log n)
+ * plus an insertion; not for the per-event hot path. */
+struct hist_sparse_entry {
+	uint16_t idx;
+	uint32_t count;
+};
+
+struct hist_sparse {
+	uint64_t count;
+	uint64_t sum;
+	uint64_t min;
+	uint64_t max;
+	uint32_t n, cap;
+	struct hist_sparse_entry *e;
+};
+
+/* Returns 0, or -1 when memory ran out (the value is then not recorded). */
+int hist_sparse_record(struct hist_sparse *h, uint64_t us);
+/* dst += src */
+void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
+/* Empties h, keeping its memory for reuse. */
+void hist_sparse_clear(struct hist_sparse *h);
+void hist_sparse_free(struct hist_sparse *h);

@@ -16,6 +16,8 @@
 #include "admin.h"
 #include "config.h"
 #include "log.h"
+#include "stats.h"
+#include "statsfile.h"
 #include "util.h"
 #include "worker.h"
 
@@ -25,6 +27,7 @@ static struct event_base *main_base;
 static struct conf *current;
 static const char *config_path = DEFAULT_CONFIG;
 static struct event *drain_poll;
+static struct event *stats_tick;
 static uint64_t drain_deadline;
 
 static void usage(FILE *f)
@@ -54,6 +57,8 @@ static void on_reload(void)
 	    (c->access_log && strcmp(c->access_log, current->access_log) != 0))
 		accesslog_open(c->access_log);
 	workers_reload(c);
+	stats_configure(c);
+	statsfile_configure(c);
 	conf_unref(current);
 	current = c;
 	log_info("reload: configuration %s loaded", config_path);
@@ -87,6 +92,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGUSR1:
 		accesslog_reopen();
+		statsfile_reopen();
 		log_info("logs reopened");
 		break;
 	case SIGTERM:
@@ -102,6 +108,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		on_drain_poll(-1, 0, NULL);
 		break;
 	}
+}
+
+/* Workers' statistics records are pulled often, so their rings stay short
+ * and the windows current. */
+static void on_stats_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	stats_drain();
+	statsfile_tick(util_now_us());
 }
 
 /* Two descriptors per stream: take the hard limit, as nginx's
@@ -125,20 +142,27 @@ static int run(void)
 	main_base = event_base_new();
 	if (main_base == NULL)
 		return 1;
+	stats_configure(current);
 	if (accesslog_open(current->access_log) < 0 ||
+	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0)
 		return 1;
-	/* workers inherit a mask that leaves every signal to this thread */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (workers_start(current) < 0) {
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return 1;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
 		sev[i] = evsignal_new(main_base, sigs[i], on_signal, NULL);
 		evsignal_add(sev[i], NULL);
+	}
+	/* workers inherit a mask that leaves every signal to this thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = workers_start(current) < 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return 1;
+	{
+		struct timeval tv = { 0, 50000 };
+		stats_tick = event_new(main_base, -1, EV_PERSIST, on_stats_tick, NULL);
+		event_add(stats_tick, &tv);
 	}
 	log_info("tokentap %s: %zu listener(s), %d worker(s), admin on %s",
 	    TOKENTAP_VERSION, current->n_listen, current->workers,
@@ -146,6 +170,9 @@ static int run(void)
 	event_base_dispatch(main_base);
 	workers_stop();
 	admin_stop();
+	event_free(stats_tick);
+	statsfile_close();
+	stats_free();
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++)
 		event_free(sev[i]);
 	if (drain_poll != NULL)

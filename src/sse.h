@@ -31,6 +31,15 @@ typedef void (*sse_event_fn)(void *arg, const struct sse_event *ev);
 
 enum sse_mode { SSE_MODE_EVENTS, SSE_MODE_NDJSON };
 
+/* Where a value of the event being assembled lies (private to sse.c): in
+ * the buffer being fed while that feed lasts, else in the scratch buffer. */
+struct sse_span {
+	const char *ptr;     /* in the fed buffer */
+	size_t len;
+	size_t rel;          /* in scratch: type / id sit at scratch_cap - rel */
+	int at;
+};
+
 /* Public so it can be embedded in a per-request struct without allocation;
  * the fields below `counters` are the parser's own. */
 struct sse_parser {
@@ -43,18 +52,19 @@ struct sse_parser {
 	sse_event_fn fn;
 	void *arg;
 	size_t max_event_bytes;
-	int state;
-	int bom_checked;
-	int skipping;
+	int state;           /* how far the line being read has got */
+	int field;           /* its field, once the name is known */
+	int bom;             /* BOM bytes matched at the start; -1 once past */
+	int cr_end;          /* a CR ended the last feed (NDJSON: a CR held back) */
+	int oversize;        /* the event being read outgrew max_event_bytes */
+	int has_data, has_id;
+	char name[8];        /* a field name split across feeds */
+	size_t name_len;
 	char *scratch;       /* straddling event, allocated on first need */
-	size_t scratch_len;
-	size_t scratch_cap;
-	size_t line_start;   /* bookkeeping of the line being assembled */
-	size_t field_len;
-	size_t type_off, type_len;
-	size_t data_off, data_len;
-	size_t id_off, id_len;
-	int has_data, has_type, has_id, id_bad;
+	size_t scratch_cap;  /* never above max_event_bytes */
+	size_t pend_len;     /* a split event / id value, just after the data */
+	size_t top_len;      /* type and id values, packed at the scratch end */
+	struct sse_span data, type, id;
 };
 
 void sse_init(struct sse_parser *p, enum sse_mode mode, size_t max_event_bytes,

@@ -1,12 +1,534 @@
 #include "stats.h"
 
-#include "accesslog.h"
-#include "worker.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* The aggregation (groups, windows, /stats, /metrics) lands with the
- * statistics work; until then requests are counted in the access log only. */
-void stats_record(struct worker *w, const struct accesslog_entry *e)
+#include "accesslog.h"
+#include "log.h"
+#include "meter.h"
+#include "stats_int.h"
+#include "util.h"
+
+const char *const stats_outcome_names[OUT_COUNT] = {
+	"ok", "client_abort", "upstream_abort", "upstream_error", "timeout",
+	"connect_error", "rejected"
+};
+
+/* ---- the rings (one producer: a worker; one consumer: the main thread) -- */
+
+enum rec_kind { REC_ACTIVE, REC_ITL, REC_REQUEST };
+
+struct stats_rec {
+	uint8_t kind;
+	uint8_t outcome;
+	uint8_t n_itl;
+	uint8_t exceeded;
+	int32_t delta;
+	struct stats_key key;
+	uint64_t t_us;             /* when it happened (monotonic) */
+	int64_t ttft_us, tpot_us, duration_us, connect_us;
+	int64_t output_tokens, input_tokens;
+	uint64_t speed_tokens, speed_us;
+	int64_t concurrency;
+	uint32_t itl[STATS_ITL_BATCH];
+};
+
+#define RING_CAP 4096          /* records; about 2 MiB per worker */
+#define MAX_RINGS 256
+
+struct stats_ring {
+	_Atomic uint64_t head;     /* next slot the worker writes */
+	_Atomic uint64_t tail;     /* next slot the reader reads */
+	_Atomic uint64_t dropped;
+	struct stats_rec recs[RING_CAP];
+};
+
+static struct stats_ring *rings[MAX_RINGS];
+static _Atomic int n_rings;
+static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct stats_ring *stats_ring_new(void)
 {
-	(void)w;
-	(void)e;
+	struct stats_ring *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return NULL;
+	pthread_mutex_lock(&rings_lock);
+	if (atomic_load(&n_rings) == MAX_RINGS) {
+		pthread_mutex_unlock(&rings_lock);
+		free(r);
+		return NULL;
+	}
+	rings[atomic_load(&n_rings)] = r;
+	atomic_fetch_add(&n_rings, 1);
+	pthread_mutex_unlock(&rings_lock);
+	return r;
+}
+
+/* Claims the next slot, or NULL when the reader is behind (counted: the
+ * proxy never waits for statistics). */
+static struct stats_rec *ring_slot(struct stats_ring *r)
+{
+	uint64_t h, t;
+	if (r == NULL)
+		return NULL;
+	h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	t = atomic_load_explicit(&r->tail, memory_order_acquire);
+	if (h - t >= RING_CAP) {
+		atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+		return NULL;
+	}
+	return &r->recs[h % RING_CAP];
+}
+
+static void ring_publish(struct stats_ring *r)
+{
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
+    const char *model, size_t model_len)
+{
+	snprintf(k->route, sizeof k->route, "%s", route ? route : "-");
+	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "-");
+	if (model_len >= sizeof k->model)
+		model_len = sizeof k->model - 1;
+	memcpy(k->model, model, model_len);
+	k->model[model_len] = '\0';
+}
+
+void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
+{
+	struct stats_rec *x = ring_slot(r);
+	if (x == NULL)
+		return;
+	x->kind = REC_ACTIVE;
+	x->delta = delta;
+	x->key = *k;
+	x->t_us = util_now_us();
+	ring_publish(r);
+}
+
+void stats_itl(struct stats_ring *r, const struct stats_key *k,
+    const uint32_t *gaps, unsigned n)
+{
+	struct stats_rec *x = ring_slot(r);
+	if (x == NULL)
+		return;
+	x->kind = REC_ITL;
+	x->key = *k;
+	x->t_us = util_now_us();
+	x->n_itl = (uint8_t)n;
+	memcpy(x->itl, gaps, n * sizeof *gaps);
+	ring_publish(r);
+}
+
+static enum stats_outcome outcome_of(const char *s)
+{
+	for (int i = 0; i < OUT_COUNT; i++)
+		if (strcmp(s, stats_outcome_names[i]) == 0)
+			return (enum stats_outcome)i;
+	return OUT_UPSTREAM_ERROR;
+}
+
+void stats_request(struct stats_ring *r, const struct stats_key *k,
+    const struct accesslog_entry *e, const uint32_t *gaps, unsigned n)
+{
+	const struct meter *m = e->m;
+	struct stats_rec *x = ring_slot(r);
+	int64_t out;
+
+	if (x == NULL)
+		return;
+	x->kind = REC_REQUEST;
+	x->key = *k;
+	x->t_us = m->t_end ? m->t_end : util_now_us();
+	x->outcome = (uint8_t)outcome_of(e->outcome);
+	x->exceeded = (uint8_t)e->exceeded;
+	x->ttft_us = meter_ttft_us(m);
+	x->tpot_us = meter_tpot_us(m);
+	x->duration_us = m->t_end > m->t0 ? (int64_t)(m->t_end - m->t0) : 0;
+	x->connect_us = m->t_conn && !m->conn_reused && m->t_conn >= m->t_req && m->t_req ?
+	    (int64_t)(m->t_conn - m->t_req) : -1;
+	out = meter_output_tokens(m);
+	x->output_tokens = out;
+	x->input_tokens = meter_input_tokens(m);
+	x->speed_tokens = out >= 2 && m->t_last_token > m->t_first_token ?
+	    (uint64_t)(out - 1) : 0;
+	x->speed_us = x->speed_tokens ? m->t_last_token - m->t_first_token : 0;
+	x->concurrency = e->concurrency;
+	x->n_itl = (uint8_t)n;
+	memcpy(x->itl, gaps, n * sizeof *gaps);
+	ring_publish(r);
+}
+
+/* ---- the reader's state ------------------------------------------------- */
+
+struct stats_state S;
+
+static uint64_t hash_key(const struct stats_key *k)
+{
+	uint64_t h = 1469598103934665603ull;
+	const char *parts[3] = { k->route, k->tenant, k->model };
+	for (int p = 0; p < 3; p++) {
+		for (const unsigned char *c = (const unsigned char *)parts[p]; *c; c++)
+			h = (h ^ *c) * 1099511628211ull;
+		h = (h ^ 0xff) * 1099511628211ull;
+	}
+	return h;
+}
+
+/* A name set for the cardinality limits. */
+static int name_seen(struct name_set *ns, const char *name, uint64_t max)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		if (strcmp(ns->names[i], name) == 0)
+			return 1;
+	if (ns->n >= max)
+		return 0;
+	if (ns->n == ns->cap) {
+		size_t cap = ns->cap ? ns->cap * 2 : 16;
+		char **v = realloc(ns->names, cap * sizeof *v);
+		if (v == NULL)
+			return 0;
+		ns->names = v;
+		ns->cap = cap;
+	}
+	ns->names[ns->n] = strdup(name);
+	if (ns->names[ns->n] == NULL)
+		return 0;
+	ns->n++;
+	return 1;
+}
+
+static void prom_init(struct prom_hist *p, const struct bounds *b)
+{
+	p->counts = calloc(b->n + 1, sizeof *p->counts);
+	p->sum_us = 0;
+	p->count = 0;
+}
+
+static void prom_observe(struct prom_hist *p, const struct bounds *b, uint64_t us)
+{
+	size_t lo = 0, hi = b->n;
+	if (p->counts == NULL)
+		return;
+	/* the first bound >= the value: "le" is inclusive */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (b->us[mid] < us)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	p->counts[lo]++;
+	p->sum_us += us;
+	p->count++;
+}
+
+static struct group *group_get(const struct stats_key *in)
+{
+	struct stats_key k = *in;
+	struct group *g;
+	uint64_t h;
+
+	/* cardinality: new tenants and models beyond the limits are "_other" */
+	if (!name_seen(&S.tenants, k.tenant, S.max_tenants))
+		snprintf(k.tenant, sizeof k.tenant, "_other");
+	if (!name_seen(&S.models, k.model, S.max_models))
+		snprintf(k.model, sizeof k.model, "_other");
+	h = hash_key(&k);
+	for (g = S.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
+		if (g->hash == h && memcmp(&g->key, &k, sizeof k) == 0)
+			return g;
+	g = calloc(1, sizeof *g);
+	if (g == NULL)
+		return NULL;
+	g->key = k;
+	g->hash = h;
+	for (int i = 0; i < PROM_COUNT; i++)
+		prom_init(&g->prom[i], &S.bounds[i]);
+	for (size_t w = 0; w < S.n_windows; w++)
+		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
+	g->hnext = S.table[h % GROUP_BUCKETS];
+	S.table[h % GROUP_BUCKETS] = g;
+	g->next = S.groups;
+	S.groups = g;
+	S.n_groups++;
+	return g;
+}
+
+/* The slice of window w that holds time t, emptied if it held an older one. */
+static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
+{
+	uint64_t idx = t / S.slice_us[w];
+	struct slice *s;
+	if (g->win[w] == NULL)
+		return NULL;
+	s = &g->win[w][idx % (2 * SLICES)];
+	if (s->index != idx) {
+		struct hist_sparse keep[3] = { s->ttft, s->tpot, s->itl };
+		memset(s, 0, sizeof *s);
+		s->ttft = keep[0];
+		s->tpot = keep[1];
+		s->itl = keep[2];
+		hist_sparse_clear(&s->ttft);
+		hist_sparse_clear(&s->tpot);
+		hist_sparse_clear(&s->itl);
+		s->index = idx;
+	}
+	return s;
+}
+
+static void apply_itl(struct group *g, const struct stats_rec *x)
+{
+	for (unsigned i = 0; i < x->n_itl; i++)
+		prom_observe(&g->prom[PROM_ITL], &S.bounds[PROM_ITL], x->itl[i]);
+	for (size_t w = 0; w < S.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		for (unsigned i = 0; s != NULL && i < x->n_itl; i++)
+			hist_sparse_record(&s->itl, x->itl[i]);
+	}
+}
+
+static void apply_request(struct group *g, const struct stats_rec *x)
+{
+	g->requests[x->outcome]++;
+	if (x->output_tokens > 0)
+		g->output_tokens += (uint64_t)x->output_tokens;
+	if (x->input_tokens > 0)
+		g->input_tokens += (uint64_t)x->input_tokens;
+	for (int i = 0; i < 4; i++)
+		if (x->exceeded & (1u << i))
+			g->exceeded[i]++;
+	if (x->ttft_us >= 0)
+		prom_observe(&g->prom[PROM_TTFT], &S.bounds[PROM_TTFT], (uint64_t)x->ttft_us);
+	if (x->tpot_us >= 0)
+		prom_observe(&g->prom[PROM_TPOT], &S.bounds[PROM_TPOT], (uint64_t)x->tpot_us);
+	prom_observe(&g->prom[PROM_DURATION], &S.bounds[PROM_DURATION],
+	    (uint64_t)x->duration_us);
+	if (x->connect_us >= 0)
+		prom_observe(&g->prom[PROM_CONNECT], &S.bounds[PROM_CONNECT],
+		    (uint64_t)x->connect_us);
+	for (size_t w = 0; w < S.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		if (s == NULL)
+			continue;
+		s->requests++;
+		s->errors += x->outcome != OUT_OK;
+		s->output_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
+		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
+		s->speed_tokens += x->speed_tokens;
+		s->speed_us += x->speed_us;
+		if (x->ttft_us >= 0) {
+			double cx = (double)x->concurrency, cy = (double)x->ttft_us / 1000.0;
+			hist_sparse_record(&s->ttft, (uint64_t)x->ttft_us);
+			s->r2.n++;
+			s->r2.sx += cx;
+			s->r2.sy += cy;
+			s->r2.sxy += cx * cy;
+			s->r2.sxx += cx * cx;
+			s->r2.syy += cy * cy;
+		}
+		if (x->tpot_us >= 0)
+			hist_sparse_record(&s->tpot, (uint64_t)x->tpot_us);
+	}
+	apply_itl(g, x);
+}
+
+static void apply(const struct stats_rec *x)
+{
+	struct group *g = group_get(&x->key);
+	if (g == NULL)
+		return;
+	switch (x->kind) {
+	case REC_ACTIVE:
+		g->active += x->delta;
+		if (g->active > g->max_active)
+			g->max_active = g->active;
+		break;
+	case REC_ITL:
+		apply_itl(g, x);
+		break;
+	case REC_REQUEST:
+		apply_request(g, x);
+		break;
+	}
+}
+
+void stats_drain(void)
+{
+	int n = atomic_load(&n_rings);
+	for (int i = 0; i < n; i++) {
+		struct stats_ring *r = rings[i];
+		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+		uint64_t dropped = atomic_exchange(&r->dropped, 0);
+		for (; t < h; t++)
+			apply(&r->recs[t % RING_CAP]);
+		atomic_store_explicit(&r->tail, t, memory_order_release);
+		if (dropped) {
+			S.dropped += dropped;
+			log_warn("stats: %llu records dropped (the reader fell behind)",
+			    (unsigned long long)dropped);
+		}
+	}
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+static const double ttft_b[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+	0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80 };
+static const double tpot_b[] = { 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05,
+	0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5 };
+static const double dur_b[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28,
+	2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
+static const double conn_b[] = { 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1,
+	0.5, 1, 5 };
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void bounds_add(struct bounds *b, uint64_t us)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->us[i] == us)
+			return;
+	if (us != 0 && b->n < BOUNDS_MAX)
+		b->us[b->n++] = us;
+}
+
+static void bounds_set(struct bounds *b, const double *sec, size_t n)
+{
+	b->n = 0;
+	for (size_t i = 0; i < n; i++)
+		bounds_add(b, (uint64_t)(sec[i] * 1e6 + 0.5));
+}
+
+/* SPEC §5: every threshold configured anywhere is a bound too, so the share
+ * of requests over a threshold is exact in PromQL. */
+static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
+{
+	bounds_set(&out[PROM_TTFT], ttft_b, UTIL_ARRAY_LEN(ttft_b));
+	bounds_set(&out[PROM_TPOT], tpot_b, UTIL_ARRAY_LEN(tpot_b));
+	bounds_set(&out[PROM_ITL], tpot_b, UTIL_ARRAY_LEN(tpot_b));
+	bounds_set(&out[PROM_DURATION], dur_b, UTIL_ARRAY_LEN(dur_b));
+	bounds_set(&out[PROM_CONNECT], conn_b, UTIL_ARRAY_LEN(conn_b));
+	for (size_t i = 0; i <= c->n_routes; i++) {
+		const struct conf_thresholds *t = i < c->n_routes ?
+		    &c->routes[i].thresholds : &c->thresholds;
+		bounds_add(&out[PROM_TTFT], t->ttft_warning_us);
+		bounds_add(&out[PROM_TTFT], t->ttft_critical_us);
+		bounds_add(&out[PROM_TPOT], t->tpot_warning_us);
+		bounds_add(&out[PROM_TPOT], t->tpot_critical_us);
+		bounds_add(&out[PROM_ITL], t->tpot_warning_us);
+		bounds_add(&out[PROM_ITL], t->tpot_critical_us);
+	}
+	for (int i = 0; i < PROM_COUNT; i++)
+		qsort(out[i].us, out[i].n, sizeof out[i].us[0], cmp_u64);
+}
+
+static void group_free(struct group *g)
+{
+	for (int i = 0; i < PROM_COUNT; i++)
+		free(g->prom[i].counts);
+	for (size_t w = 0; w < MAX_WINDOWS; w++) {
+		if (g->win[w] == NULL)
+			continue;
+		for (int s = 0; s < 2 * SLICES; s++) {
+			hist_sparse_free(&g->win[w][s].ttft);
+			hist_sparse_free(&g->win[w][s].tpot);
+			hist_sparse_free(&g->win[w][s].itl);
+		}
+		free(g->win[w]);
+	}
+	free(g);
+}
+
+static void groups_reset_windows(void)
+{
+	for (struct group *g = S.groups; g != NULL; g = g->next) {
+		for (size_t w = 0; w < MAX_WINDOWS; w++) {
+			if (g->win[w] == NULL)
+				continue;
+			for (int s = 0; s < 2 * SLICES; s++) {
+				hist_sparse_free(&g->win[w][s].ttft);
+				hist_sparse_free(&g->win[w][s].tpot);
+				hist_sparse_free(&g->win[w][s].itl);
+			}
+			free(g->win[w]);
+			g->win[w] = NULL;
+		}
+		for (size_t w = 0; w < S.n_windows; w++)
+			g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
+	}
+}
+
+void stats_configure(const struct conf *c)
+{
+	struct bounds nb[PROM_COUNT];
+	int windows_changed = c->n_stats_windows != S.n_windows;
+
+	for (size_t i = 0; !windows_changed && i < c->n_stats_windows; i++)
+		windows_changed = c->stats_windows_us[i] != S.window_us[i];
+	S.max_tenants = c->max_tenants;
+	S.max_models = c->max_models;
+	make_bounds(c, nb);
+	if (S.configured && memcmp(nb, S.bounds, sizeof nb) != 0) {
+		log_warn("stats: histogram bounds changed with the thresholds; "
+		    "the Prometheus histograms start anew");
+		for (struct group *g = S.groups; g != NULL; g = g->next)
+			for (int i = 0; i < PROM_COUNT; i++) {
+				free(g->prom[i].counts);
+				prom_init(&g->prom[i], &nb[i]);
+			}
+	}
+	memcpy(S.bounds, nb, sizeof nb);
+	if (windows_changed) {
+		S.n_windows = c->n_stats_windows < MAX_WINDOWS ? c->n_stats_windows :
+		    MAX_WINDOWS;
+		for (size_t i = 0; i < S.n_windows; i++) {
+			S.window_us[i] = c->stats_windows_us[i];
+			S.slice_us[i] = S.window_us[i] / SLICES ? S.window_us[i] / SLICES : 1;
+		}
+		if (S.configured)
+			log_warn("stats: windows changed; window statistics start anew");
+		groups_reset_windows();
+	}
+	S.configured = 1;
+}
+
+void stats_free(void)
+{
+	struct group *g, *next;
+	for (g = S.groups; g != NULL; g = next) {
+		next = g->next;
+		group_free(g);
+	}
+	for (size_t i = 0; i < S.tenants.n; i++)
+		free(S.tenants.names[i]);
+	for (size_t i = 0; i < S.models.n; i++)
+		free(S.models.names[i]);
+	free(S.tenants.names);
+	free(S.models.names);
+	for (int i = 0; i < atomic_load(&n_rings); i++)
+		free(rings[i]);
+	atomic_store(&n_rings, 0);
+	memset(&S, 0, sizeof S);
+}
+
+int stats_window_index(const char *text)
+{
+	uint64_t us;
+	if (util_parse_duration_us(text, &us) < 0)
+		return -1;
+	for (size_t i = 0; i < S.n_windows; i++)
+		if (S.window_us[i] == us)
+			return (int)i;
+	return -1;
 }

@@ -1,12 +1,94 @@
-/* Statistics per (route, tenant, model): recorded by each worker without
- * locks, merged when read. */
+/* Statistics per (route, tenant, model).
+ *
+ * Workers never lock: each finished request (and every 32 token gaps of a
+ * running one) becomes a fixed-size record pushed into the worker's own
+ * single-producer ring. The main thread drains the rings every 50 ms and
+ * before answering /stats or /metrics, and keeps all aggregates itself:
+ * cumulative Prometheus counters and histograms, and for each configured
+ * window a ring of sub-interval slices (current window + the previous one,
+ * for `trend`). Readers are on the main thread too, so nothing is shared. */
 #ifndef TOKENTAP_STATS_H
 #define TOKENTAP_STATS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
 struct worker;
 struct accesslog_entry;
+struct evbuffer;
 
-/* Records one finished request in the worker's own statistics. */
-void stats_record(struct worker *w, const struct accesslog_entry *e);
+#define STATS_ROUTE_MAX  64
+#define STATS_TENANT_MAX 64
+#define STATS_MODEL_MAX  128
+#define STATS_ITL_BATCH  32
+
+enum stats_outcome {
+	OUT_OK, OUT_CLIENT_ABORT, OUT_UPSTREAM_ABORT, OUT_UPSTREAM_ERROR,
+	OUT_TIMEOUT, OUT_CONNECT_ERROR, OUT_REJECTED, OUT_COUNT
+};
+
+extern const char *const stats_outcome_names[OUT_COUNT];
+
+/* The group key a worker sends with each record. */
+struct stats_key {
+	char route[STATS_ROUTE_MAX];
+	char tenant[STATS_TENANT_MAX];
+	char model[STATS_MODEL_MAX];
+};
+
+/* ---- worker side ---------------------------------------------------------- */
+
+struct stats_ring;
+
+/* A worker's ring, registered with the reader; lives until exit. */
+struct stats_ring *stats_ring_new(void);
+void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
+    const char *model, size_t model_len);
+/* A stream of this group started (+1) or ended (-1): the `active` gauges. */
+void stats_active(struct stats_ring *r, const struct stats_key *k, int delta);
+/* Token gaps of a running stream. */
+void stats_itl(struct stats_ring *r, const struct stats_key *k,
+    const uint32_t *gaps, unsigned n);
+/* A finished request, with its last token gaps. */
+void stats_request(struct stats_ring *r, const struct stats_key *k,
+    const struct accesslog_entry *e, const uint32_t *gaps, unsigned n);
+
+/* ---- main thread ---------------------------------------------------------- */
+
+/* Sets windows, cardinality limits and histogram bounds from c; a reload
+ * with new windows or bounds starts those series anew (logged). */
+void stats_configure(const struct conf *c);
+/* Pulls every ring. */
+void stats_drain(void);
+void stats_free(void);
+
+/* Index of a configured window by its text ("1m"), or -1. */
+int stats_window_index(const char *text);
+
+enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4 };
+
+/* /stats JSON for window wi grouped by the BY_* bits. */
+void stats_json(struct evbuffer *out, int wi, unsigned by);
+/* /metrics (Prometheus text 0.0.4), without the alert series. */
+void stats_prometheus(struct evbuffer *out);
+
+/* For alert rules: the window figures of one route (and tenant, or all
+ * tenants when tenant is NULL) over the window closest to window_us.
+ * Quantiles in µs; -1 when there is no sample. */
+struct stats_view {
+	uint64_t requests;
+	uint64_t errors;
+	uint64_t ttft_count;
+	uint64_t tpot_count;
+	double ttft_q;
+	double tpot_q;
+};
+void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
+    double quantile, struct stats_view *out);
+/* Calls fn for each (route, tenant) pair seen in the window. */
+void stats_each_route_tenant(uint64_t window_us,
+    void (*fn)(void *arg, const char *route, const char *tenant), void *arg);
 
 #endif

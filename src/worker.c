@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "proxy.h"
+#include "stats.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -230,7 +231,8 @@ static struct worker *worker_new(int id, struct conf *c)
 	if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
 		w->rng = util_now_us() | 1;
 	w->base = event_base_new();
-	if (w->base == NULL)
+	w->stats = stats_ring_new();
+	if (w->base == NULL || w->stats == NULL)
 		goto fail;
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);

@@ -18,6 +18,7 @@ struct event;
 struct session;
 struct upool;
 struct accesslog;
+struct stats_ring;
 
 TAILQ_HEAD(session_list, session);
 
@@ -33,6 +34,7 @@ struct worker {
 	struct session_list sessions;
 	size_t n_sessions;
 	struct upool *pools;          /* upstream.c */
+	struct stats_ring *stats;     /* this worker's statistics records */
 	int draining;
 	uint64_t rng;                 /* request ids */
 
