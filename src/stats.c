@@ -10,6 +10,13 @@
 #include "meter.h"
 #include "stats_int.h"
 #include "util.h"
+#include "worker.h"
+
+atomic_long tokentap_active_connections;
+atomic_long tokentap_active_streams;
+atomic_long tokentap_max_active_streams;
+
+uint64_t (*stats_clock)(void) = util_now_us;
 
 const char *const stats_outcome_names[OUT_COUNT] = {
 	"ok", "client_abort", "upstream_abort", "upstream_error", "timeout",
@@ -91,6 +98,7 @@ static void ring_publish(struct stats_ring *r)
 void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len)
 {
+	memset(k, 0, sizeof *k);
 	snprintf(k->route, sizeof k->route, "%s", route ? route : "-");
 	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "-");
 	if (model_len >= sizeof k->model)
@@ -107,7 +115,7 @@ void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
 	x->kind = REC_ACTIVE;
 	x->delta = delta;
 	x->key = *k;
-	x->t_us = util_now_us();
+	x->t_us = stats_clock();
 	ring_publish(r);
 }
 
@@ -119,7 +127,7 @@ void stats_itl(struct stats_ring *r, const struct stats_key *k,
 		return;
 	x->kind = REC_ITL;
 	x->key = *k;
-	x->t_us = util_now_us();
+	x->t_us = stats_clock();
 	x->n_itl = (uint8_t)n;
 	memcpy(x->itl, gaps, n * sizeof *gaps);
 	ring_publish(r);
@@ -144,7 +152,7 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 		return;
 	x->kind = REC_REQUEST;
 	x->key = *k;
-	x->t_us = m->t_end ? m->t_end : util_now_us();
+	x->t_us = m->t_end ? m->t_end : stats_clock();
 	x->outcome = (uint8_t)outcome_of(e->outcome);
 	x->exceeded = (uint8_t)e->exceeded;
 	x->ttft_us = meter_ttft_us(m);
@@ -241,7 +249,9 @@ static struct group *group_get(const struct stats_key *in)
 		snprintf(k.model, sizeof k.model, "_other");
 	h = hash_key(&k);
 	for (g = S.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
-		if (g->hash == h && memcmp(&g->key, &k, sizeof k) == 0)
+		if (g->hash == h && strcmp(g->key.route, k.route) == 0 &&
+		    strcmp(g->key.tenant, k.tenant) == 0 &&
+		    strcmp(g->key.model, k.model) == 0)
 			return g;
 	g = calloc(1, sizeof *g);
 	if (g == NULL)

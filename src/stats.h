@@ -57,6 +57,9 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 
 /* ---- main thread ---------------------------------------------------------- */
 
+/* The clock the windows slide on (tests replace it). */
+extern uint64_t (*stats_clock)(void);
+
 /* Sets windows, cardinality limits and histogram bounds from c; a reload
  * with new windows or bounds starts those series anew (logged). */
 void stats_configure(const struct conf *c);

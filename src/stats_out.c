@@ -12,6 +12,9 @@
 #include "util.h"
 #include "worker.h"
 
+/* A string literal, its length counted by the compiler. */
+#define ADD(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
+
 /* One output row's window figures, merged from its groups. */
 struct agg {
 	uint64_t requests, errors, output_tokens, input_tokens;
@@ -82,7 +85,7 @@ static double r2_of(const struct r2_sums *r)
 
 static void json_str(struct evbuffer *out, const char *s)
 {
-	evbuffer_add(out, "\"", 1);
+	ADD(out, "\"");
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		if (c == '"' || c == '\\')
@@ -92,13 +95,13 @@ static void json_str(struct evbuffer *out, const char *s)
 		else
 			evbuffer_add(out, s, 1);
 	}
-	evbuffer_add(out, "\"", 1);
+	ADD(out, "\"");
 }
 
 static void json_num(struct evbuffer *out, double v)
 {
 	if (v < 0 || isnan(v) || isinf(v))
-		evbuffer_add(out, "null", 4);
+		ADD(out, "null");
 	else
 		evbuffer_add_printf(out, "%.3f", v);
 }
@@ -112,19 +115,19 @@ static void json_dist(struct evbuffer *out, const char *name, const struct hist 
 		    "\"p95\":null,\"p99\":null,\"max\":null}");
 		return;
 	}
-	evbuffer_add(out, ",\"mean\":", 8);
+	ADD(out, ",\"mean\":");
 	json_num(out, hist_mean(h) / 1000.0);
-	evbuffer_add(out, ",\"p50\":", 7);
+	ADD(out, ",\"p50\":");
 	json_num(out, hist_quantile(h, 0.50) / 1000.0);
-	evbuffer_add(out, ",\"p90\":", 7);
+	ADD(out, ",\"p90\":");
 	json_num(out, hist_quantile(h, 0.90) / 1000.0);
-	evbuffer_add(out, ",\"p95\":", 7);
+	ADD(out, ",\"p95\":");
 	json_num(out, hist_quantile(h, 0.95) / 1000.0);
-	evbuffer_add(out, ",\"p99\":", 7);
+	ADD(out, ",\"p99\":");
 	json_num(out, hist_quantile(h, 0.99) / 1000.0);
-	evbuffer_add(out, ",\"max\":", 7);
+	ADD(out, ",\"max\":");
 	json_num(out, (double)h->max / 1000.0);
-	evbuffer_add(out, "}", 1);
+	ADD(out, "}");
 }
 
 static double trend(const struct hist *cur, const struct hist *prev, double q)
@@ -141,7 +144,7 @@ static void json_trend(struct evbuffer *out, const char *name, double v)
 {
 	evbuffer_add_printf(out, "\"%s\":", name);
 	if (isnan(v))
-		evbuffer_add(out, "null", 4);
+		ADD(out, "null");
 	else
 		evbuffer_add_printf(out, "%.4f", v);
 }
@@ -152,14 +155,14 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	double r2 = r2_of(&a->r2);
 
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
-	evbuffer_add(out, "\"route\":", 8);
+	ADD(out, "\"route\":");
 	json_str(out, g->key.route);
 	if (by & BY_TENANT) {
-		evbuffer_add(out, ",\"tenant\":", 10);
+		ADD(out, ",\"tenant\":");
 		json_str(out, g->key.tenant);
 	}
 	if (by & BY_MODEL) {
-		evbuffer_add(out, ",\"model\":", 9);
+		ADD(out, ",\"model\":");
 		json_str(out, g->key.model);
 	}
 	evbuffer_add_printf(out, ",\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
@@ -174,16 +177,16 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	    "\"output_tokens_per_s\":", (unsigned long long)a->output_tokens,
 	    (unsigned long long)a->input_tokens);
 	json_num(out, a->speed_us ? (double)a->speed_tokens * 1e6 / (double)a->speed_us : -1);
-	evbuffer_add(out, ",\"ttft_concurrency_r2\":", 22);
+	ADD(out, ",\"ttft_concurrency_r2\":");
 	if (r2 < 0)
-		evbuffer_add(out, "null", 4);
+		ADD(out, "null");
 	else
 		evbuffer_add_printf(out, "%.4f", r2);
-	evbuffer_add(out, ",\"trend\":{", 10);
+	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
-	evbuffer_add(out, ",", 1);
+	ADD(out, ",");
 	json_trend(out, "tpot_p50", trend(&a->tpot, &a->prev_tpot, 0.50));
-	evbuffer_add(out, "}}", 2);
+	ADD(out, "}}");
 }
 
 static unsigned sort_by;
@@ -243,7 +246,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	    atomic_load(&tokentap_active_streams),
 	    atomic_load(&tokentap_max_active_streams));
 	v = sorted_groups(by);
-	cur = util_now_us() / S.slice_us[wi];
+	cur = stats_clock() / S.slice_us[wi];
 	while (v != NULL && i < S.n_groups) {
 		size_t j = i;
 		agg_reset(&a);
@@ -258,7 +261,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 		i = j;
 	}
 	free(v);
-	evbuffer_add(out, "]}\n", 3);
+	ADD(out, "]}\n");
 }
 
 /* ---- alert views ---------------------------------------------------------- */
@@ -288,7 +291,7 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	if (S.n_windows == 0)
 		return;
 	w = window_for(window_us);
-	cur = util_now_us() / S.slice_us[w];
+	cur = stats_clock() / S.slice_us[w];
 	agg_reset(&a);
 	for (struct group *g = S.groups; g != NULL; g = g->next)
 		if (strcmp(g->key.route, route) == 0 &&
@@ -327,19 +330,19 @@ static void prom_label(struct evbuffer *out, const char *name, const char *v)
 		if (*v == '\\' || *v == '"')
 			evbuffer_add_printf(out, "\\%c", *v);
 		else if (*v == '\n')
-			evbuffer_add(out, "\\n", 2);
+			ADD(out, "\\n");
 		else
 			evbuffer_add(out, v, 1);
 	}
-	evbuffer_add(out, "\"", 1);
+	ADD(out, "\"");
 }
 
 static void prom_labels(struct evbuffer *out, const struct group *g)
 {
 	prom_label(out, "route", g->key.route);
-	evbuffer_add(out, ",", 1);
+	ADD(out, ",");
 	prom_label(out, "tenant", g->key.tenant);
-	evbuffer_add(out, ",", 1);
+	ADD(out, ",");
 	prom_label(out, "model", g->key.model);
 }
 
@@ -363,16 +366,16 @@ static void prom_histogram(struct evbuffer *out, const char *name,
 			cum += p->counts[i];
 			evbuffer_add_printf(out, "%s_bucket{", name);
 			prom_labels(out, g);
-			evbuffer_add(out, ",le=\"", 5);
+			ADD(out, ",le=\"");
 			if (i < b->n)
 				prom_seconds(out, b->us[i]);
 			else
-				evbuffer_add(out, "+Inf", 4);
+				ADD(out, "+Inf");
 			evbuffer_add_printf(out, "\"} %llu\n", (unsigned long long)cum);
 		}
 		evbuffer_add_printf(out, "%s_sum{", name);
 		prom_labels(out, g);
-		evbuffer_add(out, "} ", 2);
+		ADD(out, "} ");
 		prom_seconds(out, p->sum_us);
 		evbuffer_add_printf(out, "\n%s_count{", name);
 		prom_labels(out, g);
@@ -415,7 +418,7 @@ void stats_prometheus(struct evbuffer *out)
 		for (int o = 0; o < OUT_COUNT; o++) {
 			if (g->requests[o] == 0 && o != OUT_OK)
 				continue;
-			evbuffer_add(out, "tokentap_requests_total{", 24);
+			ADD(out, "tokentap_requests_total{");
 			prom_labels(out, g);
 			evbuffer_add_printf(out, ",outcome=\"%s\"} %llu\n",
 			    stats_outcome_names[o], (unsigned long long)g->requests[o]);
@@ -429,7 +432,7 @@ void stats_prometheus(struct evbuffer *out)
 	    "a threshold.\n# TYPE tokentap_threshold_exceeded_total counter\n");
 	for (const struct group *g = S.groups; g != NULL; g = g->next)
 		for (int i = 0; i < 4; i++) {
-			evbuffer_add(out, "tokentap_threshold_exceeded_total{", 34);
+			ADD(out, "tokentap_threshold_exceeded_total{");
 			prom_labels(out, g);
 			evbuffer_add_printf(out, ",threshold=\"%s\"} %llu\n", thr[i],
 			    (unsigned long long)g->exceeded[i]);
@@ -438,7 +441,7 @@ void stats_prometheus(struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tokentap_active_streams Streams in flight.\n"
 	    "# TYPE tokentap_active_streams gauge\n");
 	for (const struct group *g = S.groups; g != NULL; g = g->next) {
-		evbuffer_add(out, "tokentap_active_streams{", 24);
+		ADD(out, "tokentap_active_streams{");
 		prom_labels(out, g);
 		evbuffer_add_printf(out, "} %ld\n", g->active);
 	}

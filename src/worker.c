@@ -20,9 +20,6 @@
 #include "upstream.h"
 #include "util.h"
 
-atomic_long tokentap_active_connections;
-atomic_long tokentap_active_streams;
-atomic_long tokentap_max_active_streams;
 
 static struct worker **workers;
 static int n_workers;

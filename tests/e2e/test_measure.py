@@ -1,0 +1,190 @@
+"""Measurement: the access log's timeline against a backend whose schedule
+is known, for the dialects whose first bytes are not tokens."""
+import json
+import socket
+import threading
+import time
+
+from backend import SSE_HEAD, Backend
+from harness import Tokentap, raw_request
+
+
+def cfg(port, extra=""):
+    return f"routes:\n  - name: llm\n    upstream: http://127.0.0.1:{port}\n{extra}"
+
+
+def chunk(obj):
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def openai_schedule(n_tokens=40, first=0.3, gap=0.02, usage=True, role_at=0.05):
+    """(delay from request, bytes) pairs: role chunk, content, finish, usage."""
+    out = [(role_at, chunk({"model": "m-up", "choices": [{"delta": {"role": "assistant", "content": ""}}]}))]
+    for i in range(n_tokens):
+        out.append((first + i * gap, chunk({"choices": [{"delta": {"content": f"w{i} "}}]})))
+    last = first + (n_tokens - 1) * gap
+    out.append((last + 0.001, chunk({"choices": [{"delta": {}, "finish_reason": "stop"}]})))
+    if usage:
+        out.append((last + 0.002, chunk({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": n_tokens}})))
+    out.append((last + 0.003, b"data: [DONE]\n\n"))
+    return out
+
+
+def anthropic_schedule(n_tokens=20, first=0.2, gap=0.02):
+    def ev(name, obj):
+        return b"event: " + name.encode() + b"\ndata: " + json.dumps(obj).encode() + b"\n\n"
+    out = [(0.0, ev("message_start", {"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 9, "output_tokens": 1}}})),
+           (0.01, ev("ping", {"type": "ping"})),
+           (0.02, ev("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}))]
+    for i in range(n_tokens):
+        out.append((first + i * gap, ev("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f"t{i}"}})))
+    last = first + (n_tokens - 1) * gap
+    out += [(last + 0.001, ev("content_block_stop", {"type": "content_block_stop", "index": 0})),
+            (last + 0.002, ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": n_tokens}})),
+            (last + 0.003, ev("message_stop", {"type": "message_stop"}))]
+    return out
+
+
+def dify_schedule(n_tokens=15, first=0.25, gap=0.02):
+    def ev(obj):
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+    out = [(0.0, ev({"event": "workflow_started", "data": {}})),
+           (0.05, b"event: ping\n\n"),
+           (0.1, ev({"event": "node_started", "data": {}}))]
+    for i in range(n_tokens):
+        out.append((first + i * gap, ev({"event": "message", "answer": f"a{i}"})))
+    last = first + (n_tokens - 1) * gap
+    out.append((last + 0.002, ev({"event": "message_end", "metadata": {"usage": {"completion_tokens": n_tokens, "prompt_tokens": 7}}})))
+    return out
+
+
+# When the backend really sent each scheduled piece, and when the client
+# sent its request: the same monotonic clock, since both live in this test.
+SENT = []
+CLIENT = {}
+
+
+def scheduled_backend(schedule):
+    def handle(req, c):
+        start = time.monotonic()
+        c.send(SSE_HEAD)
+        SENT.clear()
+        for at, data in schedule:
+            delay = start + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            c.chunk(data)
+            SENT.append(time.monotonic())
+        c.end_chunks()
+        return "keep"
+    return handle
+
+
+def post(port, path, body=b'{"model":"m-req","stream":true}', headers=b""):
+    CLIENT["t"] = time.monotonic()
+    return raw_request(port, b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                       b"Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s"
+                       % (len(body), headers, body))
+
+
+def check_timeline(line, first_idx, n):
+    """TTFT within 2 ms of when the first token really left the backend
+    (counted from the client's send), TPOT within 2 %."""
+    ttft = (SENT[first_idx] - CLIENT["t"]) * 1000
+    tpot = (SENT[first_idx + n - 1] - SENT[first_idx]) * 1000 / (n - 1)
+    assert abs(line["ttft_ms"] - ttft) < 2, (ttft, line)
+    assert abs(line["tpot_ms"] - tpot) <= tpot * 0.02, (tpot, line)
+    assert line["output_tokens"] == n
+
+
+def test_openai_timeline_usage_and_phases():
+    with Backend(scheduled_backend(openai_schedule())) as b, Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1/chat/completions")
+        line = t.access(1)[0]
+        check_timeline(line, 1, 40)
+        assert line["token_source"] == "usage" and line["input_tokens"] == 12
+        assert line["stream"] is True and line["dialect"] == "openai"
+        assert line["model"] == "m-req" and line["outcome"] == "ok"
+        assert line["events"] == 44
+        phases = line["phases"]
+        total = sum(v for v in phases.values() if v is not None)
+        assert abs(total - line["ttft_ms"]) < 0.01, (total, line)
+        assert 40 < phases["first_event_ms"] + phases["upstream_head_ms"] < 60, phases
+        assert phases["first_token_ms"] > 200
+        assert 18 < line["itl_max_ms"] < 30
+
+
+def test_openai_without_usage_counts_events():
+    with Backend(scheduled_backend(openai_schedule(n_tokens=10, usage=False))) as b, \
+            Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1/chat/completions", b'{"stream":true}')
+        line = t.access(1)[0]
+        assert line["token_source"] == "events" and line["output_tokens"] == 10
+        assert line["model"] == "m-up"          # from the first response chunk
+
+
+def test_anthropic_ping_and_message_start_are_not_tokens():
+    with Backend(scheduled_backend(anthropic_schedule())) as b, Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1/messages", b'{"stream":true,"messages":[],"model":"claude-req"}')
+        line = t.access(1)[0]
+        check_timeline(line, 3, 20)
+        assert line["dialect"] == "anthropic" and line["input_tokens"] == 9
+        assert line["model"] == "claude-req"
+
+
+def test_dify_ping_and_workflow_events_are_not_tokens():
+    with Backend(scheduled_backend(dify_schedule())) as b, Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1/chat-messages", b'{"query":"hi","response_mode":"streaming"}')
+        line = t.access(1)[0]
+        check_timeline(line, 3, 15)
+        assert line["dialect"] == "dify" and line["token_source"] == "usage"
+        assert line["model"] == "llm"           # no model anywhere: the route's name
+
+
+def test_in_stream_error_is_upstream_error():
+    sched = openai_schedule(n_tokens=3)[:3] + [(0.35, chunk({"error": {"message": "boom"}}))]
+    with Backend(scheduled_backend(sched)) as b, Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1/chat/completions")
+        assert t.access(1)[0]["outcome"] == "upstream_error"
+
+
+def test_tenant_from_header_and_api_key():
+    key_sha = __import__("hashlib").sha256(b"sk-acme").hexdigest()
+    extra = f"tenant:\n  header: X-Tenant\n  api_keys: {{acme: \"{key_sha}\"}}\n"
+    with Backend(scheduled_backend(openai_schedule(n_tokens=2, first=0.01))) as b, \
+            Tokentap(cfg(b.port, extra)) as t:
+        post(t.port, b"/v1/chat/completions", headers=b"X-Tenant: team-a\r\n")
+        post(t.port, b"/v1/chat/completions", headers=b"Authorization: Bearer sk-acme\r\n")
+        post(t.port, b"/v1/chat/completions", headers=b"x-api-key: sk-other\r\n")
+        post(t.port, b"/v1/chat/completions")
+        tenants = [l["tenant"] for l in t.access(4)]
+        other = "key:" + __import__("hashlib").sha256(b"sk-other").hexdigest()[:8]
+        assert tenants == ["team-a", "acme", other, "-"], tenants
+        with open(t.log) as f:
+            assert "sk-acme" not in f.read()
+
+
+def test_secret_query_values_masked():
+    with Backend(scheduled_backend(openai_schedule(n_tokens=2, first=0.01))) as b, \
+            Tokentap(cfg(b.port)) as t:
+        post(t.port, b"/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&key=SECRET&x=1")
+        line = t.access(1)[0]
+        assert line["path"] == "/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&key=***&x=1"
+        assert line["model"] == "m-req"
+
+
+def test_concurrency_and_every_stream_logged():
+    n = 20
+    with Backend(scheduled_backend(openai_schedule(n_tokens=5, first=0.2))) as b, \
+            Tokentap(cfg(b.port)) as t:
+        threads = [threading.Thread(target=post, args=(t.port, b"/v1/chat/completions"))
+                   for _ in range(n)]
+        for th in threads:
+            th.start()
+            time.sleep(0.005)
+        for th in threads:
+            th.join()
+        lines = t.access(n)
+        assert len(lines) == n
+        assert max(l["concurrency"] for l in lines) >= n // 2
+        assert len({l["request_id"] for l in lines}) == n

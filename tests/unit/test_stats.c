@@ -1,0 +1,225 @@
+/* Statistics: windows, trend, R², cardinality, Prometheus output, on a fake
+ * clock. Records go through the same ring the workers use. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include "accesslog.h"
+#include "config.h"
+#include "meter.h"
+#include "stats.h"
+
+static uint64_t fake_now;
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static struct stats_ring *ring;
+
+static void setup_conf(const char *yaml)
+{
+	struct conf *c = conf_load_string("t.yaml", yaml, strlen(yaml), stderr);
+	assert_non_null(c);
+	stats_free();
+	stats_clock = fake_clock;
+	fake_now = 1000ull * 1000000;   /* a slice boundary far from 0 */
+	stats_configure(c);
+	ring = stats_ring_new();
+	assert_non_null(ring);
+	conf_unref(c);
+}
+
+/* One finished streaming request: TTFT and TPOT in µs, n tokens. */
+static void request(const char *route, const char *tenant, const char *model,
+    uint64_t ttft, uint64_t tpot, int n, long concurrency, const char *outcome)
+{
+	struct meter m;
+	struct accesslog_entry e;
+	struct stats_key k;
+
+	meter_init(&m, fake_now - ttft - tpot * (uint64_t)(n - 1) - 1000, DIALECT_OPENAI);
+	m.stream = 1;
+	m.t_first_token = m.t0 + ttft;
+	m.t_last_token = m.t_first_token + tpot * (uint64_t)(n - 1);
+	m.token_events = (uint64_t)n;
+	m.t_end = fake_now;
+	memset(&e, 0, sizeof e);
+	e.m = &m;
+	e.outcome = outcome;
+	e.concurrency = concurrency;
+	stats_key_set(&k, route, tenant, model, strlen(model));
+	stats_request(ring, &k, &e, NULL, 0);
+}
+
+static char *json(const char *window, unsigned by)
+{
+	struct evbuffer *b = evbuffer_new();
+	char *s;
+	size_t n;
+	stats_drain();
+	stats_json(b, stats_window_index(window), by);
+	n = evbuffer_get_length(b);
+	s = malloc(n + 1);
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	evbuffer_free(b);
+	return s;
+}
+
+static void test_counts_and_quantiles(void **state)
+{
+	struct stats_view v;
+	(void)state;
+	setup_conf("stats: {windows: [1m, 5m]}\n");
+	for (int i = 1; i <= 100; i++)
+		request("r", "t", "m", (uint64_t)i * 1000, 20000, 10, 0, i <= 5 ? "timeout" : "ok");
+	stats_drain();
+	stats_route_view("r", NULL, 60000000, 0.95, &v);
+	assert_int_equal(v.requests, 100);
+	assert_int_equal(v.errors, 5);
+	assert_int_equal(v.ttft_count, 100);
+	/* exact p95 of 1..100 ms is 95 ms; within 1 % */
+	assert_true(v.ttft_q > 95000 * 0.99 && v.ttft_q < 95000 * 1.01);
+	assert_true(v.tpot_q > 20000 * 0.99 && v.tpot_q < 20000 * 1.01);
+	char *s = json("1m", BY_ROUTE);
+	assert_non_null(strstr(s, "\"requests\":100,\"errors\":5,\"error_rate\":0.050"));
+	free(s);
+}
+
+static void test_window_expiry(void **state)
+{
+	struct stats_view v;
+	(void)state;
+	setup_conf("stats: {windows: [1m, 5m]}\n");
+	request("r", "t", "m", 1000, 1000, 2, 0, "ok");
+	fake_now += 75ull * 1000000;     /* past the 1 m window, inside 5 m */
+	stats_drain();
+	stats_route_view("r", NULL, 60000000, 0.5, &v);
+	assert_int_equal(v.requests, 0);
+	stats_route_view("r", NULL, 300000000, 0.5, &v);
+	assert_int_equal(v.requests, 1);
+	fake_now += 300ull * 1000000;
+	stats_route_view("r", NULL, 300000000, 0.5, &v);
+	assert_int_equal(v.requests, 0);
+}
+
+static void test_trend_against_previous_window(void **state)
+{
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int i = 0; i < 20; i++)
+		request("r", "t", "m", 100000, 10000, 5, 0, "ok");
+	fake_now += 60ull * 1000000;
+	for (int i = 0; i < 20; i++)
+		request("r", "t", "m", 150000, 12000, 5, 0, "ok");
+	char *s = json("1m", BY_ROUTE);
+	/* 150/100 - 1 and 12/10 - 1, within the histogram's resolution */
+	char *t = strstr(s, "\"trend\":{\"ttft_p95\":");
+	assert_non_null(t);
+	double ttft, tpot;
+	assert_int_equal(sscanf(t, "\"trend\":{\"ttft_p95\":%lf,\"tpot_p50\":%lf", &ttft, &tpot), 2);
+	assert_true(ttft > 0.48 && ttft < 0.52);
+	assert_true(tpot > 0.18 && tpot < 0.22);
+	free(s);
+}
+
+static void test_r2_of_ttft_against_concurrency(void **state)
+{
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int c = 0; c < 30; c++)
+		request("lin", "t", "m", 50000 + (uint64_t)c * 10000, 10000, 3, c, "ok");
+	for (int c = 0; c < 30; c++)
+		request("flat", "t", "m", (c % 2) ? 50000 : 90000, 10000, 3, c, "ok");
+	char *s = json("1m", BY_ROUTE);
+	double r2_lin = -1, r2_flat = -1;
+	char *p = strstr(s, "\"route\":\"lin\"");
+	assert_non_null(p);
+	assert_int_equal(sscanf(strstr(p, "ttft_concurrency_r2"), "ttft_concurrency_r2\":%lf", &r2_lin), 1);
+	p = strstr(s, "\"route\":\"flat\"");
+	assert_non_null(p);
+	assert_int_equal(sscanf(strstr(p, "ttft_concurrency_r2"), "ttft_concurrency_r2\":%lf", &r2_flat), 1);
+	assert_true(r2_lin > 0.99);
+	assert_true(r2_flat < 0.1);
+	free(s);
+}
+
+static void test_cardinality_overflow(void **state)
+{
+	(void)state;
+	setup_conf("tenant: {max_tenants: 2}\nmodels: {max_models: 1}\n");
+	request("r", "a", "m1", 1000, 1000, 2, 0, "ok");
+	request("r", "b", "m1", 1000, 1000, 2, 0, "ok");
+	request("r", "c", "m2", 1000, 1000, 2, 0, "ok");
+	request("r", "d", "m1", 1000, 1000, 2, 0, "ok");
+	char *s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"tenant\":\"a\",\"model\":\"m1\""));
+	assert_non_null(strstr(s, "\"tenant\":\"b\",\"model\":\"m1\""));
+	assert_non_null(strstr(s, "\"tenant\":\"_other\",\"model\":\"_other\""));
+	assert_non_null(strstr(s, "\"tenant\":\"_other\",\"model\":\"m1\""));
+	assert_null(strstr(s, "\"tenant\":\"c\""));
+	free(s);
+}
+
+static void test_prometheus_buckets_include_thresholds(void **state)
+{
+	(void)state;
+	setup_conf("alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
+	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1, thresholds: {ttft_warning: 700ms}}\n");
+	request("r", "t", "m\"x", 800000, 1000, 2, 0, "ok");
+	request("r", "t", "m\"x", 1300000, 1000, 2, 0, "ok");
+	stats_drain();
+	struct evbuffer *b = evbuffer_new();
+	stats_prometheus(b);
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	const char *lbl = "{route=\"r\",tenant=\"t\",model=\"m\\\"x\"";
+#define assert_has(s, w) do { if (strstr((s), (w)) == NULL) { \
+	fprintf(stderr, "missing: %s\nin:\n%s\n", (w), (s)); fail(); } } while (0)
+	char want[256];
+	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"0.700000\"} 0", lbl);
+	assert_has(s, want);
+	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"1.000000\"} 1", lbl);
+	assert_has(s, want);
+	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"1.234000\"} 1", lbl);
+	assert_has(s, want);
+	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"2.500000\"} 2", lbl);
+	assert_has(s, want);
+	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"+Inf\"} 2", lbl);
+	assert_has(s, want);
+	snprintf(want, sizeof want, "tokentap_requests_total%s,outcome=\"ok\"} 2", lbl);
+	assert_has(s, want);
+	assert_non_null(strstr(s, "# TYPE tokentap_time_per_output_token_seconds histogram\n"));
+	free(s);
+	evbuffer_free(b);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	stats_free();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_counts_and_quantiles, teardown),
+		cmocka_unit_test_teardown(test_window_expiry, teardown),
+		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),
+		cmocka_unit_test_teardown(test_r2_of_ttft_against_concurrency, teardown),
+		cmocka_unit_test_teardown(test_cardinality_overflow, teardown),
+		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
