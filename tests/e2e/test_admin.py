@@ -1,0 +1,185 @@
+"""Admin endpoints: /stats against the access log, /metrics against promtool
+and a real Prometheus, the admin token, the stats file."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from backend import SSE_HEAD, Backend
+from harness import Proc, Tokentap, free_port, raw_request, wait_port
+
+SANITIZER_SKIP = {"test_prometheus_scrapes_and_agrees"}
+
+
+def chunk(text):
+    return b'data: {"choices":[{"delta":{"content":"%s"}}]}\n\n' % text.encode()
+
+
+def delayed_backend():
+    """First token after X-First ms, then X-Tokens tokens X-Gap ms apart."""
+    def handle(req, c):
+        first = int(req.header("X-First") or 10) / 1000
+        gap = int(req.header("X-Gap") or 5) / 1000
+        n = int(req.header("X-Tokens") or 3)
+        c.send(SSE_HEAD)
+        time.sleep(first)
+        for i in range(n):
+            if i:
+                time.sleep(gap)
+            c.chunk(chunk(f"t{i}"))
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+    return Backend(handle)
+
+
+def cfg(port, extra=""):
+    return (f"routes:\n  - name: chat\n    match: {{path_prefix: /v1/}}\n"
+            f"    upstream: http://127.0.0.1:{port}\n{extra}")
+
+
+def post(port, first, gap=5, tokens=3, tenant="t1"):
+    body = b'{"model":"m1","stream":true}'
+    return raw_request(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                       b"Connection: close\r\nX-Tenant-Id: %s\r\nX-First: %d\r\nX-Gap: %d\r\n"
+                       b"X-Tokens: %d\r\nContent-Length: %d\r\n\r\n%s"
+                       % (tenant.encode(), first, gap, tokens, len(body), body))
+
+
+def get(port, path, token=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def exact_quantile(values, q):
+    v = sorted(values)
+    return v[max(0, math.ceil(q * len(v)) - 1)]
+
+
+def test_stats_match_access_log():
+    with delayed_backend() as b, Tokentap(cfg(b.port, "tenant: {header: X-Tenant-Id}\n")) as t:
+        for i in range(40):
+            post(t.port, 5 + (i * 7) % 60, gap=2 + i % 5, tokens=4, tenant="t1" if i % 4 else "t2")
+        lines = t.access(40)
+        status, body = get(t.admin, "/stats?window=1m&by=route,tenant")
+        assert status == 200, body
+        s = json.loads(body)
+        assert s["window"] == "1m" and s["by"] == ["route", "tenant"]
+        groups = {g["tenant"]: g for g in s["groups"]}
+        assert set(groups) == {"t1", "t2"}
+        for tenant, g in groups.items():
+            mine = [l for l in lines if l["tenant"] == tenant]
+            assert g["requests"] == len(mine) and g["errors"] == 0
+            assert g["output_tokens"] == sum(l["output_tokens"] for l in mine)
+            for field, key in (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms")):
+                vals = [l[key] for l in mine]
+                assert g[field]["count"] == len(vals)
+                for q, name in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+                    want = exact_quantile(vals, q)
+                    assert abs(g[field][name] - want) <= want * 0.01 + 0.002, (field, name, g[field], want)
+                assert abs(g[field]["max"] - max(vals)) < 0.002
+            assert g["itl_ms"]["count"] == 3 * len(mine)
+        status, body = get(t.admin, "/stats")
+        s = json.loads(body)
+        assert s["by"] == ["route"] and s["groups"][0]["requests"] == 40
+        assert s["groups"][0]["output_tokens_per_s"] > 0
+
+
+def test_stats_rejects_unknown_window_and_group():
+    with delayed_backend() as b, Tokentap(cfg(b.port, "stats: {windows: [1m, 5m]}\n")) as t:
+        status, body = get(t.admin, "/stats?window=7m")
+        assert status == 400 and "60s, 300s" in body, body
+        status, body = get(t.admin, "/stats?by=route,colour")
+        assert status == 400 and "tenant" in body, body
+        assert get(t.admin, "/stats?window=5m")[0] == 200
+
+
+def test_metrics_pass_promtool():
+    with delayed_backend() as b, Tokentap(cfg(b.port, "alerts: {thresholds: {ttft_warning: 30ms}}\n")) as t:
+        for i in range(5):
+            post(t.port, 10 + 10 * i)
+        status, text = get(t.admin, "/metrics")
+        assert status == 200
+        assert 'le="0.030000"' in text          # the threshold is a bucket bound
+        assert 'tokentap_threshold_exceeded_total{route="chat",tenant="-",model="m1",threshold="ttft_warning"} 3' in text, text
+        assert 'tokentap_requests_total{route="chat",tenant="-",model="m1",outcome="ok"} 5' in text
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_admin_token_enforced():
+    extra = "admin:\n  address: 127.0.0.1:{admin}\n  token: s3cret\n"
+    with delayed_backend() as b, Tokentap(cfg(b.port, extra)) as t:
+        assert get(t.admin, "/healthz") == (200, "ok\n")
+        assert get(t.admin, "/stats")[0] == 401
+        assert get(t.admin, "/metrics", token="wrong")[0] == 401
+        assert get(t.admin, "/metrics", token="s3cret")[0] == 200
+        assert get(t.admin, "/stats", token="s3cret")[0] == 200
+
+
+def test_stats_file_grows_on_schedule():
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "stats.jsonl")
+    extra = f"stats:\n  file: {path}\n  interval: 200ms\n"
+    with delayed_backend() as b, Tokentap(cfg(b.port, extra)) as t:
+        post(t.port, 5)
+        time.sleep(1.1)
+        with open(path) as f:
+            lines = [json.loads(l) for l in f]
+        assert 4 <= len(lines) <= 6, len(lines)
+        assert lines[-1]["groups"][0]["requests"] == 1
+        os.rename(path, path + ".1")
+        t.p.send_signal(10)              # SIGUSR1
+        time.sleep(0.5)
+        assert os.path.exists(path)
+    shutil.rmtree(d)
+
+
+def test_prometheus_scrapes_and_agrees():
+    """A real Prometheus scrapes tokentap; its p95 from the buckets lies in
+    the bucket that holds /stats' p95."""
+    prom_port = free_port()
+    d = tempfile.mkdtemp()
+    with delayed_backend() as b, Tokentap(cfg(b.port)) as t:
+        with open(os.path.join(d, "prometheus.yml"), "w") as f:
+            f.write(f"global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n"
+                    f"scrape_configs:\n  - job_name: tokentap\n    static_configs:\n"
+                    f"      - targets: ['127.0.0.1:{t.admin}']\n")
+        with Proc(["prometheus", f"--config.file={d}/prometheus.yml",
+                   f"--storage.tsdb.path={d}/data", f"--web.listen-address=127.0.0.1:{prom_port}"]):
+            wait_port(prom_port, 20)
+            time.sleep(2.5)
+            for i in range(30):
+                post(t.port, 20 + (i * 37) % 400)
+            time.sleep(3)
+            q = ("histogram_quantile(0.95, sum by (le) "
+                 "(rate(tokentap_time_to_first_token_seconds_bucket[1m])))")
+            deadline = time.monotonic() + 20
+            value = None
+            while time.monotonic() < deadline:
+                _, body = get(prom_port, "/api/v1/query?query=" + urllib.parse.quote(q))
+                res = json.loads(body)["data"]["result"]
+                if res and res[0]["value"][1] not in ("NaN",):
+                    value = float(res[0]["value"][1]) * 1000
+                    break
+                time.sleep(1)
+            assert value is not None, "Prometheus has no quantile"
+            stats = json.loads(get(t.admin, "/stats")[1])["groups"][0]["ttft_ms"]["p95"]
+            bounds = [1, 5, 10, 20, 40, 60, 80, 100, 250, 500, 750, 1000, 2500]
+            lo = max([0] + [x for x in bounds if x < stats])
+            hi = min(x for x in bounds if x >= stats)
+            assert lo <= value <= hi, (value, stats, lo, hi)
+    shutil.rmtree(d, ignore_errors=True)
