@@ -9,6 +9,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "alertd.h"
 #include "log.h"
 #include "stats.h"
 #include "util.h"
@@ -18,15 +19,6 @@ static struct evhttp *http;
 static struct conf *admin_conf;
 static char bound_address[300];
 static int draining;
-
-/* Extra series (alerts) appended to /metrics; set by whoever owns them. */
-void (*admin_metrics_extra)(struct evbuffer *out);
-
-static void admin_metrics_hook(struct evbuffer *b)
-{
-	if (admin_metrics_extra != NULL)
-		admin_metrics_extra(b);
-}
 
 static void reply(struct evhttp_request *req, int code, const char *reason,
     const char *type, const char *body)
@@ -138,7 +130,7 @@ static void serve_metrics(struct evhttp_request *req)
 	}
 	stats_drain();
 	stats_prometheus(b);
-	admin_metrics_hook(b);
+	alertd_prometheus(b);
 	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 
@@ -181,6 +173,17 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	if (strcmp(path, "/stats") == 0) {
 		serve_stats(req, uri);
+		return;
+	}
+	if (strcmp(path, "/alerts") == 0) {
+		struct evbuffer *b = evbuffer_new();
+		if (b == NULL) {
+			evhttp_send_error(req, 500, NULL);
+			return;
+		}
+		stats_drain();
+		alertd_json(b);
+		send_buffer(req, "application/json", b);
 		return;
 	}
 	if (strcmp(path, "/metrics") == 0) {

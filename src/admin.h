@@ -6,10 +6,7 @@
 #include "config.h"
 
 struct event_base;
-struct evbuffer;
 
-/* Series appended to /metrics by another module (the alert states). */
-extern void (*admin_metrics_extra)(struct evbuffer *out);
 
 /* Binds admin.address of c. Returns 0 or -1 (logged). */
 int admin_start(struct event_base *base, struct conf *c);

@@ -14,6 +14,7 @@
 
 #include "accesslog.h"
 #include "admin.h"
+#include "alertd.h"
 #include "config.h"
 #include "log.h"
 #include "stats.h"
@@ -58,6 +59,7 @@ static void on_reload(void)
 		accesslog_open(c->access_log);
 	workers_reload(c);
 	stats_configure(c);
+	alertd_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
 	current = c;
@@ -145,7 +147,8 @@ static int run(void)
 	stats_configure(current);
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
-	    admin_start(main_base, current) < 0)
+	    admin_start(main_base, current) < 0 ||
+	    alertd_start(main_base, current) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
@@ -169,6 +172,7 @@ static int run(void)
 	    current->admin_address);
 	event_base_dispatch(main_base);
 	workers_stop();
+	alertd_stop();
 	admin_stop();
 	event_free(stats_tick);
 	statsfile_close();
