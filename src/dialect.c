@@ -1,0 +1,700 @@
+#include "dialect.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define JSMN_STATIC
+#define JSMN_PARENT_LINKS
+#include <jsmn.h>
+
+/* Tokens on the stack for one payload (20 bytes each). A payload with more
+ * is tokenized sparsely (json_sparse): what does not fit stays opaque. */
+#define TOK_MAX 1024
+/* How deep the sparse pass looks into members too big for their share. */
+#define SPARSE_DEPTH 4
+/* jsmn counts in int: longer text is read up to here. */
+#define JSON_MAX (INT_MAX / 2)
+
+/* A tokenized payload: tokens in document order, each with its parent. */
+struct json {
+	const char *s;
+	int len;
+	jsmntok_t *t;
+	int n;
+};
+
+/* ---- reading the tokens ------------------------------------------------ */
+
+static int tok_end(const jsmntok_t *t)
+{
+	return t->end < 0 ? INT_MAX : t->end;
+}
+
+/* The token after i and everything inside it. Positions, not sizes, so
+ * that a truncated or sparse token array is walked the same way. */
+static int j_skip(const struct json *j, int i)
+{
+	int end = tok_end(&j->t[i]);
+
+	for (i++; i < j->n && j->t[i].start < end; i++)
+		;
+	return i;
+}
+
+static int j_str_is(const struct json *j, int i, const char *lit, size_t n)
+{
+	const jsmntok_t *t = &j->t[i];
+
+	return t->type == JSMN_STRING && (size_t)(t->end - t->start) == n &&
+	    memcmp(j->s + t->start, lit, n) == 0;
+}
+
+/* The value of key in object obj, or -1. */
+static int j_key(const struct json *j, int obj, const char *key, size_t klen)
+{
+	int i, end;
+
+	if (obj < 0 || obj >= j->n || j->t[obj].type != JSMN_OBJECT)
+		return -1;
+	end = tok_end(&j->t[obj]);
+	for (i = obj + 1; i + 1 < j->n && j->t[i + 1].start < end;
+	    i = j_skip(j, i + 1))
+		if (j_str_is(j, i, key, klen))
+			return i + 1;
+	return -1;
+}
+
+/* The value at a dotted path of keys ("usage.output_tokens") from i. */
+static int j_at(const struct json *j, int i, const char *path)
+{
+	const char *dot;
+
+	while (i >= 0 && *path != '\0') {
+		dot = strchr(path, '.');
+		if (dot == NULL)
+			return j_key(j, i, path, strlen(path));
+		i = j_key(j, i, path, (size_t)(dot - path));
+		path = dot + 1;
+	}
+	return i;
+}
+
+/* The first element of array i, or -1; j_next walks the rest. */
+static int j_first(const struct json *j, int i)
+{
+	if (i < 0 || j->t[i].type != JSMN_ARRAY || i + 1 >= j->n ||
+	    j->t[i + 1].start >= tok_end(&j->t[i]))
+		return -1;
+	return i + 1;
+}
+
+static int j_next(const struct json *j, int arr, int e)
+{
+	e = j_skip(j, e);
+	return e < j->n && j->t[e].start < tok_end(&j->t[arr]) ? e : -1;
+}
+
+static int j_nonempty_str(const struct json *j, int i)
+{
+	return i >= 0 && j->t[i].type == JSMN_STRING &&
+	    j->t[i].end > j->t[i].start;
+}
+
+static int j_prim_is(const struct json *j, int i, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return i >= 0 && j->t[i].type == JSMN_PRIMITIVE &&
+	    (size_t)(j->t[i].end - j->t[i].start) == n &&
+	    memcmp(j->s + j->t[i].start, lit, n) == 0;
+}
+
+/* Present and not null: an "error": null is no error. */
+static int j_present(const struct json *j, int i)
+{
+	return i >= 0 && !j_prim_is(j, i, "null");
+}
+
+/* A non-negative integer count, or -1. */
+static int64_t j_count(const struct json *j, int i)
+{
+	const char *p, *end;
+	int64_t v = 0;
+
+	if (i < 0 || j->t[i].type != JSMN_PRIMITIVE)
+		return -1;
+	p = j->s + j->t[i].start;
+	end = j->s + j->t[i].end;
+	if (p == end || end - p > 18)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	return v;
+}
+
+static void j_model(const struct json *j, int i, struct dialect_info *out)
+{
+	if (j_nonempty_str(j, i)) {
+		out->model = j->s + j->t[i].start;
+		out->model_len = (size_t)(j->t[i].end - j->t[i].start);
+	}
+}
+
+static void j_counts(const struct json *j, int obj, const char *out_key,
+    const char *in_key, struct dialect_info *out)
+{
+	int64_t v;
+
+	if (out_key && (v = j_count(j, j_at(j, obj, out_key))) >= 0)
+		out->output_tokens = v;
+	if (in_key && (v = j_count(j, j_at(j, obj, in_key))) >= 0)
+		out->input_tokens = v;
+}
+
+/* ---- tokenizing -------------------------------------------------------- */
+
+struct sparse {
+	const char *s;
+	jsmntok_t *t;
+	int n, cap;
+};
+
+static int skip_ws(const char *s, int len, int pos)
+{
+	while (pos < len && (s[pos] == ' ' || s[pos] == '\t' ||
+	    s[pos] == '\r' || s[pos] == '\n' || s[pos] == ','))
+		pos++;
+	return pos;
+}
+
+/* Just past the string opening at pos, or -1 when the text ends first. */
+static int string_end(const char *s, int len, int pos)
+{
+	for (pos++; pos < len; pos++) {
+		if (s[pos] == '\\')
+			pos++;
+		else if (s[pos] == '"')
+			return pos + 1;
+	}
+	return -1;
+}
+
+/* Just past the value at pos, or -1 when the text ends first. */
+static int value_end(const char *s, int len, int pos)
+{
+	int depth = 0;
+
+	if (s[pos] == '"')
+		return string_end(s, len, pos);
+	if (s[pos] != '{' && s[pos] != '[') {
+		while (pos < len && s[pos] != '\0' &&
+		    strchr(",]}: \t\r\n", s[pos]) == NULL)
+			pos++;
+		return pos;
+	}
+	for (; pos < len; pos++) {
+		if (s[pos] == '"') {
+			pos = string_end(s, len, pos);
+			if (pos < 0)
+				return -1;
+			pos--;
+		} else if (s[pos] == '{' || s[pos] == '[') {
+			depth++;
+		} else if ((s[pos] == '}' || s[pos] == ']') && --depth == 0) {
+			return pos + 1;
+		}
+	}
+	return -1;
+}
+
+static int sparse_add(struct sparse *sp, jsmntype_t type, int start, int end,
+    int parent)
+{
+	if (sp->n >= sp->cap)
+		return -1;
+	sp->t[sp->n] = (jsmntok_t){ .type = type, .start = start, .end = end,
+	    .size = 0, .parent = parent };
+	if (parent >= 0)
+		sp->t[parent].size++;
+	return sp->n++;
+}
+
+static void sparse_container(struct sparse *sp, int pos, int end, int parent,
+    int depth);
+
+/* Adds the value at [pos, end): parsed by jsmn with half the tokens left,
+ * so that later members keep room; if it needs more, one level down;
+ * else one opaque token. */
+static void sparse_value(struct sparse *sp, int pos, int end, int parent,
+    int depth)
+{
+	jsmntok_t *t = sp->t + sp->n;
+	int share = (sp->cap - sp->n + 1) / 2, cap = sp->cap, r;
+	jsmn_parser jp;
+	char c = sp->s[pos];
+
+	if (c == '"') {
+		sparse_add(sp, JSMN_STRING, pos + 1, end - 1, parent);
+		return;
+	}
+	if (c != '{' && c != '[') {
+		sparse_add(sp, JSMN_PRIMITIVE, pos, end, parent);
+		return;
+	}
+	if (share < 1)
+		return;
+	jsmn_init(&jp);
+	r = jsmn_parse(&jp, sp->s + pos, (size_t)(end - pos), t, (unsigned)share);
+	if (r > 0) {
+		for (int k = 0; k < r; k++) {
+			t[k].start += pos;
+			t[k].end = t[k].end < 0 ? -1 : t[k].end + pos;
+			t[k].parent = t[k].parent < 0 ? parent : t[k].parent + sp->n;
+		}
+		if (parent >= 0)
+			sp->t[parent].size++;
+		sp->n += r;
+	} else if (r == JSMN_ERROR_NOMEM && depth < SPARSE_DEPTH) {
+		sp->cap = sp->n + share;
+		sparse_container(sp, pos, end, parent, depth + 1);
+		sp->cap = cap;
+	} else {
+		sparse_add(sp, JSMN_UNDEFINED, pos, end, parent);
+	}
+}
+
+/* The object or array at pos, ending at end, member by member. */
+static void sparse_container(struct sparse *sp, int pos, int end, int parent,
+    int depth)
+{
+	int obj = sp->s[pos] == '{', self, key, vend;
+
+	self = sparse_add(sp, obj ? JSMN_OBJECT : JSMN_ARRAY, pos, end, parent);
+	if (self < 0)
+		return;
+	for (pos = skip_ws(sp->s, end, pos + 1); pos < end &&
+	    sp->s[pos] != '}' && sp->s[pos] != ']';
+	    pos = skip_ws(sp->s, end, vend)) {
+		key = self;
+		if (obj) {
+			vend = sp->s[pos] == '"' ? string_end(sp->s, end, pos) : -1;
+			if (vend < 0 || sp->n + 2 > sp->cap)
+				return;
+			key = sparse_add(sp, JSMN_STRING, pos + 1, vend - 1, self);
+			pos = vend;
+			while (pos < end && sp->s[pos] != ':')
+				pos++;
+			pos = skip_ws(sp->s, end, pos + 1);
+			if (pos >= end)
+				return;
+		}
+		vend = value_end(sp->s, end, pos);
+		if (vend <= pos || sp->n >= sp->cap)
+			return;
+		sparse_value(sp, pos, vend, key, depth);
+	}
+}
+
+static int json_sparse(struct json *j, int cap)
+{
+	struct sparse sp = { .s = j->s, .t = j->t, .n = 0, .cap = cap };
+	int pos = skip_ws(j->s, j->len, 0), end;
+
+	if (pos >= j->len || (j->s[pos] != '{' && j->s[pos] != '['))
+		return 0;
+	end = value_end(j->s, j->len, pos);
+	sparse_container(&sp, pos, end < 0 ? j->len : end, -1, 0);
+	if (end < 0 && sp.n > 0)
+		sp.t[0].end = -1;    /* truncated text: the root stays open */
+	return sp.n;
+}
+
+/* Tokenizes s; a truncated or malformed text keeps the tokens read before
+ * the problem. Returns the number of tokens. */
+static int json_parse(struct json *j, const char *s, size_t len, jsmntok_t *t,
+    int cap)
+{
+	jsmn_parser jp;
+	int r;
+
+	j->s = s;
+	j->len = len > JSON_MAX ? JSON_MAX : (int)len;
+	j->t = t;
+	jsmn_init(&jp);
+	r = jsmn_parse(&jp, s, (size_t)j->len, t, (unsigned)cap);
+	j->n = r == JSMN_ERROR_NOMEM ? json_sparse(j, cap) : (int)jp.toknext;
+	return j->n;
+}
+
+/* ---- the dialects ------------------------------------------------------- */
+
+#define KEY(s) s, sizeof(s) - 1
+
+/* The event's name: the "event:" field, else the data's key. */
+static void event_name(const struct sse_event *ev, const struct json *j,
+    const char *key, const char **name, size_t *len)
+{
+	int i;
+
+	*name = ev->type;
+	*len = ev->type_len;
+	if (*len == 0 && (i = j_key(j, 0, key, strlen(key))) >= 0 &&
+	    j->t[i].type == JSMN_STRING) {
+		*name = j->s + j->t[i].start;
+		*len = (size_t)(j->t[i].end - j->t[i].start);
+	}
+}
+
+static int name_is(const char *name, size_t len, const char *lit)
+{
+	return len == strlen(lit) && memcmp(name, lit, len) == 0;
+}
+
+static int is_done(const struct sse_event *ev)
+{
+	size_t n = ev->data_len;
+
+	while (n > 0 && ev->data[n - 1] != '\0' &&
+	    strchr(" \t\r\n", ev->data[n - 1]) != NULL)
+		n--;
+	return n == 6 && memcmp(ev->data, "[DONE]", 6) == 0;
+}
+
+static int openai_delta_has_token(const struct json *j, int d)
+{
+	static const char *const keys[] = {
+		"content", "reasoning_content", "reasoning", "refusal", "text"
+	};
+
+	if (d < 0 || j->t[d].type != JSMN_OBJECT)
+		return 0;
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (j_nonempty_str(j, j_key(j, d, keys[k], strlen(keys[k]))))
+			return 1;
+	return j_first(j, j_key(j, d, KEY("tool_calls"))) >= 0;
+}
+
+static void openai_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	int c, choices = j_key(j, 0, KEY("choices"));
+
+	(void)ev;
+	/* chat: the choice's delta; legacy completions: the choice's text */
+	for (c = j_first(j, choices); c >= 0 && !out->token;
+	    c = j_next(j, choices, c))
+		out->token = openai_delta_has_token(j, j_key(j, c, KEY("delta"))) ||
+		    j_nonempty_str(j, j_key(j, c, KEY("text")));
+	j_counts(j, j_key(j, 0, KEY("usage")), "completion_tokens",
+	    "prompt_tokens", out);
+	out->error = j_present(j, j_key(j, 0, KEY("error")));
+	j_model(j, j_key(j, 0, KEY("model")), out);
+}
+
+static void responses_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	const char *name;
+	size_t len;
+
+	event_name(ev, j, "type", &name, &len);
+	if (len > 15 && memcmp(name, "response.", 9) == 0 &&
+	    memcmp(name + len - 6, ".delta", 6) == 0)
+		out->token = 1;
+	if (name_is(name, len, "response.completed") ||
+	    name_is(name, len, "response.incomplete") ||
+	    name_is(name, len, "response.failed")) {
+		out->end = 1;
+		j_counts(j, j_at(j, 0, "response.usage"), "output_tokens",
+		    "input_tokens", out);
+	}
+	out->error = name_is(name, len, "error") ||
+	    name_is(name, len, "response.failed");
+	j_model(j, j_at(j, 0, "response.model"), out);
+}
+
+static void anthropic_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	const char *name;
+	size_t len;
+	int dt;
+
+	event_name(ev, j, "type", &name, &len);
+	if (name_is(name, len, "content_block_delta")) {
+		dt = j_at(j, 0, "delta.type");
+		out->token = dt < 0 || !j_str_is(j, dt, KEY("signature_delta"));
+	} else if (name_is(name, len, "message_delta")) {
+		j_counts(j, j_key(j, 0, KEY("usage")), "output_tokens",
+		    "input_tokens", out);
+	} else if (name_is(name, len, "message_start")) {
+		/* its usage.output_tokens is provisional, not the count */
+		j_counts(j, j_at(j, 0, "message.usage"), NULL, "input_tokens", out);
+		j_model(j, j_at(j, 0, "message.model"), out);
+	} else if (name_is(name, len, "message_stop")) {
+		out->end = 1;
+	}
+	dt = j_key(j, 0, KEY("type"));
+	out->error = name_is(name, len, "error") ||
+	    (dt >= 0 && j_str_is(j, dt, KEY("error")));
+}
+
+static void dify_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	const char *name;
+	size_t len;
+
+	event_name(ev, j, "event", &name, &len);
+	if (name_is(name, len, "message") || name_is(name, len, "agent_message"))
+		out->token = j_nonempty_str(j, j_key(j, 0, KEY("answer")));
+	else if (name_is(name, len, "text_chunk"))
+		out->token = j_nonempty_str(j, j_at(j, 0, "data.text"));
+	else if (name_is(name, len, "message_end"))
+		j_counts(j, j_at(j, 0, "metadata.usage"), "completion_tokens",
+		    "prompt_tokens", out);
+	/* workflow_finished reports only total_tokens: the count stays the
+	 * number of token-bearing events */
+	out->end = name_is(name, len, "message_end") ||
+	    name_is(name, len, "workflow_finished");
+	out->error = name_is(name, len, "error");
+}
+
+static void gemini_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	int cands = j_key(j, 0, KEY("candidates")), c, parts, p;
+
+	(void)ev;
+	for (c = j_first(j, cands); c >= 0; c = j_next(j, cands, c)) {
+		parts = j_at(j, c, "content.parts");
+		for (p = j_first(j, parts); p >= 0; p = j_next(j, parts, p))
+			if (j_nonempty_str(j, j_key(j, p, KEY("text"))))
+				out->token = 1;
+	}
+	j_counts(j, j_key(j, 0, KEY("usageMetadata")), "candidatesTokenCount",
+	    "promptTokenCount", out);
+	out->error = j_present(j, j_key(j, 0, KEY("error")));
+	j_model(j, j_key(j, 0, KEY("modelVersion")), out);
+}
+
+static void tgi_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	int tok = j_key(j, 0, KEY("token"));
+
+	(void)ev;
+	out->token = tok >= 0 && j->t[tok].type == JSMN_OBJECT &&
+	    !j_prim_is(j, j_key(j, tok, KEY("special")), "true");
+	j_counts(j, j_key(j, 0, KEY("details")), "generated_tokens", NULL, out);
+	out->error = j_present(j, j_key(j, 0, KEY("error")));
+}
+
+static void ollama_event(const struct json *j, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	(void)ev;
+	out->token = j_nonempty_str(j, j_at(j, 0, "message.content")) ||
+	    j_nonempty_str(j, j_at(j, 0, "message.thinking")) ||
+	    j_nonempty_str(j, j_key(j, 0, KEY("response")));
+	out->end = j_prim_is(j, j_key(j, 0, KEY("done")), "true");
+	j_counts(j, 0, "eval_count", "prompt_eval_count", out);
+	out->error = j_present(j, j_key(j, 0, KEY("error")));
+	j_model(j, j_key(j, 0, KEY("model")), out);
+}
+
+typedef void (*rule_fn)(const struct json *, const struct sse_event *,
+    struct dialect_info *);
+
+static const rule_fn rules[DIALECT_COUNT] = {
+	[DIALECT_OPENAI] = openai_event,
+	[DIALECT_OPENAI_RESPONSES] = responses_event,
+	[DIALECT_ANTHROPIC] = anthropic_event,
+	[DIALECT_DIFY] = dify_event,
+	[DIALECT_GEMINI] = gemini_event,
+	[DIALECT_TGI] = tgi_event,
+	[DIALECT_OLLAMA] = ollama_event,
+};
+
+static void info_reset(struct dialect_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->output_tokens = -1;
+	out->input_tokens = -1;
+}
+
+void dialect_classify(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_info *out)
+{
+	jsmntok_t tok[TOK_MAX];
+	struct json j;
+
+	info_reset(out);
+	if (d == DIALECT_RAW) {
+		out->token = 1;
+		return;
+	}
+	if ((unsigned)d >= DIALECT_COUNT || rules[d] == NULL)
+		return;
+	if (d == DIALECT_OPENAI && is_done(ev)) {
+		out->end = 1;
+		return;
+	}
+	json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
+	if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
+		j.n = 0;
+	rules[d](&j, ev, out);
+}
+
+/* Non-streamed bodies: the usage object of the final response. */
+static void body_rules(enum dialect_id d, const struct json *j, int root,
+    struct dialect_info *out)
+{
+	int t;
+
+	switch (d) {
+	case DIALECT_OPENAI:
+		j_counts(j, j_key(j, root, KEY("usage")), "completion_tokens",
+		    "prompt_tokens", out);
+		j_model(j, j_key(j, root, KEY("model")), out);
+		break;
+	case DIALECT_OPENAI_RESPONSES:
+		j_counts(j, j_key(j, root, KEY("usage")), "output_tokens",
+		    "input_tokens", out);
+		j_model(j, j_key(j, root, KEY("model")), out);
+		break;
+	case DIALECT_ANTHROPIC:
+		j_counts(j, j_key(j, root, KEY("usage")), "output_tokens",
+		    "input_tokens", out);
+		j_model(j, j_key(j, root, KEY("model")), out);
+		t = j_key(j, root, KEY("type"));
+		out->error = t >= 0 && j_str_is(j, t, KEY("error"));
+		return;
+	case DIALECT_DIFY:
+		j_counts(j, j_at(j, root, "metadata.usage"), "completion_tokens",
+		    "prompt_tokens", out);
+		break;
+	case DIALECT_GEMINI:
+		j_counts(j, j_key(j, root, KEY("usageMetadata")),
+		    "candidatesTokenCount", "promptTokenCount", out);
+		j_model(j, j_key(j, root, KEY("modelVersion")), out);
+		break;
+	case DIALECT_TGI:
+		j_counts(j, j_key(j, root, KEY("details")), "generated_tokens",
+		    NULL, out);
+		break;
+	case DIALECT_OLLAMA:
+		j_counts(j, root, "eval_count", "prompt_eval_count", out);
+		j_model(j, j_key(j, root, KEY("model")), out);
+		break;
+	default:
+		return;
+	}
+	out->error |= j_present(j, j_key(j, root, KEY("error")));
+}
+
+void dialect_classify_body(enum dialect_id d, const char *json, size_t len,
+    struct dialect_info *out)
+{
+	jsmntok_t tok[TOK_MAX];
+	struct json j;
+	int e;
+
+	info_reset(out);
+	if (json_parse(&j, json, len, tok, TOK_MAX) == 0)
+		return;
+	if (j.t[0].type == JSMN_OBJECT) {
+		body_rules(d, &j, 0, out);
+		return;
+	}
+	/* Gemini without alt=sse and TGI's /generate answer with an array:
+	 * the counts are cumulative, the last element's are the totals. */
+	for (e = j_first(&j, 0); e >= 0; e = j_next(&j, 0, e))
+		body_rules(d, &j, e, out);
+}
+
+int dialect_request_model(const char *json, size_t len, const char **model,
+    size_t *model_len)
+{
+	jsmntok_t tok[TOK_MAX];
+	struct json j;
+	int m;
+
+	if (json_parse(&j, json, len, tok, TOK_MAX) == 0 ||
+	    j.t[0].type != JSMN_OBJECT)
+		return 0;
+	m = j_key(&j, 0, KEY("model"));
+	if (!j_nonempty_str(&j, m))
+		return 0;
+	*model = json + j.t[m].start;
+	*model_len = (size_t)(j.t[m].end - j.t[m].start);
+	return 1;
+}
+
+/* The path without its query string or fragment. */
+static size_t path_len(const char *path, size_t len)
+{
+	const char *q = memchr(path, '?', len);
+
+	if (q != NULL)
+		len = (size_t)(q - path);
+	q = memchr(path, '#', len);
+	return q != NULL ? (size_t)(q - path) : len;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix)
+{
+	size_t n = strlen(suffix);
+
+	return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+enum dialect_id dialect_for_path(const char *path, size_t len)
+{
+	static const struct {
+		const char *suffix;
+		enum dialect_id d;
+	} table[] = {
+		{ "/completions", DIALECT_OPENAI },   /* and /chat/completions */
+		{ "/responses", DIALECT_OPENAI_RESPONSES },
+		{ "/messages", DIALECT_ANTHROPIC },
+		{ "/chat-messages", DIALECT_DIFY },
+		{ "/completion-messages", DIALECT_DIFY },
+		{ "/workflows/run", DIALECT_DIFY },
+		{ "/generate_stream", DIALECT_TGI },
+		{ "/api/chat", DIALECT_OLLAMA },
+		{ "/api/generate", DIALECT_OLLAMA },
+	};
+
+	len = path_len(path, len);
+	if (len > 1 && path[len - 1] == '/')
+		len--;
+	if (memmem(path, len, KEY(":streamGenerateContent")) != NULL)
+		return DIALECT_GEMINI;
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (ends_with(path, len, table[i].suffix))
+			return table[i].d;
+	return DIALECT_RAW;
+}
+
+int dialect_path_model(const char *path, size_t len, const char **model,
+    size_t *model_len)
+{
+	const char *colon, *start;
+
+	len = path_len(path, len);
+	colon = memmem(path, len, KEY(":streamGenerateContent"));
+	if (colon == NULL)
+		return 0;
+	for (start = colon; start > path && start[-1] != '/'; start--)
+		;
+	if (start == colon || (size_t)(start - path) < 8 ||
+	    memcmp(start - 8, "/models/", 8) != 0)
+		return 0;
+	*model = start;
+	*model_len = (size_t)(colon - start);
+	return 1;
+}

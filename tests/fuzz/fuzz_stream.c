@@ -1,0 +1,148 @@
+/* libFuzzer harness for the SSE / NDJSON parser and the dialect rules.
+ *
+ * Input: byte 0 picks max_event_bytes, bytes 1-2 the cut point, the rest
+ * is the response body. The body is parsed in both modes three ways: in
+ * one feed, cut in two at the chosen point, and one byte at a time. Each
+ * piece is a separate heap copy freed after its feed, so a pointer kept
+ * into an old feed shows under ASan. The three ways must dispatch the same
+ * events (a difference traps); the events of the whole feed go through
+ * every dialect. The body is also read as a response body, a request body and a
+ * path. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dialect.h"
+#include "sse.h"
+
+/* What a parse dispatched, folded into a hash. */
+struct seen {
+	uint64_t hash;
+	uint64_t events;
+	int classify;       /* run the dialects too (on one of the ways) */
+};
+
+static uint64_t fold(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211u;
+	return h;
+}
+
+static void on_event(void *arg, const struct sse_event *ev)
+{
+	struct seen *s = arg;
+	struct dialect_info info;
+
+	s->hash = fold(s->hash, &ev->type_len, sizeof(ev->type_len));
+	s->hash = fold(s->hash, ev->type, ev->type_len);
+	s->hash = fold(s->hash, &ev->data_len, sizeof(ev->data_len));
+	s->hash = fold(s->hash, ev->data, ev->data_len);
+	s->hash = fold(s->hash, &ev->has_id, sizeof(ev->has_id));
+	s->hash = fold(s->hash, ev->id, ev->id_len);
+	s->events++;
+	for (int d = DIALECT_OPENAI; s->classify && d < DIALECT_COUNT; d++) {
+		dialect_classify((enum dialect_id)d, ev, &info);
+		/* the model points into the event's data */
+		if (info.model_len > 0 && (info.model < ev->data ||
+		    info.model + info.model_len > ev->data + ev->data_len))
+			__builtin_trap();
+	}
+}
+
+static void feed_copy(struct sse_parser *p, const uint8_t *buf, size_t len)
+{
+	char *copy = malloc(len ? len : 1);
+
+	if (copy == NULL)
+		abort();
+	memcpy(copy, buf, len);
+	sse_feed(p, copy, len);
+	free(copy);
+}
+
+/* Parses body in pieces: step 0 = whole, else cut at `cut` when step is 1,
+ * else one byte at a time. */
+static struct seen parse(enum sse_mode mode, size_t max, const uint8_t *body,
+    size_t len, size_t cut, int how)
+{
+	struct sse_parser p;
+	struct seen s = { 1469598103934665603u, 0, how == 0 };
+
+	sse_init(&p, mode, max, on_event, &s);
+	if (how == 0) {
+		feed_copy(&p, body, len);
+	} else if (how == 1) {
+		feed_copy(&p, body, cut);
+		feed_copy(&p, body + cut, len - cut);
+	} else {
+		for (size_t i = 0; i < len; i++)
+			feed_copy(&p, body + i, 1);
+	}
+	if (p.scratch_cap > max)
+		__builtin_trap();
+	s.hash = fold(s.hash, &p.oversized, sizeof(p.oversized));
+	if (p.events != s.events)
+		__builtin_trap();
+	sse_free(&p);
+	return s;
+}
+
+static void check_mode(enum sse_mode mode, size_t max, const uint8_t *body,
+    size_t len, size_t cut)
+{
+	struct seen whole = parse(mode, max, body, len, cut, 0);
+	struct seen two = parse(mode, max, body, len, cut, 1);
+	struct seen bytes;
+
+	if (whole.hash != two.hash || whole.events != two.events)
+		__builtin_trap();
+	if (len <= 1024) {
+		bytes = parse(mode, max, body, len, cut, 2);
+		if (whole.hash != bytes.hash || whole.events != bytes.events)
+			__builtin_trap();
+	}
+}
+
+static void check_whole_text(const uint8_t *body, size_t len)
+{
+	struct dialect_info info;
+	const char *m;
+	size_t n;
+	char *copy = malloc(len ? len : 1);
+
+	if (copy == NULL)
+		abort();
+	memcpy(copy, body, len);
+	for (int d = DIALECT_OPENAI; d < DIALECT_COUNT; d++)
+		dialect_classify_body((enum dialect_id)d, copy, len, &info);
+	if (dialect_request_model(copy, len, &m, &n) &&
+	    (m < copy || m + n > copy + len || n == 0))
+		__builtin_trap();
+	if (dialect_path_model(copy, len, &m, &n) &&
+	    (m < copy || m + n > copy + len || n == 0))
+		__builtin_trap();
+	if ((unsigned)dialect_for_path(copy, len) >= DIALECT_COUNT)
+		__builtin_trap();
+	free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t max, cut, len;
+	const uint8_t *body;
+
+	if (size < 3)
+		return 0;
+	/* from 0 bytes (every event with data is too big) to 1 MiB */
+	max = data[0] == 255 ? 0 : (size_t)1 << (data[0] % 21);
+	body = data + 3;
+	len = size - 3;
+	cut = len ? ((size_t)data[1] | (size_t)data[2] << 8) % (len + 1) : 0;
+	check_mode(SSE_MODE_EVENTS, max, body, len, cut);
+	check_mode(SSE_MODE_NDJSON, max, body, len, cut);
+	check_whole_text(body, len);
+	return 0;
+}

@@ -1,0 +1,52 @@
+#!/bin/sh
+# Builds the stream fuzzer (clang libFuzzer + ASan + UBSan), seeds its
+# corpus from the recorded fixtures and runs it for SECONDS (default 20).
+# Exits non-zero, and says "fuzz: FAIL", on a crash or a build failure.
+#   tests/fuzz/run.sh [SECONDS]
+set -u
+
+secs=${1:-20}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$root/build/fuzz
+fixtures=${TOKENTAP_FIXTURES:-$root/../shared/fixtures/streams}
+cc=${FUZZ_CC:-clang}
+
+fail() {
+	echo "fuzz: FAIL${1:+ ($1)}"
+	exit 1
+}
+
+mkdir -p "$out/corpus" "$out/artifacts" || fail "mkdir"
+
+# The same include paths as the Makefile; util.c needs libcrypto.
+cflags="-std=c11 -D_GNU_SOURCE -g -O1 -I$root/src -I/usr/share/include/llhttp \
+ $(pkg-config --cflags libevent openssl yaml-0.1 2>/dev/null)"
+libs=$(pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
+
+# shellcheck disable=SC2086
+$cc $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -o "$out/fuzz_stream" "$root/tests/fuzz/fuzz_stream.c" \
+    "$root/src/sse.c" "$root/src/dialect.c" "$root/src/util.c" \
+    "$root/src/log.c" $libs || fail "build"
+
+# Seeds: each fixture behind the 3 parameter bytes (max_event_bytes 1 MiB,
+# then 64 KiB; cut points 0x0101 and 0x2a00).
+n=0
+for f in "$fixtures"/*/*; do
+	case $(basename "$f") in LICENSE|COMMIT|README*) continue ;; esac
+	[ -f "$f" ] || continue
+	n=$((n + 1))
+	{ printf '\024\001\001'; cat "$f"; } > "$out/corpus/seed-$n-a"
+	{ printf '\020\000\052'; cat "$f"; } > "$out/corpus/seed-$n-b"
+done
+printf '\005\003\000event: e\r\ndata: 1\r\n\r\n' > "$out/corpus/seed-crlf"
+[ "$n" -gt 0 ] || echo "fuzz: no fixtures under $fixtures, built-in seed only"
+
+"$out/fuzz_stream" -max_total_time="$secs" -max_len=65536 -timeout=20 \
+    -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/artifacts/" "$out/corpus" \
+    > "$out/fuzz.log" 2>&1
+rc=$?
+tail -n 20 "$out/fuzz.log"
+[ $rc -eq 0 ] || fail "exit $rc, crash input in $out/artifacts, log $out/fuzz.log"
+echo "fuzz: PASS"

@@ -1,0 +1,704 @@
+/* The dialect rules: recorded SDK fixtures through the real parser, then
+ * each rule on small hand-written events, the path table, the request and
+ * path model, and non-streamed bodies.
+ *
+ * The fixture figures below were counted independently with a separate
+ * Python WHATWG parser and the rules of SPEC §4; the openai-python ones
+ * match the fixtures README's table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dialect.h"
+#include "sse.h"
+
+#define NONE (-1)
+
+struct fixture {
+	const char *file;
+	enum dialect_id d;
+	int lines;          /* vercel-ai: one data payload per line, no SSE */
+	int events;         /* dispatched */
+	int tokens;         /* token-bearing */
+	int64_t out, in;    /* last reported counts */
+	int end, error;
+	const char *model;  /* first model named by the stream */
+};
+
+#define OPENAI_PY(h) "openai-python/" h ".bin", DIALECT_OPENAI, 0
+
+static const struct fixture fixtures[] = {
+	/* README table: content/refusal/tool frames vs usage.completion_tokens */
+	{ OPENAI_PY("e2aad469b71d1d4894ff833ea147020a9d875eb7ce644a0ff355581690a4cbfd"),
+	  34, 30, 30, 14, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("7e5ea4d12e7cc064399b6631415e65923f182256b6e6b752950a3aaa2ad2320a"),
+	  18, 14, 14, 79, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("a491adda08c3d4fde95f5b2ee3f60f7f745f1a56d82e62f58031cc2add502380"),
+	  50, 42, 42, 79, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("4cc50a6135d254573a502310e6af1246f55edb6ad95fa24059f160996b68866d"),
+	  5, 1, 1, 79, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("173417d553406f034f643e5db3f8d591fb691ebac56f5ae39a22cc7d455c5353"),
+	  14, 10, 11, 79, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("83b060bae42eb41c4f1edbb7c1542b954b37d9dfd1910b964ddebc9677e6ae85"),
+	  6, 2, 2, 9, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("569c877e69429d4cbc1577d2cd6dd33878095c68badc6b6654a69769b391a1c1"),
+	  15, 11, 12, 79, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("c6aa7e397b7123c3501f25df3a05d4daf7e8ad6d61ffa406ab5361fe36a8d5b1"),
+	  18, 15, 24, 76, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("f82268f2fefd5cfbc7eeb59c297688be2f6ca0849a6e4f17851b517310841d9b"),
+	  26, 22, 60, 149, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("a247c49c5fcd492bfb7a02a3306ad615ed8d8f649888ebfddfbc3ee151f44d46"),
+	  14, 11, 19, 48, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("d615580118391ee13492193e3a8bb74642d23ac1ca13fe37cb6e889b66f759f6"),
+	  181, 177, 177, 19, 1, 0, "gpt-4o-2024-08-06" },
+	{ OPENAI_PY("2018feb66ae13fcf5333d61b95849decc68d3f63bd38172889367e1afb1e04f7"),
+	  11, 8, 16, 44, 1, 0, "gpt-4o-2024-08-06" },
+
+	/* Anthropic; the four tests_lib files are UNTERMINATED: their last
+	 * event, message_stop, is never dispatched, so no end is seen */
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_basic_response.txt",
+	  DIALECT_ANTHROPIC, 0, 8, 3, 6, 11, 0, 0, "claude-3-opus-latest" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_tool_use_response.txt",
+	  DIALECT_ANTHROPIC, 0, 14, 7, 65, 377, 0, 0, "claude-sonnet-4-20250514" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_incomplete_partial_json_response.txt",
+	  DIALECT_ANTHROPIC, 0, 15, 9, 124, 450, 0, 0, "claude-3-7-sonnet-20250219" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_refusal_response.txt",
+	  DIALECT_ANTHROPIC, 0, 4, 0, 0, 20, 0, 0, "claude-opus-4-7" },
+	/* thinking_delta x4 and text_delta count, signature_delta does not */
+	{ "anthropic-sdk-python/tests_fixtures_fable-fallback_stream-a-refusal.sse",
+	  DIALECT_ANTHROPIC, 0, 14, 5, 106, 28, 1, 0, "claude-fable-5" },
+
+	{ "prism-php/anthropic_stream-basic-text-1.sse",
+	  DIALECT_ANTHROPIC, 0, 37, 31, 104, 11, 1, 0, "claude-3-7-sonnet-20250219" },
+	{ "prism-php/anthropic_stream-with-tools-1.sse",
+	  DIALECT_ANTHROPIC, 0, 23, 15, 96, 465, 1, 0, "claude-3-7-sonnet-20250219" },
+	/* 23 thinking_delta + 15 text_delta; 452 reported */
+	{ "prism-php/anthropic_stream-with-extended-thinking-1.sse",
+	  DIALECT_ANTHROPIC, 0, 47, 38, 452, 50, 1, 0, "claude-3-7-sonnet-20250219" },
+	{ "prism-php/deepseek_stream-basic-text-1.sse",
+	  DIALECT_OPENAI, 0, 163, 160, 163, 7, 1, 0, "deepseek-chat" },
+	/* hand-edited: no blank lines, so a WHATWG parser dispatches nothing */
+	{ "prism-php/gemini_stream-basic-text-1.sse",
+	  DIALECT_GEMINI, 0, 0, 0, NONE, NONE, 0, 0, NULL },
+	/* CRLF framing; thought parts are tokens; the last chunk's text is "" */
+	{ "prism-php/gemini_stream-with-tools-thought-1.json",
+	  DIALECT_GEMINI, 0, 4, 2, 15, 131, 0, 0, "gemini-3-pro-preview" },
+	/* UNTERMINATED: the final [DONE] is not dispatched */
+	{ "prism-php/groq_stream-basic-text-1.sse",
+	  DIALECT_OPENAI, 0, 35, 33, 50, 7, 0, 0, "llama-3.1-70b-versatile" },
+	{ "prism-php/mistral_stream-basic-text-1-1.sse",
+	  DIALECT_OPENAI, 0, 15, 12, 13, 7, 1, 0, "mistral-small-latest" },
+	/* NDJSON: 37 lines, the last (done) has empty content */
+	{ "prism-php/ollama_stream-basic-text-1.sse",
+	  DIALECT_OLLAMA, 0, 37, 36, 37, 37, 1, 0, "granite3-dense:8b" },
+	{ "prism-php/openai_stream-basic-text-responses-1.json",
+	  DIALECT_OPENAI_RESPONSES, 0, 68, 60, 62, 10, 1, 0, "gpt-4-0613" },
+	{ "prism-php/openai_stream-rate-limited-1.json",
+	  DIALECT_OPENAI_RESPONSES, 0, 4, 0, NONE, NONE, 1, 1, "gpt-4o-2024-08-06" },
+	{ "prism-php/openai_stream-unknown-error-responses-1.json",
+	  DIALECT_OPENAI_RESPONSES, 0, 4, 0, NONE, NONE, 1, 1, "gpt-4o-2024-08-06" },
+	{ "prism-php/openai_stream-with-tools-responses-1.json",
+	  DIALECT_OPENAI_RESPONSES, 0, 29, 20, 52, 92, 1, 0, "gpt-4o-2024-08-06" },
+	/* UNTERMINATED "data: [DONE] ": usage seen, no end */
+	{ "prism-php/openrouter_stream-text-with-a-prompt-1.sse",
+	  DIALECT_OPENAI, 0, 19, 17, 35, 7, 0, 0, "openai/gpt-4-turbo" },
+	/* UNTERMINATED, and no usage at all */
+	{ "prism-php/xai_stream-basic-text-responses-with-zeros-1.json",
+	  DIALECT_OPENAI, 0, 7, 6, NONE, NONE, 0, 0, "grok-4" },
+
+	{ "vercel-ai/anthropic-text.chunks.txt",
+	  DIALECT_ANTHROPIC, 1, 12, 6, 30, 12, 1, 0, "claude-sonnet-4-5-20250929" },
+	{ "vercel-ai/google-text.chunks.txt",
+	  DIALECT_GEMINI, 1, 3, 2, 23, 9, 0, 0, "gemini-3-pro-preview" },
+	{ "vercel-ai/google-reasoning.chunks.txt",
+	  DIALECT_GEMINI, 1, 3, 2, 29, 9, 0, 0, "gemini-3-pro-preview" },
+	{ "vercel-ai/openai-text.chunks.txt",
+	  DIALECT_OPENAI, 1, 303, 300, 300, 16, 0, 0, "gpt-4.1-nano-2025-04-14" },
+	{ "vercel-ai/openai-completion-text.chunks.txt",
+	  DIALECT_OPENAI, 1, 17, 16, 16, 14, 0, 0,
+	  "gpt-3.5-turbo-instruct:20230824-v2" },
+	{ "vercel-ai/openai-error.1.chunks.txt",
+	  DIALECT_OPENAI_RESPONSES, 1, 4, 0, NONE, NONE, 1, 1,
+	  "gpt-5-nano-2025-08-07" },
+	{ "vercel-ai/mistral-text.chunks.txt",
+	  DIALECT_OPENAI, 1, 8, 6, 8, 13, 0, 0, "mistral-small-latest" },
+};
+
+/* What a stream added up to. */
+struct tally {
+	enum dialect_id d;
+	int events, tokens, end, error;
+	int64_t out, in;
+	char model[128];
+};
+
+static void tally_event(void *arg, const struct sse_event *ev)
+{
+	struct tally *t = arg;
+	struct dialect_info info;
+
+	dialect_classify(t->d, ev, &info);
+	t->events++;
+	t->tokens += info.token;
+	t->end |= info.end;
+	t->error |= info.error;
+	if (info.output_tokens >= 0)
+		t->out = info.output_tokens;
+	if (info.input_tokens >= 0)
+		t->in = info.input_tokens;
+	if (t->model[0] == '\0' && info.model_len > 0 &&
+	    info.model_len < sizeof(t->model))
+		memcpy(t->model, info.model, info.model_len);
+}
+
+static char *read_fixture(const char *name, size_t *len)
+{
+	const char *dir = getenv("TOKENTAP_FIXTURES");
+	char path[1024];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/%s",
+	    dir ? dir : "../shared/fixtures/streams", name);
+	f = fopen(path, "rb");
+	if (f == NULL)
+		fail_msg("cannot open fixture %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* Runs the file through the parser in pieces of at most `piece` bytes
+ * (0: whole), or line by line for the vercel-ai payload files. */
+static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
+    size_t piece, struct tally *t)
+{
+	struct sse_parser p;
+	unsigned seed = 1;
+
+	memset(t, 0, sizeof(*t));
+	t->d = fx->d;
+	t->out = t->in = NONE;
+	if (fx->lines) {
+		for (const char *s = buf, *nl; s < buf + len; s = nl + 1) {
+			struct sse_event ev = { .type = "", .id = "" };
+			nl = memchr(s, '\n', (size_t)(buf + len - s));
+			if (nl == NULL)
+				nl = buf + len;
+			ev.data = s;
+			ev.data_len = (size_t)(nl - s);
+			if (ev.data_len > 0)
+				tally_event(t, &ev);
+		}
+		return;
+	}
+	sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
+	    1 << 20, tally_event, t);
+	for (size_t at = 0, n; at < len; at += n) {
+		seed = seed * 1103515245u + 12345u;
+		n = piece ? 1 + (seed >> 16) % piece : len;
+		if (n > len - at)
+			n = len - at;
+		sse_feed(&p, buf + at, n);
+	}
+	assert_int_equal(p.events, (uint64_t)t->events);
+	sse_free(&p);
+}
+
+static void test_fixtures(void **state)
+{
+	static const size_t pieces[] = { 0, 1, 7, 100, 1500 };
+	struct tally t;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+		const struct fixture *fx = &fixtures[i];
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+
+		for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+			run_fixture(fx, buf, len, pieces[k], &t);
+			if (t.events != fx->events || t.tokens != fx->tokens ||
+			    t.out != fx->out || t.in != fx->in ||
+			    t.end != fx->end || t.error != fx->error)
+				print_message("%s (pieces %zu): events %d tokens %d "
+				    "out %lld in %lld end %d error %d\n", fx->file,
+				    pieces[k], t.events, t.tokens, (long long)t.out,
+				    (long long)t.in, t.end, t.error);
+			assert_int_equal(t.events, fx->events);
+			assert_int_equal(t.tokens, fx->tokens);
+			assert_int_equal(t.out, fx->out);
+			assert_int_equal(t.in, fx->in);
+			assert_int_equal(t.end, fx->end);
+			assert_int_equal(t.error, fx->error);
+			assert_string_equal(t.model, fx->model ? fx->model : "");
+			if (fx->lines)
+				break;
+		}
+		free(buf);
+	}
+}
+
+/* ---- each rule on small events ---------------------------------------- */
+
+static struct dialect_info cls(enum dialect_id d, const char *type,
+    const char *data)
+{
+	struct sse_event ev = {
+		.type = type, .type_len = strlen(type),
+		.data = data, .data_len = strlen(data), .id = "",
+	};
+	struct dialect_info info;
+
+	dialect_classify(d, &ev, &info);
+	return info;
+}
+
+static void expect_info(struct dialect_info i, int token, int end, int error,
+    int64_t out, int64_t in, const char *model)
+{
+	assert_int_equal(i.token, token);
+	assert_int_equal(i.end, end);
+	assert_int_equal(i.error, error);
+	assert_int_equal(i.output_tokens, out);
+	assert_int_equal(i.input_tokens, in);
+	if (model == NULL) {
+		assert_int_equal(i.model_len, 0);
+	} else {
+		assert_int_equal(i.model_len, strlen(model));
+		assert_memory_equal(i.model, model, i.model_len);
+	}
+}
+
+#define TOKEN(d, type, data) expect_info(cls(d, type, data), 1, 0, 0, NONE, NONE, NULL)
+#define NOTHING(d, type, data) expect_info(cls(d, type, data), 0, 0, 0, NONE, NONE, NULL)
+
+static void test_openai(void **state)
+{
+	const enum dialect_id d = DIALECT_OPENAI;
+
+	(void)state;
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}");
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"reasoning_content\":\"h\"}}]}");
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"reasoning\":\"h\"}}]}");
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"refusal\":\"no\"}}]}");
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"text\":\"t\"}}]}");
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}");
+	/* legacy completions */
+	TOKEN(d, "", "{\"choices\":[{\"text\":\" holiday\",\"index\":0}]}");
+	/* the second choice carries it */
+	TOKEN(d, "", "{\"choices\":[{\"delta\":{}},{\"delta\":{\"content\":\"x\"}}]}");
+	/* role-only, empty, null, empty tool_calls, usage-only */
+	NOTHING(d, "", "{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}");
+	NOTHING(d, "", "{\"choices\":[{\"delta\":{\"content\":null,\"refusal\":null}}]}");
+	NOTHING(d, "", "{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}");
+	NOTHING(d, "", "{\"choices\":[{\"text\":\"\"}],\"usage\":null}");
+	NOTHING(d, "", "{\"choices\":[],\"usage\":null}");
+	/* a content key elsewhere is not a delta */
+	NOTHING(d, "", "{\"content\":\"x\",\"choices\":[{\"message\":{\"content\":\"x\"}}]}");
+	expect_info(cls(d, "", "{\"model\":\"m1\",\"choices\":[],\"usage\":"
+	    "{\"prompt_tokens\":14,\"completion_tokens\":30}}"),
+	    0, 0, 0, 30, 14, "m1");
+	expect_info(cls(d, "", "[DONE]"), 0, 1, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "", "[DONE] \r\n"), 0, 1, 0, NONE, NONE, NULL);
+	NOTHING(d, "", "[DONE]x");
+	NOTHING(d, "", " [DONE]");
+	expect_info(cls(d, "", "{\"error\":{\"message\":\"overloaded\"}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+	NOTHING(d, "", "{\"error\":null}");
+	NOTHING(d, "", "not json");
+	NOTHING(d, "", "");
+}
+
+static void test_responses(void **state)
+{
+	const enum dialect_id d = DIALECT_OPENAI_RESPONSES;
+
+	(void)state;
+	TOKEN(d, "response.output_text.delta", "{\"delta\":\"Hi\"}");
+	TOKEN(d, "", "{\"type\":\"response.reasoning_summary_text.delta\"}");
+	TOKEN(d, "response.function_call_arguments.delta", "{}");
+	TOKEN(d, "response.refusal.delta", "{}");
+	NOTHING(d, "response.output_text.done", "{\"text\":\"Hi\"}");
+	NOTHING(d, "response.delta", "{}");
+	NOTHING(d, "", "{\"type\":\"response.in_progress\"}");
+	expect_info(cls(d, "response.created", "{\"response\":{\"model\":\"gpt-x\","
+	    "\"usage\":null}}"), 0, 0, 0, NONE, NONE, "gpt-x");
+	expect_info(cls(d, "response.completed", "{\"response\":{\"usage\":"
+	    "{\"input_tokens\":10,\"output_tokens\":62}}}"), 0, 1, 0, 62, 10, NULL);
+	expect_info(cls(d, "", "{\"type\":\"response.incomplete\",\"response\":{}}"),
+	    0, 1, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "response.failed", "{\"response\":{\"usage\":null}}"),
+	    0, 1, 1, NONE, NONE, NULL);
+	expect_info(cls(d, "error", "{\"code\":\"rate_limit_exceeded\"}"),
+	    0, 0, 1, NONE, NONE, NULL);
+	/* the event field wins over the data's type */
+	TOKEN(d, "response.output_text.delta", "{\"type\":\"error\"}");
+}
+
+static void test_anthropic(void **state)
+{
+	const enum dialect_id d = DIALECT_ANTHROPIC;
+
+	(void)state;
+	TOKEN(d, "content_block_delta", "{\"type\":\"content_block_delta\","
+	    "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}");
+	TOKEN(d, "content_block_delta", "{\"delta\":{\"type\":\"thinking_delta\","
+	    "\"thinking\":\"hmm\"}}");
+	TOKEN(d, "", "{\"type\":\"content_block_delta\",\"delta\":"
+	    "{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"\"}}");
+	NOTHING(d, "content_block_delta", "{\"delta\":{\"type\":\"signature_delta\","
+	    "\"signature\":\"abc\"}}");
+	NOTHING(d, "ping", "{\"type\": \"ping\"}");
+	NOTHING(d, "content_block_start", "{\"content_block\":{\"text\":\"\"}}");
+	/* message_start: input and model, never its provisional output */
+	expect_info(cls(d, "message_start", "{\"type\":\"message_start\",\"message\":"
+	    "{\"model\":\"claude-x\",\"usage\":{\"input_tokens\":11,"
+	    "\"output_tokens\":1}}}"), 0, 0, 0, NONE, 11, "claude-x");
+	expect_info(cls(d, "message_delta", "{\"delta\":{\"stop_reason\":\"end_turn\"},"
+	    "\"usage\":{\"output_tokens\":104}}"), 0, 0, 0, 104, NONE, NULL);
+	expect_info(cls(d, "", "{\"type\":\"message_stop\"}"),
+	    0, 1, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "error", "{\"error\":{\"type\":\"overloaded_error\"}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+	expect_info(cls(d, "", "{\"type\":\"error\",\"error\":{}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+}
+
+static void test_dify(void **state)
+{
+	const enum dialect_id d = DIALECT_DIFY;
+
+	(void)state;
+	TOKEN(d, "", "{\"event\":\"message\",\"answer\":\"Hi\"}");
+	TOKEN(d, "", "{\"event\":\"agent_message\",\"answer\":\" there\"}");
+	TOKEN(d, "", "{\"event\":\"text_chunk\",\"data\":{\"text\":\"x\"}}");
+	TOKEN(d, "message", "{\"answer\":\"y\"}");
+	NOTHING(d, "", "{\"event\":\"message\",\"answer\":\"\"}");
+	NOTHING(d, "", "{\"event\":\"text_chunk\",\"data\":{\"text\":\"\"}}");
+	NOTHING(d, "", "{\"event\":\"agent_thought\",\"thought\":\"x\"}");
+	NOTHING(d, "ping", "");
+	NOTHING(d, "", "{\"event\":\"workflow_started\",\"answer\":\"x\"}");
+	expect_info(cls(d, "", "{\"event\":\"message_end\",\"metadata\":{\"usage\":"
+	    "{\"prompt_tokens\":20,\"completion_tokens\":7,\"total_tokens\":27}}}"),
+	    0, 1, 0, 7, 20, NULL);
+	/* only total_tokens: the count comes from events */
+	expect_info(cls(d, "", "{\"event\":\"workflow_finished\",\"data\":"
+	    "{\"total_tokens\":99}}"), 0, 1, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "", "{\"event\":\"error\",\"status\":400}"),
+	    0, 0, 1, NONE, NONE, NULL);
+}
+
+static void test_gemini(void **state)
+{
+	const enum dialect_id d = DIALECT_GEMINI;
+
+	(void)state;
+	expect_info(cls(d, "", "{\"candidates\":[{\"content\":{\"parts\":"
+	    "[{\"text\":\"Hi\"}]}}],\"usageMetadata\":{\"promptTokenCount\":21,"
+	    "\"candidatesTokenCount\":5},\"modelVersion\":\"gemini-2.0-flash\"}"),
+	    1, 0, 0, 5, 21, "gemini-2.0-flash");
+	TOKEN(d, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":"
+	    "{}},{\"text\":\"thinking\",\"thought\":true}]}}]}");
+	NOTHING(d, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}]}}]}");
+	NOTHING(d, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":"
+	    "{\"name\":\"f\",\"args\":{\"text\":\"x\"}}}]}}]}");
+	expect_info(cls(d, "", "{\"error\":{\"code\":429}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+}
+
+static void test_tgi(void **state)
+{
+	const enum dialect_id d = DIALECT_TGI;
+
+	(void)state;
+	TOKEN(d, "", "{\"index\":1,\"token\":{\"id\":3,\"text\":\"Hi\","
+	    "\"special\":false},\"generated_text\":null,\"details\":null}");
+	NOTHING(d, "", "{\"token\":{\"id\":2,\"text\":\"</s>\",\"special\":true}}");
+	NOTHING(d, "", "{\"token\":null}");
+	expect_info(cls(d, "", "{\"token\":{\"text\":\"\",\"special\":true},"
+	    "\"generated_text\":\"Hi\",\"details\":{\"finish_reason\":\"eos_token\","
+	    "\"generated_tokens\":12}}"), 0, 0, 0, 12, NONE, NULL);
+	expect_info(cls(d, "", "{\"error\":\"Input validation error\","
+	    "\"error_type\":\"validation\"}"), 0, 0, 1, NONE, NONE, NULL);
+}
+
+static void test_ollama(void **state)
+{
+	const enum dialect_id d = DIALECT_OLLAMA;
+
+	(void)state;
+	expect_info(cls(d, "", "{\"model\":\"llama3\",\"message\":{\"role\":"
+	    "\"assistant\",\"content\":\"Hi\"},\"done\":false}"),
+	    1, 0, 0, NONE, NONE, "llama3");
+	expect_info(cls(d, "", "{\"message\":{\"thinking\":\"hm\",\"content\":\"\"}}"),
+	    1, 0, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "", "{\"response\":\" there\",\"done\":false}"),
+	    1, 0, 0, NONE, NONE, NULL);
+	expect_info(cls(d, "", "{\"response\":\"\",\"done\":true,\"prompt_eval_count\":"
+	    "26,\"eval_count\":290}"), 0, 1, 0, 290, 26, NULL);
+	expect_info(cls(d, "", "{\"error\":\"model not found\"}"),
+	    0, 0, 1, NONE, NONE, NULL);
+}
+
+static void test_raw(void **state)
+{
+	(void)state;
+	expect_info(cls(DIALECT_RAW, "", ""), 1, 0, 0, NONE, NONE, NULL);
+	expect_info(cls(DIALECT_RAW, "x", "{\"error\":1,\"usage\":"
+	    "{\"completion_tokens\":3}}"), 1, 0, 0, NONE, NONE, NULL);
+}
+
+/* Payloads with more tokens than the stack array: read sparsely. */
+static char *big_array(const char *head, const char *item, int n,
+    const char *tail)
+{
+	size_t hl = strlen(head), il = strlen(item), tl = strlen(tail);
+	char *s = malloc(hl + (il + 1) * (size_t)n + tl + 1), *p = s;
+
+	assert_non_null(s);
+	memcpy(p, head, hl);
+	p += hl;
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		memcpy(p, item, il);
+		p += il;
+	}
+	memcpy(p, tail, tl + 1);
+	return s;
+}
+
+static void test_huge_payloads(void **state)
+{
+	char *s;
+
+	(void)state;
+	/* /api/generate's final line: the context array before the counts */
+	s = big_array("{\"model\":\"m\",\"response\":\"\",\"done\":true,\"context\":[",
+	    "128000", 5000, "],\"prompt_eval_count\":12,\"eval_count\":34}");
+	expect_info(cls(DIALECT_OLLAMA, "", s), 0, 1, 0, 34, 12, "m");
+	free(s);
+
+	/* logprobs before the delta, usage after */
+	s = big_array("{\"model\":\"g\",\"choices\":[{\"index\":0,\"logprobs\":{"
+	    "\"content\":[", "{\"token\":\"a\",\"logprob\":-0.1,\"bytes\":[97],"
+	    "\"top_logprobs\":[{\"token\":\"b\",\"logprob\":-2}]}", 600,
+	    "]},\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":"
+	    "7,\"prompt_tokens\":3}}");
+	expect_info(cls(DIALECT_OPENAI, "", s), 1, 0, 0, 7, 3, "g");
+	free(s);
+
+	/* deep nesting and long flat arrays end without a crash */
+	s = big_array("", "[", 200000, "");
+	NOTHING(DIALECT_OPENAI, "", s);
+	free(s);
+	s = big_array("{\"choices\":", "[", 100000, "1");
+	NOTHING(DIALECT_OPENAI, "", s);
+	free(s);
+	s = big_array("{\"a\":[", "{}", 100000, "]}");
+	NOTHING(DIALECT_GEMINI, "", s);
+	free(s);
+}
+
+/* ---- paths, request model, bodies ------------------------------------- */
+
+static enum dialect_id for_path(const char *p)
+{
+	return dialect_for_path(p, strlen(p));
+}
+
+static void test_for_path(void **state)
+{
+	(void)state;
+	assert_int_equal(for_path("/v1/chat/completions"), DIALECT_OPENAI);
+	assert_int_equal(for_path("/v1/completions"), DIALECT_OPENAI);
+	assert_int_equal(for_path("/openai/deployments/x/chat/completions?api-version=2024-06-01"),
+	    DIALECT_OPENAI);
+	assert_int_equal(for_path("/v1/responses"), DIALECT_OPENAI_RESPONSES);
+	assert_int_equal(for_path("/v1/messages?beta=true"), DIALECT_ANTHROPIC);
+	assert_int_equal(for_path("/v1/chat-messages"), DIALECT_DIFY);
+	assert_int_equal(for_path("/v1/completion-messages"), DIALECT_DIFY);
+	assert_int_equal(for_path("/v1/workflows/run"), DIALECT_DIFY);
+	assert_int_equal(for_path("/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"),
+	    DIALECT_GEMINI);
+	assert_int_equal(for_path("/generate_stream"), DIALECT_TGI);
+	assert_int_equal(for_path("/api/chat"), DIALECT_OLLAMA);
+	assert_int_equal(for_path("/api/generate/"), DIALECT_OLLAMA);
+	assert_int_equal(for_path("/v1/models"), DIALECT_RAW);
+	assert_int_equal(for_path("/"), DIALECT_RAW);
+	assert_int_equal(for_path(""), DIALECT_RAW);
+	assert_int_equal(for_path("/x?next=/v1/chat/completions"), DIALECT_RAW);
+	assert_int_equal(for_path("/v1/messages/count_tokens"), DIALECT_RAW);
+}
+
+static int req_model(const char *json, size_t len, char *out)
+{
+	const char *m;
+	size_t n;
+
+	out[0] = '\0';
+	if (!dialect_request_model(json, len, &m, &n))
+		return 0;
+	assert_true(m >= json && m + n <= json + len);
+	memcpy(out, m, n);
+	out[n] = '\0';
+	return 1;
+}
+
+static void test_request_model(void **state)
+{
+	static const char body[] =
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"model\":\"no\"}],"
+	    "\"metadata\":{\"model\":\"no2\"},\"model\" : \"gpt-4o\",\"stream\":true}";
+	const char *end_of_model = strstr(body, "gpt-4o\"") + 7;
+	char got[256];
+	char *big;
+
+	(void)state;
+	assert_true(req_model(body, sizeof(body) - 1, got));
+	assert_string_equal(got, "gpt-4o");
+	/* every prefix: found once its closing quote is in, never a nested one */
+	for (size_t k = 0; k < sizeof(body) - 1; k++) {
+		int found = req_model(body, k, got);
+		assert_int_equal(found, k >= (size_t)(end_of_model - body));
+		if (found)
+			assert_string_equal(got, "gpt-4o");
+	}
+	assert_false(req_model("{\"a\":{\"model\":\"x\"}}", 19, got));
+	assert_false(req_model("[{\"model\":\"x\"}]", 15, got));
+	assert_false(req_model("{\"model\":5}", 11, got));
+	assert_false(req_model("{\"model\":\"\"}", 12, got));
+	assert_false(req_model("", 0, got));
+	assert_true(req_model("{\"model\":\"a\\\"b\"}", 16, got));
+	assert_string_equal(got, "a\\\"b");
+
+	/* OpenAI SDKs send the messages first: thousands of tokens before */
+	big = big_array("{\"messages\":[", "{\"role\":\"user\",\"content\":\"x\"}",
+	    3000, "],\"model\":\"gpt-big\",\"stream\":true}");
+	assert_true(req_model(big, strlen(big), got));
+	assert_string_equal(got, "gpt-big");
+	assert_true(req_model(big, strlen(big) - 12, got));
+	assert_string_equal(got, "gpt-big");
+	assert_false(req_model(big, strlen(big) - 20, got));
+	assert_false(req_model(big, strlen(big) / 2, got));
+	free(big);
+}
+
+static void test_path_model(void **state)
+{
+	static const char *const yes[][2] = {
+		{ "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+		  "gemini-2.0-flash" },
+		{ "/v1/projects/p/locations/us/publishers/google/models/"
+		  "gemini-1.5-pro:streamGenerateContent", "gemini-1.5-pro" },
+	};
+	static const char *const no[] = {
+		"/v1beta/models/:streamGenerateContent",
+		"/v1beta/gemini-2.0-flash:streamGenerateContent",
+		"/v1beta/models/gemini-2.0-flash:generateContent",
+		"/v1/chat/completions?x=/models/a:streamGenerateContent",
+		":streamGenerateContent",
+		"/g:streamGenerateContent",
+	};
+	const char *m;
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		assert_true(dialect_path_model(yes[i][0], strlen(yes[i][0]), &m, &n));
+		assert_int_equal(n, strlen(yes[i][1]));
+		assert_memory_equal(m, yes[i][1], n);
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		/* an exact heap copy, so a read before the path would show */
+		size_t len = strlen(no[i]);
+		char *copy = malloc(len);
+		assert_non_null(copy);
+		memcpy(copy, no[i], len);
+		assert_false(dialect_path_model(copy, len, &m, &n));
+		free(copy);
+	}
+}
+
+static struct dialect_info body(enum dialect_id d, const char *json)
+{
+	struct dialect_info info;
+
+	dialect_classify_body(d, json, strlen(json), &info);
+	return info;
+}
+
+static void test_bodies(void **state)
+{
+	(void)state;
+	expect_info(body(DIALECT_OPENAI, "{\"model\":\"gpt-4o\",\"choices\":[{"
+	    "\"message\":{\"content\":\"Hi\"}}],\"usage\":{\"prompt_tokens\":9,"
+	    "\"completion_tokens\":12}}"), 0, 0, 0, 12, 9, "gpt-4o");
+	expect_info(body(DIALECT_OPENAI_RESPONSES, "{\"model\":\"gpt-r\",\"output\":"
+	    "[],\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}"),
+	    0, 0, 0, 6, 5, "gpt-r");
+	expect_info(body(DIALECT_ANTHROPIC, "{\"type\":\"message\",\"model\":"
+	    "\"claude\",\"usage\":{\"input_tokens\":3,\"output_tokens\":4}}"),
+	    0, 0, 0, 4, 3, "claude");
+	expect_info(body(DIALECT_ANTHROPIC, "{\"type\":\"error\",\"error\":{}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+	expect_info(body(DIALECT_GEMINI, "{\"candidates\":[],\"usageMetadata\":"
+	    "{\"promptTokenCount\":8,\"candidatesTokenCount\":2},"
+	    "\"modelVersion\":\"gem\"}"), 0, 0, 0, 2, 8, "gem");
+	/* streamGenerateContent without alt=sse: an array, counts cumulative */
+	expect_info(body(DIALECT_GEMINI, "[{\"usageMetadata\":{\"promptTokenCount\":"
+	    "8,\"candidatesTokenCount\":2}},{\"usageMetadata\":{\"promptTokenCount\""
+	    ":8,\"candidatesTokenCount\":17},\"modelVersion\":\"gem\"}]"),
+	    0, 0, 0, 17, 8, "gem");
+	expect_info(body(DIALECT_OLLAMA, "{\"model\":\"llama3\",\"done\":true,"
+	    "\"prompt_eval_count\":26,\"eval_count\":290}"),
+	    0, 0, 0, 290, 26, "llama3");
+	expect_info(body(DIALECT_DIFY, "{\"event\":\"message\",\"answer\":\"x\","
+	    "\"metadata\":{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}}"),
+	    0, 0, 0, 2, 1, NULL);
+	expect_info(body(DIALECT_TGI, "{\"generated_text\":\"x\",\"details\":"
+	    "{\"generated_tokens\":40}}"), 0, 0, 0, 40, NONE, NULL);
+	expect_info(body(DIALECT_OPENAI, "{\"error\":{\"message\":\"bad\"}}"),
+	    0, 0, 1, NONE, NONE, NULL);
+	expect_info(body(DIALECT_RAW, "{\"usage\":{\"completion_tokens\":1}}"),
+	    0, 0, 0, NONE, NONE, NULL);
+	expect_info(body(DIALECT_OPENAI, "{\"usage\":{\"completion_tokens\":1"),
+	    0, 0, 0, 1, NONE, NULL);
+	expect_info(body(DIALECT_OPENAI, "<html>"), 0, 0, 0, NONE, NONE, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fixtures),
+		cmocka_unit_test(test_openai),
+		cmocka_unit_test(test_responses),
+		cmocka_unit_test(test_anthropic),
+		cmocka_unit_test(test_dify),
+		cmocka_unit_test(test_gemini),
+		cmocka_unit_test(test_tgi),
+		cmocka_unit_test(test_ollama),
+		cmocka_unit_test(test_raw),
+		cmocka_unit_test(test_huge_payloads),
+		cmocka_unit_test(test_for_path),
+		cmocka_unit_test(test_request_model),
+		cmocka_unit_test(test_path_model),
+		cmocka_unit_test(test_bodies),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
