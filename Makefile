@@ -41,7 +41,7 @@ BINS      := $(B)/tokentap $(B)/tokentap-mock $(B)/tokentap-load
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all deps test test-unit test-e2e demo bench fuzz install clean test-docker
+.PHONY: all deps test test-unit test-e2e demo bench fuzz clean
 all: deps $(BINS)
 
 deps:
@@ -78,6 +78,7 @@ $(B)/tests/test_dialect: $(B)/obj/sse.o
 $(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(CONF_OBJS)
 $(B)/tests/test_alert:   $(B)/obj/hist.o $(B)/obj/stats.o
 $(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o
+$(B)/tests/test_loadstats: $(B)/obj/hist.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/load_scen.o $(B)/obj/load_conf.o $(B)/obj/load_body.o
 $(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
 $(B)/tests/test_config:  $(CONF_OBJS)
 
@@ -94,13 +95,8 @@ bench: deps all
 fuzz: deps
 	@sh tests/fuzz/run.sh
 
-test-docker: deps
-	@sh tests/docker/run.sh
-
-install: $(BINS)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/tokentap
-	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	[ -e $(DESTDIR)/etc/tokentap/tokentap.yaml ] || install -m 644 conf/tokentap.yaml $(DESTDIR)/etc/tokentap/tokentap.yaml
+# install, test-docker and the packaging targets live in mk/
+-include mk/*.mk
 
 clean:
 	rm -rf build

@@ -10,11 +10,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The build at import time; prefer binary(), which follows the runner.
 BUILD = os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"))
 
 
 def binary(name):
-    return os.path.join(BUILD, name)
+    """A program of the build under test ($TOKENTAP_BUILD, read each time:
+    the runner switches it between the plain and the sanitizer build)."""
+    return os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"), name)
 
 
 def free_port():

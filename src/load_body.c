@@ -1,0 +1,178 @@
+#include "load_body.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "util.h"
+
+/* Plain words, so the prompt needs no JSON escaping. */
+static const char *const words[] = {
+	"the", "model", "answers", "a", "question", "about", "latency", "and",
+	"throughput", "of", "streaming", "tokens", "over", "a", "network", "while",
+	"the", "proxy", "measures", "time", "to", "first", "token", "for", "each",
+	"request", "in", "a", "busy", "cluster", "with", "many", "users", "who",
+	"send", "long", "documents", "short", "chats", "or", "code", "to",
+	"summarise", "explain", "translate", "review", "please", "write", "clear",
+	"careful", "text", "that", "reads", "well", "under", "load", "today",
+};
+
+/* Exactly 4 * tokens characters of words separated by spaces. */
+static int add_prompt(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
+{
+	size_t want = (size_t)tokens * 4, have = 0;
+
+	while (have < want) {
+		const char *w = words[load_conf_rand(rng) % UTIL_ARRAY_LEN(words)];
+		size_t n = strlen(w);
+		if (have > 0) {
+			if (evbuffer_add(out, " ", 1) < 0)
+				return -1;
+			have++;
+		}
+		if (n > want - have)
+			n = want - have;
+		if (evbuffer_add(out, w, n) < 0)
+			return -1;
+		have += n;
+	}
+	return 0;
+}
+
+/* Writes tpl with %P replaced by the prompt, %M by the model and %N by the
+ * max tokens, so each dialect's shape reads as the JSON it sends. */
+static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c,
+    uint32_t prompt_tokens, uint32_t max_tokens, uint64_t *rng)
+{
+	for (const char *s = tpl; *s; s++) {
+		int rc;
+		if (*s != '%') {
+			const char *e = strchr(s, '%');
+			size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
+			if (evbuffer_add(out, s, n) < 0)
+				return -1;
+			s += n - 1;
+			continue;
+		}
+		switch (*++s) {
+		case 'P':
+			rc = add_prompt(out, prompt_tokens, rng);
+			break;
+		case 'M':
+			rc = evbuffer_add(out, c->model, strlen(c->model));
+			break;
+		case 'N':
+			rc = evbuffer_add_printf(out, "%u", max_tokens) < 0 ? -1 : 0;
+			break;
+		default:
+			return -1;
+		}
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int path_has(const struct load_conf *c, const char *what)
+{
+	return c->path != NULL && strstr(c->path, what) != NULL;
+}
+
+/* Each dialect's streaming request, with only the fields its API takes:
+ * Gemini and TGI name the model in the path or the deployment, Gemini
+ * streams by path, Dify by response_mode. */
+static const char *template_for(const struct load_conf *c)
+{
+	switch (load_conf_dialect(c)) {
+	case DIALECT_OPENAI_RESPONSES:
+		return "{\"model\":\"%M\",\"input\":\"%P\",\"max_output_tokens\":%N,"
+		    "\"stream\":true}";
+	case DIALECT_ANTHROPIC:
+		return "{\"model\":\"%M\",\"max_tokens\":%N,\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"%P\"}],\"stream\":true}";
+	case DIALECT_DIFY:
+		return "{\"inputs\":{},\"query\":\"%P\",\"response_mode\":\"streaming\","
+		    "\"user\":\"tokentap-load\",\"max_tokens\":%N}";
+	case DIALECT_GEMINI:
+		return "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"%P\"}]}],"
+		    "\"generationConfig\":{\"maxOutputTokens\":%N}}";
+	case DIALECT_TGI:
+		return "{\"inputs\":\"%P\",\"parameters\":{\"max_new_tokens\":%N},"
+		    "\"stream\":true}";
+	case DIALECT_OLLAMA:
+		if (path_has(c, "/api/generate"))
+			return "{\"model\":\"%M\",\"prompt\":\"%P\",\"stream\":true,"
+			    "\"options\":{\"num_predict\":%N}}";
+		return "{\"model\":\"%M\",\"messages\":[{\"role\":\"user\",\"content\":"
+		    "\"%P\"}],\"stream\":true,\"options\":{\"num_predict\":%N}}";
+	case DIALECT_OPENAI:
+		if (!path_has(c, "/chat/completions") && path_has(c, "/completions"))
+			return "{\"model\":\"%M\",\"prompt\":\"%P\",\"max_tokens\":%N,"
+			    "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+		/* fall through */
+	default:
+		return "{\"model\":\"%M\",\"messages\":[{\"role\":\"user\",\"content\":"
+		    "\"%P\"}],\"max_tokens\":%N,\"stream\":true,"
+		    "\"stream_options\":{\"include_usage\":true}}";
+	}
+}
+
+int load_body_json(struct evbuffer *out, const struct load_conf *c,
+    uint32_t prompt_tokens, uint32_t max_tokens, uint64_t *rng)
+{
+	return fill(out, template_for(c), c, prompt_tokens, max_tokens, rng);
+}
+
+/* Header fields the request framing owns, whatever -H says. */
+static int is_framing(const char *name)
+{
+	return strcasecmp(name, "Content-Length") == 0 ||
+	    strcasecmp(name, "Transfer-Encoding") == 0;
+}
+
+static int add_default(struct evbuffer *out, const struct load_conf *c,
+    const char *name, const char *value)
+{
+	if (load_conf_header(c, name) != NULL)
+		return 0;
+	return evbuffer_add_printf(out, "%s: %s\r\n", name, value) < 0 ? -1 : 0;
+}
+
+int load_body_request(struct evbuffer *out, const struct load_conf *c,
+    uint32_t prompt_tokens, uint32_t max_tokens, uint64_t *rng)
+{
+	struct evbuffer *body = evbuffer_new();
+	char host[300];
+	int v6 = strchr(c->host, ':') != NULL, rc = -1;
+
+	if (body == NULL)
+		return -1;
+	if (load_body_json(body, c, prompt_tokens, max_tokens, rng) < 0)
+		goto done;
+	if (c->port == 80)
+		snprintf(host, sizeof(host), v6 ? "[%s]" : "%s", c->host);
+	else
+		snprintf(host, sizeof(host), v6 ? "[%s]:%u" : "%s:%u", c->host, c->port);
+	if (evbuffer_add_printf(out, "POST %s HTTP/1.1\r\n", c->path) < 0 ||
+	    add_default(out, c, "Host", host) < 0 ||
+	    add_default(out, c, "User-Agent", "tokentap-load/" TOKENTAP_VERSION) < 0 ||
+	    add_default(out, c, "Content-Type", "application/json") < 0 ||
+	    add_default(out, c, "Accept", load_conf_dialect(c) == DIALECT_OLLAMA ?
+	    "application/x-ndjson" : "text/event-stream") < 0)
+		goto done;
+	for (size_t i = 0; i < c->nheaders; i++) {
+		if (is_framing(c->headers[i].name))
+			continue;
+		if (evbuffer_add_printf(out, "%s: %s\r\n", c->headers[i].name,
+		    c->headers[i].value) < 0)
+			goto done;
+	}
+	if (evbuffer_add_printf(out, "Content-Length: %zu\r\n\r\n",
+	    evbuffer_get_length(body)) < 0 || evbuffer_add_buffer(out, body) < 0)
+		goto done;
+	rc = 0;
+done:
+	evbuffer_free(body);
+	return rc;
+}

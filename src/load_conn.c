@@ -1,0 +1,393 @@
+#include "load_conn.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <llhttp.h>
+
+#include "util.h"
+
+#define HNAME_MAX 32
+#define HVALUE_MAX 256
+
+struct load_conn {
+	struct load_conn_ctx *ctx;
+	void *arg;
+	struct bufferevent *bev;
+	struct event *timer;         /* the deadline, or a deferred failure */
+	struct evbuffer *req;        /* kept for the one retry */
+	llhttp_t parser;
+	struct meter m;
+	uint64_t now;                /* time of the read being parsed */
+	int busy;
+	int connected;
+	int reused;                  /* the request went on a kept connection */
+	int retried;
+	int got_bytes;               /* some of the response has arrived */
+	int complete;
+	int connect_failed;          /* report a connect error from the timer */
+
+	/* the response header being parsed */
+	char hname[HNAME_MAX];
+	size_t hname_len;
+	int hname_done;
+	char hvalue[HVALUE_MAX];
+	size_t hvalue_len;
+	char ctype[HVALUE_MAX];
+	size_t ctype_len;
+	int has_ctype;
+	int encoded;
+
+	uint32_t *itl;
+	size_t nitl, itl_cap;
+};
+
+static void conn_read(struct bufferevent *bev, void *arg);
+static void conn_event(struct bufferevent *bev, short what, void *arg);
+
+/* ---- llhttp callbacks -------------------------------------------------- */
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+	struct load_conn *c = p->data;
+	size_t room = sizeof(c->hname) - c->hname_len;
+
+	/* a name too long for the buffer is none of the two we look for */
+	if (len > room)
+		len = room;
+	memcpy(c->hname + c->hname_len, at, len);
+	c->hname_len += len;
+	return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+	struct load_conn *c = p->data;
+	size_t room = sizeof(c->hvalue) - c->hvalue_len;
+
+	if (len > room)
+		len = room;
+	memcpy(c->hvalue + c->hvalue_len, at, len);
+	c->hvalue_len += len;
+	return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+	struct load_conn *c = p->data;
+	size_t n = c->hvalue_len;
+
+	while (n > 0 && (c->hvalue[n - 1] == ' ' || c->hvalue[n - 1] == '\t'))
+		n--;
+	if (util_ieq(c->hname, c->hname_len, "content-type")) {
+		memcpy(c->ctype, c->hvalue, n);
+		c->ctype_len = n;
+		c->has_ctype = 1;
+	} else if (util_ieq(c->hname, c->hname_len, "content-encoding") &&
+	    !util_ieq(c->hvalue, n, "identity")) {
+		c->encoded = 1;
+	}
+	c->hname_len = c->hvalue_len = 0;
+	return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+	struct load_conn *c = p->data;
+
+	meter_response_head(&c->m, p->status_code,
+	    c->has_ctype ? c->ctype : NULL, c->ctype_len, c->encoded,
+	    c->ctx->max_event_bytes, c->now);
+	return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+	struct load_conn *c = p->data;
+
+	meter_body(&c->m, at, len, c->now);
+	return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+	struct load_conn *c = p->data;
+
+	c->complete = 1;
+	/* nothing may follow: requests are never pipelined */
+	return HPE_PAUSED;
+}
+
+static const llhttp_settings_t res_settings = {
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_header_value_complete = on_header_value_complete,
+	.on_headers_complete = on_headers_complete,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+/* ---- connection -------------------------------------------------------- */
+
+static void itl_gap(void *arg, uint64_t gap_us)
+{
+	struct load_conn *c = arg;
+
+	if (c->nitl == c->itl_cap) {
+		size_t cap = c->itl_cap ? c->itl_cap * 2 : 256;
+		uint32_t *v = realloc(c->itl, cap * sizeof(*v));
+		if (v == NULL)
+			return;     /* a gap less in the ITL figures, not a failure */
+		c->itl = v;
+		c->itl_cap = cap;
+	}
+	c->itl[c->nitl++] = gap_us > UINT32_MAX ? UINT32_MAX : (uint32_t)gap_us;
+}
+
+static void close_bev(struct load_conn *c)
+{
+	if (c->bev != NULL)
+		bufferevent_free(c->bev);
+	c->bev = NULL;
+	c->connected = 0;
+}
+
+/* Opens a new connection with TCP_NODELAY set before connecting. */
+static int open_bev(struct load_conn *c)
+{
+	struct load_conn_ctx *x = c->ctx;
+	int fd, one = 1;
+
+	fd = socket(x->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->bev = bufferevent_socket_new(x->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		close(fd);
+		return -1;
+	}
+	bufferevent_setcb(c->bev, conn_read, NULL, conn_event, c);
+	if (bufferevent_enable(c->bev, EV_READ | EV_WRITE) < 0 ||
+	    bufferevent_socket_connect(c->bev, (const struct sockaddr *)&x->addr,
+	    x->addrlen) < 0) {
+		close_bev(c);
+		return -1;
+	}
+	x->opened++;
+	return 0;
+}
+
+/* Ends the request and hands it over. Last thing any path does: the done
+ * callback may start the next request on c. */
+static void finish(struct load_conn *c, enum load_end how)
+{
+	int keep = how == LOAD_END_COMPLETE && c->bev != NULL &&
+	    llhttp_should_keep_alive(&c->parser);
+
+	evtimer_del(c->timer);
+	meter_end(&c->m, util_now_us());
+	if (keep)
+		evbuffer_drain(bufferevent_get_input(c->bev),
+		    evbuffer_get_length(bufferevent_get_input(c->bev)));
+	else
+		close_bev(c);
+	c->busy = 0;
+	c->ctx->done(c->arg, c, &c->m, how, c->itl, c->nitl);
+}
+
+/* Sends the request on the kept connection, or a new one. Returns 0 or -1. */
+static int send_request(struct load_conn *c)
+{
+	struct evbuffer *out;
+	size_t len = evbuffer_get_length(c->req);
+
+	c->reused = c->bev != NULL;
+	if (c->reused)
+		c->m.t_conn = util_now_us();
+	else if (open_bev(c) < 0)
+		return -1;
+	out = bufferevent_get_output(c->bev);
+	if (evbuffer_add(out, evbuffer_pullup(c->req, -1), len) < 0)
+		return -1;
+	llhttp_init(&c->parser, HTTP_RESPONSE, &res_settings);
+	c->parser.data = c;
+	c->hname_len = c->hvalue_len = c->ctype_len = 0;
+	c->has_ctype = c->encoded = 0;
+	c->got_bytes = c->complete = 0;
+	return 0;
+}
+
+static void conn_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct load_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (!c->busy)
+		return;
+	/* a connect still pending at the deadline counts as a connect error */
+	if (c->connect_failed || (c->bev != NULL && !c->connected)) {
+		close_bev(c);
+		finish(c, LOAD_END_CONNECT);
+		return;
+	}
+	finish(c, LOAD_END_TIMEOUT);
+}
+
+/* A connection that cannot even be started is reported from the loop, so
+ * a caller that starts the next request from done cannot recurse. */
+static void fail_later(struct load_conn *c)
+{
+	struct timeval now = {0, 0};
+
+	close_bev(c);
+	c->connect_failed = 1;
+	evtimer_add(c->timer, &now);
+}
+
+static void conn_read(struct bufferevent *bev, void *arg)
+{
+	struct load_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v[16];
+	int n;
+
+	if (!c->busy) {
+		/* bytes nobody asked for: this connection cannot be trusted */
+		close_bev(c);
+		return;
+	}
+	c->now = util_now_us();
+	c->got_bytes = 1;
+	while (!c->complete && evbuffer_get_length(in) > 0) {
+		n = evbuffer_peek(in, -1, NULL, v, 16);
+		if (n > 16)
+			n = 16;
+		for (int i = 0; i < n && !c->complete; i++) {
+			enum llhttp_errno e = llhttp_execute(&c->parser,
+			    v[i].iov_base, v[i].iov_len);
+			if (e != HPE_OK && e != HPE_PAUSED) {
+				finish(c, LOAD_END_CLOSED);
+				return;
+			}
+			evbuffer_drain(in, v[i].iov_len);
+		}
+	}
+	if (c->complete)
+		finish(c, LOAD_END_COMPLETE);
+}
+
+static void conn_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct load_conn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		c->connected = 1;
+		if (c->m.t_conn == 0)
+			c->m.t_conn = util_now_us();
+		return;
+	}
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	if (!c->busy) {
+		close_bev(c);     /* the server closed an idle connection */
+		return;
+	}
+	if (!c->connected) {
+		close_bev(c);
+		finish(c, LOAD_END_CONNECT);
+		return;
+	}
+	/* a kept connection the server had already closed: one more try */
+	if (c->reused && !c->got_bytes && !c->retried) {
+		close_bev(c);
+		c->retried = 1;
+		if (send_request(c) < 0)
+			fail_later(c);
+		return;
+	}
+	c->now = util_now_us();
+	/* a close-delimited body ends here (llhttp reports it as complete) */
+	if (what & BEV_EVENT_EOF)
+		llhttp_finish(&c->parser);
+	if (c->complete) {
+		close_bev(c);
+		finish(c, LOAD_END_COMPLETE);
+		return;
+	}
+	close_bev(c);
+	finish(c, LOAD_END_CLOSED);
+}
+
+struct load_conn *load_conn_new(struct load_conn_ctx *ctx, void *arg)
+{
+	struct load_conn *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->ctx = ctx;
+	c->arg = arg;
+	c->timer = evtimer_new(ctx->base, conn_timer, c);
+	c->req = evbuffer_new();
+	if (c->timer == NULL || c->req == NULL) {
+		load_conn_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
+    enum dialect_id dialect, struct evbuffer *req)
+{
+	uint64_t now = util_now_us(), deadline = t0 + timeout_us, left;
+	struct timeval tv;
+
+	if (c->busy)
+		return -1;
+	meter_free(&c->m);
+	meter_init(&c->m, t0, dialect);
+	c->m.itl_fn = itl_gap;
+	c->m.itl_arg = c;
+	c->nitl = 0;
+	c->busy = 1;
+	c->retried = c->connect_failed = 0;
+	evbuffer_drain(c->req, evbuffer_get_length(c->req));
+	evbuffer_add_buffer(c->req, req);
+	left = deadline > now ? deadline - now : 0;
+	tv.tv_sec = (time_t)(left / 1000000);
+	tv.tv_usec = (suseconds_t)(left % 1000000);
+	evtimer_add(c->timer, &tv);
+	/* queued past its deadline: it times out without being sent */
+	if (left == 0)
+		return 0;
+	if (send_request(c) < 0)
+		fail_later(c);
+	return 0;
+}
+
+int load_conn_busy(const struct load_conn *c)
+{
+	return c->busy;
+}
+
+void load_conn_free(struct load_conn *c)
+{
+	if (c == NULL)
+		return;
+	close_bev(c);
+	if (c->timer != NULL)
+		event_free(c->timer);
+	if (c->req != NULL)
+		evbuffer_free(c->req);
+	meter_free(&c->m);
+	free(c->itl);
+	free(c);
+}

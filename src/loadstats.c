@@ -1,0 +1,149 @@
+#include "loadstats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const outcome_names[LOAD_OUTCOMES] = {
+	"ok", "http_error", "stream_error", "abort", "timeout", "connect_error"
+};
+
+const char *loadstats_outcome_name(enum load_outcome o)
+{
+	return (unsigned)o < LOAD_OUTCOMES ? outcome_names[o] : "?";
+}
+
+/* SPEC §4: the dialects whose streams end with a marker; elsewhere the end
+ * of the body is the end. */
+static int has_end_marker(enum dialect_id d)
+{
+	switch (d) {
+	case DIALECT_OPENAI:
+	case DIALECT_OPENAI_RESPONSES:
+	case DIALECT_ANTHROPIC:
+	case DIALECT_DIFY:
+	case DIALECT_OLLAMA:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+enum load_outcome loadstats_outcome(const struct meter *m, enum load_end how)
+{
+	if (how == LOAD_END_CONNECT)
+		return LOAD_CONNECT_ERROR;
+	if (how == LOAD_END_TIMEOUT)
+		return LOAD_TIMEOUT;
+	if (m->t_head != 0 && m->status >= 400)
+		return LOAD_HTTP_ERROR;
+	if (m->error_seen)
+		return LOAD_STREAM_ERROR;
+	if (how != LOAD_END_COMPLETE || m->t_head == 0)
+		return LOAD_ABORT;
+	/* a body that ended without the dialect's end marker was cut short */
+	if (m->stream && has_end_marker(m->dialect) && !m->end_seen)
+		return LOAD_ABORT;
+	return LOAD_OK;
+}
+
+void loadstats_sample(struct load_sample *s, const struct meter *m,
+    enum load_end how, uint64_t start_us)
+{
+	int64_t n = meter_output_tokens(m);
+
+	memset(s, 0, sizeof(*s));
+	s->start_us = start_us;
+	s->outcome = loadstats_outcome(m, how);
+	s->status = m->t_head != 0 ? m->status : 0;
+	s->ttft_us = meter_ttft_us(m);
+	s->tpot_us = meter_tpot_us(m);
+	s->itl_max_us = m->token_events >= 2 ? (int64_t)m->itl_max_us : -1;
+	s->duration_us = m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1;
+	s->output_tokens = n;
+	s->input_tokens = meter_input_tokens(m);
+	s->tokens_from_usage = meter_tokens_from_usage(m);
+	s->output_speed = -1;
+	/* undefined, like TPOT, unless two tokens lie some time apart */
+	if (s->tpot_us >= 0 && m->t_last_token > m->t_first_token)
+		s->output_speed = (double)(n - 1) * 1e6 /
+		    (double)(m->t_last_token - m->t_first_token);
+}
+
+void loadstats_init(struct loadstats *st, int keep_samples)
+{
+	memset(st, 0, sizeof(*st));
+	st->keep_samples = keep_samples;
+}
+
+static int keep(struct loadstats *st, const struct load_sample *s)
+{
+	if (st->nsamples == st->cap) {
+		size_t cap = st->cap ? st->cap * 2 : 1024;
+		struct load_sample *v = realloc(st->samples, cap * sizeof(*v));
+		if (v == NULL)
+			return -1;
+		st->samples = v;
+		st->cap = cap;
+	}
+	st->samples[st->nsamples++] = *s;
+	return 0;
+}
+
+int loadstats_record(struct loadstats *st, const struct load_sample *s,
+    const uint32_t *itl, size_t n)
+{
+	st->requests++;
+	st->outcomes[s->outcome < LOAD_OUTCOMES ? s->outcome : LOAD_ABORT]++;
+	if (s->output_tokens > 0)
+		st->output_tokens += (uint64_t)s->output_tokens;
+	if (s->input_tokens > 0)
+		st->input_tokens += (uint64_t)s->input_tokens;
+	if (s->outcome == LOAD_OK) {
+		if (s->ttft_us >= 0)
+			hist_record(&st->ttft, (uint64_t)s->ttft_us);
+		if (s->tpot_us >= 0)
+			hist_record(&st->tpot, (uint64_t)s->tpot_us);
+		if (s->output_speed >= 0)
+			hist_record(&st->speed, (uint64_t)(s->output_speed * 1000.0 + 0.5));
+		if (s->duration_us >= 0)
+			hist_record(&st->duration, (uint64_t)s->duration_us);
+		for (size_t i = 0; i < n; i++)
+			hist_record(&st->itl, itl[i]);
+	}
+	if (st->keep_samples)
+		return keep(st, s);
+	return 0;
+}
+
+uint64_t loadstats_errors(const struct loadstats *st)
+{
+	return st->requests - st->outcomes[LOAD_OK];
+}
+
+double loadstats_error_rate(const struct loadstats *st)
+{
+	if (st->requests == 0)
+		return 0;
+	return (double)loadstats_errors(st) / (double)st->requests;
+}
+
+void loadstats_quant(const struct hist *h, struct load_quant *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->count = h->count;
+	if (h->count == 0)
+		return;
+	q->mean = hist_mean(h) / 1000.0;
+	q->p50 = hist_quantile(h, 0.50) / 1000.0;
+	q->p90 = hist_quantile(h, 0.90) / 1000.0;
+	q->p95 = hist_quantile(h, 0.95) / 1000.0;
+	q->p99 = hist_quantile(h, 0.99) / 1000.0;
+	q->max = (double)h->max / 1000.0;
+}
+
+void loadstats_free(struct loadstats *st)
+{
+	free(st->samples);
+	st->samples = NULL;
+	st->nsamples = st->cap = 0;
+}

@@ -1,0 +1,382 @@
+/* tokentap-mock: a simulated LLM backend speaking the dialects of SPEC §4
+ * with scheduled TTFT, TPOT, jitter, token counts and faults. Options,
+ * listeners, worker threads and shutdown live here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "log.h"
+#include "mock_conn.h"
+#include "util.h"
+
+#define MAX_LISTEN 16
+#define MAX_WORKERS 64
+/* After accept() runs out of descriptors, listening pauses this long. */
+#define ACCEPT_PAUSE_US 100000
+
+struct worker {
+	struct mock_worker w;
+	struct event *accept_ev[MAX_LISTEN];
+	int lfd[MAX_LISTEN];
+	struct event *resume_ev;       /* re-enables accepting after EMFILE */
+	pthread_t thread;
+	int started;
+};
+
+struct options {
+	const char *listen[MAX_LISTEN];
+	int nlisten;
+	int workers;
+	const char *log_path;
+};
+
+enum { OPT_WORKERS = 256, OPT_LOG, OPT_KNOB };
+
+static const struct option long_opts[] = {
+	{"listen", required_argument, NULL, 'l'},
+	{"workers", required_argument, NULL, OPT_WORKERS},
+	{"log", required_argument, NULL, OPT_LOG},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	/* The knobs of mock_params, under their own names. */
+	{"ttft", required_argument, NULL, OPT_KNOB},
+	{"role-delay", required_argument, NULL, OPT_KNOB},
+	{"tpot", required_argument, NULL, OPT_KNOB},
+	{"jitter", required_argument, NULL, OPT_KNOB},
+	{"tokens", required_argument, NULL, OPT_KNOB},
+	{"tokens-per-chunk", required_argument, NULL, OPT_KNOB},
+	{"prefill-per-token", required_argument, NULL, OPT_KNOB},
+	{"usage", required_argument, NULL, OPT_KNOB},
+	{"keepalive", required_argument, NULL, OPT_KNOB},
+	{"fault", required_argument, NULL, OPT_KNOB},
+	{"seed", required_argument, NULL, OPT_KNOB},
+	{"framing", required_argument, NULL, OPT_KNOB},
+	{NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: tokentap-mock [options]\n"
+	    "A simulated LLM backend: OpenAI, Responses, Anthropic, Dify, Gemini,\n"
+	    "TGI and Ollama streams with scheduled timing, chosen by request path.\n"
+	    "\n"
+	    "  -l, --listen ADDR:PORT     listen here (default 127.0.0.1:8000; repeatable)\n"
+	    "      --workers N            event-loop threads (default 1)\n"
+	    "      --log FILE             one JSON line per finished request\n"
+	    "      --ttft DUR             request read -> first token (default 300ms)\n"
+	    "      --role-delay DUR       request read -> head and first non-token event (0)\n"
+	    "      --tpot DUR             gap between token events (default 20ms)\n"
+	    "      --jitter SPEC          none | uniform:DUR | normal:DUR | exp:DUR\n"
+	    "      --tokens N             output tokens (default: the request's max tokens, else 50)\n"
+	    "      --tokens-per-chunk K   tokens per event (default 1)\n"
+	    "      --prefill-per-token DUR  extra TTFT per input token (body bytes / 4)\n"
+	    "      --usage on|off         report token counts (default on)\n"
+	    "      --keepalive DUR        keep-alive comment this often while waiting\n"
+	    "      --fault SPEC           status:CODE | error-after:N | close-after:N |\n"
+	    "                             stall-after:N\n"
+	    "      --seed N               seed of token text and jitter (default 1)\n"
+	    "      --framing chunked|close  response body framing (default chunked)\n"
+	    "  -h, --help                 this text\n"
+	    "  -V, --version              print the version\n"
+	    "\n"
+	    "Every knob can be set per request with the header X-Mock-<name>, e.g.\n"
+	    "X-Mock-TTFT: 50ms. Durations take us, ms, s, m.\n", f);
+}
+
+static int parse_options(int argc, char **argv, struct options *o,
+    struct mock_params *p)
+{
+	int ch, idx;
+
+	while ((ch = getopt_long(argc, argv, "l:hV", long_opts, &idx)) != -1) {
+		switch (ch) {
+		case 'l':
+			if (o->nlisten == MAX_LISTEN) {
+				log_error("too many --listen (max %d)", MAX_LISTEN);
+				return -1;
+			}
+			o->listen[o->nlisten++] = optarg;
+			break;
+		case OPT_WORKERS: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end != '\0' || v < 1 || v > MAX_WORKERS) {
+				log_error("--workers: 1 to %d", MAX_WORKERS);
+				return -1;
+			}
+			o->workers = (int)v;
+			break;
+		}
+		case OPT_LOG:
+			o->log_path = optarg;
+			break;
+		case OPT_KNOB: {
+			const char *name = long_opts[idx].name;
+			int k = mock_params_find(name, strlen(name));
+			if (k < 0 || mock_params_set(p, k, optarg) < 0) {
+				log_error("--%s: invalid value \"%s\"", name, optarg);
+				return -1;
+			}
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("tokentap-mock %s\n", TOKENTAP_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument \"%s\"", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+	if (o->nlisten == 0)
+		o->listen[o->nlisten++] = "127.0.0.1:8000";
+	/* --seed seeds the run, each request its own seed drawn from it;
+	 * only X-Mock-Seed pins the seed of one request. */
+	p->has_seed = 0;
+	return 0;
+}
+
+/* A non-blocking listening socket; SO_REUSEPORT lets every worker have its
+ * own and the kernel spread the connections. Returns the fd or -1. */
+static int listen_on(const char *addr, int reuseport)
+{
+	char host[256], portstr[8];
+	unsigned port;
+	struct addrinfo hints = {0}, *ai = NULL;
+	int fd = -1, one = 1, rc;
+
+	if (util_split_hostport(addr, host, sizeof host, &port) < 0) {
+		log_error("--listen %s: expected ADDR:PORT", addr);
+		return -1;
+	}
+	snprintf(portstr, sizeof portstr, "%u", port);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	rc = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
+	if (rc != 0) {
+		log_error("--listen %s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (reuseport &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+		goto fail;
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0)
+		goto fail;
+	freeaddrinfo(ai);
+	return fd;
+fail:
+	log_error("--listen %s: %s", addr, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return -1;
+}
+
+static void accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *wk = arg;
+
+	(void)fd;
+	(void)what;
+	for (int i = 0; i < MAX_LISTEN && wk->accept_ev[i] != NULL; i++)
+		event_add(wk->accept_ev[i], NULL);
+}
+
+static void accept_pause(struct worker *wk)
+{
+	struct timeval tv = { 0, ACCEPT_PAUSE_US };
+
+	log_warn("mock: accept: %s; pausing new connections", strerror(errno));
+	for (int i = 0; i < MAX_LISTEN && wk->accept_ev[i] != NULL; i++)
+		event_del(wk->accept_ev[i]);
+	event_add(wk->resume_ev, &tv);
+}
+
+static void server_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	struct worker *wk = arg;
+	int one = 1;
+
+	(void)what;
+	/* A bounded batch keeps a connect storm from starving the streams. */
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				accept_pause(wk);
+			return;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		mock_conn_new(&wk->w, fd);
+	}
+}
+
+static struct event_base *new_base(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *base;
+
+	if (cfg == NULL)
+		return NULL;
+	/* epoll's millisecond timeout is too coarse for TPOT: PRECISE_TIMER
+	 * uses a timerfd; NO_CACHE_TIME makes each timer relative to the
+	 * real now, not the start of a busy loop turn. */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER |
+	    EVENT_BASE_FLAG_NO_CACHE_TIME);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return base;
+}
+
+static int worker_init(struct worker *wk, unsigned id, const struct options *o,
+    const struct mock_config *cfg)
+{
+	memset(wk, 0, sizeof *wk);
+	for (int i = 0; i < MAX_LISTEN; i++)
+		wk->lfd[i] = -1;
+	wk->w.id = id;
+	wk->w.cfg = cfg;
+	wk->w.base = new_base();
+	if (wk->w.base == NULL) {
+		log_error("mock: cannot create an event base");
+		return -1;
+	}
+	wk->resume_ev = evtimer_new(wk->w.base, accept_resume, wk);
+	if (wk->resume_ev == NULL)
+		return -1;
+	for (int i = 0; i < o->nlisten; i++) {
+		wk->lfd[i] = listen_on(o->listen[i], o->workers > 1);
+		if (wk->lfd[i] < 0)
+			return -1;
+		wk->accept_ev[i] = event_new(wk->w.base, wk->lfd[i],
+		    EV_READ | EV_PERSIST, server_accept, wk);
+		if (wk->accept_ev[i] == NULL || event_add(wk->accept_ev[i], NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void worker_free(struct worker *wk)
+{
+	mock_conn_free_all(&wk->w);
+	for (int i = 0; i < MAX_LISTEN; i++) {
+		if (wk->accept_ev[i] != NULL)
+			event_free(wk->accept_ev[i]);
+		if (wk->lfd[i] >= 0)
+			close(wk->lfd[i]);
+	}
+	if (wk->resume_ev != NULL)
+		event_free(wk->resume_ev);
+	if (wk->w.base != NULL)
+		event_base_free(wk->w.base);
+	mock_buf_free(&wk->w.ev);
+	mock_buf_free(&wk->w.out);
+}
+
+static void *worker_run(void *arg)
+{
+	struct worker *wk = arg;
+
+	event_base_dispatch(wk->w.base);
+	return NULL;
+}
+
+/* 10,000 streams need more descriptors than the usual soft limit. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct worker workers[MAX_WORKERS];
+	struct options o = { .workers = 1 };
+	struct mock_config cfg = { .log_fd = -1 };
+	sigset_t stop;
+	int sig = 0, n = 0, rc = 1;
+
+	mock_params_init(&cfg.defaults);
+	if (parse_options(argc, argv, &o, &cfg.defaults) < 0)
+		return 2;
+	raise_nofile();
+	signal(SIGPIPE, SIG_IGN);
+	if (evthread_use_pthreads() < 0) {
+		log_error("mock: libevent without thread support");
+		return 1;
+	}
+	if (o.log_path != NULL) {
+		cfg.log_fd = open(o.log_path, O_WRONLY | O_CREAT | O_APPEND |
+		    O_CLOEXEC, 0644);
+		if (cfg.log_fd < 0) {
+			log_error("--log %s: %s", o.log_path, strerror(errno));
+			return 1;
+		}
+	}
+	/* Workers inherit the blocked set; only sigwait() below sees them. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	for (n = 0; n < o.workers; n++)
+		if (worker_init(&workers[n], (unsigned)n, &o, &cfg) < 0)
+			goto out;
+	for (int i = 0; i < n; i++) {
+		if (pthread_create(&workers[i].thread, NULL, worker_run,
+		    &workers[i]) != 0) {
+			log_error("mock: cannot start a worker thread");
+			goto out;
+		}
+		workers[i].started = 1;
+	}
+	log_info("tokentap-mock %s: listening on %s%s, %d worker%s",
+	    TOKENTAP_VERSION, o.listen[0], o.nlisten > 1 ? " and more" : "",
+	    o.workers, o.workers > 1 ? "s" : "");
+	sigwait(&stop, &sig);
+	log_info("tokentap-mock: signal %d, exiting", sig);
+	rc = 0;
+out:
+	for (int i = 0; i < n; i++)
+		if (workers[i].started)
+			event_base_loopbreak(workers[i].w.base);
+	for (int i = 0; i < n; i++)
+		if (workers[i].started)
+			pthread_join(workers[i].thread, NULL);
+	for (int i = 0; i <= n && i < o.workers; i++)
+		worker_free(&workers[i]);
+	if (cfg.log_fd >= 0)
+		close(cfg.log_fd);
+	libevent_global_shutdown();
+	return rc;
+}

@@ -1,0 +1,428 @@
+#include "mock_stream.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mock_conn.h"
+#include "util.h"
+
+/* A day: caps TTFT where prefill x input tokens would overflow. */
+#define MAX_TTFT_US 86400000000ull
+
+static const char *reason(int status)
+{
+	static const struct { int status; const char *text; } reasons[] = {
+		{200, "OK"}, {400, "Bad Request"}, {401, "Unauthorized"},
+		{403, "Forbidden"}, {404, "Not Found"}, {408, "Request Timeout"},
+		{413, "Payload Too Large"}, {422, "Unprocessable Entity"},
+		{429, "Too Many Requests"}, {500, "Internal Server Error"},
+		{502, "Bad Gateway"}, {503, "Service Unavailable"},
+		{504, "Gateway Timeout"}, {529, "Overloaded"},
+	};
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(reasons); i++)
+		if (reasons[i].status == status)
+			return reasons[i].text;
+	return status < 400 ? "OK" : "Error";
+}
+
+/* length < 0: a stream, chunked or ended by close. */
+static void add_head(struct mock_conn *c, struct mock_buf *b, int status,
+    const char *type, long long length)
+{
+	mock_buf_printf(b, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status,
+	    reason(status), type);
+	if (length >= 0)
+		mock_buf_printf(b, "Content-Length: %lld\r\n", length);
+	else
+		mock_buf_str(b, c->s.chunked ? "Cache-Control: no-cache\r\n"
+		    "Transfer-Encoding: chunked\r\n" : "Cache-Control: no-cache\r\n");
+	if (!c->keep_alive)
+		mock_buf_str(b, "Connection: close\r\n");
+	else if (c->http10)
+		mock_buf_str(b, "Connection: keep-alive\r\n");
+	mock_buf_str(b, "\r\n");
+}
+
+/* Each event is its own chunk, so a reader sees event boundaries. */
+static void frame(const struct mock_stream *s, struct mock_buf *out,
+    const struct mock_buf *ev)
+{
+	if (ev->len == 0)
+		return;
+	if (s->chunked)
+		mock_buf_printf(out, "%zx\r\n", ev->len);
+	mock_buf_add(out, ev->p, ev->len);
+	if (s->chunked)
+		mock_buf_add(out, "\r\n", 2);
+}
+
+/* Sends the worker's out buffer. Returns 0, or -1 when c was freed. */
+static int flush(struct mock_conn *c)
+{
+	struct mock_buf *out = &c->w->out;
+
+	if (out->failed) {
+		log_error("mock: out of memory rendering a response");
+		mock_conn_close(c);
+		return -1;
+	}
+	if (mock_conn_send(c, out->p, out->len) < 0) {
+		mock_conn_close(c);
+		return -1;
+	}
+	c->s.last_write = util_now_us();
+	return 0;
+}
+
+static int respond(struct mock_conn *c, int status, const char *type,
+    const struct mock_buf *body, const char *outcome)
+{
+	struct mock_buf *out = &c->w->out;
+
+	mock_buf_reset(out);
+	add_head(c, out, status, type, (long long)body->len);
+	mock_buf_add(out, body->p, body->len);
+	if (body->failed)
+		out->failed = 1;
+	c->s.status = status;
+	c->s.outcome = outcome;
+	if (flush(c) < 0)
+		return -1;
+	c->s.sent_first = c->s.sent_last = c->s.last_write;
+	return mock_conn_finish(c);
+}
+
+static uint64_t next_wake(const struct mock_stream *s)
+{
+	uint64_t ka;
+
+	if (s->phase != MOCK_PHASE_TOKENS || s->p.keepalive_us == 0 ||
+	    mock_wire_ndjson(s->w.api))
+		return s->due;
+	ka = s->last_write + s->p.keepalive_us;
+	return ka < s->due ? ka : s->due;
+}
+
+static void end_events(struct mock_conn *c, struct mock_buf *out)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *ev = &c->w->ev;
+
+	for (size_t k = 0; k < mock_wire_end_count(&s->w); k++) {
+		mock_buf_reset(ev);
+		mock_wire_end(&s->w, k, ev);
+		frame(s, out, ev);
+	}
+	if (s->chunked)
+		mock_buf_str(out, "0\r\n\r\n");
+}
+
+static int do_fault(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *out = &c->w->out, *ev = &c->w->ev;
+
+	switch (s->p.fault) {
+	case MOCK_FAULT_CLOSE:
+		s->outcome = "fault_close";
+		mock_conn_close(c);
+		return -1;
+	case MOCK_FAULT_STALL:
+		s->outcome = "fault_stall";
+		s->phase = MOCK_PHASE_STALL;
+		event_del(c->timer);
+		return 0;
+	default:
+		break;
+	}
+	for (size_t k = 0; k < mock_wire_error_count(&s->w); k++) {
+		mock_buf_reset(ev);
+		mock_wire_error(&s->w, k, ev);
+		frame(s, out, ev);
+	}
+	if (s->chunked)
+		mock_buf_str(out, "0\r\n\r\n");
+	s->outcome = "fault_error";
+	if (flush(c) < 0)
+		return -1;
+	return mock_conn_finish(c);
+}
+
+static int step_tokens(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *out = &c->w->out, *ev = &c->w->ev;
+	uint64_t left, k, now;
+	int ended;
+
+	mock_buf_reset(out);
+	if (s->w.tokens_sent >= s->fault_at)
+		return do_fault(c);
+	left = s->w.output_tokens - s->w.tokens_sent;
+	k = s->p.tokens_per_chunk < left ? s->p.tokens_per_chunk : left;
+	if (k > s->fault_at - s->w.tokens_sent)
+		k = s->fault_at - s->w.tokens_sent;
+	if (k > 0) {
+		mock_buf_reset(ev);
+		mock_wire_token(&s->w, k, ev);
+		frame(s, out, ev);
+	}
+	/* The end goes with the last token; a pending fault waits its turn. */
+	ended = s->w.tokens_sent >= s->w.output_tokens &&
+	    s->w.tokens_sent < s->fault_at;
+	if (ended)
+		end_events(c, out);
+	if (flush(c) < 0)
+		return -1;
+	if (k > 0) {
+		now = s->last_write;
+		if (s->w.events_sent == 1) {
+			s->sched_first = s->due;
+			s->sent_first = now;
+		}
+		s->sched_last = s->due;
+		s->sent_last = now;
+		if (now > s->due && now - s->due > s->late_max)
+			s->late_max = now - s->due;
+	}
+	if (ended) {
+		s->outcome = "ok";
+		return mock_conn_finish(c);
+	}
+	s->due += mock_params_gap(&s->p, &s->rng);
+	mock_conn_arm(c, next_wake(s));
+	return 0;
+}
+
+static int step_head(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *out = &c->w->out, *ev = &c->w->ev;
+
+	if (s->p.fault == MOCK_FAULT_STATUS) {
+		mock_buf_reset(ev);
+		mock_wire_error_body(&s->w, (int)s->p.fault_arg, ev);
+		return respond(c, (int)s->p.fault_arg, "application/json", ev,
+		    "fault_status");
+	}
+	mock_buf_reset(out);
+	add_head(c, out, 200, mock_wire_content_type(s->w.api), -1);
+	for (size_t k = 0; k < mock_wire_pre_count(&s->w); k++) {
+		mock_buf_reset(ev);
+		mock_wire_pre(&s->w, k, ev);
+		frame(s, out, ev);
+	}
+	if (flush(c) < 0)
+		return -1;
+	s->phase = MOCK_PHASE_TOKENS;
+	s->due = s->first_due;
+	if (s->due <= util_now_us())
+		return step_tokens(c);
+	mock_conn_arm(c, next_wake(s));
+	return 0;
+}
+
+static int step_body(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *ev = &c->w->ev;
+
+	mock_buf_reset(ev);
+	mock_wire_body(&s->w, ev);
+	s->sched_first = s->sched_last = s->due;
+	return respond(c, 200, "application/json", ev, "ok");
+}
+
+static int step(struct mock_conn *c)
+{
+	switch (c->s.phase) {
+	case MOCK_PHASE_HEAD:
+		return step_head(c);
+	case MOCK_PHASE_TOKENS:
+		return step_tokens(c);
+	case MOCK_PHASE_BODY:
+		return step_body(c);
+	case MOCK_PHASE_STALL:
+		break;
+	}
+	return 0;
+}
+
+void mock_stream_tick(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	uint64_t now = util_now_us(), wake = next_wake(s);
+	struct mock_buf *out = &c->w->out;
+
+	if (s->phase == MOCK_PHASE_STALL)
+		return;
+	/* A timer that fired early waits for the rest of its time. */
+	if (now < wake) {
+		mock_conn_arm(c, wake);
+		return;
+	}
+	if (now >= s->due) {
+		step(c);
+		return;
+	}
+	mock_buf_reset(out);
+	mock_buf_reset(&c->w->ev);
+	mock_wire_keepalive(&s->w, &c->w->ev);
+	frame(s, out, &c->w->ev);
+	if (flush(c) < 0)
+		return;
+	mock_conn_arm(c, next_wake(s));
+}
+
+/* Answers GET /healthz. Returns 0 for another request, 1 when answered,
+ * -1 when c was freed. */
+static int healthz(struct mock_conn *c)
+{
+	static const struct mock_buf ok = { (char *)"ok\n", 3, 4, 0 };
+	const char *u = c->url.p;
+
+	if (!c->method_get || u == NULL || (strcmp(u, "/healthz") != 0 &&
+	    strncmp(u, "/healthz?", 9) != 0))
+		return 0;
+	return respond(c, 200, "text/plain", &ok, NULL) < 0 ? -1 : 1;
+}
+
+/* Reads what the request asks for into s: model, token counts, usage. */
+static void plan(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_body b;
+	uint64_t seed = s->p.seed;
+	enum mock_api api = mock_wire_api(c->url.p ? c->url.p : "/", c->url.len);
+
+	if (!s->p.has_seed)
+		seed ^= ((uint64_t)c->w->id << 48) ^ ++c->w->requests;
+	mock_body_scan(c->body.p ? c->body.p : "", c->body.len, &b);
+	mock_wire_init(&s->w, api, seed);
+	if (b.model[0] != '\0')
+		memcpy(s->w.model, b.model, sizeof s->w.model);
+	else if (api != MOCK_API_GEMINI ||
+	    mock_wire_path_model(c->url.p, c->url.len, s->w.model) < 0)
+		strcpy(s->w.model, "mock-1");
+	s->w.created_s = util_wall_ms() / 1000;
+	s->w.start_us = c->t_req;
+	s->w.input_tokens = c->body_bytes / 4;
+	s->w.output_tokens = s->p.tokens >= 0 ? (uint64_t)s->p.tokens :
+	    b.max_tokens >= 0 ? (uint64_t)b.max_tokens : 50;
+	s->w.usage = s->p.usage || (b.include_usage &&
+	    (api == MOCK_API_OPENAI_CHAT || api == MOCK_API_OPENAI_LEGACY));
+	s->streaming = b.stream;
+	s->rng = seed ^ 0x6a09e667f3bcc908ull;
+}
+
+int mock_stream_start(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	uint64_t ttft, k;
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	if ((rc = healthz(c)) != 0)
+		return rc > 0 ? 0 : -1;
+	s->active = 1;
+	s->p = c->params;
+	s->status = 200;
+	plan(c);
+	mock_buf_free(&c->body);
+	if (c->error[0] != '\0') {
+		struct mock_buf *ev = &c->w->ev;
+		mock_buf_reset(ev);
+		mock_buf_str(ev, "{\"error\":{\"type\":\"invalid_request_error\","
+		    "\"message\":");
+		mock_buf_json(ev, c->error, strlen(c->error));
+		mock_buf_str(ev, "}}");
+		return respond(c, 400, "application/json", ev, "bad_request");
+	}
+	s->chunked = !s->p.close_framing && !c->http10;
+	if (s->streaming && !s->chunked)
+		c->keep_alive = 0;
+	s->fault_at = UINT64_MAX;
+	if (s->p.fault == MOCK_FAULT_ERROR || s->p.fault == MOCK_FAULT_CLOSE ||
+	    s->p.fault == MOCK_FAULT_STALL)
+		s->fault_at = s->p.fault_arg < s->w.output_tokens ?
+		    s->p.fault_arg : s->w.output_tokens;
+	k = s->p.tokens_per_chunk;
+	s->events_planned = (s->w.output_tokens + k - 1) / k;
+	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens;
+	if (s->p.prefill_per_token_us != 0 &&
+	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us)
+		ttft = MAX_TTFT_US;
+	s->first_due = c->t_req + ttft;
+	if (s->streaming || s->p.fault == MOCK_FAULT_STATUS) {
+		s->phase = MOCK_PHASE_HEAD;
+		s->due = c->t_req + (s->p.role_delay_us < ttft ?
+		    s->p.role_delay_us : ttft);
+	} else {
+		/* A blocking answer comes when its last token would have. */
+		s->phase = MOCK_PHASE_BODY;
+		s->due = s->first_due;
+		for (uint64_t i = 1; i < s->events_planned; i++)
+			s->due += mock_params_gap(&s->p, &s->rng);
+	}
+	if (s->due <= util_now_us())
+		return step(c);
+	mock_conn_arm(c, s->due);
+	return 0;
+}
+
+static void log_time(struct mock_buf *b, const char *name, int have,
+    uint64_t t, uint64_t t0)
+{
+	if (have)
+		mock_buf_printf(b, ",\"%s\":%" PRIu64, name, t - t0);
+	else
+		mock_buf_printf(b, ",\"%s\":null", name);
+}
+
+void mock_stream_log(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf b = {0};
+	uint64_t n = s->w.tokens_sent, t0 = c->t_req;
+	int have = s->streaming ? s->w.events_sent > 0 :
+	    s->phase == MOCK_PHASE_BODY && s->sent_last > 0;
+	char ts[32];
+
+	s->active = 0;
+	if (c->w->cfg->log_fd < 0)
+		return;
+	util_rfc3339_ms(util_wall_ms(), ts);
+	mock_buf_printf(&b, "{\"ts\":\"%s\",\"request_id\":", ts);
+	if (c->request_id[0] != '\0')
+		mock_buf_json(&b, c->request_id, strlen(c->request_id));
+	else
+		mock_buf_str(&b, "null");
+	mock_buf_str(&b, ",\"path\":");
+	mock_buf_json(&b, c->url.p ? c->url.p : "", c->url.len);
+	mock_buf_printf(&b, ",\"dialect\":\"%s\",\"model\":\"%s\",\"status\":%d,"
+	    "\"stream\":%s,\"outcome\":\"%s\",\"tokens\":%" PRIu64 ",\"events\":%"
+	    PRIu64 ",\"input_tokens\":%" PRIu64,
+	    dialect_names[mock_wire_dialect(s->w.api)], s->w.model, s->status,
+	    s->streaming ? "true" : "false",
+	    s->outcome ? s->outcome : "client_abort", n, s->w.events_sent,
+	    s->w.input_tokens);
+	log_time(&b, "sched_first_token_us", have, s->sched_first, t0);
+	log_time(&b, "first_token_us", have, s->sent_first, t0);
+	log_time(&b, "sched_last_token_us", have, s->sched_last, t0);
+	log_time(&b, "last_token_us", have, s->sent_last, t0);
+	log_time(&b, "ttft_us", have && s->streaming, s->sent_first, t0);
+	if (s->streaming && n >= 2)
+		mock_buf_printf(&b, ",\"tpot_us\":%.1f",
+		    (double)(s->sent_last - s->sent_first) / (double)(n - 1));
+	else
+		mock_buf_str(&b, ",\"tpot_us\":null");
+	/* CLOCK_MONOTONIC: lets a client on this host line up its own times. */
+	mock_buf_printf(&b, ",\"late_max_us\":%" PRIu64 ",\"t_req_mono_us\":%" PRIu64
+	    "}\n", s->late_max, t0);
+	if (!b.failed && write(c->w->cfg->log_fd, b.p, b.len) < 0)
+		log_warn("mock: request log: write failed");
+	mock_buf_free(&b);
+}
