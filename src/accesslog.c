@@ -44,8 +44,10 @@ int accesslog_open(const char *path)
 	} else {
 		log_fd = fd;
 	}
-	free(log_path);
-	log_path = strdup(path);
+	if (path != log_path) {     /* a reopen passes log_path itself */
+		free(log_path);
+		log_path = strdup(path);
+	}
 	return 0;
 }
 

@@ -350,15 +350,20 @@ int exchange_request_head(struct session *s, size_t head_len)
 		return bad_request(s, "obsolete header line folding");
 	}
 	r = parse_head(s, &s->req, &rq, p, head_len);
+	/* the head is not NUL-terminated: every scan is bounded */
 	rq.method = p;
-	rq.method_len = strcspn(p, " \r\n");
-	if (rq.method_len > head_len)
-		rq.method_len = 0;
-	if (rq.target == NULL)
+	for (rq.method_len = 0; rq.method_len < head_len &&
+	    p[rq.method_len] != ' ' && p[rq.method_len] != '\r' &&
+	    p[rq.method_len] != '\n'; rq.method_len++)
+		;
+	if (rq.target == NULL) {
 		rq.target = p + rq.method_len;
-	rq.path_len = strcspn(rq.target, "?");
-	if (rq.path_len > rq.target_len)
-		rq.path_len = rq.target_len;
+		rq.target_len = 0;
+	}
+	{
+		const char *q = memchr(rq.target, '?', rq.target_len);
+		rq.path_len = q ? (size_t)(q - rq.target) : rq.target_len;
+	}
 	keep_request_fields(s, &rq);
 	set_request_id(s, &rq);
 	if (r == -2) {

@@ -129,7 +129,8 @@ void stats_itl(struct stats_ring *r, const struct stats_key *k,
 	x->key = *k;
 	x->t_us = stats_clock();
 	x->n_itl = (uint8_t)n;
-	memcpy(x->itl, gaps, n * sizeof *gaps);
+	if (n > 0)
+		memcpy(x->itl, gaps, n * sizeof *gaps);
 	ring_publish(r);
 }
 
@@ -168,7 +169,8 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->speed_us = x->speed_tokens ? m->t_last_token - m->t_first_token : 0;
 	x->concurrency = e->concurrency;
 	x->n_itl = (uint8_t)n;
-	memcpy(x->itl, gaps, n * sizeof *gaps);
+	if (n > 0)
+		memcpy(x->itl, gaps, n * sizeof *gaps);
 	ring_publish(r);
 }
 
@@ -488,6 +490,7 @@ void stats_configure(const struct conf *c)
 		windows_changed = c->stats_windows_us[i] != S.window_us[i];
 	S.max_tenants = c->max_tenants;
 	S.max_models = c->max_models;
+	memset(nb, 0, sizeof nb);     /* compared whole below */
 	make_bounds(c, nb);
 	if (S.configured && memcmp(nb, S.bounds, sizeof nb) != 0) {
 		log_warn("stats: histogram bounds changed with the thresholds; "

@@ -162,8 +162,11 @@ def test_sigusr1_reopens_access_log():
             results = [None]
             fetch(t.port, results, 0)
             assert len(t.access(1)) == 1
-            os.rename(t.log, t.log + ".1")
-            t.p.send_signal(signal.SIGUSR1)
-            time.sleep(0.2)
-            fetch(t.port, results, 0)
-            assert len(t.access(1)) == 1
+            for n in (1, 2):         # twice: a reopen must not spoil the next one
+                os.rename(t.log, t.log + f".{n}")
+                t.p.send_signal(signal.SIGUSR1)
+                time.sleep(0.2)
+                fetch(t.port, results, 0)
+                assert len(t.access(1)) == 1
+            assert sorted(os.listdir(t.dir)) == ["access.jsonl", "access.jsonl.1",
+                                                 "access.jsonl.2", "tokentap.yaml"]
