@@ -76,7 +76,7 @@ $(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
 
 $(B)/tests/test_dialect: $(B)/obj/sse.o
 $(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(CONF_OBJS)
-$(B)/tests/test_alert:   $(B)/obj/hist.o $(B)/obj/stats.o
+$(B)/tests/test_alert:   $(B)/obj/alert_format.o $(CONF_OBJS)
 $(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o
 $(B)/tests/test_loadstats: $(B)/obj/hist.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/load_scen.o $(B)/obj/load_conf.o $(B)/obj/load_body.o
 $(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
@@ -101,4 +101,4 @@ fuzz: deps
 clean:
 	rm -rf build
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -name '*.d' -type f 2>/dev/null)

@@ -1,0 +1,30 @@
+/* How an alert transition reads: the error-log line, the webhook body of
+ * SPEC §6 and an Alertmanager API v2 alert; and the JSON pieces /alerts
+ * shares with them. No I/O. */
+#ifndef TOKENTAP_ALERT_FORMAT_H
+#define TOKENTAP_ALERT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alert.h"
+
+struct evbuffer;
+
+/* s as a JSON string with its escapes, or null for NULL. */
+void alert_json_string(struct evbuffer *out, const char *s);
+/* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0. */
+void alert_json_value(struct evbuffer *out, double v, enum alert_metric m);
+
+/* "alert firing: TTFTHigh severity=critical route=openai p95=2310ms > 2000ms
+ * (n=57, window 1m)" */
+void alert_format_log(const struct alert_transition *t, char *buf, size_t len);
+/* instance names this tokentap: "host name/first listen address". */
+void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t,
+    const char *instance);
+/* One Alertmanager alert object; it ends at ends_at_ms. */
+void alert_format_alertmanager(struct evbuffer *out,
+    const struct alert_transition *t, const char *instance,
+    const char *generator_url, uint64_t ends_at_ms);
+
+#endif

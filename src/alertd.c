@@ -1,0 +1,170 @@
+#include "alertd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "alert.h"
+#include "log.h"
+#include "notify.h"
+#include "stats.h"
+#include "util.h"
+
+/* Below this an evaluation timer would only burn the main thread. */
+#define MIN_EVERY_US 10000
+
+static struct event *tick;
+static struct alert_set *rules;
+static struct notify_set *notifiers;
+/* A reference: the routes and parameters the rules were built from. The
+ * count is the only part of a config that ever changes. */
+static struct conf *conf;
+
+static void on_transition(void *arg, const struct alert_transition *t)
+{
+	(void)arg;
+	notify_transition(notifiers, t);
+}
+
+/* Statistics keys are cut at STATS_ROUTE_MAX - 1 bytes; ask with the name
+ * cut the same way. */
+static void stats_name(const char *route, char out[STATS_ROUTE_MAX])
+{
+	snprintf(out, STATS_ROUTE_MAX, "%s", route);
+}
+
+static void observe(const char *route, const char *tenant)
+{
+	struct stats_view v;
+	struct alert_figures f;
+	char key[STATS_ROUTE_MAX];
+
+	stats_name(route, key);
+	stats_route_view(key, tenant, conf->alerts_window_us, conf->alerts_quantile, &v);
+	f.requests = v.requests;
+	f.errors = v.errors;
+	f.ttft_count = v.ttft_count;
+	f.tpot_count = v.tpot_count;
+	f.ttft_us = v.ttft_q;
+	f.tpot_us = v.tpot_q;
+	alert_observe(rules, route, tenant, &f);
+}
+
+static void observe_tenant(void *arg, const char *route, const char *tenant)
+{
+	char key[STATS_ROUTE_MAX];
+	(void)arg;
+	for (size_t i = 0; i < conf->n_routes; i++) {
+		stats_name(conf->routes[i].name, key);
+		if (strcmp(key, route) == 0) {
+			observe(conf->routes[i].name, tenant);
+			return;
+		}
+	}
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	stats_drain();
+	alert_begin(rules, util_now_us(), util_wall_ms());
+	for (size_t i = 0; i < conf->n_routes; i++)
+		observe(conf->routes[i].name, NULL);
+	if (conf->alerts_per_tenant)
+		stats_each_route_tenant(conf->alerts_window_us, observe_tenant, NULL);
+	alert_end(rules);
+}
+
+static void schedule(const struct conf *c)
+{
+	uint64_t us = c->alerts_evaluate_every_us;
+	struct timeval tv;
+
+	if (us < MIN_EVERY_US)
+		us = MIN_EVERY_US;
+	tv.tv_sec = (time_t)(us / 1000000);
+	tv.tv_usec = (suseconds_t)(us % 1000000);
+	event_del(tick);
+	event_add(tick, &tv);
+}
+
+static void check_window(const struct conf *c)
+{
+	uint64_t w = alert_window_us(rules);
+	if (w != c->alerts_window_us)
+		log_warn("alerts: window %llu ms is not one of stats.windows; "
+		    "the rules use the closest, %llu ms",
+		    (unsigned long long)(c->alerts_window_us / 1000),
+		    (unsigned long long)(w / 1000));
+}
+
+int alertd_start(struct event_base *base, const struct conf *c)
+{
+	rules = alert_new(on_transition, NULL);
+	notifiers = notify_new(base);
+	tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
+	if (rules == NULL || notifiers == NULL || tick == NULL ||
+	    alert_configure(rules, c, util_now_us(), util_wall_ms()) < 0) {
+		log_error("alerts: cannot start (out of memory)");
+		alertd_stop();
+		return -1;
+	}
+	if (notify_configure(notifiers, c) < 0)
+		log_error("alerts: some notifiers are not working (see above)");
+	conf = conf_ref((struct conf *)c);
+	check_window(c);
+	schedule(c);
+	return 0;
+}
+
+void alertd_reload(const struct conf *c)
+{
+	if (rules == NULL)
+		return;
+	if (notify_configure(notifiers, c) < 0)
+		log_error("alerts: some notifiers are not working (see above)");
+	if (alert_configure(rules, c, util_now_us(), util_wall_ms()) < 0) {
+		log_error("alerts: out of memory; the previous rules stay");
+		return;
+	}
+	if (c->alerts_evaluate_every_us != conf->alerts_evaluate_every_us)
+		schedule(c);
+	conf_unref(conf);
+	conf = conf_ref((struct conf *)c);
+	check_window(c);
+}
+
+void alertd_stop(void)
+{
+	if (tick != NULL)
+		event_free(tick);
+	tick = NULL;
+	notify_free(notifiers);
+	notifiers = NULL;
+	alert_free(rules);
+	rules = NULL;
+	if (conf != NULL)
+		conf_unref(conf);
+	conf = NULL;
+}
+
+void alertd_json(struct evbuffer *out)
+{
+	if (rules == NULL) {
+		evbuffer_add_printf(out, "{\"rules\":[],\"transitions\":[]}\n");
+		return;
+	}
+	alert_json(rules, out);
+}
+
+void alertd_prometheus(struct evbuffer *out)
+{
+	if (rules == NULL)
+		return;
+	alert_prometheus(rules, out);
+	notify_prometheus(notifiers, out);
+}

@@ -1,0 +1,34 @@
+/* Where alert transitions go (SPEC §6): a line in the error log, and for
+ * each webhook or Alertmanager notifier a POST over libevent's HTTP client
+ * on the main loop. Nothing here ever blocks: each notifier has a bounded
+ * queue, one delivery in flight with a timeout, retries with exponential
+ * backoff, and drops (queue full, retries exhausted) that are counted and
+ * logged. */
+#ifndef TOKENTAP_NOTIFY_H
+#define TOKENTAP_NOTIFY_H
+
+#include <stddef.h>
+
+#include "alert.h"
+#include "config.h"
+
+struct event_base;
+struct evbuffer;
+
+#define NOTIFY_QUEUE_MAX    1024
+#define NOTIFY_ATTEMPTS_MAX 5
+#define NOTIFY_BACKOFF_US   500000   /* then 1 s, 2 s, 4 s */
+
+struct notify_set;
+
+struct notify_set *notify_new(struct event_base *base);
+/* Notifiers from c. One whose type and URL stay keeps its queue and
+ * counters; the others are stopped and their pending deliveries dropped.
+ * Returns 0 or -1 (a notifier that could not be set up is left out). */
+int notify_configure(struct notify_set *ns, const struct conf *c);
+void notify_transition(struct notify_set *ns, const struct alert_transition *t);
+/* tokentap_notify_sent_total and tokentap_notify_dropped_total. */
+void notify_prometheus(const struct notify_set *ns, struct evbuffer *out);
+void notify_free(struct notify_set *ns);
+
+#endif
