@@ -17,6 +17,7 @@
 #include "alertd.h"
 #include "config.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "stats.h"
 #include "statsfile.h"
 #include "util.h"
@@ -43,11 +44,15 @@ static void usage(FILE *f)
 
 static void on_reload(void)
 {
-	struct conf *c = conf_load(config_path, stderr);
+	struct conf *c;
 
+	sdnotify_reloading();
+	c = conf_load(config_path, stderr);
 	if (c == NULL) {
 		log_error("reload: %s has errors, keeping the running configuration",
 		    config_path);
+		sdnotify_send("READY=1\nSTATUS=reload failed: configuration has errors, "
+		    "the previous one stays in force");
 		return;
 	}
 	if (c->n_listen != current->n_listen || c->workers != current->workers)
@@ -64,6 +69,7 @@ static void on_reload(void)
 	conf_unref(current);
 	current = c;
 	log_info("reload: configuration %s loaded", config_path);
+	sdnotify_send("READY=1\nSTATUS=serving (configuration reloaded)");
 }
 
 static void on_drain_poll(evutil_socket_t fd, short what, void *arg)
@@ -103,6 +109,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 			return;
 		log_info("shutdown: draining (up to %llu ms)",
 		    (unsigned long long)(current->timeouts.shutdown_us / 1000));
+		sdnotify_send("STOPPING=1\nSTATUS=draining the streams in flight");
 		admin_set_draining();
 		workers_drain();
 		drain_deadline = util_now_us() + current->timeouts.shutdown_us;
@@ -167,6 +174,7 @@ static int run(void)
 		stats_tick = event_new(main_base, -1, EV_PERSIST, on_stats_tick, NULL);
 		event_add(stats_tick, &tv);
 	}
+	sdnotify_send("READY=1\nSTATUS=serving");
 	log_info("tokentap %s: %zu listener(s), %d worker(s), admin on %s",
 	    TOKENTAP_VERSION, current->n_listen, current->workers,
 	    current->admin_address);
