@@ -2,6 +2,8 @@
  * entry points that run libyaml and the schema walk over a file. */
 #include "config_load.h"
 
+#include <openssl/ssl.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ void conf_listen_free(struct conf *c)
 		free(c->listen[i].address);
 		free(c->listen[i].tls_cert);
 		free(c->listen[i].tls_key);
+		SSL_CTX_free(c->listen[i].tls_ctx);
 	}
 	free(c->listen);
 	c->listen = NULL;
@@ -45,6 +48,7 @@ static void route_free(struct conf_route *r)
 	free(r->tls.sni);
 	free(r->tls.client_cert);
 	free(r->tls.client_key);
+	SSL_CTX_free(r->tls_ctx);
 }
 
 static void conf_free(struct conf *c)

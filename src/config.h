@@ -25,6 +25,7 @@ struct conf_listen {
 	unsigned port;
 	char *tls_cert;         /* NULL: plain TCP */
 	char *tls_key;
+	void *tls_ctx;          /* SSL_CTX, made by tls_prepare() */
 };
 
 struct conf_timeouts {
@@ -73,6 +74,7 @@ struct conf_route {
 	struct conf_kv *set_headers;
 	size_t n_set_headers;
 	struct conf_tls tls;
+	void *tls_ctx;          /* SSL_CTX for https upstreams, made by tls_prepare() */
 	/* the global values with this route's overrides applied */
 	struct conf_thresholds thresholds;
 	struct conf_timeouts timeouts;

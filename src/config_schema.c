@@ -228,7 +228,6 @@ static void upstream_fn(struct conf_loader *ld, yaml_node_t *v, void *base, cons
 	free(r->upstream);
 	r->upstream = s;
 	/* No TLS upstreams yet: delete this one line when they land. */
-	if (r->upstream_tls) conf_err(ld, v, "%s: https upstreams are not supported yet", path);
 }
 
 static void windows_fn(struct conf_loader *ld, yaml_node_t *v, void *base, const char *path)

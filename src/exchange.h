@@ -40,6 +40,8 @@ struct session {
 	struct worker *w;
 	struct bufferevent *bev;
 	int fd;
+	int tls;                      /* the client came over TLS */
+	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
 	char client_ip[64];
 	const char *proto;            /* "http" or "https" */
 

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "sdnotify.h"
 #include "stats.h"
+#include "tls.h"
 #include "statsfile.h"
 #include "util.h"
 #include "worker.h"
@@ -48,6 +49,10 @@ static void on_reload(void)
 
 	sdnotify_reloading();
 	c = conf_load(config_path, stderr);
+	if (c != NULL && tls_prepare(c, stderr) < 0) {
+		conf_unref(c);
+		c = NULL;
+	}
 	if (c == NULL) {
 		log_error("reload: %s has errors, keeping the running configuration",
 		    config_path);
@@ -225,6 +230,10 @@ int main(int argc, char **argv)
 	current = conf_load(config_path, stderr);
 	if (current == NULL)
 		return 1;
+	if (tls_prepare(current, stderr) < 0) {
+		conf_unref(current);
+		return 1;
+	}
 	if (test) {
 		printf("configuration OK\n");
 		conf_unref(current);

@@ -18,11 +18,14 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <openssl/err.h>
 #include <llhttp.h>
 
 #include "exchange.h"
 #include "log.h"
+#include "tls.h"
 #include "upstream.h"
 #include "util.h"
 #include "worker.h"
@@ -56,6 +59,8 @@ static int session_close(struct session *s)
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
+	if (s->defer_ev != NULL)
+		event_free(s->defer_ev);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);
 	TAILQ_REMOVE(&s->w->sessions, s, link);
@@ -76,7 +81,8 @@ static int close_or_linger(struct session *s)
 	int unread = s->cs == C_HEAD || s->cs == C_BODY ||
 	    evbuffer_get_length(bufferevent_get_input(s->bev)) > 0;
 
-	if (!unread || s->lingering)
+	/* a shutdown(2) under TLS would cut the record layer: just close */
+	if (!unread || s->lingering || s->tls)
 		return session_close(s);
 	s->lingering = 1;
 	shutdown(s->fd, SHUT_WR);
@@ -93,7 +99,9 @@ static int close_or_linger(struct session *s)
 static int client_flush(struct session *s)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
-	if (evbuffer_get_length(out) > 0)
+	/* plain TCP: write now; TLS: the OpenSSL bufferevent writes as soon as
+	 * bytes are added to its output */
+	if (!s->tls && evbuffer_get_length(out) > 0)
 		evbuffer_write(out, s->fd);
 	if (evbuffer_get_length(out) > 0) {
 		bufferevent_enable(s->bev, EV_WRITE);
@@ -143,7 +151,7 @@ static int respond_error(struct session *s, unsigned status, const char *type,
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	if (!s->head_sent) {
-		char body[512];
+		char body[1024];
 		int n = snprintf(body, sizeof body,
 		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
 		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
@@ -159,10 +167,18 @@ static int respond_error(struct session *s, unsigned status, const char *type,
 	return -1;
 }
 
+/* A message from OpenSSL or the resolver goes into a JSON string. */
+static void json_safe(char *s)
+{
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+			*s = '\'';
+}
+
 /* ---- accept ------------------------------------------------------------ */
 
 void proxy_accept(struct worker *w, evutil_socket_t fd,
-    const struct sockaddr *sa, int socklen)
+    const struct sockaddr *sa, int socklen, SSL_CTX *tls)
 {
 	struct session *s;
 	int one = 1;
@@ -182,7 +198,19 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	w->n_sessions++;
-	s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (tls != NULL) {
+		SSL *ssl = SSL_new(tls);
+		s->tls = 1;
+		s->proto = "https";
+		s->bev = ssl == NULL ? NULL : bufferevent_openssl_socket_new(w->base,
+		    fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+		if (s->bev == NULL)
+			SSL_free(ssl);
+		else
+			bufferevent_openssl_set_allow_dirty_shutdown(s->bev, 1);
+	} else {
+		s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
 	s->timer = evtimer_new(w->base, session_timer, s);
 	if (s->bev == NULL || s->timer == NULL) {
 		if (s->bev == NULL)
@@ -192,7 +220,7 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	}
 	bufferevent_set_max_single_read(s->bev, 65536);
 	bufferevent_setcb(s->bev, client_read, client_write, client_event, s);
-	bufferevent_enable(s->bev, EV_READ);
+	bufferevent_enable(s->bev, s->tls ? EV_READ | EV_WRITE : EV_READ);
 	if ((uint64_t)active > w->conf->max_connections) {
 		/* Over the limit: answer 503 without reading the request. */
 		s->conf = conf_ref(w->conf);
@@ -314,7 +342,8 @@ static void client_write(struct bufferevent *bev, void *arg)
 			return;
 	}
 	if (evbuffer_get_length(out) == 0) {
-		bufferevent_disable(bev, EV_WRITE);
+		if (!s->tls)
+			bufferevent_disable(bev, EV_WRITE);
 		if (s->closing)
 			close_or_linger(s);
 	}
@@ -324,7 +353,8 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 	(void)bev;
-	(void)what;
+	if (what & BEV_EVENT_CONNECTED)
+		return;     /* a TLS listener's handshake completed */
 	/* EOF or error: whatever was in flight is a client abort. A client that
 	 * half-closes after its request gets the same treatment as nginx gives
 	 * it: the exchange cannot be delivered reliably. */
@@ -397,6 +427,36 @@ static int response_head(struct session *s)
 	return 0;
 }
 
+static void deferred_pause(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)fd;
+	(void)what;
+	if (s->up_paused && s->up != NULL)
+		bufferevent_disable(s->up->bev, EV_READ);
+}
+
+/* Backpressure: stop reading the upstream until the client catches up.
+ * An OpenSSL bufferevent drains the records OpenSSL already decrypted only
+ * while reading stays enabled (libevent 2.1, #854): disabling it inside its
+ * read callback would strand them until more bytes arrive. So a TLS
+ * upstream is disabled just after the callback returns, and what it still
+ * delivers waits in its input buffer. */
+static void pause_upstream(struct session *s)
+{
+	s->up_paused = 1;
+	bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
+	bufferevent_enable(s->bev, EV_WRITE);
+	if (!upstream_is_tls(s->up)) {
+		bufferevent_disable(s->up->bev, EV_READ);
+		return;
+	}
+	if (s->defer_ev == NULL)
+		s->defer_ev = event_new(s->w->base, -1, 0, deferred_pause, s);
+	if (s->defer_ev != NULL)
+		event_active(s->defer_ev, EV_TIMEOUT, 1);
+}
+
 /* Forwards what the upstream sent: the same bytes, to the client, now. */
 static int response_body(struct session *s)
 {
@@ -423,12 +483,8 @@ static int response_body(struct session *s)
 		return -1;
 	if (s->res_done)
 		return exchange_done(s);
-	if (evbuffer_get_length(out) > HIGH_MARK) {
-		s->up_paused = 1;
-		bufferevent_disable(s->up->bev, EV_READ);
-		bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
-		bufferevent_enable(s->bev, EV_WRITE);
-	}
+	if (evbuffer_get_length(out) > HIGH_MARK)
+		pause_upstream(s);
 	return 0;
 }
 
@@ -485,7 +541,7 @@ static void up_write(struct bufferevent *bev, void *arg)
 /* The upstream closed: a close-delimited body ends here; anything else
  * ends too early. A reused connection that closes before answering is
  * retried once on a new one, when the whole request is still at hand. */
-static int upstream_closed(struct session *s)
+static int upstream_closed(struct session *s, unsigned long tls_err)
 {
 	if (s->us == U_BODY) {
 		if (exchange_parse_eof(s) == 0 && s->res_done)
@@ -494,17 +550,57 @@ static int upstream_closed(struct session *s)
 		exchange_end(s, s->outcome);
 		return client_finish(s);
 	}
-	int r = exchange_retry(s);
+	int r;
+	/* TLS 1.3 finishes the client's handshake before the server has
+	 * checked the client certificate: its refusal arrives as an alert here */
+	if (upstream_is_tls(s->up) && tls_err != 0) {
+		char why[300];
+		tls_error_text(bufferevent_openssl_get_ssl(s->up->bev), tls_err, why,
+		    sizeof why);
+		ERR_clear_error();
+		json_safe(why);
+		log_warn("request %s: upstream %s: %s", s->request_id,
+		    s->route->upstream, why);
+		return respond_error(s, 502, "bad_gateway", why, "connect_error");
+	}
+	r = exchange_retry(s);
 	if (r <= 0)
 		return r;
 	return respond_error(s, 502, "bad_gateway",
 	    "upstream closed the connection before responding", "upstream_error");
 }
 
+/* Says why the upstream could not be reached: DNS, TCP, or TLS (handshake
+ * or certificate verification), in the log and in the 502. */
+static void connect_failed(struct session *s, struct bufferevent *bev, short what)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
+	int dns = bufferevent_socket_get_dns_error(bev);
+	int sock_err = EVUTIL_SOCKET_ERROR();
+	char why[512];
+
+	if (dns)
+		snprintf(why, sizeof why, "cannot resolve %s: %s",
+		    s->route->upstream_host, evutil_gai_strerror(dns));
+	else if (ssl != NULL && (tls_err != 0 ||
+	    SSL_get_verify_result(ssl) != X509_V_OK))
+		tls_error_text(ssl, tls_err, why, sizeof why);
+	else if (what & BEV_EVENT_EOF)
+		snprintf(why, sizeof why, "connection closed during the TLS handshake");
+	else
+		snprintf(why, sizeof why, "cannot connect: %s",
+		    evutil_socket_error_to_string(sock_err));
+	ERR_clear_error();
+	json_safe(why);
+	log_warn("request %s: upstream %s: %s", s->request_id, s->route->upstream, why);
+	respond_error(s, 502, "bad_gateway", why, "connect_error");
+}
+
 static void up_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
-	(void)bev;
+	unsigned long tls_err;
 
 	if (s->dispatching) {
 		/* libevent defers CONNECTED, so only a failure comes here */
@@ -512,25 +608,24 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_CONNECTED) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		upstream_connected(s->up);
 		s->meter.t_conn = util_now_us();
+		if (ssl != NULL && tls_handshake_start(ssl) != 0)
+			s->meter.tls_us = s->meter.t_conn - tls_handshake_start(ssl);
 		s->us = U_HEAD;
 		timer_request(s);
 		return;
 	}
 	if (s->us == U_CONNECT) {
-		int dns = bufferevent_socket_get_dns_error(bev);
-		log_warn("upstream %s: %s", s->route->upstream,
-		    dns ? evutil_gai_strerror(dns) : evutil_socket_error_to_string(
-		    EVUTIL_SOCKET_ERROR()));
-		respond_error(s, 502, "bad_gateway", "upstream unreachable",
-		    "connect_error");
+		connect_failed(s, bev, what);
 		return;
 	}
 	/* EOF or error: read what is left first */
+	tls_err = upstream_is_tls(s->up) ? bufferevent_get_openssl_error(bev) : 0;
 	if (upstream_process(s) < 0 || s->up == NULL)
 		return;
-	upstream_closed(s);
+	upstream_closed(s, tls_err);
 }
 
 /* ---- timers ------------------------------------------------------------ */

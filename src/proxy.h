@@ -8,12 +8,13 @@
 #include <sys/socket.h>
 
 #include <event2/util.h>
+#include <openssl/ssl.h>
 
 struct worker;
 
-/* Takes an accepted client socket. */
+/* Takes an accepted client socket; tls: the listener's context, or NULL. */
 void proxy_accept(struct worker *w, evutil_socket_t fd,
-    const struct sockaddr *sa, int socklen);
+    const struct sockaddr *sa, int socklen, SSL_CTX *tls);
 /* Drain: closes idle client connections; busy ones close after their
  * response. */
 void proxy_drain(struct worker *w);

@@ -10,10 +10,12 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 
 #include "log.h"
+#include "tls.h"
 #include "util.h"
 #include "worker.h"
 
@@ -31,6 +33,8 @@ struct upool {
 	char host[256];
 	unsigned port;
 	int tls;
+	char sni[256];
+	SSL_SESSION *session;      /* resumed by the next new connection */
 	struct upconn_list idle;
 	size_t n_idle;
 };
@@ -38,9 +42,10 @@ struct upool {
 static struct upool *pool_for(struct worker *w, const struct conf_route *r)
 {
 	struct upool *p;
+	const char *sni = r->upstream_tls && r->tls.sni ? r->tls.sni : "";
 	for (p = w->pools; p != NULL; p = p->next)
 		if (p->port == r->upstream_port && p->tls == r->upstream_tls &&
-		    strcmp(p->host, r->upstream_host) == 0)
+		    strcmp(p->host, r->upstream_host) == 0 && strcmp(p->sni, sni) == 0)
 			return p;
 	p = calloc(1, sizeof *p);
 	if (p == NULL)
@@ -49,14 +54,29 @@ static struct upool *pool_for(struct worker *w, const struct conf_route *r)
 	snprintf(p->host, sizeof p->host, "%s", r->upstream_host);
 	p->port = r->upstream_port;
 	p->tls = r->upstream_tls;
+	snprintf(p->sni, sizeof p->sni, "%s", sni);
 	TAILQ_INIT(&p->idle);
 	p->next = w->pools;
 	w->pools = p;
 	return p;
 }
 
+/* Keeps the connection's newest TLS session for the next handshake. */
+static void keep_session(struct upconn *u)
+{
+	SSL *ssl;
+	SSL_SESSION *s;
+	if (!u->pool->tls || u->bev == NULL ||
+	    (ssl = bufferevent_openssl_get_ssl(u->bev)) == NULL ||
+	    (s = tls_take_session(ssl)) == NULL)
+		return;
+	SSL_SESSION_free(u->pool->session);
+	u->pool->session = s;
+}
+
 static void upconn_free(struct upconn *u)
 {
+	keep_session(u);
 	if (u->bev != NULL)
 		bufferevent_free(u->bev);
 	free(u);
@@ -109,7 +129,21 @@ struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
 	if (u == NULL)
 		return NULL;
 	u->pool = p;
-	u->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (r->upstream_tls) {
+		SSL *ssl = tls_client_new(r, p->session);
+		if (ssl == NULL)
+			goto fail;
+		u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl,
+		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (u->bev == NULL) {
+			SSL_free(ssl);
+			goto fail;
+		}
+		/* a peer that closes without close_notify ends the stream */
+		bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+	} else {
+		u->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
 	if (u->bev == NULL)
 		goto fail;
 	bufferevent_set_max_single_read(u->bev, 65536);
@@ -131,6 +165,11 @@ void upstream_connected(struct upconn *u)
 	if (fd >= 0)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	u->connected = 1;
+}
+
+int upstream_is_tls(const struct upconn *u)
+{
+	return u->pool->tls;
 }
 
 void upstream_release(struct upconn *u, int reusable)
@@ -162,6 +201,7 @@ void upstream_free_all(struct worker *w)
 			unpool(u);
 			upconn_free(u);
 		}
+		SSL_SESSION_free(p->session);
 		free(p);
 	}
 	w->pools = NULL;

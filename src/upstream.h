@@ -32,6 +32,7 @@ struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
     bufferevent_event_cb eventcb, void *arg);
 /* Marks a new connection connected (TCP_NODELAY set). */
 void upstream_connected(struct upconn *u);
+int upstream_is_tls(const struct upconn *u);
 /* Gives a connection back: to the pool if reusable, else closed. */
 void upstream_release(struct upconn *u, int reusable);
 /* Closes every pooled connection of the worker and frees its pools. */

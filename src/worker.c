@@ -26,11 +26,21 @@ static int n_workers;
 
 /* ---- listeners ---------------------------------------------------------- */
 
+/* A listener's callback argument: its worker and its place in listen[],
+ * so a reload's new certificate is used for the next handshake. */
+struct listen_ref {
+	struct worker *w;
+	size_t idx;
+};
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int socklen, void *arg)
 {
+	struct listen_ref *lr = arg;
+	const struct conf *c = lr->w->conf;
 	(void)l;
-	proxy_accept(arg, fd, sa, socklen);
+	proxy_accept(lr->w, fd, sa, socklen,
+	    lr->idx < c->n_listen ? c->listen[lr->idx].tls_ctx : NULL);
 }
 
 static void listen_retry(evutil_socket_t fd, short what, void *arg)
@@ -47,7 +57,7 @@ static void listen_retry(evutil_socket_t fd, short what, void *arg)
  * listener that stays readable. */
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
-	struct worker *w = arg;
+	struct worker *w = ((struct listen_ref *)arg)->w;
 	int err = EVUTIL_SOCKET_ERROR();
 	struct timeval tv = { 0, 100000 };
 
@@ -100,14 +110,17 @@ static evutil_socket_t bind_one(const struct conf_listen *li)
 static int listen_all(struct worker *w, const struct conf *c)
 {
 	w->listeners = calloc(c->n_listen, sizeof *w->listeners);
-	if (w->listeners == NULL)
+	w->lrefs = calloc(c->n_listen, sizeof *w->lrefs);
+	if (w->listeners == NULL || w->lrefs == NULL)
 		return -1;
 	w->n_listeners = c->n_listen;
 	for (size_t i = 0; i < c->n_listen; i++) {
 		evutil_socket_t fd = bind_one(&c->listen[i]);
 		if (fd < 0)
 			return -1;
-		w->listeners[i] = evconnlistener_new(w->base, on_accept, w,
+		w->lrefs[i].w = w;
+		w->lrefs[i].idx = i;
+		w->listeners[i] = evconnlistener_new(w->base, on_accept, &w->lrefs[i],
 		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
 		if (w->listeners[i] == NULL) {
 			close(fd);
@@ -124,7 +137,9 @@ static void close_listeners(struct worker *w)
 		if (w->listeners[i] != NULL)
 			evconnlistener_free(w->listeners[i]);
 	free(w->listeners);
+	free(w->lrefs);
 	w->listeners = NULL;
+	w->lrefs = NULL;
 	w->n_listeners = 0;
 }
 

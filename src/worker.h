@@ -19,6 +19,7 @@ struct session;
 struct upool;
 struct accesslog;
 struct stats_ring;
+struct listen_ref;
 
 TAILQ_HEAD(session_list, session);
 
@@ -29,6 +30,7 @@ struct worker {
 	struct evdns_base *dns;
 	struct conf *conf;            /* current config, own reference */
 	struct evconnlistener **listeners;
+	struct listen_ref *lrefs;
 	size_t n_listeners;
 	struct event *listen_retry;   /* re-enables accepting after EMFILE */
 	struct session_list sessions;

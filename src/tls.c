@@ -1,0 +1,259 @@
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "log.h"
+#include "util.h"
+
+/* What tokentap keeps per SSL connection, in the SSL's ex data. */
+struct tls_conn {
+	uint64_t hs_start;
+	SSL_SESSION *session;
+};
+
+static int ex_index = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+    long argl, void *argp)
+{
+	struct tls_conn *tc = ptr;
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	if (tc == NULL)
+		return;
+	SSL_SESSION_free(tc->session);
+	free(tc);
+}
+
+static void init_once(void)
+{
+	ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_free);
+}
+
+static struct tls_conn *conn_of(const SSL *ssl)
+{
+	return SSL_get_ex_data(ssl, ex_index);
+}
+
+static void info_cb(const SSL *ssl, int where, int ret)
+{
+	struct tls_conn *tc = conn_of(ssl);
+	(void)ret;
+	if ((where & SSL_CB_HANDSHAKE_START) && tc != NULL && tc->hs_start == 0)
+		tc->hs_start = util_now_us();
+}
+
+/* TLS 1.3 sends tickets after the handshake: keep the newest one. */
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
+{
+	struct tls_conn *tc = conn_of(ssl);
+	if (tc == NULL)
+		return 0;
+	SSL_SESSION_free(tc->session);
+	tc->session = sess;
+	return 1;      /* we keep the reference */
+}
+
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+    const unsigned char *in, unsigned int inlen, void *arg)
+{
+	(void)ssl;
+	(void)arg;
+	if (SSL_select_next_proto((unsigned char **)out, outlen, alpn_http11,
+	    sizeof alpn_http11 - 1, in, inlen) == OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_OK;
+	return SSL_TLSEXT_ERR_NOACK;    /* HTTP/1.1 all the same */
+}
+
+static void ssl_errors(FILE *errs, const char *file, const char *where,
+    const char *what)
+{
+	char buf[256];
+	unsigned long e = ERR_get_error();
+	ERR_error_string_n(e, buf, sizeof buf);
+	fprintf(errs, "%s: %s: %s: %s\n", file, where, what, e ? buf : "failed");
+	ERR_clear_error();
+}
+
+static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *errs)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	char where[300];
+	int ok = 1;
+
+	snprintf(where, sizeof where, "route %s: tls", r->name);
+	if (ctx == NULL) {
+		ssl_errors(errs, file, where, "cannot create a TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1);
+	SSL_CTX_set_info_callback(ctx, info_cb);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
+	    SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+	if (r->tls.verify) {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		if (r->tls.ca_file != NULL) {
+			if (SSL_CTX_load_verify_locations(ctx, r->tls.ca_file, NULL) != 1) {
+				ssl_errors(errs, file, where, r->tls.ca_file);
+				ok = 0;
+			}
+		} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			ssl_errors(errs, file, where, "the system certificate store");
+			ok = 0;
+		}
+	} else {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+		log_warn("route %s: tls.verify is false: the upstream's certificate "
+		    "is not checked", r->name);
+	}
+	if (r->tls.client_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, r->tls.client_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, r->tls.client_key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1)) {
+		ssl_errors(errs, file, where, "client_cert / client_key");
+		ok = 0;
+	}
+	if (!ok) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+static SSL_CTX *server_ctx(const struct conf_listen *l, const char *file, FILE *errs)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	char where[300];
+
+	snprintf(where, sizeof where, "listen %s: tls", l->address);
+	if (ctx == NULL) {
+		ssl_errors(errs, file, where, "cannot create a TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	SSL_CTX_set_info_callback(ctx, info_cb);
+	if (SSL_CTX_use_certificate_chain_file(ctx, l->tls_cert) != 1) {
+		ssl_errors(errs, file, where, l->tls_cert);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, l->tls_key, SSL_FILETYPE_PEM) != 1) {
+		ssl_errors(errs, file, where, l->tls_key);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_errors(errs, file, where, "the key does not match the certificate");
+		goto fail;
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int tls_prepare(struct conf *c, FILE *errs)
+{
+	const char *file = c->path ? c->path : "config";
+	int bad = 0;
+
+	pthread_once(&once, init_once);
+	for (size_t i = 0; i < c->n_routes; i++) {
+		struct conf_route *r = &c->routes[i];
+		if (!r->upstream_tls || r->tls_ctx != NULL)
+			continue;
+		r->tls_ctx = client_ctx(r, file, errs);
+		bad |= r->tls_ctx == NULL;
+	}
+	for (size_t i = 0; i < c->n_listen; i++) {
+		struct conf_listen *l = &c->listen[i];
+		if (l->tls_cert == NULL || l->tls_ctx != NULL)
+			continue;
+		l->tls_ctx = server_ctx(l, file, errs);
+		bad |= l->tls_ctx == NULL;
+	}
+	return bad ? -1 : 0;
+}
+
+static int is_ip_literal(const char *host)
+{
+	unsigned char buf[16];
+	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume)
+{
+	SSL *ssl = SSL_new(r->tls_ctx);
+	struct tls_conn *tc = calloc(1, sizeof *tc);
+	const char *name = r->tls.sni ? r->tls.sni : r->upstream_host;
+
+	if (ssl == NULL || tc == NULL)
+		goto fail;
+	SSL_set_ex_data(ssl, ex_index, tc);
+	tc = NULL;
+	if (is_ip_literal(name)) {
+		X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
+		if (X509_VERIFY_PARAM_set1_ip_asc(p, name) != 1)
+			goto fail;
+	} else {
+		if (SSL_set_tlsext_host_name(ssl, name) != 1 ||
+		    SSL_set1_host(ssl, name) != 1)
+			goto fail;
+	}
+	if (resume != NULL)
+		SSL_set_session(ssl, resume);
+	return ssl;
+fail:
+	free(tc);
+	SSL_free(ssl);
+	ERR_clear_error();
+	return NULL;
+}
+
+uint64_t tls_handshake_start(const SSL *ssl)
+{
+	struct tls_conn *tc = conn_of(ssl);
+	return tc ? tc->hs_start : 0;
+}
+
+SSL_SESSION *tls_take_session(SSL *ssl)
+{
+	struct tls_conn *tc = conn_of(ssl);
+	SSL_SESSION *s;
+	if (tc == NULL || tc->session == NULL)
+		return NULL;
+	s = tc->session;
+	tc->session = NULL;
+	return s;
+}
+
+void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len)
+{
+	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	char e[200];
+
+	if (v != X509_V_OK) {
+		snprintf(buf, len, "certificate verification failed: %s",
+		    X509_verify_cert_error_string(v));
+		return;
+	}
+	if (err != 0) {
+		ERR_error_string_n(err, e, sizeof e);
+		snprintf(buf, len, "TLS handshake failed: %s", e);
+		return;
+	}
+	snprintf(buf, len, "TLS handshake failed");
+}

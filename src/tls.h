@@ -1,0 +1,35 @@
+/* TLS with OpenSSL: contexts for https upstreams and TLS listeners, made
+ * once per loaded config on the main thread, and the per-connection setup
+ * (SNI, host-name verification, ALPN, session resumption). */
+#ifndef TOKENTAP_TLS_H
+#define TOKENTAP_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <openssl/ssl.h>
+
+#include "config.h"
+
+/* Builds the SSL_CTX of every https route and TLS listener of c. Problems
+ * (unreadable certificate, key not matching) are written to errs as
+ * "FILE: where: message". Returns 0, or -1 when there was any. */
+int tls_prepare(struct conf *c, FILE *errs);
+
+/* A client SSL for a connection to route r's upstream: SNI and the name to
+ * verify (route tls.sni, default the upstream host; an IP literal is
+ * checked against the certificate's IP entries and sends no SNI), and the
+ * session to resume, if any. NULL when OpenSSL fails. */
+SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume);
+
+/* The time (CLOCK_MONOTONIC µs) the handshake of ssl started, 0 if never. */
+uint64_t tls_handshake_start(const SSL *ssl);
+/* The newest resumable session seen on ssl's connections (a reference the
+ * caller owns), or NULL. */
+SSL_SESSION *tls_take_session(SSL *ssl);
+
+/* Why the handshake or verification of ssl failed, for a 502 and the log. */
+void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len);
+
+#endif
