@@ -148,7 +148,7 @@ STREAM = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in ran
 def test_https_upstream_through_nginx_is_byte_identical():
     p = pki()
     with Backend(sse_handler(STREAM, gap=0.002)) as b, Nginx(b.port) as n, \
-            Tokentap(route(n.port, f"ca_file: {p['ca.crt']}")) as t:
+            Tokentap("workers: 1\n" + route(n.port, f"ca_file: {p['ca.crt']}")) as t:
         for _ in range(2):
             head, body = split_response(post(t.port))
             assert head.startswith(b"HTTP/1.1 200"), head
