@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -383,6 +384,8 @@ static void test_upstream_forms(void **state)
 		{ "http://[::1]:9000/base/path//", "::1", "/base/path", 9000 },
 		{ "http://[fe80::1%25eth0]", "fe80::1%25eth0", "", 80 },
 		{ "http://10.0.0.7:65535/a", "10.0.0.7", "/a", 65535 },
+		{ "https://api.openai.com", "api.openai.com", "", 443 },
+		{ "https://api.example.com:8443/v1", "api.example.com", "/v1", 8443 },
 	};
 	char text[256];
 
@@ -396,6 +399,10 @@ static void test_upstream_forms(void **state)
 		assert_string_equal(c->routes[0].upstream_host, cases[i].host);
 		assert_int_equal(c->routes[0].upstream_port, cases[i].port);
 		assert_string_equal(c->routes[0].upstream_base, cases[i].base);
+		assert_int_equal(c->routes[0].upstream_tls,
+		    strncasecmp(cases[i].url, "https", 5) == 0);
+		/* the name verified and sent as SNI defaults to the host */
+		assert_string_equal(c->routes[0].tls.sni, cases[i].host);
 		conf_unref(c);
 	}
 }
@@ -416,7 +423,6 @@ static void test_upstream_errors(void **state)
 	expect_upstream("http://backend:8x", "bad port");
 	expect_upstream("http://[::1", "unterminated IPv6 address (expected [addr])");
 	expect_upstream("http://back_end!", "the host has an invalid character");
-	expect_upstream("https://api.openai.com", "https upstreams are not supported yet");
 }
 
 static void test_syntax_error(void **state)
