@@ -445,10 +445,8 @@ static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
 		qsort(out[i].us, out[i].n, sizeof out[i].us[0], cmp_u64);
 }
 
-static void group_free(struct group *g)
+static void windows_free(struct group *g)
 {
-	for (int i = 0; i < PROM_COUNT; i++)
-		free(g->prom[i].counts);
 	for (size_t w = 0; w < MAX_WINDOWS; w++) {
 		if (g->win[w] == NULL)
 			continue;
@@ -458,24 +456,22 @@ static void group_free(struct group *g)
 			hist_sparse_free(&g->win[w][s].itl);
 		}
 		free(g->win[w]);
+		g->win[w] = NULL;
 	}
+}
+
+static void group_free(struct group *g)
+{
+	for (int i = 0; i < PROM_COUNT; i++)
+		free(g->prom[i].counts);
+	windows_free(g);
 	free(g);
 }
 
 static void groups_reset_windows(void)
 {
 	for (struct group *g = S.groups; g != NULL; g = g->next) {
-		for (size_t w = 0; w < MAX_WINDOWS; w++) {
-			if (g->win[w] == NULL)
-				continue;
-			for (int s = 0; s < 2 * SLICES; s++) {
-				hist_sparse_free(&g->win[w][s].ttft);
-				hist_sparse_free(&g->win[w][s].tpot);
-				hist_sparse_free(&g->win[w][s].itl);
-			}
-			free(g->win[w]);
-			g->win[w] = NULL;
-		}
+		windows_free(g);
 		for (size_t w = 0; w < S.n_windows; w++)
 			g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
 	}
