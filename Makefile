@@ -56,6 +56,9 @@ $(B)/llhttp/%.o: $(LLHTTP)/%.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -I$(LLHTTP_H) $(CFLAGS) $(SANFLAGS) -w -c -o $@ $<
 
+# the dashboard page is embedded with .incbin, which -MMD does not see
+$(B)/obj/ui.o: src/ui/index.html
+
 $(B)/tokentap: $(B)/obj/main.o $(MOD_OBJS) $(LL_OBJS)
 	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -12,6 +12,7 @@
 #include "alertd.h"
 #include "log.h"
 #include "stats.h"
+#include "ui.h"
 #include "util.h"
 
 static struct event_base *admin_base;
@@ -164,6 +165,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 			reply(req, 200, "OK", "text/plain", "ok\n");
 		return;
 	}
+	/* The page holds no data; what it reads needs the token (ui.h). */
+	if (strcmp(path, "/ui") == 0 || strcmp(path, "/ui/") == 0) {
+		ui_serve_page(req);
+		return;
+	}
 	if (!authorized(req)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
 		    "WWW-Authenticate", "Bearer");
@@ -188,6 +194,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		serve_metrics(req);
+		return;
+	}
+	if (strcmp(path, "/ui/config.json") == 0) {
+		ui_serve_config(req, admin_conf);
 		return;
 	}
 	reply(req, 404, "Not Found", "application/json",

@@ -1,0 +1,154 @@
+/* The dashboard page and its config endpoint. */
+#include "ui.h"
+
+#include <stdio.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "alert_format.h"
+
+/* src/ui/index.html assembled into .rodata between two labels, so the
+ * program needs no file at run time and the page is never copied. The
+ * path is relative to the top of the tree, where make runs the compiler;
+ * the Makefile lists the page as a prerequisite of this object. */
+__asm__(
+	"	.pushsection .rodata\n"
+	"	.global ui_page_start\n"
+	"	.global ui_page_end\n"
+	"ui_page_start:\n"
+	"	.incbin \"src/ui/index.html\"\n"
+	"ui_page_end:\n"
+	"	.popsection\n");
+
+extern const char ui_page_start[];
+extern const char ui_page_end[];
+
+/* Everything the page loads comes from this origin; the browser enforces
+ * it even if a change to the page ever names another host. */
+#define UI_CSP "default-src 'none'; script-src 'unsafe-inline'; " \
+	"style-src 'unsafe-inline'; connect-src 'self'; img-src data:; " \
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static void reply_ok(struct evhttp_request *req, const char *type,
+    struct evbuffer *b)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type", type);
+	evhttp_add_header(h, "Cache-Control", "no-cache");
+	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+	evhttp_send_reply(req, 200, "OK", b);
+}
+
+void ui_serve_page(struct evhttp_request *req)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	if (b == NULL || evbuffer_add_reference(b, ui_page_start,
+	    (size_t)(ui_page_end - ui_page_start), NULL, NULL) != 0) {
+		evhttp_send_error(req, 500, NULL);
+		goto out;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Security-Policy", UI_CSP);
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Referrer-Policy", "no-referrer");
+	reply_ok(req, "text/html; charset=utf-8", b);
+out:
+	if (b != NULL)
+		evbuffer_free(b);
+}
+
+void ui_serve_config(struct evhttp_request *req, const struct conf *c)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	if (b == NULL || ui_config_json(b, c) != 0) {
+		evhttp_send_error(req, 500, NULL);
+		goto out;
+	}
+	reply_ok(req, "application/json", b);
+out:
+	if (b != NULL)
+		evbuffer_free(b);
+}
+
+/* The shortest text /stats?window= accepts for a window ("5m", "90s"). */
+static void window_text(uint64_t us, char *buf, size_t len)
+{
+	static const struct { uint64_t us; const char *unit; } units[] = {
+		{ 3600000000ull, "h" }, { 60000000ull, "m" }, { 1000000ull, "s" },
+	};
+
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (us % units[i].us == 0) {
+			snprintf(buf, len, "%llu%s",
+			    (unsigned long long)(us / units[i].us), units[i].unit);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llums", (unsigned long long)(us / 1000));
+}
+
+static int add_ms(struct evbuffer *out, const char *name, uint64_t us)
+{
+	if (us == 0)
+		return evbuffer_add_printf(out, "\"%s\":null", name);
+	return evbuffer_add_printf(out, "\"%s\":%.3f", name, (double)us / 1000.0);
+}
+
+static int add_rate(struct evbuffer *out, const char *name, double v)
+{
+	if (v < 0)
+		return evbuffer_add_printf(out, "\"%s\":null", name);
+	return evbuffer_add_printf(out, "\"%s\":%.6g", name, v);
+}
+
+static int add_thresholds(struct evbuffer *out, const struct conf_thresholds *t)
+{
+	int r = 0;
+
+	r |= evbuffer_add_printf(out, "{");
+	r |= add_ms(out, "ttft_warning_ms", t->ttft_warning_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "ttft_critical_ms", t->ttft_critical_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "tpot_warning_ms", t->tpot_warning_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "tpot_critical_ms", t->tpot_critical_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_rate(out, "error_rate_warning", t->error_rate_warning);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_rate(out, "error_rate_critical", t->error_rate_critical);
+	r |= evbuffer_add_printf(out, "}");
+	return r < 0 ? -1 : 0;
+}
+
+/* Each evbuffer_add_printf result is or-ed into r: any -1 leaves r < 0. */
+int ui_config_json(struct evbuffer *out, const struct conf *c)
+{
+	char w[32];
+	int r = 0;
+
+	r |= evbuffer_add_printf(out, "{\"windows\":[");
+	for (size_t i = 0; i < c->n_stats_windows; i++) {
+		window_text(c->stats_windows_us[i], w, sizeof w);
+		r |= evbuffer_add_printf(out, "%s\"%s\"", i ? "," : "", w);
+	}
+	window_text(c->alerts_window_us, w, sizeof w);
+	r |= evbuffer_add_printf(out, "],\"alerts\":{\"window\":\"%s\","
+	    "\"quantile\":%g,\"min_samples\":%llu},\"thresholds\":", w,
+	    c->alerts_quantile, (unsigned long long)c->alerts_min_samples);
+	r |= add_thresholds(out, &c->thresholds);
+	r |= evbuffer_add_printf(out, ",\"routes\":[");
+	for (size_t i = 0; i < c->n_routes; i++) {
+		r |= evbuffer_add_printf(out, "%s{\"name\":", i ? "," : "");
+		alert_json_string(out, c->routes[i].name);
+		r |= evbuffer_add_printf(out, ",\"thresholds\":");
+		r |= add_thresholds(out, &c->routes[i].thresholds);
+		r |= evbuffer_add_printf(out, "}");
+	}
+	r |= evbuffer_add_printf(out, "]}\n");
+	return r < 0 ? -1 : 0;
+}

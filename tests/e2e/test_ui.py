@@ -1,0 +1,360 @@
+"""The live dashboard at GET /ui, in a real browser: headless Chromium
+driven by playwright-core (tests/e2e/ui_check.mjs) against tokentap with
+traffic from tokentap-mock. The cards show what /stats says, coloured
+against the thresholds that apply; a firing alert appears; nothing is
+loaded from anywhere but the admin address; behind admin.token the page
+asks for the token, once. The screenshot goes to build/ui.png (and to
+docs/ui.png with UI_SCREENSHOT_DOCS=1)."""
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from harness import ROOT, Proc, Tokentap, binary, free_port, wait_port
+
+# The browser tests take about 10 s together, so they run in the sanitizer
+# pass too (no SANITIZER_SKIP): tokentap serves the page under ASan there.
+
+CHROMIUM = "/usr/bin/chromium"
+PLAYWRIGHT = "playwright-core"
+PLAYWRIGHT_VERSION = "1.65.1"
+NODE_DIR = os.path.join(ROOT, "build", "node")
+CHECK = os.path.join(ROOT, "tests", "e2e", "ui_check.mjs")
+PAGE = os.path.join(ROOT, "src", "ui", "index.html")
+PAGE_MAX = 64 * 1024
+TOKEN = "s3cret-tok"
+
+
+class Mock(Proc):
+    def __init__(self, *args):
+        self.port = free_port()
+        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
+                          "--tpot", "4ms", "--tokens", "6", *args])
+        wait_port(self.port)
+
+
+def config(fast, slow=None, extra=""):
+    slow_route = "" if slow is None else f"""  - name: slow
+    match: {{path_prefix: /slow/}}
+    upstream: http://127.0.0.1:{slow}
+    strip_prefix: true
+    thresholds: {{ttft_critical: 1200ms}}
+"""
+    return f"""{extra}tenant: {{header: X-Tenant-Id}}
+routes:
+  - name: fast
+    match: {{path_prefix: /fast/}}
+    upstream: http://127.0.0.1:{fast}
+    strip_prefix: true
+    thresholds: {{tpot_warning: 5ms}}
+{slow_route}stats: {{windows: [1m, 5m]}}
+alerts:
+  evaluate_every: 500ms
+  min_samples: 3
+  thresholds: {{ttft_warning: 1000ms, ttft_critical: 2000ms, tpot_warning: 100ms,
+               tpot_critical: 200ms, error_rate_warning: 0.05, error_rate_critical: 0.5}}
+"""
+
+
+def stream(port, route, model, tenant, mock=None):
+    """One streamed completion; mock: X-Mock-* headers (TTFT, TPOT, Fault)."""
+    body = json.dumps({"model": model, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"Content-Type": "application/json", "X-Tenant-Id": tenant}
+    for k, v in (mock or {}).items():
+        headers["X-Mock-" + k] = v
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("POST", f"/{route}/v1/chat/completions", body, headers)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status
+
+
+def traffic(port, jobs):
+    """Runs every (route, model, tenant, mock) at once; returns the statuses."""
+    got = [None] * len(jobs)
+
+    def run(i, job):
+        try:
+            got[i] = stream(port, *job)
+        except Exception as e:          # reported by the caller's assert
+            got[i] = repr(e)
+
+    ts = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return got
+
+
+def get(port, path, token=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def get_json(port, path, token=None):
+    return json.loads(get(port, path, token)[2])
+
+
+def status_of(port, path, token=None):
+    try:
+        return get(port, path, token)[0]
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def wait_firing(t, alertname, severity, route, token=None, timeout=8):
+    deadline = time.monotonic() + timeout
+    while True:
+        js = get_json(t.admin, "/alerts", token)
+        for r in js["rules"]:
+            if (r["alertname"], r["severity"], r["route"], r["state"]) == (
+                    alertname, severity, route, "firing"):
+                return r
+        assert time.monotonic() < deadline, f"{alertname} {severity} not firing: {js}"
+        time.sleep(0.1)
+
+
+def playwright_modules():
+    """playwright-core, pinned, installed into build/node on first use."""
+    mods = os.path.join(NODE_DIR, "node_modules")
+    pkg = os.path.join(mods, PLAYWRIGHT, "package.json")
+    try:
+        with open(pkg) as f:
+            version = json.load(f)["version"]
+    except (OSError, ValueError, KeyError):
+        version = None
+    if version != PLAYWRIGHT_VERSION:
+        r = subprocess.run(["npm", "install", "--prefix", NODE_DIR, "--no-save", "--no-audit",
+                            "--no-fund", f"{PLAYWRIGHT}@{PLAYWRIGHT_VERSION}"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, "npm install playwright-core:\n" + r.stderr[-2000:]
+    return mods
+
+
+def browse(plan):
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: run sh tests/deps.sh"
+    plan = dict(plan, modules=playwright_modules(), chromium=CHROMIUM)
+    r = subprocess.run(["node", CHECK, json.dumps(plan)], capture_output=True, text=True,
+                       timeout=90)
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        raise AssertionError(f"ui_check.mjs exit {r.returncode}:\n{r.stdout[-2000:]}\n"
+                             f"{r.stderr[-3000:]}")
+    assert out.get("error") is None, f"browser stopped at {out['steps'][-1:]}: {out['error']}"
+    return out
+
+
+def shown_ms(text):
+    """The milliseconds a figure such as "1.50 s" or "40.8 ms" shows."""
+    m = re.fullmatch(r"([0-9.]+) (ms|s)", text)
+    assert m, f"not a duration: {text!r}"
+    return float(m.group(1)) * (1000 if m.group(2) == "s" else 1)
+
+
+def close(a, b):
+    return abs(a - b) <= max(0.01 * abs(b), 0.006)
+
+
+def group(stats, **key):
+    for g in stats["groups"]:
+        if all(g.get(k) == v for k, v in key.items()):
+            return g
+    raise AssertionError(f"no group {key} in {stats['groups']}")
+
+
+def check_card(card, g, th_ttft, th_tpot, th_err):
+    """Every figure of one card against its /stats group."""
+    figs = card["figs"]
+    want = {"ttft_p50": g["ttft_ms"]["p50"], "ttft_p95": g["ttft_ms"]["p95"],
+            "ttft_p99": g["ttft_ms"]["p99"], "tpot_p50": g["tpot_ms"]["p50"],
+            "tpot_p95": g["tpot_ms"]["p95"], "error_rate": g["error_rate"],
+            "speed": g["output_tokens_per_s"], "active": g["active"],
+            "max_active": g["max_active"], "r2": g["ttft_concurrency_r2"]}
+    for k, v in want.items():
+        got = figs[k]["value"]
+        assert (got == "" if v is None else float(got) == v), (k, got, v)
+    for k in ("ttft_p50", "ttft_p95", "ttft_p99", "tpot_p50", "tpot_p95"):
+        assert close(shown_ms(figs[k]["text"]), want[k]), (k, figs[k], want[k])
+    assert close(float(figs["error_rate"]["text"].rstrip(" %")), 100 * g["error_rate"])
+    assert figs["errors"]["text"] == f"{g['errors']} of {g['requests']}", figs["errors"]
+
+    def level(v, warn, crit):
+        return "critical" if v > crit else "warning" if v > warn else "ok"
+
+    for k in ("ttft_p50", "ttft_p95", "ttft_p99", "tpot_p50", "tpot_p95", "error_rate"):
+        th = th_ttft if k.startswith("ttft") else th_tpot if k.startswith("tpot") else th_err
+        assert level(want[k], *th) in figs[k]["cls"].split(), (k, figs[k], th)
+
+
+def test_page_served():
+    with open(PAGE, "rb") as f:
+        page = f.read()
+    assert 4096 < len(page) < PAGE_MAX, len(page)
+    text = page.decode()
+    # nothing to fetch from elsewhere: no absolute URL, no CSS import
+    for bad in ("http://", "https://", "url(", "@import", " src=", "<iframe"):
+        assert bad not in text, bad
+    with Mock() as fast, Tokentap(config(fast.port, extra=f"admin:\n  address: 127.0.0.1:{{admin}}\n"
+                                                       f"  token: {TOKEN}\n")) as t:
+        wait_port(t.admin)
+        for path in ("/ui", "/ui/"):
+            code, headers, body = get(t.admin, path)   # no token: the page has no data
+            assert code == 200 and body == page, (path, code, len(body))
+            assert headers["Content-Type"].startswith("text/html"), headers
+            assert "connect-src 'self'" in headers["Content-Security-Policy"], headers
+        assert status_of(t.admin, "/ui/config.json") == 401
+        assert status_of(t.admin, "/ui/config.json", "wrong") == 401
+        assert status_of(t.admin, "/stats") == 401
+        assert status_of(t.admin, "/ui/nope", TOKEN) == 404
+        cfg = get_json(t.admin, "/ui/config.json", TOKEN)
+        assert cfg["windows"] == ["1m", "5m"], cfg
+        assert cfg["alerts"] == {"window": "1m", "quantile": 0.95, "min_samples": 3}, cfg
+        assert [r["name"] for r in cfg["routes"]] == ["fast"], cfg
+        assert cfg["routes"][0]["thresholds"] == {
+            "ttft_warning_ms": 1000, "ttft_critical_ms": 2000, "tpot_warning_ms": 5,
+            "tpot_critical_ms": 200, "error_rate_warning": 0.05, "error_rate_critical": 0.5}
+    with Mock() as fast, Mock() as slow, Tokentap(
+            config(fast.port, slow.port).replace(
+                ", error_rate_warning: 0.05, error_rate_critical: 0.5", "")) as t:
+        wait_port(t.admin)
+        cfg = get_json(t.admin, "/ui/config.json")
+        th = {r["name"]: r["thresholds"] for r in cfg["routes"]}
+        assert th["slow"]["ttft_critical_ms"] == 1200 and th["fast"]["ttft_critical_ms"] == 2000
+        assert th["slow"]["ttft_warning_ms"] == 1000, th
+        assert th["fast"]["error_rate_warning"] is None and th["fast"]["error_rate_critical"] is None
+
+
+def test_dashboard_in_browser():
+    with Mock("--ttft", "40ms") as fast, Mock("--ttft", "1500ms") as slow, \
+            Tokentap(config(fast.port, slow.port)) as t:
+        wait_port(t.admin)
+        # spread out, so that every quantile differs from its neighbours
+        jobs = [("fast", "m-fast", "acme" if i % 2 else "beta",
+                 {"TTFT": f"{10 * i}ms", "TPOT": f"{2 + i % 5}ms"}) for i in range(1, 21)]
+        jobs += [("fast", "m-fast", "acme", {"Fault": "status:500"})] * 2
+        jobs += [("slow", "m-slow", "acme", None)] * 4
+        statuses = traffic(t.port, jobs)
+        assert statuses == [200] * 20 + [500] * 2 + [200] * 4, statuses
+        rule = wait_firing(t, "TTFTHigh", "critical", "slow")
+        wait_firing(t, "ErrorRateHigh", "warning", "fast")
+        shots = [os.path.join(ROOT, "build", "ui.png")]
+        if os.environ.get("UI_SCREENSHOT_DOCS") == "1":
+            os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
+            shots.append(os.path.join(ROOT, "docs", "ui.png"))
+        for s in shots:
+            if os.path.exists(s):
+                os.unlink(s)
+        out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fast", "slow"],
+                      "firing": {"alertname": "TTFTHigh", "severity": "critical",
+                                 "route": "slow"},
+                      "window": "5m", "points": 2, "expand": "slow", "screenshot": shots,
+                      "dark": True, "mobile": True, "reload": True})
+        # no traffic since: these are the figures the page polled
+        stats = get_json(t.admin, "/stats?window=5m&by=route")
+        tenants = get_json(t.admin, "/stats?window=5m&by=route,tenant")
+        models = get_json(t.admin, "/stats?window=5m&by=route,model")
+        alerts = get_json(t.admin, "/alerts")
+
+    assert out["console"] == [], out["console"]
+    admin = f"http://127.0.0.1:{t.admin}/"
+    strays = [r["url"] for r in out["requests"]
+              if not r["url"].startswith(admin) and not r["url"].startswith("data:")]
+    assert strays == [], strays
+    paths = [r["url"][len(admin) - 1:] for r in out["requests"]]
+    for p in ("/ui", "/ui/config.json", "/stats?window=1m&by=route", "/stats?window=5m&by=route",
+              "/stats?window=5m&by=route,tenant", "/stats?window=5m&by=route,model", "/alerts"):
+        assert p in paths, (p, paths)
+    # one /alerts a poll: polls 2 s apart but for the three the test caused
+    # (choosing a window, opening a card, reloading)
+    polls = [r["t"] for r in out["requests"] if r["url"] == admin + "alerts"]
+    assert sum(b - a < 1900 for a, b in zip(polls, polls[1:])) <= 3, polls
+    assert out["windows"] == ["1m", "5m"] and out["window"] == "5m", out
+
+    fast = group(stats, route="fast")
+    q, p = fast["ttft_ms"], fast["tpot_ms"]
+    assert q["p50"] < q["p90"] < q["p95"] < q["p99"] and p["p50"] < p["p95"], (q, p)
+    cards = out["cards"]
+    assert set(cards) == {"fast", "slow"}, cards.keys()
+    check_card(cards["fast"], group(stats, route="fast"), (1000, 2000), (5, 200), (0.05, 0.5))
+    check_card(cards["slow"], group(stats, route="slow"), (1000, 1200), (100, 200), (0.05, 0.5))
+    # the route's own ttft_critical (1200ms) beats the global one (2000ms)
+    assert "critical" in cards["slow"]["figs"]["ttft_p95"]["cls"].split()
+    assert cards["slow"]["state"] == "critical" and cards["fast"]["state"] == "warning", \
+        (cards["slow"]["state"], cards["fast"]["state"])
+    assert "warning" in cards["fast"]["figs"]["error_rate"]["cls"].split()
+    assert "ok" in cards["fast"]["figs"]["ttft_p95"]["cls"].split()
+    # the route's tpot_warning (5ms) lies between its TPOT P50 and P95
+    assert "ok" in cards["fast"]["figs"]["tpot_p50"]["cls"].split()
+    assert "warning" in cards["fast"]["figs"]["tpot_p95"]["cls"].split()
+    for name, c in cards.items():
+        assert min(c["charts"]) >= 2, (name, c["charts"])
+
+    slow = cards["slow"]
+    assert slow["expanded"] and not cards["fast"]["expanded"]
+    assert [r["key"] for r in slow["detail"]["tenant"]] == ["acme"], slow["detail"]
+    assert [r["key"] for r in slow["detail"]["model"]] == ["m-slow"], slow["detail"]
+    assert float(slow["detail"]["tenant"][0]["cells"][2]) == \
+        group(tenants, route="slow", tenant="acme")["ttft_ms"]["p95"]
+    assert float(slow["detail"]["model"][0]["cells"][2]) == \
+        group(models, route="slow", model="m-slow")["ttft_ms"]["p95"]
+
+    firing = [f for f in out["firing"] if f["state"] == "firing"]
+    want = {(r["alertname"], r["severity"], r["route"], r["since"])
+            for r in alerts["rules"] if r["state"] == "firing"}
+    assert {(f["alertname"], f["severity"], f["route"], f["since"]) for f in firing} == want
+    assert ("TTFTHigh", "critical", "slow", rule["since"]) in want
+    assert len(out["transitions"]) == min(25, len(alerts["transitions"])) > 0
+
+    for s in shots:
+        with open(s, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", s
+        assert os.path.getsize(s) > 20000, s
+    dark = [int(x) for x in re.findall(r"\d+", out["dark_bg"])[:3]]
+    light = [int(x) for x in re.findall(r"\d+", out["light_bg"])[:3]]
+    assert sum(dark) < 150 < 600 < sum(light), (out["dark_bg"], out["light_bg"])
+    m = out["mobile"]
+    assert m["scroll_width"] <= m["width"] and m["card_width"] <= m["width"], m
+    assert out["asks"] == 0 and out["prompted_after_reload"] is False
+
+
+def test_dashboard_asks_for_token():
+    admin = f"admin:\n  address: 127.0.0.1:{{admin}}\n  token: {TOKEN}\n"
+    with Mock("--ttft", "30ms") as fast, Tokentap(config(fast.port, extra=admin)) as t:
+        wait_port(t.admin)
+        assert traffic(t.port, [("fast", "m", "acme", None)] * 3) == [200] * 3
+        out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fast"],
+                      "tokens": ["not-the-token", TOKEN], "reload": True})
+        stats = get_json(t.admin, "/stats?window=1m&by=route", TOKEN)
+
+    assert len(out["prompts"]) == 2 and out["asks"] == 2, (out["asks"], out["prompts"])
+    assert "refused" not in out["prompts"][0] and "refused" in out["prompts"][1], out["prompts"]
+    assert out["prompted_after_reload"] is False
+    assert out["storage"] == {"token": TOKEN, "local": 0}, out["storage"]
+    assert float(out["cards"]["fast"]["figs"]["ttft_p95"]["value"]) == \
+        group(stats, route="fast")["ttft_ms"]["p95"]
+    # the refused fetches are the only errors the browser reports
+    assert all("401" in m for m in out["console"]), out["console"]
+    base = f"http://127.0.0.1:{t.admin}"
+    api = [r for r in out["requests"] if not r["url"].startswith(base + "/ui")
+           or r["url"].startswith(base + "/ui/config.json")]
+    assert all(r["url"].startswith(base + "/") for r in out["requests"]), out["requests"]
+    assert all(TOKEN not in r["url"] for r in out["requests"])
+    authed = [r for r in api if r["auth"] == "Bearer " + TOKEN]
+    assert len(authed) >= 4, api
+    # once the right token was given, every data request carries it
+    first = api.index(authed[0])
+    assert all(r["auth"] == "Bearer " + TOKEN for r in api[first:]), api[first:]
+    assert api[0]["auth"] is None and api[0]["url"] == base + "/ui/config.json", api[0]

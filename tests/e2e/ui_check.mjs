@@ -1,0 +1,185 @@
+// Drives the dashboard at GET /ui in headless Chromium and prints what it
+// saw as one JSON object; tests/e2e/test_ui.py decides what is right.
+//
+//   node tests/e2e/ui_check.mjs '<plan as JSON>'
+//
+// plan: url, modules (a node_modules holding playwright-core), chromium,
+// routes (cards to wait for), tokens (typed, in order, each time the page
+// asks), firing ({alertname, severity, route} to wait for), window (to
+// select), expand (route card to click), points (chart points to wait
+// for), screenshot (paths), reload, mobile, dark (extra checks).
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const plan = JSON.parse(process.argv[2]);
+const require = createRequire(join(plan.modules, 'noop.js'));
+const { chromium } = require('playwright-core');
+
+const WAIT = 15000;
+const out = { prompts: [], requests: [], console: [], cards: {}, steps: [] };
+const profile = mkdtempSync(join(tmpdir(), 'tt-chromium-'));
+let ctx;
+
+function step(name) {
+	out.steps.push(name);       // where it stopped, when a wait times out
+}
+
+const card = r => `#cards .card[data-route="${r}"]`;
+
+// The page may ask again as soon as a token is refused, too fast to see the
+// dialog close: count its showModal() calls instead.
+function countAsks() {
+	const show = HTMLDialogElement.prototype.showModal;
+	window.__asks = 0;
+	HTMLDialogElement.prototype.showModal = function () {
+		window.__asks++;
+		return show.call(this);
+	};
+}
+
+async function answerPrompts(page, tokens) {
+	for (const [i, token] of tokens.entries()) {
+		step('prompt ' + (i + 1));
+		await page.waitForFunction(n => window.__asks >= n, i + 1, { timeout: WAIT });
+		await page.waitForSelector('#login[open]', { timeout: WAIT });
+		out.prompts.push(await page.textContent('#login-msg'));
+		await page.fill('#token', token);
+		await page.click('#login button[type=submit]');
+	}
+}
+
+async function waitCards(page, routes) {
+	step('cards');
+	await page.waitForFunction(rs => rs.every(r => {
+		const e = document.querySelector(`#cards .card[data-route="${r}"] [data-k="ttft_p95"]`);
+		return e && e.dataset.value !== undefined;
+	}), routes, { timeout: WAIT });
+}
+
+// Every figure of every card: raw value, text shown, colour class.
+async function readCards(page) {
+	return page.$$eval('#cards .card', cards => Object.fromEntries(cards.map(c => {
+		const figs = {};
+		for (const e of c.querySelectorAll('[data-k]'))
+			figs[e.dataset.k] = { value: e.dataset.value ?? null, text: e.textContent, cls: e.className };
+		const charts = [...c.querySelectorAll('canvas')].map(cv => Number(cv.dataset.points || 0));
+		const detail = {};
+		for (const t of c.querySelectorAll('.detail table')) {
+			detail[t.dataset.by] = [...t.querySelectorAll('tbody tr[data-key]')].map(tr => ({
+				key: tr.dataset.key, cells: [...tr.cells].map(td => td.dataset.value ?? td.textContent),
+			}));
+		}
+		return [c.dataset.route, { state: c.dataset.state, figs, charts, detail,
+			expanded: c.getAttribute('aria-expanded') === 'true' }];
+	})));
+}
+
+async function main() {
+	ctx = await chromium.launchPersistentContext(profile, {
+		executablePath: plan.chromium || '/usr/bin/chromium',
+		headless: true,
+		viewport: { width: 1280, height: 900 },
+		args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run',
+			'--disable-background-networking', '--disable-component-update', '--disable-sync',
+			'--disable-dev-shm-usage'],    // containers give /dev/shm 64 MiB
+	});
+	const page = ctx.pages()[0] || await ctx.newPage();
+	await page.addInitScript(countAsks);
+	page.on('console', m => { if (m.type() === 'error') out.console.push(m.text()); });
+	page.on('pageerror', e => out.console.push('pageerror: ' + e.message));
+	page.on('request', r => out.requests.push({
+		url: r.url(), method: r.method(), auth: r.headers().authorization || null, t: Date.now(),
+	}));
+
+	step('load');
+	await page.goto(plan.url, { waitUntil: 'load' });
+	await answerPrompts(page, plan.tokens || []);
+	await waitCards(page, plan.routes);
+	out.asks = await page.evaluate(() => window.__asks);
+	if (plan.firing) {
+		step('firing');
+		const f = plan.firing;
+		await page.waitForSelector(`#firing li[data-state="firing"][data-alertname="${f.alertname}"]`
+			+ `[data-severity="${f.severity}"][data-route="${f.route}"]`, { timeout: WAIT });
+	}
+	if (plan.window) {
+		step('window');
+		await page.selectOption('#window', plan.window);
+		await page.waitForFunction(w => document.querySelector('#cards').dataset.window === w,
+			plan.window, { timeout: WAIT });
+	}
+	if (plan.points) {
+		step('chart points');
+		await page.waitForFunction(([rs, n]) => rs.every(r => {
+			const cv = document.querySelector(`#cards .card[data-route="${r}"] canvas`);
+			return cv && Number(cv.dataset.points) >= n;
+		}), [plan.routes, plan.points], { timeout: WAIT });
+	}
+	if (plan.expand) {
+		step('expand');
+		await page.click(card(plan.expand) + ' > header');
+		await page.waitForSelector(card(plan.expand) + ' table[data-by="model"] tbody tr[data-key]',
+			{ timeout: WAIT });
+	}
+	out.cards = await readCards(page);
+	out.window = await page.$eval('#cards', e => e.dataset.window);
+	out.windows = await page.$$eval('#window option', os => os.map(o => o.value));
+	out.firing = await page.$$eval('#firing li', ls => ls.map(l => ({
+		alertname: l.dataset.alertname, severity: l.dataset.severity, route: l.dataset.route,
+		state: l.dataset.state, since: l.querySelector('.since').dataset.since, text: l.textContent,
+	})));
+	out.transitions = await page.$$eval('#transitions tbody tr', rs => rs.map(r => r.textContent));
+	out.storage = await page.evaluate(() => ({
+		token: sessionStorage.getItem('tokentap.token'), local: localStorage.length,
+	}));
+	out.page_url = page.url();
+	for (const path of plan.screenshot || []) {
+		step('screenshot');
+		await page.screenshot({ path, fullPage: true });
+	}
+	if (plan.dark) {
+		step('dark');
+		const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+		await page.emulateMedia({ colorScheme: 'light' });
+		out.light_bg = await bg();
+		await page.emulateMedia({ colorScheme: 'dark' });
+		out.dark_bg = await bg();
+		await page.emulateMedia({ colorScheme: 'light' });
+	}
+	if (plan.mobile) {
+		step('mobile');
+		await page.setViewportSize({ width: 390, height: 844 });
+		await page.waitForTimeout(100);
+		out.mobile = await page.evaluate(() => ({
+			scroll_width: document.documentElement.scrollWidth, width: window.innerWidth,
+			card_width: document.querySelector('#cards .card').getBoundingClientRect().width,
+			// what sticks out, if anything (scrolling boxes may be wider)
+			wide: [...document.querySelectorAll('body *')].filter(e => !e.closest('.scroll')
+				&& e.getBoundingClientRect().right > window.innerWidth + 0.5)
+				.slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.textContent.slice(0, 40)),
+		}));
+		await page.setViewportSize({ width: 1280, height: 900 });
+	}
+	if (plan.reload) {
+		step('reload');
+		await page.reload({ waitUntil: 'load' });
+		await waitCards(page, plan.routes);
+		out.prompted_after_reload = await page.evaluate(() => window.__asks > 0);
+	}
+	step('done');
+}
+
+let code = 0;
+try {
+	await main();
+} catch (e) {
+	out.error = String(e && e.stack || e);
+	code = 1;
+} finally {
+	if (ctx) await ctx.close().catch(() => {});
+	rmSync(profile, { recursive: true, force: true });
+}
+process.stdout.write(JSON.stringify(out) + '\n');
+process.exitCode = code;
