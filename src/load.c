@@ -38,7 +38,8 @@ struct opts {
 
 enum {
 	OPT_ARRIVALS = 256, OPT_TIMEOUT, OPT_DIALECT, OPT_MODEL, OPT_PROMPT,
-	OPT_MAX, OPT_JSON, OPT_SAMPLES, OPT_SCENARIOS, OPT_ONLY, OPT_SEED
+	OPT_MAX, OPT_JSON, OPT_SAMPLES, OPT_SCENARIOS, OPT_ONLY, OPT_SEED,
+	OPT_RAMP, OPT_LAG
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +59,8 @@ static const struct option long_opts[] = {
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
 	{"seed", required_argument, NULL, OPT_SEED},
+	{"ramp", required_argument, NULL, OPT_RAMP},
+	{"lag", no_argument, NULL, OPT_LAG},
 	{"check", no_argument, NULL, 't'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
@@ -90,6 +93,9 @@ static void usage(FILE *f)
 	    "                          the table then goes to stderr)\n"
 	    "      --samples           with --json: every request's measurements\n"
 	    "      --seed N            seed of token counts, prompts and arrivals (default 1)\n"
+	    "      --ramp DUR          closed loop: start the users evenly over DUR\n"
+	    "      --lag               time each event stamped by tokentap-mock --stamp\n"
+	    "                          from its send to its read (same host): p50/p99/max\n"
 	    "      --scenarios FILE    run the YAML scenarios of FILE and check their\n"
 	    "                          targets; the URL, if given, replaces their target\n"
 	    "      --only NAME         only that scenario (and its baseline)\n"
@@ -171,6 +177,12 @@ static void parse_one(struct opts *o, int ch)
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->seed, &err) < 0)
 			bad_value("--seed", err);
 		break;
+	case OPT_RAMP:
+		parse_duration("--ramp", optarg, &c->ramp_us);
+		break;
+	case OPT_LAG:
+		c->lag = 1;
+		break;
 	case OPT_JSON:
 		o->json_path = optarg;
 		break;
@@ -224,6 +236,10 @@ static void parse_options(int argc, char **argv, struct opts *o)
 	if (o->scen_path == NULL && !o->url_given) {
 		log_error("no target URL");
 		usage(stderr);
+		exit(EXIT_USAGE);
+	}
+	if (o->conf.ramp_us > 0 && o->conf.rate > 0) {
+		log_error("--ramp is for the closed loop, not with --rate");
 		exit(EXIT_USAGE);
 	}
 	if (o->samples && o->json_path == NULL) {

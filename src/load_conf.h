@@ -40,6 +40,8 @@ struct load_conf {
 	struct load_header headers[LOAD_CONF_MAX_HEADERS];
 	size_t nheaders;
 	uint64_t seed;
+	uint64_t ramp_us;            /* closed loop: users start spread over this */
+	int lag;                     /* time the events of tokentap-mock --stamp */
 };
 
 /* Defaults: 10 users, 10 s, timeout 60 s, 100 prompt / 100 output tokens. */

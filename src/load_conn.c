@@ -11,6 +11,7 @@
 #include <event2/event.h>
 #include <llhttp.h>
 
+#include "load_lag.h"
 #include "util.h"
 
 #define HNAME_MAX 32
@@ -46,6 +47,8 @@ struct load_conn {
 
 	uint32_t *itl;
 	size_t nitl, itl_cap;
+
+	struct load_lag lag;
 };
 
 static void conn_read(struct bufferevent *bev, void *arg);
@@ -112,6 +115,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 	struct load_conn *c = p->data;
 
 	meter_body(&c->m, at, len, c->now);
+	if (c->ctx->lag != NULL)
+		load_lag_feed(&c->lag, at, len, c->now);
 	return 0;
 }
 
@@ -148,6 +153,13 @@ static void itl_gap(void *arg, uint64_t gap_us)
 		c->itl_cap = cap;
 	}
 	c->itl[c->nitl++] = gap_us > UINT32_MAX ? UINT32_MAX : (uint32_t)gap_us;
+}
+
+static void lag_record(void *arg, uint64_t lag_us)
+{
+	struct load_conn *c = arg;
+
+	hist_record(c->ctx->lag, lag_us);
 }
 
 static void close_bev(struct load_conn *c)
@@ -357,6 +369,7 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	c->m.itl_fn = itl_gap;
 	c->m.itl_arg = c;
 	c->nitl = 0;
+	load_lag_init(&c->lag, lag_record, c);
 	c->busy = 1;
 	c->retried = c->connect_failed = 0;
 	evbuffer_drain(c->req, evbuffer_get_length(c->req));

@@ -31,6 +31,7 @@ struct load_conn_ctx {
 	socklen_t addrlen;
 	size_t max_event_bytes;
 	load_conn_done_fn done;
+	struct hist *lag;           /* --lag: each stamped event's lag (µs), or NULL */
 	uint64_t opened;            /* connections opened, for the report */
 };
 

@@ -38,6 +38,17 @@ static void table_row(FILE *f, const char *label, const struct hist *h)
 	    label, q.count, q.p50, q.p90, q.p95, q.p99, q.mean, q.max);
 }
 
+/* Event lag is tens of µs: the ms columns would round it away. */
+static void table_lag(FILE *f, const struct hist *h)
+{
+	struct load_quant q;
+
+	loadstats_quant(h, &q);
+	fprintf(f, "%-14s %8" PRIu64 " %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f\n",
+	    "event lag us", q.count, q.p50 * 1000, q.p90 * 1000, q.p95 * 1000,
+	    q.p99 * 1000, q.mean * 1000, q.max * 1000);
+}
+
 void load_report_table(FILE *f, const struct load_report *rp)
 {
 	const struct loadstats *st = rp->st;
@@ -73,6 +84,8 @@ void load_report_table(FILE *f, const struct load_report *rp)
 	table_row(f, "ITL ms", &st->itl);
 	table_row(f, "speed tok/s", &st->speed);
 	table_row(f, "duration ms", &st->duration);
+	if (c->lag)
+		table_lag(f, &st->lag);
 }
 
 void load_report_json_string(FILE *f, const char *s)
@@ -205,6 +218,8 @@ void load_report_json_members(FILE *f, const struct load_report *rp,
 	json_quant(f, "itl_ms", &st->itl, pad);
 	json_quant(f, "output_speed", &st->speed, pad);
 	json_quant(f, "duration_ms", &st->duration, pad);
+	if (rp->conf->lag)
+		json_quant(f, "lag_ms", &st->lag, pad);
 	if (!samples)
 		return;
 	fprintf(f, ",\n%s\"samples\": [", pad);

@@ -48,7 +48,7 @@ struct run {
 	uint64_t rng;
 	int stopping, interrupted, failed;
 	struct evbuffer *req;
-	struct event *deadline_ev, *arrival_ev, *progress_ev;
+	struct event *deadline_ev, *arrival_ev, *progress_ev, *ramp_ev;
 	struct event *sig_ev[2];
 };
 
@@ -65,6 +65,8 @@ static void stop_issuing(struct run *r)
 		evtimer_del(r->deadline_ev);
 	if (r->arrival_ev != NULL)
 		evtimer_del(r->arrival_ev);
+	if (r->ramp_ev != NULL)
+		evtimer_del(r->ramp_ev);
 	check_end(r);
 }
 
@@ -220,6 +222,26 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
 		arm(r->arrival_ev, (uint64_t)ceil(r->next_at - (double)now));
 }
 
+/* --ramp: user i starts at start + i * ramp / N, so that N users do not
+ * connect, and their streams do not tick, all at the same instant. */
+static void on_ramp(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	uint64_t now = util_now_us(), n = r->max_slots, at;
+
+	(void)fd;
+	(void)what;
+	while (!r->stopping && r->nslots < n) {
+		at = r->start + r->conf->ramp_us * r->nslots / n;
+		if (at > now) {
+			arm(r->ramp_ev, at - now);
+			return;
+		}
+		r->nslots++;
+		user_next(r, &r->slots[r->nslots - 1]);
+	}
+}
+
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -321,6 +343,10 @@ static int setup(struct run *r, int progress)
 		r->arrival_ev = evtimer_new(r->base, on_arrival, r);
 		if (r->arrival_ev == NULL)
 			return -1;
+	} else if (r->conf->ramp_us > 0) {
+		r->ramp_ev = evtimer_new(r->base, on_ramp, r);
+		if (r->ramp_ev == NULL)
+			return -1;
 	}
 	if (progress) {
 		r->progress_ev = event_new(r->base, -1, EV_PERSIST, on_progress, r);
@@ -348,6 +374,8 @@ static void teardown(struct run *r)
 		event_free(r->deadline_ev);
 	if (r->arrival_ev != NULL)
 		event_free(r->arrival_ev);
+	if (r->ramp_ev != NULL)
+		event_free(r->ramp_ev);
 	if (r->progress_ev != NULL)
 		event_free(r->progress_ev);
 	for (int i = 0; i < 2; i++)
@@ -363,6 +391,10 @@ static void begin(struct run *r)
 	if (r->open_loop) {
 		r->next_at = (double)r->start;
 		on_arrival(-1, 0, r);
+		return;
+	}
+	if (r->ramp_ev != NULL) {
+		on_ramp(-1, 0, r);
 		return;
 	}
 	for (size_t i = 0; i < r->max_slots && !r->stopping; i++) {
@@ -389,6 +421,7 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	r.ctx.base = base;
 	r.ctx.max_event_bytes = MAX_EVENT_BYTES;
 	r.ctx.done = slot_done;
+	r.ctx.lag = c->lag ? &st->lag : NULL;
 	if (resolve(&r, dns) < 0)
 		goto done;
 	if (setup(&r, progress) < 0) {

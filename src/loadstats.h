@@ -56,6 +56,7 @@ struct loadstats {
 	struct hist itl;
 	struct hist speed;        /* output speed in 1/1000 tokens/s */
 	struct hist duration;
+	struct hist lag;          /* --lag: each stamped event, server send to client read */
 	int keep_samples;
 	struct load_sample *samples;
 	size_t nsamples, cap;

@@ -65,6 +65,7 @@ static const struct option long_opts[] = {
 	{"fault", required_argument, NULL, OPT_KNOB},
 	{"seed", required_argument, NULL, OPT_KNOB},
 	{"framing", required_argument, NULL, OPT_KNOB},
+	{"stamp", required_argument, NULL, OPT_KNOB},
 	{NULL, 0, NULL, 0},
 };
 
@@ -90,6 +91,9 @@ static void usage(FILE *f)
 	    "                             stall-after:N\n"
 	    "      --seed N               seed of token text and jitter (default 1)\n"
 	    "      --framing chunked|close  response body framing (default chunked)\n"
+	    "      --stamp on|off         open each token event with the SSE comment\n"
+	    "                             \": ts=US\", its CLOCK_MONOTONIC send time in us\n"
+	    "                             (not for NDJSON; default off)\n"
 	    "  -h, --help                 this text\n"
 	    "  -V, --version              print the version\n"
 	    "\n"

@@ -108,17 +108,28 @@ static int set_tokens_per_chunk(struct mock_params *p, const char *v)
 	return 0;
 }
 
-static int set_usage(struct mock_params *p, const char *v)
+/* on/true/1 or off/false/0. Returns 0 or -1. */
+static int parse_bool(const char *v, int *out)
 {
 	if (strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0 ||
 	    strcmp(v, "1") == 0)
-		p->usage = 1;
+		*out = 1;
 	else if (strcasecmp(v, "off") == 0 || strcasecmp(v, "false") == 0 ||
 	    strcmp(v, "0") == 0)
-		p->usage = 0;
+		*out = 0;
 	else
 		return -1;
 	return 0;
+}
+
+static int set_usage(struct mock_params *p, const char *v)
+{
+	return parse_bool(v, &p->usage);
+}
+
+static int set_stamp(struct mock_params *p, const char *v)
+{
+	return parse_bool(v, &p->stamp);
 }
 
 static int set_framing(struct mock_params *p, const char *v)
@@ -185,6 +196,7 @@ static const struct {
 	{"fault", set_fault},
 	{"seed", set_seed},
 	{"framing", set_framing},
+	{"stamp", set_stamp},
 };
 
 int mock_params_find(const char *name, size_t len)

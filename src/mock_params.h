@@ -35,6 +35,7 @@ struct mock_params {
 	uint64_t tokens_per_chunk;
 	int usage;
 	int close_framing;             /* no Transfer-Encoding, close at the end */
+	int stamp;                     /* ": ts=<send µs>" before each token event */
 	enum mock_fault fault;
 	uint64_t fault_arg;
 	uint64_t seed;

@@ -120,6 +120,15 @@ static void end_events(struct mock_conn *c, struct mock_buf *out)
 		mock_buf_str(out, "0\r\n\r\n");
 }
 
+/* --stamp: the send time as an SSE comment line opening the event, so a
+ * client on this host can time each event's trip (a comment is no field:
+ * parsers and token counts ignore it). NDJSON has no comments. */
+static void stamp(const struct mock_stream *s, struct mock_buf *ev)
+{
+	if (s->p.stamp && !mock_wire_ndjson(s->w.api))
+		mock_buf_printf(ev, ": ts=%" PRIu64 "\n", util_now_us());
+}
+
 static int do_fault(struct mock_conn *c)
 {
 	struct mock_stream *s = &c->s;
@@ -167,6 +176,7 @@ static int step_tokens(struct mock_conn *c)
 		k = s->fault_at - s->w.tokens_sent;
 	if (k > 0) {
 		mock_buf_reset(ev);
+		stamp(s, ev);
 		mock_wire_token(&s->w, k, ev);
 		frame(s, out, ev);
 	}

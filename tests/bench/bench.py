@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""make bench: the same load three ways in one run, to tokentap-mock
+directly, through tokentap and through nginx (proxy_buffering off), for the
+figures of SPEC §7.
+
+  python3 tests/bench/bench.py [--quick] [--runs N] [--only SECTIONS] [--out FILE]
+  python3 tests/bench/bench.py --report FILE
+     --quick   smoke mode: one run each, small loads (under a minute)
+     --runs    runs per figure, the median is reported (default 3)
+     --only    comma-separated: latency,throughput,memory,instructions
+     --out     JSON output (default build/bench.json; Markdown beside it)
+     --report  print the tables of an earlier run's JSON again (and its .md)
+
+Pinning: on a machine with 2 CPUs or more, the mock and the client share
+the lower half of the CPUs and the proxy under test (tokentap or nginx,
+2 workers each) has the upper half to itself, so the proxy never competes
+with the load it forwards, and direct runs leave that half idle.
+
+Latency per event: tokentap-mock --stamp writes each token event's send
+time (CLOCK_MONOTONIC µs) in an SSE comment; tokentap-load --lag takes the
+time the event was read and records the difference. Both run on this host,
+on one clock. Added latency = through a proxy minus direct, per quantile of
+the medians of the runs.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures as fg  # noqa: E402
+import procs  # noqa: E402
+import report  # noqa: E402
+
+TPOT = "20ms"
+TTFT = "50ms"
+TOKENS = 50                    # per stream in the latency runs
+PATH = "/v1/chat/completions"
+
+FULL = {
+    "runs": 3,
+    "levels": [100, 1000, 5000],
+    "duration": "5s", "ramp": "1s",
+    "tp_streams": 100, "tp_tokens": 2000, "tp_duration": "4s",
+    "mem_levels": [1000, 8000],
+    "cg_streams": 20, "cg_tokens": 200,
+}
+QUICK = {
+    "runs": 1,
+    "levels": [100],
+    "duration": "2s", "ramp": "200ms",
+    "tp_streams": 50, "tp_tokens": 500, "tp_duration": "1s",
+    "mem_levels": [200],
+    "cg_streams": 5, "cg_tokens": 50,
+}
+DISTURBED = 0.05              # share of CPU time other processes may take
+MAX_REPEATS = 10              # runs repeated for that, at most, in all
+SECTIONS = ("latency", "throughput", "memory", "instructions")
+TARGETS = ("direct", "tokentap", "nginx")
+PROXIES = ("tokentap", "nginx")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def machine(client, proxy):
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True) \
+        if shutil.which("nginx") else None
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "nginx": nginx.stderr.strip().split("/")[-1] if nginx else None,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "pinning": {"mock_and_client": sorted(client), "proxy": sorted(proxy)},
+    }
+
+
+def cpu_sets():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return set(cpus), set(cpus)
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
+
+
+class Bench:
+    def __init__(self, a):
+        self.p = QUICK if a.quick else FULL
+        self.runs = a.runs or self.p["runs"]
+        self.quick = a.quick
+        self.client, self.proxy = cpu_sets()
+        self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
+        self.mock = self.tokentap = self.nginx = None
+        self.marks = (0, 0)        # log sizes at the start of the last run
+        self.has_nginx = shutil.which("nginx") is not None
+        self.has_valgrind = shutil.which("valgrind") is not None and \
+            shutil.which("callgrind_control") is not None
+        self.repeats = 0 if a.quick else MAX_REPEATS
+
+    # ---- processes -------------------------------------------------------
+
+    def start(self):
+        self.mock = procs.Mock(self.client, self.dir, ttft=TTFT, tpot=TPOT)
+
+    def start_proxies(self):
+        self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port)
+        if self.has_nginx:
+            self.nginx = procs.Nginx(self.proxy, self.dir, self.mock.port)
+
+    def stop_proxies(self):
+        for p in (self.nginx, self.tokentap):
+            if p is not None:
+                p.stop()
+        self.tokentap = self.nginx = None
+
+    def stop(self):
+        self.stop_proxies()
+        if self.mock is not None:
+            self.mock.stop()
+
+    def target(self, name):
+        return {"direct": self.mock, "tokentap": self.tokentap,
+                "nginx": self.nginx}[name]
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.target(name).port}{PATH}"
+
+    def measure(self, name, args):
+        """One tokentap-load run against target name: its figures and the
+        CPU seconds of each process, of the network stack (softirq) on each
+        CPU set and of processes not ours, over the run."""
+        t = self.target(name)
+        t.check()
+        self.marks = self.log_marks()
+        mine = [p for p in (self.mock, self.tokentap, self.nginx) if p is not None]
+        before = [p.cpu_s() for p in mine]
+        cpu0 = procs.cpu_times()
+        fig, load_cpu = procs.run_load(self.client, self.dir, self.url(name), args)
+        used = [p.cpu_s() - b for p, b in zip(mine, before)]
+        cpu1 = procs.cpu_times()
+
+        def delta(cpus, i):
+            return sum(cpu1[c][i] - cpu0[c][i] for c in cpus if c in cpu0)
+        tasks = delta(cpu0.keys(), 0)
+        cpu = {p.name: u for p, u in zip(mine, used)}
+        other = max(tasks - sum(used) - load_cpu, 0.0)
+        return fig, {"proxy": cpu.get(name) if name != "direct" else None,
+                     "mock": cpu["mock"], "load": load_cpu,
+                     "softirq_proxy": delta(self.proxy, 1),
+                     "softirq_client": delta(self.client, 1),
+                     "other": other,
+                     "other_share": other / (fig["elapsed_s"] * len(cpu0))}
+
+    def measure_quiet(self, name, args):
+        """measure(), once more when other processes took over 5 % of the
+        machine's CPU time meanwhile (a shared machine), while the budget
+        of repeats lasts."""
+        for attempt in (1, 2):
+            fig, cpu = self.measure(name, args)
+            cpu["attempts"] = attempt
+            if cpu["other_share"] <= DISTURBED or self.repeats <= 0:
+                break
+            self.repeats -= 1
+            log(f"  other processes took {100 * cpu['other_share']:.0f} % of the "
+                "CPU time: once more")
+        return fig, cpu
+
+    def targets(self):
+        return [t for t in TARGETS if t != "nginx" or self.has_nginx]
+
+    # ---- latency, TTFT, accuracy -----------------------------------------
+
+    def latency_args(self, n):
+        return ["-c", str(n), "--ramp", self.p["ramp"], "-d", self.p["duration"],
+                "--max-tokens", str(TOKENS), "--lag", "--timeout", "120s",
+                "--samples"]
+
+    def latency_run(self, name, n):
+        fig, cpu = self.measure_quiet(name, self.latency_args(n))
+        lag = fig.get("lag_ms") or {}
+        events = fig["output_tokens"]
+        # TTFT from every request: the histogram's 0.5 ms buckets at 50 ms
+        # would hide what a proxy adds
+        ttft = sorted(x["ttft_ms"] for x in fig["samples"]
+                      if x["outcome"] == "ok" and x["ttft_ms"] is not None)
+
+        def us(v):
+            return None if v is None else v * 1000
+        return {
+            "lag_p50_us": us(lag.get("p50")), "lag_p99_us": us(lag.get("p99")),
+            "lag_max_us": us(lag.get("max")), "lag_events": lag.get("count", 0),
+            "ttft_p50_ms": fg.quantile(ttft, 0.5), "ttft_p99_ms": fg.quantile(ttft, 0.99),
+            "tpot_p50_ms": fig["tpot_ms"]["p50"],
+            "requests": fig["requests"], "errors": fig["errors"],
+            "events": events, "events_per_s": fig["output_tokens_per_s"],
+            "proxy_cpu_s": cpu["proxy"],
+            "cpu_s_per_M_events": fg.ratio(cpu["proxy"], events / 1e6)
+            if cpu["proxy"] is not None and events else None,
+            "mock_cpu_s": cpu["mock"], "load_cpu_s": cpu["load"],
+            "softirq_proxy_cpus_s": cpu["softirq_proxy"],
+            "softirq_client_cpus_s": cpu["softirq_client"],
+            "other_cpu_s": cpu["other"], "other_share": cpu["other_share"],
+            "attempts": cpu["attempts"],
+        }
+
+    def warm_up(self):
+        for name in self.targets():
+            self.measure(name, ["-c", "100", "-d", "1s", "--max-tokens", "20"])
+
+    def latency(self):
+        out = {}
+        self.start_proxies()
+        try:
+            if not self.quick:
+                self.warm_up()
+            for n in self.p["levels"]:
+                runs = {t: [] for t in self.targets()}
+                pairs = []
+                for i in range(self.runs):
+                    for name in self.targets():
+                        log(f"latency: {n} streams, {name}, run {i + 1}/{self.runs}")
+                        runs[name].append(self.latency_run(name, n))
+                        if name == "tokentap":
+                            pairs += self.matched(self.marks)
+                out[str(n)] = self.latency_summary(n, runs, pairs)
+        finally:
+            self.stop_proxies()
+        return out
+
+    def latency_summary(self, n, runs, pairs):
+        keys = list(runs["direct"][0].keys())
+        level = {"streams": n, "offered_events_per_s": n * 1000 / 20.0}
+        for name, rs in runs.items():
+            level[name] = {"median": fg.medians(rs, keys), "runs": rs}
+        d = level["direct"]["median"]
+        level["added"] = {}
+        for name in (p for p in PROXIES if p in runs):
+            m = level[name]["median"]
+            level["added"][name] = {
+                k: fg.diff(m[k], d[k]) for k in
+                ("lag_p50_us", "lag_p99_us", "lag_max_us", "ttft_p50_ms", "ttft_p99_ms")}
+        level["accuracy"] = accuracy(pairs)
+        return level
+
+    # The mock's request log and tokentap's access log, matched by the
+    # X-Request-Id tokentap forwards, over the last tokentap run.
+    def log_marks(self):
+        return (procs.file_size(self.mock.log),
+                procs.file_size(self.tokentap.log) if self.tokentap else 0)
+
+    def matched(self, marks):
+        time.sleep(0.3)     # the last lines are written as the streams end
+        mock, _ = procs.read_jsonl(self.mock.log, marks[0])
+        tt, _ = procs.read_jsonl(self.tokentap.log, marks[1])
+        by_id = {m["request_id"]: m for m in mock if m.get("request_id")}
+        return [(t, by_id[t["request_id"]]) for t in tt
+                if t.get("request_id") in by_id]
+
+    # ---- throughput ceiling and CPU per event ------------------------------
+
+    def throughput(self):
+        p = self.p
+        args = ["-c", str(p["tp_streams"]), "-d", p["tp_duration"],
+                "--max-tokens", str(p["tp_tokens"]), "-H", "X-Mock-TPOT: 0",
+                "--timeout", "120s"]
+        runs = {t: [] for t in self.targets()}
+        self.start_proxies()
+        try:
+            for i in range(self.runs):
+                for name in self.targets():
+                    log(f"throughput: {name}, run {i + 1}/{self.runs}")
+                    fig, cpu = self.measure_quiet(name, args)
+                    ev, el = fig["output_tokens"], fig["elapsed_s"]
+                    r = {"events": ev, "elapsed_s": el,
+                         "events_per_s": fig["output_tokens_per_s"],
+                         "errors": fig["errors"],
+                         "proxy_cpu_s": cpu["proxy"], "mock_cpu_s": cpu["mock"],
+                         "load_cpu_s": cpu["load"], "other_cpu_s": cpu["other"],
+                         "other_share": cpu["other_share"],
+                         "attempts": cpu["attempts"],
+                         "softirq_proxy_cpus_s": cpu["softirq_proxy"],
+                         "softirq_client_cpus_s": cpu["softirq_client"],
+                         "proxy_cpu_util": None, "cpu_s_per_M_events": None,
+                         "ceiling_events_per_s": None}
+                    if cpu["proxy"]:
+                        r["proxy_cpu_util"] = cpu["proxy"] / el
+                        r["cpu_s_per_M_events"] = cpu["proxy"] / (ev / 1e6)
+                        # what one fully busy proxy CPU set would forward
+                        r["ceiling_events_per_s"] = ev / cpu["proxy"] * len(self.proxy)
+                    runs[name].append(r)
+        finally:
+            self.stop_proxies()
+        keys = list(runs["direct"][0].keys())
+        out = {"streams": p["tp_streams"], "tokens_per_stream": p["tp_tokens"],
+               "tpot_ms": 0}
+        for name, rs in runs.items():
+            out[name] = {"median": fg.medians(rs, keys), "runs": rs}
+        return out
+
+    # ---- memory per open stream ---------------------------------------------
+
+    def start_one(self, kind, name):
+        if kind == "tokentap":
+            return procs.Tokentap(self.proxy, self.dir, self.mock.port, name=name)
+        return procs.Nginx(self.proxy, self.dir, self.mock.port, name=name)
+
+    def memory_run(self, kind, n):
+        proxy = self.start_one(kind, f"{kind}-mem")
+        load = None
+        try:
+            time.sleep(0.3)
+            idle_rss, idle_fds = proxy.rss_kib(), proxy.fds()
+            ramp = max(0.2, n / 4000)
+            # streams that outlast the measurement: one token every 500 ms
+            load = procs.start_load(self.client, self.dir,
+                                    f"http://127.0.0.1:{proxy.port}{PATH}",
+                                    ["-c", str(n), "--ramp", f"{ramp:.1f}s",
+                                     "-d", "600s", "--timeout", "600s",
+                                     "--max-tokens", "100000",
+                                     "-H", "X-Mock-TPOT: 500ms"])
+            deadline = time.monotonic() + ramp + 30
+            while proxy.fds() < idle_fds + 2 * n and time.monotonic() < deadline:
+                load.check()
+                time.sleep(0.1)
+            time.sleep(1.5)     # every stream has had its first events
+            samples = []
+            for _ in range(3):
+                samples.append(proxy.rss_kib())
+                time.sleep(0.2)
+            rss = fg.median(samples)
+            opened = (proxy.fds() - idle_fds) / 2
+        finally:
+            if load is not None:
+                load.p.kill()
+                load.p.wait()
+                time.sleep(0.5)
+            proxy.stop()
+        return {"idle_rss_kib": idle_rss, "rss_kib": rss, "open_streams": opened,
+                "kib_per_stream": (rss - idle_rss) / n}
+
+    def memory(self):
+        out = {}
+        kinds = [k for k in PROXIES if k != "nginx" or self.has_nginx]
+        for n in self.p["mem_levels"]:
+            level = {"streams": n}
+            for kind in kinds:
+                rs = []
+                for i in range(self.runs):
+                    log(f"memory: {n} streams, {kind}, run {i + 1}/{self.runs}")
+                    rs.append(self.memory_run(kind, n))
+                level[kind] = {"median": fg.medians(rs, list(rs[0].keys())),
+                               "runs": rs}
+            out[str(n)] = level
+        return out
+
+    # ---- instructions per event (callgrind) ---------------------------------
+
+    def callgrind_run(self, kind):
+        outfile = os.path.join(self.dir, f"callgrind-{kind}.out")
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outfile}"]
+        if kind == "tokentap":
+            proxy = procs.Tokentap(self.proxy, self.dir, self.mock.port,
+                                   wrapper=wrapper, name="tokentap-cg",
+                                   start_timeout=120)
+        else:
+            proxy = procs.Nginx(self.proxy, self.dir, self.mock.port,
+                                wrapper=wrapper, name="nginx-cg",
+                                start_timeout=120, single=True)
+        p = self.p
+        try:
+            # count only the load: zero the counters now, dump them after
+            subprocess.run(["callgrind_control", "-z", str(proxy.pid)],
+                           capture_output=True, check=True, timeout=60)
+            fig, _ = procs.run_load(self.client, self.dir,
+                                    f"http://127.0.0.1:{proxy.port}{PATH}",
+                                    ["-c", str(p["cg_streams"]),
+                                     "-n", str(p["cg_streams"]),
+                                     "--max-tokens", str(p["cg_tokens"]),
+                                     "-H", "X-Mock-TPOT: 5ms",
+                                     "-H", "X-Mock-TTFT: 10ms"])
+            subprocess.run(["callgrind_control", "-d", str(proxy.pid)],
+                           capture_output=True, check=True, timeout=60)
+        finally:
+            proxy.stop(timeout=60)
+        dumps = sorted(glob.glob(outfile + ".*"))
+        if not dumps:
+            raise RuntimeError(f"callgrind wrote no dump for {kind}")
+        total = callgrind_total(dumps[0])
+        return {"events": fig["output_tokens"], "instructions": total,
+                "per_event": total / fig["output_tokens"] if fig["output_tokens"] else None,
+                "self": callgrind_profile(dumps[0], False),
+                "inclusive": callgrind_profile(dumps[0], True)}
+
+    def instructions(self):
+        out = {"streams": self.p["cg_streams"], "tokens_per_stream": self.p["cg_tokens"]}
+        for kind in (k for k in PROXIES if k != "nginx" or self.has_nginx):
+            log(f"instructions: {kind} under callgrind")
+            out[kind] = self.callgrind_run(kind)
+        return out
+
+
+def accuracy(pairs):
+    """tokentap's access-log TTFT / TPOT against the mock's actual send
+    times, over the matched requests."""
+    ttft, tpot, rel = [], [], []
+    for t, m in pairs:
+        if t.get("ttft_ms") is not None and m.get("ttft_us") is not None:
+            ttft.append(abs(t["ttft_ms"] - m["ttft_us"] / 1000))
+        if t.get("tpot_ms") is not None and m.get("tpot_us"):
+            err = abs(t["tpot_ms"] - m["tpot_us"] / 1000)
+            tpot.append(err)
+            rel.append(100 * err / (m["tpot_us"] / 1000))
+
+    def stat(v):
+        return {"median": fg.median(v), "max": max(v) if v else None}
+    within = sum(1 for a, b in zip(ttft, rel) if a <= 1.0 and b <= 2.0)
+    return {"matched": len(pairs), "ttft_abs_err_ms": stat(ttft),
+            "tpot_abs_err_ms": stat(tpot), "tpot_rel_err_pct": stat(rel),
+            "within_target": within / len(ttft) if ttft else None}
+
+
+def callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{path}: no totals")
+
+
+# Frames that were on the stack when the counters were zeroed: callgrind
+# charges them the cost below them, so they say nothing as self cost.
+ANNOTATE_LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?)(?:\s+\[[^\]]*\])?\s*$")
+STACK_FRAMES = ("worker_main", "clone", "start_thread", "main", "run",
+                "event_base_dispatch", "event_base_loop", "(below main)",
+                "__libc_start_main@@GLIBC_2.34", "__libc_start_call_main")
+
+
+def callgrind_profile(path, inclusive, top=12):
+    """The functions that cost the most instructions, self or inclusive, as
+    a share of the total. Inclusive keeps tokentap's own functions and the
+    parsers it links (the call chain of the hot path)."""
+    r = subprocess.run(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}",
+                        "--threshold=100", path], capture_output=True, text=True)
+    rows, total = [], None
+    for line in r.stdout.splitlines():
+        m = ANNOTATE_LINE.match(line)
+        if m is None:
+            continue
+        ir, where = int(m.group(1).replace(",", "")), m.group(2)
+        if where == "PROGRAM TOTALS":
+            total = ir
+            continue
+        fn = where.rsplit(":", 1)[-1]
+        # no real function here costs half of everything by itself: those
+        # are stack frames charged at zeroing too
+        if not total or fn in STACK_FRAMES or fn.startswith("0x") or \
+                (not inclusive and ir >= total / 2):
+            continue
+        if inclusive and not ("/src/" in where or "jsmn" in where or "llhttp" in where):
+            continue
+        rows.append({"function": fn, "share": ir / total})
+    return rows[:top]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=0)
+    ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--out", default=os.path.join(procs.ROOT, "build", "bench.json"))
+    ap.add_argument("--report", metavar="FILE")
+    a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            res = json.load(f)
+        res["targets"] = report.targets(res)
+        report.write(res, a.report)
+        return 0
+    only = [s for s in a.only.split(",") if s]
+    for s in only:
+        if s not in SECTIONS:
+            ap.error(f"--only: unknown section {s!r}")
+    for b in ("tokentap", "tokentap-mock", "tokentap-load"):
+        if not os.access(procs.binary(b), os.X_OK):
+            ap.error(f"{procs.binary(b)} missing: run make first")
+    bench = Bench(a)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    started = time.monotonic()
+    res = {"machine": machine(bench.client, bench.proxy),
+           "settings": {"quick": a.quick, "runs": bench.runs, "tpot_ms": 20,
+                        "ttft_ms": 50, "tokens_per_stream": TOKENS,
+                        "duration": bench.p["duration"], "ramp": bench.p["ramp"]}}
+    try:
+        bench.start()
+        for s in only:
+            if s == "instructions" and not bench.has_valgrind:
+                log("instructions: valgrind missing, skipped")
+                continue
+            res[s] = getattr(bench, s)()
+    except BaseException:
+        log(f"bench: failed; the processes' logs are in {bench.dir}")
+        raise
+    finally:
+        bench.stop()
+    res["elapsed_s"] = time.monotonic() - started
+    res["targets"] = report.targets(res)
+    report.write(res, a.out)
+    shutil.rmtree(bench.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""The results of bench.py as tables (stdout and build/bench.md), the SPEC §7
+targets checked against them, and the JSON file."""
+import json
+import os
+
+import figures as fg
+from figures import Section, num, times
+
+TARGET_LEVEL = 1000        # SPEC §7: latency and CPU at 1,000 streams
+MEMORY_LEVEL = 8000        # memory at 8,000
+
+
+def level_near(levels, want):
+    """The key of levels closest to want (quick runs use smaller loads)."""
+    if not levels:
+        return None
+    return min(levels, key=lambda k: abs(int(k) - want))
+
+
+def get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def target(name, limit, value, met, unit=""):
+    return {"name": name, "target": limit, "value": value, "unit": unit,
+            "met": None if value is None or met is None else bool(met)}
+
+
+def targets(res):
+    out = []
+    lat = res.get("latency") or {}
+    k = level_near(list(lat), TARGET_LEVEL)
+    if k is not None:
+        at = f" at {k} streams"
+        tt, ng = get(lat, k, "added", "tokentap"), get(lat, k, "added", "nginx")
+        p50, p99 = get(tt, "lag_p50_us"), get(tt, "lag_p99_us")
+        out.append(target("added latency p50" + at, "<= 50 us", p50,
+                          p50 is not None and p50 <= 50, "us"))
+        out.append(target("added latency p99" + at, "<= 250 us", p99,
+                          p99 is not None and p99 <= 250, "us"))
+        for q in ("p50", "p99"):
+            mine, ref = get(tt, f"lag_{q}_us"), get(ng, f"lag_{q}_us")
+            out.append(target(f"added latency {q}{at}, tokentap - nginx",
+                              "<= 0 us", fg.diff(mine, ref),
+                              None if ref is None else mine <= ref, "us"))
+        cpu = fg.ratio(get(lat, k, "tokentap", "median", "cpu_s_per_M_events"),
+                       get(lat, k, "nginx", "median", "cpu_s_per_M_events"))
+        out.append(target("CPU per event vs nginx" + at, "<= 1.5x", cpu,
+                          cpu is not None and cpu <= 1.5, "x"))
+        acc = get(lat, k, "accuracy")
+        e = get(acc, "ttft_abs_err_ms", "max")
+        out.append(target("TTFT error, max over requests" + at, "<= 1 ms", e,
+                          e is not None and e <= 1.0, "ms"))
+        e = get(acc, "tpot_rel_err_pct", "max")
+        out.append(target("TPOT error, max over requests" + at, "<= 2 %", e,
+                          e is not None and e <= 2.0, "%"))
+    tp = res.get("throughput")
+    if tp:
+        cpu = fg.ratio(get(tp, "tokentap", "median", "cpu_s_per_M_events"),
+                       get(tp, "nginx", "median", "cpu_s_per_M_events"))
+        out.append(target("CPU per event vs nginx at the throughput ceiling",
+                          "<= 1.5x", cpu, cpu is not None and cpu <= 1.5, "x"))
+    mem = res.get("memory") or {}
+    k = level_near(list(mem), MEMORY_LEVEL)
+    if k is not None:
+        v = get(mem, k, "tokentap", "median", "kib_per_stream")
+        out.append(target(f"memory per open stream at {k} streams", "<= 32 KiB",
+                          v, v is not None and v <= 32, "KiB"))
+    return out
+
+
+# ---- tables ------------------------------------------------------------------
+
+def noise(shares):
+    """A note on the CPU time other processes took during the runs."""
+    if not shares:
+        return ""
+    return (f"Other processes took {100 * fg.median(shares):.1f} % of the "
+            f"machine's CPU time during these runs (median; at most "
+            f"{100 * max(shares):.1f} %)" +
+            ("; figures from a busy machine are not comparable." if
+             fg.median(shares) > 0.05 else "."))
+
+
+def latency_sections(lat, runs):
+    rows, ratio_rows, acc_rows, other = [], [], [], []
+    for k, level in lat.items():
+        d = level["direct"]["median"]
+        for name in ("direct", "tokentap", "nginx"):
+            if name not in level:
+                continue
+            m = level[name]["median"]
+            add = level["added"].get(name, {})
+            rows.append([k, name, num(m["lag_p50_us"]), num(m["lag_p99_us"]),
+                         num(m["lag_max_us"]), num(add.get("lag_p50_us"), sign=True),
+                         num(add.get("lag_p99_us"), sign=True),
+                         num(add.get("lag_max_us"), sign=True),
+                         num(m["ttft_p50_ms"], 2), num(add.get("ttft_p50_ms"), 3, True),
+                         num(m["tpot_p50_ms"], 2), num(m["events_per_s"]),
+                         num(m["cpu_s_per_M_events"], 2)])
+            other += [r["other_share"] for r in level[name]["runs"]]
+        tt, ng = level.get("tokentap", {}).get("median", {}), \
+            level.get("nginx", {}).get("median", {})
+        at, an = level["added"].get("tokentap", {}), level["added"].get("nginx", {})
+        ratio_rows.append([k, times(fg.ratio(tt.get("lag_p50_us"), d["lag_p50_us"])),
+                           times(fg.ratio(tt.get("lag_p99_us"), d["lag_p99_us"])),
+                           times(fg.ratio(ng.get("lag_p50_us"), d["lag_p50_us"])),
+                           times(fg.ratio(ng.get("lag_p99_us"), d["lag_p99_us"])),
+                           times(fg.ratio(at.get("lag_p50_us"), an.get("lag_p50_us"))),
+                           times(fg.ratio(at.get("lag_p99_us"), an.get("lag_p99_us"))),
+                           times(fg.ratio(tt.get("cpu_s_per_M_events"),
+                                          ng.get("cpu_s_per_M_events")))])
+        a = level["accuracy"]
+        acc_rows.append([k, a["matched"], num(a["ttft_abs_err_ms"]["median"], 3),
+                         num(a["ttft_abs_err_ms"]["max"], 3),
+                         num(a["tpot_abs_err_ms"]["median"], 3),
+                         num(a["tpot_abs_err_ms"]["max"], 3),
+                         num(a["tpot_rel_err_pct"]["median"], 2),
+                         num(a["tpot_rel_err_pct"]["max"], 2),
+                         num(None if a["within_target"] is None
+                             else 100 * a["within_target"], 1)])
+    notes = [f"Median of {runs} run(s) per row; + columns: through the proxy minus "
+             "direct. Events are token events; offered load = streams x 50/s.",
+             "TPOT p50 above 20 ms means the stream fell behind its schedule: "
+             "the machine was saturated at that load.",
+             noise(other)]
+    return [
+        Section("Latency per event, mock send -> client read (us), TPOT 20 ms",
+                ["streams", "path", "p50", "p99", "max", "+p50", "+p99", "+max",
+                 "TTFT p50 ms", "+TTFT ms", "TPOT p50 ms", "events/s",
+                 "proxy CPU s/M events"], rows, notes),
+        Section("Ratios (latency: raw to direct; added and CPU: tokentap to nginx)",
+                ["streams", "tokentap/direct p50", "p99", "nginx/direct p50", "p99",
+                 "added p50 tokentap/nginx", "p99", "CPU/event tokentap/nginx"],
+                ratio_rows),
+        Section("Measurement accuracy: tokentap access log vs the mock's send "
+                "times (ms)",
+                ["streams", "requests", "TTFT err p50", "TTFT err max",
+                 "TPOT err p50", "TPOT err max", "TPOT err p50 %", "TPOT err max %",
+                 "within 1 ms / 2 % (%)"], acc_rows),
+    ]
+
+
+def throughput_section(tp, cpus):
+    rows = []
+    d = tp["direct"]["median"]
+    ng = tp.get("nginx", {}).get("median", {})
+    for name in ("direct", "tokentap", "nginx"):
+        if name not in tp:
+            continue
+        m = tp[name]["median"]
+        rows.append([name, num(m["events_per_s"]),
+                     times(fg.ratio(m["events_per_s"], d["events_per_s"])),
+                     times(fg.ratio(m["events_per_s"], ng.get("events_per_s")))
+                     if name != "direct" else "-",
+                     num(None if m["proxy_cpu_util"] is None
+                         else 100 * m["proxy_cpu_util"]),
+                     num(m["cpu_s_per_M_events"], 2),
+                     times(fg.ratio(m["cpu_s_per_M_events"],
+                                    ng.get("cpu_s_per_M_events")))
+                     if name != "direct" else "-",
+                     num(m["ceiling_events_per_s"])])
+    return Section(
+        f"Throughput: {tp['streams']} streams x {tp['tokens_per_stream']} tokens, "
+        "mock TPOT 0",
+        ["path", "events/s", "x direct", "x nginx", "proxy CPU %",
+         "proxy CPU s/M events", "CPU x nginx", "ceiling events/s"], rows,
+        [f"ceiling = events per proxy CPU second x {cpus} CPU(s) of the proxy's "
+         "set: what the proxy would forward with its CPUs fully busy.",
+         "events/s is capped by the mock and client sharing the other CPU set; "
+         "through a proxy the client reads more events per read than direct.",
+         noise([r["other_share"] for name in ("direct", "tokentap", "nginx")
+                if name in tp for r in tp[name]["runs"]])])
+
+
+def memory_section(mem):
+    rows = []
+    for k, level in mem.items():
+        ng = level.get("nginx", {}).get("median", {})
+        for name in ("tokentap", "nginx"):
+            if name not in level:
+                continue
+            m = level[name]["median"]
+            rows.append([k, name, num(m["idle_rss_kib"] / 1024, 1),
+                         num(m["rss_kib"] / 1024, 1), num(m["open_streams"]),
+                         num(m["kib_per_stream"], 1),
+                         times(fg.ratio(m["kib_per_stream"], ng.get("kib_per_stream")))
+                         if name == "tokentap" else "-"])
+    return Section("Memory per open stream (RSS of the proxy's processes)",
+                   ["streams", "proxy", "idle MiB", "loaded MiB", "open streams",
+                    "KiB/stream", "x nginx"], rows,
+                   ["(RSS with N streams open - RSS idle) / N; kernel socket "
+                    "buffers are not in RSS."])
+
+
+def instructions_section(ins):
+    rows = []
+    ng = ins.get("nginx", {})
+    for name in ("tokentap", "nginx"):
+        if name not in ins:
+            continue
+        m = ins[name]
+        rows.append([name, num(m["events"]), num(m["instructions"]),
+                     num(m["per_event"]),
+                     times(fg.ratio(m["per_event"], ng.get("per_event")))
+                     if name == "tokentap" else "-"])
+    notes = ["user-space instructions (valgrind --tool=callgrind), counted from "
+             "the first request to the last; nginx as one process."]
+    for name in ("tokentap", "nginx"):
+        prof = ins.get(name, {}).get("self", [])[:8]
+        if prof:
+            notes.append(f"{name}, self: " + ", ".join(
+                f"{p['function']} {100 * p['share']:.1f}%" for p in prof))
+    return Section(f"Instructions per forwarded event ({ins['streams']} streams x "
+                   f"{ins['tokens_per_stream']} events)",
+                   ["proxy", "events", "instructions", "per event", "x nginx"],
+                   rows, notes)
+
+
+def targets_section(tg):
+    rows = []
+    for t in tg:
+        v = t["value"]
+        digits = 0 if t["unit"] == "us" else 2
+        rows.append([t["name"], t["target"],
+                     "-" if v is None else num(v, digits) + " " + t["unit"],
+                     {True: "met", False: "MISSED", None: "-"}[t["met"]]])
+    return Section("SPEC section 7 targets", ["target", "goal", "value", ""], rows)
+
+
+def sections(res):
+    out = []
+    if "latency" in res:
+        out += latency_sections(res["latency"], res["settings"]["runs"])
+    if "throughput" in res:
+        out.append(throughput_section(res["throughput"],
+                                      len(res["machine"]["pinning"]["proxy"])))
+    if "memory" in res:
+        out.append(memory_section(res["memory"]))
+    if "instructions" in res:
+        out.append(instructions_section(res["instructions"]))
+    out.append(targets_section(res["targets"]))
+    return out
+
+
+def heading(res):
+    m = res["machine"]
+    pin = m["pinning"]
+    return [f"tokentap bench{' (quick)' if res['settings']['quick'] else ''}: "
+            f"{m['nproc']} CPUs, {m['cpu_model']}, Linux {m['kernel']}, "
+            f"nginx {m['nginx'] or 'missing'}; {m['date']}",
+            f"pinning: mock and client on CPU {pin['mock_and_client']}, proxy on "
+            f"CPU {pin['proxy']}; tokentap and nginx with 2 workers; "
+            f"{res['elapsed_s']:.0f} s in all"]
+
+
+def write(res, path):
+    """The JSON and the Markdown first, then the tables on stdout."""
+    secs = sections(res)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    md = os.path.splitext(path)[0] + ".md"
+    with open(md, "w") as f:
+        f.write("\n\n".join(["  \n".join(heading(res))] +
+                            [s.markdown() for s in secs]) + "\n")
+    print("\n".join(heading(res)))
+    for s in secs:
+        print()
+        print(s.text())
+    print(f"\nwritten: {path}, {md}")
