@@ -101,8 +101,13 @@ static int client_flush(struct session *s)
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	/* plain TCP: write now; TLS: the OpenSSL bufferevent writes as soon as
 	 * bytes are added to its output */
-	if (!s->tls && evbuffer_get_length(out) > 0)
+	if (!s->tls && evbuffer_get_length(out) > 0) {
+		/* a socket bufferevent freezes its output's start so that only it
+		 * drains it; we are that writer here, for this call */
+		evbuffer_unfreeze(out, 1);
 		evbuffer_write(out, s->fd);
+		evbuffer_freeze(out, 1);
+	}
 	if (evbuffer_get_length(out) > 0) {
 		bufferevent_enable(s->bev, EV_WRITE);
 		return 0;
@@ -221,6 +226,12 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	bufferevent_set_max_single_read(s->bev, 65536);
 	bufferevent_setcb(s->bev, client_read, client_write, client_event, s);
 	bufferevent_enable(s->bev, s->tls ? EV_READ | EV_WRITE : EV_READ);
+	/* A new bufferevent starts with writing enabled: adding output would
+	 * then arm EPOLLOUT and write a loop turn later. Plain TCP clients are
+	 * written directly (client_flush); the bufferevent only finishes
+	 * partial writes. */
+	if (!s->tls)
+		bufferevent_disable(s->bev, EV_WRITE);
 	if ((uint64_t)active > w->conf->max_connections) {
 		/* Over the limit: answer 503 without reading the request. */
 		s->conf = conf_ref(w->conf);
