@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -156,9 +157,11 @@ static void on_command(evutil_socket_t fd, short what, void *arg)
 	struct worker *w = arg;
 	struct conf *c;
 	int drain, stop;
-	(void)fd;
+	uint64_t n;
 	(void)what;
 
+	if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+		log_warn("worker %d: command channel: %s", w->id, strerror(errno));
 	pthread_mutex_lock(&w->cmd_lock);
 	c = w->cmd_conf;
 	w->cmd_conf = NULL;
@@ -195,7 +198,9 @@ static void send_command(struct worker *w, struct conf *c, int drain, int stop)
 	w->cmd_drain |= drain;
 	w->cmd_stop |= stop;
 	pthread_mutex_unlock(&w->cmd_lock);
-	event_active(w->cmd_ev, EV_READ, 0);
+	/* an eventfd wakes the worker: its event_base has no lock to take */
+	if (write(w->cmd_fd, &(uint64_t){ 1 }, sizeof(uint64_t)) < 0)
+		log_warn("worker %d: command channel: %s", w->id, strerror(errno));
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -209,6 +214,8 @@ static void worker_free(struct worker *w)
 		event_free(w->listen_retry);
 	if (w->cmd_ev != NULL)
 		event_free(w->cmd_ev);
+	if (w->cmd_fd >= 0)
+		close(w->cmd_fd);
 	if (w->dns != NULL)
 		evdns_base_free(w->dns, 0);
 	if (w->cmd_conf != NULL)
@@ -230,6 +237,21 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Only its own thread touches a worker's event_base (commands come
+ * through an eventfd), so it needs no lock: libevent would otherwise take
+ * a mutex around every event operation. */
+static struct event_base *base_new(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *b;
+	if (cfg == NULL)
+		return NULL;
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+	b = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return b;
+}
+
 static struct worker *worker_new(int id, struct conf *c)
 {
 	struct worker *w = calloc(1, sizeof *w);
@@ -237,12 +259,14 @@ static struct worker *worker_new(int id, struct conf *c)
 	if (w == NULL)
 		return NULL;
 	w->id = id;
+	w->cmd_fd = -1;
 	pthread_mutex_init(&w->cmd_lock, NULL);
 	TAILQ_INIT(&w->sessions);
 	w->conf = conf_ref(c);
 	if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
 		w->rng = util_now_us() | 1;
-	w->base = event_base_new();
+	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->base = base_new();
 	w->stats = stats_ring_new();
 	if (w->base == NULL || w->stats == NULL)
 		goto fail;
@@ -254,7 +278,10 @@ static struct worker *worker_new(int id, struct conf *c)
 		if (w->dns != NULL)
 			evdns_base_load_hosts(w->dns, NULL);
 	}
-	w->cmd_ev = event_new(w->base, -1, 0, on_command, w);
+	w->cmd_ev = w->cmd_fd < 0 ? NULL :
+	    event_new(w->base, w->cmd_fd, EV_READ | EV_PERSIST, on_command, w);
+	if (w->cmd_ev != NULL)
+		event_add(w->cmd_ev, NULL);
 	w->listen_retry = evtimer_new(w->base, listen_retry, w);
 	if (w->dns == NULL || w->cmd_ev == NULL || w->listen_retry == NULL ||
 	    listen_all(w, c) < 0)

@@ -42,6 +42,7 @@ struct worker {
 
 	/* commands from the main thread */
 	struct event *cmd_ev;
+	int cmd_fd;                   /* eventfd the main thread writes */
 	pthread_mutex_t cmd_lock;
 	struct conf *cmd_conf;        /* a new config to switch to */
 	int cmd_drain;
