@@ -519,6 +519,92 @@ static const rule_fn rules[DIALECT_COUNT] = {
 	[DIALECT_OLLAMA] = ollama_event,
 };
 
+int dialect_fast_path = 1;
+
+/* Where key `"name"` is followed by `:` and a value (whitespace allowed),
+ * the value's first byte; NULL when the key is absent. JSON never leaves a
+ * quote unescaped inside a string, so a match is structure, not text. */
+static const char *key_value(const char *s, size_t len, const char *name,
+    size_t nlen)
+{
+	const char *end = s + len, *p = s;
+
+	while ((p = memmem(p, (size_t)(end - p), name, nlen)) != NULL) {
+		const char *v = p + nlen;
+		p = v;
+		while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
+			v++;
+		if (v >= end || *v != ':')
+			continue;
+		v++;
+		while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
+			v++;
+		if (v < end)
+			return v;
+	}
+	return NULL;
+}
+
+/* The '}' closing the object that starts at p ('{'), or NULL. */
+static const char *object_end(const char *p, const char *end)
+{
+	int depth = 0, in_str = 0;
+
+	for (; p < end; p++) {
+		if (in_str) {
+			if (*p == '\\')
+				p++;
+			else if (*p == '"')
+				in_str = 0;
+		} else if (*p == '"') {
+			in_str = 1;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+		} else if ((*p == '}' || *p == ']') && --depth == 0) {
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/* The common OpenAI chunk: a delta with non-empty "content" and no usage
+ * object or error. Recognised from its bytes without tokenising the JSON,
+ * which is most of the parse cost per event; anything else (empty or
+ * absent content, a usage object, an error, an escaped model name) takes
+ * the full parse. Both give the same answer (test_dialect checks it on
+ * every recorded stream). */
+static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
+{
+	const char *s = ev->data, *end = s + ev->data_len;
+	const char *d = key_value(s, ev->data_len, "\"delta\"", 7);
+	const char *dend, *v, *u, *m;
+
+	/* the content must be the first delta's own */
+	if (d == NULL || *d != '{' || (dend = object_end(d, end)) == NULL)
+		return 0;
+	v = key_value(d, (size_t)(dend - d), "\"content\"", 9);
+	if (v == NULL || *v != '"' || v + 1 >= dend || v[1] == '"')
+		return 0;
+	if (memmem(s, ev->data_len, "\"error\"", 7) != NULL)
+		return 0;
+	u = key_value(s, ev->data_len, "\"usage\"", 7);
+	if (u != NULL && *u != 'n')
+		return 0;
+	m = key_value(s, ev->data_len, "\"model\"", 7);
+	if (m != NULL) {
+		const char *q;
+		if (*m != '"')
+			return 0;
+		q = memchr(m + 1, '"', (size_t)(end - m - 1));
+		if (q == NULL || memchr(m + 1, '\\', (size_t)(q - m - 1)) != NULL)
+			return 0;
+		out->model = m + 1;
+		out->model_len = (size_t)(q - m - 1);
+	}
+	out->token = 1;
+	return 1;
+}
+
 static void info_reset(struct dialect_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -543,6 +629,9 @@ void dialect_classify(enum dialect_id d, const struct sse_event *ev,
 		out->end = 1;
 		return;
 	}
+	if (d == DIALECT_OPENAI && dialect_fast_path && openai_fast(ev, out))
+		return;
+	info_reset(out);
 	json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
 	if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
 		j.n = 0;

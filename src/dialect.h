@@ -24,6 +24,10 @@ struct dialect_info {
 /* The dialect `auto` picks for a request path (query string allowed). */
 enum dialect_id dialect_for_path(const char *path, size_t len);
 
+/* 1 (default): common OpenAI chunks are recognised without a full JSON
+ * parse. Tests turn it off to compare both paths. */
+extern int dialect_fast_path;
+
 /* Classifies one event of dialect d (not DIALECT_AUTO). */
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
     struct dialect_info *out);

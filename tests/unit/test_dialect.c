@@ -218,6 +218,81 @@ static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
 	sse_free(&p);
 }
 
+/* Every event of every recording, classified with and without the
+ * byte-level fast path: the answers must be the same. */
+static int fast_hits;
+
+static void compare_event(void *arg, const struct sse_event *ev)
+{
+	const enum dialect_id *d = arg;
+	struct dialect_info fast, full;
+
+	dialect_fast_path = 1;
+	dialect_classify(*d, ev, &fast);
+	dialect_fast_path = 0;
+	dialect_classify(*d, ev, &full);
+	dialect_fast_path = 1;
+	assert_int_equal(fast.token, full.token);
+	assert_int_equal(fast.end, full.end);
+	assert_int_equal(fast.error, full.error);
+	assert_int_equal(fast.output_tokens, full.output_tokens);
+	assert_int_equal(fast.input_tokens, full.input_tokens);
+	assert_int_equal(fast.model_len, full.model_len);
+	if (full.model_len > 0)
+		assert_memory_equal(fast.model, full.model, full.model_len);
+	fast_hits += fast.token;
+}
+
+static void test_fast_path_matches_full_parse(void **state)
+{
+	(void)state;
+	fast_hits = 0;
+	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+		const struct fixture *fx = &fixtures[i];
+		struct sse_parser p;
+		enum dialect_id d = fx->d;
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+		if (fx->lines) {
+			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
+				struct sse_event ev = { .type = "", .id = "" };
+				nl = memchr(q, '\n', (size_t)(buf + len - q));
+				if (nl == NULL)
+					nl = buf + len;
+				ev.data = q;
+				ev.data_len = (size_t)(nl - q);
+				if (ev.data_len > 0)
+					compare_event(&d, &ev);
+			}
+		} else {
+			sse_init(&p, d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
+			    1 << 20, compare_event, &d);
+			sse_feed(&p, buf, len);
+			sse_free(&p);
+		}
+		free(buf);
+	}
+	/* the recordings are mostly content chunks: the fast path was taken */
+	assert_true(fast_hits > 500);
+	/* and chunks that only look close fall back to the full parse */
+	{
+		static const char *const tricky[] = {
+			"{\"choices\":[{\"delta\":{\"content\": \"x\"}}],\"usage\": {\"completion_tokens\":3}}",
+			"{\"choices\":[{\"delta\":{\"content\":\"\"}}],\"model\":\"m\"}",
+			"{\"choices\":[{\"delta\":{\"content\":null,\"refusal\":\"no\"}}]}",
+			"{\"error\":{\"message\":\"x\"},\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
+			"{\"model\":\"a\\\"b\",\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":null}",
+		};
+		enum dialect_id d = DIALECT_OPENAI;
+		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
+			struct sse_event ev = { .type = "", .id = "" };
+			ev.data = tricky[i];
+			ev.data_len = strlen(tricky[i]);
+			compare_event(&d, &ev);
+		}
+	}
+}
+
 static void test_fixtures(void **state)
 {
 	static const size_t pieces[] = { 0, 1, 7, 100, 1500 };
@@ -685,6 +760,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixtures),
+		cmocka_unit_test(test_fast_path_matches_full_parse),
 		cmocka_unit_test(test_openai),
 		cmocka_unit_test(test_responses),
 		cmocka_unit_test(test_anthropic),
