@@ -75,7 +75,7 @@ def expected(events):
 
 
 def test_sighup_reload_under_load_loses_nothing():
-    n, events = 40, 20
+    n, events = 200, 20
     with Backend(stream_handler(events, 0.025)) as b:
         cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
         with Tokentap(cfg) as t:
@@ -83,7 +83,7 @@ def test_sighup_reload_under_load_loses_nothing():
             threads = [threading.Thread(target=fetch, args=(t.port, results, i)) for i in range(n)]
             for th in threads:
                 th.start()
-            time.sleep(0.2)
+            time.sleep(0.3)
             t.write_conf(open(t.conf).read().replace(
                 "name: r1\n", "name: r1\n    set_headers: {X-Gen: two}\n"))
             t.p.send_signal(signal.SIGHUP)
@@ -113,7 +113,7 @@ def test_bad_reload_keeps_running_config():
 
 
 def test_sigterm_drains_streams_in_flight():
-    n, events = 10, 20
+    n, events = 200, 20
     with Backend(stream_handler(events, 0.03)) as b:
         cfg = f"routes:\n  - name: r1\n    upstream: http://127.0.0.1:{b.port}\n"
         with Tokentap(cfg) as t:
@@ -121,7 +121,10 @@ def test_sigterm_drains_streams_in_flight():
             threads = [threading.Thread(target=fetch, args=(t.port, results, i)) for i in range(n)]
             for th in threads:
                 th.start()
-            time.sleep(0.2)
+            deadline = time.monotonic() + 10    # every stream in flight first
+            while len(b.requests) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(b.requests) == n
             t.p.send_signal(signal.SIGTERM)
             time.sleep(0.1)
             try:
