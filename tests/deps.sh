@@ -3,7 +3,7 @@
 # Quiet when everything is there, so `make` stays fast.
 pkgs="gcc make pkg-config libevent-dev libssl-dev libyaml-dev node-llhttp libjsmn-dev
       libcmocka-dev curl python3 nginx-light prometheus prometheus-alertmanager openssl
-      valgrind strace clang libclang-rt-14-dev logrotate mandoc systemd man-db groff-base chromium"
+      valgrind strace iproute2 clang libclang-rt-14-dev logrotate mandoc systemd man-db groff-base chromium"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
