@@ -520,6 +520,7 @@ static const rule_fn rules[DIALECT_COUNT] = {
 };
 
 int dialect_fast_path = 1;
+_Thread_local uint64_t dialect_fast_taken;
 
 /* Where key `"name"` is followed by `:` and a value (whitespace allowed),
  * the value's first byte; NULL when the key is absent. JSON never leaves a
@@ -573,25 +574,78 @@ static const char *object_end(const char *p, const char *end)
  * absent content, a usage object, an error, an escaped model name) takes
  * the full parse. Both give the same answer (test_dialect checks it on
  * every recorded stream). */
+/* One pass over a chunk's strings: where the first "delta", the "usage"
+ * and the "model" values start, and whether an "error" key is there.
+ * Strings are skipped whole (escapes included), so a quote inside text is
+ * never taken for a key; nesting is counted between strings. Returns -1
+ * on malformed text. */
+struct oa_keys {
+	const char *delta, *usage, *model;
+	int error;
+};
+
+static const char *skip_blank(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	return p;
+}
+
+static int oa_scan(const char *s, const char *end, struct oa_keys *k)
+{
+	const char *p = s;
+	int depth = 0;
+
+	memset(k, 0, sizeof *k);
+	for (;;) {
+		const char *q = p, *b, *v;
+		for (; q < end && *q != '"'; q++)
+			depth += (*q == '{' || *q == '[') - (*q == '}' || *q == ']');
+		if (q >= end)
+			return 0;
+		b = ++q;
+		while ((q = memchr(q, '"', (size_t)(end - q))) != NULL && q[-1] == '\\') {
+			const char *e = q - 1;
+			while (e > b && e[-1] == '\\')
+				e--;
+			if ((q - e) % 2 == 0)      /* an even run of backslashes */
+				break;
+			q++;
+		}
+		if (q == NULL)
+			return -1;
+		p = q + 1;
+		v = skip_blank(p, end);
+		if (v >= end || *v != ':' || q - b != 5)
+			continue;
+		v = skip_blank(v + 1, end);
+		if (depth == 3 && k->delta == NULL && memcmp(b, "delta", 5) == 0)
+			k->delta = v;
+		else if (depth == 1 && memcmp(b, "usage", 5) == 0)
+			k->usage = v;
+		else if (depth == 1 && k->model == NULL && memcmp(b, "model", 5) == 0)
+			k->model = v;
+		else if (memcmp(b, "error", 5) == 0)
+			k->error = 1;
+	}
+}
+
 static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
 {
-	const char *s = ev->data, *end = s + ev->data_len;
-	const char *d = key_value(s, ev->data_len, "\"delta\"", 7);
-	const char *dend, *v, *u, *m;
+	const char *end = ev->data + ev->data_len;
+	const char *dend, *v, *m;
+	struct oa_keys k;
 
-	/* the content must be the first delta's own */
-	if (d == NULL || *d != '{' || (dend = object_end(d, end)) == NULL)
+	if (oa_scan(ev->data, end, &k) < 0 || k.error || k.delta == NULL ||
+	    (k.usage != NULL && *k.usage != 'n'))
 		return 0;
-	v = key_value(d, (size_t)(dend - d), "\"content\"", 9);
+	/* the content must be the first delta's own */
+	if (*k.delta != '{' || (dend = object_end(k.delta, end)) == NULL)
+		return 0;
+	v = key_value(k.delta, (size_t)(dend - k.delta), "\"content\"", 9);
 	if (v == NULL || *v != '"' || v + 1 >= dend || v[1] == '"')
 		return 0;
-	if (memmem(s, ev->data_len, "\"error\"", 7) != NULL)
-		return 0;
-	u = key_value(s, ev->data_len, "\"usage\"", 7);
-	if (u != NULL && *u != 'n')
-		return 0;
-	m = key_value(s, ev->data_len, "\"model\"", 7);
-	if (m != NULL) {
+	if ((m = k.model) != NULL) {
 		const char *q;
 		if (*m != '"')
 			return 0;
@@ -602,6 +656,7 @@ static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
 		out->model_len = (size_t)(q - m - 1);
 	}
 	out->token = 1;
+	dialect_fast_taken++;
 	return 1;
 }
 

@@ -27,6 +27,8 @@ enum dialect_id dialect_for_path(const char *path, size_t len);
 /* 1 (default): common OpenAI chunks are recognised without a full JSON
  * parse. Tests turn it off to compare both paths. */
 extern int dialect_fast_path;
+/* Events this thread classified by the fast path (for tests). */
+extern _Thread_local uint64_t dialect_fast_taken;
 
 /* Classifies one event of dialect d (not DIALECT_AUTO). */
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
