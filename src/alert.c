@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "alert_format.h"
+#include "promtext.h"
 #include "util.h"
 
 #define RULES_PER_SUBJECT (ALERT_METRIC_COUNT * ALERT_SEVERITY_COUNT)
@@ -610,20 +611,6 @@ void alert_json(const struct alert_set *s, struct evbuffer *out)
 	evbuffer_add(out, "]}\n", 3);
 }
 
-static void prom_label(struct evbuffer *out, const char *name, const char *v)
-{
-	evbuffer_add_printf(out, "%s=\"", name);
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			evbuffer_add_printf(out, "\\%c", *v);
-		else if (*v == '\n')
-			evbuffer_add(out, "\\n", 2);
-		else
-			evbuffer_add(out, v, 1);
-	}
-	evbuffer_add(out, "\"", 1);
-}
-
 void alert_prometheus(const struct alert_set *s, struct evbuffer *out)
 {
 	evbuffer_add_printf(out,
@@ -637,10 +624,10 @@ void alert_prometheus(const struct alert_set *s, struct evbuffer *out)
 			evbuffer_add_printf(out,
 			    "tokentap_alert_firing{alertname=\"%s\",severity=\"%s\",",
 			    names[rule_metric(i)], severity_names[rule_severity(i)]);
-			prom_label(out, "route", x->route);
+			promtext_label(out, "route", x->route);
 			if (x->tenant != NULL) {
 				evbuffer_add(out, ",", 1);
-				prom_label(out, "tenant", x->tenant);
+				promtext_label(out, "tenant", x->tenant);
 			}
 			evbuffer_add_printf(out, "} %d\n",
 			    x->rules[i].state == ALERT_FIRING);

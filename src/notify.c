@@ -1,5 +1,7 @@
 #include "notify.h"
 
+#include "promtext.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -692,13 +694,9 @@ static void prom_counter(const struct notify_set *ns, struct evbuffer *out,
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 	for (size_t i = 0; i < ns->n; i++) {
 		const struct notifier *n = ns->v[i];
-		evbuffer_add_printf(out, "%s{notifier=\"%s\",url=\"", name, type_names[n->type]);
-		for (const char *p = n->label; *p; p++) {
-			if (*p == '\\' || *p == '"')
-				evbuffer_add(out, "\\", 1);
-			evbuffer_add(out, p, 1);
-		}
-		evbuffer_add_printf(out, "\"} %llu\n",
+		evbuffer_add_printf(out, "%s{notifier=\"%s\",", name, type_names[n->type]);
+		promtext_label(out, "url", n->label);
+		evbuffer_add_printf(out, "} %llu\n",
 		    (unsigned long long)(dropped ? n->dropped : n->sent));
 	}
 }

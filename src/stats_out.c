@@ -9,6 +9,7 @@
 
 #include "stats.h"
 #include "stats_int.h"
+#include "promtext.h"
 #include "util.h"
 #include "worker.h"
 
@@ -323,27 +324,13 @@ void stats_each_route_tenant(uint64_t window_us,
 
 /* ---- Prometheus ------------------------------------------------------------ */
 
-static void prom_label(struct evbuffer *out, const char *name, const char *v)
-{
-	evbuffer_add_printf(out, "%s=\"", name);
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			evbuffer_add_printf(out, "\\%c", *v);
-		else if (*v == '\n')
-			ADD(out, "\\n");
-		else
-			evbuffer_add(out, v, 1);
-	}
-	ADD(out, "\"");
-}
-
 static void prom_labels(struct evbuffer *out, const struct group *g)
 {
-	prom_label(out, "route", g->key.route);
+	promtext_label(out, "route", g->key.route);
 	ADD(out, ",");
-	prom_label(out, "tenant", g->key.tenant);
+	promtext_label(out, "tenant", g->key.tenant);
 	ADD(out, ",");
-	prom_label(out, "model", g->key.model);
+	promtext_label(out, "model", g->key.model);
 }
 
 static void prom_seconds(struct evbuffer *out, uint64_t us)

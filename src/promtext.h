@@ -1,0 +1,12 @@
+/* Prometheus text exposition (0.0.4) helpers shared by every module that
+ * writes series to /metrics. */
+#ifndef TOKENTAP_PROMTEXT_H
+#define TOKENTAP_PROMTEXT_H
+
+struct evbuffer;
+
+/* Writes name="value" with the value escaped as the format requires
+ * (backslash, double quote, newline). */
+void promtext_label(struct evbuffer *out, const char *name, const char *value);
+
+#endif
