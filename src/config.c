@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,11 +74,25 @@ static void conf_free(struct conf *c)
 	free(c);
 }
 
+/* One worker per CPU this process may run on: its affinity mask, which a
+ * cpuset (taskset, systemd CPUAffinity=, a container's --cpuset-cpus)
+ * narrows, else every online CPU. More threads than CPUs only take turns. */
+int conf_auto_workers(void)
+{
+	cpu_set_t set;
+	long cpus = -1;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		cpus = CPU_COUNT(&set);
+	if (cpus < 1)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
+}
+
 struct conf *conf_default(void)
 {
 	static const uint64_t windows[] = { 60000000, 300000000, 3600000000 };
 	struct conf *c = calloc(1, sizeof *c);
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	if (c == NULL)
 		return NULL;
@@ -92,7 +107,7 @@ struct conf *conf_default(void)
 	c->admin_address = strdup("127.0.0.1:9464");
 	strcpy(c->admin_host, "127.0.0.1");
 	c->admin_port = 9464;
-	c->workers = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
+	c->workers = conf_auto_workers();
 	c->timeouts = (struct conf_timeouts){
 		10000000, 5000000, 120000000, 60000000, 30000000
 	};

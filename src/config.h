@@ -153,6 +153,9 @@ struct conf *conf_load_string(const char *name, const char *text, size_t len,
  * and by tests). */
 struct conf *conf_default(void);
 
+/* workers: auto, the CPUs this process may run on (1 to 256). */
+int conf_auto_workers(void);
+
 /* Reference counting: conf_load returns a config holding one reference. */
 struct conf *conf_ref(struct conf *c);
 void conf_unref(struct conf *c);

@@ -63,10 +63,9 @@ static void workers_fn(struct conf_loader *ld, yaml_node_t *v, void *base, const
 		conf_err(ld, v, "%s: expected %s, got an empty value", path, want);
 	if (s == NULL)
 		return;
-	if (strcmp(s, "auto") == 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		c->workers = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
-	} else if (conf_parse_uint(s, &n) != 0) {
+	if (strcmp(s, "auto") == 0)
+		c->workers = conf_auto_workers();
+	else if (conf_parse_uint(s, &n) != 0) {
 		conf_err(ld, v, "%s: expected %s, got '%.64s'", path, want, s);
 	} else {
 		n = 0;

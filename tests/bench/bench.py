@@ -10,11 +10,15 @@ figures of SPEC §7.
      --only    comma-separated: latency,throughput,memory,instructions
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
+     --levels  latency: the stream counts (default 100,1000,5000)
+     --workers proxy workers (default: one per CPU of the proxy's half)
 
 Pinning: on a machine with 2 CPUs or more, the mock and the client share
 the lower half of the CPUs and the proxy under test (tokentap or nginx,
-2 workers each) has the upper half to itself, so the proxy never competes
-with the load it forwards, and direct runs leave that half idle.
+one worker per CPU of that half each, as `workers: auto` and
+`worker_processes` are meant to be set) has the upper half to itself, so
+the proxy never competes with the load it forwards, and direct runs leave
+that half idle.
 
 Latency per event: tokentap-mock --stamp writes each token event's send
 time (CLOCK_MONOTONIC µs) in an SSE comment; tokentap-load --lag takes the
@@ -72,7 +76,7 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def machine(client, proxy):
+def machine(client, proxy, workers):
     model = "?"
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -87,7 +91,8 @@ def machine(client, proxy):
         "kernel": platform.release(),
         "nginx": nginx.stderr.strip().split("/")[-1] if nginx else None,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "pinning": {"mock_and_client": sorted(client), "proxy": sorted(proxy)},
+        "pinning": {"mock_and_client": sorted(client), "proxy": sorted(proxy),
+                    "workers": workers},
     }
 
 
@@ -101,10 +106,13 @@ def cpu_sets():
 
 class Bench:
     def __init__(self, a):
-        self.p = QUICK if a.quick else FULL
+        self.p = dict(QUICK if a.quick else FULL)
+        if a.levels:
+            self.p["levels"] = [int(x) for x in a.levels.split(",")]
         self.runs = a.runs or self.p["runs"]
         self.quick = a.quick
         self.client, self.proxy = cpu_sets()
+        self.workers = a.workers or len(self.proxy)
         self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
         self.mock = self.tokentap = self.nginx = None
         self.marks = (0, 0)        # log sizes at the start of the last run
@@ -119,9 +127,11 @@ class Bench:
         self.mock = procs.Mock(self.client, self.dir, ttft=TTFT, tpot=TPOT)
 
     def start_proxies(self):
-        self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port)
+        self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port,
+                                       workers=self.workers)
         if self.has_nginx:
-            self.nginx = procs.Nginx(self.proxy, self.dir, self.mock.port)
+            self.nginx = procs.Nginx(self.proxy, self.dir, self.mock.port,
+                                     workers=self.workers)
 
     def stop_proxies(self):
         for p in (self.nginx, self.tokentap):
@@ -317,8 +327,10 @@ class Bench:
 
     def start_one(self, kind, name):
         if kind == "tokentap":
-            return procs.Tokentap(self.proxy, self.dir, self.mock.port, name=name)
-        return procs.Nginx(self.proxy, self.dir, self.mock.port, name=name)
+            return procs.Tokentap(self.proxy, self.dir, self.mock.port, name=name,
+                                  workers=self.workers)
+        return procs.Nginx(self.proxy, self.dir, self.mock.port, name=name,
+                           workers=self.workers)
 
     def memory_run(self, kind, n):
         proxy = self.start_one(kind, f"{kind}-mem")
@@ -485,6 +497,9 @@ def main():
     ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--out", default=os.path.join(procs.ROOT, "build", "bench.json"))
     ap.add_argument("--report", metavar="FILE")
+    ap.add_argument("--levels", help="latency: comma-separated stream counts")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="proxy workers (default: one per CPU of the proxy's set)")
     a = ap.parse_args()
     if a.report:
         with open(a.report) as f:
@@ -502,7 +517,7 @@ def main():
     bench = Bench(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     started = time.monotonic()
-    res = {"machine": machine(bench.client, bench.proxy),
+    res = {"machine": machine(bench.client, bench.proxy, bench.workers),
            "settings": {"quick": a.quick, "runs": bench.runs, "tpot_ms": 20,
                         "ttft_ms": 50, "tokens_per_stream": TOKENS,
                         "duration": bench.p["duration"], "ramp": bench.p["ramp"]}}

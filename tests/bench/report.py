@@ -254,7 +254,8 @@ def heading(res):
             f"{m['nproc']} CPUs, {m['cpu_model']}, Linux {m['kernel']}, "
             f"nginx {m['nginx'] or 'missing'}; {m['date']}",
             f"pinning: mock and client on CPU {pin['mock_and_client']}, proxy on "
-            f"CPU {pin['proxy']}; tokentap and nginx with 2 workers; "
+            f"CPU {pin['proxy']}; tokentap and nginx with "
+            f"{pin.get('workers', 2)} worker(s) each; "
             f"{res['elapsed_s']:.0f} s in all"]
 
 

@@ -1,6 +1,7 @@
 /* Unit tests of the config loader: good files give the values SPEC §2 says,
  * and every kind of mistake is reported as "t.yaml:LINE:COL: message" at
  * the place it was made, all of them in one run, in file order. */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,13 @@ static struct conf *load(const char *text, char **errs)
 	c = conf_load_string("t.yaml", text, strlen(text), f);
 	assert_int_equal(fclose(f), 0);
 	return c;
+}
+
+static int affinity_cpus(void)
+{
+	cpu_set_t set;
+	assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+	return CPU_COUNT(&set) > 256 ? 256 : CPU_COUNT(&set);
 }
 
 static size_t count_lines(const char *s)
@@ -96,7 +104,7 @@ static void expect_upstream(const char *url, const char *msg)
 static void test_defaults(void **state)
 {
 	struct conf *c = conf_default();
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int cpus = affinity_cpus();
 
 	(void)state;
 	assert_non_null(c);
@@ -368,8 +376,33 @@ static void test_units(void **state)
 	conf_unref(c);
 
 	c = load_ok("workers: auto\n");
-	assert_int_equal(c->workers, sysconf(_SC_NPROCESSORS_ONLN));
+	assert_int_equal(c->workers, affinity_cpus());
 	conf_unref(c);
+}
+
+/* auto follows the affinity mask (a cpuset), not the machine's CPU count. */
+static void test_workers_auto_affinity(void **state)
+{
+	cpu_set_t saved, one;
+	struct conf *c;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+	CPU_ZERO(&one);
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &saved)) {
+			CPU_SET(i, &one);
+			break;
+		}
+	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+	c = load_ok("workers: auto\n");
+	assert_int_equal(c->workers, 1);
+	conf_unref(c);
+	c = conf_default();
+	assert_int_equal(c->workers, 1);
+	conf_unref(c);
+	assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
+	assert_int_equal(conf_auto_workers(), affinity_cpus());
 }
 
 static void test_upstream_forms(void **state)
@@ -909,6 +942,7 @@ int main(void)
 		cmocka_unit_test(test_minimal),
 		cmocka_unit_test(test_full_example),
 		cmocka_unit_test(test_units),
+		cmocka_unit_test(test_workers_auto_affinity),
 		cmocka_unit_test(test_upstream_forms),
 		cmocka_unit_test(test_upstream_errors),
 		cmocka_unit_test(test_syntax_error),
