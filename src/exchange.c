@@ -493,6 +493,27 @@ int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
 	return 0;
 }
 
+int exchange_parse_mem(struct session *s, const char *buf, size_t len,
+    size_t *used)
+{
+	enum llhttp_errno e;
+	const char *at;
+
+	*used = 0;
+	if (s->res_done)
+		return 0;
+	e = llhttp_execute(&s->res, buf, len);
+	if (e == HPE_OK) {
+		*used = len;
+		return 0;
+	}
+	/* paused at the response's end, or failed: what came before counts */
+	at = llhttp_get_error_pos(&s->res);
+	if (at != NULL && at >= buf && at <= buf + len)
+		*used = (size_t)(at - buf);
+	return e == HPE_PAUSED ? 0 : -1;
+}
+
 int exchange_parse_eof(struct session *s)
 {
 	enum llhttp_errno e = llhttp_finish(&s->res);

@@ -109,6 +109,9 @@ int exchange_request_head(struct session *s, size_t head_len);
 int exchange_response_head(struct session *s, size_t head_len);
 int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
     size_t *used);
+/* The response body in buf: *used bytes of it belong to the response. */
+int exchange_parse_mem(struct session *s, const char *buf, size_t len,
+    size_t *used);
 int exchange_parse_eof(struct session *s);
 /* 0: retried on a new connection; 1: not possible; -1: the session is gone */
 int exchange_retry(struct session *s);

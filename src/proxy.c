@@ -45,6 +45,9 @@ static void client_event(struct bufferevent *bev, short what, void *arg);
 static void up_read(struct bufferevent *bev, void *arg);
 static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
+static void up_readable(evutil_socket_t fd, short what, void *arg);
+static int upstream_closed(struct session *s, unsigned long tls_err);
+static void read_direct(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
 
 /* ---- teardown ---------------------------------------------------------- */
@@ -348,9 +351,13 @@ static void client_write(struct bufferevent *bev, void *arg)
 	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK) {
 		s->up_paused = 0;
 		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-		bufferevent_enable(s->up->bev, EV_READ);
+		if (s->up->direct)
+			upstream_direct_read(s->up, 1);
+		else
+			bufferevent_enable(s->up->bev, EV_READ);
 		if (upstream_process(s) < 0)
 			return;
+		read_direct(s);
 	}
 	if (evbuffer_get_length(out) == 0) {
 		if (!s->tls)
@@ -458,6 +465,10 @@ static void pause_upstream(struct session *s)
 	s->up_paused = 1;
 	bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
 	bufferevent_enable(s->bev, EV_WRITE);
+	if (s->up->direct) {
+		upstream_direct_read(s->up, 0);
+		return;
+	}
 	if (!upstream_is_tls(s->up)) {
 		bufferevent_disable(s->up->bev, EV_READ);
 		return;
@@ -524,10 +535,77 @@ static int upstream_process(struct session *s)
 	return 0;
 }
 
+/* The body of a streaming response, read by up_readable: parsed where it
+ * was read and written to the client from there; copied to the client's
+ * output buffer only when the socket does not take it all at once. */
+static int direct_body(struct session *s, const char *buf, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	size_t used, sent = 0;
+	int r;
+
+	s->last_progress = s->meter.now;
+	r = exchange_parse_mem(s, buf, n, &used);
+	if (used > 0) {
+		if (!s->tls && evbuffer_get_length(out) == 0) {
+			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
+			sent = w > 0 ? (size_t)w : 0;
+		}
+		if (sent < used)
+			evbuffer_add(out, buf + sent, used - sent);
+		s->bytes_out += used;
+	}
+	/* bytes past the response's end are not forwarded; kept in the input,
+	 * they keep the connection out of the pool */
+	if (used < n)
+		evbuffer_add(bufferevent_get_input(s->up->bev), buf + used, n - used);
+	if (r < 0) {
+		s->outcome = "upstream_error";
+		exchange_end(s, "upstream_error");
+		return client_finish(s);
+	}
+	if (client_flush(s) < 0)
+		return -1;
+	if (s->res_done)
+		return exchange_done(s);
+	if (evbuffer_get_length(out) > HIGH_MARK)
+		pause_upstream(s);
+	return 0;
+}
+
+/* One recv(2) per readiness into the worker's buffer: no FIONREAD ioctl,
+ * no buffer chain allocated per read (libevent's bufferevent does both). */
+static void up_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	ssize_t n = recv(fd, s->w->rbuf, WORKER_READ_MAX, 0);
+	(void)what;
+
+	if (n > 0) {
+		s->meter.now = util_now_us();
+		direct_body(s, s->w->rbuf, (size_t)n);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	upstream_closed(s, 0);
+}
+
+/* Once the head is through, a plain TCP upstream is read directly. */
+static void read_direct(struct session *s)
+{
+	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->res_done &&
+	    !s->decode && !s->up_paused && !upstream_is_tls(s->up) &&
+	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) == 0)
+		upstream_direct(s->up, up_readable, s);
+}
+
 static void up_read(struct bufferevent *bev, void *arg)
 {
+	struct session *s = arg;
 	(void)bev;
-	upstream_process(arg);
+	if (upstream_process(s) == 0)
+		read_direct(s);
 }
 
 static void up_write(struct bufferevent *bev, void *arg)

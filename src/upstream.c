@@ -77,6 +77,8 @@ static void keep_session(struct upconn *u)
 static void upconn_free(struct upconn *u)
 {
 	keep_session(u);
+	if (u->rd_ev != NULL)
+		event_free(u->rd_ev);
 	if (u->bev != NULL)
 		bufferevent_free(u->bev);
 	free(u);
@@ -172,11 +174,40 @@ int upstream_is_tls(const struct upconn *u)
 	return u->pool->tls;
 }
 
+int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
+{
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+
+	if (u->pool->tls || fd < 0)
+		return -1;
+	if (u->rd_ev == NULL)
+		u->rd_ev = event_new(u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
+	else
+		event_assign(u->rd_ev, u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
+	if (u->rd_ev == NULL || event_add(u->rd_ev, NULL) != 0)
+		return -1;
+	bufferevent_disable(u->bev, EV_READ);
+	u->direct = 1;
+	return 0;
+}
+
+void upstream_direct_read(struct upconn *u, int on)
+{
+	if (on)
+		event_add(u->rd_ev, NULL);
+	else
+		event_del(u->rd_ev);
+}
+
 void upstream_release(struct upconn *u, int reusable)
 {
 	struct upool *p = u->pool;
 	struct timeval tv = { POOL_IDLE_US / 1000000, 0 };
 
+	if (u->direct) {
+		event_del(u->rd_ev);
+		u->direct = 0;
+	}
 	if (!reusable || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
 	    p->w->draining ||
 	    evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 
 struct worker;
 
@@ -19,8 +20,10 @@ struct upconn {
 	struct upool *pool;
 	struct bufferevent *bev;
 	uint64_t idle_since;        /* µs, while pooled */
+	struct event *rd_ev;        /* direct reading (upstream_direct) */
 	int connected;
 	int reused;                 /* taken from the pool */
+	int direct;                 /* read by rd_ev, not by the bufferevent */
 };
 
 /* Takes an idle pooled connection to r's upstream, or starts connecting a
@@ -33,6 +36,13 @@ struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
 /* Marks a new connection connected (TCP_NODELAY set). */
 void upstream_connected(struct upconn *u);
 int upstream_is_tls(const struct upconn *u);
+/* Plain TCP only: from now on the caller reads the socket itself with cb
+ * (one recv(2) into its own buffer per readiness) and the bufferevent
+ * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
+ * large as the caller's buffer. -1: not possible (TLS, no memory). */
+int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
+/* Direct reading paused (0) or resumed (1): backpressure. */
+void upstream_direct_read(struct upconn *u, int on);
 /* Gives a connection back: to the pool if reusable, else closed. */
 void upstream_release(struct upconn *u, int reusable);
 /* Closes every pooled connection of the worker and frees its pools. */

@@ -225,6 +225,7 @@ static void worker_free(struct worker *w)
 	if (w->base != NULL)
 		event_base_free(w->base);
 	pthread_mutex_destroy(&w->cmd_lock);
+	free(w->rbuf);
 	free(w);
 }
 
@@ -268,7 +269,8 @@ static struct worker *worker_new(int id, struct conf *c)
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->base = base_new();
 	w->stats = stats_ring_new();
-	if (w->base == NULL || w->stats == NULL)
+	w->rbuf = malloc(WORKER_READ_MAX);
+	if (w->base == NULL || w->stats == NULL || w->rbuf == NULL)
 		goto fail;
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);

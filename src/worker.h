@@ -23,6 +23,10 @@ struct listen_ref;
 
 TAILQ_HEAD(session_list, session);
 
+/* One read of a streaming response: what the upstream sent since the last
+ * turn of the loop, parsed and forwarded from this buffer in place. */
+#define WORKER_READ_MAX (64 * 1024)
+
 struct worker {
 	int id;
 	pthread_t thread;
@@ -37,6 +41,7 @@ struct worker {
 	size_t n_sessions;
 	struct upool *pools;          /* upstream.c */
 	struct stats_ring *stats;     /* this worker's statistics records */
+	char *rbuf;                   /* WORKER_READ_MAX: direct upstream reads */
 	int draining;
 	uint64_t rng;                 /* request ids */
 

@@ -202,8 +202,9 @@ def test_event_lag_is_small():
 def test_each_read_is_written_in_the_same_loop_turn():
     """SPEC §3: a read from the upstream goes to the client before the next
     read, without waiting a loop turn for write readiness: in the system
-    calls, each upstream readv is followed by the client writev, and no
-    epoll_ctl toggles write interest per event."""
+    calls, each upstream read (recvfrom, or libevent's readv) is followed by
+    the client write (sendto or writev), and no epoll_ctl toggles interest
+    per event."""
     import os
     import re
     import signal
@@ -214,7 +215,8 @@ def test_each_read_is_written_in_the_same_loop_turn():
     trace = tempfile.mktemp(prefix="tt-strace-")
     with Backend(sse_handler(chunks, gap=0.005)) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
         st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
-                               "-e", "trace=readv,writev,epoll_ctl,epoll_wait"],
+                               "-e", "trace=readv,writev,recvfrom,sendto,"
+                               "epoll_ctl,epoll_wait,ioctl"],
                               stderr=subprocess.PIPE)
         st.stderr.readline()                 # "Process N attached"
         time.sleep(0.2)
@@ -223,12 +225,16 @@ def test_each_read_is_written_in_the_same_loop_turn():
         st.wait(10)
         assert dechunk(body) == b"".join(chunks)
     calls = [l.split(None, 1)[1] for l in open(trace)
-             if re.match(r"\d+ +(readv|writev|epoll_ctl|epoll_wait)\(", l)]
+             if re.match(r"\d+ +(readv|writev|recvfrom|sendto|epoll_ctl|epoll_wait|ioctl)\(", l)]
     os.unlink(trace)
-    reads = [i for i, c in enumerate(calls) if c.startswith("readv(") and 'data: ' in c]
+    reads = [i for i, c in enumerate(calls)
+             if c.startswith(("readv(", "recvfrom(")) and 'data: ' in c]
     assert len(reads) >= n // 2, calls[:20]
     not_followed = [calls[i:i + 3] for i in reads
-                    if i + 1 >= len(calls) or not calls[i + 1].startswith("writev(")]
+                    if i + 1 >= len(calls) or
+                    not calls[i + 1].startswith(("writev(", "sendto("))]
     assert not not_followed, not_followed[:3]
     during = calls[reads[0]:reads[-1]]
     assert sum(c.startswith("epoll_ctl(") for c in during) == 0, during[:12]
+    # the body is read without asking the kernel how much there is first
+    assert sum(c.startswith("ioctl(") for c in during) == 0, during[:12]
