@@ -3,9 +3,13 @@
  *   C_IDLE --first byte--> C_HEAD --head parsed--> C_BODY --body done--> C_WAIT
  *   upstream:   U_CONNECT --connected--> U_HEAD --head--> U_BODY --> done
  *
- * Response bytes are moved from the upstream's input buffer to the client's
- * output buffer (no copy when whole chains move) and written to the client
- * socket at once, in the read callback that brought them. Every function
+ * A response head comes through the upstream's bufferevent. Its body, from a
+ * plain TCP upstream, is then read directly: one recv(2) into the worker's
+ * buffer, parsed there and sent to the client from there at once, in the
+ * callback that read it; only what the client socket does not take is
+ * copied to its output buffer. A TLS upstream's body moves from the
+ * bufferevent's input to the client's output (no copy when whole chains
+ * move) and is written at once too. Every function
  * that may free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 

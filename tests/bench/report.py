@@ -101,7 +101,10 @@ def latency_sections(lat, runs):
                          num(add.get("lag_max_us"), sign=True),
                          num(m["ttft_p50_ms"], 2), num(add.get("ttft_p50_ms"), 3, True),
                          num(m["tpot_p50_ms"], 2), num(m["events_per_s"]),
-                         num(m["cpu_s_per_M_events"], 2)])
+                         num(m["cpu_s_per_M_events"], 2),
+                         num(None if m.get("client_busy") is None
+                             else 100 * m["client_busy"]),
+                         level.get("runs", runs)])
             other += [r["other_share"] for r in level[name]["runs"]]
         tt, ng = level.get("tokentap", {}).get("median", {}), \
             level.get("nginx", {}).get("median", {})
@@ -123,8 +126,10 @@ def latency_sections(lat, runs):
                          num(a["tpot_rel_err_pct"]["max"], 2),
                          num(None if a["within_target"] is None
                              else 100 * a["within_target"], 1)])
-    notes = [f"Median of {runs} run(s) per row; + columns: through the proxy minus "
+    notes = ["Median of the runs per row; + columns: through the proxy minus "
              "direct. Events are token events; offered load = streams x 50/s.",
+             "load CPU %: how busy the mock and client's CPU set was; near 100 % "
+             "even the direct path queues, and the figures are mostly the load's.",
              "TPOT p50 above 20 ms means the stream fell behind its schedule: "
              "the machine was saturated at that load.",
              noise(other)]
@@ -132,7 +137,7 @@ def latency_sections(lat, runs):
         Section("Latency per event, mock send -> client read (us), TPOT 20 ms",
                 ["streams", "path", "p50", "p99", "max", "+p50", "+p99", "+max",
                  "TTFT p50 ms", "+TTFT ms", "TPOT p50 ms", "events/s",
-                 "proxy CPU s/M events"], rows, notes),
+                 "proxy CPU s/M events", "load CPU %", "runs"], rows, notes),
         Section("Ratios (latency: raw to direct; added and CPU: tokentap to nginx)",
                 ["streams", "tokentap/direct p50", "p99", "nginx/direct p50", "p99",
                  "added p50 tokentap/nginx", "p99", "CPU/event tokentap/nginx"],
