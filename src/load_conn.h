@@ -33,6 +33,7 @@ struct load_conn_ctx {
 	load_conn_done_fn done;
 	struct hist *lag;           /* --lag: each stamped event's lag (µs), or NULL */
 	uint64_t opened;            /* connections opened, for the report */
+	char rbuf[64 * 1024];       /* every read of this loop lands here */
 };
 
 struct load_conn *load_conn_new(struct load_conn_ctx *ctx, void *arg);
