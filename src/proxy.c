@@ -560,9 +560,14 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		s->bytes_out += used;
 	}
 	/* bytes past the response's end are not forwarded; kept in the input,
-	 * they keep the connection out of the pool */
-	if (used < n)
-		evbuffer_add(bufferevent_get_input(s->up->bev), buf + used, n - used);
+	 * they keep the connection out of the pool. (A socket bufferevent
+	 * freezes its input's end so that only it adds there.) */
+	if (used < n) {
+		struct evbuffer *in = bufferevent_get_input(s->up->bev);
+		evbuffer_unfreeze(in, 0);
+		evbuffer_add(in, buf + used, n - used);
+		evbuffer_freeze(in, 0);
+	}
 	if (r < 0) {
 		s->outcome = "upstream_error";
 		exchange_end(s, "upstream_error");

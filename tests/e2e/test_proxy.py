@@ -238,3 +238,77 @@ def test_each_read_is_written_in_the_same_loop_turn():
     assert sum(c.startswith("epoll_ctl(") for c in during) == 0, during[:12]
     # the body is read without asking the kernel how much there is first
     assert sum(c.startswith("ioctl(") for c in during) == 0, during[:12]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_plain_upstream_backpressure_bounds_memory_and_loses_nothing():
+    """A client that stops reading behind a fast plain upstream: the proxy
+    stops reading the upstream (its memory stays near the 256 KiB high
+    mark, not the 24 MB sent) and, when the client reads again, resumes
+    with every byte in order."""
+    big = [b"data: " + (b"%06d" % i) * 2000 + b"\n\n" for i in range(2000)]   # ~24 MB
+    with Backend(sse_handler(big)) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+        before = rss_kib(t.p.pid)
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 131072)
+        s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.settimeout(20)
+        data = s.recv(1024)
+        time.sleep(1.0)                     # the client stalls; the upstream is fast
+        stalled = rss_kib(t.p.pid)
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        s.close()
+        assert dechunk(split_response(data)[1]) == b"".join(big)
+        assert stalled - before < 4096, (before, stalled)
+
+
+def test_bytes_after_the_response_are_not_forwarded():
+    """An upstream that sends more than its response framing says, in the
+    same packet as the body's end: the client gets the response exactly,
+    and the connection that misbehaved is not reused."""
+    bodies = [b"data: one\n\n", b"data: two\n\n"]
+
+    def handle(req, c):
+        body = bodies[len(b.requests) - 1]
+        if len(b.requests) == 1:
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body))
+            time.sleep(0.05)                # the body comes in a read of its own
+            c.send(body + b"GARBAGE")
+        else:
+            c.send(SSE_HEAD)
+            time.sleep(0.05)
+            c.send(b"%x\r\n%s\r\n0\r\n\r\nMORE" % (len(body), body))
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        got = []
+        for i in range(2):
+            s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            s.settimeout(5)
+            while not (data.endswith(bodies[0]) or data.endswith(b"0\r\n\r\n")):
+                data += s.recv(65536)
+            got.append(data)
+        s.settimeout(0.3)
+        try:
+            extra = s.recv(100)
+        except socket.timeout:
+            extra = b""
+        s.close()
+        assert split_response(got[0])[1] == bodies[0], got[0]
+        assert dechunk(split_response(got[1])[1]) == bodies[1], got[1]
+        assert extra == b"", extra
+        assert len(b.conns) == 2, "a connection that sent stray bytes was reused"
