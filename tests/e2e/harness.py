@@ -107,7 +107,7 @@ class Tokentap(Proc):
     The listen, admin and access_log keys are filled in unless the YAML
     sets them; {port}, {admin} and {log} in the YAML are replaced."""
 
-    def __init__(self, yaml_text, env=None, wait=True):
+    def __init__(self, yaml_text, env=None, wait=True, wrapper=(), start_timeout=5.0):
         self.port = free_port()
         self.admin = free_port()
         self.dir = tempfile.mkdtemp(prefix="tt-")
@@ -122,10 +122,10 @@ class Tokentap(Proc):
         if "access_log:" not in text:
             text = f"access_log: {self.log}\n" + text
         self.write_conf(text)
-        super().__init__([binary("tokentap"), "-c", self.conf], env=env)
+        super().__init__([*wrapper, binary("tokentap"), "-c", self.conf], env=env)
         if wait:
             try:
-                wait_port(self.port)
+                wait_port(self.port, start_timeout)
             except AssertionError:
                 raise AssertionError("tokentap did not start:\n" + self.stderr())
 
