@@ -67,6 +67,8 @@ static void on_reload(void)
 	if ((c->access_log == NULL) != (current->access_log == NULL) ||
 	    (c->access_log && strcmp(c->access_log, current->access_log) != 0))
 		accesslog_open(c->access_log);
+	if (c->max_connections > current->max_connections)
+		util_reserve_fds(2 * c->max_connections + 1024);
 	workers_reload(c);
 	stats_configure(c);
 	alertd_reload(c);
@@ -170,6 +172,9 @@ static int run(void)
 	/* workers inherit a mask that leaves every signal to this thread */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	/* two descriptors per connection (client, upstream), idle pooled
+	 * upstream connections and the fixed few */
+	util_reserve_fds(2 * current->max_connections + 1024);
 	rc = workers_start(current) < 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)

@@ -335,6 +335,7 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv, &o, &cfg.defaults) < 0)
 		return 2;
 	raise_nofile();
+	util_reserve_fds(65536);     /* before the worker threads: see util.c */
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() < 0) {
 		log_error("mock: libevent without thread support");

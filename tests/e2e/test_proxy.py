@@ -312,3 +312,17 @@ def test_bytes_after_the_response_are_not_forwarded():
         assert dechunk(split_response(got[1])[1]) == bodies[1], got[1]
         assert extra == b"", extra
         assert len(b.conns) == 2, "a connection that sent stray bytes was reused"
+
+
+def test_descriptor_table_is_grown_before_the_workers_start():
+    """Linux grows a threaded process's descriptor table with an RCU wait
+    (10-20 ms here) inside the accept(2) that crosses each power of two:
+    tokentap grows it at startup for max_connections instead, so no worker
+    ever waits there with streams in flight."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(2 * 3000 + 1024, soft)
+    with Tokentap(route(1) + "limits:\n  max_connections: 3000\n") as t:
+        with open(f"/proc/{t.p.pid}/status") as f:
+            size = [int(l.split()[1]) for l in f if l.startswith("FDSize:")][0]
+        assert size >= want, (size, want)
