@@ -163,9 +163,12 @@ class Bench:
         self.marks = self.log_marks()
         mine = [p for p in (self.mock, self.tokentap, self.nginx) if p is not None]
         before = [p.cpu_s() for p in mine]
+        waited = t.runq_wait_s() if name != "direct" else None
         cpu0 = procs.cpu_times()
         fig, load_cpu = procs.run_load(self.client, self.dir, self.url(name), args)
         used = [p.cpu_s() - b for p, b in zip(mine, before)]
+        if waited is not None:
+            waited = t.runq_wait_s() - waited
         cpu1 = procs.cpu_times()
 
         def delta(cpus, i):
@@ -177,7 +180,7 @@ class Bench:
                      "mock": cpu["mock"], "load": load_cpu,
                      "softirq_proxy": delta(self.proxy, 1),
                      "softirq_client": delta(self.client, 1),
-                     "other": other,
+                     "other": other, "proxy_runq_wait_s": waited,
                      "other_share": other / (fig["elapsed_s"] * len(cpu0))}
 
     def measure_quiet(self, name, args):
@@ -230,6 +233,8 @@ class Bench:
             "softirq_client_cpus_s": cpu["softirq_client"],
             "other_cpu_s": cpu["other"], "other_share": cpu["other_share"],
             "attempts": cpu["attempts"],
+            "proxy_runq_wait_ms": None if cpu["proxy_runq_wait_s"] is None
+            else 1000 * cpu["proxy_runq_wait_s"],
             # how busy the mock and client's CPU set was: near 100 % the
             # direct path itself queues and every figure is the load's
             "client_busy": (cpu["mock"] + cpu["load"] + cpu["softirq_client"]) /

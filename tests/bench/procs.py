@@ -109,6 +109,24 @@ class Child:
             total += int(fields[11]) + int(fields[12])   # utime, stime
         return total / TICK
 
+    def runq_wait_s(self):
+        """Seconds the threads of pids() have waited, runnable, for a CPU
+        (schedstat's second field): what other tasks on the proxy's CPUs
+        took from it."""
+        total = 0
+        for pid in self.pids():
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        total += int(f.read().split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        return total / 1e9
+
     def rss_kib(self):
         total = 0
         for pid in self.pids():

@@ -75,6 +75,15 @@ def targets(res):
 
 # ---- tables ------------------------------------------------------------------
 
+def runq_note(waits):
+    """A note on how long the proxies waited for their CPU in the runs."""
+    if not waits:
+        return ""
+    return (f"The proxy waited for its CPU (runnable, another task running) "
+            f"{fg.median(waits):.1f} ms per run (median; at most "
+            f"{max(waits):.1f} ms); events that arrive meanwhile wait too.")
+
+
 def noise(shares):
     """A note on the CPU time other processes took during the runs."""
     if not shares:
@@ -87,7 +96,7 @@ def noise(shares):
 
 
 def latency_sections(lat, runs):
-    rows, ratio_rows, acc_rows, other = [], [], [], []
+    rows, ratio_rows, acc_rows, other, waits = [], [], [], [], []
     for k, level in lat.items():
         d = level["direct"]["median"]
         for name in ("direct", "tokentap", "nginx"):
@@ -106,6 +115,8 @@ def latency_sections(lat, runs):
                              else 100 * m["client_busy"]),
                          level.get("runs", runs)])
             other += [r["other_share"] for r in level[name]["runs"]]
+            waits += [r["proxy_runq_wait_ms"] for r in level[name]["runs"]
+                      if r.get("proxy_runq_wait_ms") is not None]
         tt, ng = level.get("tokentap", {}).get("median", {}), \
             level.get("nginx", {}).get("median", {})
         at, an = level["added"].get("tokentap", {}), level["added"].get("nginx", {})
@@ -132,7 +143,7 @@ def latency_sections(lat, runs):
              "even the direct path queues, and the figures are mostly the load's.",
              "TPOT p50 above 20 ms means the stream fell behind its schedule: "
              "the machine was saturated at that load.",
-             noise(other)]
+             noise(other), runq_note(waits)]
     return [
         Section("Latency per event, mock send -> client read (us), TPOT 20 ms",
                 ["streams", "path", "p50", "p99", "max", "+p50", "+p99", "+max",
