@@ -310,38 +310,17 @@ static void conn_readable(evutil_socket_t fd, short what, void *arg)
 	    (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
 }
 
-/* Until connected, the bufferevent reads (nothing arrives before the
- * request is sent; an error may). */
+/* Until connected, or when the direct read event could not be set up, the
+ * bufferevent reads (libevent takes at most 4 KiB a call, so its input
+ * fits the loop's buffer). */
 static void conn_read(struct bufferevent *bev, void *arg)
 {
 	struct load_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_iovec v[16];
-	int n;
+	int n = evbuffer_remove(in, c->ctx->rbuf, sizeof c->ctx->rbuf);
 
-	if (!c->busy) {
-		/* bytes nobody asked for: this connection cannot be trusted */
-		close_bev(c);
-		return;
-	}
-	c->now = util_now_us();
-	c->got_bytes = 1;
-	while (!c->complete && evbuffer_get_length(in) > 0) {
-		n = evbuffer_peek(in, -1, NULL, v, 16);
-		if (n > 16)
-			n = 16;
-		for (int i = 0; i < n && !c->complete; i++) {
-			enum llhttp_errno e = llhttp_execute(&c->parser,
-			    v[i].iov_base, v[i].iov_len);
-			if (e != HPE_OK && e != HPE_PAUSED) {
-				finish(c, LOAD_END_CLOSED);
-				return;
-			}
-			evbuffer_drain(in, v[i].iov_len);
-		}
-	}
-	if (c->complete)
-		finish(c, LOAD_END_COMPLETE);
+	if (n > 0)
+		feed(c, c->ctx->rbuf, (size_t)n);
 }
 
 static void conn_event(struct bufferevent *bev, short what, void *arg)

@@ -483,6 +483,25 @@ static void pause_upstream(struct session *s)
 		event_active(s->defer_ev, EV_TIMEOUT, 1);
 }
 
+/* After a piece of the body went to the client (r: the parse's result):
+ * end on a framing error, flush, end the exchange at the response's end,
+ * or pause the upstream while the client lags. */
+static int body_forwarded(struct session *s, int r)
+{
+	if (r < 0) {
+		s->outcome = "upstream_error";
+		exchange_end(s, "upstream_error");
+		return client_finish(s);
+	}
+	if (client_flush(s) < 0)
+		return -1;
+	if (s->res_done)
+		return exchange_done(s);
+	if (evbuffer_get_length(bufferevent_get_output(s->bev)) > HIGH_MARK)
+		pause_upstream(s);
+	return 0;
+}
+
 /* Forwards what the upstream sent: the same bytes, to the client, now. */
 static int response_body(struct session *s)
 {
@@ -493,25 +512,13 @@ static int response_body(struct session *s)
 
 	s->last_progress = s->meter.now;
 	r = exchange_parse(s, &s->res, in, &used);
-	if (s->decode)
+	if (s->decode) {
 		evbuffer_drain(in, used);
-	else
-		{
+	} else {
 		evbuffer_remove_buffer(in, out, used);
 		s->bytes_out += used;
 	}
-	if (r < 0) {
-		s->outcome = "upstream_error";
-		exchange_end(s, "upstream_error");
-		return client_finish(s);
-	}
-	if (client_flush(s) < 0)
-		return -1;
-	if (s->res_done)
-		return exchange_done(s);
-	if (evbuffer_get_length(out) > HIGH_MARK)
-		pause_upstream(s);
-	return 0;
+	return body_forwarded(s, r);
 }
 
 static int upstream_process(struct session *s)
@@ -568,18 +575,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		evbuffer_add(in, buf + used, n - used);
 		evbuffer_freeze(in, 0);
 	}
-	if (r < 0) {
-		s->outcome = "upstream_error";
-		exchange_end(s, "upstream_error");
-		return client_finish(s);
-	}
-	if (client_flush(s) < 0)
-		return -1;
-	if (s->res_done)
-		return exchange_done(s);
-	if (evbuffer_get_length(out) > HIGH_MARK)
-		pause_upstream(s);
-	return 0;
+	return body_forwarded(s, r);
 }
 
 /* One recv(2) per readiness into the worker's buffer: no FIONREAD ioctl,
@@ -600,11 +596,12 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	upstream_closed(s, 0);
 }
 
-/* Once the head is through, a plain TCP upstream is read directly. */
+/* Once the head is through, the upstream is read directly (upstream_direct
+ * declines a TLS one). */
 static void read_direct(struct session *s)
 {
 	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->res_done &&
-	    !s->decode && !s->up_paused && !upstream_is_tls(s->up) &&
+	    !s->decode && !s->up_paused &&
 	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) == 0)
 		upstream_direct(s->up, up_readable, s);
 }
