@@ -522,66 +522,26 @@ static const rule_fn rules[DIALECT_COUNT] = {
 int dialect_fast_path = 1;
 _Thread_local uint64_t dialect_fast_taken;
 
-/* Where key `"name"` is followed by `:` and a value (whitespace allowed),
- * the value's first byte; NULL when the key is absent. JSON never leaves a
- * quote unescaped inside a string, so a match is structure, not text. */
-static const char *key_value(const char *s, size_t len, const char *name,
-    size_t nlen)
-{
-	const char *end = s + len, *p = s;
-
-	while ((p = memmem(p, (size_t)(end - p), name, nlen)) != NULL) {
-		const char *v = p + nlen;
-		p = v;
-		while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
-			v++;
-		if (v >= end || *v != ':')
-			continue;
-		v++;
-		while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
-			v++;
-		if (v < end)
-			return v;
-	}
-	return NULL;
-}
-
-/* The '}' closing the object that starts at p ('{'), or NULL. */
-static const char *object_end(const char *p, const char *end)
-{
-	int depth = 0, in_str = 0;
-
-	for (; p < end; p++) {
-		if (in_str) {
-			if (*p == '\\')
-				p++;
-			else if (*p == '"')
-				in_str = 0;
-		} else if (*p == '"') {
-			in_str = 1;
-		} else if (*p == '{' || *p == '[') {
-			depth++;
-		} else if ((*p == '}' || *p == ']') && --depth == 0) {
-			return p;
-		}
-	}
-	return NULL;
-}
-
 /* The common OpenAI chunk: a delta with non-empty "content" and no usage
- * object or error. Recognised from its bytes without tokenising the JSON,
- * which is most of the parse cost per event; anything else (empty or
- * absent content, a usage object, an error, an escaped model name) takes
- * the full parse. Both give the same answer (test_dialect checks it on
- * every recorded stream). */
-/* One pass over a chunk's strings: where the first "delta", the "usage"
- * and the "model" values start, and whether an "error" key is there.
- * Strings are skipped whole (escapes included), so a quote inside text is
- * never taken for a key; nesting is counted between strings. Returns -1
- * on malformed text. */
+ * object or error. Recognised from its bytes in one pass, without
+ * tokenising the JSON, which is most of the parse cost per event; anything
+ * else (empty or absent content, a usage object, an error, an escaped
+ * model name) takes the full parse. Both give the same answer (test_dialect
+ * checks it on every recorded stream), so the pass may give up on anything
+ * unusual: giving up costs time, never a different answer. */
+
+/* Byte classes between strings: a nesting step, or the quote that opens a
+ * string; 0 for the common bytes (':', ',', digits, "null"), which then
+ * cost one load and one test each, where chained comparisons took four. */
+#define OA_QUOTE 2
+static const signed char oa_class[256] = {
+	['{'] = 1, ['['] = 1, ['}'] = -1, [']'] = -1, ['"'] = OA_QUOTE,
+};
+
+/* Where the first delta's own "content" and the first top-level "model"
+ * values are (model: its text, without quotes). */
 struct oa_keys {
-	const char *delta, *usage, *model;
-	int error;
+	const char *content, *model, *model_end;
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -591,69 +551,105 @@ static const char *skip_blank(const char *p, const char *end)
 	return p;
 }
 
-static int oa_scan(const char *s, const char *end, struct oa_keys *k)
+/* The closing quote of the string whose text starts at b, or NULL. memchr
+ * is vectorised; a quote found is escaped when an odd run of backslashes
+ * precedes it, which is rare, so looking back is cheaper than looking at
+ * every byte for a backslash. */
+static const char *string_close(const char *b, const char *end)
 {
-	const char *p = s;
-	int depth = 0;
+	const char *q = b, *e;
+
+	while ((q = memchr(q, '"', (size_t)(end - q))) != NULL && q[-1] == '\\') {
+		for (e = q - 1; e > b && e[-1] == '\\'; e--)
+			;
+		if ((q - e) % 2 == 0)      /* an even run of backslashes */
+			break;
+		q++;
+	}
+	return q;
+}
+
+/* One pass over the chunk's strings, nesting counted between them, so that
+ * a quote inside text is never taken for a key. Returns 1 when the chunk
+ * has no "error" key anywhere, no top-level "usage" but null ones, and a
+ * first "delta" at the depth of choices[i].delta that is an object closed
+ * in the text; 0 otherwise (the full parse decides). The delta's members
+ * are read in the same pass (depth 4 while it is open), so nothing is
+ * scanned twice. */
+static int oa_scan(const char *p, const char *end, struct oa_keys *k)
+{
+	int depth = 0, delta = 0;     /* delta: 0 not seen, 1 open, 2 closed */
 
 	memset(k, 0, sizeof *k);
+	/* A chunk ends with its '}'. With a last byte of non-zero class, the
+	 * loop over class-0 bytes below stops inside the text without testing
+	 * the end at every byte; anything else takes the full parse. */
+	if (p >= end || oa_class[(unsigned char)end[-1]] == 0)
+		return 0;
 	for (;;) {
-		const char *q = p, *b, *v;
-		for (; q < end && *q != '"'; q++)
-			depth += (*q == '{' || *q == '[') - (*q == '}' || *q == ']');
-		if (q >= end)
-			return 0;
-		b = ++q;
-		while ((q = memchr(q, '"', (size_t)(end - q))) != NULL && q[-1] == '\\') {
-			const char *e = q - 1;
-			while (e > b && e[-1] == '\\')
-				e--;
-			if ((q - e) % 2 == 0)      /* an even run of backslashes */
-				break;
-			q++;
-		}
-		if (q == NULL)
-			return -1;
-		p = q + 1;
-		v = skip_blank(p, end);
-		if (v >= end || *v != ':' || q - b != 5)
+		const char *b, *q, *v;
+		int c;
+
+		if (p >= end)
+			return delta == 2;
+		while (oa_class[(unsigned char)*p] == 0)
+			p++;
+		if ((c = oa_class[(unsigned char)*p++]) != OA_QUOTE) {
+			if ((depth += c) < 4 && delta == 1)
+				delta = 2;
 			continue;
-		v = skip_blank(v + 1, end);
-		if (depth == 3 && k->delta == NULL && memcmp(b, "delta", 5) == 0)
-			k->delta = v;
-		else if (depth == 1 && memcmp(b, "usage", 5) == 0)
-			k->usage = v;
-		else if (depth == 1 && k->model == NULL && memcmp(b, "model", 5) == 0)
-			k->model = v;
-		else if (memcmp(b, "error", 5) == 0)
-			k->error = 1;
+		}
+		b = p;
+		if ((q = string_close(b, end)) == NULL)
+			return 0;
+		p = q + 1;
+		/* the keys looked for are 5 or 7 bytes long */
+		if ((q - b != 5 && q - b != 7) ||
+		    (v = skip_blank(p, end)) >= end || *v != ':')
+			continue;
+		if ((v = skip_blank(v + 1, end)) >= end)
+			return 0;
+		if (q - b == 7) {
+			if (delta == 1 && depth == 4 && k->content == NULL &&
+			    memcmp(b, "content", 7) == 0)
+				k->content = v;
+		} else if (memcmp(b, "error", 5) == 0) {
+			return 0;
+		} else if (depth == 3 && delta == 0 && memcmp(b, "delta", 5) == 0) {
+			if (*v != '{')
+				return 0;
+			delta = 1;
+		} else if (depth == 1 && memcmp(b, "usage", 5) == 0) {
+			if (*v != 'n')
+				return 0;
+		} else if (depth == 1 && k->model == NULL &&
+		    memcmp(b, "model", 5) == 0) {
+			/* only a plain string: the full parse unescapes nothing */
+			if (*v != '"' || (q = memchr(v + 1, '"',
+			    (size_t)(end - v - 1))) == NULL ||
+			    memchr(v + 1, '\\', (size_t)(q - v - 1)) != NULL)
+				return 0;
+			k->model = v + 1;
+			k->model_end = q;
+			p = q + 1;
+		}
 	}
 }
 
 static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
 {
-	const char *end = ev->data + ev->data_len;
-	const char *dend, *v, *m;
 	struct oa_keys k;
+	const char *v;
 
-	if (oa_scan(ev->data, end, &k) < 0 || k.error || k.delta == NULL ||
-	    (k.usage != NULL && *k.usage != 'n'))
+	if (!oa_scan(ev->data, ev->data + ev->data_len, &k))
 		return 0;
-	/* the content must be the first delta's own */
-	if (*k.delta != '{' || (dend = object_end(k.delta, end)) == NULL)
+	/* a non-empty string; it lies inside the delta, which closed */
+	v = k.content;
+	if (v == NULL || *v != '"' || v[1] == '"')
 		return 0;
-	v = key_value(k.delta, (size_t)(dend - k.delta), "\"content\"", 9);
-	if (v == NULL || *v != '"' || v + 1 >= dend || v[1] == '"')
-		return 0;
-	if ((m = k.model) != NULL) {
-		const char *q;
-		if (*m != '"')
-			return 0;
-		q = memchr(m + 1, '"', (size_t)(end - m - 1));
-		if (q == NULL || memchr(m + 1, '\\', (size_t)(q - m - 1)) != NULL)
-			return 0;
-		out->model = m + 1;
-		out->model_len = (size_t)(q - m - 1);
+	if (k.model != NULL) {
+		out->model = k.model;
+		out->model_len = (size_t)(k.model_end - k.model);
 	}
 	out->token = 1;
 	dialect_fast_taken++;
