@@ -290,13 +290,45 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{\"choices\":[{\"delta\":{\"content\":null,\"refusal\":\"no\"}}]}",
 			"{\"error\":{\"message\":\"x\"},\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
 			"{\"model\":\"a\\\"b\",\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":null}",
+			/* only the delta's own content counts: not one nested in
+			 * it, nor one after it closed, nor a key ending in it */
+			"{\"choices\":[{\"delta\":{\"x\":{\"content\":\"y\"},\"content\":\"\"}}]}",
+			"{\"choices\":[{\"delta\":{\"role\":\"a\"},\"x\":{\"content\":\"y\"}}]}",
+			"{\"choices\":[{\"delta\":{\"a\\\"content\":\"y\"}}]}",
+			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":{\"completion_tokens\":3},\"usage\":null}",
+			"{\"choices\":[{\"delta\":[\"content\",\"y\"]}]}",
+			/* cut short, or not ending with the object */
+			"{\"choices\":[{\"delta\":",
+			"{\"choices\":[{\"delta\": ",
+			"{\"choices\":[{\"delta\":{\"content\":\"y",
+			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}]} ",
+			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}]}x",
+		};
+		/* and these are the fast path's, escapes and blanks included */
+		static const char *const fast[] = {
+			"{\"id\":\"a\\\\\",\"choices\":[{\"delta\":{\"content\":\"say \\\"hi\\\" \\\\\"}}],\"model\":\"m\"}",
+			"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"}]{\\\"content\\\":\"}}]}",
+			"{ \"model\" : \"m\" ,\r\n \"choices\" : [ { \"delta\" :\t{ \"content\" : \"x\" } } ] }",
 		};
 		enum dialect_id d = DIALECT_OPENAI;
 		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
 			struct sse_event ev = { .type = "", .id = "" };
-			ev.data = tricky[i];
+			/* a copy of the exact length: a read past it shows under ASan */
+			char *copy = malloc(strlen(tricky[i]));
+			assert_non_null(copy);
+			memcpy(copy, tricky[i], strlen(tricky[i]));
+			ev.data = copy;
 			ev.data_len = strlen(tricky[i]);
 			compare_event(&d, &ev);
+			free(copy);
+		}
+		for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
+			struct sse_event ev = { .type = "", .id = "" };
+			uint64_t taken = dialect_fast_taken;
+			ev.data = fast[i];
+			ev.data_len = strlen(fast[i]);
+			compare_event(&d, &ev);
+			assert_int_equal(dialect_fast_taken, taken + 1);
 		}
 	}
 }
