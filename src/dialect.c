@@ -357,8 +357,9 @@ static int is_done(const struct sse_event *ev)
 {
 	size_t n = ev->data_len;
 
-	while (n > 0 && ev->data[n - 1] != '\0' &&
-	    strchr(" \t\r\n", ev->data[n - 1]) != NULL)
+	/* comparisons, not strchr: this runs for every OpenAI event */
+	while (n > 0 && (ev->data[n - 1] == ' ' || ev->data[n - 1] == '\t' ||
+	    ev->data[n - 1] == '\r' || ev->data[n - 1] == '\n'))
 		n--;
 	return n == 6 && memcmp(ev->data, "[DONE]", 6) == 0;
 }
