@@ -77,11 +77,11 @@ $(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
 	@mkdir -p $(@D)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LIBS) -lcmocka
 
-$(B)/tests/test_dialect: $(B)/obj/sse.o
-$(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/promtext.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(CONF_OBJS)
+$(B)/tests/test_dialect: $(B)/obj/sse.o $(B)/obj/json.o
+$(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/promtext.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o $(CONF_OBJS)
 $(B)/tests/test_alert:   $(B)/obj/alert_format.o $(B)/obj/promtext.o $(CONF_OBJS)
-$(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o
-$(B)/tests/test_loadstats: $(B)/obj/hist.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/load_scen.o $(B)/obj/load_conf.o $(B)/obj/load_body.o
+$(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o
+$(B)/tests/test_loadstats: $(B)/obj/hist.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o $(B)/obj/load_scen.o $(B)/obj/load_conf.o $(B)/obj/load_body.o
 $(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
 $(B)/tests/test_config:  $(CONF_OBJS)
 

@@ -26,7 +26,7 @@ libs=$(pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 # shellcheck disable=SC2086
 $cc $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -o "$out/fuzz_stream" "$root/tests/fuzz/fuzz_stream.c" \
-    "$root/src/sse.c" "$root/src/dialect.c" "$root/src/util.c" \
+    "$root/src/sse.c" "$root/src/dialect.c" "$root/src/json.c" "$root/src/util.c" \
     "$root/src/log.c" $libs || fail "build"
 
 # Seeds: each fixture behind the 3 parameter bytes (max_event_bytes 1 MiB,
