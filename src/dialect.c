@@ -436,7 +436,8 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 				return 0;
 		} else if (depth == 1 && k->model == NULL &&
 		    memcmp(b, "model", 5) == 0) {
-			/* only a plain string: the full parse unescapes nothing */
+			/* a plain string only: with a backslash in it, the first
+			 * quote found may be an escaped one */
 			if (*v != '"' || (q = memchr(v + 1, '"',
 			    (size_t)(end - v - 1))) == NULL ||
 			    memchr(v + 1, '\\', (size_t)(q - v - 1)) != NULL)
