@@ -52,9 +52,9 @@ PATH = "/v1/chat/completions"
 FULL = {
     "runs": 3,
     "levels": [100, 500, 1000, 5000],
-    # 1,000 streams saturate the mock and client's CPU on a 2-CPU machine:
-    # its p99 varies from run to run more than the proxies differ
-    "level_runs": {1000: 5},
+    # where the proxies are compared (the load does not saturate its CPU on
+    # a 2-CPU machine), more runs: p99 and max vary from run to run
+    "level_runs": {100: 5, 500: 5},
     "duration": "5s", "ramp": "1s",
     "tp_streams": 100, "tp_tokens": 2000, "tp_duration": "4s",
     "mem_levels": [1000, 8000],
@@ -69,7 +69,11 @@ QUICK = {
     "cg_streams": 5, "cg_tokens": 50,
 }
 DISTURBED = 0.05              # share of CPU time other processes may take
-MAX_REPEATS = 10              # runs repeated for that, at most, in all
+# A virtual machine's CPUs are taken by its host now and then (steal time):
+# a run that loses more than this share of any CPU's time to the host has
+# its p99 and max made by the host, whichever path it measured.
+STOLEN = 0.01
+MAX_REPEATS = 12              # runs repeated for either, at most, in all
 SECTIONS = ("latency", "throughput", "memory", "instructions")
 TARGETS = ("direct", "tokentap", "nginx")
 PROXIES = ("tokentap", "nginx")
@@ -176,26 +180,34 @@ class Bench:
         tasks = delta(cpu0.keys(), 0)
         cpu = {p.name: u for p, u in zip(mine, used)}
         other = max(tasks - sum(used) - load_cpu, 0.0)
+        stolen = max((delta([c], 2) for c in cpu0), default=0.0)
         return fig, {"proxy": cpu.get(name) if name != "direct" else None,
                      "mock": cpu["mock"], "load": load_cpu,
                      "softirq_proxy": delta(self.proxy, 1),
                      "softirq_client": delta(self.client, 1),
                      "other": other, "proxy_runq_wait_s": waited,
-                     "other_share": other / (fig["elapsed_s"] * len(cpu0))}
+                     "other_share": other / (fig["elapsed_s"] * len(cpu0)),
+                     "steal_s": stolen, "steal_share": stolen / fig["elapsed_s"]}
 
     def measure_quiet(self, name, args):
-        """measure(), once more when other processes took over 5 % of the
-        machine's CPU time meanwhile (a shared machine), while the budget
-        of repeats lasts."""
-        for attempt in (1, 2):
+        """measure(), again (twice at most) when other processes took over
+        5 % of the machine's CPU time meanwhile or the host stole over 1 %
+        of a CPU's, while the budget of repeats lasts; the least disturbed
+        attempt counts."""
+        best = None
+        for attempt in (1, 2, 3):
             fig, cpu = self.measure(name, args)
             cpu["attempts"] = attempt
-            if cpu["other_share"] <= DISTURBED or self.repeats <= 0:
+            if best is None or disturbance(cpu) < disturbance(best[1]):
+                best = (fig, cpu)
+            if disturbance(cpu) <= 1.0 or self.repeats <= 0:
                 break
             self.repeats -= 1
-            log(f"  other processes took {100 * cpu['other_share']:.0f} % of the "
-                "CPU time: once more")
-        return fig, cpu
+            log(f"  other processes took {100 * cpu['other_share']:.1f} % of the "
+                f"CPU time, the host {100 * cpu['steal_share']:.1f} % of a CPU: "
+                "once more")
+        best[1]["attempts"] = attempt
+        return best
 
     def targets(self):
         return [t for t in TARGETS if t != "nginx" or self.has_nginx]
@@ -232,7 +244,7 @@ class Bench:
             "softirq_proxy_cpus_s": cpu["softirq_proxy"],
             "softirq_client_cpus_s": cpu["softirq_client"],
             "other_cpu_s": cpu["other"], "other_share": cpu["other_share"],
-            "attempts": cpu["attempts"],
+            "attempts": cpu["attempts"], "steal_ms": 1000 * cpu["steal_s"],
             "proxy_runq_wait_ms": None if cpu["proxy_runq_wait_s"] is None
             else 1000 * cpu["proxy_runq_wait_s"],
             # how busy the mock and client's CPU set was: near 100 % the
@@ -256,7 +268,11 @@ class Bench:
                 pairs = []
                 count = max(self.runs, self.p.get("level_runs", {}).get(n, 0))
                 for i in range(count):
-                    for name in self.targets():
+                    # each run in another order, so that a slow drift of
+                    # the machine does not always favour the same path
+                    order = self.targets()
+                    order = order[i % len(order):] + order[:i % len(order)]
+                    for name in order:
                         log(f"latency: {n} streams, {name}, run {i + 1}/{count}")
                         runs[name].append(self.latency_run(name, n))
                         if name == "tokentap":
@@ -439,6 +455,11 @@ class Bench:
             log(f"instructions: {kind} under callgrind")
             out[kind] = self.callgrind_run(kind)
         return out
+
+
+def disturbance(cpu):
+    """How disturbed a run was, relative to what is tolerated (1.0)."""
+    return max(cpu["other_share"] / DISTURBED, cpu["steal_share"] / STOLEN)
 
 
 def accuracy(pairs):

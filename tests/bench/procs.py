@@ -270,9 +270,10 @@ def read_jsonl(path, offset=0):
 
 
 def cpu_times():
-    """{cpu: (task seconds, irq + softirq seconds)} since boot (/proc/stat).
-    Task time is user + nice + system: what processes are charged; the
-    network stack's softirq work is charged to no process."""
+    """{cpu: (task seconds, irq + softirq seconds, steal seconds)} since
+    boot (/proc/stat). Task time is user + nice + system: what processes
+    are charged; the network stack's softirq work is charged to no process;
+    steal is time the hypervisor ran something else on this virtual CPU."""
     out = {}
     with open("/proc/stat") as f:
         for line in f:
@@ -280,7 +281,8 @@ def cpu_times():
                 continue
             name, *v = line.split()
             v = [int(x) for x in v]
-            out[int(name[3:])] = ((v[0] + v[1] + v[2]) / TICK, (v[5] + v[6]) / TICK)
+            out[int(name[3:])] = ((v[0] + v[1] + v[2]) / TICK, (v[5] + v[6]) / TICK,
+                                  (v[7] if len(v) > 7 else 0) / TICK)
     return out
 
 

@@ -84,6 +84,17 @@ def runq_note(waits):
             f"{max(waits):.1f} ms); events that arrive meanwhile wait too.")
 
 
+def steal_note(steals, attempts):
+    """A note on the CPU time the host took from the machine in the runs."""
+    if not steals:
+        return ""
+    repeated = sum(a > 1 for a in attempts)
+    return (f"The host took {fg.median(steals):.0f} ms of a CPU per run (steal "
+            f"time; median, at most {max(steals):.0f} ms); {repeated} run(s) "
+            "were repeated for it or for other processes, the least disturbed "
+            "attempt counts.")
+
+
 def noise(shares):
     """A note on the CPU time other processes took during the runs."""
     if not shares:
@@ -97,6 +108,7 @@ def noise(shares):
 
 def latency_sections(lat, runs):
     rows, ratio_rows, acc_rows, other, waits = [], [], [], [], []
+    steals, attempts = [], []
     for k, level in lat.items():
         d = level["direct"]["median"]
         for name in ("direct", "tokentap", "nginx"):
@@ -117,6 +129,8 @@ def latency_sections(lat, runs):
             other += [r["other_share"] for r in level[name]["runs"]]
             waits += [r["proxy_runq_wait_ms"] for r in level[name]["runs"]
                       if r.get("proxy_runq_wait_ms") is not None]
+            steals += [r["steal_ms"] for r in level[name]["runs"] if "steal_ms" in r]
+            attempts += [r.get("attempts", 1) for r in level[name]["runs"]]
         tt, ng = level.get("tokentap", {}).get("median", {}), \
             level.get("nginx", {}).get("median", {})
         at, an = level["added"].get("tokentap", {}), level["added"].get("nginx", {})
@@ -143,7 +157,7 @@ def latency_sections(lat, runs):
              "even the direct path queues, and the figures are mostly the load's.",
              "TPOT p50 above 20 ms means the stream fell behind its schedule: "
              "the machine was saturated at that load.",
-             noise(other), runq_note(waits)]
+             noise(other), runq_note(waits), steal_note(steals, attempts)]
     return [
         Section("Latency per event, mock send -> client read (us), TPOT 20 ms",
                 ["streams", "path", "p50", "p99", "max", "+p50", "+p99", "+max",
