@@ -391,6 +391,7 @@ static const char *string_close(const char *b, const char *end)
 static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 {
 	int depth = 0, delta = 0;     /* delta: 0 not seen, 1 open, 2 closed */
+	int choices = 0;              /* the top-level key now open is "choices" */
 
 	memset(k, 0, sizeof *k);
 	/* A chunk ends with its '}'. With a last byte of non-zero class, the
@@ -415,6 +416,9 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 		if ((q = string_close(b, end)) == NULL)
 			return 0;
 		p = q + 1;
+		/* at the top level every string but model's value is a key */
+		if (depth == 1)
+			choices = q - b == 7 && memcmp(b, "choices", 7) == 0;
 		/* the keys looked for are 5 or 7 bytes long */
 		if ((q - b != 5 && q - b != 7) ||
 		    (v = skip_blank(p, end)) >= end || *v != ':')
@@ -427,7 +431,8 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 				k->content = v;
 		} else if (memcmp(b, "error", 5) == 0) {
 			return 0;
-		} else if (depth == 3 && delta == 0 && memcmp(b, "delta", 5) == 0) {
+		} else if (depth == 3 && delta == 0 && choices &&
+		    memcmp(b, "delta", 5) == 0) {
 			if (*v != '{')
 				return 0;
 			delta = 1;

@@ -297,6 +297,9 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{\"choices\":[{\"delta\":{\"a\\\"content\":\"y\"}}]}",
 			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":{\"completion_tokens\":3},\"usage\":null}",
 			"{\"choices\":[{\"delta\":[\"content\",\"y\"]}]}",
+			/* a delta at the right depth, under another key */
+			"{\"cho1ices\":[{\"delta\":{\"content\":\"x\"}}]}",
+			"{\"choices\":[],\"x\":[{\"delta\":{\"content\":\"x\"}}]}",
 			/* cut short, or not ending with the object */
 			"{\"choices\":[{\"delta\":",
 			"{\"choices\":[{\"delta\": ",
