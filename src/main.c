@@ -2,6 +2,7 @@
  *
  * The main thread loads the config, starts the workers, serves the admin
  * endpoints and handles signals; the workers carry the traffic. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -148,6 +149,22 @@ static void raise_nofile(void)
 	}
 }
 
+/* This thread's work (statistics, admin, alerts) can wait; the workers'
+ * forwarding cannot. A lower priority for this thread alone (on Linux a
+ * thread's nice value is its own; the workers, started before, keep
+ * theirs) makes a worker keep its CPU when this thread's timer fires, and
+ * this thread run in the workers' idle time, which at 100 % busy is still
+ * its weight's share. */
+static void yield_to_workers(void)
+{
+	int nice;
+
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0 && nice < 19)
+		setpriority(PRIO_PROCESS, 0, nice + 10 > 19 ? 19 : nice + 10);
+}
+
 static int run(void)
 {
 	static const int sigs[] = { SIGHUP, SIGUSR1, SIGTERM, SIGINT };
@@ -179,6 +196,7 @@ static int run(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
 		return 1;
+	yield_to_workers();
 	{
 		struct timeval tv = { 0, 50000 };
 		stats_tick = event_new(main_base, -1, EV_PERSIST, on_stats_tick, NULL);

@@ -335,3 +335,20 @@ def test_descriptor_table_is_grown_before_the_workers_start():
         with open(f"/proc/{t.p.pid}/status") as f:
             size = [int(l.split()[1]) for l in f if l.startswith("FDSize:")][0]
         assert size >= want, (size, want)
+
+
+def test_main_thread_yields_to_the_workers():
+    """The main thread (statistics, admin, alerts) runs 10 nice levels
+    below the workers, so that its timer does not take a worker's CPU
+    while streams are forwarded; the workers keep the process's own."""
+    import os
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with Tokentap(route(1) + "workers: 2\n") as t:
+        nice = {}
+        for tid in os.listdir(f"/proc/{t.p.pid}/task"):
+            with open(f"/proc/{t.p.pid}/task/{tid}/stat") as f:
+                nice[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])
+    main = nice.pop(t.p.pid)
+    assert len(nice) >= 2, nice
+    assert set(nice.values()) == {own}, nice
+    assert main == min(own + 10, 19), (main, own)
