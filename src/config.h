@@ -19,12 +19,19 @@ struct conf_kv {
 	char *value;
 };
 
+/* Where a key's value is in the file (1-based), for errors found after
+ * loading: a certificate that does not load. */
+struct conf_pos {
+	size_t line, col;
+};
+
 struct conf_listen {
 	char *address;          /* as written, "0.0.0.0:8080" */
 	char host[256];         /* "" = any address */
 	unsigned port;
 	char *tls_cert;         /* NULL: plain TCP */
 	char *tls_key;
+	struct conf_pos tls_cert_at, tls_key_at;
 	void *tls_ctx;          /* SSL_CTX, made by tls_prepare() */
 };
 
@@ -52,6 +59,7 @@ struct conf_tls {
 	char *sni;              /* default: the upstream host */
 	char *client_cert;
 	char *client_key;
+	struct conf_pos at, ca_file_at, client_cert_at;   /* at: the tls map */
 };
 
 struct conf_route {

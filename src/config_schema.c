@@ -350,18 +350,33 @@ static void pair_check(struct conf_loader *ld, yaml_node_t *m, const char *path,
 		    a, b);
 }
 
+/* The position of node n (or of m, where n is absent) in the file. */
+static struct conf_pos pos_of(yaml_node_t *n, yaml_node_t *m)
+{
+	yaml_node_t *at = n != NULL ? n : m;
+	struct conf_pos p = { at->start_mark.line + 1, at->start_mark.column + 1 };
+	return p;
+}
+
+/* Certificates load after the file (tls_prepare): their errors then name
+ * the key's place, as every other configuration error does. */
 static void listen_tls_check(struct conf_loader *ld, yaml_node_t *m, void *base,
     const char *path)
 {
-	(void)base;
+	struct conf_listen *l = base;
 	pair_check(ld, m, path, "cert", "key");
+	l->tls_cert_at = pos_of(conf_map_find(ld, m, "cert"), m);
+	l->tls_key_at = pos_of(conf_map_find(ld, m, "key"), m);
 }
 
 static void route_tls_check(struct conf_loader *ld, yaml_node_t *m, void *base,
     const char *path)
 {
-	(void)base;
+	struct conf_tls *t = base;
 	pair_check(ld, m, path, "client_cert", "client_key");
+	t->at = pos_of(NULL, m);
+	t->ca_file_at = pos_of(conf_map_find(ld, m, "ca_file"), m);
+	t->client_cert_at = pos_of(conf_map_find(ld, m, "client_cert"), m);
 }
 
 static void match_check(struct conf_loader *ld, yaml_node_t *m, void *base, const char *path)

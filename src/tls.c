@@ -77,13 +77,19 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_NOACK;    /* HTTP/1.1 all the same */
 }
 
-static void ssl_errors(FILE *errs, const char *file, const char *where,
-    const char *what)
+/* FILE:LINE:COL: where: what: OpenSSL's reason (no position when the
+ * key is not in the file, e.g. a route with no tls map). */
+static void ssl_errors(FILE *errs, const char *file, struct conf_pos at,
+    const char *where, const char *what)
 {
 	char buf[256];
 	unsigned long e = ERR_get_error();
 	ERR_error_string_n(e, buf, sizeof buf);
-	fprintf(errs, "%s: %s: %s: %s\n", file, where, what, e ? buf : "failed");
+	if (at.line > 0)
+		fprintf(errs, "%s:%zu:%zu: ", file, at.line, at.col);
+	else
+		fprintf(errs, "%s: ", file);
+	fprintf(errs, "%s: %s: %s\n", where, what, e ? buf : "failed");
 	ERR_clear_error();
 }
 
@@ -95,7 +101,7 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 
 	snprintf(where, sizeof where, "route %s: tls", r->name);
 	if (ctx == NULL) {
-		ssl_errors(errs, file, where, "cannot create a TLS context");
+		ssl_errors(errs, file, r->tls.at, where, "cannot create a TLS context");
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -108,11 +114,11 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 		if (r->tls.ca_file != NULL) {
 			if (SSL_CTX_load_verify_locations(ctx, r->tls.ca_file, NULL) != 1) {
-				ssl_errors(errs, file, where, r->tls.ca_file);
+				ssl_errors(errs, file, r->tls.ca_file_at, where, r->tls.ca_file);
 				ok = 0;
 			}
 		} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-			ssl_errors(errs, file, where, "the system certificate store");
+			ssl_errors(errs, file, r->tls.at, where, "the system certificate store");
 			ok = 0;
 		}
 	} else {
@@ -124,7 +130,7 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 	    (SSL_CTX_use_certificate_chain_file(ctx, r->tls.client_cert) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, r->tls.client_key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1)) {
-		ssl_errors(errs, file, where, "client_cert / client_key");
+		ssl_errors(errs, file, r->tls.client_cert_at, where, "client_cert / client_key");
 		ok = 0;
 	}
 	if (!ok) {
@@ -141,22 +147,22 @@ static SSL_CTX *server_ctx(const struct conf_listen *l, const char *file, FILE *
 
 	snprintf(where, sizeof where, "listen %s: tls", l->address);
 	if (ctx == NULL) {
-		ssl_errors(errs, file, where, "cannot create a TLS context");
+		ssl_errors(errs, file, l->tls_cert_at, where, "cannot create a TLS context");
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	SSL_CTX_set_info_callback(ctx, info_cb);
 	if (SSL_CTX_use_certificate_chain_file(ctx, l->tls_cert) != 1) {
-		ssl_errors(errs, file, where, l->tls_cert);
+		ssl_errors(errs, file, l->tls_cert_at, where, l->tls_cert);
 		goto fail;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, l->tls_key, SSL_FILETYPE_PEM) != 1) {
-		ssl_errors(errs, file, where, l->tls_key);
+		ssl_errors(errs, file, l->tls_key_at, where, l->tls_key);
 		goto fail;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		ssl_errors(errs, file, where, "the key does not match the certificate");
+		ssl_errors(errs, file, l->tls_key_at, where, "the key does not match the certificate");
 		goto fail;
 	}
 	return ctx;

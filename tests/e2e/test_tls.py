@@ -210,9 +210,15 @@ def test_bad_certificate_files_fail_the_config_check():
     d = tempfile.mkdtemp()
     conf = os.path.join(d, "t.yaml")
     with open(conf, "w") as f:
-        f.write("listen:\n  - address: 127.0.0.1:1\n    tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n")
+        f.write("listen:\n  - address: 127.0.0.1:1\n    tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n"
+                "routes:\n  - name: r\n    upstream: https://127.0.0.1:9\n"
+                "    tls:\n      ca_file: /nonexistent-ca.pem\n")
     r = subprocess.run([binary("tokentap"), "-t", "-c", conf], capture_output=True, text=True)
-    assert r.returncode != 0 and "nonexistent.crt" in r.stderr, r.stderr
+    assert r.returncode != 0, r.stderr
+    # FILE:LINE:COL of the key whose file does not load, as for any
+    # other configuration error
+    assert f"{conf}:3:17: listen 127.0.0.1:1: tls: /nonexistent.crt:" in r.stderr, r.stderr
+    assert f"{conf}:8:16: route r: tls: /nonexistent-ca.pem:" in r.stderr, r.stderr
     shutil.rmtree(d)
 
 
