@@ -278,6 +278,25 @@ static int request_head(struct session *s)
 	return exchange_request_head(s, head_len);
 }
 
+/* The whole request has left: the first-byte timeout starts. */
+static void request_sent(struct session *s)
+{
+	if (s->req_done && !s->req_sent) {
+		s->req_sent = 1;
+		s->meter.t_sent = util_now_us();
+		if (s->us == U_HEAD)
+			timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
+	}
+}
+
+/* Sends the request bytes at hand now; what is left, the bufferevent
+ * sends, and up_write follows. */
+static void request_flush(struct session *s)
+{
+	if (s->up != NULL && upstream_flush(s->up) == 0)
+		request_sent(s);
+}
+
 /* Moves request body bytes to the upstream as llhttp frames them. */
 static int request_body(struct session *s)
 {
@@ -299,6 +318,7 @@ static int request_body(struct session *s)
 		s->meter.t_req = util_now_us();
 		s->cs = C_WAIT;
 	}
+	request_flush(s);
 	if (evbuffer_get_length(bufferevent_get_output(s->up->bev)) > HIGH_MARK) {
 		bufferevent_disable(s->bev, EV_READ);
 		s->client_paused = 1;
@@ -338,6 +358,7 @@ static int client_process(struct session *s)
 				return 0;
 			break;
 		case C_WAIT:
+			request_flush(s);
 			/* Pipelined bytes wait for the response to end. */
 			if (avail > PIPELINE_MAX)
 				bufferevent_disable(s->bev, EV_READ);
@@ -625,12 +646,8 @@ static void up_write(struct bufferevent *bev, void *arg)
 		if (client_process(s) < 0)
 			return;
 	}
-	if (s->req_done && !s->req_sent && evbuffer_get_length(out) == 0) {
-		s->req_sent = 1;
-		s->meter.t_sent = util_now_us();
-		if (s->us == U_HEAD)
-			timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
-	}
+	if (evbuffer_get_length(out) == 0)
+		request_sent(s);
 }
 
 /* The upstream closed: a close-delimited body ends here; anything else

@@ -121,7 +121,10 @@ struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
 		if (now - u->idle_since < POOL_IDLE_US) {
 			bufferevent_set_timeouts(u->bev, NULL, NULL);
 			bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
-			bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+			/* plain TCP: the caller writes the request itself
+			 * (upstream_flush) and arms EV_WRITE only for what the
+			 * socket did not take */
+			bufferevent_enable(u->bev, p->tls ? EV_READ | EV_WRITE : EV_READ);
 			u->reused = 1;
 			return u;
 		}
@@ -191,6 +194,27 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
 	return 0;
 }
 
+int upstream_flush(struct upconn *u)
+{
+	struct evbuffer *out = bufferevent_get_output(u->bev);
+
+	if (evbuffer_get_length(out) == 0)
+		return 0;
+	/* TLS, or still connecting: the bufferevent writes (EV_WRITE is on) */
+	if (u->pool->tls || !u->connected)
+		return 1;
+	/* a socket bufferevent freezes its output's start so that only it
+	 * drains it; we are that writer here, for this call. An error stays
+	 * in the output for the bufferevent to meet and report. */
+	evbuffer_unfreeze(out, 1);
+	evbuffer_write(out, bufferevent_getfd(u->bev));
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out) == 0)
+		return 0;
+	bufferevent_enable(u->bev, EV_WRITE);
+	return 1;
+}
+
 void upstream_direct_read(struct upconn *u, int on)
 {
 	if (on)
@@ -217,6 +241,8 @@ void upstream_release(struct upconn *u, int reusable)
 	u->idle_since = util_now_us();
 	bufferevent_setcb(u->bev, pooled_read, NULL, pooled_event, u);
 	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	if (!p->tls)
+		bufferevent_disable(u->bev, EV_WRITE);
 	bufferevent_enable(u->bev, EV_READ);
 	TAILQ_INSERT_HEAD(&p->idle, u, link);
 	p->n_idle++;

@@ -41,6 +41,11 @@ int upstream_is_tls(const struct upconn *u);
  * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
  * large as the caller's buffer. -1: not possible (TLS, no memory). */
 int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
+/* Writes what waits in the output to a connected plain upstream now, in
+ * this loop turn: no EPOLLOUT round (two epoll_ctl and a loop turn) before
+ * a request leaves. 0: the output is empty; 1: bytes wait, and the
+ * bufferevent writes them (its write callback runs when they are gone). */
+int upstream_flush(struct upconn *u);
 /* Direct reading paused (0) or resumed (1): backpressure. */
 void upstream_direct_read(struct upconn *u, int on);
 /* Gives a connection back: to the pool if reusable, else closed. */

@@ -249,6 +249,57 @@ def test_each_read_is_written_in_the_same_loop_turn():
     assert sum(c.startswith("ioctl(") for c in during) == 0, during[:12]
 
 
+def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
+    """A request read from the client goes to a kept-alive upstream
+    connection in the same loop turn: the worker's read of the request is
+    followed by its write upstream, with no epoll_ctl (arming EPOLLOUT) or
+    epoll_wait between them."""
+    import os
+    import re
+    import signal
+    import tempfile
+    body = b"data: ok\n\n"
+
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        return "keep"
+
+    trace = tempfile.mktemp(prefix="tt-strace-")
+    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+
+        def exchange(i):
+            s.sendall(b"GET /v1/req-%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+            data = b""
+            while not data.endswith(body):
+                data += s.recv(65536)
+
+        exchange(0)                          # opens the upstream connection
+        st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
+                               "-e", "trace=readv,writev,recvfrom,sendto,"
+                               "epoll_ctl,epoll_wait,ioctl"],
+                              stderr=subprocess.PIPE)
+        st.stderr.readline()
+        time.sleep(0.2)
+        for i in range(1, 4):
+            exchange(i)
+        st.send_signal(signal.SIGINT)
+        st.wait(10)
+        s.close()
+        assert len(b.conns) == 1, "the upstream connection was not reused"
+    lines = [l.split(None, 1) for l in open(trace)
+             if re.match(r"\d+ +\w+\(", l)]
+    os.unlink(trace)
+    reads = [(tid, i) for i, (tid, c) in enumerate(lines)
+             if c.startswith(("readv(", "recvfrom(")) and "GET /v1/req-" in c]
+    assert len(reads) == 3, [c for _, c in lines][:20]
+    for tid, i in reads:
+        calls = [c for t2, c in lines[i + 1:] if t2 == tid]
+        assert calls and calls[0].startswith(("writev(", "sendto(")) and \
+            "GET /v1/req-" in calls[0], calls[:4]
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
