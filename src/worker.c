@@ -240,14 +240,18 @@ static void *worker_main(void *arg)
 
 /* Only its own thread touches a worker's event_base (commands come
  * through an eventfd), so it needs no lock: libevent would otherwise take
- * a mutex around every event operation. */
+ * a mutex around every event operation. The changelist folds one loop
+ * turn's epoll changes per socket into one epoll_ctl (an upstream handed
+ * back to the pool swaps one read event for another); it misbehaves only
+ * with dup()ed sockets, which tokentap never makes. */
 static struct event_base *base_new(void)
 {
 	struct event_config *cfg = event_config_new();
 	struct event_base *b;
 	if (cfg == NULL)
 		return NULL;
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK |
+	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
 	b = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	return b;
