@@ -338,9 +338,11 @@ _Thread_local uint64_t dialect_fast_taken;
  * object or error. Recognised from its bytes in one pass, without
  * tokenising the JSON, which is most of the parse cost per event; anything
  * else (empty or absent content, a usage object, an error, an escaped
- * model name) takes the full parse. Both give the same answer (test_dialect
- * checks it on every recorded stream), so the pass may give up on anything
- * unusual: giving up costs time, never a different answer. */
+ * model name) takes the full parse. Both give the same answer on any JSON
+ * text (test_dialect checks it on every recorded stream, the fuzzer on
+ * what it makes of them; malformed text the pass does not validate), so
+ * the pass may give up on anything unusual: giving up costs time, never a
+ * different answer. */
 
 /* Byte classes between strings: a nesting step, or the quote that opens a
  * string; 0 for the common bytes (':', ',', digits, "null"), which then
@@ -392,23 +394,28 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 {
 	int depth = 0, delta = 0;     /* delta: 0 not seen, 1 open, 2 closed */
 	int choices = 0;              /* the top-level key now open is "choices" */
+	int seen = 0;                 /* "choices" keys met */
 
 	memset(k, 0, sizeof *k);
-	/* A chunk ends with its '}'. With a last byte of non-zero class, the
-	 * loop over class-0 bytes below stops inside the text without testing
-	 * the end at every byte; anything else takes the full parse. */
-	if (p >= end || oa_class[(unsigned char)end[-1]] == 0)
+	/* A chunk is one object: '{' first, its '}' last. With a last byte of
+	 * non-zero class, the loop over class-0 bytes below stops inside the
+	 * text without testing the end at every byte; anything else takes the
+	 * full parse. */
+	if (p >= end || *p != '{' || end[-1] != '}')
 		return 0;
 	for (;;) {
 		const char *b, *q, *v;
 		int c;
 
 		if (p >= end)
-			return delta == 2;
+			return delta == 2 && depth == 0;
 		while (oa_class[(unsigned char)*p] == 0)
 			p++;
 		if ((c = oa_class[(unsigned char)*p++]) != OA_QUOTE) {
-			if ((depth += c) < 4 && delta == 1)
+			/* the top-level object closes at the end, not before */
+			if ((depth += c) <= 0 && p < end)
+				return 0;
+			if (depth < 4 && delta == 1)
 				delta = 2;
 			continue;
 		}
@@ -416,9 +423,13 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 		if ((q = string_close(b, end)) == NULL)
 			return 0;
 		p = q + 1;
-		/* at the top level every string but model's value is a key */
-		if (depth == 1)
+		/* at the top level every string but model's value is a key; a
+		 * second "choices" (the full parse reads the first) gives up */
+		if (depth == 1) {
 			choices = q - b == 7 && memcmp(b, "choices", 7) == 0;
+			if (choices && seen++)
+				return 0;
+		}
 		/* the keys looked for are 5 or 7 bytes long */
 		if ((q - b != 5 && q - b != 7) ||
 		    (v = skip_blank(p, end)) >= end || *v != ':')

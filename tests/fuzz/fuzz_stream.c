@@ -6,8 +6,8 @@
  * piece is a separate heap copy freed after its feed, so a pointer kept
  * into an old feed shows under ASan. The three ways must dispatch the same
  * events (a difference traps); the events of the whole feed go through
- * every dialect. The body is also read as a response body, a request body and a
- * path. */
+ * every dialect, and the OpenAI fast path must agree with the full parse.
+ * The body is also read as a response body, a request body and a path. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +31,139 @@ static uint64_t fold(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+/* A strict JSON reader (RFC 8259), for telling which inputs are JSON text:
+ * returns the end of the value at p, or NULL. Nesting is bounded. */
+static const char *js_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static const char *js_value(const char *p, const char *e, int depth);
+
+static const char *js_string(const char *p, const char *e)
+{
+	for (p++; p < e; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"')
+			return p + 1;
+		if (c < 0x20)
+			return NULL;
+		if (c == '\\') {
+			if (++p >= e)
+				return NULL;
+			if (*p == 'u') {
+				for (int i = 0; i < 4; i++)
+					if (++p >= e || !strchr("0123456789abcdefABCDEF", *p) || !*p)
+						return NULL;
+			} else if (!strchr("\"\\/bfnrt", *p) || !*p) {
+				return NULL;
+			}
+		}
+	}
+	return NULL;
+}
+
+static const char *js_number(const char *p, const char *e)
+{
+	const char *d;
+	if (p < e && *p == '-')
+		p++;
+	if (p < e && *p == '0')
+		p++;
+	else if (p < e && *p >= '1' && *p <= '9')
+		while (p < e && *p >= '0' && *p <= '9')
+			p++;
+	else
+		return NULL;
+	if (p < e && *p == '.') {
+		for (d = ++p; p < e && *p >= '0' && *p <= '9'; p++)
+			;
+		if (p == d)
+			return NULL;
+	}
+	if (p < e && (*p == 'e' || *p == 'E')) {
+		if (++p < e && (*p == '+' || *p == '-'))
+			p++;
+		for (d = p; p < e && *p >= '0' && *p <= '9'; p++)
+			;
+		if (p == d)
+			return NULL;
+	}
+	return p;
+}
+
+static const char *js_members(const char *p, const char *e, int depth, char close)
+{
+	p = js_ws(p + 1, e);
+	if (p < e && *p == close)
+		return p + 1;
+	for (;;) {
+		if (close == '}') {
+			if (p >= e || *p != '"' || (p = js_string(p, e)) == NULL)
+				return NULL;
+			p = js_ws(p, e);
+			if (p >= e || *p != ':')
+				return NULL;
+			p = js_ws(p + 1, e);
+		}
+		if ((p = js_value(p, e, depth + 1)) == NULL)
+			return NULL;
+		p = js_ws(p, e);
+		if (p < e && *p == close)
+			return p + 1;
+		if (p >= e || *p != ',')
+			return NULL;
+		p = js_ws(p + 1, e);
+	}
+}
+
+static const char *js_value(const char *p, const char *e, int depth)
+{
+	static const char *const lit[] = { "true", "false", "null" };
+	if (p >= e || depth > 64)
+		return NULL;
+	if (*p == '{' || *p == '[')
+		return js_members(p, e, depth, *p == '{' ? '}' : ']');
+	if (*p == '"')
+		return js_string(p, e);
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(lit[i]);
+		if ((size_t)(e - p) >= n && memcmp(p, lit[i], n) == 0)
+			return p + n;
+	}
+	return js_number(p, e);
+}
+
+static int is_json_text(const char *p, size_t len)
+{
+	const char *e = p + len;
+	p = js_value(js_ws(p, e), e, 0);
+	return p != NULL && js_ws(p, e) == e;
+}
+
+/* The OpenAI fast path must tell what the full parse tells on any JSON text
+ * (on malformed text they may differ: the fast path does not validate). */
+static void fast_equals_full(const struct sse_event *ev)
+{
+	struct dialect_info fast, full;
+
+	if (!is_json_text(ev->data, ev->data_len))
+		return;
+	dialect_fast_path = 1;
+	dialect_classify(DIALECT_OPENAI, ev, &fast);
+	dialect_fast_path = 0;
+	dialect_classify(DIALECT_OPENAI, ev, &full);
+	dialect_fast_path = 1;
+	if (fast.token != full.token || fast.end != full.end ||
+	    fast.error != full.error || fast.output_tokens != full.output_tokens ||
+	    fast.input_tokens != full.input_tokens ||
+	    fast.model_len != full.model_len ||
+	    (fast.model_len > 0 && fast.model != full.model))
+		__builtin_trap();
+}
+
 static void on_event(void *arg, const struct sse_event *ev)
 {
 	struct seen *s = arg;
@@ -50,6 +183,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		    info.model + info.model_len > ev->data + ev->data_len))
 			__builtin_trap();
 	}
+	if (s->classify)
+		fast_equals_full(ev);
 }
 
 static void feed_copy(struct sse_parser *p, const uint8_t *buf, size_t len)

@@ -306,6 +306,10 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{\"choices\":[{\"delta\":{\"content\":\"y",
 			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}]} ",
 			"{\"choices\":[{\"delta\":{\"content\":\"y\"}}]}x",
+			/* not one object; a second "choices" (found by the fuzzer) */
+			"data: {\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
+			"{\"a\":1}{\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
+			"{\"choices\":\"x\",\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
 		};
 		/* and these are the fast path's, escapes and blanks included */
 		static const char *const fast[] = {
