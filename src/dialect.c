@@ -365,6 +365,28 @@ static const char *skip_blank(const char *p, const char *end)
 	return p;
 }
 
+/* A key of 5 or 7 bytes at b equals the literal k: two overlapping 4-byte
+ * loads each. memcmp would do, but whether gcc inlines it depends on the
+ * shape of the whole function; a call per key was 250 instructions an
+ * event. */
+static inline int key5(const char *b, const char *k)
+{
+	uint32_t x, y;
+	memcpy(&x, b, 4);
+	memcpy(&y, k, 4);
+	return x == y && b[4] == k[4];
+}
+
+static inline int key7(const char *b, const char *k)
+{
+	uint32_t x, y, u, v;
+	memcpy(&x, b, 4);
+	memcpy(&y, k, 4);
+	memcpy(&u, b + 3, 4);
+	memcpy(&v, k + 3, 4);
+	return x == y && u == v;
+}
+
 /* The closing quote of the string whose text starts at b, or NULL. memchr
  * is vectorised; a quote found is escaped when an odd run of backslashes
  * precedes it, which is rare, so looking back is cheaper than looking at
@@ -426,7 +448,7 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 		/* at the top level every string but model's value is a key; a
 		 * second "choices" (the full parse reads the first) gives up */
 		if (depth == 1) {
-			choices = q - b == 7 && memcmp(b, "choices", 7) == 0;
+			choices = q - b == 7 && key7(b, "choices");
 			if (choices && seen++)
 				return 0;
 		}
@@ -438,20 +460,20 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 			return 0;
 		if (q - b == 7) {
 			if (delta == 1 && depth == 4 && k->content == NULL &&
-			    memcmp(b, "content", 7) == 0)
+			    key7(b, "content"))
 				k->content = v;
-		} else if (memcmp(b, "error", 5) == 0) {
+		} else if (key5(b, "error")) {
 			return 0;
 		} else if (depth == 3 && delta == 0 && choices &&
-		    memcmp(b, "delta", 5) == 0) {
+		    key5(b, "delta")) {
 			if (*v != '{')
 				return 0;
 			delta = 1;
-		} else if (depth == 1 && memcmp(b, "usage", 5) == 0) {
+		} else if (depth == 1 && key5(b, "usage")) {
 			if (*v != 'n')
 				return 0;
 		} else if (depth == 1 && k->model == NULL &&
-		    memcmp(b, "model", 5) == 0) {
+		    key5(b, "model")) {
 			/* a plain string only: with a backslash in it, the first
 			 * quote found may be an escaped one */
 			if (*v != '"' || (q = memchr(v + 1, '"',
