@@ -286,7 +286,9 @@ def heading(res):
             f"pinning: mock and client on CPU {pin['mock_and_client']}, proxy on "
             f"CPU {pin['proxy']}; tokentap and nginx with "
             f"{pin.get('workers', 2)} worker(s) each; "
-            f"{res['elapsed_s']:.0f} s in all"]
+            f"{res['elapsed_s']:.0f} s in all" + (" (" + ", ".join(
+                f"{k} {v:.0f} s" for k, v in res["section_s"].items()) + ")"
+                if res.get("section_s") else "")]
 
 
 def write(res, path):
