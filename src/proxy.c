@@ -24,7 +24,6 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <openssl/err.h>
 #include <llhttp.h>
 
 #include "exchange.h"
@@ -177,14 +176,6 @@ static int respond_error(struct session *s, unsigned status, const char *type,
 		exchange_end(s, outcome);
 	client_finish(s);
 	return -1;
-}
-
-/* A message from OpenSSL or the resolver goes into a JSON string. */
-static void json_safe(char *s)
-{
-	for (; *s; s++)
-		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
-			*s = '\'';
 }
 
 /* ---- accept ------------------------------------------------------------ */
@@ -667,10 +658,7 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 	 * checked the client certificate: its refusal arrives as an alert here */
 	if (upstream_is_tls(s->up) && tls_err != 0) {
 		char why[300];
-		tls_error_text(bufferevent_openssl_get_ssl(s->up->bev), tls_err, why,
-		    sizeof why);
-		ERR_clear_error();
-		json_safe(why);
+		upstream_tls_error(s->up, tls_err, why, sizeof why);
 		log_warn("request %s: upstream %s: %s", s->request_id,
 		    s->route->upstream, why);
 		return respond_error(s, 502, "bad_gateway", why, "connect_error");
@@ -682,29 +670,12 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 	    "upstream closed the connection before responding", "upstream_error");
 }
 
-/* Says why the upstream could not be reached: DNS, TCP, or TLS (handshake
- * or certificate verification), in the log and in the 502. */
+/* The upstream could not be reached: why, in the log and in the 502. */
 static void connect_failed(struct session *s, struct bufferevent *bev, short what)
 {
-	SSL *ssl = bufferevent_openssl_get_ssl(bev);
-	unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
-	int dns = bufferevent_socket_get_dns_error(bev);
-	int sock_err = EVUTIL_SOCKET_ERROR();
 	char why[512];
 
-	if (dns)
-		snprintf(why, sizeof why, "cannot resolve %s: %s",
-		    s->route->upstream_host, evutil_gai_strerror(dns));
-	else if (ssl != NULL && (tls_err != 0 ||
-	    SSL_get_verify_result(ssl) != X509_V_OK))
-		tls_error_text(ssl, tls_err, why, sizeof why);
-	else if (what & BEV_EVENT_EOF)
-		snprintf(why, sizeof why, "connection closed during the TLS handshake");
-	else
-		snprintf(why, sizeof why, "cannot connect: %s",
-		    evutil_socket_error_to_string(sock_err));
-	ERR_clear_error();
-	json_safe(why);
+	upstream_connect_error(bev, what, s->route->upstream_host, why, sizeof why);
 	log_warn("request %s: upstream %s: %s", s->request_id, s->route->upstream, why);
 	respond_error(s, 502, "bad_gateway", why, "connect_error");
 }

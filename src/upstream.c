@@ -13,6 +13,8 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "log.h"
 #include "tls.h"
@@ -246,6 +248,45 @@ void upstream_release(struct upconn *u, int reusable)
 	bufferevent_enable(u->bev, EV_READ);
 	TAILQ_INSERT_HEAD(&p->idle, u, link);
 	p->n_idle++;
+}
+
+/* A message from OpenSSL or the resolver goes into a JSON string. */
+static void json_safe(char *s)
+{
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+			*s = '\'';
+}
+
+void upstream_connect_error(struct bufferevent *bev, short what,
+    const char *host, char *why, size_t len)
+{
+	int sock_err = EVUTIL_SOCKET_ERROR();
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
+	int dns = bufferevent_socket_get_dns_error(bev);
+
+	if (dns)
+		snprintf(why, len, "cannot resolve %s: %s", host,
+		    evutil_gai_strerror(dns));
+	else if (ssl != NULL && (tls_err != 0 ||
+	    SSL_get_verify_result(ssl) != X509_V_OK))
+		tls_error_text(ssl, tls_err, why, len);
+	else if (what & BEV_EVENT_EOF)
+		snprintf(why, len, "connection closed during the TLS handshake");
+	else
+		snprintf(why, len, "cannot connect: %s",
+		    evutil_socket_error_to_string(sock_err));
+	ERR_clear_error();
+	json_safe(why);
+}
+
+void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
+    size_t len)
+{
+	tls_error_text(bufferevent_openssl_get_ssl(u->bev), tls_err, why, len);
+	ERR_clear_error();
+	json_safe(why);
 }
 
 void upstream_free_all(struct worker *w)

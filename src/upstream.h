@@ -46,6 +46,14 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
  * a request leaves. 0: the output is empty; 1: bytes wait, and the
  * bufferevent writes them (its write callback runs when they are gone). */
 int upstream_flush(struct upconn *u);
+/* Why a connect failed (BEV_EVENT_* in what): DNS, TCP, or TLS handshake
+ * or certificate verification; a JSON-safe text in why. */
+void upstream_connect_error(struct bufferevent *bev, short what,
+    const char *host, char *why, size_t len);
+/* The text of a TLS error met after the handshake (a TLS 1.3 server's
+ * refusal of the client certificate arrives so), JSON-safe. */
+void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
+    size_t len);
 /* Direct reading paused (0) or resumed (1): backpressure. */
 void upstream_direct_read(struct upconn *u, int on);
 /* Gives a connection back: to the pool if reusable, else closed. */

@@ -37,6 +37,7 @@ def expect(port, request, status, outcome=None, t=None):
     if t is not None:
         line = t.access()[-1]
         assert line["status"] == status and line["outcome"] == outcome, line
+    return err["message"]
 
 
 def test_400_malformed_and_smuggling():
@@ -73,7 +74,9 @@ def test_431_head_too_large():
 
 def test_502_unreachable_and_bad_response():
     with Tokentap(cfg(free_port())) as t:
-        expect(t.port, b"GET /v1/x HTTP/1.1\r\nHost: x\r\n\r\n", 502, "connect_error", t)
+        why = expect(t.port, b"GET /v1/x HTTP/1.1\r\nHost: x\r\n\r\n", 502,
+                     "connect_error", t)
+        assert why == "cannot connect: Connection refused", why
 
     def bad(req, c):
         c.send(b"NOT HTTP AT ALL\r\n\r\n")
