@@ -107,13 +107,8 @@ static int client_flush(struct session *s)
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	/* plain TCP: write now; TLS: the OpenSSL bufferevent writes as soon as
 	 * bytes are added to its output */
-	if (!s->tls && evbuffer_get_length(out) > 0) {
-		/* a socket bufferevent freezes its output's start so that only it
-		 * drains it; we are that writer here, for this call */
-		evbuffer_unfreeze(out, 1);
-		evbuffer_write(out, s->fd);
-		evbuffer_freeze(out, 1);
-	}
+	if (!s->tls && evbuffer_get_length(out) > 0)
+		bev_write_now(s->bev);
 	if (evbuffer_get_length(out) > 0) {
 		bufferevent_enable(s->bev, EV_WRITE);
 		return 0;

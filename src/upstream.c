@@ -196,22 +196,27 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
 	return 0;
 }
 
-int upstream_flush(struct upconn *u)
+size_t bev_write_now(struct bufferevent *bev)
 {
-	struct evbuffer *out = bufferevent_get_output(u->bev);
+	struct evbuffer *out = bufferevent_get_output(bev);
 
-	if (evbuffer_get_length(out) == 0)
-		return 0;
-	/* TLS, or still connecting: the bufferevent writes (EV_WRITE is on) */
-	if (u->pool->tls || !u->connected)
-		return 1;
 	/* a socket bufferevent freezes its output's start so that only it
 	 * drains it; we are that writer here, for this call. An error stays
 	 * in the output for the bufferevent to meet and report. */
 	evbuffer_unfreeze(out, 1);
-	evbuffer_write(out, bufferevent_getfd(u->bev));
+	evbuffer_write(out, bufferevent_getfd(bev));
 	evbuffer_freeze(out, 1);
-	if (evbuffer_get_length(out) == 0)
+	return evbuffer_get_length(out);
+}
+
+int upstream_flush(struct upconn *u)
+{
+	if (evbuffer_get_length(bufferevent_get_output(u->bev)) == 0)
+		return 0;
+	/* TLS, or still connecting: the bufferevent writes (EV_WRITE is on) */
+	if (u->pool->tls || !u->connected)
+		return 1;
+	if (bev_write_now(u->bev) == 0)
 		return 0;
 	bufferevent_enable(u->bev, EV_WRITE);
 	return 1;

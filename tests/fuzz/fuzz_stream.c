@@ -55,9 +55,10 @@ static const char *js_string(const char *p, const char *e)
 				return NULL;
 			if (*p == 'u') {
 				for (int i = 0; i < 4; i++)
-					if (++p >= e || !strchr("0123456789abcdefABCDEF", *p) || !*p)
+					if (++p >= e || *p == '\0' ||
+					    !strchr("0123456789abcdefABCDEF", *p))
 						return NULL;
-			} else if (!strchr("\"\\/bfnrt", *p) || !*p) {
+			} else if (*p == '\0' || !strchr("\"\\/bfnrt", *p)) {
 				return NULL;
 			}
 		}

@@ -26,6 +26,14 @@ static void head(struct meter *m, const char *ct, int encoded, uint64_t at)
 	meter_response_head(m, 200, ct, ct ? strlen(ct) : 0, encoded, 1 << 20, at);
 }
 
+/* An OpenAI request started at t0 whose response head (type ct) came at
+ * t_head. */
+static void openai(struct meter *m, uint64_t t0, const char *ct, uint64_t t_head)
+{
+	meter_init(m, t0, DIALECT_OPENAI);
+	head(m, ct, 0, t_head);
+}
+
 /* An event is complete at the read that delivered its blank line: a token
  * split over three reads is timed at the third. */
 static void test_event_complete_at_its_blank_line(void **state)
@@ -35,8 +43,7 @@ static void test_event_complete_at_its_blank_line(void **state)
 	size_t n = strlen(t);
 
 	(void)state;
-	meter_init(&m, 1000, DIALECT_OPENAI);
-	head(&m, SSE, 0, 2000);
+	openai(&m, 1000, SSE, 2000);
 	meter_body(&m, t, 10, 3000);
 	meter_body(&m, t + 10, n - 11, 4000);   /* all but the last '\n' */
 	assert_int_equal(m.token_events, 0);
@@ -58,8 +65,7 @@ static void test_first_event_first_token_and_n_from_events(void **state)
 	struct meter m;
 
 	(void)state;
-	meter_init(&m, 0, DIALECT_OPENAI);
-	head(&m, SSE, 0, 100);
+	openai(&m, 0, SSE, 100);
 	feed(&m, ": keep-alive\n\n", 150);
 	feed(&m, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", 200);
 	feed(&m, TOK, 1000);
@@ -97,9 +103,8 @@ static void test_itl_and_usage(void **state)
 
 	(void)state;
 	n_gaps = 0;
-	meter_init(&m, 0, DIALECT_OPENAI);
+	openai(&m, 0, SSE, 10);
 	m.itl_fn = on_gap;
-	head(&m, SSE, 0, 10);
 	feed(&m, TOK, 100);
 	feed(&m, TOK, 130);
 	feed(&m, TOK, 190);
@@ -165,8 +170,7 @@ static void test_json_body_usage(void **state)
 	size_t n = strlen(body);
 
 	(void)state;
-	meter_init(&m, 0, DIALECT_OPENAI);
-	head(&m, "application/json", 0, 10);
+	openai(&m, 0, "application/json", 10);
 	meter_body(&m, body, n / 2, 20);
 	meter_body(&m, body + n / 2, n - n / 2, 30);
 	meter_end(&m, 40);
@@ -180,8 +184,7 @@ static void test_json_body_usage(void **state)
 	meter_free(&m);
 
 	/* no usage in it: the counts stay undefined */
-	meter_init(&m, 0, DIALECT_OPENAI);
-	head(&m, "application/json", 0, 10);
+	openai(&m, 0, "application/json", 10);
 	feed(&m, "{\"choices\":[]}", 20);
 	meter_end(&m, 30);
 	assert_int_equal(meter_output_tokens(&m), -1);
@@ -198,8 +201,7 @@ static void test_model_precedence(void **state)
 	char longname[METER_MODEL_MAX * 2];
 
 	(void)state;
-	meter_init(&m, 0, DIALECT_OPENAI);
-	head(&m, SSE, 0, 10);
+	openai(&m, 0, SSE, 10);
 	feed(&m, "data: {\"model\":\"from-chunk\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", 20);
 	feed(&m, "data: {\"model\":\"later\",\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n", 30);
 	assert_string_equal(m.model, "from-chunk");
@@ -229,8 +231,7 @@ static void test_no_tokens_and_error_event(void **state)
 	struct meter m;
 
 	(void)state;
-	meter_init(&m, 0, DIALECT_OPENAI);
-	head(&m, SSE, 0, 10);
+	openai(&m, 0, SSE, 10);
 	feed(&m, "data: {\"error\":{\"message\":\"overloaded\"}}\n\n", 20);
 	meter_end(&m, 30);
 	assert_int_equal(meter_ttft_us(&m), -1);
