@@ -1,28 +1,42 @@
 #include "httphead.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
 #include "util.h"
 
-/* Does the comma-separated list in value contain token name? */
-static int list_has(const char *v, size_t vlen, const char *name, size_t len)
+int httphead_list_next(const char *v, size_t vlen, size_t *pos,
+    const char **item, size_t *len)
 {
-	size_t i = 0;
-	while (i < vlen) {
-		size_t s, e;
-		while (i < vlen && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < vlen && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
-		if (e - s == len && strncasecmp(v + s, name, len) == 0)
-			return 1;
+	size_t i = *pos, s, e;
+
+	while (i < vlen && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+		i++;
+	if (i == vlen) {
+		*pos = i;
+		return 0;
 	}
+	s = i;
+	while (i < vlen && v[i] != ',')
+		i++;
+	e = i;
+	while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+		e--;
+	*pos = i;
+	*item = v + s;
+	*len = e - s;
+	return 1;
+}
+
+int httphead_list_has(const char *v, size_t vlen, const char *name, size_t len)
+{
+	const char *item;
+	size_t pos = 0, ilen;
+	while (httphead_list_next(v, vlen, &pos, &item, &ilen))
+		if (ilen == len && strncasecmp(item, name, len) == 0)
+			return 1;
 	return 0;
 }
 
@@ -36,7 +50,7 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len)
 			return 1;
 	for (size_t i = 0; i < m->n; i++)
 		if (util_ieq(m->h[i].name, m->h[i].name_len, "connection") &&
-		    list_has(m->h[i].value, m->h[i].value_len, name, len))
+		    httphead_list_has(m->h[i].value, m->h[i].value_len, name, len))
 			return 1;
 	return 0;
 }
@@ -126,13 +140,24 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
     int decode, int close)
 {
-	evbuffer_add(out, rs->start_line, rs->start_len);
+	/* 1xx and 204 have no body and may not say they have (RFC 9110 §8.6,
+	 * RFC 9112 §6.1); nginx drops the fields too */
+	int no_framing = rs->status < 200 || rs->status == 204;
+
+	/* the version is tokentap's own (RFC 9110 §6.2): an HTTP/1.0
+	 * upstream's status line reaches HTTP/1.1 clients as 1.1 */
+	evbuffer_add(out, "HTTP/1.1", 8);
+	if (rs->start_len > 8)
+		evbuffer_add(out, rs->start_line + 8, rs->start_len - 8);
 	evbuffer_add(out, "\r\n", 2);
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct http_header *h = &rs->h[i];
+		int framing = util_ieq(h->name, h->name_len, "transfer-encoding");
 		if (httphead_is_hop(rs, h->name, h->name_len))
 			continue;
-		if (decode && util_ieq(h->name, h->name_len, "transfer-encoding"))
+		if ((decode || no_framing) && framing)
+			continue;
+		if (no_framing && util_ieq(h->name, h->name_len, "content-length"))
 			continue;
 		evbuffer_add(out, h->name, h->name_len);
 		evbuffer_add(out, ": ", 2);

@@ -27,6 +27,14 @@ struct http_head {
 	size_t n;
 };
 
+/* The next non-empty element of a comma-separated field value (RFC 9110
+ * §5.6.1) from *pos, without its surrounding whitespace: 1 and *item, *len
+ * set, or 0 at the end. */
+int httphead_list_next(const char *v, size_t vlen, size_t *pos,
+    const char **item, size_t *len);
+/* Does the list contain the token name (case-insensitive)? */
+int httphead_list_has(const char *v, size_t vlen, const char *name, size_t len);
+
 /* Header fields the proxy never forwards: Connection and the fields it
  * names, Keep-Alive, Proxy-Connection, TE, Upgrade. (Transfer-Encoding is
  * framing and is decided by the caller.) */

@@ -134,6 +134,7 @@ static void test_response_hop_by_hop(void **state)
 	memset(&rs, 0, sizeof rs);
 	rs.start_line = "HTTP/1.1 200 Fine Thanks";
 	rs.start_len = strlen(rs.start_line);
+	rs.status = 200;
 	struct http_header h[] = {
 		H("Content-Type", "text/event-stream"), H("Transfer-Encoding", "chunked"),
 		H("Connection", "Keep-Alive, X-Hop"), H("Keep-Alive", "timeout=5"),
