@@ -10,6 +10,7 @@
 #include <event2/bufferevent.h>
 
 #include "accesslog.h"
+#include "httpcheck.h"
 #include "log.h"
 #include "route.h"
 #include "stats.h"
@@ -87,9 +88,31 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
 static int on_headers_complete(llhttp_t *p)
 {
 	struct session *s = sess(p);
-	/* a response to HEAD has no body whatever its headers say */
-	if (p == &s->res && s->is_head_req)
+	/* a response to HEAD, a 1xx, 204 or 304 has no body whatever its
+	 * header fields say (RFC 9112 §6.3); llhttp would read one by its
+	 * Content-Length */
+	if (p == &s->res && (s->is_head_req ||
+	    httpcheck_bodiless_status(p->status_code)))
 		return 1;
+	return 0;
+}
+
+/* A request body's chunk: refused as soon as its size would pass the
+ * limit, before any of it is forwarded. At the last chunk the parser
+ * pauses, so that the trailer section that follows can be dropped. */
+static int on_chunk_header(llhttp_t *p)
+{
+	struct session *s = sess(p);
+	if (p != &s->req)
+		return 0;
+	if (p->content_length > s->conf->max_body_bytes - s->body_bytes) {
+		s->body_too_large = 1;
+		return HPE_USER;
+	}
+	if (p->content_length == 0) {
+		s->req_trailers = 1;
+		return HPE_PAUSED;
+	}
 	return 0;
 }
 
@@ -133,6 +156,7 @@ static const llhttp_settings_t req_settings = {
 	.on_header_field = on_header_field,
 	.on_header_value = on_header_value,
 	.on_headers_complete = on_headers_complete,
+	.on_chunk_header = on_chunk_header,
 	.on_body = on_req_body,
 	.on_message_complete = on_message_complete,
 };
@@ -152,36 +176,49 @@ int exchange_find_head(struct evbuffer *in, size_t *scan_pos, size_t max,
 {
 	size_t len = evbuffer_get_length(in);
 	size_t lim = len < max ? len : max;
-	size_t i = *scan_pos;
 	const char *p;
 
 	if (lim == 0)
 		return 0;
 	p = (const char *)evbuffer_pullup(in, (ev_ssize_t)lim);
-	while (i < lim) {
-		const char *nl = memchr(p + i, '\n', lim - i);
-		size_t k;
-		if (nl == NULL) {
-			i = lim;
-			break;
-		}
-		k = (size_t)(nl - p);
-		if (k + 1 >= lim || (p[k + 1] == '\r' && k + 2 >= lim)) {
-			i = k;      /* decide when more bytes came */
-			break;
-		}
-		if (p[k + 1] == '\n') {
-			*head_len = k + 2;
-			return 1;
-		}
-		if (p[k + 1] == '\r' && p[k + 2] == '\n') {
-			*head_len = k + 3;
-			return 1;
-		}
-		i = k + 1;
-	}
-	*scan_pos = i;
-	return len >= max ? -1 : 0;
+	return httpcheck_find_head(p, len, scan_pos, max, head_len);
+}
+
+size_t exchange_skip_blank(struct evbuffer *in)
+{
+	size_t n, total = 0;
+	do {
+		size_t len = evbuffer_get_length(in);
+		const char *p = (const char *)evbuffer_pullup(in,
+		    (ev_ssize_t)(len < 256 ? len : 256));
+		n = httpcheck_leading_blank(p, len < 256 ? len : 256);
+		evbuffer_drain(in, n);
+		total += n;
+	} while (n == 256);
+	return total;
+}
+
+int exchange_request_line(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	size_t len = evbuffer_get_length(in);
+	struct httpcheck_verdict v;
+	const char *p, *nl;
+
+	if (s->line_checked)
+		return 0;
+	if (len > s->conf->max_header_bytes)
+		len = s->conf->max_header_bytes;
+	p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	if (p == NULL || (nl = memchr(p, '\n', len)) == NULL)
+		return 0;
+	s->line_checked = 1;
+	len = (size_t)(nl - p);
+	if (len > 0 && p[len - 1] == '\r')
+		len--;
+	if (httpcheck_request_line(p, len, &v) == 0)
+		return 0;
+	return proxy_error(s, v.status, v.type, v.msg, "rejected");
 }
 
 /* Obsolete line folding (a header line starting with SP or HTAB): Debian's
@@ -244,15 +281,12 @@ static void keep_request_fields(struct session *s, const struct http_head *rq)
 	s->target_len = n;
 }
 
-static int check_request(struct session *s, const struct http_head *rq)
+static int check_request(struct session *s, struct http_head *rq)
 {
-	if (rq->target_len == 0 || rq->target[0] != '/')
-		return bad_request(s, "request target must be an absolute path");
-	if (route_find_header(rq->h, rq->n, "content-length") != NULL &&
-	    route_find_header(rq->h, rq->n, "transfer-encoding") != NULL)
-		return bad_request(s, "both Content-Length and Transfer-Encoding");
-	if (rq->http_minor >= 1 && route_find_header(rq->h, rq->n, "host") == NULL)
-		return bad_request(s, "missing Host header");
+	struct httpcheck_verdict v;
+
+	if (httpcheck_request(rq, &v) < 0)
+		return proxy_error(s, v.status, v.type, v.msg, "rejected");
 	if ((s->req.flags & F_CONTENT_LENGTH) &&
 	    s->req.content_length > s->conf->max_body_bytes)
 		return proxy_error(s, 413, "request_too_large",
@@ -288,6 +322,15 @@ static void keep_copy(struct session *s, struct evbuffer *src, size_t n)
 void exchange_keep_body(struct session *s, struct evbuffer *in, size_t n)
 {
 	keep_copy(s, in, n);
+}
+
+void exchange_forward_bytes(struct session *s, const char *p, size_t n)
+{
+	evbuffer_add(bufferevent_get_output(s->up->bev), p, n);
+	if (s->req_copy != NULL && evbuffer_add(s->req_copy, p, n) != 0) {
+		evbuffer_free(s->req_copy);
+		s->req_copy = NULL;
+	}
 }
 
 static void start_line(struct http_head *h, const char *p, size_t len)
@@ -375,6 +418,9 @@ int exchange_request_head(struct session *s, size_t head_len)
 		log_info("client %s: malformed request: %s", s->client_ip,
 		    llhttp_get_error_reason(&s->req));
 		evbuffer_drain(in, head_len);
+		if (llhttp_get_errno(&s->req) == HPE_INVALID_TRANSFER_ENCODING)
+			return proxy_error(s, 501, "not_implemented",
+			    "only the chunked transfer coding is supported", "rejected");
 		return bad_request(s, "malformed request");
 	}
 	tenant_identify(s->conf, rq.h, rq.n, s->tenant, sizeof s->tenant);
@@ -382,7 +428,8 @@ int exchange_request_head(struct session *s, size_t head_len)
 	s->keepalive = llhttp_should_keep_alive(&s->req) && !s->http10;
 	s->is_head_req = rq.method_len == 4 && memcmp(rq.method, "HEAD", 4) == 0;
 	if (check_request(s, &rq) < 0)
-		return -1;
+		return -1;      /* lingering drains the input */
+	keep_request_fields(s, &rq);     /* absolute-form: now origin-form */
 	s->route = route_match(s->conf, rq.target, rq.path_len, rq.h, rq.n);
 	if (s->route == NULL) {
 		evbuffer_drain(in, head_len);
@@ -413,6 +460,7 @@ int exchange_response_head(struct session *s, size_t head_len)
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
 	struct http_head rs;
+	struct httpcheck_verdict v;
 	const struct http_header *ct, *ce;
 	size_t before;
 	int r;
@@ -420,17 +468,23 @@ int exchange_response_head(struct session *s, size_t head_len)
 	llhttp_init(&s->res, HTTP_RESPONSE, &res_settings);
 	s->res.data = s;
 	r = parse_head(s, &s->res, &rs, p, head_len);
-	if (r < 0 || has_obs_fold(p, head_len) || s->res.status_code == 101)
+	rs.status = s->res.status_code;
+	if (r < 0 || has_obs_fold(p, head_len) || rs.status == 101)
 		return proxy_error(s, 502, "bad_gateway",
 		    "malformed upstream response head", "upstream_error");
-	rs.status = s->res.status_code;
+	if (httpcheck_response(&rs, &v) < 0)
+		return proxy_error(s, v.status, v.type, v.msg, "upstream_error");
 	before = evbuffer_get_length(out);
 	if (rs.status < 200) {
-		/* interim response (100 Continue, 103 Early Hints): pass it on */
-		httphead_write_response(out, &rs, 0, 0);
+		/* interim response (100 Continue, 103 Early Hints): passed on,
+		 * but never to an HTTP/1.0 client (RFC 9110 §15.2); the final
+		 * response follows on the same parser state */
+		if (!s->http10)
+			httphead_write_response(out, &rs, 0, 0);
 		s->bytes_out += evbuffer_get_length(out) - before;
 		evbuffer_drain(in, head_len);
 		s->up_scan_pos = 0;
+		s->res_done = 0;
 		return proxy_flush(s);
 	}
 	if (s->req_copy != NULL) {
@@ -482,10 +536,13 @@ int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
 			total += v[i].iov_len;
 			continue;
 		}
-		if (e == HPE_PAUSED) {
-			total += (size_t)(llhttp_get_error_pos(p) - (const char *)v[i].iov_base);
+		/* paused at the message's end, or failed: the bytes before that
+		 * point were parsed (and measured) and belong to the message */
+		const char *at = llhttp_get_error_pos(p), *b = v[i].iov_base;
+		if (at != NULL && at >= b && at <= b + v[i].iov_len)
+			total += (size_t)(at - b);
+		if (e == HPE_PAUSED)
 			break;
-		}
 		*used = total;
 		return -1;
 	}
@@ -532,6 +589,7 @@ void exchange_begin(struct session *s, uint64_t t0)
 	s->bytes_in = s->bytes_out = s->body_bytes = 0;
 	s->head_parsed = s->head_sent = s->req_done = s->req_sent = 0;
 	s->res_done = s->decode = s->retried = s->is_head_req = 0;
+	s->line_checked = s->body_too_large = s->req_trailers = 0;
 	s->client_paused = s->up_paused = 0;
 	s->scan_pos = s->up_scan_pos = 0;
 	s->request_id[0] = '\0';
@@ -683,6 +741,10 @@ int exchange_done(struct session *s)
 	const char *outcome = "ok";
 	if (s->status >= 400 || s->meter.error_seen)
 		outcome = "upstream_error";
+	/* the backend answered before the request body ended: the rest of
+	 * it must not be read as the next request */
+	if (!s->req_done)
+		s->keepalive = 0;
 	exchange_end(s, outcome);
 	if (s->keepalive && !s->closing)
 		return proxy_next_request(s);
@@ -693,7 +755,8 @@ int exchange_retry(struct session *s)
 {
 	struct evbuffer *copy = s->req_copy;
 
-	if (copy == NULL || s->retried || s->head_sent || s->us == U_BODY)
+	if (copy == NULL || s->retried || s->head_sent || s->us == U_BODY ||
+	    s->bytes_out > 0)
 		return 1;
 	s->req_copy = NULL;
 	s->retried = 1;

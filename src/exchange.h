@@ -70,6 +70,9 @@ struct session {
 	unsigned too_many_headers : 1;
 	unsigned dispatching : 1;     /* inside upstream_get() */
 	unsigned connect_failed : 1;
+	unsigned line_checked : 1;    /* the request line passed its check */
+	unsigned body_too_large : 1;  /* a chunk would pass max_body_bytes */
+	unsigned req_trailers : 1;    /* in the request's trailer section */
 	size_t scan_pos, up_scan_pos;
 
 	/* the request in flight; conf != NULL while there is one */
@@ -103,8 +106,15 @@ void exchange_begin(struct session *s, uint64_t t0);
 void exchange_end(struct session *s, const char *outcome);
 void exchange_abandon(struct session *s);
 int exchange_done(struct session *s);
+/* httpcheck_find_head on the input buffer */
 int exchange_find_head(struct evbuffer *in, size_t *scan_pos, size_t max,
     size_t *head_len);
+/* Drops the empty lines a request may be preceded by; returns how many
+ * bytes that was. */
+size_t exchange_skip_blank(struct evbuffer *in);
+/* Checks the request line once it is complete; -1: answered (the session
+ * may be gone). */
+int exchange_request_line(struct session *s);
 int exchange_request_head(struct session *s, size_t head_len);
 int exchange_response_head(struct session *s, size_t head_len);
 int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
@@ -116,6 +126,8 @@ int exchange_parse_eof(struct session *s);
 /* 0: retried on a new connection; 1: not possible; -1: the session is gone */
 int exchange_retry(struct session *s);
 void exchange_keep_body(struct session *s, struct evbuffer *in, size_t n);
+/* Bytes of tokentap's own in the request upstream (and its retry copy). */
+void exchange_forward_bytes(struct session *s, const char *p, size_t n);
 void exchange_route_meter(struct session *s, const struct http_head *rq);
 const char *exchange_reason(unsigned status);
 void exchange_client_addr(const struct sockaddr *sa, char *buf, size_t len);

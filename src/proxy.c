@@ -253,14 +253,22 @@ static int request_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->bev);
 	size_t head_len;
-	int r = exchange_find_head(in, &s->scan_pos, s->conf->max_header_bytes,
-	    &head_len);
+	int r;
 
-	if (r == 0)
-		return 0;
+	if (s->scan_pos == 0)
+		s->bytes_in += exchange_skip_blank(in);
+	r = exchange_find_head(in, &s->scan_pos, s->conf->max_header_bytes,
+	    &head_len);
+	if (r == -2)
+		return respond_error(s, 400, "bad_request",
+		    "bare CR in the request head", "rejected");
 	if (r < 0)
 		return respond_error(s, 431, "request_header_too_large",
 		    "request head exceeds limits.max_header_bytes", "rejected");
+	if (exchange_request_line(s) < 0)
+		return -1;
+	if (r == 0)
+		return 0;
 	return exchange_request_head(s, head_len);
 }
 
@@ -283,29 +291,49 @@ static void request_flush(struct session *s)
 		request_sent(s);
 }
 
-/* Moves request body bytes to the upstream as llhttp frames them. */
+/* Moves request body bytes to the upstream as llhttp frames them. The
+ * trailer section of a chunked body is dropped (as nginx does): the
+ * parser pauses after the last chunk's line, what follows up to the
+ * message's end is read but not forwarded, and the empty line that ends
+ * the message is written in its place. */
 static int request_body(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct evbuffer *up = bufferevent_get_output(s->up->bev);
 	size_t used;
-	int r = exchange_parse(s, &s->req, in, &used);
+	int r, trailers;
 
-	s->bytes_in += used;
-	if (r < 0)
-		return respond_error(s, 400, "bad_request", "malformed request body",
-		    "rejected");
-	if (s->body_bytes > s->conf->max_body_bytes)
-		return respond_error(s, 413, "request_too_large",
-		    "request body exceeds limits.max_body_bytes", "rejected");
+	do {
+		trailers = s->req_trailers;
+		r = exchange_parse(s, &s->req, in, &used);
+		s->bytes_in += used;
+		if (r < 0 && s->body_too_large)
+			return respond_error(s, 413, "request_too_large",
+			    "request body exceeds limits.max_body_bytes", "rejected");
+		if (r < 0)
+			return respond_error(s, 400, "bad_request",
+			    "malformed request body", "rejected");
+		if (s->body_bytes > s->conf->max_body_bytes)
+			return respond_error(s, 413, "request_too_large",
+			    "request body exceeds limits.max_body_bytes", "rejected");
+		if (trailers) {
+			evbuffer_drain(in, used);
+		} else {
+			exchange_keep_body(s, in, used);
+			evbuffer_remove_buffer(in, up, used);
+		}
+		if (s->req_trailers && !trailers)
+			llhttp_resume(&s->req);      /* paused at the last chunk */
+	} while (s->req_trailers && !trailers && !s->req_done);
 	s->last_progress = util_now_us();
-	exchange_keep_body(s, in, used);
-	evbuffer_remove_buffer(in, bufferevent_get_output(s->up->bev), used);
 	if (s->req_done) {
+		if (s->req_trailers)
+			exchange_forward_bytes(s, "\r\n", 2);
 		s->meter.t_req = util_now_us();
 		s->cs = C_WAIT;
 	}
 	request_flush(s);
-	if (evbuffer_get_length(bufferevent_get_output(s->up->bev)) > HIGH_MARK) {
+	if (evbuffer_get_length(up) > HIGH_MARK) {
 		bufferevent_disable(s->bev, EV_READ);
 		s->client_paused = 1;
 	}
@@ -445,7 +473,8 @@ static int response_head(struct session *s)
 	if (r == 0)
 		return 0;
 	if (r < 0)
-		return respond_error(s, 502, "bad_gateway",
+		return respond_error(s, 502, "bad_gateway", r == -2 ?
+		    "bare CR in the upstream response head" :
 		    "upstream response head too large", "upstream_error");
 	r = exchange_response_head(s, head_len);
 	if (r != 0)
