@@ -3,7 +3,8 @@
 
   1. builds the programs and the unit tests, plain and with ASan+UBSan;
   2. runs the cmocka unit tests of both builds (TAP output, one line a test);
-  3. runs the end-to-end tests (tests/e2e/test_*.py) against both builds;
+  3. runs the end-to-end tests (tests/e2e/test_*.py) and the framing corpus
+     (tests/conformance) against both builds;
   4. runs the fuzzer for a bounded time.
 
   python3 tests/run.py [-k SUBSTRING] [--fast]
@@ -85,7 +86,9 @@ def load_module(path):
 def run_e2e(bdir, tag, only):
     os.environ["TOKENTAP_BUILD"] = bdir
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py"))):
+    paths = sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py")))
+    paths += sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "test_*.py")))
+    for path in paths:
         try:
             mod = load_module(path)
         except Exception:
@@ -103,6 +106,16 @@ def run_e2e(bdir, tag, only):
             except Exception:
                 ok, detail = False, traceback.format_exc()[-1500:]
             result(full + f" ({time.monotonic() - t:.1f}s)", ok, detail)
+
+
+def nginx_report():
+    """Where nginx treats the framing corpus otherwise: printed, not counted."""
+    script = os.path.join(ROOT, "tests", "conformance", "nginx_diff.py")
+    r = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900)
+    print("# the framing corpus through nginx, for information:")
+    for line in (r.stdout + r.stderr).splitlines():
+        print("#   " + line, flush=True)
 
 
 def run_fuzz():
@@ -131,6 +144,8 @@ def main():
             os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
         run_unit(bdir, tag, a.k)
         run_e2e(bdir, tag, a.k)
+        if tag == "plain" and not a.k:
+            nginx_report()
     if not a.fast and not a.k:
         run_fuzz()
     print(f"# {time.monotonic() - start:.0f}s; failed: {', '.join(failures) or 'none'}")

@@ -1,0 +1,587 @@
+"""The request-smuggling and framing corpus: raw bytes in, what must come out.
+
+Request vectors (REQUEST): what a client sends to tokentap, the statuses it
+must get back, and the exact bytes the backend must have received (b"" for
+nothing). tokentap runs with preserve_host, so the forwarded head is the
+client's head without its hop-by-hop fields, plus the three fields tokentap
+adds ({F} below); the backend answers each request it parses with
+"200 ok".
+
+Response vectors (RESPONSE): what the backend answers to `GET /r`, and the
+exact bytes the client must receive (or the status tokentap answers
+instead), the access log's outcome, and whether that upstream connection
+may carry the next client's request (`reuse`).
+
+RFC 9112 is HTTP/1.1's message syntax, RFC 9110 its semantics; the section
+each vector exercises is named beside it.
+"""
+
+F = (b"X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\n"
+     b"X-Request-Id: *\r\n")
+
+
+class Req:
+    def __init__(self, name, rfc, send, status, upstream=b"", conf=None,
+                 closed=None, partial=False, route=None, note=""):
+        self.name, self.rfc, self.send = name, rfc, send
+        self.status = status if isinstance(status, list) else [status]
+        self.upstream = upstream   # exact bytes, {F} expanded, * = request id
+        self.conf = conf           # more top-level YAML (limits)
+        self.route = route         # route keys other than the default's
+        self.closed = closed       # tokentap must close the connection
+        self.partial = partial     # backend got no complete request
+        self.note = note
+
+
+class Res:
+    def __init__(self, name, rfc, response, client=None, status=None,
+                 outcome="ok", reuse=True, method=b"GET", gap=0.0, note=""):
+        self.name, self.rfc, self.response = name, rfc, response
+        self.gap = gap             # before the next client's request
+        self.client = client       # exact bytes the client gets, or None
+        self.status = status       # else: this status from tokentap
+        self.outcome, self.reuse, self.method = outcome, reuse, method
+        self.note = note
+
+
+def up(head, body=b""):
+    """The forwarded request: head lines (without the final CRLF) + {F}."""
+    return head + F + b"\r\n" + body
+
+
+H = b"Host: h\r\n"
+GET = b"GET /v1/models HTTP/1.1\r\n" + H
+POST = b"POST /v1/chat/completions HTTP/1.1\r\n" + H
+STRIP = {"path_prefix": "/v1/", "strip_prefix": "true", "base": "/base"}
+SMUGGLED = b"GET /SMUGGLED HTTP/1.1\r\nHost: h\r\n\r\n"
+CHUNKED = b"Transfer-Encoding: chunked\r\n"
+BODY5 = b"5\r\nhello\r\n0\r\n\r\n"
+
+REQUEST = [
+    # -- ordinary requests pass unchanged (RFC 9112 §3, §6) ---------------
+    Req("get", "9112 §3", GET + b"\r\n", 200, up(GET)),
+    Req("post_content_length", "9112 §6.2",
+        POST + b"Content-Length: 2\r\n\r\n{}", 200,
+        up(POST + b"Content-Length: 2\r\n", b"{}")),
+    Req("post_chunked", "9112 §7.1", POST + CHUNKED + b"\r\n" + BODY5, 200,
+        up(POST + CHUNKED, BODY5)),
+    Req("chunked_uppercase_hex", "9112 §7.1",
+        POST + CHUNKED + b"\r\nA\r\n0123456789\r\n0\r\n\r\n", 200,
+        up(POST + CHUNKED, b"A\r\n0123456789\r\n0\r\n\r\n")),
+    Req("chunked_extension", "9112 §7.1.1",
+        POST + CHUNKED + b"\r\n5;name=value\r\nhello\r\n0\r\n\r\n", 200,
+        up(POST + CHUNKED, b"5;name=value\r\nhello\r\n0\r\n\r\n")),
+    Req("chunked_split_reads", "9112 §7.1",
+        [POST + CHUNKED + b"\r\n5\r", 0.02, b"\nhel", 0.02, b"lo\r\n0\r", 0.02,
+         b"\n\r\n"], 200, up(POST + CHUNKED, BODY5)),
+    Req("transfer_encoding_case", "9112 §7 (case-insensitive)",
+        POST + b"Transfer-Encoding: Chunked\r\n\r\n" + BODY5, 200,
+        up(POST + b"Transfer-Encoding: Chunked\r\n", BODY5)),
+    Req("transfer_encoding_ows", "9110 §5.6.3",
+        POST + b"Transfer-Encoding:  chunked \r\n\r\n" + BODY5, 200,
+        up(POST + CHUNKED, BODY5)),
+    Req("get_with_body", "9110 §9.3.1",
+        GET + b"Content-Length: 3\r\n\r\nabc", 200,
+        up(GET + b"Content-Length: 3\r\n", b"abc")),
+    Req("keep_alive_two_requests", "9112 §9.3",
+        [GET + b"\r\n", 0.1, GET + b"\r\n"], [200, 200], up(GET) + up(GET)),
+    Req("pipelined_two", "9112 §9.3.2", GET + b"\r\n" + GET + b"\r\n",
+        [200, 200], up(GET) + up(GET)),
+    Req("pipelined_three", "9112 §9.3.2",
+        GET + b"\r\n" + POST + b"Content-Length: 2\r\n\r\n{}" + GET + b"\r\n",
+        [200, 200, 200],
+        up(GET) + up(POST + b"Content-Length: 2\r\n", b"{}") + up(GET)),
+    Req("http10", "9112 §2.3", b"GET /v1/models HTTP/1.0\r\n" + H + b"\r\n",
+        200, up(b"GET /v1/models HTTP/1.1\r\n" + H), closed=True),
+    Req("connection_close_then_more", "9112 §9.6",
+        GET + b"Connection: close\r\n\r\n" + GET + b"\r\n", 200, up(GET),
+        closed=True, note="bytes after a request that ends the connection are not read"),
+    Req("leading_crlf", "9112 §2.2 (ignore empty lines before the request line)",
+        b"\r\n" + GET + b"\r\n", 200, up(GET)),
+    Req("leading_two_crlf", "9112 §2.2", b"\r\n\r\n" + GET + b"\r\n", 200, up(GET)),
+    Req("leading_lf", "9112 §2.2", b"\n" + GET + b"\r\n", 200, up(GET)),
+    Req("bare_lf_line_ends", "9112 §2.2 (MAY accept LF; llhttp strict does not)",
+        b"GET /v1/models HTTP/1.1\nHost: h\nX-A: b\n\n", 400, closed=True,
+        note="stricter than nginx, which accepts bare LF"),
+    Req("value_trailing_whitespace", "9110 §5.5 (OWS is not part of the value)",
+        GET + b"X-A: b \t\r\n\r\n", 200, up(GET + b"X-A: b\r\n")),
+    Req("obs_text_value", "9110 §5.5 (obs-text)",
+        GET + b"X-A: caf\xe9\r\n\r\n", 200, up(GET + b"X-A: caf\xe9\r\n")),
+    Req("query_with_dots", "9110 §4.2.3 (the query is not a path)",
+        b"GET /v1/models?next=../../x HTTP/1.1\r\n" + H + b"\r\n", 200,
+        up(b"GET /v1/models?next=../../x HTTP/1.1\r\n" + H)),
+    Req("three_dots_segment", "3986 §3.3 ('...' is an ordinary segment)",
+        b"GET /v1/.../x HTTP/1.1\r\n" + H + b"\r\n", 200,
+        up(b"GET /v1/.../x HTTP/1.1\r\n" + H)),
+    Req("encoded_slash", "3986 §2.2 (%2F is data)",
+        b"GET /v1/models/org%2Fname HTTP/1.1\r\n" + H + b"\r\n", 200,
+        up(b"GET /v1/models/org%2Fname HTTP/1.1\r\n" + H)),
+    Req("hop_by_hop_removed", "9110 §7.6.1",
+        GET + b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"
+        b"Proxy-Connection: keep-alive\r\nX-End: 2\r\n\r\n", 200,
+        up(GET + b"X-End: 2\r\n")),
+    Req("connection_te", "9110 §10.1.4 (TE is hop-by-hop)",
+        GET + b"TE: trailers\r\nConnection: TE\r\n\r\n", 200, up(GET)),
+    Req("upgrade_h2c_ignored", "9110 §7.8 (a server MAY ignore Upgrade)",
+        GET + b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+        b"HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n", 200, up(GET)),
+    Req("expect_continue_body_sent", "9110 §10.1.1",
+        POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", 200,
+        up(POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n", b"{}")),
+    Req("absolute_form", "9112 §3.2.2 (a server MUST accept absolute-form)",
+        b"GET http://h/v1/models HTTP/1.1\r\nHost: other\r\n\r\n", 200,
+        up(b"GET /v1/models HTTP/1.1\r\nHost: h\r\n"),
+        note="the target's authority replaces Host"),
+    Req("absolute_form_no_path", "9112 §3.2.2 (an empty path is /)",
+        b"GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", 200,
+        up(b"GET / HTTP/1.1\r\nHost: h\r\n")),
+    Req("absolute_form_query_no_path", "9112 §3.2.2 (refused: nothing to route on)",
+        b"GET http://h?x=1 HTTP/1.1\r\nHost: h\r\n\r\n", 400, closed=True),
+    Req("absolute_form_port", "9112 §3.2.2",
+        b"GET http://h:8080/v1/models HTTP/1.1\r\nHost: h:8080\r\n\r\n", 200,
+        up(b"GET /v1/models HTTP/1.1\r\nHost: h:8080\r\n")),
+    Req("host_ipv6", "9110 §7.2, 3986 §3.2.2",
+        b"GET /v1/models HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", 200,
+        up(b"GET /v1/models HTTP/1.1\r\nHost: [::1]:80\r\n")),
+    Req("chunked_trailers_dropped", "9112 §7.1.2, 9110 §6.5 (as nginx: dropped)",
+        POST + CHUNKED + b"\r\n5\r\nhello\r\n0\r\nTrailer-Field: a\r\n\r\n", 200,
+        up(POST + CHUNKED, BODY5),
+        note="the trailer section never reaches the backend"),
+    Req("chunked_trailer_content_length", "9110 §6.5.1 (framing fields in trailers)",
+        POST + CHUNKED + b"\r\n5\r\nhello\r\n0\r\nContent-Length: 50\r\n\r\n", 200,
+        up(POST + CHUNKED, BODY5)),
+    Req("chunked_trailers_then_pipelined", "9112 §7.1.2, §9.3.2",
+        POST + CHUNKED + b"\r\n5\r\nhello\r\n0\r\nA: 1\r\nB: 2\r\n\r\n" + GET + b"\r\n",
+        [200, 200], up(POST + CHUNKED, BODY5) + up(GET)),
+
+    # -- framing named in Connection: refused, never reframed (9110 §7.6.1) --
+    Req("connection_content_length", "9110 §7.6.1, 9112 §6.3",
+        POST + b"Connection: content-length\r\nContent-Length: 35\r\n\r\n" + SMUGGLED,
+        400, closed=True, note="removing Content-Length would make the body a request"),
+    Req("connection_transfer_encoding", "9110 §7.6.1, 9112 §6.3",
+        POST + b"Connection: transfer-encoding\r\n" + CHUNKED + b"\r\n" + BODY5,
+        400, closed=True),
+    Req("connection_host", "9110 §7.6.1, §7.2",
+        GET + b"Connection: host\r\n\r\n", 400, closed=True),
+    Req("connection_close_and_content_length", "9110 §7.6.1",
+        POST + b"Connection: close, Content-Length\r\nContent-Length: 2\r\n\r\n{}",
+        400, closed=True),
+    Req("connection_content_length_case", "9110 §7.6.1",
+        POST + b"Connection: CONTENT-LENGTH\r\nContent-Length: 2\r\n\r\n{}",
+        400, closed=True),
+    Req("connection_two_fields", "9110 §7.6.1",
+        POST + b"Connection: keep-alive\r\nConnection: Transfer-Encoding\r\n"
+        + CHUNKED + b"\r\n" + BODY5, 400, closed=True),
+
+    # -- Content-Length and Transfer-Encoding together or malformed (9112 §6) --
+    Req("cl_te", "9112 §6.3 (CL.TE)",
+        POST + b"Content-Length: 6\r\n" + CHUNKED + b"\r\n0\r\n\r\nG", 400, closed=True),
+    Req("te_cl", "9112 §6.3 (TE.CL)",
+        POST + CHUNKED + b"Content-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n", 400,
+        closed=True),
+    Req("te_identity_chunked", "9112 §6.1 (only chunked is understood)",
+        POST + b"Transfer-Encoding: identity, chunked\r\n\r\n" + BODY5, 501, closed=True),
+    Req("te_gzip_chunked", "9112 §6.1", POST + b"Transfer-Encoding: gzip, chunked\r\n\r\n"
+        + BODY5, 501, closed=True),
+    Req("te_chunked_chunked", "9112 §7 (chunked MUST NOT be applied twice)",
+        POST + b"Transfer-Encoding: chunked, chunked\r\n\r\n" + BODY5, 501, closed=True),
+    Req("te_two_fields", "9112 §6.1, 9110 §5.3 (fields combine to one list)",
+        POST + b"Transfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + BODY5, 501, closed=True),
+    Req("te_two_fields_chunked", "9112 §7",
+        POST + CHUNKED + CHUNKED + b"\r\n" + BODY5, 501, closed=True),
+    Req("te_xchunked", "9112 §6.1", POST + b"Transfer-Encoding: xchunked\r\n\r\n"
+        + BODY5, 501, closed=True),
+    Req("te_chunked_identity", "9112 §6.3 (chunked not last)",
+        POST + b"Transfer-Encoding: chunked, identity\r\n\r\n" + BODY5, 501, closed=True),
+    Req("te_identity", "9112 §6.1", POST + b"Transfer-Encoding: identity\r\n"
+        b"Content-Length: 2\r\n\r\n{}", 400, closed=True),
+    Req("te_empty", "9112 §6.1", POST + b"Transfer-Encoding: \r\n\r\n" + BODY5,
+        400, closed=True),
+    Req("te_quoted", "9112 §6.1", POST + b'Transfer-Encoding: "chunked"\r\n\r\n'
+        + BODY5, 501, closed=True),
+    Req("te_comma_only", "9112 §6.1 (llhttp: not a coding it knows)",
+        POST + b"Transfer-Encoding: ,\r\n\r\n" + BODY5, 501, closed=True),
+    Req("te_http10", "9112 §6.1 (TE in HTTP/1.0 is an error)",
+        b"POST /v1/chat/completions HTTP/1.0\r\n" + H + CHUNKED + b"\r\n" + BODY5,
+        400, closed=True),
+    Req("te_space_before_colon", "9112 §5.1 (no whitespace before the colon)",
+        POST + b"Transfer-Encoding : chunked\r\n\r\n" + BODY5, 400, closed=True),
+    Req("te_vertical_tab", "9110 §5.5", POST + b"Transfer-Encoding:\x0bchunked\r\n\r\n"
+        + BODY5, 400, closed=True),
+    Req("te_underscore", "(Transfer_Encoding becomes Transfer-Encoding in CGI-style servers)",
+        POST + b"Content-Length: 2\r\nTransfer_Encoding: chunked\r\n\r\n{}", 400,
+        closed=True),
+    Req("cl_underscore", "(Content_Length, as above)",
+        POST + CHUNKED + b"Content_Length: 3\r\n\r\n" + BODY5, 400, closed=True),
+    Req("cl_duplicate_same", "9112 §6.3 (MAY reject)",
+        POST + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400, closed=True),
+    Req("cl_duplicate_different", "9112 §6.3",
+        POST + b"Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}" + SMUGGLED, 400,
+        closed=True),
+    Req("cl_list", "9112 §6.3", POST + b"Content-Length: 2, 2\r\n\r\n{}", 400, closed=True),
+    Req("cl_plus", "9110 §8.6", POST + b"Content-Length: +2\r\n\r\n{}", 400, closed=True),
+    Req("cl_negative", "9110 §8.6", POST + b"Content-Length: -1\r\n\r\n{}", 400, closed=True),
+    Req("cl_hex", "9110 §8.6", POST + b"Content-Length: 0x2\r\n\r\n{}", 400, closed=True),
+    Req("cl_inner_space", "9110 §8.6", POST + b"Content-Length: 1 2\r\n\r\n{}", 400,
+        closed=True),
+    Req("cl_empty", "9110 §8.6", POST + b"Content-Length: \r\n\r\n{}", 400, closed=True),
+    Req("cl_overflow", "9110 §8.6",
+        POST + b"Content-Length: 99999999999999999999999\r\n\r\n{}", 400, closed=True),
+    Req("cl_over_limit", "9110 §15.5.14 (413 before any byte goes upstream)",
+        POST + b"Content-Length: 2000\r\n\r\n", 413, closed=True,
+        conf="limits:\n  max_body_bytes: 1k\n"),
+    Req("chunked_over_limit", "9110 §15.5.14 (refused at the chunk size)",
+        POST + CHUNKED + b"\r\n7d0\r\n" + b"x" * 100, 413, closed=True, partial=True,
+        conf="limits:\n  max_body_bytes: 1k\n",
+        note="the head went upstream; the connection is closed before any body"),
+    Req("chunked_over_limit_in_steps", "9110 §15.5.14",
+        [POST + CHUNKED + b"\r\n200\r\n" + b"x" * 512 + b"\r\n", 0.05,
+         b"200\r\n" + b"y" * 512 + b"\r\n", 0.05, b"10\r\n" + b"z" * 16 + b"\r\n0\r\n\r\n"],
+        413, closed=True, partial=True, conf="limits:\n  max_body_bytes: 1k\n"),
+
+    # -- chunked framing tricks (9112 §7.1) --------------------------------
+    Req("chunk_size_overflow", "9112 §7.1",
+        POST + CHUNKED + b"\r\nFFFFFFFFFFFFFFFFF1\r\nx\r\n0\r\n\r\n", 400, closed=True,
+        partial=True),
+    Req("chunk_size_negative", "9112 §7.1", POST + CHUNKED + b"\r\n-5\r\nhello\r\n0\r\n\r\n",
+        400, closed=True, partial=True),
+    Req("chunk_size_0x", "9112 §7.1", POST + CHUNKED + b"\r\n0x5\r\nhello\r\n0\r\n\r\n",
+        400, closed=True, partial=True),
+    Req("chunk_size_trailing_space", "9112 §7.1.1 (BWS only before ';')",
+        POST + CHUNKED + b"\r\n5 \r\nhello\r\n0\r\n\r\n", 400, closed=True, partial=True),
+    Req("chunk_size_leading_space", "9112 §7.1",
+        POST + CHUNKED + b"\r\n 5\r\nhello\r\n0\r\n\r\n", 400, closed=True, partial=True),
+    Req("chunk_size_empty", "9112 §7.1", POST + CHUNKED + b"\r\n\r\nhello\r\n0\r\n\r\n",
+        400, closed=True, partial=True),
+    Req("chunk_data_too_long", "9112 §7.1 (CRLF must follow the data)",
+        POST + CHUNKED + b"\r\n5\r\nhelloXX\r\n0\r\n\r\n", 400, closed=True, partial=True),
+    Req("chunk_data_bare_lf", "9112 §7.1",
+        POST + CHUNKED + b"\r\n5\r\nhello\n0\r\n\r\n", 400, closed=True, partial=True),
+    Req("chunk_size_bare_lf", "9112 §7.1 (forwarded bytes: no LF-only framing)",
+        POST + CHUNKED + b"\r\n5\nhello\r\n0\r\n\r\n", 400, closed=True, partial=True),
+    Req("chunk_size_bare_cr", "9112 §2.2", POST + CHUNKED + b"\r\n5\rhello\r\n0\r\n\r\n",
+        400, closed=True, partial=True),
+    Req("last_chunk_bare_lf", "9112 §7.1", POST + CHUNKED + b"\r\n5\r\nhello\r\n0\n\n",
+        400, closed=True, partial=True),
+    Req("chunk_extension_bare_cr", "9112 §7.1.1",
+        POST + CHUNKED + b"\r\n5;a=b\rc\r\nhello\r\n0\r\n\r\n", 400, closed=True,
+        partial=True),
+    Req("chunk_extension_quoted_lf", "9112 §7.1.1",
+        POST + CHUNKED + b'\r\n5;a="b\nc"\r\nhello\r\n0\r\n\r\n', 400, closed=True,
+        partial=True),
+    Req("trailer_obs_fold", "9112 §5.2 (in a trailer section, dropped with it)",
+        POST + CHUNKED + b"\r\n5\r\nhello\r\n0\r\nA: 1\r\n 2\r\n\r\n", 200,
+        up(POST + CHUNKED, BODY5)),
+    Req("trailer_bare_cr", "9112 §2.2",
+        POST + CHUNKED + b"\r\n5\r\nhello\r\n0\r\nA: 1\r2\r\n\r\n", 400, closed=True,
+        partial=True),
+
+    # -- request line (9112 §3) ----------------------------------------------
+    Req("http2_version", "9110 §6.2, 15.6.6 (505)", b"GET /v1/models HTTP/2.0\r\n" + H
+        + b"\r\n", 505, closed=True),
+    Req("http12_version", "9110 §15.6.6", b"GET /v1/models HTTP/1.2\r\n" + H + b"\r\n",
+        505, closed=True),
+    Req("http3_version", "9110 §15.6.6", b"GET /v1/models HTTP/3.0\r\n" + H + b"\r\n",
+        505, closed=True),
+    Req("http09", "9112 §2.3 (HTTP/0.9 is not served)", b"GET /v1/models\r\n", 400,
+        closed=True),
+    Req("http_lowercase", "9112 §2.3 (HTTP-name is case-sensitive)",
+        b"GET /v1/models http/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("version_no_minor", "9112 §2.3", b"GET /v1/models HTTP/1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("version_two_digits", "9112 §2.3", b"GET /v1/models HTTP/1.10\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("bare_cr_line_ends", "9112 §2.2 (bare CR is an error)",
+        b"GET /v1/models HTTP/1.1\rHost: h\r\r", 400, closed=True),
+    Req("bare_cr_in_request_line", "9112 §2.2",
+        b"GET /v1/mo\rdels HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("bare_cr_in_value", "9112 §2.2", GET + b"X-A: a\rb\r\n\r\n", 400, closed=True),
+    Req("method_lowercase", "9110 §9.1 (methods are case-sensitive)",
+        b"get /v1/models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("method_unknown", "9110 §9.1 (not one llhttp knows)",
+        b"FROB /v1/models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("trace", "9110 §9.3.8 (TRACE would echo credentials)",
+        b"TRACE /v1/models HTTP/1.1\r\n" + H + b"\r\n", 405, closed=True),
+    Req("connect", "9110 §9.3.6 (not a tunnel)", b"CONNECT h:443 HTTP/1.1\r\n" + H
+        + b"\r\n", 405, closed=True),
+    Req("double_space", "9112 §3 (single SP)", b"GET  /v1/models HTTP/1.1\r\n" + H
+        + b"\r\n", 400, closed=True),
+    Req("target_space", "9112 §3", b"GET /v1/mod els HTTP/1.1\r\n" + H + b"\r\n", 400,
+        closed=True),
+    Req("target_tab", "9112 §3.2", b"GET /v1/mod\tels HTTP/1.1\r\n" + H + b"\r\n", 400,
+        closed=True),
+    Req("target_nul", "9112 §3.2", b"GET /v1/mod\x00els HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("target_del", "9112 §3.2", b"GET /v1/mod\x7fels HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("target_ctl", "9112 §3.2", b"GET /v1/mod\x01els HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("target_fragment", "9112 §3.2 (no fragment in a request target)",
+        b"GET /v1/models#x HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("target_asterisk", "9112 §3.2.4 (asterisk-form: nothing to route)",
+        b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("target_relative", "9112 §3.2", b"GET v1/models HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("absolute_form_userinfo", "9110 §4.2.4 (userinfo is an error)",
+        b"GET http://u:p@h/v1/models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("absolute_form_scheme", "9112 §3.2.2 (http and https only)",
+        b"GET ftp://h/v1/models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("absolute_form_empty_host", "9110 §4.2.1",
+        b"GET http:///v1/models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("request_line_only_cr", "9112 §2.2", b"GET /v1/models HTTP/1.1\r\r\n\r\n", 400,
+        closed=True),
+
+    # -- header fields (9112 §5, 9110 §5) -----------------------------------
+    Req("empty_header_name", "9110 §5.1 (a name is a token)", GET + b": x\r\n\r\n", 400,
+        closed=True),
+    Req("space_before_colon", "9112 §5.1 (MUST reject)", GET + b"X-A : b\r\n\r\n", 400,
+        closed=True),
+    Req("header_without_colon", "9112 §5", GET + b"X-A\r\n\r\n", 400, closed=True),
+    Req("header_name_slash", "9110 §5.1", GET + b"X/A: b\r\n\r\n", 400, closed=True),
+    Req("header_name_nul", "9110 §5.1", GET + b"X\x00A: b\r\n\r\n", 400, closed=True),
+    Req("header_name_del", "9110 §5.1", GET + b"X\x7fA: b\r\n\r\n", 400, closed=True),
+    Req("header_name_high_byte", "9110 §5.1", GET + b"X\xe9A: b\r\n\r\n", 400, closed=True),
+    Req("header_value_nul", "9110 §5.5 (NUL: reject)", GET + b"X-A: a\x00b\r\n\r\n", 400,
+        closed=True),
+    Req("header_value_del", "9110 §5.5", GET + b"X-A: a\x7fb\r\n\r\n", 400, closed=True),
+    Req("header_value_ctl", "9110 §5.5", GET + b"X-A: a\x01b\r\n\r\n", 400, closed=True),
+    Req("header_value_esc", "9110 §5.5", GET + b"X-A: a\x1bb\r\n\r\n", 400, closed=True),
+    Req("obs_fold", "9112 §5.2 (reject, CVE-2024-27982)", GET + b"X-A: a\r\n b\r\n\r\n",
+        400, closed=True),
+    Req("obs_fold_tab", "9112 §5.2", GET + b"X-A: a\r\n\tb\r\n\r\n", 400, closed=True),
+    Req("first_header_folded", "9112 §2.2 (whitespace after the start line)",
+        b"GET /v1/models HTTP/1.1\r\n Host: h\r\n\r\n", 400, closed=True),
+    Req("too_many_headers", "9110 §15.5.20 (431)",
+        GET + b"".join(b"X-%d: v\r\n" % i for i in range(130)) + b"\r\n", 431,
+        closed=True),
+    Req("head_too_large", "9110 §15.5.20 (431)",
+        GET + b"X-Big: " + b"a" * 40000 + b"\r\n\r\n", 431, closed=True),
+
+    # -- Host (9110 §7.2, 9112 §3.2) -----------------------------------------
+    Req("host_missing", "9112 §3.2 (MUST 400)", b"GET /v1/models HTTP/1.1\r\n\r\n", 400,
+        closed=True),
+    Req("host_missing_http10", "9112 §3.2 (HTTP/1.0 may omit it)",
+        b"GET /v1/models HTTP/1.0\r\n\r\n", 200,
+        up(b"GET /v1/models HTTP/1.1\r\nHost: {uphost}\r\n"), closed=True),
+    Req("host_duplicate", "9112 §3.2 (MUST 400)", GET + b"Host: evil\r\n\r\n", 400,
+        closed=True),
+    Req("host_duplicate_same", "9112 §3.2", GET + H + b"\r\n", 400, closed=True),
+    Req("host_empty", "9112 §3.2 (no authority to route on)",
+        b"GET /v1/models HTTP/1.1\r\nHost: \r\n\r\n", 400, closed=True),
+    Req("host_path", "9110 §7.2 (uri-host [:port])",
+        b"GET /v1/models HTTP/1.1\r\nHost: h/admin\r\n\r\n", 400, closed=True),
+    Req("host_userinfo", "9110 §7.2", b"GET /v1/models HTTP/1.1\r\nHost: u@h\r\n\r\n",
+        400, closed=True),
+    Req("host_space", "9110 §7.2", b"GET /v1/models HTTP/1.1\r\nHost: h x\r\n\r\n", 400,
+        closed=True),
+    Req("host_bad_port", "9110 §7.2", b"GET /v1/models HTTP/1.1\r\nHost: h:x\r\n\r\n",
+        400, closed=True),
+    Req("host_list", "9110 §7.2", b"GET /v1/models HTTP/1.1\r\nHost: a, b\r\n\r\n", 400,
+        closed=True),
+    Req("host_bad_ipv6", "3986 §3.2.2", b"GET /v1/models HTTP/1.1\r\nHost: [::1\r\n\r\n",
+        400, closed=True),
+
+    # -- paths (3986 §5.2.4; routing sees what the backend gets) -------------
+    Req("dotdot", "3986 §5.2.4", b"GET /v1/../admin HTTP/1.1\r\n" + H + b"\r\n", 400,
+        closed=True),
+    Req("dotdot_deep", "3986 §5.2.4", b"GET /v1/../../etc/passwd HTTP/1.1\r\n" + H
+        + b"\r\n", 400, closed=True),
+    Req("dotdot_encoded", "3986 §2.3, §5.2.4",
+        b"GET /v1/%2e%2e/admin HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("dotdot_encoded_upper", "3986 §2.1",
+        b"GET /v1/%2E%2E/%2E%2E/admin HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("dotdot_half_encoded", "3986 §2.3", b"GET /v1/.%2e/admin HTTP/1.1\r\n" + H
+        + b"\r\n", 400, closed=True),
+    Req("dotdot_encoded_slash", "3986 §2.2",
+        b"GET /v1/..%2fadmin HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("dotdot_backslash", "(backslash is a separator on some backends)",
+        b"GET /v1/..%5cadmin HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("double_slash_dotdot", "3986 §5.2.4", b"GET //.. HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("dot_dotdot", "3986 §5.2.4", b"GET /./.. HTTP/1.1\r\n" + H + b"\r\n", 400,
+        closed=True),
+    Req("dotdot_at_end", "3986 §5.2.4", b"GET /v1/.. HTTP/1.1\r\n" + H + b"\r\n", 400,
+        closed=True),
+    Req("dot_segment", "3986 §5.2.4 (stricter than nginx: no dot-segments at all)",
+        b"GET /v1/./models HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("encoded_nul", "(as nginx)", b"GET /v1/models%00.json HTTP/1.1\r\n" + H
+        + b"\r\n", 400, closed=True),
+    Req("encoded_crlf", "(response splitting in backends that decode)",
+        b"GET /v1/models%0d%0aX-A:%20b HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True),
+    Req("bad_percent", "3986 §2.1", b"GET /v1/models%zz HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("percent_at_end", "3986 §2.1", b"GET /v1/models% HTTP/1.1\r\n" + H + b"\r\n",
+        400, closed=True),
+    Req("strip_prefix_dotdot", "3986 §5.2.4 (strip_prefix, upstream base path)",
+        b"GET /v1/../admin HTTP/1.1\r\n" + H + b"\r\n", 400, closed=True,
+        route=STRIP),
+    Req("strip_prefix_forwarded", "(the route's path is the backend's path)",
+        b"GET /v1/models HTTP/1.1\r\n" + H + b"\r\n", 200,
+        up(b"GET /base/models HTTP/1.1\r\n" + H),
+        route=STRIP),
+    Req("outside_prefix", "(no route: 404, nothing upstream)",
+        b"GET /admin HTTP/1.1\r\n" + H + b"\r\n", 404,
+        route=STRIP),
+
+    # -- pipelines with a bad request after a good one ----------------------
+    Req("pipelined_bad_second", "9112 §9.3.2",
+        POST + b"Content-Length: 2\r\n\r\n{}" + b"GET /v1/models HTTP/2.0\r\n" + H
+        + b"\r\n", [200, 505], up(POST + b"Content-Length: 2\r\n", b"{}"), closed=True),
+    Req("pipelined_smuggle_in_second", "9112 §6.3",
+        GET + b"\r\n" + POST + b"Connection: content-length\r\nContent-Length: 35\r\n\r\n"
+        + SMUGGLED, [200, 400], up(GET), closed=True),
+    Req("smuggle_as_body", "9112 §6.2 (the body is the body)",
+        POST + b"Content-Length: 35\r\n\r\n" + SMUGGLED, 200,
+        up(POST + b"Content-Length: 35\r\n", SMUGGLED)),
+    Req("smuggle_capture", "9112 §6.2 (the API-key theft, as a body)",
+        POST + b"Content-Length: 65\r\n\r\nPOST /v1/files/capture HTTP/1.1\r\n"
+        b"Host: h\r\nContent-Length: 180\r\n\r\n", 200,
+        up(POST + b"Content-Length: 65\r\n", b"POST /v1/files/capture HTTP/1.1\r\n"
+           b"Host: h\r\nContent-Length: 180\r\n\r\n")),
+]
+
+RESP_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+SSE_CHUNKED = RESP_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+EV = b"data: {\"x\":1}\n\n"
+CH = b"%x\r\n%s\r\n" % (len(EV), EV)
+
+RESPONSE = [
+    Res("content_length", "9112 §6.2", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"),
+    Res("chunked", "9112 §7.1", SSE_CHUNKED + CH + b"0\r\n\r\n",
+        SSE_CHUNKED + CH + b"0\r\n\r\n"),
+    Res("chunked_trailers", "9112 §7.1.2 (passed inside the message)",
+        SSE_CHUNKED + CH + b"0\r\nX-Usage: 1\r\n\r\n",
+        SSE_CHUNKED + CH + b"0\r\nX-Usage: 1\r\n\r\n"),
+    Res("chunked_extension", "9112 §7.1.1", SSE_CHUNKED + b"%x;a=b\r\n%s\r\n0\r\n\r\n"
+        % (len(EV), EV), SSE_CHUNKED + b"%x;a=b\r\n%s\r\n0\r\n\r\n" % (len(EV), EV)),
+    Res("close_delimited", "9112 §6.3 (7)",
+        (RESP_HEAD + b"Connection: close\r\n\r\n" + EV, True),
+        RESP_HEAD + b"Connection: close\r\n\r\n" + EV, reuse=False,
+        note="tokentap keeps the client connection only if it can frame the body"),
+    Res("status_line_version", "9110 §6.2 (tokentap's own version)",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", reuse=False),
+    Res("reason_phrase_kept", "9112 §4", b"HTTP/1.1 200 Fine Thanks\r\nContent-Length: 2"
+        b"\r\n\r\nok", b"HTTP/1.1 200 Fine Thanks\r\nContent-Length: 2\r\n\r\nok"),
+    Res("empty_reason_phrase", "9112 §4", b"HTTP/1.1 200 \r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 \r\nContent-Length: 2\r\n\r\nok"),
+    Res("hop_by_hop_removed", "9110 §7.6.1",
+        b"HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+        b"Content-Length: 2\r\n\r\nok", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+    Res("connection_close_content_length", "9112 §9.6",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", reuse=False),
+    Res("bare_lf_head", "9112 §2.2 (llhttp strict: CRLF only)",
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("continue_then_final", "9110 §15.2 (1xx, then the final response)",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+    Res("early_hints_then_final", "9110 §15.2, RFC 8297",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n" + SSE_CHUNKED + CH
+        + b"0\r\n\r\n", b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
+        + SSE_CHUNKED + CH + b"0\r\n\r\n"),
+    Res("two_interim", "9110 §15.2",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+    Res("interim_split", "9110 §15.2",
+        [b"HTTP/1.1 100 Continue\r\n\r\n", 0.05, b"HTTP/1.1 200 OK\r\nContent-Length: 2"
+         b"\r\n\r\nok"],
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+    Res("no_content_with_length", "9110 §8.6, §15.3.5 (204 ends at its head)",
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        note="Content-Length is dropped from a 204, as nginx does"),
+    Res("no_content_with_body", "9110 §15.3.5 (a 204 body is never forwarded)",
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 204 No Content\r\n\r\n", reuse=False),
+    Res("no_content_chunked", "9110 §15.3.5",
+        b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n"),
+    Res("not_modified_with_length", "9110 §8.6, §15.4.5 (304 ends at its head)",
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n"),
+    Res("not_modified_with_body", "9110 §15.4.5",
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", reuse=False),
+    Res("head_with_length", "9110 §9.3.2 (no body for HEAD)",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", method=b"HEAD"),
+    Res("head_chunked", "9110 §9.3.2",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", method=b"HEAD"),
+    Res("head_with_body", "9110 §9.3.2",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", method=b"HEAD", reuse=False),
+    Res("bytes_after_the_end", "9112 §9.3.2 (response queue poisoning)",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstolen",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", reuse=False),
+    Res("bytes_after_the_end_later", "9112 §9.3.2",
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 0.05,
+         b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstolen"],
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", reuse=False, gap=0.2),
+    Res("chunked_then_extra", "9112 §9.3.2",
+        SSE_CHUNKED + CH + b"0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstolen",
+        SSE_CHUNKED + CH + b"0\r\n\r\n", reuse=False),
+    Res("connection_content_length", "9110 §7.6.1 (502, not reframed)",
+        b"HTTP/1.1 200 OK\r\nConnection: content-length\r\nContent-Length: 5\r\n\r\nhello",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("connection_transfer_encoding", "9110 §7.6.1",
+        SSE_CHUNKED[:-2] + b"Connection: transfer-encoding\r\n\r\n" + CH + b"0\r\n\r\n",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("cl_and_te", "9112 §6.3 (3): as nginx, 502",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + CH + b"0\r\n\r\n", status=502, outcome="upstream_error", reuse=False),
+    Res("te_not_chunked", "9112 §6.3 (as nginx: unknown coding, 502)",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nxxxx", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("te_chunked_twice", "9112 §7", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + CH + b"0\r\n\r\n", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("cl_duplicate_different", "9112 §6.3 (5)",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 8\r\n\r\nokstolen",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("cl_invalid", "9112 §6.3 (5)", b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("obs_fold", "9112 §5.2", b"HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2"
+        b"\r\n\r\nok", status=502, outcome="upstream_error", reuse=False),
+    Res("header_nul", "9110 §5.5", b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2"
+        b"\r\n\r\nok", status=502, outcome="upstream_error", reuse=False),
+    Res("header_space_before_colon", "9112 §5.1 (MUST remove or reject: 502)",
+        b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("status_four_digits", "9112 §4", b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("status_http2", "9112 §4", b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        status=502, outcome="upstream_error", reuse=False),
+    Res("status_garbage", "9112 §4", b"HELLO\r\n\r\n", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("switching_protocols_unasked", "9110 §15.2.2 (no Upgrade was sent)",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", status=502,
+        outcome="upstream_error", reuse=False),
+    Res("chunk_error_keeps_earlier_events", "9112 §7.1 (what came before still counts)",
+        SSE_CHUNKED + CH + b"zz\r\n", SSE_CHUNKED + CH, outcome="upstream_error",
+        reuse=False),
+    Res("chunk_error_split", "9112 §7.1",
+        [SSE_CHUNKED, 0.05, CH + b"zz\r\n"], SSE_CHUNKED + CH, outcome="upstream_error",
+        reuse=False),
+    Res("chunk_size_overflow", "9112 §7.1 (forwarded up to the error, then closed)",
+        SSE_CHUNKED + CH + b"FFFFFFFFFFFFFFFFF1\r\n", SSE_CHUNKED + CH + b"FFFFFFFFFFFFFFFFF",
+        outcome="upstream_error", reuse=False,
+        note="the client's decoder meets the cut, as it would have met the error"),
+    Res("chunk_bare_lf", "9112 §7.1", SSE_CHUNKED + CH + b"5\nhello\r\n0\r\n\r\n",
+        SSE_CHUNKED + CH + b"5", outcome="upstream_error", reuse=False),
+    Res("short_body", "9112 §8 (incomplete message)",
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", True),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", outcome="upstream_abort",
+        reuse=False),
+    Res("chunked_cut", "9112 §8", (SSE_CHUNKED + CH, True), SSE_CHUNKED + CH,
+        outcome="upstream_abort", reuse=False),
+    Res("closed_before_head", "9112 §8", (b"HTTP/1.1 200 OK\r\nContent-Le", True),
+        status=502, outcome="upstream_error", reuse=False),
+]
