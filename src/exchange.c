@@ -485,6 +485,7 @@ int exchange_response_head(struct session *s, size_t head_len)
 		evbuffer_drain(in, head_len);
 		s->up_scan_pos = 0;
 		s->res_done = 0;
+		s->retried = 1;    /* the backend has the request: never resend it */
 		return proxy_flush(s);
 	}
 	if (s->req_copy != NULL) {
