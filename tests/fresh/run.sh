@@ -112,7 +112,7 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.l
 	grep -Eq '^[^#]*(nodesource|packages\.cloud\.google)' "$f" && continue
 	mkdir -p "$RFS$(dirname "$f")" && cp "$f" "$RFS$f" || fail "copy $f"
 done
-ls "$RFS"/etc/apt/sources.list "$RFS"/etc/apt/sources.list.d/* >/dev/null 2>&1 ||
+[ -n "$(find "$RFS/etc/apt" -name 'sources.list' -o -name '*.list' -o -name '*.sources')" ] ||
 	fail "no Debian apt source found on the host to copy"
 cp /etc/ssl/certs/ca-certificates.crt "$RFS/etc/ssl/certs/ca-certificates.crt" ||
 	fail "no /etc/ssl/certs/ca-certificates.crt on the host"
