@@ -310,6 +310,9 @@ def test_openai_sdk_streams_through_plain_and_tls():
         with Tokentap(plain_yaml) as t:
             assert run(f"http://127.0.0.1:{t.port}/v1") == direct
         with Tokentap(tls_listener(plain_yaml)) as t:
-            assert run(f"https://localhost:{t.port}/v1") == direct
+            # the listener is 127.0.0.1 only, and the certificate names that
+            # address: Debian's /etc/hosts gives localhost ::1 too, which
+            # Node 18 (no happy eyeballs) tries alone and is refused
+            assert run(f"https://127.0.0.1:{t.port}/v1") == direct
             line = t.access(1)[0]
             assert line["output_tokens"] == 12 and line["model"] == "mock-1"
