@@ -139,8 +139,12 @@ fuzz: $(TEST_DEPS)
 # install, test-docker and the packaging targets live in mk/
 -include mk/*.mk
 
+# Never into a file system mounted under build/ (make test-fresh's root
+# has the host's /dev, /proc and /sys while it runs).
 clean:
-	rm -rf build
+	@! awk '{ print $$2 }' /proc/self/mounts | grep -q '^$(CURDIR)/build/' || \
+	    { echo "clean: a file system is mounted under build/ (make test-fresh running?)" >&2; exit 1; }
+	rm -rf --one-file-system build
 
 # this build's own dependency files only: build/ also holds other trees
 # (the fresh Debian root of make test-fresh, the fuzzer, npm's modules)
