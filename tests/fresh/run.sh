@@ -10,8 +10,10 @@
 # same archives the host reaches), /etc/resolv.conf and a stock /etc/hosts;
 # proc, sys, dev, dev/pts and a tmpfs on dev/shm (Chromium needs it) are
 # mounted, and unmounted on exit whatever happened.
-# Prints each command's exit status and duration and the test count; ends
-# with "fresh: PASS" or "fresh: FAIL", and exits non-zero when either fails.
+# Prints each command's exit status and duration and the test count, and
+# "fresh-tests: N passed, N failed" (the root's make test line) for .ci/run;
+# ends with "fresh: PASS" (the root removed, the logs kept) or "fresh: FAIL"
+# (the root kept), and exits non-zero when either command fails.
 # A network failure of debootstrap may be retried once; a command that
 # fails inside the root is not.
 #   sh tests/fresh/run.sh            (make test-fresh; needs root)
@@ -172,5 +174,10 @@ log "make test: $count"
 echo "fresh-tests: $count"
 
 log "took $(($(now) - start)) s:$summary"
-[ $status -eq 0 ] || { echo "fresh: FAIL"; exit 1; }
+if [ $status -ne 0 ]; then
+	log "the root stays in $RFS for a look (chroot $RFS), until the next run"
+	echo "fresh: FAIL"
+	exit 1
+fi
+remove_root
 echo "fresh: PASS"
