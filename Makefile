@@ -3,12 +3,14 @@
 #   make test            unit + end-to-end tests, normal and under ASan+UBSan
 #   make demo            bundled backend, proxy, a short load, the stats table
 #   make SANITIZER=address,undefined   instrumented build (objects in build/san)
+#   make DEPS=no         never run apt-get (the packages are yours to install)
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 SANITIZER ?=
 CC        ?= cc
+DEPS      ?= install
 
 PKGS      := libevent libevent_openssl libevent_pthreads openssl yaml-0.1
 LLHTTP    := /usr/share/llhttp
@@ -28,8 +30,43 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2
 XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -Isrc -I$(LLHTTP_H) $(LLHTTP_STRICT) \
-            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP $(SANFLAGS)
-LIBS      = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+            $(PKG_CFLAGS) -MMD -MP $(SANFLAGS)
+LIBS      = $(PKG_LIBS) -lpthread -lm
+
+# ---- Packages ---------------------------------------------------------------
+# The rules below look for files the packages bring (pkg-config's flags,
+# /usr/share/llhttp/*.c), so the packages must be there before make reads
+# them. build/config.mk is an included makefile that make knows how to
+# remake: its recipe installs tests/deps/build.list and records pkg-config's
+# flags; make then starts over and reads everything with the packages in
+# place. The tests' packages (tests/deps/test.list) are a prerequisite of the
+# targets that need them; nothing is evaluated from them. A goal that needs
+# no package (clean, the container checks) reads no config and installs
+# nothing.
+.DEFAULT_GOAL := all
+CONFIG     := build/config.mk
+TEST_DEPS  := build/deps-test.stamp
+NOPKG_GOALS := clean uninstall test-docker test-fresh
+ifeq ($(MAKECMDGOALS),)
+include $(CONFIG)
+else ifneq ($(filter-out $(NOPKG_GOALS),$(MAKECMDGOALS)),)
+include $(CONFIG)
+endif
+
+# DEPS=no: no apt-get, and no need for tests/ (the Docker build copies src/ only)
+DEPS_SH    := $(if $(filter no,$(DEPS)),,tests/deps.sh)
+
+$(CONFIG): $(if $(DEPS_SH),tests/deps/build.list $(DEPS_SH))
+	@$(if $(DEPS_SH),sh $(DEPS_SH) tests/deps/build.list,:)
+	@mkdir -p $(@D)
+	@test -f $(LLHTTP)/llhttp.c || { echo "no $(LLHTTP)/llhttp.c: install node-llhttp" >&2; exit 1; }
+	@cflags=$$(pkg-config --cflags $(PKGS)) && libs=$$(pkg-config --libs $(PKGS)) && \
+	    printf '# written by make from pkg-config (%s)\nPKG_CFLAGS := %s\nPKG_LIBS := %s\n' \
+	    '$(PKGS)' "$$cflags" "$$libs" >$@.tmp && mv $@.tmp $@
+
+$(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_SH))
+	@$(if $(DEPS_SH),sh $(DEPS_SH) tests/deps/build.list tests/deps/test.list,:)
+	@mkdir -p $(@D) && touch $@
 
 # Every src/*.c is a module of the shared library of objects, except the
 # three programs' own entry files.
@@ -45,10 +82,10 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 .PHONY: all deps test test-unit test-e2e demo bench fuzz clean
-all: deps $(BINS)
+all: $(BINS)
 
-deps:
-	@sh tests/deps.sh
+# every package, the tests' too
+deps: $(TEST_DEPS)
 
 $(B)/obj/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -58,7 +95,7 @@ $(B)/obj/%.o: src/%.c
 # (the Makefile holds its flags: strict mode)
 $(B)/llhttp/%.o: $(LLHTTP)/%.c Makefile
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) -w -c -o $@ $(LLHTTP)/$*.c
+	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) -MMD -MP -w -c -o $@ $<
 
 # the dashboard page is embedded with .incbin, which -MMD does not see
 $(B)/obj/ui.o: src/ui/index.html
@@ -81,6 +118,7 @@ $(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
 	@mkdir -p $(@D)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LIBS) -lcmocka
 
+$(UNIT_BINS): | $(TEST_DEPS)
 $(B)/tests/test_dialect: $(B)/obj/sse.o $(B)/obj/json.o
 $(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/promtext.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o $(CONF_OBJS)
 $(B)/tests/test_alert:   $(B)/obj/alert_format.o $(B)/obj/promtext.o $(CONF_OBJS)
@@ -90,23 +128,29 @@ $(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
 $(B)/tests/test_httpcheck: $(B)/obj/httphead.o $(B)/obj/route.o $(CONF_OBJS)
 $(B)/tests/test_config:  $(CONF_OBJS)
 
-test-unit: deps $(UNIT_BINS)
-test: deps
+test-unit: $(TEST_DEPS) $(UNIT_BINS)
+test: $(TEST_DEPS)
 	@python3 tests/run.py
 
-demo: deps all
+demo: all
 	@sh tests/demo.sh
 
-bench: deps all
+bench: $(TEST_DEPS) all
 	@python3 tests/bench/bench.py
 
-fuzz: deps
+fuzz: $(TEST_DEPS)
 	@sh tests/fuzz/run.sh
 
 # install, test-docker and the packaging targets live in mk/
 -include mk/*.mk
 
+# Never into a file system mounted under build/ (make test-fresh's root
+# has the host's /dev, /proc and /sys while it runs).
 clean:
-	rm -rf build
+	@! awk '{ print $$2 }' /proc/self/mounts | grep -q '^$(CURDIR)/build/' || \
+	    { echo "clean: a file system is mounted under build/ (make test-fresh running?)" >&2; exit 1; }
+	rm -rf --one-file-system build
 
--include $(shell find build -name '*.d' -type f 2>/dev/null)
+# this build's own dependency files only: build/ also holds other trees
+# (the fresh Debian root of make test-fresh, the fuzzer, npm's modules)
+-include $(wildcard $(B)/obj/*.d $(B)/llhttp/*.d $(B)/tests/*.d)

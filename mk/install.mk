@@ -4,6 +4,8 @@
 #                                                 unless one is there already
 #   make uninstall                                the same minus the config
 #   make test-docker                              build and check the image
+#   make test-fresh                               make demo and make test on a
+#                                                 debootstrapped Debian 12
 
 INSTALL     ?= install
 BINDIR      ?= $(PREFIX)/bin
@@ -19,7 +21,7 @@ endif
 # The config that `make install` copies when none is installed.
 INSTALL_CONF ?= conf/tokentap.yaml
 
-.PHONY: install uninstall test-docker
+.PHONY: install uninstall test-docker test-fresh
 
 install: $(BINS)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
@@ -51,3 +53,8 @@ uninstall:
 # podman and runs it from a chroot. Not part of `make test`.
 test-docker:
 	@sh tests/docker/run.sh
+
+# Minutes (the first run downloads every package): the README's two commands
+# in a chroot of a fresh minbase bookworm with a clone of HEAD. As root.
+test-fresh:
+	@sh tests/fresh/run.sh

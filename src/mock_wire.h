@@ -1,5 +1,5 @@
 /* The bytes of each simulated API: the same events, in the same framing, as
- * the real services send (see /work/shared/fixtures/streams). Rendering only:
+ * the real services send (see tests/fixtures/streams). Rendering only:
  * when each event goes out is mock_stream's business.
  *
  * A response is: the pre-token events (role chunk, message_start, ...), one

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds docker/Dockerfile with podman and checks the image, without a
-# Docker engine or a registry (see shared/notes/containers.md):
+# Docker engine or a registry (`podman run` cannot work in this sandbox):
 #   1. a Debian bookworm base image, debootstrapped once and imported into
 #      podman's store as localhost/debian:bookworm{,-slim};
 #   2. podman build with chroot isolation;

@@ -208,16 +208,21 @@ def test_unit_security():
 
 
 def test_logrotate_rotates_and_reopens():
+    """The snippet as `make install` lays it down: logrotate refuses a
+    group-writable config, and the checkout's modes follow its umask."""
     logrotate = need("logrotate", "logrotate")
-    with open(os.path.join(ROOT, "systemd", "tokentap.logrotate")) as f:
-        snippet = f.read()
+    with tempfile.TemporaryDirectory(prefix="tt-logrotate-") as dest:
+        make("install", dest, "/usr", dest)
+        installed = os.path.join(dest, "etc", "logrotate.d", "tokentap")
+        assert stat.S_IMODE(os.stat(installed).st_mode) == 0o644
+        with open(installed) as f:
+            snippet = f.read()
+        r = run([logrotate, "-d", installed])
+        assert r.returncode == 0 and "error" not in r.stderr.lower(), r.stderr
     for directive in ("daily", "rotate 14", "compress", "delaycompress", "missingok",
                       "notifempty", "postrotate"):
         assert re.search(rf"^\s*{directive}\s*$", snippet, re.M), directive
     assert "/var/log/tokentap/" in snippet and "SIGUSR1" in snippet
-
-    r = run([logrotate, "-d", os.path.join(ROOT, "systemd", "tokentap.logrotate")])
-    assert r.returncode == 0 and "error" not in r.stderr.lower(), r.stderr
 
     # the same snippet over a running tokentap's access log, with the
     # postrotate signal sent by pid: systemctl has no manager here
@@ -229,6 +234,7 @@ def test_logrotate_rotates_and_reopens():
         text = re.sub(r"systemctl kill [^\n]*", f"kill -USR1 {tt.p.pid}", text)
         with open(conf, "w") as f:
             f.write(text)
+        os.chmod(conf, 0o644)
         state = os.path.join(tt.dir, "state")
 
         def request(n):

@@ -12,8 +12,8 @@ import threading
 import time
 
 from backend import SSE_HEAD, Backend, sse_handler
-from harness import ROOT, Proc, Tokentap, binary, dechunk, free_port, raw_request, \
-    split_response, wait_port
+from harness import ROOT, Proc, Tokentap, binary, dechunk, free_port, node_modules, \
+    raw_request, split_response, wait_port
 
 SANITIZER_SKIP = {"test_openai_sdk_streams_through_plain_and_tls"}
 
@@ -288,23 +288,14 @@ main().catch(e => { console.error(e); process.exit(1); });
 """
 
 
-def node_modules():
-    d = os.path.join(ROOT, "build", "node")
-    if not os.path.exists(os.path.join(d, "node_modules", "openai")):
-        os.makedirs(d, exist_ok=True)
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", d,
-                        "openai@4.95.0"], check=True, capture_output=True, timeout=300)
-    return d
-
-
 def test_openai_sdk_streams_through_plain_and_tls():
     p = pki()
-    d = node_modules()
-    script = os.path.join(d, "stream.js")
+    mods = node_modules()
+    script = os.path.join(os.path.dirname(mods), "stream.js")
     with open(script, "w") as f:
         f.write(NODE_SCRIPT)
     mock_port = free_port()
-    env = dict(os.environ, NODE_EXTRA_CA_CERTS=p["ca.crt"], NODE_PATH=os.path.join(d, "node_modules"))
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=p["ca.crt"], NODE_PATH=mods)
 
     def run(url):
         r = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=60, env=env)
@@ -319,6 +310,9 @@ def test_openai_sdk_streams_through_plain_and_tls():
         with Tokentap(plain_yaml) as t:
             assert run(f"http://127.0.0.1:{t.port}/v1") == direct
         with Tokentap(tls_listener(plain_yaml)) as t:
-            assert run(f"https://localhost:{t.port}/v1") == direct
+            # the listener is 127.0.0.1 only, and the certificate names that
+            # address: Debian's /etc/hosts gives localhost ::1 too, which
+            # Node 18 (no happy eyeballs) tries alone and is refused
+            assert run(f"https://127.0.0.1:{t.port}/v1") == direct
             line = t.access(1)[0]
             assert line["output_tokens"] == 12 and line["model"] == "mock-1"

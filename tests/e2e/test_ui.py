@@ -16,15 +16,12 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import ROOT, Proc, Tokentap, binary, free_port, wait_port
+from harness import ROOT, Proc, Tokentap, binary, free_port, node_modules, wait_port
 
 # The browser tests take about 10 s together, so they run in the sanitizer
 # pass too (no SANITIZER_SKIP): tokentap serves the page under ASan there.
 
 CHROMIUM = "/usr/bin/chromium"
-PLAYWRIGHT = "playwright-core"
-PLAYWRIGHT_VERSION = "1.65.1"
-NODE_DIR = os.path.join(ROOT, "build", "node")
 CHECK = os.path.join(ROOT, "tests", "e2e", "ui_check.mjs")
 PAGE = os.path.join(ROOT, "src", "ui", "index.html")
 PAGE_MAX = 64 * 1024
@@ -126,26 +123,9 @@ def wait_firing(t, alertname, severity, route, token=None, timeout=8):
         time.sleep(0.1)
 
 
-def playwright_modules():
-    """playwright-core, pinned, installed into build/node on first use."""
-    mods = os.path.join(NODE_DIR, "node_modules")
-    pkg = os.path.join(mods, PLAYWRIGHT, "package.json")
-    try:
-        with open(pkg) as f:
-            version = json.load(f)["version"]
-    except (OSError, ValueError, KeyError):
-        version = None
-    if version != PLAYWRIGHT_VERSION:
-        r = subprocess.run(["npm", "install", "--prefix", NODE_DIR, "--no-save", "--no-audit",
-                            "--no-fund", f"{PLAYWRIGHT}@{PLAYWRIGHT_VERSION}"],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, "npm install playwright-core:\n" + r.stderr[-2000:]
-    return mods
-
-
 def browse(plan):
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: run sh tests/deps.sh"
-    plan = dict(plan, modules=playwright_modules(), chromium=CHROMIUM)
+    plan = dict(plan, modules=node_modules(), chromium=CHROMIUM)
     r = subprocess.run(["node", CHECK, json.dumps(plan)], capture_output=True, text=True,
                        timeout=90)
     try:

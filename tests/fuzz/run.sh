@@ -8,7 +8,7 @@ set -u
 secs=${1:-20}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
-fixtures=${TOKENTAP_FIXTURES:-$root/../shared/fixtures/streams}
+fixtures=${TOKENTAP_FIXTURES:-$root/tests/fixtures/streams}
 cc=${FUZZ_CC:-clang}
 
 fail() {

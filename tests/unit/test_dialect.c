@@ -166,7 +166,7 @@ static char *read_fixture(const char *name, size_t *len)
 	long n;
 
 	snprintf(path, sizeof(path), "%s/%s",
-	    dir ? dir : "../shared/fixtures/streams", name);
+	    dir ? dir : "tests/fixtures/streams", name);
 	f = fopen(path, "rb");
 	if (f == NULL)
 		fail_msg("cannot open fixture %s", path);
