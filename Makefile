@@ -21,6 +21,9 @@ LLHTTP_STRICT := -DLLHTTP_STRICT_MODE=1
 
 ifeq ($(SANITIZER),)
 B := build
+else ifneq ($(findstring fuzzer,$(SANITIZER)),)
+B := build/fuzz
+SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
 else
 B := build/san
 SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -29,7 +32,7 @@ endif
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2
-XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -Isrc -I$(LLHTTP_H) $(LLHTTP_STRICT) \
+XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -I$(LLHTTP_H) $(LLHTTP_STRICT) \
             $(PKG_CFLAGS) -MMD -MP $(SANFLAGS)
 LIBS      = $(PKG_LIBS) -lpthread -lm
 
@@ -68,18 +71,30 @@ $(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_
 	@$(if $(DEPS_SH),sh $(DEPS_SH) tests/deps/build.list tests/deps/test.list,:)
 	@mkdir -p $(@D) && touch $@
 
-# Every src/*.c is a module of the shared library of objects, except the
-# three programs' own entry files.
-MAINS     := src/main.c $(wildcard src/mock*.c) $(wildcard src/load*.c)
-MOD_SRCS  := $(filter-out $(MAINS),$(wildcard src/*.c))
-MOD_OBJS  := $(MOD_SRCS:src/%.c=$(B)/obj/%.o)
-LL_OBJS   := $(B)/llhttp/llhttp.o $(B)/llhttp/api.o $(B)/llhttp/http.o
-MOCK_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/mock*.c))
-LOAD_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/load*.c))
-BINS      := $(B)/tokentap $(B)/tokentap-mock $(B)/tokentap-load
+# ---- The house -------------------------------------------------------------
+# src/core/ is what the three programs share (the measurement definitions
+# that make tokentap-load agree with tokentap, and the helpers); src/proxy/,
+# src/mock/ and src/load/ are the programs. Each folder compiles with its
+# own include path, the core's and its own, so a file that reaches into
+# another program's folder does not build. The core and llhttp are an
+# archive (build/libtokentap.a): a program links only the objects it uses.
+DIRS       := core proxy mock load
+INC_core   := -Isrc/core
+INC_proxy  := -Isrc/core -Isrc/proxy
+INC_mock   := -Isrc/core -Isrc/mock
+INC_load   := -Isrc/core -Isrc/load
+$(foreach d,$(DIRS),$(eval OBJS_$(d) := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/$(d)/*.c))))
+LL_OBJS    := $(B)/llhttp/llhttp.o $(B)/llhttp/api.o $(B)/llhttp/http.o
+CORE_LIB   := $(B)/libtokentap.a
+# a program's own objects but its entry file, for its unit tests
+MAIN_proxy := $(B)/obj/proxy/main.o
+MAIN_mock  := $(B)/obj/mock/mock.o
+MAIN_load  := $(B)/obj/load/load.o
+$(foreach d,proxy mock load,$(eval LIB_$(d) := $(B)/lib$(d).a))
+BINS       := $(B)/tokentap $(B)/tokentap-mock $(B)/tokentap-load
 
-UNIT_SRCS := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 .PHONY: all deps test test-unit test-e2e demo bench fuzz clean
 all: $(BINS)
@@ -87,9 +102,10 @@ all: $(BINS)
 # every package, the tests' too
 deps: $(TEST_DEPS)
 
+# the folder of an object decides its include path: build/obj/proxy/x.o
 $(B)/obj/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+	$(CC) $(XCFLAGS) $(INC_$(firstword $(subst /, ,$*))) $(CFLAGS) $(WARN) -c -o $@ $<
 
 # llhttp's C sources come from Debian's node-llhttp; compiled, never copied.
 # (the Makefile holds its flags: strict mode)
@@ -98,35 +114,47 @@ $(B)/llhttp/%.o: $(LLHTTP)/%.c Makefile
 	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) -MMD -MP -w -c -o $@ $<
 
 # the dashboard page is embedded with .incbin, which -MMD does not see
-$(B)/obj/ui.o: src/ui/index.html
+$(B)/obj/proxy/ui.o: src/proxy/ui/index.html
 
-$(B)/tokentap: $(B)/obj/main.o $(MOD_OBJS) $(LL_OBJS)
-	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(CORE_LIB): $(OBJS_core) $(LL_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-$(B)/tokentap-mock: $(MOCK_OBJS) $(MOD_OBJS) $(LL_OBJS)
-	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+.SECONDEXPANSION:
+$(B)/lib%.a: $$(filter-out $$(MAIN_$$*),$$(OBJS_$$*))
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-$(B)/tokentap-load: $(LOAD_OBJS) $(MOD_OBJS) $(LL_OBJS)
-	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+# --as-needed: each program depends on the libraries it calls, no more
+LINK = $(CC) $(SANFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LIBS)
 
-# A unit test links its module's object (test_sse -> sse.o) plus the few
-# modules listed for it below, so one module's tests build while another
-# module is being changed.
-COMMON := $(B)/obj/util.o $(B)/obj/log.o
-CONF_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/config*.c))
-$(B)/tests/test_%: tests/unit/test_%.c $(B)/obj/%.o $(COMMON)
-	@mkdir -p $(@D)
-	$(CC) $(XCFLAGS) $(CFLAGS) $(WARN) -Itests/unit -o $@ $(filter %.c %.o,$^) $(LIBS) -lcmocka
+$(B)/tokentap: $(OBJS_proxy) $(CORE_LIB)
+	$(LINK)
 
-$(UNIT_BINS): | $(TEST_DEPS)
-$(B)/tests/test_dialect: $(B)/obj/sse.o $(B)/obj/json.o
-$(B)/tests/test_stats:   $(B)/obj/hist.o $(B)/obj/stats_out.o $(B)/obj/promtext.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o $(CONF_OBJS)
-$(B)/tests/test_alert:   $(B)/obj/alert_format.o $(B)/obj/promtext.o $(CONF_OBJS)
-$(B)/tests/test_meter:   $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o
-$(B)/tests/test_loadstats: $(B)/obj/hist.o $(B)/obj/meter.o $(B)/obj/sse.o $(B)/obj/dialect.o $(B)/obj/json.o $(B)/obj/load_scen.o $(B)/obj/load_conf.o $(B)/obj/load_body.o
-$(B)/tests/test_route:   $(B)/obj/httphead.o $(CONF_OBJS)
-$(B)/tests/test_httpcheck: $(B)/obj/httphead.o $(B)/obj/route.o $(CONF_OBJS)
-$(B)/tests/test_config:  $(CONF_OBJS)
+$(B)/tokentap-mock: $(OBJS_mock) $(CORE_LIB)
+	$(LINK)
+
+$(B)/tokentap-load: $(OBJS_load) $(CORE_LIB)
+	$(LINK)
+
+# A unit test is named for its module (test_sse: src/core/sse.c) and links
+# that module's folder (as an archive, its entry file left out) and the
+# core; it compiles with that folder's include path and tests/unit.
+test_dir = $(firstword $(foreach d,$(DIRS),$(if $(wildcard src/$(d)/$(1).c),$(d))))
+define unit_test
+$(B)/tests/test_$(1): tests/unit/test_$(1).c $(LIB_$(call test_dir,$(1))) $(CORE_LIB) | $(TEST_DEPS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(XCFLAGS) $(INC_$(call test_dir,$(1))) -Itests/unit $$(CFLAGS) $$(WARN) \
+	    -o $$@ $$(filter %.c %.a,$$^) $$(LIBS) -lcmocka
+endef
+$(foreach t,$(UNIT_SRCS:tests/unit/test_%.c=%),$(eval $(call unit_test,$(t))))
+
+# The stream fuzzer (make fuzz, tests/fuzz/run.sh): the same rules with
+# clang and SANITIZER=fuzzer-no-link,address,undefined (objects in
+# build/fuzz), the harness linked with libFuzzer's main.
+$(B)/fuzz_stream: tests/fuzz/fuzz_stream.c $(CORE_LIB)
+	$(CC) $(XCFLAGS) $(INC_core) $(CFLAGS) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -o $@ $^ $(LIBS)
 
 test-unit: $(TEST_DEPS) $(UNIT_BINS)
 test: $(TEST_DEPS)
@@ -153,4 +181,4 @@ clean:
 
 # this build's own dependency files only: build/ also holds other trees
 # (the fresh Debian root of make test-fresh, the fuzzer, npm's modules)
--include $(wildcard $(B)/obj/*.d $(B)/llhttp/*.d $(B)/tests/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/llhttp/*.d $(B)/tests/*.d)

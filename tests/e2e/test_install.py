@@ -292,7 +292,7 @@ def test_man_pages():
         assert "SEE ALSO" in man_text(page)
 
     # every key of the schema is documented in tokentap.yaml(5)
-    with open(os.path.join(ROOT, "src", "config_schema.c")) as f:
+    with open(os.path.join(ROOT, "src", "proxy", "config_schema.c")) as f:
         keys = set(re.findall(r'\b(?:DUR|SIZE|UINT|FLOAT|BOOL|STR|MAP|SECTION|FUNC)\("(\w+)"',
                               f.read()))
     assert len(keys) > 40, keys
@@ -304,7 +304,7 @@ def test_man_pages():
     assert keys <= documented, f"undocumented keys: {sorted(keys - documented)}"
 
     # every flag of tokentap is in tokentap(8)
-    with open(os.path.join(ROOT, "src", "main.c")) as f:
+    with open(os.path.join(ROOT, "src", "proxy", "main.c")) as f:
         flags = re.search(r'getopt\(argc, argv, "([^"]+)"\)', f.read()).group(1)
     with open(pages[0]) as f:
         page8 = f.read()
@@ -319,7 +319,7 @@ def recv_states(sock, timeout):
         data = sock.recv(4096).decode()
     except socket.timeout:
         raise AssertionError(f"no sd_notify message within {timeout}s: "
-                             "does src/main.c call sdnotify_*?") from None
+                             "does src/proxy/main.c call sdnotify_*?") from None
     return dict(line.split("=", 1) for line in data.split("\n") if line)
 
 

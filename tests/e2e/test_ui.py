@@ -23,7 +23,7 @@ from harness import ROOT, Proc, Tokentap, binary, free_port, node_modules, wait_
 
 CHROMIUM = "/usr/bin/chromium"
 CHECK = os.path.join(ROOT, "tests", "e2e", "ui_check.mjs")
-PAGE = os.path.join(ROOT, "src", "ui", "index.html")
+PAGE = os.path.join(ROOT, "src", "proxy", "ui", "index.html")
 PAGE_MAX = 64 * 1024
 TOKEN = "s3cret-tok"
 

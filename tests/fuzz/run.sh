@@ -18,16 +18,10 @@ fail() {
 
 mkdir -p "$out/corpus" "$out/artifacts" || fail "mkdir"
 
-# The same include paths as the Makefile; util.c needs libcrypto.
-cflags="-std=c11 -D_GNU_SOURCE -g -O1 -I$root/src -I/usr/share/include/llhttp \
- $(pkg-config --cflags libevent openssl yaml-0.1 2>/dev/null)"
-libs=$(pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
-
-# shellcheck disable=SC2086
-$cc $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -o "$out/fuzz_stream" "$root/tests/fuzz/fuzz_stream.c" \
-    "$root/src/sse.c" "$root/src/dialect.c" "$root/src/json.c" "$root/src/util.c" \
-    "$root/src/log.c" $libs || fail "build"
+# Built by the Makefile's own rules (build/fuzz: the core compiled with
+# clang and -fsanitize=fuzzer-no-link,address,undefined).
+make -s -C "$root" CC="$cc" SANITIZER=fuzzer-no-link,address,undefined \
+    build/fuzz/fuzz_stream || fail "build"
 
 # Seeds: each fixture behind the 3 parameter bytes (max_event_bytes 1 MiB,
 # then 64 KiB; cut points 0x0101 and 0x2a00).

@@ -8,7 +8,7 @@
 
 #include "alert_format.h"
 
-/* src/ui/index.html assembled into .rodata between two labels, so the
+/* src/proxy/ui/index.html assembled into .rodata between two labels, so the
  * program needs no file at run time and the page is never copied. The
  * path is relative to the top of the tree, where make runs the compiler;
  * the Makefile lists the page as a prerequisite of this object. */
@@ -17,7 +17,7 @@ __asm__(
 	"	.global ui_page_start\n"
 	"	.global ui_page_end\n"
 	"ui_page_start:\n"
-	"	.incbin \"src/ui/index.html\"\n"
+	"	.incbin \"src/proxy/ui/index.html\"\n"
 	"ui_page_end:\n"
 	"	.popsection\n");
 
