@@ -689,3 +689,17 @@ int dialect_path_model(const char *path, size_t len, const char **model,
 	*model_len = (size_t)(colon - start);
 	return 1;
 }
+
+int dialect_has_end_marker(enum dialect_id d)
+{
+	switch (d) {
+	case DIALECT_OPENAI:
+	case DIALECT_OPENAI_RESPONSES:
+	case DIALECT_ANTHROPIC:
+	case DIALECT_DIFY:
+	case DIALECT_OLLAMA:
+		return 1;
+	default:
+		return 0;
+	}
+}

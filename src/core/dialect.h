@@ -23,6 +23,9 @@ struct dialect_info {
 
 /* The dialect `auto` picks for a request path (query string allowed). */
 enum dialect_id dialect_for_path(const char *path, size_t len);
+/* Does the dialect's stream end with a marker (SPEC §4: [DONE],
+ * message_stop, ...)? Elsewhere the end of the body is the end. */
+int dialect_has_end_marker(enum dialect_id d);
 
 /* 1 (default): common OpenAI chunks are recognised without a full JSON
  * parse. Tests turn it off to compare both paths. */

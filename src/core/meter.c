@@ -196,3 +196,42 @@ int64_t meter_tpot_us(const struct meter *m)
 		return -1;
 	return (int64_t)(m->t_last_token - m->t_first_token) / (n - 1);
 }
+
+static const char *const outcome_names[OUTCOME_COUNT] = {
+	"ok", "client_abort", "upstream_abort", "upstream_error", "timeout",
+	"connect_error", "rejected"
+};
+
+const char *meter_outcome_name(enum meter_outcome o)
+{
+	return (unsigned)o < OUTCOME_COUNT ? outcome_names[o] : "?";
+}
+
+enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how)
+{
+	switch (how) {
+	case METER_END_CONNECT:
+		return OUTCOME_CONNECT_ERROR;
+	case METER_END_TIMEOUT:
+		return OUTCOME_TIMEOUT;
+	case METER_END_REJECTED:
+		return OUTCOME_REJECTED;
+	case METER_END_CLIENT:
+		return OUTCOME_CLIENT_ABORT;
+	default:
+		break;
+	}
+	if ((m->t_head != 0 && m->status >= 400) || m->error_seen ||
+	    how == METER_END_MALFORMED)
+		return OUTCOME_UPSTREAM_ERROR;
+	/* what decides is the stream's end marker, where the dialect has one:
+	 * a stream cut after it lost nothing, one framed to its end without
+	 * it was cut short all the same */
+	if (m->t_head == 0)
+		return OUTCOME_UPSTREAM_ABORT;
+	if (how == METER_END_CLOSED)
+		return m->stream && m->end_seen ? OUTCOME_OK : OUTCOME_UPSTREAM_ABORT;
+	if (m->stream && dialect_has_end_marker(m->dialect) && !m->end_seen)
+		return OUTCOME_UPSTREAM_ABORT;
+	return OUTCOME_OK;
+}

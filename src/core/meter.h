@@ -17,6 +17,26 @@ enum meter_parse { METER_PARSE_NONE, METER_PARSE_SSE, METER_PARSE_NDJSON };
 
 enum meter_model_src { MODEL_NONE, MODEL_RESPONSE, MODEL_PATH, MODEL_REQUEST };
 
+/* How a request ended (SPEC §4); the text only where it is written out
+ * (meter_outcome_name). */
+enum meter_outcome {
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT, OUTCOME_CONNECT_ERROR,
+	OUTCOME_REJECTED, OUTCOME_COUNT
+};
+
+/* How the exchange stopped, as the transport saw it. */
+enum meter_end {
+	METER_END_COMPLETE,   /* the response ended by its framing, or by the
+	                       * close that delimits it */
+	METER_END_CLOSED,     /* the upstream closed before the response ended */
+	METER_END_MALFORMED,  /* the upstream broke the HTTP framing */
+	METER_END_CLIENT,     /* the client went away first */
+	METER_END_TIMEOUT,
+	METER_END_CONNECT,    /* no upstream connection could be made */
+	METER_END_REJECTED    /* answered before any upstream (tokentap's 4xx) */
+};
+
 /* Called for every gap between consecutive token-bearing events (µs). */
 typedef void (*meter_itl_fn)(void *arg, uint64_t gap_us);
 
@@ -69,6 +89,13 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now);
 /* The response ended (or was aborted) at time now. */
 void meter_end(struct meter *m, uint64_t now);
 void meter_free(struct meter *m);
+
+/* The one outcome rule, for tokentap and tokentap-load alike: after
+ * meter_end, from what the meter saw and how the exchange stopped. A
+ * stream of a dialect with an end marker that ends without it was cut
+ * short (upstream_abort), whatever delimited it; one cut after it is ok. */
+enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how);
+const char *meter_outcome_name(enum meter_outcome o);
 
 /* Derived figures; -1 where undefined. */
 int64_t meter_ttft_us(const struct meter *m);

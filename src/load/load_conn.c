@@ -204,9 +204,9 @@ static int open_bev(struct load_conn *c)
 
 /* Ends the request and hands it over. Last thing any path does: the done
  * callback may start the next request on c. */
-static void finish(struct load_conn *c, enum load_end how)
+static void finish(struct load_conn *c, enum meter_end how)
 {
-	int keep = how == LOAD_END_COMPLETE && c->bev != NULL &&
+	int keep = how == METER_END_COMPLETE && c->bev != NULL &&
 	    llhttp_should_keep_alive(&c->parser);
 
 	evtimer_del(c->timer);
@@ -253,10 +253,10 @@ static void conn_timer(evutil_socket_t fd, short what, void *arg)
 	/* a connect still pending at the deadline counts as a connect error */
 	if (c->connect_failed || (c->bev != NULL && !c->connected)) {
 		close_bev(c);
-		finish(c, LOAD_END_CONNECT);
+		finish(c, METER_END_CONNECT);
 		return;
 	}
-	finish(c, LOAD_END_TIMEOUT);
+	finish(c, METER_END_TIMEOUT);
 }
 
 /* A connection that cannot even be started is reported from the loop, so
@@ -284,11 +284,11 @@ static void feed(struct load_conn *c, const char *buf, size_t len)
 	c->got_bytes = 1;
 	e = llhttp_execute(&c->parser, buf, len);
 	if (e != HPE_OK && e != HPE_PAUSED) {
-		finish(c, LOAD_END_CLOSED);
+		finish(c, METER_END_CLOSED);
 		return;
 	}
 	if (c->complete)
-		finish(c, LOAD_END_COMPLETE);
+		finish(c, METER_END_COMPLETE);
 }
 
 /* Once connected, the socket is read directly: one recv(2) per readiness
@@ -346,7 +346,7 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (!c->connected) {
 		close_bev(c);
-		finish(c, LOAD_END_CONNECT);
+		finish(c, METER_END_CONNECT);
 		return;
 	}
 	/* a kept connection the server had already closed: one more try */
@@ -363,11 +363,11 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		llhttp_finish(&c->parser);
 	if (c->complete) {
 		close_bev(c);
-		finish(c, LOAD_END_COMPLETE);
+		finish(c, METER_END_COMPLETE);
 		return;
 	}
 	close_bev(c);
-	finish(c, LOAD_END_CLOSED);
+	finish(c, METER_END_CLOSED);
 }
 
 struct load_conn *load_conn_new(struct load_conn_ctx *ctx, void *arg)

@@ -22,7 +22,7 @@ struct load_conn;
  * between token events (µs). The callee may start the next request on c,
  * but must not free c. */
 typedef void (*load_conn_done_fn)(void *arg, struct load_conn *c,
-    const struct meter *m, enum load_end how, const uint32_t *itl, size_t n);
+    const struct meter *m, enum meter_end how, const uint32_t *itl, size_t n);
 
 /* What every connection of a run shares; it must outlive them. */
 struct load_conn_ctx {

@@ -61,14 +61,14 @@ void load_report_table(FILE *f, const struct load_report *rp)
 	table_mode(f, c);
 	fprintf(f, "requests     %" PRIu64 " in %.2f s: %" PRIu64 " ok, %" PRIu64
 	    " errors, error rate %.2f %%%s\n", st->requests, (double)el / 1e6,
-	    st->outcomes[LOAD_OK], loadstats_errors(st),
+	    st->outcomes[OUTCOME_OK], loadstats_errors(st),
 	    100.0 * loadstats_error_rate(st),
 	    rp->info->interrupted ? " (interrupted)" : "");
-	for (int o = LOAD_OK + 1; o < LOAD_OUTCOMES; o++) {
+	for (int o = OUTCOME_OK + 1; o < OUTCOME_COUNT; o++) {
 		if (st->outcomes[o] == 0)
 			continue;
 		fprintf(f, "%s%s %" PRIu64, sep ? "," : "errors      ",
-		    loadstats_outcome_name(o), st->outcomes[o]);
+		    meter_outcome_name(o), st->outcomes[o]);
 		sep = 1;
 	}
 	if (sep)
@@ -133,7 +133,7 @@ static void json_ms(FILE *f, const char *name, int64_t us)
 static void json_sample(FILE *f, const struct load_sample *s)
 {
 	fprintf(f, "{\"start_ms\": %.3f, \"outcome\": \"%s\", \"status\": ",
-	    (double)s->start_us / 1000.0, loadstats_outcome_name(s->outcome));
+	    (double)s->start_us / 1000.0, meter_outcome_name(s->outcome));
 	if (s->status != 0)
 		fprintf(f, "%u", s->status);
 	else
@@ -202,11 +202,11 @@ void load_report_json_members(FILE *f, const struct load_report *rp,
 	    (double)el / 1e6, rp->info->interrupted ? "true" : "false");
 	fprintf(f, ",\n%s\"requests\": %" PRIu64 ", \"ok\": %" PRIu64
 	    ", \"errors\": %" PRIu64 ", \"error_rate\": %.6f", pad, st->requests,
-	    st->outcomes[LOAD_OK], loadstats_errors(st), loadstats_error_rate(st));
+	    st->outcomes[OUTCOME_OK], loadstats_errors(st), loadstats_error_rate(st));
 	fprintf(f, ",\n%s\"outcomes\": {", pad);
-	for (int o = 0; o < LOAD_OUTCOMES; o++)
+	for (int o = 0; o < OUTCOME_COUNT; o++)
 		fprintf(f, "%s\"%s\": %" PRIu64, o ? ", " : "",
-		    loadstats_outcome_name(o), st->outcomes[o]);
+		    meter_outcome_name(o), st->outcomes[o]);
 	fprintf(f, "},\n%s\"requests_per_s\": %.3f, \"output_tokens_per_s\": %.3f",
 	    pad, per_s(st->requests, el), per_s(st->output_tokens, el));
 	fprintf(f, ",\n%s\"output_tokens\": %" PRIu64 ", \"input_tokens\": %" PRIu64,

@@ -160,7 +160,7 @@ static void arrive(struct run *r, uint64_t t0)
 }
 
 static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
-    enum load_end how, const uint32_t *itl, size_t n)
+    enum meter_end how, const uint32_t *itl, size_t n)
 {
 	struct slot *s = arg;
 	struct run *r = s->r;

@@ -3,57 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const outcome_names[LOAD_OUTCOMES] = {
-	"ok", "http_error", "stream_error", "abort", "timeout", "connect_error"
-};
-
-const char *loadstats_outcome_name(enum load_outcome o)
-{
-	return (unsigned)o < LOAD_OUTCOMES ? outcome_names[o] : "?";
-}
-
-/* SPEC §4: the dialects whose streams end with a marker; elsewhere the end
- * of the body is the end. */
-static int has_end_marker(enum dialect_id d)
-{
-	switch (d) {
-	case DIALECT_OPENAI:
-	case DIALECT_OPENAI_RESPONSES:
-	case DIALECT_ANTHROPIC:
-	case DIALECT_DIFY:
-	case DIALECT_OLLAMA:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-enum load_outcome loadstats_outcome(const struct meter *m, enum load_end how)
-{
-	if (how == LOAD_END_CONNECT)
-		return LOAD_CONNECT_ERROR;
-	if (how == LOAD_END_TIMEOUT)
-		return LOAD_TIMEOUT;
-	if (m->t_head != 0 && m->status >= 400)
-		return LOAD_HTTP_ERROR;
-	if (m->error_seen)
-		return LOAD_STREAM_ERROR;
-	if (how != LOAD_END_COMPLETE || m->t_head == 0)
-		return LOAD_ABORT;
-	/* a body that ended without the dialect's end marker was cut short */
-	if (m->stream && has_end_marker(m->dialect) && !m->end_seen)
-		return LOAD_ABORT;
-	return LOAD_OK;
-}
-
 void loadstats_sample(struct load_sample *s, const struct meter *m,
-    enum load_end how, uint64_t start_us)
+    enum meter_end how, uint64_t start_us)
 {
 	int64_t n = meter_output_tokens(m);
 
 	memset(s, 0, sizeof(*s));
 	s->start_us = start_us;
-	s->outcome = loadstats_outcome(m, how);
+	s->outcome = meter_outcome(m, how);
 	s->status = m->t_head != 0 ? m->status : 0;
 	s->ttft_us = meter_ttft_us(m);
 	s->tpot_us = meter_tpot_us(m);
@@ -93,12 +50,12 @@ int loadstats_record(struct loadstats *st, const struct load_sample *s,
     const uint32_t *itl, size_t n)
 {
 	st->requests++;
-	st->outcomes[s->outcome < LOAD_OUTCOMES ? s->outcome : LOAD_ABORT]++;
+	st->outcomes[s->outcome < OUTCOME_COUNT ? s->outcome : OUTCOME_UPSTREAM_ABORT]++;
 	if (s->output_tokens > 0)
 		st->output_tokens += (uint64_t)s->output_tokens;
 	if (s->input_tokens > 0)
 		st->input_tokens += (uint64_t)s->input_tokens;
-	if (s->outcome == LOAD_OK) {
+	if (s->outcome == OUTCOME_OK) {
 		if (s->ttft_us >= 0)
 			hist_record(&st->ttft, (uint64_t)s->ttft_us);
 		if (s->tpot_us >= 0)
@@ -117,7 +74,7 @@ int loadstats_record(struct loadstats *st, const struct load_sample *s,
 
 uint64_t loadstats_errors(const struct loadstats *st)
 {
-	return st->requests - st->outcomes[LOAD_OK];
+	return st->requests - st->outcomes[OUTCOME_OK];
 }
 
 double loadstats_error_rate(const struct loadstats *st)

@@ -12,24 +12,6 @@
 #include "hist.h"
 #include "meter.h"
 
-enum load_outcome {
-	LOAD_OK,
-	LOAD_HTTP_ERROR,       /* status >= 400 */
-	LOAD_STREAM_ERROR,     /* an error event in the stream */
-	LOAD_ABORT,            /* closed early, malformed, or no end marker */
-	LOAD_TIMEOUT,
-	LOAD_CONNECT_ERROR,
-	LOAD_OUTCOMES
-};
-
-/* How the client stopped waiting for a response. */
-enum load_end {
-	LOAD_END_COMPLETE,     /* the HTTP message ended */
-	LOAD_END_CLOSED,       /* the connection broke, or the response was malformed */
-	LOAD_END_TIMEOUT,
-	LOAD_END_CONNECT       /* no connection could be made */
-};
-
 struct load_sample {
 	uint64_t start_us;        /* (scheduled) start, from the run's start */
 	int64_t ttft_us;          /* -1 where undefined */
@@ -43,12 +25,12 @@ struct load_sample {
 	unsigned status;          /* 0: no response head */
 	uint32_t prompt_tokens;   /* asked for */
 	uint32_t max_tokens;
-	enum load_outcome outcome;
+	enum meter_outcome outcome;
 };
 
 struct loadstats {
 	uint64_t requests;
-	uint64_t outcomes[LOAD_OUTCOMES];
+	uint64_t outcomes[OUTCOME_COUNT];
 	uint64_t output_tokens;
 	uint64_t input_tokens;
 	struct hist ttft;
@@ -68,15 +50,11 @@ struct load_quant {
 	double mean, p50, p90, p95, p99, max;
 };
 
-const char *loadstats_outcome_name(enum load_outcome o);
-
-/* The outcome of a request whose meter saw what it saw, ended by how. */
-enum load_outcome loadstats_outcome(const struct meter *m, enum load_end how);
-
-/* Fills *s from a meter that meter_end has closed. start_us is the sample's
- * start relative to the run; the token asks are left for the caller. */
+/* Fills *s from a meter that meter_end has closed, its outcome by the one
+ * rule (meter_outcome). start_us is the sample's start relative to the
+ * run; the token asks are left for the caller. */
 void loadstats_sample(struct load_sample *s, const struct meter *m,
-    enum load_end how, uint64_t start_us);
+    enum meter_end how, uint64_t start_us);
 
 void loadstats_init(struct loadstats *st, int keep_samples);
 /* Adds one request with its ITL gaps (µs; n of them). Returns 0, or -1 when

@@ -270,7 +270,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "status", e->status ? (int64_t)e->status : -1);
 	putf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
 	field_str(&b, "dialect", dialect_names[m->dialect]);
-	field_str(&b, "outcome", e->outcome);
+	field_str(&b, "outcome", meter_outcome_name(e->outcome));
 	field_ms(&b, "ttft_ms", meter_ttft_us(m));
 	field_ms(&b, "tpot_ms", meter_tpot_us(m));
 	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);

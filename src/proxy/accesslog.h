@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct meter;
+#include "meter.h"
 
 struct accesslog_entry {
 	const char *request_id;
@@ -18,7 +18,7 @@ struct accesslog_entry {
 	const char *target;          /* request target; secrets are masked */
 	size_t target_len;
 	unsigned status;             /* 0: none was sent */
-	const char *outcome;
+	enum meter_outcome outcome;
 	const char *upstream;        /* NULL: none */
 	const struct meter *m;
 	uint64_t bytes_in;

@@ -1,40 +1,60 @@
 #include "exchange.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "accesslog.h"
 #include "httpcheck.h"
 #include "log.h"
 #include "route.h"
-#include "stats.h"
 #include "tenant.h"
-#include "upstream.h"
 #include "util.h"
-#include "worker.h"
 
 /* A reused connection's request is kept for one retry up to this size. */
 #define RETRY_COPY_MAX (1024 * 1024)
 
-static void stats_key_of(const struct session *s, struct stats_key *k);
+static void stats_key_of(const struct exchange *x, struct stats_key *k);
 static void on_itl(void *arg, uint64_t gap);
+
+static int verdict(struct exchange_verdict *v, unsigned status,
+    const char *type, const char *msg, enum meter_end end)
+{
+	v->status = status;
+	v->type = type;
+	v->msg = msg;
+	v->end = end;
+	return -1;
+}
+
+static int rejected(struct exchange_verdict *v, unsigned status,
+    const char *type, const char *msg)
+{
+	return verdict(v, status, type, msg, METER_END_REJECTED);
+}
+
+static int bad_request(struct exchange_verdict *v, const char *msg)
+{
+	return rejected(v, 400, "bad_request", msg);
+}
+
+static int bad_gateway(struct exchange_verdict *v, const char *msg)
+{
+	return verdict(v, 502, "bad_gateway", msg, METER_END_MALFORMED);
+}
 
 /* ---- llhttp callbacks -------------------------------------------------- */
 
-static struct session *sess(llhttp_t *p)
+static struct exchange *xchg(llhttp_t *p)
 {
 	return p->data;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
-	struct http_head *h = sess(p)->head;
+	struct http_head *h = xchg(p)->head;
 	if (h == NULL)
 		return 0;
 	if (h->target == NULL)
@@ -47,8 +67,8 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
  * a second piece would be contiguous with the first, so it extends it. */
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
-	struct session *s = sess(p);
-	struct http_head *h = s->head;
+	struct exchange *x = xchg(p);
+	struct http_head *h = x->head;
 	struct http_header *last;
 
 	if (h == NULL)
@@ -60,7 +80,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 		return 0;
 	}
 	if (h->n == HTTPHEAD_MAX_HEADERS) {
-		s->too_many_headers = 1;
+		x->too_many_headers = 1;
 		return HPE_USER;
 	}
 	last = &h->h[h->n++];
@@ -73,7 +93,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-	struct http_head *h = sess(p)->head;
+	struct http_head *h = xchg(p)->head;
 	struct http_header *last;
 
 	if (h == NULL || h->n == 0)
@@ -87,11 +107,11 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
 
 static int on_headers_complete(llhttp_t *p)
 {
-	struct session *s = sess(p);
+	struct exchange *x = xchg(p);
 	/* a response to HEAD, a 1xx, 204 or 304 has no body whatever its
 	 * header fields say (RFC 9112 §6.3); llhttp would read one by its
 	 * Content-Length */
-	if (p == &s->res && (s->is_head_req ||
+	if (p == &x->res && (x->is_head_req ||
 	    httpcheck_bodiless_status(p->status_code)))
 		return 1;
 	return 0;
@@ -102,15 +122,15 @@ static int on_headers_complete(llhttp_t *p)
  * pauses, so that the trailer section that follows can be dropped. */
 static int on_chunk_header(llhttp_t *p)
 {
-	struct session *s = sess(p);
-	if (p != &s->req)
+	struct exchange *x = xchg(p);
+	if (p != &x->req)
 		return 0;
-	if (p->content_length > s->conf->max_body_bytes - s->body_bytes) {
-		s->body_too_large = 1;
+	if (p->content_length > x->conf->max_body_bytes - x->body_bytes) {
+		x->body_too_large = 1;
 		return HPE_USER;
 	}
 	if (p->content_length == 0) {
-		s->req_trailers = 1;
+		x->req_trailers = 1;
 		return HPE_PAUSED;
 	}
 	return 0;
@@ -118,35 +138,35 @@ static int on_chunk_header(llhttp_t *p)
 
 static int on_req_body(llhttp_t *p, const char *at, size_t len)
 {
-	struct session *s = sess(p);
-	s->body_bytes += len;
-	if (!s->model_scan.found) {
-		jsonscan_feed(&s->model_scan, at, len);
-		if (s->model_scan.found)
-			meter_offer_model(&s->meter, MODEL_REQUEST, s->model_scan.value,
-			    s->model_scan.value_len);
+	struct exchange *x = xchg(p);
+	x->body_bytes += len;
+	if (!x->model_scan.found) {
+		jsonscan_feed(&x->model_scan, at, len);
+		if (x->model_scan.found)
+			meter_offer_model(&x->meter, MODEL_REQUEST, x->model_scan.value,
+			    x->model_scan.value_len);
 	}
 	return 0;
 }
 
 static int on_res_body(llhttp_t *p, const char *at, size_t len)
 {
-	struct session *s = sess(p);
-	meter_body(&s->meter, at, len, s->meter.now);
-	if (s->decode) {
-		evbuffer_add(bufferevent_get_output(s->bev), at, len);
-		s->bytes_out += len;
+	struct exchange *x = xchg(p);
+	meter_body(&x->meter, at, len, x->meter.now);
+	if (x->decode) {
+		evbuffer_add(x->client_out, at, len);
+		x->bytes_out += len;
 	}
 	return 0;
 }
 
 static int on_message_complete(llhttp_t *p)
 {
-	struct session *s = sess(p);
-	if (p == &s->req)
-		s->req_done = 1;
+	struct exchange *x = xchg(p);
+	if (p == &x->req)
+		x->req_done = 1;
 	else
-		s->res_done = 1;
+		x->res_done = 1;
 	/* stop here: bytes after the message belong to the next one */
 	return HPE_PAUSED;
 }
@@ -198,27 +218,27 @@ size_t exchange_skip_blank(struct evbuffer *in)
 	return total;
 }
 
-int exchange_request_line(struct session *s)
+int exchange_request_line(struct exchange *x, struct evbuffer *in,
+    struct exchange_verdict *v)
 {
-	struct evbuffer *in = bufferevent_get_input(s->bev);
 	size_t len = evbuffer_get_length(in);
-	struct httpcheck_verdict v;
+	struct httpcheck_verdict hv;
 	const char *p, *nl;
 
-	if (s->line_checked)
+	if (x->line_checked)
 		return 0;
-	if (len > s->conf->max_header_bytes)
-		len = s->conf->max_header_bytes;
+	if (len > x->conf->max_header_bytes)
+		len = x->conf->max_header_bytes;
 	p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
 	if (p == NULL || (nl = memchr(p, '\n', len)) == NULL)
 		return 0;
-	s->line_checked = 1;
+	x->line_checked = 1;
 	len = (size_t)(nl - p);
 	if (len > 0 && p[len - 1] == '\r')
 		len--;
-	if (httpcheck_request_line(p, len, &v) == 0)
+	if (httpcheck_request_line(p, len, &hv) == 0)
 		return 0;
-	return proxy_error(s, v.status, v.type, v.msg, "rejected");
+	return rejected(v, hv.status, hv.type, hv.msg);
 }
 
 /* Obsolete line folding (a header line starting with SP or HTAB): Debian's
@@ -232,19 +252,20 @@ static int has_obs_fold(const char *p, size_t len)
 	return 0;
 }
 
-static uint64_t rng_next(uint64_t *x)
+static uint64_t rng_next(uint64_t *r)
 {
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x * 0x2545F4914F6CDD1Dull;
+	*r ^= *r << 13;
+	*r ^= *r >> 7;
+	*r ^= *r << 17;
+	return *r * 0x2545F4914F6CDD1Dull;
 }
 
 /* The client's X-Request-Id when it is a sane token, else a new one. */
-static void set_request_id(struct session *s, const struct http_head *rq)
+static void set_request_id(struct exchange *x, const struct http_head *rq,
+    uint64_t *rng)
 {
 	const struct http_header *h = route_find_header(rq->h, rq->n, "x-request-id");
-	if (h != NULL && h->value_len > 0 && h->value_len <= SESSION_ID_MAX) {
+	if (h != NULL && h->value_len > 0 && h->value_len <= EXCHANGE_ID_MAX) {
 		size_t i;
 		for (i = 0; i < h->value_len; i++) {
 			char c = h->value[i];
@@ -253,84 +274,26 @@ static void set_request_id(struct session *s, const struct http_head *rq)
 				break;
 		}
 		if (i == h->value_len) {
-			memcpy(s->request_id, h->value, h->value_len);
-			s->request_id[h->value_len] = '\0';
+			memcpy(x->request_id, h->value, h->value_len);
+			x->request_id[h->value_len] = '\0';
 			return;
 		}
 	}
-	snprintf(s->request_id, sizeof s->request_id, "%016llx%016llx",
-	    (unsigned long long)rng_next(&s->w->rng),
-	    (unsigned long long)rng_next(&s->w->rng));
-}
-
-static int bad_request(struct session *s, const char *msg)
-{
-	return proxy_error(s, 400, "bad_request", msg, "rejected");
+	snprintf(x->request_id, sizeof x->request_id, "%016llx%016llx",
+	    (unsigned long long)rng_next(rng), (unsigned long long)rng_next(rng));
 }
 
 /* Copies what the access log needs out of the head before it is drained. */
-static void keep_request_fields(struct session *s, const struct http_head *rq)
+static void keep_request_fields(struct exchange *x, const struct http_head *rq)
 {
-	size_t n = rq->method_len < sizeof s->method - 1 ? rq->method_len :
-	    sizeof s->method - 1;
-	memcpy(s->method, rq->method, n);
-	s->method[n] = '\0';
-	n = rq->target_len < SESSION_TARGET_MAX ? rq->target_len : SESSION_TARGET_MAX;
-	memcpy(s->target, rq->target, n);
-	s->target[n] = '\0';
-	s->target_len = n;
-}
-
-static int check_request(struct session *s, struct http_head *rq)
-{
-	struct httpcheck_verdict v;
-
-	if (httpcheck_request(rq, &v) < 0)
-		return proxy_error(s, v.status, v.type, v.msg, "rejected");
-	if ((s->req.flags & F_CONTENT_LENGTH) &&
-	    s->req.content_length > s->conf->max_body_bytes)
-		return proxy_error(s, 413, "request_too_large",
-		    "request body exceeds limits.max_body_bytes", "rejected");
-	return 0;
-}
-
-static void keep_copy(struct session *s, struct evbuffer *src, size_t n)
-{
-	struct evbuffer_iovec v[8];
-	int k;
-	size_t done = 0;
-
-	if (s->req_copy == NULL)
-		return;
-	if (evbuffer_get_length(s->req_copy) + n > RETRY_COPY_MAX) {
-		evbuffer_free(s->req_copy);
-		s->req_copy = NULL;
-		return;
-	}
-	k = evbuffer_peek(src, (ev_ssize_t)n, NULL, v, 8);
-	for (int i = 0; i < k && i < 8 && done < n; i++) {
-		size_t take = v[i].iov_len < n - done ? v[i].iov_len : n - done;
-		evbuffer_add(s->req_copy, v[i].iov_base, take);
-		done += take;
-	}
-	if (done < n) {           /* more chains than peeked: give up the copy */
-		evbuffer_free(s->req_copy);
-		s->req_copy = NULL;
-	}
-}
-
-void exchange_keep_body(struct session *s, struct evbuffer *in, size_t n)
-{
-	keep_copy(s, in, n);
-}
-
-void exchange_forward_bytes(struct session *s, const char *p, size_t n)
-{
-	evbuffer_add(bufferevent_get_output(s->up->bev), p, n);
-	if (s->req_copy != NULL && evbuffer_add(s->req_copy, p, n) != 0) {
-		evbuffer_free(s->req_copy);
-		s->req_copy = NULL;
-	}
+	size_t n = rq->method_len < sizeof x->method - 1 ? rq->method_len :
+	    sizeof x->method - 1;
+	memcpy(x->method, rq->method, n);
+	x->method[n] = '\0';
+	n = rq->target_len < EXCHANGE_TARGET_MAX ? rq->target_len : EXCHANGE_TARGET_MAX;
+	memcpy(x->target, rq->target, n);
+	x->target[n] = '\0';
+	x->target_len = n;
 }
 
 static void start_line(struct http_head *h, const char *p, size_t len)
@@ -346,287 +309,367 @@ static void start_line(struct http_head *h, const char *p, size_t len)
 static void trim_values(struct http_head *h)
 {
 	for (size_t i = 0; i < h->n; i++) {
-		struct http_header *x = &h->h[i];
-		if (x->value == NULL)
-			x->value = x->name + x->name_len;
-		while (x->value_len > 0 && (x->value[x->value_len - 1] == ' ' ||
-		    x->value[x->value_len - 1] == '\t'))
-			x->value_len--;
+		struct http_header *f = &h->h[i];
+		if (f->value == NULL)
+			f->value = f->name + f->name_len;
+		while (f->value_len > 0 && (f->value[f->value_len - 1] == ' ' ||
+		    f->value[f->value_len - 1] == '\t'))
+			f->value_len--;
 	}
 }
 
-static int parse_head(struct session *s, llhttp_t *p, struct http_head *h,
+/* 0, -1 (malformed) or -2 (too many header fields) */
+static int parse_head(struct exchange *x, llhttp_t *p, struct http_head *h,
     const char *buf, size_t len)
 {
 	enum llhttp_errno e;
 
 	memset(h, 0, offsetof(struct http_head, h));
 	h->n = 0;
-	s->head = h;
-	s->too_many_headers = 0;
+	x->head = h;
+	x->too_many_headers = 0;
 	e = llhttp_execute(p, buf, len);
-	s->head = NULL;
+	x->head = NULL;
 	start_line(h, buf, len);
 	trim_values(h);
 	h->http_major = p->http_major;
 	h->http_minor = p->http_minor;
-	if (s->too_many_headers)
+	if (x->too_many_headers)
 		return -2;
 	return e == HPE_OK || e == HPE_PAUSED ? 0 : -1;
 }
 
-int exchange_request_head(struct session *s, size_t head_len)
+/* The method and target as sent, for the log, whatever llhttp made of
+ * them (the head is not NUL-terminated: every scan is bounded). */
+static void request_fields(struct http_head *rq, const char *p, size_t len)
 {
-	struct evbuffer *in = bufferevent_get_input(s->bev);
-	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
-	struct http_head rq;
-	struct evbuffer *out;
-	int r;
+	const char *q;
 
-	llhttp_init(&s->req, HTTP_REQUEST, &req_settings);
-	s->req.data = s;
-	jsonscan_init(&s->model_scan);
-	s->head_parsed = 1;
-	s->bytes_in += head_len;
-	if (has_obs_fold(p, head_len)) {
-		evbuffer_drain(in, head_len);
-		return bad_request(s, "obsolete header line folding");
-	}
-	r = parse_head(s, &s->req, &rq, p, head_len);
-	/* the head is not NUL-terminated: every scan is bounded */
-	rq.method = p;
-	for (rq.method_len = 0; rq.method_len < head_len &&
-	    p[rq.method_len] != ' ' && p[rq.method_len] != '\r' &&
-	    p[rq.method_len] != '\n'; rq.method_len++)
+	rq->method = p;
+	for (rq->method_len = 0; rq->method_len < len &&
+	    p[rq->method_len] != ' ' && p[rq->method_len] != '\r' &&
+	    p[rq->method_len] != '\n'; rq->method_len++)
 		;
-	if (rq.target == NULL) {
-		rq.target = p + rq.method_len;
-		rq.target_len = 0;
+	if (rq->target == NULL) {
+		rq->target = p + rq->method_len;
+		rq->target_len = 0;
 	}
-	{
-		const char *q = memchr(rq.target, '?', rq.target_len);
-		rq.path_len = q ? (size_t)(q - rq.target) : rq.target_len;
-	}
-	keep_request_fields(s, &rq);
-	set_request_id(s, &rq);
-	if (r == -2) {
-		evbuffer_drain(in, head_len);
-		return proxy_error(s, 431, "request_header_too_large",
-		    "too many header fields", "rejected");
-	}
-	if (r < 0) {
-		log_info("client %s: malformed request: %s", s->client_ip,
-		    llhttp_get_error_reason(&s->req));
-		evbuffer_drain(in, head_len);
-		if (llhttp_get_errno(&s->req) == HPE_INVALID_TRANSFER_ENCODING)
-			return proxy_error(s, 501, "not_implemented",
-			    "only the chunked transfer coding is supported", "rejected");
-		return bad_request(s, "malformed request");
-	}
-	tenant_identify(s->conf, rq.h, rq.n, s->tenant, sizeof s->tenant);
-	s->http10 = rq.http_major == 1 && rq.http_minor == 0;
-	s->keepalive = llhttp_should_keep_alive(&s->req) && !s->http10;
-	s->is_head_req = rq.method_len == 4 && memcmp(rq.method, "HEAD", 4) == 0;
-	if (check_request(s, &rq) < 0)
-		return -1;      /* lingering drains the input */
-	keep_request_fields(s, &rq);     /* absolute-form: now origin-form */
-	s->route = route_match(s->conf, rq.target, rq.path_len, rq.h, rq.n);
-	if (s->route == NULL) {
-		evbuffer_drain(in, head_len);
-		return proxy_error(s, 404, "no_route", "no route matches this request",
-		    "rejected");
-	}
-	exchange_route_meter(s, &rq);
-	if (proxy_dispatch(s, 0) < 0)
-		return -1;
-	out = bufferevent_get_output(s->up->bev);
-	httphead_write_request(out, &rq, s->route, s->client_ip, s->proto,
-	    s->request_id, strlen(s->request_id));
-	if (s->up->reused && (s->req_copy = evbuffer_new()) != NULL)
-		keep_copy(s, out, evbuffer_get_length(out));
-	evbuffer_drain(in, head_len);
-	if (s->req_done) {
-		s->meter.t_req = util_now_us();
-		s->cs = C_WAIT;
-	} else {
-		s->cs = C_BODY;
-	}
-	return 0;
+	q = memchr(rq->target, '?', rq->target_len);
+	rq->path_len = q ? (size_t)(q - rq->target) : rq->target_len;
 }
 
-int exchange_response_head(struct session *s, size_t head_len)
+/* Picks the dialect and the model sources known from the request. */
+static void route_meter(struct exchange *x, const struct http_head *rq)
 {
-	struct evbuffer *in = bufferevent_get_input(s->up->bev);
-	struct evbuffer *out = bufferevent_get_output(s->bev);
+	const char *model;
+	size_t len;
+
+	x->meter.dialect = x->route->dialect == DIALECT_AUTO ?
+	    dialect_for_path(rq->target, rq->path_len) : x->route->dialect;
+	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
+		meter_offer_model(&x->meter, MODEL_PATH, model, len);
+}
+
+int exchange_request_head(struct exchange *x, struct evbuffer *in,
+    size_t head_len, uint64_t *rng, struct http_head *rq,
+    struct exchange_verdict *v)
+{
 	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
-	struct http_head rs;
-	struct httpcheck_verdict v;
-	const struct http_header *ct, *ce;
-	size_t before;
+	struct httpcheck_verdict hv;
 	int r;
 
-	llhttp_init(&s->res, HTTP_RESPONSE, &res_settings);
-	s->res.data = s;
-	r = parse_head(s, &s->res, &rs, p, head_len);
-	rs.status = s->res.status_code;
-	if (r < 0 || has_obs_fold(p, head_len) || rs.status == 101)
-		return proxy_error(s, 502, "bad_gateway",
-		    "malformed upstream response head", "upstream_error");
-	if (httpcheck_response(&rs, &v) < 0)
-		return proxy_error(s, v.status, v.type, v.msg, "upstream_error");
-	before = evbuffer_get_length(out);
-	if (rs.status < 200) {
-		/* interim response (100 Continue, 103 Early Hints): passed on,
-		 * but never to an HTTP/1.0 client (RFC 9110 §15.2); the final
-		 * response follows on the same parser state */
-		if (!s->http10)
-			httphead_write_response(out, &rs, 0, 0);
-		s->bytes_out += evbuffer_get_length(out) - before;
-		evbuffer_drain(in, head_len);
-		s->up_scan_pos = 0;
-		s->res_done = 0;
-		s->retried = 1;    /* the backend has the request: never resend it */
-		return proxy_flush(s);
+	llhttp_init(&x->req, HTTP_REQUEST, &req_settings);
+	x->req.data = x;
+	jsonscan_init(&x->model_scan);
+	x->head_parsed = 1;
+	x->bytes_in += head_len;
+	r = parse_head(x, &x->req, rq, p, head_len);
+	request_fields(rq, p, head_len);
+	keep_request_fields(x, rq);
+	set_request_id(x, rq, rng);
+	if (has_obs_fold(p, head_len))
+		return bad_request(v, "obsolete header line folding");
+	if (r == -2)
+		return rejected(v, 431, "request_header_too_large",
+		    "too many header fields");
+	if (r < 0) {
+		log_info("client %s: malformed request: %s", x->client_ip,
+		    llhttp_get_error_reason(&x->req));
+		if (llhttp_get_errno(&x->req) == HPE_INVALID_TRANSFER_ENCODING)
+			return rejected(v, 501, "not_implemented",
+			    "only the chunked transfer coding is supported");
+		return bad_request(v, "malformed request");
 	}
-	if (s->req_copy != NULL) {
-		evbuffer_free(s->req_copy);
-		s->req_copy = NULL;
-	}
-	s->status = rs.status;
-	ct = route_find_header(rs.h, rs.n, "content-type");
-	ce = route_find_header(rs.h, rs.n, "content-encoding");
-	s->meter.t_head = s->meter.now;
-	meter_response_head(&s->meter, rs.status, ct ? ct->value : NULL,
-	    ct ? ct->value_len : 0,
-	    ce != NULL && !util_ieq(ce->value, ce->value_len, "identity"),
-	    s->conf->max_event_bytes, s->meter.now);
-	stats_key_of(s, &s->active_key);
-	stats_active(s->w->stats, &s->active_key, 1);
-	s->active_counted = 1;
-	s->decode = s->http10 && (s->res.flags & F_CHUNKED);
-	if (llhttp_message_needs_eof(&s->res) || s->w->draining)
-		s->keepalive = 0;
-	httphead_write_response(out, &rs, s->decode, !s->keepalive && !s->http10);
-	s->bytes_out += evbuffer_get_length(out) - before;
-	evbuffer_drain(in, head_len);
-	s->head_sent = 1;
-	s->us = U_BODY;
-	if (s->res_done) {
-		if (proxy_flush(s) < 0)
-			return -1;
-		return exchange_done(s);
-	}
+	tenant_identify(x->conf, rq->h, rq->n, x->tenant, sizeof x->tenant);
+	x->http10 = rq->http_major == 1 && rq->http_minor == 0;
+	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
+	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
+	if (httpcheck_request(rq, &hv) < 0)
+		return rejected(v, hv.status, hv.type, hv.msg);
+	if ((x->req.flags & F_CONTENT_LENGTH) &&
+	    x->req.content_length > x->conf->max_body_bytes)
+		return rejected(v, 413, "request_too_large",
+		    "request body exceeds limits.max_body_bytes");
+	keep_request_fields(x, rq);     /* absolute-form: now origin-form */
+	x->route = route_match(x->conf, rq->target, rq->path_len, rq->h, rq->n);
+	if (x->route == NULL)
+		return rejected(v, 404, "no_route", "no route matches this request");
+	route_meter(x, rq);
 	return 0;
 }
 
-/* ---- bodies ------------------------------------------------------------ */
+/* ---- the request on its way -------------------------------------------- */
 
-int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
-    size_t *used)
+static void drop_copy(struct exchange *x)
+{
+	if (x->req_copy != NULL) {
+		evbuffer_free(x->req_copy);
+		x->req_copy = NULL;
+	}
+}
+
+static void keep_copy(struct exchange *x, struct evbuffer *src, size_t n)
+{
+	struct evbuffer_iovec v[8];
+	int k;
+	size_t done = 0;
+
+	if (x->req_copy == NULL)
+		return;
+	if (evbuffer_get_length(x->req_copy) + n > RETRY_COPY_MAX) {
+		drop_copy(x);
+		return;
+	}
+	k = evbuffer_peek(src, (ev_ssize_t)n, NULL, v, 8);
+	for (int i = 0; i < k && i < 8 && done < n; i++) {
+		size_t take = v[i].iov_len < n - done ? v[i].iov_len : n - done;
+		evbuffer_add(x->req_copy, v[i].iov_base, take);
+		done += take;
+	}
+	if (done < n)             /* more chains than peeked: give up the copy */
+		drop_copy(x);
+}
+
+void exchange_write_request(struct exchange *x, const struct http_head *rq,
+    struct evbuffer *out, const char *proto, int keep)
+{
+	size_t before = evbuffer_get_length(out);
+
+	httphead_write_request(out, rq, x->route, x->client_ip, proto,
+	    x->request_id, strlen(x->request_id));
+	if (keep && before == 0 && (x->req_copy = evbuffer_new()) != NULL)
+		keep_copy(x, out, evbuffer_get_length(out));
+}
+
+/* Bytes of tokentap's own in the request (and in its retry copy). */
+static void forward_bytes(struct exchange *x, struct evbuffer *out,
+    const char *p, size_t n)
+{
+	evbuffer_add(out, p, n);
+	if (x->req_copy != NULL && evbuffer_add(x->req_copy, p, n) != 0)
+		drop_copy(x);
+}
+
+/* Parses what `in` holds of a body with llhttp p; *used of it belongs to
+ * the message: up to its end (where the parser paused) or to a framing
+ * error, the bytes before which were parsed (and measured) too. */
+static int parse_buffer(llhttp_t *p, struct evbuffer *in, size_t *used)
 {
 	struct evbuffer_iovec v[8];
 	int n = evbuffer_peek(in, -1, NULL, v, 8);
 	size_t total = 0;
 
-	*used = 0;
-	if ((p == &s->req && s->req_done) || (p == &s->res && s->res_done))
-		return 0;
 	for (int i = 0; i < n && i < 8; i++) {
 		enum llhttp_errno e = llhttp_execute(p, v[i].iov_base, v[i].iov_len);
+		const char *at, *b;
 		if (e == HPE_OK) {
 			total += v[i].iov_len;
 			continue;
 		}
-		/* paused at the message's end, or failed: the bytes before that
-		 * point were parsed (and measured) and belong to the message */
-		const char *at = llhttp_get_error_pos(p), *b = v[i].iov_base;
+		at = llhttp_get_error_pos(p);
+		b = v[i].iov_base;
 		if (at != NULL && at >= b && at <= b + v[i].iov_len)
 			total += (size_t)(at - b);
-		if (e == HPE_PAUSED)
-			break;
 		*used = total;
-		return -1;
+		return e == HPE_PAUSED ? 0 : -1;
 	}
 	*used = total;
 	return 0;
 }
 
-int exchange_parse_mem(struct session *s, const char *buf, size_t len,
+/* The trailer section of a chunked body is dropped (as nginx does): the
+ * parser pauses after the last chunk's line, what follows up to the
+ * message's end is read but not forwarded, and the empty line that ends
+ * the message is written in its place. */
+int exchange_request_body(struct exchange *x, struct evbuffer *in,
+    struct evbuffer *out, struct exchange_verdict *v)
+{
+	size_t used = 0;
+	int r, trailers;
+
+	do {
+		trailers = x->req_trailers;
+		r = x->req_done ? 0 : parse_buffer(&x->req, in, &used);
+		x->bytes_in += used;
+		if (r < 0 && x->body_too_large)
+			return rejected(v, 413, "request_too_large",
+			    "request body exceeds limits.max_body_bytes");
+		if (r < 0)
+			return bad_request(v, "malformed request body");
+		if (trailers) {
+			evbuffer_drain(in, used);
+		} else {
+			keep_copy(x, in, used);
+			evbuffer_remove_buffer(in, out, used);
+		}
+		if (x->req_trailers && !trailers)
+			llhttp_resume(&x->req);      /* paused at the last chunk */
+	} while (x->req_trailers && !trailers && !x->req_done);
+	if (x->req_done && x->req_trailers)
+		forward_bytes(x, out, "\r\n", 2);
+	return 0;
+}
+
+struct evbuffer *exchange_take_retry(struct exchange *x)
+{
+	struct evbuffer *copy = x->req_copy;
+
+	/* never once anything of a response came back or reached the client */
+	if (copy == NULL || x->retried || x->head_sent || x->bytes_out > 0)
+		return NULL;
+	x->req_copy = NULL;
+	x->retried = 1;
+	x->meter.conn_reused = 0;
+	return copy;
+}
+
+/* ---- the response ------------------------------------------------------ */
+
+int exchange_response_head(struct exchange *x, struct evbuffer *in,
+    size_t head_len, struct evbuffer *out, int draining,
+    struct exchange_verdict *v)
+{
+	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
+	struct http_head rs;
+	struct httpcheck_verdict hv;
+	const struct http_header *ct, *ce;
+	size_t before = evbuffer_get_length(out);
+	int r;
+
+	llhttp_init(&x->res, HTTP_RESPONSE, &res_settings);
+	x->res.data = x;
+	r = parse_head(x, &x->res, &rs, p, head_len);
+	rs.status = x->res.status_code;
+	if (r < 0 || has_obs_fold(p, head_len) || rs.status == 101)
+		return bad_gateway(v, "malformed upstream response head");
+	if (httpcheck_response(&rs, &hv) < 0)
+		return bad_gateway(v, hv.msg);
+	if (rs.status < 200) {
+		/* interim response (100 Continue, 103 Early Hints): passed on,
+		 * but never to an HTTP/1.0 client (RFC 9110 §15.2); the backend
+		 * has the request, so it is never sent again */
+		if (!x->http10)
+			httphead_write_response(out, &rs, 0, 0);
+		x->bytes_out += evbuffer_get_length(out) - before;
+		evbuffer_drain(in, head_len);
+		x->res_done = 0;
+		x->retried = 1;
+		return EXCHANGE_INTERIM;
+	}
+	drop_copy(x);
+	x->status = rs.status;
+	ct = route_find_header(rs.h, rs.n, "content-type");
+	ce = route_find_header(rs.h, rs.n, "content-encoding");
+	meter_response_head(&x->meter, rs.status, ct ? ct->value : NULL,
+	    ct ? ct->value_len : 0,
+	    ce != NULL && !util_ieq(ce->value, ce->value_len, "identity"),
+	    x->conf->max_event_bytes, x->meter.now);
+	stats_key_of(x, &x->active_key);
+	stats_active(x->stats, &x->active_key, 1);
+	x->active_counted = 1;
+	x->decode = x->http10 && (x->res.flags & F_CHUNKED);
+	x->client_out = out;
+	if (llhttp_message_needs_eof(&x->res) || draining)
+		x->keepalive = 0;
+	httphead_write_response(out, &rs, x->decode, !x->keepalive && !x->http10);
+	x->bytes_out += evbuffer_get_length(out) - before;
+	evbuffer_drain(in, head_len);
+	x->head_sent = 1;
+	return x->res_done ? EXCHANGE_DONE : EXCHANGE_BODY;
+}
+
+int exchange_parse_body(struct exchange *x, struct evbuffer *in, size_t *used)
+{
+	*used = 0;
+	if (x->res_done)
+		return 0;
+	return parse_buffer(&x->res, in, used);
+}
+
+int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
     size_t *used)
 {
 	enum llhttp_errno e;
 	const char *at;
 
 	*used = 0;
-	if (s->res_done)
+	if (x->res_done)
 		return 0;
-	e = llhttp_execute(&s->res, buf, len);
+	e = llhttp_execute(&x->res, buf, len);
 	if (e == HPE_OK) {
 		*used = len;
 		return 0;
 	}
 	/* paused at the response's end, or failed: what came before counts */
-	at = llhttp_get_error_pos(&s->res);
+	at = llhttp_get_error_pos(&x->res);
 	if (at != NULL && at >= buf && at <= buf + len)
 		*used = (size_t)(at - buf);
 	return e == HPE_PAUSED ? 0 : -1;
 }
 
-int exchange_parse_eof(struct session *s)
+int exchange_parse_eof(struct exchange *x)
 {
-	enum llhttp_errno e = llhttp_finish(&s->res);
-	return e == HPE_OK || e == HPE_PAUSED ? 0 : -1;
+	enum llhttp_errno e = llhttp_finish(&x->res);
+	return (e == HPE_OK || e == HPE_PAUSED) && x->res_done ? 0 : -1;
+}
+
+int exchange_reusable(const struct exchange *x)
+{
+	/* the request too: a backend that answered before the body ended
+	 * would read the rest of it as a request */
+	return x->res_done && x->req_done && x->head_sent &&
+	    llhttp_should_keep_alive(&x->res);
 }
 
 /* ---- books ------------------------------------------------------------- */
 
-void exchange_begin(struct session *s, uint64_t t0)
+void exchange_begin(struct exchange *x, struct conf *conf,
+    struct stats_ring *stats, const char *client_ip, uint64_t t0)
 {
 	long c, max;
 
-	s->status = 0;
-	s->outcome = NULL;
-	s->route = NULL;
-	s->bytes_in = s->bytes_out = s->body_bytes = 0;
-	s->head_parsed = s->head_sent = s->req_done = s->req_sent = 0;
-	s->res_done = s->decode = s->retried = s->is_head_req = 0;
-	s->line_checked = s->body_too_large = s->req_trailers = 0;
-	s->client_paused = s->up_paused = 0;
-	s->scan_pos = s->up_scan_pos = 0;
-	s->request_id[0] = '\0';
-	strcpy(s->method, "-");
-	s->target[0] = '\0';
-	s->target_len = 0;
-	strcpy(s->tenant, "-");
-	meter_init(&s->meter, t0, DIALECT_RAW);
-	s->meter.itl_fn = on_itl;
-	s->meter.itl_arg = s;
-	s->n_itl = 0;
+	memset(x, 0, sizeof *x);
+	x->conf = conf_ref(conf);
+	x->stats = stats;
+	x->client_ip = client_ip;
+	strcpy(x->method, "-");
+	strcpy(x->tenant, "-");
+	meter_init(&x->meter, t0, DIALECT_RAW);
+	x->meter.itl_fn = on_itl;
+	x->meter.itl_arg = x;
 	c = atomic_fetch_add(&tokentap_active_streams, 1);
-	s->concurrency = c;
-	s->counted = 1;
+	x->concurrency = c;
+	x->counted = 1;
 	max = atomic_load(&tokentap_max_active_streams);
 	while (c + 1 > max &&
 	    !atomic_compare_exchange_weak(&tokentap_max_active_streams, &max, c + 1))
 		;
 }
 
-/* Picks the dialect and the model sources known from the request. */
-void exchange_route_meter(struct session *s, const struct http_head *rq)
+static unsigned exceeded_bits(const struct exchange *x)
 {
-	const char *model;
-	size_t len;
-
-	s->meter.dialect = s->route->dialect == DIALECT_AUTO ?
-	    dialect_for_path(rq->target, rq->path_len) : s->route->dialect;
-	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
-		meter_offer_model(&s->meter, MODEL_PATH, model, len);
-}
-
-static unsigned exceeded_bits(const struct session *s)
-{
-	const struct conf_thresholds *t = &s->route->thresholds;
-	int64_t ttft = meter_ttft_us(&s->meter), tpot = meter_tpot_us(&s->meter);
+	const struct conf_thresholds *t = &x->route->thresholds;
+	int64_t ttft = meter_ttft_us(&x->meter), tpot = meter_tpot_us(&x->meter);
 	unsigned bits = 0;
 
 	if (ttft >= 0 && t->ttft_warning_us && (uint64_t)ttft > t->ttft_warning_us)
@@ -640,170 +683,77 @@ static unsigned exceeded_bits(const struct session *s)
 	return bits;
 }
 
-static void release_upstream(struct session *s)
+void exchange_abandon(struct exchange *x)
 {
-	int reusable;
-
-	if (s->up == NULL)
-		return;
-	reusable = s->res_done && s->req_done && s->us == U_BODY &&
-	    evbuffer_get_length(bufferevent_get_output(s->up->bev)) == 0 &&
-	    llhttp_should_keep_alive(&s->res);
-	upstream_release(s->up, reusable);
-	s->up = NULL;
-}
-
-/* Ends the exchange's accounting without a log line (a connection that
- * closed inside a request head carried no request worth logging). */
-void exchange_abandon(struct session *s)
-{
-	release_upstream(s);
-	if (s->req_copy != NULL) {
-		evbuffer_free(s->req_copy);
-		s->req_copy = NULL;
-	}
-	if (s->counted) {
+	drop_copy(x);
+	if (x->counted) {
 		atomic_fetch_sub(&tokentap_active_streams, 1);
-		s->counted = 0;
+		x->counted = 0;
 	}
-	if (s->active_counted) {
-		stats_active(s->w->stats, &s->active_key, -1);
-		s->active_counted = 0;
+	if (x->active_counted) {
+		stats_active(x->stats, &x->active_key, -1);
+		x->active_counted = 0;
 	}
-	s->n_itl = 0;
-	meter_free(&s->meter);
-	if (s->conf != NULL)
-		conf_unref(s->conf);
-	s->conf = NULL;
-	s->route = NULL;
-	proxy_timer(s, T_NONE, 0);
+	x->n_itl = 0;
+	meter_free(&x->meter);
+	if (x->conf != NULL)
+		conf_unref(x->conf);
+	x->conf = NULL;
+	x->route = NULL;
 }
 
 /* The statistics group: route, tenant, and the best model label so far
  * (SPEC §4: request body, Gemini path, first response chunk, route name). */
-static void stats_key_of(const struct session *s, struct stats_key *k)
+static void stats_key_of(const struct exchange *x, struct stats_key *k)
 {
-	const char *route = s->route ? s->route->name : "-";
-	if (s->meter.model_len > 0)
-		stats_key_set(k, route, s->tenant, s->meter.model, s->meter.model_len);
+	const char *route = x->route ? x->route->name : "-";
+	if (x->meter.model_len > 0)
+		stats_key_set(k, route, x->tenant, x->meter.model, x->meter.model_len);
 	else
-		stats_key_set(k, route, s->tenant, route, strlen(route));
+		stats_key_set(k, route, x->tenant, route, strlen(route));
 }
 
 static void on_itl(void *arg, uint64_t gap)
 {
-	struct session *s = arg;
-	s->itl[s->n_itl++] = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
-	if (s->n_itl == STATS_ITL_BATCH) {
+	struct exchange *x = arg;
+	x->itl[x->n_itl++] = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
+	if (x->n_itl == STATS_ITL_BATCH) {
 		struct stats_key k;
-		stats_key_of(s, &k);
-		stats_itl(s->w->stats, &k, s->itl, s->n_itl);
-		s->n_itl = 0;
+		stats_key_of(x, &k);
+		stats_itl(x->stats, &k, x->itl, x->n_itl);
+		x->n_itl = 0;
 	}
 }
 
-void exchange_end(struct session *s, const char *outcome)
+void exchange_end(struct exchange *x, enum meter_end how)
 {
 	struct accesslog_entry e;
 	struct stats_key key;
 
-	if (s->conf == NULL)
+	if (x->conf == NULL)
 		return;
-	meter_end(&s->meter, util_now_us());
-	s->outcome = outcome;
+	meter_end(&x->meter, util_now_us());
 	memset(&e, 0, sizeof e);
-	e.request_id = s->request_id;
-	e.client = s->client_ip;
-	e.route = s->route ? s->route->name : NULL;
-	e.tenant = s->tenant;
-	e.model = s->meter.model_len ? s->meter.model :
-	    (s->route ? s->route->name : "-");
-	e.method = s->method;
-	e.target = s->target;
-	e.target_len = s->target_len;
-	e.status = s->status;
-	e.outcome = outcome;
-	e.upstream = s->route ? s->route->upstream : NULL;
-	e.m = &s->meter;
-	e.bytes_in = s->bytes_in;
-	e.bytes_out = s->bytes_out;
-	e.concurrency = s->concurrency;
-	e.exceeded = s->route ? exceeded_bits(s) : 0;
+	e.request_id = x->request_id;
+	e.client = x->client_ip;
+	e.route = x->route ? x->route->name : NULL;
+	e.tenant = x->tenant;
+	e.model = x->meter.model_len ? x->meter.model :
+	    (x->route ? x->route->name : "-");
+	e.method = x->method;
+	e.target = x->target;
+	e.target_len = x->target_len;
+	e.status = x->status;
+	e.outcome = meter_outcome(&x->meter, how);
+	e.upstream = x->route ? x->route->upstream : NULL;
+	e.m = &x->meter;
+	e.bytes_in = x->bytes_in;
+	e.bytes_out = x->bytes_out;
+	e.concurrency = x->concurrency;
+	e.exceeded = x->route ? exceeded_bits(x) : 0;
 	accesslog_write(&e);
-	stats_key_of(s, &key);
-	stats_request(s->w->stats, &key, &e, s->itl, s->n_itl);
-	s->n_itl = 0;
-	exchange_abandon(s);
-}
-
-/* The response ended cleanly: account for it and carry on or close. */
-int exchange_done(struct session *s)
-{
-	const char *outcome = "ok";
-	if (s->status >= 400 || s->meter.error_seen)
-		outcome = "upstream_error";
-	/* the backend answered before the request body ended: the rest of
-	 * it must not be read as the next request */
-	if (!s->req_done)
-		s->keepalive = 0;
-	exchange_end(s, outcome);
-	if (s->keepalive && !s->closing)
-		return proxy_next_request(s);
-	return proxy_finish(s);
-}
-
-int exchange_retry(struct session *s)
-{
-	struct evbuffer *copy = s->req_copy;
-
-	if (copy == NULL || s->retried || s->head_sent || s->us == U_BODY ||
-	    s->bytes_out > 0)
-		return 1;
-	s->req_copy = NULL;
-	s->retried = 1;
-	log_info("request %s: pooled upstream connection closed, retrying on a new one",
-	    s->request_id);
-	upstream_release(s->up, 0);
-	s->up = NULL;
-	s->meter.conn_reused = 0;
-	s->req_sent = 0;
-	if (proxy_dispatch(s, 1) < 0) {
-		evbuffer_free(copy);
-		return -1;
-	}
-	evbuffer_add_buffer(bufferevent_get_output(s->up->bev), copy);
-	evbuffer_free(copy);
-	return 0;
-}
-
-const char *exchange_reason(unsigned status)
-{
-	switch (status) {
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 431: return "Request Header Fields Too Large";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default: return "Error";
-	}
-}
-
-void exchange_client_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, (socklen_t)len);
-			return;
-		}
-		inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
-	} else if (sa->sa_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
-		    (socklen_t)len);
-	} else {
-		snprintf(buf, len, "-");
-	}
+	stats_key_of(x, &key);
+	stats_request(x->stats, &key, &e, x->itl, x->n_itl);
+	x->n_itl = 0;
+	exchange_abandon(x);
 }

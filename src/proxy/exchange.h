@@ -1,14 +1,16 @@
-/* One client connection and the request/response exchange it carries.
- * proxy.c does the I/O (callbacks, timers, flushing); exchange.c does the
- * HTTP: finding and parsing heads with llhttp, rewriting them, framing
- * bodies, and closing the books on each request (access log, statistics). */
+/* One request/response exchange: the HTTP of it (finding and parsing heads
+ * with llhttp, checking them, rewriting them, framing bodies) and its books
+ * (the meter, the access log, the statistics). A lower layer under proxy.c:
+ * it reads and writes the buffers it is handed and answers with verdicts;
+ * it never touches a socket, a timer or a connection, and never calls up.
+ *
+ * The exchange lives inside the client connection's session and is reset
+ * for each request by exchange_begin, in one place. */
 #ifndef TOKENTAP_EXCHANGE_H
 #define TOKENTAP_EXCHANGE_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
 
 #include <llhttp.h>
 
@@ -18,128 +20,137 @@
 #include "meter.h"
 #include "stats.h"
 
-struct bufferevent;
-struct bufferevent_data_cb;
 struct evbuffer;
-struct event;
-struct upconn;
-struct worker;
 
-enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT };
-enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY };
-enum session_timer {
-	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
+#define EXCHANGE_ID_MAX     64
+#define EXCHANGE_TARGET_MAX 1024
+#define EXCHANGE_TENANT_MAX 64
+
+/* What the proxy must do when a step of the exchange fails: answer status
+ * (tokentap's own JSON error; 0 would be "just close") and end the books
+ * with `end`. */
+struct exchange_verdict {
+	unsigned status;
+	const char *type;
+	const char *msg;
+	enum meter_end end;
 };
 
-#define SESSION_ID_MAX     64
-#define SESSION_TARGET_MAX 1024
-#define SESSION_TENANT_MAX 64
+/* What a response head was. */
+enum exchange_head {
+	EXCHANGE_INTERIM,         /* a 1xx: the final head follows */
+	EXCHANGE_BODY,            /* a final head; its body follows */
+	EXCHANGE_DONE             /* a final head that is the whole response */
+};
 
-struct session {
-	TAILQ_ENTRY(session) link;
-	struct worker *w;
-	struct bufferevent *bev;
-	int fd;
-	int tls;                      /* the client came over TLS */
-	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
-	char client_ip[64];
-	const char *proto;            /* "http" or "https" */
-
-	struct event *timer;
-	enum session_timer tkind;
-	uint64_t tlen;
-	uint64_t last_progress;
-
-	enum client_state cs;
-	enum up_state us;
-	unsigned keepalive : 1;       /* the client connection carries on */
-	unsigned closing : 1;         /* close once the output is flushed */
-	unsigned lingering : 1;       /* shut down, discarding late input */
-	unsigned http10 : 1;
-	unsigned decode : 1;          /* client gets the decoded body */
-	unsigned head_parsed : 1;
-	unsigned head_sent : 1;       /* response head went to the client */
-	unsigned req_done : 1;
-	unsigned req_sent : 1;
-	unsigned res_done : 1;
-	unsigned client_paused : 1;   /* backpressure on the request body */
-	unsigned up_paused : 1;       /* backpressure on the response */
-	unsigned is_head_req : 1;
-	unsigned retried : 1;
-	unsigned counted : 1;         /* counted in active streams */
-	unsigned too_many_headers : 1;
-	unsigned dispatching : 1;     /* inside upstream_get() */
-	unsigned connect_failed : 1;
-	unsigned line_checked : 1;    /* the request line passed its check */
-	unsigned body_too_large : 1;  /* a chunk would pass max_body_bytes */
-	unsigned req_trailers : 1;    /* in the request's trailer section */
-	size_t scan_pos, up_scan_pos;
-
-	/* the request in flight; conf != NULL while there is one */
-	struct conf *conf;
+struct exchange {
+	/* what the request runs with; conf == NULL between requests */
+	struct conf *conf;            /* own reference */
+	struct stats_ring *stats;     /* the worker's */
+	const char *client_ip;        /* the session's */
 	const struct conf_route *route;
-	struct upconn *up;
-	struct evbuffer *req_copy;    /* request kept for one retry */
+	struct evbuffer *client_out;  /* where a decoded body goes (HTTP/1.0) */
+
 	llhttp_t req, res;
 	struct http_head *head;       /* while a head is being parsed */
 	struct json_model_scan model_scan;
 	struct meter meter;
-	uint64_t body_bytes;
+	struct evbuffer *req_copy;    /* the request, kept for one retry */
+
+	uint64_t body_bytes;          /* request body, as llhttp framed it */
 	uint64_t bytes_in, bytes_out;
 	long concurrency;
-	unsigned status;
-	const char *outcome;
-	char request_id[SESSION_ID_MAX + 1];
+	unsigned status;              /* the status the client got */
+	char request_id[EXCHANGE_ID_MAX + 1];
 	char method[16];
-	char target[SESSION_TARGET_MAX + 1];
+	char target[EXCHANGE_TARGET_MAX + 1];
 	size_t target_len;
-	char tenant[SESSION_TENANT_MAX + 1];
+	char tenant[EXCHANGE_TENANT_MAX + 1];
+
+	unsigned head_parsed : 1;     /* a request head was read */
+	unsigned line_checked : 1;    /* the request line passed its check */
+	unsigned req_done : 1;
+	unsigned req_trailers : 1;    /* in the request's trailer section */
+	unsigned body_too_large : 1;  /* a chunk would pass max_body_bytes */
+	unsigned too_many_headers : 1;
+	unsigned http10 : 1;
+	unsigned is_head_req : 1;
+	unsigned keepalive : 1;       /* the client connection may carry on */
+	unsigned head_sent : 1;       /* a final response head went out */
+	unsigned res_done : 1;
+	unsigned decode : 1;          /* the client gets the decoded body */
+	unsigned retried : 1;         /* no (further) retry */
+	unsigned counted : 1;         /* in tokentap_active_streams */
+	unsigned active_counted : 1;  /* in its group's `active` */
 	/* statistics: the group counted active, token gaps not yet sent */
 	struct stats_key active_key;
-	unsigned active_counted : 1;
 	unsigned n_itl;
 	uint32_t itl[STATS_ITL_BATCH];
 };
 
-/* exchange.c */
-void exchange_begin(struct session *s, uint64_t t0);
-void exchange_end(struct session *s, const char *outcome);
-void exchange_abandon(struct session *s);
-int exchange_done(struct session *s);
-/* httpcheck_find_head on the input buffer */
+/* Starts the books of a request whose first byte came at t0: resets every
+ * field (one memset), takes a reference on conf, counts the stream. */
+void exchange_begin(struct exchange *x, struct conf *conf,
+    struct stats_ring *stats, const char *client_ip, uint64_t t0);
+/* Closes the books: the meter's end, the outcome by the one rule
+ * (meter_outcome, from how), the access log line, the statistics record;
+ * then what exchange_abandon does. */
+void exchange_end(struct exchange *x, enum meter_end how);
+/* The same without a log line or a record (a connection that closed inside
+ * a request head carried no request worth logging). */
+void exchange_abandon(struct exchange *x);
+
+/* ---- the request --------------------------------------------------------- */
+
+/* httpcheck_find_head on a buffer (one contiguous pull-up of the head). */
 int exchange_find_head(struct evbuffer *in, size_t *scan_pos, size_t max,
     size_t *head_len);
 /* Drops the empty lines a request may be preceded by; returns how many
  * bytes that was. */
 size_t exchange_skip_blank(struct evbuffer *in);
-/* Checks the request line once it is complete; -1: answered (the session
- * may be gone). */
-int exchange_request_line(struct session *s);
-int exchange_request_head(struct session *s, size_t head_len);
-int exchange_response_head(struct session *s, size_t head_len);
-int exchange_parse(struct session *s, llhttp_t *p, struct evbuffer *in,
-    size_t *used);
-/* The response body in buf: *used bytes of it belong to the response. */
-int exchange_parse_mem(struct session *s, const char *buf, size_t len,
-    size_t *used);
-int exchange_parse_eof(struct session *s);
-/* 0: retried on a new connection; 1: not possible; -1: the session is gone */
-int exchange_retry(struct session *s);
-void exchange_keep_body(struct session *s, struct evbuffer *in, size_t n);
-/* Bytes of tokentap's own in the request upstream (and its retry copy). */
-void exchange_forward_bytes(struct session *s, const char *p, size_t n);
-void exchange_route_meter(struct session *s, const struct http_head *rq);
-const char *exchange_reason(unsigned status);
-void exchange_client_addr(const struct sockaddr *sa, char *buf, size_t len);
+/* Checks the request line, once, as soon as it is complete in `in`. */
+int exchange_request_line(struct exchange *x, struct evbuffer *in,
+    struct exchange_verdict *v);
+/* The request head of head_len bytes at the front of `in`: parsed, checked
+ * (httpcheck), its tenant, request id and route found; *rq points into
+ * `in`, so the caller writes the upstream head before it drains the head.
+ * rng: the worker's state for new request ids. 0, or -1 and *v. */
+int exchange_request_head(struct exchange *x, struct evbuffer *in,
+    size_t head_len, uint64_t *rng, struct http_head *rq,
+    struct exchange_verdict *v);
+/* Writes the upstream request head for *rq; keep_copy: keep the request
+ * for one retry (a pooled connection may turn out closed). */
+void exchange_write_request(struct exchange *x, const struct http_head *rq,
+    struct evbuffer *out, const char *proto, int keep_copy);
+/* Moves request body bytes from in to out as llhttp frames them (the
+ * trailer section of a chunked body is dropped). 0, or -1 and *v. */
+int exchange_request_body(struct exchange *x, struct evbuffer *in,
+    struct evbuffer *out, struct exchange_verdict *v);
+/* The request kept for a retry on a new connection, when one is still
+ * allowed (nothing of a response came back); NULL otherwise. The caller
+ * owns and frees it. */
+struct evbuffer *exchange_take_retry(struct exchange *x);
 
-/* proxy.c, for exchange.c */
-/* fresh: never take a pooled connection */
-int proxy_dispatch(struct session *s, int fresh);
-int proxy_next_request(struct session *s);
-int proxy_finish(struct session *s);
-int proxy_flush(struct session *s);
-int proxy_error(struct session *s, unsigned status, const char *type,
-    const char *msg, const char *outcome);
-void proxy_timer(struct session *s, enum session_timer kind, uint64_t us);
+/* ---- the response -------------------------------------------------------- */
+
+/* The response head of head_len bytes at the front of `in`: parsed and
+ * checked, drained from `in`, and written to `out` (the client's output).
+ * draining: the client connection ends after this response. Returns an
+ * enum exchange_head, or -1 and *v. */
+int exchange_response_head(struct exchange *x, struct evbuffer *in,
+    size_t head_len, struct evbuffer *out, int draining,
+    struct exchange_verdict *v);
+/* Parses response body bytes in `in` (the meter reads the events, a
+ * decoded body goes to the client); *used of them belong to the response,
+ * including those before a framing error. 0, or -1 on a framing error. */
+int exchange_parse_body(struct exchange *x, struct evbuffer *in, size_t *used);
+/* The same for bytes in memory (a direct read). */
+int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
+    size_t *used);
+/* The upstream closed: 0 when that ends the response (close-delimited). */
+int exchange_parse_eof(struct exchange *x);
+/* May the upstream connection carry another request? (The response and
+ * the request both ended, and the response was keep-alive.) */
+int exchange_reusable(const struct exchange *x);
 
 #endif

@@ -1,7 +1,11 @@
-/* The proxy exchange. Flow of one request on a client connection:
+/* A client connection's I/O. Flow of one request on it:
  *
  *   C_IDLE --first byte--> C_HEAD --head parsed--> C_BODY --body done--> C_WAIT
  *   upstream:   U_CONNECT --connected--> U_HEAD --head--> U_BODY --> done
+ *
+ * The HTTP of the request and its books are the exchange's (exchange.c, a
+ * lower layer that answers with verdicts); here are the sockets, the
+ * timers, the upstream connection and backpressure.
  *
  * A response head comes through the upstream's bufferevent. Its body, from a
  * plain TCP upstream, is then read directly: one recv(2) into the worker's
@@ -13,9 +17,11 @@
  * that may free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,10 +30,10 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <llhttp.h>
 
 #include "exchange.h"
 #include "log.h"
+#include "stats.h"
 #include "tls.h"
 #include "upstream.h"
 #include "util.h"
@@ -39,6 +45,44 @@
 #define LOW_MARK  (64 * 1024)
 /* Bytes a client may pipeline while its previous response streams. */
 #define PIPELINE_MAX (64 * 1024)
+
+enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT };
+enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY };
+enum session_timer {
+	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
+};
+
+/* One client connection. The request in flight on it has its I/O state
+ * here (reset by request_begin) and its HTTP and books in x (reset by
+ * exchange_begin); x.conf != NULL while there is one. */
+struct session {
+	TAILQ_ENTRY(session) link;
+	struct worker *w;
+	struct bufferevent *bev;
+	int fd;
+	int tls;                      /* the client came over TLS */
+	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
+	char client_ip[64];
+	const char *proto;            /* "http" or "https" */
+
+	struct event *timer;
+	enum session_timer tkind;
+	uint64_t tlen;
+	uint64_t last_progress;
+	unsigned closing : 1;         /* close once the output is flushed */
+	unsigned lingering : 1;       /* shut down, discarding late input */
+	unsigned dispatching : 1;     /* inside upstream_get() */
+	unsigned connect_failed : 1;
+
+	enum client_state cs;
+	enum up_state us;
+	size_t scan_pos, up_scan_pos;
+	unsigned req_sent : 1;
+	unsigned client_paused : 1;   /* backpressure on the request body */
+	unsigned up_paused : 1;       /* backpressure on the response */
+	struct upconn *up;
+	struct exchange x;
+};
 
 static int client_process(struct session *s);
 static int upstream_process(struct session *s);
@@ -53,16 +97,32 @@ static int upstream_closed(struct session *s, unsigned long tls_err);
 static void read_direct(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
 
+/* ---- upstream connection ---------------------------------------------- */
+
+static void release_upstream(struct session *s)
+{
+	if (s->up == NULL)
+		return;
+	upstream_release(s->up, s->us == U_BODY && exchange_reusable(&s->x) &&
+	    evbuffer_get_length(bufferevent_get_output(s->up->bev)) == 0);
+	s->up = NULL;
+}
+
+/* Ends the request in flight: the upstream released (to the pool when it
+ * can carry another request), the books closed. */
+static void request_end(struct session *s, enum meter_end how)
+{
+	release_upstream(s);
+	exchange_end(&s->x, how);
+}
+
 /* ---- teardown ---------------------------------------------------------- */
 
 static int session_close(struct session *s)
 {
-	if (s->conf != NULL)
-		exchange_end(s, s->outcome ? s->outcome : "client_abort");
-	if (s->up != NULL) {
-		upstream_release(s->up, 0);
-		s->up = NULL;
-	}
+	if (s->x.conf != NULL)
+		request_end(s, METER_END_CLIENT);
+	release_upstream(s);
 	if (s->timer != NULL)
 		event_free(s->timer);
 	if (s->defer_ev != NULL)
@@ -144,36 +204,88 @@ static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
 static void timer_idle(struct session *s)
 {
 	s->last_progress = util_now_us();
-	timer_set(s, T_IDLE, s->route->timeouts.idle_us);
+	timer_set(s, T_IDLE, s->x.route->timeouts.idle_us);
 }
 
 /* ---- errors ------------------------------------------------------------ */
+
+static const char *reason(unsigned status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
 
 /* Answers the request with tokentap's own JSON error and ends the exchange.
  * After response bytes went out, it can only close the connection. Returns
  * -1: the caller must not touch the session again (it may be lingering). */
 static int respond_error(struct session *s, unsigned status, const char *type,
-    const char *msg, const char *outcome)
+    const char *msg, enum meter_end how)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
-	if (!s->head_sent) {
+	if (!s->x.head_sent) {
 		char body[1024];
+		size_t before = evbuffer_get_length(out);
 		int n = snprintf(body, sizeof body,
 		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
 		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
-		    "Content-Length: %d\r\nConnection: close\r\n\r\n",
-		    status, exchange_reason(status), n);
+		    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
+		    status, reason(status), n,
+		    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
 		evbuffer_add(out, body, (size_t)n);
-		s->status = status;
-		s->bytes_out += evbuffer_get_length(out);
+		s->x.status = status;
+		s->x.bytes_out += evbuffer_get_length(out) - before;
 	}
-	if (s->conf != NULL)
-		exchange_end(s, outcome);
+	if (s->x.conf != NULL)
+		request_end(s, how);
 	client_finish(s);
 	return -1;
 }
 
+static int respond(struct session *s, const struct exchange_verdict *v)
+{
+	return respond_error(s, v->status, v->type, v->msg, v->end);
+}
+
 /* ---- accept ------------------------------------------------------------ */
+
+static void client_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, (socklen_t)len);
+			return;
+		}
+		inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
+	} else if (sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+		    (socklen_t)len);
+	} else {
+		snprintf(buf, len, "-");
+	}
+}
+
+/* The request in flight starts: its I/O state here, its books there. */
+static void request_begin(struct session *s, struct conf *conf)
+{
+	s->cs = C_HEAD;
+	s->us = U_NONE;
+	s->scan_pos = s->up_scan_pos = 0;
+	s->req_sent = s->client_paused = s->up_paused = 0;
+	exchange_begin(&s->x, conf, s->w->stats, s->client_ip, util_now_us());
+}
 
 void proxy_accept(struct worker *w, evutil_socket_t fd,
     const struct sockaddr *sa, int socklen, SSL_CTX *tls)
@@ -192,7 +304,7 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	}
 	s->w = w;
 	s->fd = fd;
-	exchange_client_addr(sa, s->client_ip, sizeof s->client_ip);
+	client_addr(sa, s->client_ip, sizeof s->client_ip);
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	w->n_sessions++;
@@ -226,11 +338,11 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	if (!s->tls)
 		bufferevent_disable(s->bev, EV_WRITE);
 	if ((uint64_t)active > w->conf->max_connections) {
-		/* Over the limit: answer 503 without reading the request. */
-		s->conf = conf_ref(w->conf);
-		exchange_begin(s, util_now_us());
-		s->cs = C_HEAD;     /* the request is never read: linger */
-		respond_error(s, 503, "overloaded", "too many connections", "rejected");
+		/* Over the limit: answer 503 without reading the request (the
+		 * connection lingers, as after any unread request). */
+		request_begin(s, w->conf);
+		respond_error(s, 503, "overloaded", "too many connections",
+		    METER_END_REJECTED);
 		return;
 	}
 	timer_set(s, T_KEEPALIVE, w->conf->timeouts.idle_us);
@@ -249,37 +361,94 @@ static void client_read(struct bufferevent *bev, void *arg)
 	client_process(s);
 }
 
+/* The timer while the request is on its way: first_byte counts from the
+ * request's last byte; before that, an upload only has to keep moving. */
+static void timer_request(struct session *s)
+{
+	if (s->x.req_done)
+		timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
+	else
+		timer_idle(s);
+}
+
+/* Takes an upstream connection for the request (fresh: never a pooled
+ * one). -1: answered with a 502, the session may be gone. */
+static int dispatch(struct session *s, int fresh)
+{
+	struct upconn *u;
+
+	/* libevent may report a failed connect from inside the connect call;
+	 * up_event then only notes it, and it is handled here. */
+	s->dispatching = 1;
+	s->connect_failed = 0;
+	u = upstream_get(s->w, s->x.route, fresh, up_read, up_write, up_event, s);
+	s->dispatching = 0;
+	if (u != NULL && s->connect_failed) {
+		upstream_release(u, 0);
+		u = NULL;
+	}
+	if (u == NULL)
+		return respond_error(s, 502, "bad_gateway",
+		    "cannot open a connection to the upstream", METER_END_CONNECT);
+	s->up = u;
+	s->us = U_CONNECT;
+	if (u->connected) {
+		s->x.meter.t_conn = util_now_us();
+		s->x.meter.conn_reused = 1;
+		s->us = U_HEAD;
+		timer_request(s);
+	} else {
+		timer_set(s, T_CONNECT, s->x.route->timeouts.connect_us);
+	}
+	return 0;
+}
+
 static int request_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct exchange_verdict v;
+	struct http_head rq;
 	size_t head_len;
 	int r;
 
 	if (s->scan_pos == 0)
-		s->bytes_in += exchange_skip_blank(in);
-	r = exchange_find_head(in, &s->scan_pos, s->conf->max_header_bytes,
+		s->x.bytes_in += exchange_skip_blank(in);
+	r = exchange_find_head(in, &s->scan_pos, s->x.conf->max_header_bytes,
 	    &head_len);
 	if (r == -2)
 		return respond_error(s, 400, "bad_request",
-		    "bare CR in the request head", "rejected");
+		    "bare CR in the request head", METER_END_REJECTED);
 	if (r < 0)
 		return respond_error(s, 431, "request_header_too_large",
-		    "request head exceeds limits.max_header_bytes", "rejected");
-	if (exchange_request_line(s) < 0)
-		return -1;
+		    "request head exceeds limits.max_header_bytes", METER_END_REJECTED);
+	if (exchange_request_line(&s->x, in, &v) < 0)
+		return respond(s, &v);
 	if (r == 0)
 		return 0;
-	return exchange_request_head(s, head_len);
+	if (exchange_request_head(&s->x, in, head_len, &s->w->rng, &rq, &v) < 0)
+		return respond(s, &v);
+	if (dispatch(s, 0) < 0)
+		return -1;
+	exchange_write_request(&s->x, &rq, bufferevent_get_output(s->up->bev),
+	    s->proto, s->up->reused);
+	evbuffer_drain(in, head_len);
+	if (s->x.req_done) {
+		s->x.meter.t_req = util_now_us();
+		s->cs = C_WAIT;
+	} else {
+		s->cs = C_BODY;
+	}
+	return 0;
 }
 
 /* The whole request has left: the first-byte timeout starts. */
 static void request_sent(struct session *s)
 {
-	if (s->req_done && !s->req_sent) {
+	if (s->x.req_done && !s->req_sent) {
 		s->req_sent = 1;
-		s->meter.t_sent = util_now_us();
+		s->x.meter.t_sent = util_now_us();
 		if (s->us == U_HEAD)
-			timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
+			timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
 	}
 }
 
@@ -291,45 +460,17 @@ static void request_flush(struct session *s)
 		request_sent(s);
 }
 
-/* Moves request body bytes to the upstream as llhttp frames them. The
- * trailer section of a chunked body is dropped (as nginx does): the
- * parser pauses after the last chunk's line, what follows up to the
- * message's end is read but not forwarded, and the empty line that ends
- * the message is written in its place. */
+/* Moves request body bytes to the upstream as the exchange frames them. */
 static int request_body(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->bev);
 	struct evbuffer *up = bufferevent_get_output(s->up->bev);
-	size_t used;
-	int r, trailers;
+	struct exchange_verdict v;
 
-	do {
-		trailers = s->req_trailers;
-		r = exchange_parse(s, &s->req, in, &used);
-		s->bytes_in += used;
-		if (r < 0 && s->body_too_large)
-			return respond_error(s, 413, "request_too_large",
-			    "request body exceeds limits.max_body_bytes", "rejected");
-		if (r < 0)
-			return respond_error(s, 400, "bad_request",
-			    "malformed request body", "rejected");
-		if (s->body_bytes > s->conf->max_body_bytes)
-			return respond_error(s, 413, "request_too_large",
-			    "request body exceeds limits.max_body_bytes", "rejected");
-		if (trailers) {
-			evbuffer_drain(in, used);
-		} else {
-			exchange_keep_body(s, in, used);
-			evbuffer_remove_buffer(in, up, used);
-		}
-		if (s->req_trailers && !trailers)
-			llhttp_resume(&s->req);      /* paused at the last chunk */
-	} while (s->req_trailers && !trailers && !s->req_done);
+	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), up, &v) < 0)
+		return respond(s, &v);
 	s->last_progress = util_now_us();
-	if (s->req_done) {
-		if (s->req_trailers)
-			exchange_forward_bytes(s, "\r\n", 2);
-		s->meter.t_req = util_now_us();
+	if (s->x.req_done) {
+		s->x.meter.t_req = util_now_us();
 		s->cs = C_WAIT;
 	}
 	request_flush(s);
@@ -352,10 +493,8 @@ static int client_process(struct session *s)
 				return 0;
 			if (s->w->draining)
 				return client_finish(s);
-			s->conf = conf_ref(s->w->conf);
-			exchange_begin(s, util_now_us());
-			s->cs = C_HEAD;
-			timer_set(s, T_HEADER, s->conf->timeouts.client_header_us);
+			request_begin(s, s->w->conf);
+			timer_set(s, T_HEADER, s->x.conf->timeouts.client_header_us);
 			break;
 		case C_HEAD:
 			if (request_head(s) < 0)
@@ -414,60 +553,49 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 		return;     /* a TLS listener's handshake completed */
 	/* EOF or error: whatever was in flight is a client abort. A client that
 	 * half-closes after its request gets the same treatment as nginx gives
-	 * it: the exchange cannot be delivered reliably. */
-	if (s->conf != NULL && s->cs == C_HEAD && !s->head_parsed)
-		exchange_abandon(s);   /* a partial request head is nothing to log */
-	s->outcome = s->outcome ? s->outcome : "client_abort";
+	 * it: the exchange cannot be delivered reliably. A partial request
+	 * head is nothing to log. */
+	if (s->x.conf != NULL && s->cs == C_HEAD && !s->x.head_parsed) {
+		release_upstream(s);
+		exchange_abandon(&s->x);
+	}
 	session_close(s);
 }
 
-/* ---- upstream side ----------------------------------------------------- */
+/* ---- the response ------------------------------------------------------ */
 
-/* The timer while the request is on its way: first_byte counts from the
- * request's last byte; before that, an upload only has to keep moving. */
-static void timer_request(struct session *s)
+/* The request is over and the connection carries on, or closes. */
+static int next_request(struct session *s)
 {
-	if (s->req_done)
-		timer_set(s, T_FIRST_BYTE, s->route->timeouts.first_byte_us);
-	else
-		timer_idle(s);
+	s->cs = C_IDLE;
+	s->us = U_NONE;
+	if (s->w->draining)
+		return client_finish(s);
+	bufferevent_enable(s->bev, EV_READ);
+	timer_set(s, T_KEEPALIVE, s->w->conf->timeouts.idle_us);
+	return client_process(s);
 }
 
-int proxy_dispatch(struct session *s, int fresh)
+/* The response ended cleanly: account for it and carry on or close. A
+ * backend that answered before the request body ended leaves the rest of
+ * that body unread: it must not be read as the next request. */
+static int response_done(struct session *s)
 {
-	struct upconn *u;
+	int keep = s->x.keepalive && s->x.req_done && !s->closing;
 
-	/* libevent may report a failed connect from inside the connect call;
-	 * up_event then only notes it, and it is handled here. */
-	s->dispatching = 1;
-	s->connect_failed = 0;
-	u = upstream_get(s->w, s->route, fresh, up_read, up_write, up_event, s);
-	s->dispatching = 0;
-	if (u != NULL && s->connect_failed) {
-		upstream_release(u, 0);
-		u = NULL;
-	}
-	if (u == NULL)
-		return respond_error(s, 502, "bad_gateway",
-		    "cannot open a connection to the upstream", "connect_error");
-	s->up = u;
-	s->us = U_CONNECT;
-	if (u->connected) {
-		s->meter.t_conn = util_now_us();
-		s->meter.conn_reused = 1;
-		s->us = U_HEAD;
-		timer_request(s);
-	} else {
-		timer_set(s, T_CONNECT, s->route->timeouts.connect_us);
-	}
-	return 0;
+	request_end(s, METER_END_COMPLETE);
+	timer_set(s, T_NONE, 0);
+	if (keep)
+		return next_request(s);
+	return client_finish(s);
 }
 
 static int response_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct exchange_verdict v;
 	size_t head_len;
-	int r = exchange_find_head(in, &s->up_scan_pos, s->conf->max_header_bytes,
+	int r = exchange_find_head(in, &s->up_scan_pos, s->x.conf->max_header_bytes,
 	    &head_len);
 
 	if (r == 0)
@@ -475,13 +603,21 @@ static int response_head(struct session *s)
 	if (r < 0)
 		return respond_error(s, 502, "bad_gateway", r == -2 ?
 		    "bare CR in the upstream response head" :
-		    "upstream response head too large", "upstream_error");
-	r = exchange_response_head(s, head_len);
-	if (r != 0)
-		return r;
-	/* a body follows (the exchange may also have ended right here) */
-	if (s->us == U_BODY && s->conf != NULL && !s->res_done)
-		timer_idle(s);
+		    "upstream response head too large", METER_END_MALFORMED);
+	r = exchange_response_head(&s->x, in, head_len,
+	    bufferevent_get_output(s->bev), s->w->draining, &v);
+	if (r < 0)
+		return respond(s, &v);
+	s->up_scan_pos = 0;
+	if (r == EXCHANGE_INTERIM)
+		return client_flush(s);
+	s->us = U_BODY;
+	if (r == EXCHANGE_DONE) {
+		if (client_flush(s) < 0)
+			return -1;
+		return response_done(s);
+	}
+	timer_idle(s);      /* a body follows */
 	return 0;
 }
 
@@ -525,14 +661,13 @@ static void pause_upstream(struct session *s)
 static int body_forwarded(struct session *s, int r)
 {
 	if (r < 0) {
-		s->outcome = "upstream_error";
-		exchange_end(s, "upstream_error");
+		request_end(s, METER_END_MALFORMED);
 		return client_finish(s);
 	}
 	if (client_flush(s) < 0)
 		return -1;
-	if (s->res_done)
-		return exchange_done(s);
+	if (s->x.res_done)
+		return response_done(s);
 	if (evbuffer_get_length(bufferevent_get_output(s->bev)) > HIGH_MARK)
 		pause_upstream(s);
 	return 0;
@@ -546,13 +681,13 @@ static int response_body(struct session *s)
 	size_t used;
 	int r;
 
-	s->last_progress = s->meter.now;
-	r = exchange_parse(s, &s->res, in, &used);
-	if (s->decode) {
+	s->last_progress = s->x.meter.now;
+	r = exchange_parse_body(&s->x, in, &used);
+	if (s->x.decode) {
 		evbuffer_drain(in, used);
 	} else {
 		evbuffer_remove_buffer(in, out, used);
-		s->bytes_out += used;
+		s->x.bytes_out += used;
 	}
 	return body_forwarded(s, r);
 }
@@ -564,7 +699,7 @@ static int upstream_process(struct session *s)
 	if (s->up == NULL)
 		return 0;
 	in = bufferevent_get_input(s->up->bev);
-	s->meter.now = util_now_us();
+	s->x.meter.now = util_now_us();
 	while (evbuffer_get_length(in) > 0 && !s->up_paused) {
 		size_t before = evbuffer_get_length(in);
 		int r;
@@ -591,8 +726,8 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	size_t used, sent = 0;
 	int r;
 
-	s->last_progress = s->meter.now;
-	r = exchange_parse_mem(s, buf, n, &used);
+	s->last_progress = s->x.meter.now;
+	r = exchange_parse_mem(&s->x, buf, n, &used);
 	if (used > 0) {
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
@@ -600,7 +735,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		}
 		if (sent < used)
 			evbuffer_add(out, buf + sent, used - sent);
-		s->bytes_out += used;
+		s->x.bytes_out += used;
 	}
 	/* bytes past the response's end are not forwarded; kept in the input,
 	 * they keep the connection out of the pool. (A socket bufferevent
@@ -623,7 +758,7 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 
 	if (n > 0) {
-		s->meter.now = util_now_us();
+		s->x.meter.now = util_now_us();
 		direct_body(s, s->w->rbuf, (size_t)n);
 		return;
 	}
@@ -636,8 +771,8 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
  * declines a TLS one). */
 static void read_direct(struct session *s)
 {
-	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->res_done &&
-	    !s->decode && !s->up_paused &&
+	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->x.res_done &&
+	    !s->x.decode && !s->up_paused &&
 	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) == 0)
 		upstream_direct(s->up, up_readable, s);
 }
@@ -665,33 +800,56 @@ static void up_write(struct bufferevent *bev, void *arg)
 		request_sent(s);
 }
 
+/* A reused connection that closed before answering: the request again, on
+ * a new connection, when the exchange still allows it. 0: on its way;
+ * 1: not possible; -1: the session is gone. */
+static int retry(struct session *s)
+{
+	struct evbuffer *copy = exchange_take_retry(&s->x);
+
+	if (copy == NULL)
+		return 1;
+	log_info("request %s: pooled upstream connection closed, retrying on a new one",
+	    s->x.request_id);
+	upstream_release(s->up, 0);
+	s->up = NULL;
+	s->req_sent = 0;
+	if (dispatch(s, 1) < 0) {
+		evbuffer_free(copy);
+		return -1;
+	}
+	evbuffer_add_buffer(bufferevent_get_output(s->up->bev), copy);
+	evbuffer_free(copy);
+	return 0;
+}
+
 /* The upstream closed: a close-delimited body ends here; anything else
  * ends too early. A reused connection that closes before answering is
  * retried once on a new one, when the whole request is still at hand. */
 static int upstream_closed(struct session *s, unsigned long tls_err)
 {
+	int r;
+
 	if (s->us == U_BODY) {
-		if (exchange_parse_eof(s) == 0 && s->res_done)
-			return exchange_done(s);
-		s->outcome = s->meter.end_seen ? "ok" : "upstream_abort";
-		exchange_end(s, s->outcome);
+		if (exchange_parse_eof(&s->x) == 0)
+			return response_done(s);
+		request_end(s, METER_END_CLOSED);
 		return client_finish(s);
 	}
-	int r;
 	/* TLS 1.3 finishes the client's handshake before the server has
 	 * checked the client certificate: its refusal arrives as an alert here */
 	if (upstream_is_tls(s->up) && tls_err != 0) {
 		char why[300];
 		upstream_tls_error(s->up, tls_err, why, sizeof why);
-		log_warn("request %s: upstream %s: %s", s->request_id,
-		    s->route->upstream, why);
-		return respond_error(s, 502, "bad_gateway", why, "connect_error");
+		log_warn("request %s: upstream %s: %s", s->x.request_id,
+		    s->x.route->upstream, why);
+		return respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
 	}
-	r = exchange_retry(s);
+	r = retry(s);
 	if (r <= 0)
 		return r;
 	return respond_error(s, 502, "bad_gateway",
-	    "upstream closed the connection before responding", "upstream_error");
+	    "upstream closed the connection before responding", METER_END_MALFORMED);
 }
 
 /* The upstream could not be reached: why, in the log and in the 502. */
@@ -699,9 +857,10 @@ static void connect_failed(struct session *s, struct bufferevent *bev, short wha
 {
 	char why[512];
 
-	upstream_connect_error(bev, what, s->route->upstream_host, why, sizeof why);
-	log_warn("request %s: upstream %s: %s", s->request_id, s->route->upstream, why);
-	respond_error(s, 502, "bad_gateway", why, "connect_error");
+	upstream_connect_error(bev, what, s->x.route->upstream_host, why, sizeof why);
+	log_warn("request %s: upstream %s: %s", s->x.request_id, s->x.route->upstream,
+	    why);
+	respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
 }
 
 static void up_event(struct bufferevent *bev, short what, void *arg)
@@ -717,9 +876,9 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		upstream_connected(s->up);
-		s->meter.t_conn = util_now_us();
+		s->x.meter.t_conn = util_now_us();
 		if (ssl != NULL && tls_handshake_start(ssl) != 0)
-			s->meter.tls_us = s->meter.t_conn - tls_handshake_start(ssl);
+			s->x.meter.tls_us = s->x.meter.t_conn - tls_handshake_start(ssl);
 		s->us = U_HEAD;
 		timer_request(s);
 		return;
@@ -754,16 +913,16 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 	case T_HEADER:
 		respond_error(s, 408, "request_timeout",
 		    "request head not received within timeouts.client_header",
-		    "rejected");
+		    METER_END_REJECTED);
 		return;
 	case T_CONNECT:
 		respond_error(s, 504, "gateway_timeout",
-		    "upstream connect timed out", "timeout");
+		    "upstream connect timed out", METER_END_TIMEOUT);
 		return;
 	case T_FIRST_BYTE:
 		respond_error(s, 504, "gateway_timeout",
 		    "upstream response head not received within timeouts.first_byte",
-		    "timeout");
+		    METER_END_TIMEOUT);
 		return;
 	case T_IDLE:
 		if (now - s->last_progress < s->tlen) {
@@ -771,46 +930,14 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		log_info("request %s: upstream idle for %llu ms, closing",
-		    s->request_id, (unsigned long long)(s->tlen / 1000));
+		    s->x.request_id, (unsigned long long)(s->tlen / 1000));
 		respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
-		    "timeout");
+		    METER_END_TIMEOUT);
 		return;
 	}
 }
 
-/* ---- life cycle helpers used by exchange.c ----------------------------- */
-
-int proxy_next_request(struct session *s)
-{
-	s->cs = C_IDLE;
-	s->us = U_NONE;
-	if (s->w->draining)
-		return client_finish(s);
-	bufferevent_enable(s->bev, EV_READ);
-	timer_set(s, T_KEEPALIVE, s->w->conf->timeouts.idle_us);
-	return client_process(s);
-}
-
-int proxy_finish(struct session *s)
-{
-	return client_finish(s);
-}
-
-int proxy_flush(struct session *s)
-{
-	return client_flush(s);
-}
-
-int proxy_error(struct session *s, unsigned status, const char *type,
-    const char *msg, const char *outcome)
-{
-	return respond_error(s, status, type, msg, outcome);
-}
-
-void proxy_timer(struct session *s, enum session_timer kind, uint64_t us)
-{
-	timer_set(s, kind, us);
-}
+/* ---- the worker's calls ------------------------------------------------ */
 
 void proxy_drain(struct worker *w)
 {
@@ -827,8 +954,8 @@ void proxy_close_all(struct worker *w)
 	struct session *s;
 	while ((s = TAILQ_FIRST(&w->sessions)) != NULL) {
 		/* timeouts.shutdown ran out on it */
-		if (s->outcome == NULL)
-			s->outcome = "timeout";
+		if (s->x.conf != NULL)
+			request_end(s, METER_END_TIMEOUT);
 		session_close(s);
 	}
 }

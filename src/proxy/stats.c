@@ -10,18 +10,12 @@
 #include "meter.h"
 #include "stats_int.h"
 #include "util.h"
-#include "worker.h"
 
 atomic_long tokentap_active_connections;
 atomic_long tokentap_active_streams;
 atomic_long tokentap_max_active_streams;
 
 uint64_t (*stats_clock)(void) = util_now_us;
-
-const char *const stats_outcome_names[OUT_COUNT] = {
-	"ok", "client_abort", "upstream_abort", "upstream_error", "timeout",
-	"connect_error", "rejected"
-};
 
 /* ---- the rings (one producer: a worker; one consumer: the main thread) -- */
 
@@ -134,14 +128,6 @@ void stats_itl(struct stats_ring *r, const struct stats_key *k,
 	ring_publish(r);
 }
 
-static enum stats_outcome outcome_of(const char *s)
-{
-	for (int i = 0; i < OUT_COUNT; i++)
-		if (strcmp(s, stats_outcome_names[i]) == 0)
-			return (enum stats_outcome)i;
-	return OUT_UPSTREAM_ERROR;
-}
-
 void stats_request(struct stats_ring *r, const struct stats_key *k,
     const struct accesslog_entry *e, const uint32_t *gaps, unsigned n)
 {
@@ -154,7 +140,7 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->kind = REC_REQUEST;
 	x->key = *k;
 	x->t_us = m->t_end ? m->t_end : stats_clock();
-	x->outcome = (uint8_t)outcome_of(e->outcome);
+	x->outcome = (uint8_t)e->outcome;
 	x->exceeded = (uint8_t)e->exceeded;
 	x->ttft_us = meter_ttft_us(m);
 	x->tpot_us = meter_tpot_us(m);
@@ -329,7 +315,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 		if (s == NULL)
 			continue;
 		s->requests++;
-		s->errors += x->outcome != OUT_OK;
+		s->errors += x->outcome != OUTCOME_OK;
 		s->output_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
 		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
 		s->speed_tokens += x->speed_tokens;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdatomic.h>
+
 #include "config.h"
 
 struct worker;
@@ -24,19 +26,18 @@ struct evbuffer;
 #define STATS_MODEL_MAX  128
 #define STATS_ITL_BATCH  32
 
-enum stats_outcome {
-	OUT_OK, OUT_CLIENT_ABORT, OUT_UPSTREAM_ABORT, OUT_UPSTREAM_ERROR,
-	OUT_TIMEOUT, OUT_CONNECT_ERROR, OUT_REJECTED, OUT_COUNT
-};
-
-extern const char *const stats_outcome_names[OUT_COUNT];
-
 /* The group key a worker sends with each record. */
 struct stats_key {
 	char route[STATS_ROUTE_MAX];
 	char tenant[STATS_TENANT_MAX];
 	char model[STATS_MODEL_MAX];
 };
+
+/* Process-wide gauges, shared by all workers (atomics: one update per
+ * connection or request, never per event). */
+extern atomic_long tokentap_active_connections;
+extern atomic_long tokentap_active_streams;
+extern atomic_long tokentap_max_active_streams;
 
 /* ---- worker side ---------------------------------------------------------- */
 

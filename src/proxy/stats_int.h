@@ -3,6 +3,7 @@
 #define TOKENTAP_STATS_INT_H
 
 #include "hist.h"
+#include "meter.h"
 #include "stats.h"
 
 #define SLICES        6       /* sub-intervals per window */
@@ -44,7 +45,7 @@ struct group {
 	struct stats_key key;
 	uint64_t hash;
 	long active, max_active;
-	uint64_t requests[OUT_COUNT];
+	uint64_t requests[OUTCOME_COUNT];
 	uint64_t output_tokens, input_tokens;
 	uint64_t exceeded[4];
 	struct prom_hist prom[PROM_COUNT];

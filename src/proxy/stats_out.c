@@ -11,7 +11,6 @@
 #include "stats_int.h"
 #include "promtext.h"
 #include "util.h"
-#include "worker.h"
 
 /* A string literal, its length counted by the compiler. */
 #define ADD(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
@@ -402,13 +401,13 @@ void stats_prometheus(struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tokentap_requests_total Requests by outcome.\n"
 	    "# TYPE tokentap_requests_total counter\n");
 	for (const struct group *g = S.groups; g != NULL; g = g->next)
-		for (int o = 0; o < OUT_COUNT; o++) {
-			if (g->requests[o] == 0 && o != OUT_OK)
+		for (int o = 0; o < OUTCOME_COUNT; o++) {
+			if (g->requests[o] == 0 && o != OUTCOME_OK)
 				continue;
 			ADD(out, "tokentap_requests_total{");
 			prom_labels(out, g);
 			evbuffer_add_printf(out, ",outcome=\"%s\"} %llu\n",
-			    stats_outcome_names[o], (unsigned long long)g->requests[o]);
+			    meter_outcome_name(o), (unsigned long long)g->requests[o]);
 		}
 	prom_counter(out, "tokentap_output_tokens_total", "Output tokens.",
 	    offsetof(struct group, output_tokens));

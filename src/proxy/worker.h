@@ -58,12 +58,6 @@ struct worker {
 /* Ends a draining worker's loop once its last session is gone. */
 void worker_idle_check(struct worker *w);
 
-/* Process-wide gauges, shared by all workers (atomics: one update per
- * connection or request, never per event). */
-extern atomic_long tokentap_active_connections;
-extern atomic_long tokentap_active_streams;
-extern atomic_long tokentap_max_active_streams;
-
 /* Creates the workers of conf and binds their listeners. Returns 0 or -1
  * (a listener could not be bound: the message was logged). */
 int workers_start(struct conf *conf);

@@ -167,7 +167,8 @@ def test_json_has_every_field():
     assert j["tool"] == "tokentap-load" and j["model"] == "m-1"
     assert j["dialect"] == "openai" and j["mode"] == "closed"
     assert j["prompt_tokens"] == [20, 40] and j["max_tokens"] == [5, 8]
-    assert set(j["outcomes"]) == {"ok", "http_error", "stream_error", "abort",
+    assert set(j["outcomes"]) == {"ok", "client_abort", "upstream_abort", "upstream_error",
+                                  "rejected",
                                   "timeout", "connect_error"}
     for k in ("ttft_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):
         assert set(j[k]) == QUANT_KEYS, (k, j[k])
@@ -232,8 +233,8 @@ def test_progress_line_on_a_terminal():
 
 def test_faults_counted():
     with Mock("--ttft", "5ms", "--tpot", "2ms") as m:
-        cases = [("status:500", "http_error"), ("error-after:2", "stream_error"),
-                 ("close-after:2", "abort")]
+        cases = [("status:500", "upstream_error"), ("error-after:2", "upstream_error"),
+                 ("close-after:2", "upstream_abort")]
         for fault, outcome in cases:
             j, _ = load_json("-c", "2", "-n", "6", "--max-tokens", "5",
                              "-H", f"X-Mock-Fault: {fault}", m.url())
@@ -246,6 +247,26 @@ def test_faults_counted():
                          "-H", "X-Mock-Fault: stall-after:1", m.url())
         assert j["outcomes"]["timeout"] == 2, j["outcomes"]
         assert j["elapsed_s"] < 2.0
+
+
+def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
+    """One outcome rule (SPEC §4), decided in the shared meter: a
+    close-delimited OpenAI stream that ends without [DONE] is
+    upstream_abort in tokentap's access log and in tokentap-load alike; the
+    same stream with its end marker is ok in both."""
+    from harness import Tokentap
+    for fault, outcome in (("close-after:3", "upstream_abort"), (None, "ok")):
+        flags = ["--framing", "close", "--ttft", "5ms", "--tpot", "2ms"]
+        with Mock(*flags) as m, Tokentap(
+                "routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
+                f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+            args = ["-c", "1", "-n", "3", "--max-tokens", "6"]
+            if fault:
+                args += ["-H", f"X-Mock-Fault: {fault}"]
+            j, _ = load_json(*args, t.url(CHAT))
+            assert j["outcomes"][outcome] == 3, j["outcomes"]
+            logged = [e["outcome"] for e in t.access(3)]
+            assert logged == [outcome] * 3, logged
 
 
 def test_connect_error_and_usage():

@@ -58,21 +58,27 @@ def test_one_mib_event_and_curl():
 
 
 def test_close_delimited_body():
-    payload = b"data: a\n\ndata: b\n\n"
+    """A body delimited by the close passes whole; its outcome follows the
+    one rule (SPEC §4): on an OpenAI route, ok with the stream's end marker,
+    upstream_abort without it (the stream was cut short)."""
+    for done, outcome in ((b"data: [DONE]\n\n", "ok"), (b"", "upstream_abort")):
+        payload = b"data: a\n\ndata: b\n\n" + done
 
-    def handle(req, c):
-        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-        c.send(payload[:5])
-        time.sleep(0.05)
-        c.send(payload[5:])
-        return "close"
+        def handle(req, c):
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   b"Connection: close\r\n\r\n")
+            c.send(payload[:5])
+            time.sleep(0.05)
+            c.send(payload[5:])
+            return "close"
 
-    with Backend(handle) as b, Tokentap(route(b.port)) as t:
-        head, body = split_response(get(t.port))
-        assert body == payload
-        assert b"connection: close" in head.lower()
-        log = t.access(1)[0]
-        assert log["outcome"] == "ok" and log["events"] == 2, log
+        with Backend(handle) as b, Tokentap(route(b.port)) as t:
+            head, body = split_response(get(t.port))
+            assert body == payload
+            assert b"connection: close" in head.lower()
+            log = t.access(1)[0]
+            assert log["outcome"] == outcome, log
+            assert log["events"] == 2 + bool(done), log
 
 
 def test_http10_client_gets_decoded_body():

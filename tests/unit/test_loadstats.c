@@ -54,7 +54,7 @@ static struct load_sample ok_sample(int64_t ttft, int64_t tpot)
 	struct load_sample s;
 
 	memset(&s, 0, sizeof(s));
-	s.outcome = LOAD_OK;
+	s.outcome = OUTCOME_OK;
 	s.ttft_us = ttft;
 	s.tpot_us = tpot;
 	s.itl_max_us = -1;
@@ -144,16 +144,16 @@ static void test_error_rate(void **state)
 	for (int i = 0; i < 10; i++) {
 		struct load_sample s = ok_sample(1000 + i, 50);
 		if (i % 4 == 1)
-			s.outcome = LOAD_HTTP_ERROR;
+			s.outcome = OUTCOME_UPSTREAM_ERROR;
 		else if (i % 4 == 2)
-			s.outcome = LOAD_TIMEOUT;
+			s.outcome = OUTCOME_TIMEOUT;
 		loadstats_record(&st, &s, &gap, 1);
 	}
 	/* i = 1, 5, 9 http_error; 2, 6 timeout */
 	assert_int_equal(st.requests, 10);
-	assert_int_equal(st.outcomes[LOAD_OK], 5);
-	assert_int_equal(st.outcomes[LOAD_HTTP_ERROR], 3);
-	assert_int_equal(st.outcomes[LOAD_TIMEOUT], 2);
+	assert_int_equal(st.outcomes[OUTCOME_OK], 5);
+	assert_int_equal(st.outcomes[OUTCOME_UPSTREAM_ERROR], 3);
+	assert_int_equal(st.outcomes[OUTCOME_TIMEOUT], 2);
 	assert_int_equal(loadstats_errors(&st), 5);
 	assert_near(loadstats_error_rate(&st), 0.5, 1e-12);
 	assert_int_equal(st.ttft.count, 5);
@@ -161,8 +161,8 @@ static void test_error_rate(void **state)
 	assert_int_equal(st.output_tokens, 100);
 	assert_int_equal(st.nsamples, 10);
 	assert_int_equal(st.samples[9].ttft_us, 1009);
-	assert_int_equal(st.samples[1].outcome, LOAD_HTTP_ERROR);
-	assert_string_equal(loadstats_outcome_name(LOAD_CONNECT_ERROR), "connect_error");
+	assert_int_equal(st.samples[1].outcome, OUTCOME_UPSTREAM_ERROR);
+	assert_string_equal(meter_outcome_name(OUTCOME_CONNECT_ERROR), "connect_error");
 	loadstats_free(&st);
 }
 
@@ -206,8 +206,8 @@ static void test_tpot_undefined_one_token(void **state)
 	usage_event(&m, 1, 52000);
 	feed(&m, DONE, 52000);
 	meter_end(&m, 53000);
-	loadstats_sample(&s, &m, LOAD_END_COMPLETE, 0);
-	assert_int_equal(s.outcome, LOAD_OK);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 0);
+	assert_int_equal(s.outcome, OUTCOME_OK);
 	assert_int_equal(s.ttft_us, 50000);
 	assert_int_equal(s.output_tokens, 1);
 	assert_int_equal(s.tpot_us, -1);
@@ -238,7 +238,7 @@ static void test_tpot_undefined_by_usage(void **state)
 	usage_event(&m, 1, 31000);
 	feed(&m, DONE, 31000);
 	meter_end(&m, 32000);
-	loadstats_sample(&s, &m, LOAD_END_COMPLETE, 0);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 0);
 	assert_int_equal(s.output_tokens, 1);
 	assert_true(s.tokens_from_usage);
 	assert_int_equal(s.tpot_us, -1);
@@ -259,7 +259,7 @@ static void test_tpot_defined(void **state)
 	usage_event(&m, 5, 112000);
 	feed(&m, DONE, 112000);
 	meter_end(&m, 112000);
-	loadstats_sample(&s, &m, LOAD_END_COMPLETE, 7);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 7);
 	assert_int_equal(s.start_us, 7);
 	assert_int_equal(s.ttft_us, 100000);
 	assert_int_equal(s.tpot_us, 2500);
@@ -275,25 +275,25 @@ static void test_outcomes(void **state)
 	(void)state;
 	open_stream(&m, DIALECT_OPENAI, 500);
 	meter_end(&m, 3000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_COMPLETE), LOAD_HTTP_ERROR);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_UPSTREAM_ERROR);
 	meter_free(&m);
 
 	open_stream(&m, DIALECT_OPENAI, 200);
 	feed(&m, TOK, 3000);
 	feed(&m, "data: {\"error\":{\"message\":\"boom\"}}\n\n", 4000);
 	meter_end(&m, 5000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_COMPLETE), LOAD_STREAM_ERROR);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_UPSTREAM_ERROR);
 	meter_free(&m);
 
 	/* complete body without [DONE]: cut short */
 	open_stream(&m, DIALECT_OPENAI, 200);
 	feed(&m, TOK, 3000);
 	meter_end(&m, 5000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_COMPLETE), LOAD_ABORT);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_CLOSED), LOAD_ABORT);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_TIMEOUT), LOAD_TIMEOUT);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_UPSTREAM_ABORT);
+	assert_int_equal(meter_outcome(&m, METER_END_CLOSED), OUTCOME_UPSTREAM_ABORT);
+	assert_int_equal(meter_outcome(&m, METER_END_TIMEOUT), OUTCOME_TIMEOUT);
 	feed(&m, DONE, 5000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_COMPLETE), LOAD_OK);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_OK);
 	meter_free(&m);
 
 	/* Gemini has no end marker: the end of the body is the end */
@@ -301,13 +301,13 @@ static void test_outcomes(void **state)
 	feed(&m, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\n\n",
 	    3000);
 	meter_end(&m, 5000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_COMPLETE), LOAD_OK);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_OK);
 	meter_free(&m);
 
 	meter_init(&m, 1000, DIALECT_OPENAI);
 	meter_end(&m, 2000);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_CONNECT), LOAD_CONNECT_ERROR);
-	assert_int_equal(loadstats_outcome(&m, LOAD_END_CLOSED), LOAD_ABORT);
+	assert_int_equal(meter_outcome(&m, METER_END_CONNECT), OUTCOME_CONNECT_ERROR);
+	assert_int_equal(meter_outcome(&m, METER_END_CLOSED), OUTCOME_UPSTREAM_ABORT);
 	meter_free(&m);
 }
 

@@ -39,7 +39,7 @@ static void setup_conf(const char *yaml)
 
 /* One finished streaming request: TTFT and TPOT in µs, n tokens. */
 static void request(const char *route, const char *tenant, const char *model,
-    uint64_t ttft, uint64_t tpot, int n, long concurrency, const char *outcome)
+    uint64_t ttft, uint64_t tpot, int n, long concurrency, enum meter_outcome outcome)
 {
 	struct meter m;
 	struct accesslog_entry e;
@@ -80,7 +80,7 @@ static void test_counts_and_quantiles(void **state)
 	(void)state;
 	setup_conf("stats: {windows: [1m, 5m]}\n");
 	for (int i = 1; i <= 100; i++)
-		request("r", "t", "m", (uint64_t)i * 1000, 20000, 10, 0, i <= 5 ? "timeout" : "ok");
+		request("r", "t", "m", (uint64_t)i * 1000, 20000, 10, 0, i <= 5 ? OUTCOME_TIMEOUT : OUTCOME_OK);
 	stats_drain();
 	stats_route_view("r", NULL, 60000000, 0.95, &v);
 	assert_int_equal(v.requests, 100);
@@ -99,7 +99,7 @@ static void test_window_expiry(void **state)
 	struct stats_view v;
 	(void)state;
 	setup_conf("stats: {windows: [1m, 5m]}\n");
-	request("r", "t", "m", 1000, 1000, 2, 0, "ok");
+	request("r", "t", "m", 1000, 1000, 2, 0, OUTCOME_OK);
 	fake_now += 75ull * 1000000;     /* past the 1 m window, inside 5 m */
 	stats_drain();
 	stats_route_view("r", NULL, 60000000, 0.5, &v);
@@ -116,10 +116,10 @@ static void test_trend_against_previous_window(void **state)
 	(void)state;
 	setup_conf("stats: {windows: [1m]}\n");
 	for (int i = 0; i < 20; i++)
-		request("r", "t", "m", 100000, 10000, 5, 0, "ok");
+		request("r", "t", "m", 100000, 10000, 5, 0, OUTCOME_OK);
 	fake_now += 60ull * 1000000;
 	for (int i = 0; i < 20; i++)
-		request("r", "t", "m", 150000, 12000, 5, 0, "ok");
+		request("r", "t", "m", 150000, 12000, 5, 0, OUTCOME_OK);
 	char *s = json("1m", BY_ROUTE);
 	/* 150/100 - 1 and 12/10 - 1, within the histogram's resolution */
 	char *t = strstr(s, "\"trend\":{\"ttft_p95\":");
@@ -136,9 +136,9 @@ static void test_r2_of_ttft_against_concurrency(void **state)
 	(void)state;
 	setup_conf("stats: {windows: [1m]}\n");
 	for (int c = 0; c < 30; c++)
-		request("lin", "t", "m", 50000 + (uint64_t)c * 10000, 10000, 3, c, "ok");
+		request("lin", "t", "m", 50000 + (uint64_t)c * 10000, 10000, 3, c, OUTCOME_OK);
 	for (int c = 0; c < 30; c++)
-		request("flat", "t", "m", (c % 2) ? 50000 : 90000, 10000, 3, c, "ok");
+		request("flat", "t", "m", (c % 2) ? 50000 : 90000, 10000, 3, c, OUTCOME_OK);
 	char *s = json("1m", BY_ROUTE);
 	double r2_lin = -1, r2_flat = -1;
 	char *p = strstr(s, "\"route\":\"lin\"");
@@ -156,10 +156,10 @@ static void test_cardinality_overflow(void **state)
 {
 	(void)state;
 	setup_conf("tenant: {max_tenants: 2}\nmodels: {max_models: 1}\n");
-	request("r", "a", "m1", 1000, 1000, 2, 0, "ok");
-	request("r", "b", "m1", 1000, 1000, 2, 0, "ok");
-	request("r", "c", "m2", 1000, 1000, 2, 0, "ok");
-	request("r", "d", "m1", 1000, 1000, 2, 0, "ok");
+	request("r", "a", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "b", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "c", "m2", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "d", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
 	char *s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
 	assert_non_null(strstr(s, "\"tenant\":\"a\",\"model\":\"m1\""));
 	assert_non_null(strstr(s, "\"tenant\":\"b\",\"model\":\"m1\""));
@@ -174,8 +174,8 @@ static void test_prometheus_buckets_include_thresholds(void **state)
 	(void)state;
 	setup_conf("alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
 	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1, thresholds: {ttft_warning: 700ms}}\n");
-	request("r", "t", "m\"x", 800000, 1000, 2, 0, "ok");
-	request("r", "t", "m\"x", 1300000, 1000, 2, 0, "ok");
+	request("r", "t", "m\"x", 800000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m\"x", 1300000, 1000, 2, 0, OUTCOME_OK);
 	stats_drain();
 	struct evbuffer *b = evbuffer_new();
 	stats_prometheus(b);
