@@ -264,7 +264,7 @@ static uint64_t rng_next(uint64_t *r)
 static void set_request_id(struct exchange *x, const struct http_head *rq,
     uint64_t *rng)
 {
-	const struct http_header *h = route_find_header(rq->h, rq->n, "x-request-id");
+	const struct http_header *h = httphead_find(rq->h, rq->n, "x-request-id");
 	if (h != NULL && h->value_len > 0 && h->value_len <= EXCHANGE_ID_MAX) {
 		size_t i;
 		for (i = 0; i < h->value_len; i++) {
@@ -578,8 +578,8 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	}
 	drop_copy(x);
 	x->status = rs.status;
-	ct = route_find_header(rs.h, rs.n, "content-type");
-	ce = route_find_header(rs.h, rs.n, "content-encoding");
+	ct = httphead_find(rs.h, rs.n, "content-type");
+	ce = httphead_find(rs.h, rs.n, "content-encoding");
 	meter_response_head(&x->meter, rs.status, ct ? ct->value : NULL,
 	    ct ? ct->value_len : 0,
 	    ce != NULL && !util_ieq(ce->value, ce->value_len, "identity"),

@@ -3,7 +3,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "route.h"
 #include "util.h"
 
 static int verdict(struct httpcheck_verdict *v, unsigned status,
@@ -292,7 +291,7 @@ static int absolute_form(struct http_head *rq, struct httpcheck_verdict *v)
 	} else {
 		return bad(v, "absolute-form target with a query but no path");
 	}
-	host = (struct http_header *)route_find_header(rq->h, rq->n, "host");
+	host = (struct http_header *)httphead_find(rq->h, rq->n, "host");
 	if (host == NULL) {
 		if (rq->n == HTTPHEAD_MAX_HEADERS)
 			return bad(v, "too many header fields");
@@ -363,7 +362,7 @@ int httpcheck_request(struct http_head *rq, struct httpcheck_verdict *v)
 	te = transfer_coding(rq);
 	if (te >= 0 && rq->http_minor == 0)
 		return bad(v, "Transfer-Encoding in an HTTP/1.0 request");
-	if (te >= 0 && route_find_header(rq->h, rq->n, "content-length") != NULL)
+	if (te >= 0 && httphead_find(rq->h, rq->n, "content-length") != NULL)
 		return bad(v, "both Content-Length and Transfer-Encoding");
 	if (te == 1)
 		return bad(v, "empty Transfer-Encoding");

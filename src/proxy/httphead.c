@@ -7,6 +7,15 @@
 
 #include "util.h"
 
+const struct http_header *httphead_find(const struct http_header *h, size_t n,
+    const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (util_ieq(h[i].name, h[i].name_len, name))
+			return &h[i];
+	return NULL;
+}
+
 int httphead_list_next(const char *v, size_t vlen, size_t *pos,
     const char **item, size_t *len)
 {
@@ -114,7 +123,7 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		evbuffer_add(out, h->value, h->value_len);
 		evbuffer_add(out, "\r\n", 2);
 	}
-	if (!r->preserve_host || route_find_header(rq->h, rq->n, "host") == NULL) {
+	if (!r->preserve_host || httphead_find(rq->h, rq->n, "host") == NULL) {
 		int default_port = r->upstream_port == (r->upstream_tls ? 443u : 80u);
 		int v6 = strchr(r->upstream_host, ':') != NULL;
 		evbuffer_add_printf(out, "Host: %s%s%s", v6 ? "[" : "",

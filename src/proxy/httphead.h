@@ -7,11 +7,22 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "route.h"
 
 struct evbuffer;
 
 #define HTTPHEAD_MAX_HEADERS 128
+
+/* One header field as it lies in the received head (not NUL-terminated). */
+struct http_header {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+/* The first field of that name (case-insensitive), or NULL. */
+const struct http_header *httphead_find(const struct http_header *h, size_t n,
+    const char *name);
 
 struct http_head {
 	const char *start_line;    /* request line or status line, no CRLF */

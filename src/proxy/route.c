@@ -5,15 +5,6 @@
 
 #include "util.h"
 
-const struct http_header *route_find_header(const struct http_header *h,
-    size_t n, const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (util_ieq(h[i].name, h[i].name_len, name))
-			return &h[i];
-	return NULL;
-}
-
 /* Host matches without its port and without case. */
 static int host_matches(const char *want, const struct http_header *host)
 {
@@ -38,11 +29,11 @@ static int route_fits(const struct conf_route *r, const char *path,
 			return 0;
 	}
 	if (r->match_host != NULL &&
-	    !host_matches(r->match_host, route_find_header(h, n, "host")))
+	    !host_matches(r->match_host, httphead_find(h, n, "host")))
 		return 0;
 	for (size_t i = 0; i < r->n_match_headers; i++) {
 		const struct http_header *v =
-		    route_find_header(h, n, r->match_headers[i].name);
+		    httphead_find(h, n, r->match_headers[i].name);
 		const char *want = r->match_headers[i].value;
 		if (v == NULL || v->value_len != strlen(want) ||
 		    memcmp(v->value, want, v->value_len) != 0)

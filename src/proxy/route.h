@@ -5,17 +5,7 @@
 #include <stddef.h>
 
 #include "config.h"
-
-struct http_header {
-	const char *name;
-	size_t name_len;
-	const char *value;
-	size_t value_len;
-};
-
-/* Returns the header's value (first occurrence) or NULL. */
-const struct http_header *route_find_header(const struct http_header *h,
-    size_t n, const char *name);
+#include "httphead.h"
 
 /* The route for a request, or NULL (404). path excludes the query string. */
 const struct conf_route *route_match(const struct conf *c, const char *path,

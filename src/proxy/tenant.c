@@ -10,14 +10,14 @@
 static const char *api_key(const struct http_header *h, size_t n, size_t *len)
 {
 	static const char *const names[] = { "x-api-key", "api-key", "x-goog-api-key" };
-	const struct http_header *a = route_find_header(h, n, "authorization");
+	const struct http_header *a = httphead_find(h, n, "authorization");
 
 	if (a != NULL && a->value_len > 7 && strncasecmp(a->value, "bearer ", 7) == 0) {
 		*len = a->value_len - 7;
 		return a->value + 7;
 	}
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
-		a = route_find_header(h, n, names[i]);
+		a = httphead_find(h, n, names[i]);
 		if (a != NULL && a->value_len > 0) {
 			*len = a->value_len;
 			return a->value;
@@ -35,7 +35,7 @@ void tenant_identify(const struct conf *c, const struct http_header *h,
 	char hex[65];
 
 	if (c->tenant_header != NULL)
-		t = route_find_header(h, n, c->tenant_header);
+		t = httphead_find(h, n, c->tenant_header);
 	if (t != NULL && t->value_len > 0) {
 		len = t->value_len < outlen - 1 ? t->value_len : outlen - 1;
 		memcpy(out, t->value, len);

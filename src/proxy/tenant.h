@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "route.h"
+#include "httphead.h"
 
 void tenant_identify(const struct conf *c, const struct http_header *h,
     size_t n, char *out, size_t outlen);
