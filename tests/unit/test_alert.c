@@ -2,21 +2,15 @@
  * for, hysteresis, empty windows, severities, route overrides, error rate,
  * per tenant), what /alerts and /metrics say, and that a reload keeps the
  * state of the rules that remain. Configs come from the real loader. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 
 #include "alert.h"
 #include "alert_format.h"
 #include "config.h"
 #include "util.h"
+
+#include "unit.h"
 
 #define T0_WALL 1795968000000ull      /* 2026-11-29T16:00:00.000Z */
 #define STEP_US 10000000ull           /* one evaluation every 10 s */
@@ -60,13 +54,6 @@ static void on_transition(void *arg, const struct alert_transition *t)
 	s->quantile = t->quantile;
 }
 
-static struct conf *load(const char *yaml)
-{
-	struct conf *c = conf_load_string("t.yaml", yaml, strlen(yaml), stderr);
-	assert_non_null(c);
-	return c;
-}
-
 /* Routes a (global thresholds) and b (ttft_warning 500ms), then extra. */
 static const char *const two_routes =
     "routes:\n"
@@ -80,7 +67,7 @@ static void start(const char *alerts_yaml)
 {
 	char yaml[2048];
 	snprintf(yaml, sizeof yaml, "%s%s", two_routes, alerts_yaml);
-	conf = load(yaml);
+	conf = unit_conf(yaml);
 	n_seen = 0;
 	now_us = 5000000000ull;
 	wall_ms = T0_WALL;
@@ -404,7 +391,7 @@ static void test_transitions_capped_newest_first(void **state)
 static void test_json_output(void **state)
 {
 	(void)state;
-	conf = load("routes:\n"
+	conf = unit_conf("routes:\n"
 	    "  - name: r\"1\n"
 	    "    upstream: http://127.0.0.1:9\n"
 	    "alerts:\n"
@@ -534,7 +521,7 @@ static void test_reconfigure_keeps_state(void **state)
 	expect_state("a", NULL, "TTFTHigh", "warning", "pending");
 
 	/* route c added, a's warning moved, b removed */
-	struct conf *c2 = load("routes:\n"
+	struct conf *c2 = unit_conf("routes:\n"
 	    "  - name: c\n    upstream: http://127.0.0.1:9\n"
 	    "  - name: a\n    upstream: http://127.0.0.1:9\n"
 	    "    thresholds: {ttft_warning: 1200ms}\n"
@@ -553,7 +540,7 @@ static void test_reconfigure_keeps_state(void **state)
 	free(js);
 
 	/* a firing rule that the reload removes is reported resolved */
-	struct conf *c3 = load("routes:\n"
+	struct conf *c3 = unit_conf("routes:\n"
 	    "  - name: c\n    upstream: http://127.0.0.1:9\n"
 	    "alerts: {min_samples: 1}\n");
 	assert_int_equal(alert_configure(set, c3, now_us, wall_ms + 5), 0);

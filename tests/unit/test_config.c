@@ -2,19 +2,12 @@
  * and every kind of mistake is reported as "t.yaml:LINE:COL: message" at
  * the place it was made, all of them in one run, in file order. */
 #include <sched.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include "config.h"
+
+#include "unit.h"
 
 #define MS 1000ull
 #define S  1000000ull

@@ -5,18 +5,11 @@
  * The fixture figures below were counted independently with a separate
  * Python WHATWG parser and the rules of SPEC §4; the openai-python ones
  * match the fixtures README's table. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "dialect.h"
 #include "sse.h"
+
+#include "unit.h"
 
 #define NONE (-1)
 

@@ -3,16 +3,10 @@
  * quantiles of large sorted samples. Every sample comes from a fixed-seed
  * xorshift generator, so a run is deterministic. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "hist.h"
+
+#include "unit.h"
 
 #define NSAMPLES 200000
 #define TOP      (1ull << HIST_TOP_BITS)

@@ -1,17 +1,12 @@
 /* httpcheck: what tokentap refuses to forward, on heads built by hand. The
  * conformance corpus (tests/conformance) drives the same rules through the
  * proxy with raw bytes; these pin each rule and its boundary directly. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "httpcheck.h"
 
-#define H(n, v) { n, sizeof(n) - 1, v, sizeof(v) - 1 }
+#include "unit.h"
+
+#define H UNIT_FIELD
 
 static int find(const char *p, size_t max, size_t *head_len)
 {

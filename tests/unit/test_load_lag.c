@@ -1,16 +1,10 @@
 /* Unit tests of load_lag.c: stamps found in the mock's event format, split
  * at every byte, with every line ending, and the lines that look like a
  * stamp but are not one. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "load_lag.h"
+
+#include "unit.h"
 
 #define MAX_LAGS 16
 

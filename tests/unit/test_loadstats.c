@@ -4,16 +4,8 @@
  * reader's FILE:LINE:COL errors and its values (load_scen.c), the option
  * parsers (load_conf.c) and the request bodies (load_body.c). */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 
 #include "load_body.h"
@@ -21,6 +13,8 @@
 #include "load_scen.h"
 #include "loadstats.h"
 #include "meter.h"
+
+#include "unit.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

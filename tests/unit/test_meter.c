@@ -2,16 +2,10 @@
  * which bodies are parsed, where the model label comes from, token counts
  * from usage or from events, ITL, and the non-stream JSON body. (TTFT and
  * TPOT arithmetic is also checked through tokentap-load in test_loadstats.) */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cmocka.h>
 
 #include "meter.h"
+
+#include "unit.h"
 
 #define SSE "text/event-stream"
 #define TOK "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"

@@ -1,32 +1,19 @@
 /* Routing and the header rules of the upstream request and the response. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 
 #include "config.h"
 #include "httphead.h"
 #include "route.h"
 
-static struct conf *load(const char *yaml)
-{
-	struct conf *c = conf_load_string("t.yaml", yaml, strlen(yaml), stderr);
-	assert_non_null(c);
-	return c;
-}
+#include "unit.h"
 
-#define H(n, v) { n, sizeof(n) - 1, v, sizeof(v) - 1 }
+#define H UNIT_FIELD
 
 static void test_first_match_wins(void **state)
 {
 	(void)state;
-	struct conf *c = load(
+	struct conf *c = unit_conf(
 	    "routes:\n"
 	    "  - {name: a, match: {path_prefix: /v1/, host: api.example.com}, upstream: http://127.0.0.1:1}\n"
 	    "  - {name: b, match: {header: {X-Backend: b}}, upstream: http://127.0.0.1:2}\n"
@@ -57,7 +44,7 @@ static char *drain(struct evbuffer *b)
 static void test_request_rewrite(void **state)
 {
 	(void)state;
-	struct conf *c = load(
+	struct conf *c = unit_conf(
 	    "routes:\n"
 	    "  - name: a\n"
 	    "    match: {path_prefix: /openai/}\n"
@@ -99,7 +86,7 @@ static void test_request_rewrite(void **state)
 static void test_preserve_host_and_default_port(void **state)
 {
 	(void)state;
-	struct conf *c = load(
+	struct conf *c = unit_conf(
 	    "routes:\n"
 	    "  - {name: a, upstream: http://example.com, preserve_host: true}\n"
 	    "  - {name: b, upstream: http://example.com}\n");

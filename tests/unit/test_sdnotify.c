@@ -2,21 +2,14 @@
  * socket (a path in a temp directory, or an abstract name bound with its
  * exact length, as systemd does) and reading what tokentap sent. */
 #include <errno.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include "sdnotify.h"
 #include "util.h"
+
+#include "unit.h"
 
 struct listener {
 	int fd;

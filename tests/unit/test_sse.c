@@ -1,17 +1,10 @@
 /* The event-stream parser against the WHATWG rules. Every case is fed
  * whole, one byte at a time and cut in two at every offset, and each way
  * must give the same events. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "sse.h"
+
+#include "unit.h"
 
 /* What the parser dispatched, as "[type|data|id]" per event, with LF, CR
  * and NUL shown as \n, \r, \0 and an absent id as "-". */

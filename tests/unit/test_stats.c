@@ -1,20 +1,14 @@
 /* Statistics: windows, trend, R², cardinality, Prometheus output, on a fake
  * clock. Records go through the same ring the workers use. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 
 #include "accesslog.h"
 #include "config.h"
 #include "meter.h"
 #include "stats.h"
+
+#include "unit.h"
 
 static uint64_t fake_now;
 static uint64_t fake_clock(void)
@@ -26,8 +20,7 @@ static struct stats_ring *ring;
 
 static void setup_conf(const char *yaml)
 {
-	struct conf *c = conf_load_string("t.yaml", yaml, strlen(yaml), stderr);
-	assert_non_null(c);
+	struct conf *c = unit_conf(yaml);
 	stats_free();
 	stats_clock = fake_clock;
 	fake_now = 1000ull * 1000000;   /* a slice boundary far from 0 */

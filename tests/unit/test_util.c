@@ -1,17 +1,10 @@
 /* util.c: the descriptor table reserved before threads start. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include "util.h"
+
+#include "unit.h"
 
 /* The size of this process's descriptor table, as the kernel reports it. */
 static long fd_table_size(void)

@@ -1,0 +1,32 @@
+/* The prelude of every cmocka unit test (the headers cmocka wants before
+ * it, in its order) and the helpers several tests share. */
+#ifndef TOKENTAP_UNIT_H
+#define TOKENTAP_UNIT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#ifdef TOKENTAP_CONFIG_H
+/* A configuration from YAML text; the test fails when it does not load
+ * (the loader's messages go to stderr). */
+static inline struct conf *unit_conf(const char *yaml)
+{
+	struct conf *c = conf_load_string("t.yaml", yaml, strlen(yaml), stderr);
+	assert_non_null(c);
+	return c;
+}
+#endif
+
+#ifdef TOKENTAP_HTTPHEAD_H
+/* A header field from two string literals, as a parsed head holds it. */
+#define UNIT_FIELD(n, v) { n, sizeof(n) - 1, v, sizeof(v) - 1 }
+#endif
+
+#endif
