@@ -703,3 +703,59 @@ int dialect_has_end_marker(enum dialect_id d)
 		return 0;
 	}
 }
+
+/* The names of Dify's stream events (its "event" key), but for the
+ * generic ping and error. */
+static int dify_event_name(const char *name, size_t len)
+{
+	static const char *const names[] = {
+		"message", "agent_message", "agent_thought", "message_end",
+		"message_file", "message_replace", "text_chunk", "tts_message",
+		"tts_message_end", "workflow_started", "workflow_finished",
+		"node_started", "node_finished", "iteration_started",
+		"iteration_next", "iteration_completed",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (name_is(name, len, names[i]))
+			return 1;
+	return 0;
+}
+
+/* `auto` on a path that names no API: the first events say which it is.
+ * Each dialect by what only it sends; an event that tells nothing (a
+ * keep-alive comment's empty data, Anthropic's ping) leaves it open. */
+enum dialect_id dialect_sniff(const struct sse_event *ev)
+{
+	jsmntok_t tok[TOK_MAX];
+	struct json j;
+	const char *name;
+	size_t len;
+	int t;
+
+	if (is_done(ev))
+		return DIALECT_OPENAI;
+	json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
+	if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
+		return DIALECT_RAW;
+	event_name(ev, &j, "type", &name, &len);
+	if (len > 9 && memcmp(name, "response.", 9) == 0)
+		return DIALECT_OPENAI_RESPONSES;
+	if (name_is(name, len, "message_start") ||
+	    name_is(name, len, "content_block_start") ||
+	    name_is(name, len, "content_block_delta") ||
+	    name_is(name, len, "message_delta") || name_is(name, len, "message_stop"))
+		return DIALECT_ANTHROPIC;
+	if ((t = j_key(&j, 0, KEY("choices"))) >= 0 && j.t[t].type == JSMN_ARRAY)
+		return DIALECT_OPENAI;
+	if ((t = j_key(&j, 0, KEY("candidates"))) >= 0 && j.t[t].type == JSMN_ARRAY)
+		return DIALECT_GEMINI;
+	if ((t = j_key(&j, 0, KEY("token"))) >= 0 && j.t[t].type == JSMN_OBJECT)
+		return DIALECT_TGI;
+	if (j_key(&j, 0, KEY("done")) >= 0 && j_key(&j, 0, KEY("model")) >= 0 &&
+	    (j_key(&j, 0, KEY("message")) >= 0 || j_key(&j, 0, KEY("response")) >= 0))
+		return DIALECT_OLLAMA;
+	if ((t = j_key(&j, 0, KEY("event"))) >= 0 && j.t[t].type == JSMN_STRING &&
+	    dify_event_name(j.s + j.t[t].start, (size_t)(j.t[t].end - j.t[t].start)))
+		return DIALECT_DIFY;
+	return DIALECT_RAW;
+}

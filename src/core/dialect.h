@@ -23,6 +23,9 @@ struct dialect_info {
 
 /* The dialect `auto` picks for a request path (query string allowed). */
 enum dialect_id dialect_for_path(const char *path, size_t len);
+/* The dialect one event of a stream shows (`auto` on a path that names
+ * none), or DIALECT_RAW when the event does not tell. */
+enum dialect_id dialect_sniff(const struct sse_event *ev);
 /* Does the dialect's stream end with a marker (SPEC §4: [DONE],
  * message_stop, ...)? Elsewhere the end of the body is the end. */
 int dialect_has_end_marker(enum dialect_id d);

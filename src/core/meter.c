@@ -6,6 +6,8 @@
 #include "util.h"
 
 #define BODY_MAX (1024 * 1024)
+/* Events that may tell an `auto` stream's dialect before it counts as raw */
+#define SNIFF_EVENTS 4
 
 void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 {
@@ -17,6 +19,43 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
 	m->parse = METER_PARSE_NONE;
+}
+
+void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff)
+{
+	m->dialect = d;
+	m->sniff = sniff ? SNIFF_EVENTS : 0;
+}
+
+/* No event told the dialect: the stream is raw, and its first n events
+ * were tokens (SPEC §4: every event is one) from the first on. */
+static void sniffed_raw(struct meter *m, uint64_t n)
+{
+	m->sniff = 0;
+	m->dialect = DIALECT_RAW;
+	if (n == 0)
+		return;
+	m->t_first_token = m->t_first_event;
+	m->t_last_token = m->t_last_event;
+	m->token_events = n;
+}
+
+/* While the dialect is being sniffed: 1 when this event decided nothing
+ * and is only counted; when the last chance passes, the events before it
+ * become the raw stream's first tokens and this one is classified. */
+static int sniffing(struct meter *m, const struct sse_event *ev)
+{
+	enum dialect_id d = dialect_sniff(ev);
+
+	if (d != DIALECT_RAW) {
+		m->dialect = d;
+		m->sniff = 0;
+		return 0;
+	}
+	if (--m->sniff > 0)
+		return 1;
+	sniffed_raw(m, m->events - 1);
+	return 0;
 }
 
 void meter_offer_model(struct meter *m, enum meter_model_src src,
@@ -41,6 +80,11 @@ static void on_event(void *arg, const struct sse_event *ev)
 	m->events++;
 	if (m->t_first_event == 0)
 		m->t_first_event = m->now;
+	if (m->sniff > 0 && sniffing(m, ev)) {
+		m->t_last_event = m->now;
+		return;
+	}
+	m->t_last_event = m->now;
 	dialect_classify(m->dialect, ev, &info);
 	if (info.token) {
 		if (m->token_events == 0) {
@@ -139,6 +183,8 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 void meter_end(struct meter *m, uint64_t now)
 {
 	m->t_end = now;
+	if (m->sniff > 0)
+		sniffed_raw(m, m->events);
 	if (m->parse == METER_PARSE_NONE && m->body_len > 0) {
 		struct dialect_info info;
 		dialect_classify_body(m->dialect, m->body, m->body_len, &info);

@@ -44,10 +44,12 @@ struct meter {
 	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen */
 	uint64_t t0, t_req, t_conn, t_sent, t_head;
 	uint64_t t_first_event, t_first_token, t_last_token, t_end;
+	uint64_t t_last_event;
 	uint64_t tls_us;             /* handshake time inside connect */
 	int conn_reused;
 
 	enum dialect_id dialect;
+	unsigned sniff;              /* events left to find the dialect in */
 	enum meter_parse parse;
 	int stream;                  /* the response is an event stream */
 	unsigned status;
@@ -75,6 +77,10 @@ struct meter {
 };
 
 void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect);
+/* The dialect the request says; sniff: the path named none (`auto`), so
+ * the first events tell (dialect_sniff), and if they do not, the stream is
+ * raw from its first event on. */
+void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff);
 /* Offers the model label from a source; a stronger source wins (SPEC §4:
  * request body, then Gemini path, then first response chunk). */
 void meter_offer_model(struct meter *m, enum meter_model_src src,

@@ -364,8 +364,12 @@ static void route_meter(struct exchange *x, const struct http_head *rq)
 	const char *model;
 	size_t len;
 
-	x->meter.dialect = x->route->dialect == DIALECT_AUTO ?
-	    dialect_for_path(rq->target, rq->path_len) : x->route->dialect;
+	if (x->route->dialect == DIALECT_AUTO) {
+		enum dialect_id d = dialect_for_path(rq->target, rq->path_len);
+		meter_set_dialect(&x->meter, d, d == DIALECT_RAW);
+	} else {
+		meter_set_dialect(&x->meter, x->route->dialect, 0);
+	}
 	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
 		meter_offer_model(&x->meter, MODEL_PATH, model, len);
 }

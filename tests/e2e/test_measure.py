@@ -209,3 +209,28 @@ def test_concurrency_and_every_stream_logged():
         assert len(lines) == n
         assert max(l["concurrency"] for l in lines) >= n // 2
         assert len({l["request_id"] for l in lines}) == n
+
+
+def test_auto_tells_the_dialect_from_the_first_events():
+    """`dialect: auto` on a path that names no API (an EventSource GET on
+    /events): the first events show an OpenAI stream, so TTFT is the first
+    content 200 ms in, not the role chunk at once (raw would take it)."""
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
+        c.chunk(chunk({"choices": [{"delta": {"role": "assistant"}}]}))
+        time.sleep(0.2)
+        for i in range(3):
+            c.chunk(chunk({"choices": [{"delta": {"content": f"w{i}"}}]}))
+            time.sleep(0.01)
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(cfg(b.port)) as t:
+        raw_request(t.port, b"GET /events HTTP/1.1\r\nHost: x\r\n"
+                    b"Accept: text/event-stream\r\nConnection: close\r\n\r\n")
+        e = t.access(1)[0]
+        assert e["dialect"] == "openai", e
+        assert e["ttft_ms"] >= 195, e
+        assert e["output_tokens"] == 3 and e["outcome"] == "ok", e

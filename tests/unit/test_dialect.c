@@ -796,6 +796,60 @@ static void test_bodies(void **state)
 	expect_info(body(DIALECT_OPENAI, "<html>"), 0, 0, 0, NONE, NONE, NULL);
 }
 
+/* `auto` on a path that names no API: the first events of every recording
+ * tell its dialect (within the meter's four), and never a wrong one. */
+struct sniff {
+	int seen;
+	enum dialect_id d;
+};
+
+static void sniff_event(void *arg, const struct sse_event *ev)
+{
+	struct sniff *sn = arg;
+	if (sn->d == DIALECT_RAW && sn->seen++ < 4)
+		sn->d = dialect_sniff(ev);
+}
+
+static void test_sniff(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+		const struct fixture *fx = &fixtures[i];
+		struct sniff sn = { 0, DIALECT_RAW };
+		struct sse_parser p;
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+
+		if (fx->lines) {
+			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
+				struct sse_event ev = { .type = "", .id = "" };
+				nl = memchr(q, '\n', (size_t)(buf + len - q));
+				if (nl == NULL)
+					nl = buf + len;
+				ev.data = q;
+				ev.data_len = (size_t)(nl - q);
+				if (ev.data_len > 0)
+					sniff_event(&sn, &ev);
+			}
+		} else {
+			sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON :
+			    SSE_MODE_EVENTS, 1 << 20, sniff_event, &sn);
+			sse_feed(&p, buf, len);
+			sse_free(&p);
+		}
+		if (sn.d != (fx->events > 0 ? fx->d : DIALECT_RAW))
+			fail_msg("%s: sniffed %s, not %s", fx->file, dialect_names[sn.d],
+			    dialect_names[fx->d]);
+		free(buf);
+	}
+	/* events that tell nothing */
+	struct sse_event ping = { .type = "ping", .type_len = 4, .data = "{\"type\": \"ping\"}",
+	    .data_len = 16, .id = "" };
+	struct sse_event text = { .type = "", .id = "", .data = "hello", .data_len = 5 };
+	assert_int_equal(dialect_sniff(&ping), DIALECT_RAW);
+	assert_int_equal(dialect_sniff(&text), DIALECT_RAW);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -814,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_request_model),
 		cmocka_unit_test(test_path_model),
 		cmocka_unit_test(test_bodies),
+		cmocka_unit_test(test_sniff),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -236,9 +236,63 @@ static void test_no_tokens_and_error_event(void **state)
 	meter_free(&m);
 }
 
+/* `auto` on a path that names no API: the first events tell the dialect;
+ * a ping that tells nothing is no token; a stream none of whose first
+ * events tells is raw from its first event on (every event a token). */
+static void test_auto_sniffs_the_dialect(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	meter_init(&m, 1000, DIALECT_RAW);
+	meter_set_dialect(&m, DIALECT_RAW, 1);
+	head(&m, SSE, 0, 1500);
+	feed(&m, "event: ping\ndata: {\"type\": \"ping\"}\n\n", 2000);
+	feed(&m, "event: message_start\ndata: {\"type\":\"message_start\"}\n\n", 3000);
+	feed(&m, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+	    "\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n", 4000);
+	assert_int_equal(m.dialect, DIALECT_ANTHROPIC);
+	assert_int_equal(m.events, 3);
+	assert_int_equal(m.token_events, 1);
+	assert_int_equal(meter_ttft_us(&m), 3000);       /* not the ping's 1000 */
+	meter_end(&m, 5000);
+	/* anthropic has an end marker: none came, so the stream was cut */
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_UPSTREAM_ABORT);
+	meter_free(&m);
+
+	/* five events that name no dialect: raw, every event a token */
+	meter_init(&m, 1000, DIALECT_RAW);
+	meter_set_dialect(&m, DIALECT_RAW, 1);
+	head(&m, SSE, 0, 1500);
+	for (int i = 0; i < 5; i++)
+		feed(&m, "data: hello\n\n", 2000 + (uint64_t)i * 100);
+	assert_int_equal(m.dialect, DIALECT_RAW);
+	assert_int_equal(m.token_events, 5);
+	assert_int_equal(meter_ttft_us(&m), 1000);
+	assert_int_equal(m.t_last_token, 2400);
+	assert_int_equal(meter_tpot_us(&m), 100);
+	meter_end(&m, 3000);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_OK);
+	meter_free(&m);
+
+	/* two, and the body ends: still raw, both tokens */
+	meter_init(&m, 1000, DIALECT_RAW);
+	meter_set_dialect(&m, DIALECT_RAW, 1);
+	head(&m, SSE, 0, 1500);
+	feed(&m, "data: a\n\n", 2000);
+	feed(&m, "data: b\n\n", 2500);
+	assert_int_equal(m.token_events, 0);
+	meter_end(&m, 3000);
+	assert_int_equal(m.token_events, 2);
+	assert_int_equal(meter_ttft_us(&m), 1000);
+	assert_int_equal(meter_tpot_us(&m), 500);
+	meter_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_auto_sniffs_the_dialect),
 		cmocka_unit_test(test_event_complete_at_its_blank_line),
 		cmocka_unit_test(test_first_event_first_token_and_n_from_events),
 		cmocka_unit_test(test_itl_and_usage),
