@@ -16,6 +16,7 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 	m->dialect = dialect;
 	m->reported_out = -1;
 	m->reported_in = -1;
+	m->dec = NULL;
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
 	m->parse = METER_PARSE_NONE;
@@ -125,14 +126,20 @@ static int media_type_is(const char *ct, size_t len, const char *want)
 }
 
 void meter_response_head(struct meter *m, unsigned status,
-    const char *content_type, size_t ct_len, int encoded,
-    size_t max_event_bytes, uint64_t now)
+    const char *content_type, size_t ct_len, const char *content_encoding,
+    size_t ce_len, size_t max_event_bytes, uint64_t now)
 {
 	m->status = status;
 	m->t_head = now;
 	m->max_event_bytes = max_event_bytes;
-	if (encoded)
-		return;     /* compressed bytes are forwarded, not parsed */
+	m->encoding = decode_kind(content_encoding, ce_len);
+	if (m->encoding != DECODE_IDENTITY) {
+		m->dec = decode_new(m->encoding);
+		if (m->dec == NULL) {
+			m->unmeasured = 1;  /* forwarded as it is, not parsed */
+			return;
+		}
+	}
 	if (content_type != NULL &&
 	    media_type_is(content_type, ct_len, "text/event-stream")) {
 		m->parse = METER_PARSE_SSE;
@@ -171,13 +178,26 @@ static void keep_body(struct meter *m, const char *p, size_t len)
 	m->body_len += len;
 }
 
-void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
+static void decoded(void *arg, const char *p, size_t len)
 {
-	m->now = now;
+	struct meter *m = arg;
 	if (m->parse != METER_PARSE_NONE)
 		sse_feed(&m->sse, p, len);
 	else if (m->t_head != 0)
 		keep_body(m, p, len);
+}
+
+void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
+{
+	m->now = now;
+	if (m->dec == NULL) {
+		if (!m->unmeasured)
+			decoded(m, p, len);
+		return;
+	}
+	/* a body whose coding breaks is measured no further */
+	if (decode_feed(m->dec, p, len, decoded, m) < 0)
+		m->unmeasured = 1;
 }
 
 void meter_end(struct meter *m, uint64_t now)
@@ -201,6 +221,8 @@ void meter_end(struct meter *m, uint64_t now)
 
 void meter_free(struct meter *m)
 {
+	decode_free(m->dec);
+	m->dec = NULL;
 	if (m->parse != METER_PARSE_NONE)
 		sse_free(&m->sse);
 	m->parse = METER_PARSE_NONE;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode.h"
 #include "dialect.h"
 #include "sse.h"
 
@@ -54,6 +55,8 @@ struct meter {
 	int stream;                  /* the response is an event stream */
 	unsigned status;
 	int end_seen;                /* the dialect's end marker */
+	enum decode_kind encoding;   /* the response's Content-Encoding */
+	int unmeasured;              /* a coding not decoded, or broken */
 	int error_seen;              /* an in-stream error event */
 	uint64_t events;
 	uint64_t token_events;
@@ -72,6 +75,7 @@ struct meter {
 	uint64_t now;                /* timestamp of the read being parsed */
 	size_t max_event_bytes;
 	struct sse_parser sse;
+	struct decoder *dec;         /* gzip / deflate: the meter reads it decoded */
 	char *body;                  /* non-stream JSON body, first 1 MiB */
 	size_t body_len, body_cap;
 };
@@ -85,11 +89,12 @@ void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff);
  * request body, then Gemini path, then first response chunk). */
 void meter_offer_model(struct meter *m, enum meter_model_src src,
     const char *model, size_t len);
-/* The response head: decides whether and how the body is parsed.
- * content_type / content_encoding may be NULL. */
+/* The response head: decides whether and how the body is parsed (a gzip
+ * or deflate body is decoded for it; any other coding leaves it
+ * unmeasured). content_type / content_encoding may be NULL. */
 void meter_response_head(struct meter *m, unsigned status,
-    const char *content_type, size_t ct_len, int encoded,
-    size_t max_event_bytes, uint64_t now);
+    const char *content_type, size_t ct_len, const char *content_encoding,
+    size_t ce_len, size_t max_event_bytes, uint64_t now);
 /* Decoded response body bytes, as read at time now. */
 void meter_body(struct meter *m, const char *p, size_t len, uint64_t now);
 /* The response ended (or was aborted) at time now. */

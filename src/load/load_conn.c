@@ -45,7 +45,8 @@ struct load_conn {
 	char ctype[HVALUE_MAX];
 	size_t ctype_len;
 	int has_ctype;
-	int encoded;
+	char cenc[32];             /* Content-Encoding */
+	size_t cenc_len;
 
 	uint32_t *itl;
 	size_t nitl, itl_cap;
@@ -95,9 +96,9 @@ static int on_header_value_complete(llhttp_t *p)
 		memcpy(c->ctype, c->hvalue, n);
 		c->ctype_len = n;
 		c->has_ctype = 1;
-	} else if (util_ieq(c->hname, c->hname_len, "content-encoding") &&
-	    !util_ieq(c->hvalue, n, "identity")) {
-		c->encoded = 1;
+	} else if (util_ieq(c->hname, c->hname_len, "content-encoding")) {
+		memcpy(c->cenc, c->hvalue, n < sizeof c->cenc ? n : sizeof c->cenc);
+		c->cenc_len = n < sizeof c->cenc ? n : sizeof c->cenc;
 	}
 	c->hname_len = c->hvalue_len = 0;
 	return 0;
@@ -108,7 +109,8 @@ static int on_headers_complete(llhttp_t *p)
 	struct load_conn *c = p->data;
 
 	meter_response_head(&c->m, p->status_code,
-	    c->has_ctype ? c->ctype : NULL, c->ctype_len, c->encoded,
+	    c->has_ctype ? c->ctype : NULL, c->ctype_len,
+	    c->cenc_len ? c->cenc : NULL, c->cenc_len,
 	    c->ctx->max_event_bytes, c->now);
 	return 0;
 }
@@ -237,7 +239,8 @@ static int send_request(struct load_conn *c)
 	llhttp_init(&c->parser, HTTP_RESPONSE, &res_settings);
 	c->parser.data = c;
 	c->hname_len = c->hvalue_len = c->ctype_len = 0;
-	c->has_ctype = c->encoded = 0;
+	c->has_ctype = 0;
+	c->cenc_len = 0;
 	c->got_bytes = c->complete = 0;
 	return 0;
 }

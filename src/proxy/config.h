@@ -86,6 +86,8 @@ struct conf_route {
 	/* the global values with this route's overrides applied */
 	struct conf_thresholds thresholds;
 	struct conf_timeouts timeouts;
+	/* mutable: a log line said once per loaded config */
+	atomic_int warned_encoding;
 };
 
 enum conf_notify_type { NOTIFY_LOG, NOTIFY_WEBHOOK, NOTIFY_ALERTMANAGER };

@@ -549,6 +549,18 @@ struct evbuffer *exchange_take_retry(struct exchange *x)
 
 /* ---- the response ------------------------------------------------------ */
 
+/* A response in a coding the meter cannot read (br, zstd, a list) is
+ * forwarded unchanged and not measured: said once per route, counted in
+ * the statistics. */
+static void warn_unmeasured(struct exchange *x, const struct http_header *ce)
+{
+	struct conf_route *r = (struct conf_route *)x->route;
+	if (atomic_exchange(&r->warned_encoding, 1) == 0)
+		log_warn("route %s: responses with Content-Encoding \"%.*s\" are "
+		    "forwarded unmeasured (only gzip and deflate are decoded)",
+		    r->name, (int)(ce->value_len < 32 ? ce->value_len : 32), ce->value);
+}
+
 int exchange_response_head(struct exchange *x, struct evbuffer *in,
     size_t head_len, struct evbuffer *out, int draining,
     struct exchange_verdict *v)
@@ -585,9 +597,10 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	ct = httphead_find(rs.h, rs.n, "content-type");
 	ce = httphead_find(rs.h, rs.n, "content-encoding");
 	meter_response_head(&x->meter, rs.status, ct ? ct->value : NULL,
-	    ct ? ct->value_len : 0,
-	    ce != NULL && !util_ieq(ce->value, ce->value_len, "identity"),
+	    ct ? ct->value_len : 0, ce ? ce->value : NULL, ce ? ce->value_len : 0,
 	    x->conf->max_event_bytes, x->meter.now);
+	if (x->meter.unmeasured)
+		warn_unmeasured(x, ce);
 	stats_key_of(x, &x->active_key);
 	stats_active(x->stats, &x->active_key, 1);
 	x->active_counted = 1;

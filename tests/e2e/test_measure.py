@@ -234,3 +234,85 @@ def test_auto_tells_the_dialect_from_the_first_events():
         assert e["dialect"] == "openai", e
         assert e["ttft_ms"] >= 195, e
         assert e["output_tokens"] == 3 and e["outcome"] == "ok", e
+
+
+GZIP_SDK = r"""
+const OpenAI = require('openai');
+async function main() {
+  const client = new OpenAI({ apiKey: 'sk-test', baseURL: process.argv[2], maxRetries: 0 });
+  const stream = await client.chat.completions.create({
+    model: 'm-gz', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  console.log(JSON.stringify({ text }));
+}
+main().catch(e => { console.error(e); process.exit(1); });
+"""
+
+
+def test_gzip_stream_is_measured_and_passes_unchanged():
+    """An upstream that compresses its event stream (gzip, a sync flush
+    after each event, as servers behind a compressing hop do) for the
+    openai SDK, whose default headers ask for gzip: the SDK reads the text
+    it was sent, the bytes pass unchanged, and the access log measures the
+    decoded events (before, it said ok with TTFT, TPOT and tokens null)."""
+    import os
+    import subprocess
+    import zlib
+    from harness import node_modules
+
+    got = {}
+
+    def handle(req, c):
+        got["accept"] = req.header("accept-encoding")
+        z = zlib.compressobj(wbits=31)
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+        events = [chunk({"model": "m-gz", "choices": [{"delta": {"role": "assistant"}}]})]
+        events += [chunk({"choices": [{"delta": {"content": f"w{i} "}}]}) for i in range(5)]
+        events += [chunk({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}),
+                   b"data: [DONE]\n\n"]
+        for i, ev in enumerate(events):
+            if i == 1:
+                time.sleep(0.15)
+            c.chunk(z.compress(ev) + z.flush(zlib.Z_SYNC_FLUSH))
+            time.sleep(0.01)
+        c.chunk(z.flush())
+        c.end_chunks()
+        return "keep"
+
+    mods = node_modules()
+    script = os.path.join(os.path.dirname(mods), "gzip_stream.js")
+    with open(script, "w") as f:
+        f.write(GZIP_SDK)
+    with Backend(handle) as b, Tokentap(cfg(b.port)) as t:
+        r = subprocess.run(["node", script, f"http://127.0.0.1:{t.port}/v1"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, NODE_PATH=mods))
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["text"] == "w0 w1 w2 w3 w4 ", r.stdout
+        assert "gzip" in (got["accept"] or ""), got
+        e = t.access(1)[0]
+        assert e["outcome"] == "ok" and e["events"] == 8, e
+        assert e["output_tokens"] == 5 and e["token_source"] == "usage", e
+        assert e["ttft_ms"] >= 145 and e["tpot_ms"] is not None, e
+
+
+def test_unmeasured_coding_is_said_once_per_route():
+    """A coding the meter does not decode (br) is forwarded unchanged and
+    left unmeasured, never miscounted; tokentap says so once per route."""
+    body = b"\x0b\x02\x80data: not really brotli\n\n"
+
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Content-Encoding: br\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(cfg(b.port)) as t:
+        for _ in range(2):
+            out = raw_request(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+            assert out.endswith(body), out
+        log = t.access(2)
+        assert all(e["events"] == 0 and e["ttft_ms"] is None for e in log), log
+        assert t.stderr().count('Content-Encoding "br"') == 1, t.stderr()

@@ -174,7 +174,7 @@ static void feed(struct meter *m, const char *s, uint64_t at)
 static void open_stream(struct meter *m, enum dialect_id d, unsigned status)
 {
 	meter_init(m, 1000, d);
-	meter_response_head(m, status, CT, strlen(CT), 0, 1 << 20, 2000);
+	meter_response_head(m, status, CT, strlen(CT), NULL, 0, 1 << 20, 2000);
 }
 
 static void usage_event(struct meter *m, int n, uint64_t at)

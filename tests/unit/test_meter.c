@@ -17,7 +17,9 @@ static void feed(struct meter *m, const char *s, uint64_t at)
 
 static void head(struct meter *m, const char *ct, int encoded, uint64_t at)
 {
-	meter_response_head(m, 200, ct, ct ? strlen(ct) : 0, encoded, 1 << 20, at);
+	const char *ce = encoded ? "br" : NULL;
+	meter_response_head(m, 200, ct, ct ? strlen(ct) : 0, ce, ce ? 2 : 0,
+	    1 << 20, at);
 }
 
 /* An OpenAI request started at t0 whose response head (type ct) came at
