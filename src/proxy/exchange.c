@@ -283,6 +283,17 @@ static void set_request_id(struct exchange *x, const struct http_head *rq,
 	    (unsigned long long)rng_next(rng), (unsigned long long)rng_next(rng));
 }
 
+/* RFC 9110 §9.2.2: a request that may be sent again without a second
+ * effect. A POST may not: its generation would be billed twice. */
+static int idempotent(const char *m, size_t len)
+{
+	static const char *const safe[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE" };
+	for (size_t i = 0; i < sizeof safe / sizeof safe[0]; i++)
+		if (len == strlen(safe[i]) && memcmp(m, safe[i], len) == 0)
+			return 1;
+	return 0;
+}
+
 /* Copies what the access log needs out of the head before it is drained. */
 static void keep_request_fields(struct exchange *x, const struct http_head *rq)
 {
@@ -408,6 +419,7 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->http10 = rq->http_major == 1 && rq->http_minor == 0;
 	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
 	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
+	x->idempotent = idempotent(rq->method, rq->method_len);
 	if (httpcheck_request(rq, &hv) < 0)
 		return rejected(v, hv.status, hv.type, hv.msg);
 	if ((x->req.flags & F_CONTENT_LENGTH) &&
@@ -538,8 +550,10 @@ struct evbuffer *exchange_take_retry(struct exchange *x)
 {
 	struct evbuffer *copy = x->req_copy;
 
-	/* never once anything of a response came back or reached the client */
-	if (copy == NULL || x->retried || x->head_sent || x->bytes_out > 0)
+	/* never once anything of a response came back or reached the client,
+	 * and never a request the backend may have acted on already */
+	if (copy == NULL || x->retried || x->head_sent || x->bytes_out > 0 ||
+	    !x->idempotent)
 		return NULL;
 	x->req_copy = NULL;
 	x->retried = 1;

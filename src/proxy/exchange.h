@@ -80,6 +80,7 @@ struct exchange {
 	unsigned res_done : 1;
 	unsigned decode : 1;          /* the client gets the decoded body */
 	unsigned retried : 1;         /* no (further) retry */
+	unsigned idempotent : 1;      /* the method may be sent twice */
 	unsigned counted : 1;         /* in tokentap_active_streams */
 	unsigned active_counted : 1;  /* in its group's `active` */
 	/* statistics: the group counted active, token gaps not yet sent */
@@ -127,8 +128,8 @@ void exchange_write_request(struct exchange *x, const struct http_head *rq,
 int exchange_request_body(struct exchange *x, struct evbuffer *in,
     struct evbuffer *out, struct exchange_verdict *v);
 /* The request kept for a retry on a new connection, when one is still
- * allowed (nothing of a response came back); NULL otherwise. The caller
- * owns and frees it. */
+ * allowed (an idempotent method, and nothing of a response came back);
+ * NULL otherwise. The caller owns and frees it. */
 struct evbuffer *exchange_take_retry(struct exchange *x);
 
 /* ---- the response -------------------------------------------------------- */

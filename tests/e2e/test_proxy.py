@@ -145,6 +145,48 @@ def test_keepalive_reuse_both_sides():
         assert len(b.conns) == 1, "the upstream connection was not reused"
 
 
+def test_a_post_is_never_sent_twice():
+    """A backend that closes a pooled connection right after reading a POST
+    (the keep-alive race): the request is not sent again on a new
+    connection, where the backend would generate twice; the client gets a
+    502 (as from nginx). A GET in the same spot is retried, once."""
+    body = b'{"ok":1}'
+
+    def handle(req, c):
+        if req.target.endswith("/drop"):
+            return "close"              # read it, answer nothing
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        return "keep"
+
+    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+        def send(method, path):
+            s = socket.create_connection(("127.0.0.1", t.port))
+            s.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                      b"Connection: close\r\n\r\n{}" % (method, path))
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            s.close()
+            return data
+
+        assert send(b"POST", b"/v1/completions").endswith(body)   # pools the connection
+        out = send(b"POST", b"/v1/completions/drop")
+        assert out.startswith(b"HTTP/1.1 502"), out
+        assert [r.target for r in b.requests].count("/v1/completions/drop") == 1
+        log = t.access(2)[1]
+        assert log["outcome"] == "upstream_error" and log["status"] == 502, log
+
+        assert send(b"GET", b"/v1/models").endswith(body)         # pools again
+        out = send(b"GET", b"/v1/models/drop")
+        # retried once on a new connection, which the backend drops too
+        assert [r.target for r in b.requests].count("/v1/models/drop") == 2
+        assert out.startswith(b"HTTP/1.1 502"), out
+
+
 def test_client_disconnect_closes_upstream_fast():
     state = {}
 
