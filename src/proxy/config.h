@@ -79,6 +79,7 @@ struct conf_route {
 	enum dialect_id dialect;
 	int strip_prefix;
 	int preserve_host;
+	int request_buffering;  /* read the body whole before connecting */
 	struct conf_kv *set_headers;
 	size_t n_set_headers;
 	struct conf_tls tls;

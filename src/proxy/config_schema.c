@@ -283,6 +283,7 @@ static void route_init(struct conf_loader *ld, void *item)
 {
 	struct conf_route *r = item;
 	r->dialect = DIALECT_AUTO;
+	r->request_buffering = 1;
 	r->tls.verify = 1;
 	r->timeouts = ld->c->timeouts;
 	r->thresholds = ld->c->thresholds;
@@ -561,6 +562,7 @@ static const struct conf_key route_keys[] = {
 	FUNC("dialect", dialect_fn, 0),
 	BOOL("strip_prefix", struct conf_route, strip_prefix),
 	BOOL("preserve_host", struct conf_route, preserve_host),
+	BOOL("request_buffering", struct conf_route, request_buffering),
 	MAP("set_headers", struct conf_route, set_headers, n_set_headers, CONF_KF_HEADER),
 	SECTION("tls", offsetof(struct conf_route, tls), route_tls_section),
 	SECTION("thresholds", offsetof(struct conf_route, thresholds), thresholds_section),

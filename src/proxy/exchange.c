@@ -390,6 +390,7 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
     struct exchange_verdict *v)
 {
 	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
+	const struct http_header *expect;
 	struct httpcheck_verdict hv;
 	int r;
 
@@ -420,6 +421,9 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
 	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	x->idempotent = idempotent(rq->method, rq->method_len);
+	expect = httphead_find(rq->h, rq->n, "expect");
+	x->expect_continue = expect != NULL &&
+	    util_ieq(expect->value, expect->value_len, "100-continue");
 	if (httpcheck_request(rq, &hv) < 0)
 		return rejected(v, hv.status, hv.type, hv.msg);
 	if ((x->req.flags & F_CONTENT_LENGTH) &&
@@ -472,8 +476,15 @@ void exchange_write_request(struct exchange *x, const struct http_head *rq,
 	size_t before = evbuffer_get_length(out);
 
 	httphead_write_request(out, rq, x->route, x->client_ip, proto,
-	    x->request_id, strlen(x->request_id));
-	if (keep && before == 0 && (x->req_copy = evbuffer_new()) != NULL)
+	    x->request_id, strlen(x->request_id), x->buffered);
+	if (keep && before == 0)
+		exchange_keep_request(x, out);
+}
+
+void exchange_keep_request(struct exchange *x, struct evbuffer *out)
+{
+	drop_copy(x);
+	if ((x->req_copy = evbuffer_new()) != NULL)
 		keep_copy(x, out, evbuffer_get_length(out));
 }
 

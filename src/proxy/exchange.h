@@ -81,6 +81,8 @@ struct exchange {
 	unsigned decode : 1;          /* the client gets the decoded body */
 	unsigned retried : 1;         /* no (further) retry */
 	unsigned idempotent : 1;      /* the method may be sent twice */
+	unsigned expect_continue : 1; /* Expect: 100-continue */
+	unsigned buffered : 1;        /* the body is held before connecting */
 	unsigned counted : 1;         /* in tokentap_active_streams */
 	unsigned active_counted : 1;  /* in its group's `active` */
 	/* statistics: the group counted active, token gaps not yet sent */
@@ -120,9 +122,12 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
     size_t head_len, uint64_t *rng, struct http_head *rq,
     struct exchange_verdict *v);
 /* Writes the upstream request head for *rq; keep_copy: keep the request
- * for one retry (a pooled connection may turn out closed). */
+ * for one retry (a pooled connection may turn out closed). A buffered
+ * request's head loses its Expect (tokentap answered it). */
 void exchange_write_request(struct exchange *x, const struct http_head *rq,
     struct evbuffer *out, const char *proto, int keep_copy);
+/* Keeps what out holds now (a held request on its way) for one retry. */
+void exchange_keep_request(struct exchange *x, struct evbuffer *out);
 /* Moves request body bytes from in to out as llhttp frames them (the
  * trailer section of a chunked body is dropped). 0, or -1 and *v. */
 int exchange_request_body(struct exchange *x, struct evbuffer *in,

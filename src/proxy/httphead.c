@@ -96,7 +96,7 @@ static void write_target(struct evbuffer *out, const struct http_head *rq,
 
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len)
+    const char *request_id, size_t request_id_len, int drop_expect)
 {
 	const struct http_header *xff = NULL;
 
@@ -110,7 +110,8 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		if (httphead_is_hop(rq, h->name, h->name_len) ||
 		    is_set_header(r, h->name, h->name_len) ||
 		    util_ieq(h->name, h->name_len, "x-forwarded-proto") ||
-		    util_ieq(h->name, h->name_len, "x-request-id"))
+		    util_ieq(h->name, h->name_len, "x-request-id") ||
+		    (drop_expect && util_ieq(h->name, h->name_len, "expect")))
 			continue;
 		if (util_ieq(h->name, h->name_len, "host") && !r->preserve_host)
 			continue;

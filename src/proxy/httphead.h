@@ -53,10 +53,12 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
 
 /* Writes the upstream request head for a client request on route r.
  * client_ip goes to X-Forwarded-For, proto to X-Forwarded-Proto; request_id
- * is the X-Request-Id to send (the client's or a new one). */
+ * is the X-Request-Id to send (the client's or a new one). drop_expect:
+ * tokentap holds the body and answers Expect itself, so the backend is not
+ * asked. */
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len);
+    const char *request_id, size_t request_id_len, int drop_expect);
 
 /* Writes the response head for the client: status line and end-to-end
  * headers unchanged and in order. decode: the client gets the decoded body

@@ -31,6 +31,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
+#include "bodybuf.h"
 #include "exchange.h"
 #include "log.h"
 #include "stats.h"
@@ -81,6 +82,7 @@ struct session {
 	unsigned client_paused : 1;   /* backpressure on the request body */
 	unsigned up_paused : 1;       /* backpressure on the response */
 	struct upconn *up;
+	struct bodybuf held;          /* a request held until its body is whole */
 	struct exchange x;
 };
 
@@ -96,6 +98,8 @@ static void up_readable(evutil_socket_t fd, short what, void *arg);
 static int upstream_closed(struct session *s, unsigned long tls_err);
 static void read_direct(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
+static int hold_request(struct session *s, const struct http_head *rq,
+    size_t head_len);
 
 /* ---- upstream connection ---------------------------------------------- */
 
@@ -113,6 +117,7 @@ static void release_upstream(struct session *s)
 static void request_end(struct session *s, enum meter_end how)
 {
 	release_upstream(s);
+	bodybuf_free(&s->held);
 	exchange_end(&s->x, how);
 }
 
@@ -123,6 +128,7 @@ static int session_close(struct session *s)
 	if (s->x.conf != NULL)
 		request_end(s, METER_END_CLIENT);
 	release_upstream(s);
+	bodybuf_free(&s->held);
 	if (s->timer != NULL)
 		event_free(s->timer);
 	if (s->defer_ev != NULL)
@@ -284,6 +290,7 @@ static void request_begin(struct session *s, struct conf *conf)
 	s->us = U_NONE;
 	s->scan_pos = s->up_scan_pos = 0;
 	s->req_sent = s->client_paused = s->up_paused = 0;
+	bodybuf_free(&s->held);
 	exchange_begin(&s->x, conf, s->w->stats, s->client_ip, util_now_us());
 }
 
@@ -304,6 +311,7 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 	}
 	s->w = w;
 	s->fd = fd;
+	bodybuf_clear(&s->held);
 	client_addr(sa, s->client_ip, sizeof s->client_ip);
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
@@ -427,6 +435,8 @@ static int request_head(struct session *s)
 		return 0;
 	if (exchange_request_head(&s->x, in, head_len, &s->w->rng, &rq, &v) < 0)
 		return respond(s, &v);
+	if (!s->x.req_done && s->x.route->request_buffering)
+		return hold_request(s, &rq, head_len);
 	if (dispatch(s, 0) < 0)
 		return -1;
 	exchange_write_request(&s->x, &rq, bufferevent_get_output(s->up->bev),
@@ -460,12 +470,79 @@ static void request_flush(struct session *s)
 		request_sent(s);
 }
 
+/* request_buffering: the request is held (its upstream head first, then
+ * its body as it arrives) and no upstream connection is taken until the
+ * body is whole, so slow uploads cost the backend nothing. tokentap
+ * answers Expect: 100-continue itself when the body is still to come (an
+ * HTTP/1.0 client gets no 1xx), and the backend is not asked. */
+static int hold_request(struct session *s, const struct http_head *rq,
+    size_t head_len)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+
+	if (bodybuf_open(&s->held) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot hold the request body", METER_END_REJECTED);
+	s->x.buffered = 1;
+	exchange_write_request(&s->x, rq, s->held.mem, s->proto, 0);
+	evbuffer_drain(in, head_len);
+	s->cs = C_BODY;
+	timer_idle(s);
+	if (s->x.expect_continue && !s->x.http10 && evbuffer_get_length(in) == 0) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
+		s->x.bytes_out += sizeof cont - 1;
+		return client_flush(s);
+	}
+	return 0;
+}
+
+/* The held request is whole: now an upstream connection, and all of it at
+ * once (kept for one retry when it stayed in memory). */
+static int send_held(struct session *s)
+{
+	struct evbuffer *out;
+
+	if (dispatch(s, 0) < 0)
+		return -1;
+	out = bufferevent_get_output(s->up->bev);
+	if (bodybuf_send(&s->held, out) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot send the request body", METER_END_REJECTED);
+	if (s->up->reused && !bodybuf_spilled(&s->held))
+		exchange_keep_request(&s->x, out);
+	bodybuf_free(&s->held);
+	return 0;
+}
+
+/* A held request's body, as it arrives. */
+static int hold_body(struct session *s)
+{
+	struct exchange_verdict v;
+
+	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), s->held.mem,
+	    &v) < 0)
+		return respond(s, &v);
+	if (bodybuf_settle(&s->held) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot hold the request body", METER_END_REJECTED);
+	s->last_progress = util_now_us();
+	if (!s->x.req_done)
+		return 0;
+	s->x.meter.t_req = util_now_us();
+	s->cs = C_WAIT;
+	return send_held(s);
+}
+
 /* Moves request body bytes to the upstream as the exchange frames them. */
 static int request_body(struct session *s)
 {
-	struct evbuffer *up = bufferevent_get_output(s->up->bev);
+	struct evbuffer *up;
 	struct exchange_verdict v;
 
+	if (s->x.buffered)
+		return hold_body(s);
+	up = bufferevent_get_output(s->up->bev);
 	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), up, &v) < 0)
 		return respond(s, &v);
 	s->last_progress = util_now_us();

@@ -20,7 +20,7 @@ RID = re.compile(rb"X-Request-Id: [0-9a-f]{32}\r\n")
 
 
 def tokentap_conf(port, v):
-    route = dict(path_prefix="/", strip_prefix="false", base="")
+    route = dict(path_prefix="/", strip_prefix="false", base="", request_buffering="true")
     route.update(getattr(v, "route", None) or {})
     return (f"workers: 1\n{getattr(v, 'conf', None) or ''}"
             "timeouts: {client_header: 2s, idle: 2s, first_byte: 2s}\n"
@@ -28,6 +28,7 @@ def tokentap_conf(port, v):
             f"    match: {{path_prefix: {route['path_prefix']}}}\n"
             f"    upstream: http://127.0.0.1:{port}{route['base']}\n"
             f"    strip_prefix: {route['strip_prefix']}\n"
+            f"    request_buffering: {route['request_buffering']}\n"
             "    preserve_host: true\n")
 
 

@@ -389,7 +389,7 @@ def test_docker_config_and_libraries():
 
     with open(os.path.join(ROOT, "docker", "Dockerfile")) as f:
         runtime = f.read().split("FROM ${BASE}:bookworm-slim", 1)[1]
-    installed = set(re.findall(r"\b(lib[\w.+-]+|ca-certificates)\b", runtime.split("&&")[1]))
+    installed = set(re.findall(r"\b(lib[\w.+-]+|zlib1g|ca-certificates)\b", runtime.split("&&")[1]))
     allowed = set(installed)
     for pkg in installed:
         deps = run(["dpkg-query", "-W", "-f=${Depends}", pkg]).stdout
