@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "log.h"
 #include "proxy.h"
+#include "rng.h"
 #include "stats.h"
 #include "upstream.h"
 #include "util.h"
@@ -268,8 +268,7 @@ static struct worker *worker_new(int id, struct conf *c)
 	pthread_mutex_init(&w->cmd_lock, NULL);
 	TAILQ_INIT(&w->sessions);
 	w->conf = conf_ref(c);
-	if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
-		w->rng = util_now_us() | 1;
+	w->rng = rng_seed();
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->base = base_new();
 	w->stats = stats_ring_new();
