@@ -392,6 +392,34 @@ def test_https_webhook_is_verified():
             assert [g[1] for g in h.got] == ["/good"]
 
 
+def test_https_webhook_to_an_ip_literal_checks_the_ip_and_sends_no_sni():
+    d = tempfile.mkdtemp(prefix="tt-tls-")
+    cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=tokentap-test",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    names = []
+    ctx.sni_callback = lambda sock, name, c: names.append(name)
+    with Hook(tls=ctx) as h, Mock() as m:
+        by_ip = f"https://127.0.0.1:{h.port}/ip"
+        by_name = f"https://localhost:{h.port}/name"     # a name the certificate lacks
+        notify = (f"    - {{type: webhook, url: '{by_ip}'}}\n"
+                  f"    - {{type: webhook, url: '{by_name}'}}\n")
+        with Tokentap(config(m.port, notify), env={"SSL_CERT_FILE": cert}) as t:
+            wait_port(t.admin)
+            burst(t.port, 3, ttft="300ms")
+            _, path, _, _ = h.wait(lambda b: b["status"] == "firing", EVERY + 5)
+            assert path == "/ip"
+            wait_for(lambda: f"notify: webhook {by_name}: no response" in t.stderr(), 3,
+                     "TLS failure logged")
+            assert [g[1] for g in h.got] == ["/ip"]
+            # the IP literal went as no SNI; the host name as itself
+            assert None in names and "localhost" in names, names
+            assert set(names) <= {None, "localhost"}, names
+
+
 RULES_TEST = """rule_files: [{rules}]
 evaluation_interval: 15s
 tests:
