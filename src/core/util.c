@@ -1,13 +1,10 @@
 #include "util.h"
 
 #include <ctype.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -191,29 +188,4 @@ int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 	for (size_t i = 0; i < alen; i++)
 		diff |= x[i] ^ y[i];
 	return diff == 0;
-}
-
-/* Linux doubles a process's descriptor table as descriptors fill it, and
- * when threads share the table each doubling waits for an RCU grace period
- * (expand_files -> synchronize_rcu): 10-20 ms on these machines, inside the
- * accept(2) or socket(2) that crossed the line, while every stream of that
- * worker waits. Growing it once, before the threads exist, costs nothing:
- * one F_DUPFD at the top of the wanted range. */
-void util_reserve_fds(unsigned long want)
-{
-	struct rlimit rl;
-	int fd, hi;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    want > rl.rlim_cur)
-		want = (unsigned long)rl.rlim_cur;
-	if (want < 2 || want > (unsigned long)INT32_MAX)
-		return;
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(want - 1));
-	if (hi >= 0)
-		close(hi);
-	close(fd);
 }

@@ -35,8 +35,4 @@ void util_sha256_hex(const void *data, size_t len, char out[65]);
 /* Constant-time equality of two byte strings (length leaks, content does not). */
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
-/* Grows the process's descriptor table to hold want descriptors (at most
- * RLIMIT_NOFILE) now, before threads start; see util.c. */
-void util_reserve_fds(unsigned long want);
-
 #endif

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -20,6 +19,7 @@
 #include "load_scen.h"
 #include "loadstats.h"
 #include "log.h"
+#include "net.h"
 #include "util.h"
 
 #define EXIT_MISSED 1
@@ -245,17 +245,6 @@ static void parse_options(int argc, char **argv, struct opts *o)
 	if (o->samples && o->json_path == NULL) {
 		log_error("--samples goes with --json");
 		exit(EXIT_USAGE);
-	}
-}
-
-/* Many users need many descriptors: take the hard limit. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 }
 
@@ -529,21 +518,6 @@ done:
 	return status;
 }
 
-/* Open-loop arrivals are timed from their schedule, so the timer must not
- * add epoll's millisecond rounding: PRECISE_TIMER uses a timerfd. */
-static struct event_base *new_base(void)
-{
-	struct event_config *cfg = event_config_new();
-	struct event_base *base;
-
-	if (cfg == NULL)
-		return NULL;
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	return base;
-}
-
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -561,9 +535,11 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
+	net_raise_nofile();          /* many users need many descriptors */
 	e.progress = isatty(STDERR_FILENO);
-	e.base = new_base();
+	/* open-loop arrivals are timed from their schedule, so the timer must
+	 * not add epoll's millisecond rounding: PRECISE_TIMER uses a timerfd */
+	e.base = net_base_new(EVENT_BASE_FLAG_PRECISE_TIMER);
 	if (e.base == NULL) {
 		log_error("cannot create an event loop");
 		return 1;

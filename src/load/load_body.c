@@ -5,6 +5,7 @@
 
 #include <event2/buffer.h>
 
+#include "rng.h"
 #include "util.h"
 
 /* Plain words, so the prompt needs no JSON escaping. */
@@ -24,7 +25,7 @@ static int add_prompt(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
 	size_t want = (size_t)tokens * 4, have = 0;
 
 	while (have < want) {
-		const char *w = words[load_conf_rand(rng) % UTIL_ARRAY_LEN(words)];
+		const char *w = words[rng_next(rng) % UTIL_ARRAY_LEN(words)];
 		size_t n = strlen(w);
 		if (have > 0) {
 			if (evbuffer_add(out, " ", 1) < 0)

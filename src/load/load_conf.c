@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dialect.h"
+#include "rng.h"
 #include "util.h"
 
 int load_conf_init(struct load_conf *c)
@@ -334,23 +335,9 @@ const char *load_conf_header(const struct load_conf *c, const char *name)
 	return NULL;
 }
 
-uint64_t load_conf_rand(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-double load_conf_rand01(uint64_t *state)
-{
-	return (double)(load_conf_rand(state) >> 11) * 0x1.0p-53;
-}
-
 uint32_t load_conf_draw(const struct load_range *r, uint64_t *state)
 {
 	uint64_t span = (uint64_t)r->max - r->min + 1;
 
-	return r->min + (uint32_t)(load_conf_rand(state) % span);
+	return r->min + (uint32_t)(rng_next(state) % span);
 }

@@ -70,11 +70,7 @@ int load_conf_parse_uint(const char *s, uint64_t max, uint64_t *out,
 int load_conf_parse_rate(const char *s, double *out, const char **err);
 int load_conf_set_arrivals(struct load_conf *c, const char *s, const char **err);
 
-/* splitmix64: repeatable draws for token counts, prompts and arrivals. */
-uint64_t load_conf_rand(uint64_t *state);
-/* Uniform in [0, 1). */
-double load_conf_rand01(uint64_t *state);
-/* Uniform in [r->min, r->max]. */
+/* Uniform in [r->min, r->max], from rng.h's generator. */
 uint32_t load_conf_draw(const struct load_range *r, uint64_t *state);
 
 /* The dialect requests are written and measured in: the configured one, or

@@ -14,6 +14,7 @@
 #include "load_body.h"
 #include "load_conn.h"
 #include "log.h"
+#include "rng.h"
 #include "util.h"
 
 /* Open loop without -c: at most this many connections at once. */
@@ -190,7 +191,7 @@ static double interarrival(struct run *r)
 
 	if (r->conf->uniform)
 		return mean;
-	return -log(1.0 - load_conf_rand01(&r->rng)) * mean;
+	return -log(1.0 - rng_unit(&r->rng)) * mean;
 }
 
 static void arm(struct event *ev, uint64_t in_us)

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -12,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,12 +19,11 @@
 
 #include "log.h"
 #include "mock_conn.h"
+#include "net.h"
 #include "util.h"
 
 #define MAX_LISTEN 16
 #define MAX_WORKERS 64
-/* After accept() runs out of descriptors, listening pauses this long. */
-#define ACCEPT_PAUSE_US 100000
 
 struct worker {
 	struct mock_worker w;
@@ -161,45 +158,19 @@ static int parse_options(int argc, char **argv, struct options *o,
 	return 0;
 }
 
-/* A non-blocking listening socket; SO_REUSEPORT lets every worker have its
- * own and the kernel spread the connections. Returns the fd or -1. */
+/* SO_REUSEPORT when there are several workers: each its own socket, the
+ * kernel spreading the connections. Returns the fd or -1. */
 static int listen_on(const char *addr, int reuseport)
 {
-	char host[256], portstr[8];
+	char host[256], what[300];
 	unsigned port;
-	struct addrinfo hints = {0}, *ai = NULL;
-	int fd = -1, one = 1, rc;
 
+	snprintf(what, sizeof what, "--listen %s", addr);
 	if (util_split_hostport(addr, host, sizeof host, &port) < 0) {
-		log_error("--listen %s: expected ADDR:PORT", addr);
+		log_error("%s: expected ADDR:PORT", what);
 		return -1;
 	}
-	snprintf(portstr, sizeof portstr, "%u", port);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
-	rc = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
-	if (rc != 0) {
-		log_error("--listen %s: %s", addr, gai_strerror(rc));
-		return -1;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (reuseport &&
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
-		goto fail;
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0)
-		goto fail;
-	freeaddrinfo(ai);
-	return fd;
-fail:
-	log_error("--listen %s: %s", addr, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-	return -1;
+	return net_listen(host, port, reuseport, what);
 }
 
 static void accept_resume(evutil_socket_t fd, short what, void *arg)
@@ -212,16 +183,6 @@ static void accept_resume(evutil_socket_t fd, short what, void *arg)
 		event_add(wk->accept_ev[i], NULL);
 }
 
-static void accept_pause(struct worker *wk)
-{
-	struct timeval tv = { 0, ACCEPT_PAUSE_US };
-
-	log_warn("mock: accept: %s; pausing new connections", strerror(errno));
-	for (int i = 0; i < MAX_LISTEN && wk->accept_ev[i] != NULL; i++)
-		event_del(wk->accept_ev[i]);
-	event_add(wk->resume_ev, &tv);
-}
-
 static void server_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct worker *wk = arg;
@@ -232,31 +193,15 @@ static void server_accept(evutil_socket_t lfd, short what, void *arg)
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM)
-				accept_pause(wk);
+			/* out of descriptors: stop for a moment, not spin */
+			if (net_accept_pause(wk->resume_ev, errno))
+				for (int j = 0; j < MAX_LISTEN && wk->accept_ev[j]; j++)
+					event_del(wk->accept_ev[j]);
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		mock_conn_new(&wk->w, fd);
 	}
-}
-
-static struct event_base *new_base(void)
-{
-	struct event_config *cfg = event_config_new();
-	struct event_base *base;
-
-	if (cfg == NULL)
-		return NULL;
-	/* epoll's millisecond timeout is too coarse for TPOT: PRECISE_TIMER
-	 * uses a timerfd; NO_CACHE_TIME makes each timer relative to the
-	 * real now, not the start of a busy loop turn. */
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER |
-	    EVENT_BASE_FLAG_NO_CACHE_TIME);
-	base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	return base;
 }
 
 static int worker_init(struct worker *wk, unsigned id, const struct options *o,
@@ -267,7 +212,11 @@ static int worker_init(struct worker *wk, unsigned id, const struct options *o,
 		wk->lfd[i] = -1;
 	wk->w.id = id;
 	wk->w.cfg = cfg;
-	wk->w.base = new_base();
+	/* epoll's millisecond timeout is too coarse for TPOT: PRECISE_TIMER
+	 * uses a timerfd; NO_CACHE_TIME makes each timer relative to the
+	 * real now, not the start of a busy loop turn. */
+	wk->w.base = net_base_new(EVENT_BASE_FLAG_PRECISE_TIMER |
+	    EVENT_BASE_FLAG_NO_CACHE_TIME);
 	if (wk->w.base == NULL) {
 		log_error("mock: cannot create an event base");
 		return -1;
@@ -312,17 +261,6 @@ static void *worker_run(void *arg)
 	return NULL;
 }
 
-/* 10,000 streams need more descriptors than the usual soft limit. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	static struct worker workers[MAX_WORKERS];
@@ -334,8 +272,9 @@ int main(int argc, char **argv)
 	mock_params_init(&cfg.defaults);
 	if (parse_options(argc, argv, &o, &cfg.defaults) < 0)
 		return 2;
-	raise_nofile();
-	util_reserve_fds(65536);     /* before the worker threads: see util.c */
+	/* 10,000 streams need more descriptors than the usual soft limit */
+	net_raise_nofile();
+	net_reserve_fds(65536);      /* before the worker threads: see net.c */
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() < 0) {
 		log_error("mock: libevent without thread support");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "net.h"
 #include "util.h"
 
 /* An idle keep-alive connection, or one that never finishes its request. */
@@ -259,7 +260,7 @@ int mock_conn_finish(struct mock_conn *c)
  * Returns 0, or -1 when c was freed. */
 static int conn_bad_request(struct mock_conn *c, const char *why)
 {
-	static const char fmt[] = "HTTP/1.1 400 Bad Request\r\n"
+	static const char fmt[] = "HTTP/1.1 400 %s\r\n"
 	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
 	    "Connection: close\r\n\r\n%s";
 	char body[160], msg[400];
@@ -267,7 +268,7 @@ static int conn_bad_request(struct mock_conn *c, const char *why)
 
 	snprintf(body, sizeof body, "{\"error\":{\"type\":\"invalid_request_error\","
 	    "\"message\":\"malformed request: %.80s\"}}", why);
-	n = snprintf(msg, sizeof msg, fmt, strlen(body), body);
+	n = snprintf(msg, sizeof msg, fmt, net_reason(400), strlen(body), body);
 	c->keep_alive = 0;
 	if (mock_conn_send(c, msg, (size_t)n) < 0) {
 		mock_conn_close(c);

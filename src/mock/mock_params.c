@@ -8,6 +8,7 @@
 #define JSMN_STATIC
 #include <jsmn.h>
 
+#include "rng.h"
 #include "util.h"
 
 /* A body with more JSON tokens than this is not scanned (defaults apply). */
@@ -347,20 +348,6 @@ void mock_body_scan(const char *json, size_t len, struct mock_body *out)
 	free(t);
 }
 
-uint64_t mock_rand(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in (0, 1): never 0, so log() below stays finite. */
-static double rand_unit(uint64_t *state)
-{
-	return ((double)(mock_rand(state) >> 11) + 0.5) / 9007199254740992.0;
-}
-
 uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng)
 {
 	double d = (double)p->jitter_us, j = 0, gap;
@@ -369,14 +356,14 @@ uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng)
 	case MOCK_JITTER_NONE:
 		break;
 	case MOCK_JITTER_UNIFORM:
-		j = (rand_unit(rng) * 2 - 1) * d;
+		j = (rng_unit_open(rng) * 2 - 1) * d;
 		break;
 	case MOCK_JITTER_NORMAL:
-		j = sqrt(-2 * log(rand_unit(rng))) *
-		    cos(2 * M_PI * rand_unit(rng)) * d;
+		j = sqrt(-2 * log(rng_unit_open(rng))) *
+		    cos(2 * M_PI * rng_unit_open(rng)) * d;
 		break;
 	case MOCK_JITTER_EXP:
-		j = -log(rand_unit(rng)) * d;
+		j = -log(rng_unit_open(rng)) * d;
 		break;
 	}
 	gap = (double)p->tpot_us + j;

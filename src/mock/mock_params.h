@@ -66,8 +66,6 @@ struct mock_body {
  * cannot be read keeps its default. */
 void mock_body_scan(const char *json, size_t len, struct mock_body *out);
 
-/* splitmix64: small, fast and good enough for jitter and word picks. */
-uint64_t mock_rand(uint64_t *state);
 /* The gap before the next token event: tpot plus jitter, never negative. */
 uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng);
 

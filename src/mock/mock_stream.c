@@ -7,33 +7,18 @@
 
 #include "log.h"
 #include "mock_conn.h"
+#include "net.h"
 #include "util.h"
 
 /* A day: caps TTFT where prefill x input tokens would overflow. */
 #define MAX_TTFT_US 86400000000ull
-
-static const char *reason(int status)
-{
-	static const struct { int status; const char *text; } reasons[] = {
-		{200, "OK"}, {400, "Bad Request"}, {401, "Unauthorized"},
-		{403, "Forbidden"}, {404, "Not Found"}, {408, "Request Timeout"},
-		{413, "Payload Too Large"}, {422, "Unprocessable Entity"},
-		{429, "Too Many Requests"}, {500, "Internal Server Error"},
-		{502, "Bad Gateway"}, {503, "Service Unavailable"},
-		{504, "Gateway Timeout"}, {529, "Overloaded"},
-	};
-	for (size_t i = 0; i < UTIL_ARRAY_LEN(reasons); i++)
-		if (reasons[i].status == status)
-			return reasons[i].text;
-	return status < 400 ? "OK" : "Error";
-}
 
 /* length < 0: a stream, chunked or ended by close. */
 static void add_head(struct mock_conn *c, struct mock_buf *b, int status,
     const char *type, long long length)
 {
 	mock_buf_printf(b, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status,
-	    reason(status), type);
+	    net_reason((unsigned)status), type);
 	if (length >= 0)
 		mock_buf_printf(b, "Content-Length: %lld\r\n", length);
 	else

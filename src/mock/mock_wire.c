@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rng.h"
 #include "util.h"
 
 /* JSON-safe words, so token text needs no escaping. */
@@ -93,7 +94,7 @@ void mock_wire_init(struct mock_wire *w, enum mock_api api, uint64_t seed)
 	memset(w, 0, sizeof *w);
 	w->api = api;
 	w->seed = seed;
-	snprintf(w->id, sizeof w->id, "%016" PRIx64, mock_rand(&s));
+	snprintf(w->id, sizeof w->id, "%016" PRIx64, rng_next(&s));
 }
 
 static void add_words(const struct mock_wire *w, uint64_t first,
@@ -103,7 +104,7 @@ static void add_words(const struct mock_wire *w, uint64_t first,
 		uint64_t s = w->seed ^ (i * 0xd1b54a32d192ed03ull);
 		if (i > 0)
 			mock_buf_add(b, " ", 1);
-		mock_buf_str(b, words[mock_rand(&s) % UTIL_ARRAY_LEN(words)]);
+		mock_buf_str(b, words[rng_next(&s) % UTIL_ARRAY_LEN(words)]);
 	}
 }
 
@@ -302,7 +303,7 @@ static void tgi_event(const struct mock_wire *w, uint64_t first,
     uint64_t count, int last, struct mock_buf *b)
 {
 	uint64_t s = w->seed ^ first;
-	uint64_t r = mock_rand(&s);
+	uint64_t r = rng_next(&s);
 
 	/* TGI (axum) writes "data:" without the optional space. */
 	mock_buf_printf(b, "data:{\"index\":%" PRIu64 ",\"token\":{\"id\":%" PRIu64

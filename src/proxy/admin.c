@@ -11,6 +11,7 @@
 
 #include "alertd.h"
 #include "log.h"
+#include "net.h"
 #include "stats.h"
 #include "ui.h"
 #include "util.h"
@@ -21,8 +22,8 @@ static struct conf *admin_conf;
 static char bound_address[300];
 static int draining;
 
-static void reply(struct evhttp_request *req, int code, const char *reason,
-    const char *type, const char *body)
+static void reply(struct evhttp_request *req, int code, const char *type,
+    const char *body)
 {
 	struct evbuffer *b = evbuffer_new();
 	if (b == NULL) {
@@ -31,7 +32,7 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
 	evbuffer_add(b, body, strlen(body));
-	evhttp_send_reply(req, code, reason, b);
+	evhttp_send_reply(req, code, net_reason((unsigned)code), b);
 	evbuffer_free(b);
 }
 
@@ -39,7 +40,7 @@ static void send_buffer(struct evhttp_request *req, const char *type,
     struct evbuffer *b)
 {
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
-	evhttp_send_reply(req, 200, "OK", b);
+	evhttp_send_reply(req, 200, net_reason(200), b);
 	evbuffer_free(b);
 }
 
@@ -61,7 +62,7 @@ static void bad_query(struct evhttp_request *req, const char *what)
 	}
 	snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
 	    "\"message\":\"unknown %s; valid: %s\"}}\n", what, valid);
-	reply(req, 400, "Bad Request", "application/json", body);
+	reply(req, 400, "application/json", body);
 }
 
 /* by=route,tenant,model: route is always there (a group is per route). */
@@ -160,9 +161,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 		path = "/";
 	if (strcmp(path, "/healthz") == 0) {
 		if (draining)
-			reply(req, 503, "Service Unavailable", "text/plain", "draining\n");
+			reply(req, 503, "text/plain", "draining\n");
 		else
-			reply(req, 200, "OK", "text/plain", "ok\n");
+			reply(req, 200, "text/plain", "ok\n");
 		return;
 	}
 	/* The page holds no data; what it reads needs the token (ui.h). */
@@ -173,7 +174,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 	if (!authorized(req)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
 		    "WWW-Authenticate", "Bearer");
-		reply(req, 401, "Unauthorized", "application/json",
+		reply(req, 401, "application/json",
 		    "{\"error\":{\"type\":\"unauthorized\",\"message\":\"admin token required\"}}\n");
 		return;
 	}
@@ -200,7 +201,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 		ui_serve_config(req, admin_conf);
 		return;
 	}
-	reply(req, 404, "Not Found", "application/json",
+	reply(req, 404, "application/json",
 	    "{\"error\":{\"type\":\"not_found\",\"message\":\"unknown admin path\"}}\n");
 }
 

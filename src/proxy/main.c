@@ -18,6 +18,7 @@
 #include "alertd.h"
 #include "config.h"
 #include "log.h"
+#include "net.h"
 #include "sdnotify.h"
 #include "stats.h"
 #include "tls.h"
@@ -69,7 +70,7 @@ static void on_reload(void)
 	    (c->access_log && strcmp(c->access_log, current->access_log) != 0))
 		accesslog_open(c->access_log);
 	if (c->max_connections > current->max_connections)
-		util_reserve_fds(2 * c->max_connections + 1024);
+		net_reserve_fds(2 * c->max_connections + 1024);
 	workers_reload(c);
 	stats_configure(c);
 	alertd_reload(c);
@@ -138,17 +139,6 @@ static void on_stats_tick(evutil_socket_t fd, short what, void *arg)
 	statsfile_tick(util_now_us());
 }
 
-/* Two descriptors per stream: take the hard limit, as nginx's
- * worker_rlimit_nofile would. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 /* This thread's work (statistics, admin, alerts) can wait; the workers'
  * forwarding cannot. A lower priority for this thread alone (on Linux a
  * thread's nice value is its own; the workers, started before, keep
@@ -172,7 +162,7 @@ static int run(void)
 	sigset_t all, old;
 	int rc = 0;
 
-	main_base = event_base_new();
+	main_base = net_base_new(0);
 	if (main_base == NULL)
 		return 1;
 	stats_configure(current);
@@ -191,7 +181,7 @@ static int run(void)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	/* two descriptors per connection (client, upstream), idle pooled
 	 * upstream connections and the fixed few */
-	util_reserve_fds(2 * current->max_connections + 1024);
+	net_reserve_fds(2 * current->max_connections + 1024);
 	rc = workers_start(current) < 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
@@ -263,7 +253,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
+	/* two descriptors per stream: the hard limit, as nginx's
+	 * worker_rlimit_nofile would take */
+	net_raise_nofile();
 	evthread_use_pthreads();
 	rc = run();
 	conf_unref(current);

@@ -18,10 +18,10 @@
 #include <event2/util.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include "alert_format.h"
 #include "log.h"
+#include "tls.h"
 #include "util.h"
 
 /* Re-sending to Alertmanager more often than this would only load it. */
@@ -173,26 +173,13 @@ static void on_response(struct evhttp_request *req, void *arg)
 	}
 }
 
-static int is_ip_literal(const char *host)
-{
-	unsigned char buf[16];
-	return evutil_inet_pton(AF_INET, host, buf) == 1 ||
-	    evutil_inet_pton(AF_INET6, host, buf) == 1;
-}
-
 static struct bufferevent *tls_bufferevent(struct notifier *n)
 {
 	struct bufferevent *bev;
-	SSL *ssl = SSL_new(n->set->ssl);
+	SSL *ssl = tls_client_ssl(n->set->ssl, n->host);
 
 	if (ssl == NULL)
 		return NULL;
-	if (is_ip_literal(n->host)) {
-		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), n->host);
-	} else {
-		SSL_set_tlsext_host_name(ssl, n->host);
-		SSL_set1_host(ssl, n->host);
-	}
 	bev = bufferevent_openssl_socket_new(n->set->base, -1, ssl,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (bev == NULL) {
@@ -584,12 +571,11 @@ static int shared_setup(struct notify_set *ns, const struct conf *c)
 			log_warn("notify: no DNS resolver; use IP addresses in notifier URLs");
 	}
 	if (tls && ns->ssl == NULL) {
-		ns->ssl = SSL_CTX_new(TLS_client_method());
-		if (ns->ssl == NULL || SSL_CTX_set_default_verify_paths(ns->ssl) != 1) {
+		ns->ssl = tls_client_ctx_new();
+		if (ns->ssl == NULL) {
 			log_error("notify: cannot set up TLS");
 			return -1;
 		}
-		SSL_CTX_set_verify(ns->ssl, SSL_VERIFY_PEER, NULL);
 	}
 	return 0;
 }

@@ -93,9 +93,34 @@ static void ssl_errors(FILE *errs, const char *file, struct conf_pos at,
 	ERR_clear_error();
 }
 
-static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *errs)
+/* What every client context has: TLS 1.2 or later. */
+static SSL_CTX *client_ctx_new(void)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (ctx != NULL)
+		SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	return ctx;
+}
+
+SSL_CTX *tls_client_ctx_new(void)
+{
+	SSL_CTX *ctx = client_ctx_new();
+
+	if (ctx == NULL)
+		return NULL;
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		SSL_CTX_free(ctx);
+		ERR_clear_error();
+		return NULL;
+	}
+	return ctx;
+}
+
+static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *errs)
+{
+	SSL_CTX *ctx = client_ctx_new();
 	char where[300];
 	int ok = 1;
 
@@ -104,7 +129,6 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 		ssl_errors(errs, file, r->tls.at, where, "cannot create a TLS context");
 		return NULL;
 	}
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1);
 	SSL_CTX_set_info_callback(ctx, info_cb);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
@@ -200,25 +224,40 @@ static int is_ip_literal(const char *host)
 	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
 }
 
+/* RFC 6066 §3: SNI carries host names only, so an IP literal is checked
+ * against the certificate's IP entries and sends none. */
+static int set_peer_name(SSL *ssl, const char *name)
+{
+	if (is_ip_literal(name))
+		return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1 ?
+		    0 : -1;
+	return SSL_set_tlsext_host_name(ssl, name) == 1 &&
+	    SSL_set1_host(ssl, name) == 1 ? 0 : -1;
+}
+
+SSL *tls_client_ssl(SSL_CTX *ctx, const char *host)
+{
+	SSL *ssl = SSL_new(ctx);
+
+	if (ssl != NULL && set_peer_name(ssl, host) < 0) {
+		SSL_free(ssl);
+		ssl = NULL;
+	}
+	if (ssl == NULL)
+		ERR_clear_error();
+	return ssl;
+}
+
 SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume)
 {
-	SSL *ssl = SSL_new(r->tls_ctx);
-	struct tls_conn *tc = calloc(1, sizeof *tc);
 	const char *name = r->tls.sni ? r->tls.sni : r->upstream_host;
+	SSL *ssl = tls_client_ssl(r->tls_ctx, name);
+	struct tls_conn *tc = calloc(1, sizeof *tc);
 
 	if (ssl == NULL || tc == NULL)
 		goto fail;
 	SSL_set_ex_data(ssl, ex_index, tc);
 	tc = NULL;
-	if (is_ip_literal(name)) {
-		X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
-		if (X509_VERIFY_PARAM_set1_ip_asc(p, name) != 1)
-			goto fail;
-	} else {
-		if (SSL_set_tlsext_host_name(ssl, name) != 1 ||
-		    SSL_set1_host(ssl, name) != 1)
-			goto fail;
-	}
 	if (resume != NULL)
 		SSL_set_session(ssl, resume);
 	return ssl;

@@ -17,11 +17,16 @@
  * "FILE: where: message". Returns 0, or -1 when there was any. */
 int tls_prepare(struct conf *c, FILE *errs);
 
-/* A client SSL for a connection to route r's upstream: SNI and the name to
- * verify (route tls.sni, default the upstream host; an IP literal is
- * checked against the certificate's IP entries and sends no SNI), and the
- * session to resume, if any. NULL when OpenSSL fails. */
+/* A client SSL on ctx for a connection to host: SNI and the name to
+ * verify (an IP literal is checked against the certificate's IP entries
+ * and sends no SNI). NULL when OpenSSL fails. */
+SSL *tls_client_ssl(SSL_CTX *ctx, const char *host);
+/* tls_client_ssl for route r's upstream (the name: route tls.sni, default
+ * the upstream host), with the session to resume, if any. */
 SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume);
+/* A client context that verifies peers against the system store (the
+ * notifiers'), TLS 1.2 or later like the routes'. NULL when OpenSSL fails. */
+SSL_CTX *tls_client_ctx_new(void);
 
 /* The time (CLOCK_MONOTONIC µs) the handshake of ssl started, 0 if never. */
 uint64_t tls_handshake_start(const SSL *ssl);

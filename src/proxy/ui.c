@@ -7,6 +7,7 @@
 #include <event2/http.h>
 
 #include "alert_format.h"
+#include "net.h"
 
 /* src/proxy/ui/index.html assembled into .rodata between two labels, so the
  * program needs no file at run time and the page is never copied. The
@@ -38,7 +39,7 @@ static void reply_ok(struct evhttp_request *req, const char *type,
 	evhttp_add_header(h, "Content-Type", type);
 	evhttp_add_header(h, "Cache-Control", "no-cache");
 	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-	evhttp_send_reply(req, 200, "OK", b);
+	evhttp_send_reply(req, 200, net_reason(200), b);
 }
 
 void ui_serve_page(struct evhttp_request *req)

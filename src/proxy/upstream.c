@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 
 #include "log.h"
+#include "net.h"
 #include "tls.h"
 #include "util.h"
 #include "worker.h"
@@ -196,19 +197,6 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
 	return 0;
 }
 
-size_t bev_write_now(struct bufferevent *bev)
-{
-	struct evbuffer *out = bufferevent_get_output(bev);
-
-	/* a socket bufferevent freezes its output's start so that only it
-	 * drains it; we are that writer here, for this call. An error stays
-	 * in the output for the bufferevent to meet and report. */
-	evbuffer_unfreeze(out, 1);
-	evbuffer_write(out, bufferevent_getfd(bev));
-	evbuffer_freeze(out, 1);
-	return evbuffer_get_length(out);
-}
-
 int upstream_flush(struct upconn *u)
 {
 	if (evbuffer_get_length(bufferevent_get_output(u->bev)) == 0)
@@ -216,7 +204,7 @@ int upstream_flush(struct upconn *u)
 	/* TLS, or still connecting: the bufferevent writes (EV_WRITE is on) */
 	if (u->pool->tls || !u->connected)
 		return 1;
-	if (bev_write_now(u->bev) == 0)
+	if (net_write_now(u->bev) == 0)
 		return 0;
 	bufferevent_enable(u->bev, EV_WRITE);
 	return 1;

@@ -1,13 +1,10 @@
 #include "worker.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,7 +13,9 @@
 #include <event2/listener.h>
 
 #include "log.h"
+#include "net.h"
 #include "proxy.h"
+#include "rng.h"
 #include "stats.h"
 #include "upstream.h"
 #include "util.h"
@@ -54,58 +53,19 @@ static void listen_retry(evutil_socket_t fd, short what, void *arg)
 			evconnlistener_enable(w->listeners[i]);
 }
 
-/* Out of descriptors: stop accepting for a moment instead of spinning on a
- * listener that stays readable. */
+/* Out of descriptors or memory: this listener stops for a moment
+ * (listen_retry enables them all again) rather than spin on a socket that
+ * stays readable. */
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
 	struct worker *w = ((struct listen_ref *)arg)->w;
 	int err = EVUTIL_SOCKET_ERROR();
-	struct timeval tv = { 0, 100000 };
 
-	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-		static _Thread_local uint64_t last;
-		uint64_t now = util_now_us();
-		if (now - last > 1000000) {
-			log_warn("accept: %s; pausing accepts for 100 ms", strerror(err));
-			last = now;
-		}
+	if (net_accept_pause(w->listen_retry, err)) {
 		evconnlistener_disable(l);
-		evtimer_add(w->listen_retry, &tv);
 		return;
 	}
 	log_warn("accept: %s", strerror(err));
-}
-
-static evutil_socket_t bind_one(const struct conf_listen *li)
-{
-	struct addrinfo hints, *res = NULL;
-	char port[8];
-	evutil_socket_t fd = -1;
-	int one = 1, r;
-
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
-	snprintf(port, sizeof port, "%u", li->port);
-	r = getaddrinfo(li->host[0] ? li->host : NULL, port, &hints, &res);
-	if (r != 0) {
-		log_error("listen %s: %s", li->address, gai_strerror(r));
-		return -1;
-	}
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
-	    listen(fd, 4096) < 0) {
-		log_error("listen %s: %s", li->address, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return fd;
 }
 
 static int listen_all(struct worker *w, const struct conf *c)
@@ -116,7 +76,11 @@ static int listen_all(struct worker *w, const struct conf *c)
 		return -1;
 	w->n_listeners = c->n_listen;
 	for (size_t i = 0; i < c->n_listen; i++) {
-		evutil_socket_t fd = bind_one(&c->listen[i]);
+		char what[300];
+		evutil_socket_t fd;
+		/* every worker its own socket on each address (SO_REUSEPORT) */
+		snprintf(what, sizeof what, "listen %s", c->listen[i].address);
+		fd = net_listen(c->listen[i].host, c->listen[i].port, 1, what);
 		if (fd < 0)
 			return -1;
 		w->lrefs[i].w = w;
@@ -246,15 +210,8 @@ static void *worker_main(void *arg)
  * with dup()ed sockets, which tokentap never makes. */
 static struct event_base *base_new(void)
 {
-	struct event_config *cfg = event_config_new();
-	struct event_base *b;
-	if (cfg == NULL)
-		return NULL;
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK |
+	return net_base_new(EVENT_BASE_FLAG_NOLOCK |
 	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-	b = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	return b;
 }
 
 static struct worker *worker_new(int id, struct conf *c)
@@ -268,8 +225,7 @@ static struct worker *worker_new(int id, struct conf *c)
 	pthread_mutex_init(&w->cmd_lock, NULL);
 	TAILQ_INIT(&w->sessions);
 	w->conf = conf_ref(c);
-	if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
-		w->rng = util_now_us() | 1;
+	w->rng = rng_seed();
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->base = base_new();
 	w->stats = stats_ring_new();

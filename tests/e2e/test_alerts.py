@@ -4,6 +4,7 @@ and /metrics agree; a real Alertmanager shows the alert; dead webhooks
 neither slow the proxy nor go uncounted; the Prometheus rules file is
 valid and fires on the same thresholds."""
 import calendar
+import contextlib
 import http.server
 import json
 import os
@@ -366,30 +367,63 @@ def test_dead_or_slow_webhooks_neither_slow_the_proxy_nor_go_uncounted():
         hole.close()
 
 
-def test_https_webhook_is_verified():
+def tls_server(cn, san):
+    """A self-signed certificate (its file, for SSL_CERT_FILE) and a server
+    context that presents it."""
     d = tempfile.mkdtemp(prefix="tt-tls-")
     cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+                    "-out", cert, "-days", "2", "-subj", f"/CN={cn}",
+                    "-addext", f"subjectAltName={san}"], check=True, capture_output=True)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
+    return cert, ctx
+
+
+@contextlib.contextmanager
+def tls_webhooks(cert, ctx, *urls):
+    """tokentap with a webhook per URL (PORT: the receiver's), trusting cert,
+    and three slow streams: yields (tokentap, receiver, the first "firing")."""
     with Hook(tls=ctx) as h, Mock() as m:
-        good = f"https://localhost:{h.port}/good"
-        bad = f"https://127.0.0.1:{h.port}/bad"         # not a name the certificate has
-        notify = (f"    - {{type: webhook, url: 'https://bob:pw@localhost:{h.port}/good'}}\n"
-                  f"    - {{type: webhook, url: '{bad}'}}\n")
+        notify = "".join(f"    - {{type: webhook, url: '{u.replace('PORT', str(h.port))}'}}\n"
+                         for u in urls)
         with Tokentap(config(m.port, notify), env={"SSL_CERT_FILE": cert}) as t:
             wait_port(t.admin)
             burst(t.port, 3, ttft="300ms")
-            _, path, headers, body = h.wait(lambda b: b["status"] == "firing", EVERY + 5)
-            assert path == "/good" and body["alertname"] == "TTFTHigh"
-            assert headers["Authorization"] == "Basic Ym9iOnB3"          # bob:pw
-            wait_for(lambda: metric(t, f'tokentap_notify_sent_total{{notifier="webhook",url="{good}"}}') == 1,
-                     2, "sent counted")
-            wait_for(lambda: f"notify: webhook {bad}: no response" in t.stderr(), 3, "TLS failure logged")
-            assert metric(t, f'tokentap_notify_sent_total{{notifier="webhook",url="{bad}"}}') == 0
-            assert [g[1] for g in h.got] == ["/good"]
+            yield t, h, h.wait(lambda b: b["status"] == "firing", EVERY + 5)
+
+
+def test_https_webhook_is_verified():
+    cert, ctx = tls_server("localhost", "DNS:localhost")
+    with tls_webhooks(cert, ctx, "https://bob:pw@localhost:PORT/good",
+                      "https://127.0.0.1:PORT/bad") as (t, h, first):
+        good = f"https://localhost:{h.port}/good"
+        bad = f"https://127.0.0.1:{h.port}/bad"         # not a name the certificate has
+        _, path, headers, body = first
+        assert path == "/good" and body["alertname"] == "TTFTHigh"
+        assert headers["Authorization"] == "Basic Ym9iOnB3"          # bob:pw
+        wait_for(lambda: metric(t, f'tokentap_notify_sent_total{{notifier="webhook",url="{good}"}}') == 1,
+                 2, "sent counted")
+        wait_for(lambda: f"notify: webhook {bad}: no response" in t.stderr(), 3, "TLS failure logged")
+        assert metric(t, f'tokentap_notify_sent_total{{notifier="webhook",url="{bad}"}}') == 0
+        assert [g[1] for g in h.got] == ["/good"]
+
+
+def test_https_webhook_to_an_ip_literal_checks_the_ip_and_sends_no_sni():
+    # not CN=localhost: OpenSSL checks the CN when no DNS entry is there
+    cert, ctx = tls_server("tokentap-test", "IP:127.0.0.1")
+    names = []
+    ctx.sni_callback = lambda sock, name, c: names.append(name)
+    with tls_webhooks(cert, ctx, "https://127.0.0.1:PORT/ip",
+                      "https://localhost:PORT/name") as (t, h, first):
+        by_name = f"https://localhost:{h.port}/name"     # a name the certificate lacks
+        assert first[1] == "/ip"
+        wait_for(lambda: f"notify: webhook {by_name}: no response" in t.stderr(), 3,
+                 "TLS failure logged")
+        assert [g[1] for g in h.got] == ["/ip"]
+        # the IP literal went as no SNI; the host name as itself
+        assert None in names and "localhost" in names, names
+        assert set(names) <= {None, "localhost"}, names
 
 
 RULES_TEST = """rule_files: [{rules}]

@@ -79,6 +79,7 @@ class Response:
             lines = self.buf[:i].decode("latin-1").split("\r\n")
             self.buf = self.buf[i + 4:]
             self.status = int(lines[0].split()[1])
+            self.status_line = lines[0]
             if 100 <= self.status < 200:
                 self.interim = getattr(self, "interim", []) + [self.status]
                 return True
@@ -634,6 +635,20 @@ def test_status_fault_in_each_dialect():
         resp, _ = request(m.port, "/v1/messages", {},
                           dict(FAST, **{"X-Mock-Fault": "none", "X-Mock-Tokens": "2"}))
         assert resp.status == 200
+
+
+def test_status_lines_have_the_rfc9110_reasons():
+    want = {413: "Content Too Large", 422: "Unprocessable Content",
+            429: "Too Many Requests", 529: "Overloaded", 418: "Error"}
+    with Mock() as m:
+        for status, text in want.items():
+            resp, _ = request(m.port, "/v1/messages", {},
+                              {"X-Mock-Fault": f"status:{status}"})
+            assert resp.status_line == f"HTTP/1.1 {status} {text}", resp.status_line
+        s = socket.create_connection(("127.0.0.1", m.port))
+        s.sendall(b"BROKEN\r\n\r\n")
+        assert read_response(s).status_line == "HTTP/1.1 400 Bad Request"
+        s.close()
 
 
 def test_error_after_in_each_dialect():

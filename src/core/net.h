@@ -1,0 +1,49 @@
+/* The runtime helpers every program needs once: descriptors, the event
+ * base, the listening socket and its pause when accept(2) runs dry, the
+ * reason phrases, and writing a socket bufferevent's output now. */
+#ifndef TOKENTAP_NET_H
+#define TOKENTAP_NET_H
+
+#include <stddef.h>
+
+struct bufferevent;
+struct event;
+struct event_base;
+
+/* How long accepting stops after accept(2) ran out of descriptors. */
+#define NET_ACCEPT_PAUSE_US 100000
+
+/* Takes the hard limit of descriptors as the soft one: a stream holds one
+ * or two, and the usual soft limit of 1024 is far too few. */
+void net_raise_nofile(void);
+/* Grows the process's descriptor table to hold want descriptors (at most
+ * RLIMIT_NOFILE) now, before threads start; see net.c. */
+void net_reserve_fds(unsigned long want);
+
+/* An event base with the event_config flags (EVENT_BASE_FLAG_*) the
+ * program needs; 0 is libevent's default. NULL when libevent fails. */
+struct event_base *net_base_new(int flags);
+
+/* A non-blocking, close-on-exec TCP socket listening on host:port (host
+ * "" for every address), with SO_REUSEADDR, and SO_REUSEPORT when
+ * reuseport (each worker its own socket, the kernel spreading the
+ * connections). A failure is logged as "what: why". Returns the fd or -1. */
+int net_listen(const char *host, unsigned port, int reuseport, const char *what);
+
+/* For an accept(2) that failed with err: when descriptors or memory ran
+ * out (EMFILE, ENFILE, ENOBUFS, ENOMEM), a listener that stays readable
+ * would spin, so this arms resume (a timer whose callback enables the
+ * listeners again) for NET_ACCEPT_PAUSE_US, logs it at most once a
+ * second, and returns 1: the caller then disables its listeners. 0 for
+ * any other error. */
+int net_accept_pause(struct event *resume, int err);
+
+/* The RFC 9110 reason phrase of status ("Content Too Large" for 413);
+ * "OK" below 400 and "Error" from 400 for a status it does not know. */
+const char *net_reason(unsigned status);
+
+/* Writes what waits in a plain socket bufferevent's output now, in this
+ * loop turn, instead of at its next EPOLLOUT; returns what is left. */
+size_t net_write_now(struct bufferevent *bev);
+
+#endif
