@@ -24,13 +24,12 @@ double rng_unit_open(uint64_t *state)
 	return ((double)(rng_next(state) >> 11) + 0.5) * 0x1.0p-53;
 }
 
-/* Never 0: the proxy's request ids still come from an xorshift
- * generator, which 0 would stop. */
+/* A seed from the kernel, else from the clock. */
 uint64_t rng_seed(void)
 {
 	uint64_t s = 0;
 
-	if (getrandom(&s, sizeof s, 0) != sizeof s || s == 0)
-		s = util_now_us() | 1;
+	if (getrandom(&s, sizeof s, 0) != sizeof s)
+		s = util_now_us();
 	return s;
 }

@@ -9,6 +9,7 @@
 #include "accesslog.h"
 #include "httpcheck.h"
 #include "log.h"
+#include "rng.h"
 #include "route.h"
 #include "tenant.h"
 #include "util.h"
@@ -250,14 +251,6 @@ static int has_obs_fold(const char *p, size_t len)
 		if (nl[1] == ' ' || nl[1] == '\t')
 			return 1;
 	return 0;
-}
-
-static uint64_t rng_next(uint64_t *r)
-{
-	*r ^= *r << 13;
-	*r ^= *r >> 7;
-	*r ^= *r << 17;
-	return *r * 0x2545F4914F6CDD1Dull;
 }
 
 /* The client's X-Request-Id when it is a sane token, else a new one. */

@@ -34,6 +34,7 @@
 #include "bodybuf.h"
 #include "exchange.h"
 #include "log.h"
+#include "net.h"
 #include "stats.h"
 #include "tls.h"
 #include "upstream.h"
@@ -174,7 +175,7 @@ static int client_flush(struct session *s)
 	/* plain TCP: write now; TLS: the OpenSSL bufferevent writes as soon as
 	 * bytes are added to its output */
 	if (!s->tls && evbuffer_get_length(out) > 0)
-		bev_write_now(s->bev);
+		net_write_now(s->bev);
 	if (evbuffer_get_length(out) > 0) {
 		bufferevent_enable(s->bev, EV_WRITE);
 		return 0;
@@ -215,24 +216,6 @@ static void timer_idle(struct session *s)
 
 /* ---- errors ------------------------------------------------------------ */
 
-static const char *reason(unsigned status)
-{
-	switch (status) {
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
-
 /* Answers the request with tokentap's own JSON error and ends the exchange.
  * After response bytes went out, it can only close the connection. Returns
  * -1: the caller must not touch the session again (it may be lingering). */
@@ -247,7 +230,7 @@ static int respond_error(struct session *s, unsigned status, const char *type,
 		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
 		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
 		    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
-		    status, reason(status), n,
+		    status, net_reason(status), n,
 		    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
 		evbuffer_add(out, body, (size_t)n);
 		s->x.status = status;

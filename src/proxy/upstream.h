@@ -9,7 +9,6 @@
 #include <sys/queue.h>
 
 #include "config.h"
-#include "net.h"
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -42,11 +41,6 @@ int upstream_is_tls(const struct upconn *u);
  * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
  * large as the caller's buffer. -1: not possible (TLS, no memory). */
 int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
-/* To be removed: proxy.c's name for net_write_now, until its rewrite. */
-static inline size_t bev_write_now(struct bufferevent *bev)
-{
-	return net_write_now(bev);
-}
 /* Writes what waits in the output to a connected plain upstream now, in
  * this loop turn: no EPOLLOUT round (two epoll_ctl and a loop turn) before
  * a request leaves. 0: the output is empty; 1: bytes wait, and the
