@@ -499,21 +499,21 @@ static void test_sanitize_and_plain(void **state)
 
 static void test_utf8_seq(void **state)
 {
+	static const struct { const char *s; size_t len; int valid; } seq[] = {
+		{ "a", 1, 1 },
+		{ "\xf0\x9f\x98\x80", 4, 1 },
+		{ "\xf0\x9f\x98", 3, 0 },       /* truncated */
+		{ "\xf0\x9f\x98x", 3, 0 },      /* cut by a byte that is no continuation */
+		{ "\xed\xa0\x80", 1, 0 },       /* a surrogate: ED alone is the subpart */
+		{ "\xbf", 1, 0 },
+	};
 	int valid;
 
 	(void)state;
-	assert_int_equal(jsonw_utf8_seq(S("a"), &valid), 1);
-	assert_true(valid);
-	assert_int_equal(jsonw_utf8_seq(S("\xf0\x9f\x98\x80"), &valid), 4);
-	assert_true(valid);
-	assert_int_equal(jsonw_utf8_seq(S("\xf0\x9f\x98"), &valid), 3);
-	assert_false(valid);
-	assert_int_equal(jsonw_utf8_seq(S("\xf0\x9f\x98x"), &valid), 3);
-	assert_false(valid);
-	assert_int_equal(jsonw_utf8_seq(S("\xed\xa0\x80"), &valid), 1);
-	assert_false(valid);
-	assert_int_equal(jsonw_utf8_seq(S("\xbf"), &valid), 1);
-	assert_false(valid);
+	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+		assert_int_equal(jsonw_utf8_seq(seq[i].s, strlen(seq[i].s), &valid), seq[i].len);
+		assert_int_equal(valid, seq[i].valid);
+	}
 }
 
 int main(void)
