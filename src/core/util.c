@@ -73,6 +73,24 @@ int util_parse_duration_us(const char *s, uint64_t *out_us)
 	return 0;
 }
 
+void util_duration_text(uint64_t us, char *buf, size_t len)
+{
+	static const struct { uint64_t us; const char *unit; } units[] = {
+		{ 3600000000ull, "h" }, { 60000000ull, "m" }, { 1000000ull, "s" },
+		{ 1000ull, "ms" }, { 1ull, "us" },
+	};
+	size_t i = 0;
+
+	if (us == 0) {
+		snprintf(buf, len, "0s");
+		return;
+	}
+	while (us % units[i].us != 0)
+		i++;
+	snprintf(buf, len, "%llu%s", (unsigned long long)(us / units[i].us),
+	    units[i].unit);
+}
+
 int util_parse_size(const char *s, uint64_t *out)
 {
 	double v;

@@ -18,6 +18,7 @@
 #include "load_run.h"
 #include "load_scen.h"
 #include "loadstats.h"
+#include "jsonw.h"
 #include "log.h"
 #include "net.h"
 #include "util.h"
@@ -383,11 +384,11 @@ static void json_scenario(FILE *f, const struct load_scen_file *sf, size_t i,
 	struct load_report rp = {&sc->conf, &res[i].st, &res[i].info};
 
 	fprintf(f, "%s\n    {\n      \"name\": ", first ? "" : ",");
-	load_report_json_string(f, sc->name);
+	jsonw_file_str(f, sc->name);
 	fprintf(f, ",\n      \"selected\": %s, \"passed\": %s, \"baseline\": ",
 	    res[i].selected ? "true" : "false", res[i].passed ? "true" : "false");
 	if (base != NULL)
-		load_report_json_string(f, sf->v[sc->baseline].name);
+		jsonw_file_str(f, sf->v[sc->baseline].name);
 	else
 		fputs("null", f);
 	json_targets(f, sc, &res[i], base);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dialect.h"
+#include "jsonw.h"
 #include "rng.h"
 #include "util.h"
 
@@ -129,21 +130,21 @@ int load_conf_set_url(struct load_conf *c, const char *url, const char **err)
 	return 0;
 }
 
-/* Characters a JSON string takes as they are, so the model can go into
- * request bodies unescaped. */
+/* Only text a JSON string takes as it is (jsonw_plain_len), so the model
+ * can go into request bodies unescaped. */
 int load_conf_set_model(struct load_conf *c, const char *model, const char **err)
 {
+	size_t len = strlen(model);
 	char *m;
 
-	if (*model == '\0' || strlen(model) > 200) {
+	if (len == 0 || len > 200) {
 		*err = "the model name must have 1 to 200 characters";
 		return -1;
 	}
-	for (const char *s = model; *s; s++) {
-		if ((unsigned char)*s < ' ' || *s == '"' || *s == '\\') {
-			*err = "the model name may not hold quotes, backslashes or control characters";
-			return -1;
-		}
+	if (jsonw_plain_len(model, len) != len) {
+		*err = "the model name may not hold quotes, backslashes, control "
+		    "characters or ill-formed UTF-8";
+		return -1;
 	}
 	m = strdup(model);
 	if (m == NULL) {

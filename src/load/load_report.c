@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "jsonw.h"
+
 static double per_s(uint64_t n, uint64_t us)
 {
 	return us > 0 ? (double)n * 1e6 / (double)us : 0;
@@ -88,21 +90,6 @@ void load_report_table(FILE *f, const struct load_report *rp)
 		table_lag(f, &st->lag);
 }
 
-void load_report_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void json_quant(FILE *f, const char *name, const struct hist *h,
     const char *pad)
 {
@@ -162,10 +149,10 @@ static void json_sample(FILE *f, const struct load_sample *s)
 static void json_conf(FILE *f, const struct load_conf *c, const char *pad)
 {
 	fprintf(f, "%s\"target\": ", pad);
-	load_report_json_string(f, c->url);
+	jsonw_file_str(f, c->url);
 	fprintf(f, ",\n%s\"dialect\": \"%s\",\n%s\"model\": ", pad,
 	    dialect_names[load_conf_dialect(c)], pad);
-	load_report_json_string(f, c->model);
+	jsonw_file_str(f, c->model);
 	fprintf(f, ",\n%s\"mode\": \"%s\",\n%s\"concurrency\": %u", pad,
 	    c->rate > 0 ? "open" : "closed", pad, c->concurrency);
 	if (c->rate > 0)

@@ -22,7 +22,5 @@ void load_report_table(FILE *f, const struct load_report *rp);
  * before each member. */
 void load_report_json_members(FILE *f, const struct load_report *rp,
     int samples, int indent);
-/* A JSON string with the escapes it needs. */
-void load_report_json_string(FILE *f, const char *s);
 
 #endif

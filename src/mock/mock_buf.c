@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonw.h"
+
 static int reserve(struct mock_buf *b, size_t extra)
 {
 	size_t cap;
@@ -67,30 +69,14 @@ void mock_buf_printf(struct mock_buf *b, const char *fmt, ...)
 
 void mock_buf_json(struct mock_buf *b, const char *s, size_t len)
 {
-	static const char hex[] = "0123456789abcdef";
+	struct jsonw_buf jb;
 
-	/* Worst case every byte becomes \u00XX. */
-	if (reserve(b, len * 6 + 2) < 0)
+	/* room for the worst case, so the string is never cut */
+	if (reserve(b, JSONW_STR_MAX(len)) < 0)
 		return;
-	b->p[b->len++] = '"';
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (ch == '"' || ch == '\\') {
-			b->p[b->len++] = '\\';
-			b->p[b->len++] = (char)ch;
-		} else if (ch == '\n') {
-			b->p[b->len++] = '\\';
-			b->p[b->len++] = 'n';
-		} else if (ch < 0x20) {
-			memcpy(b->p + b->len, "\\u00", 4);
-			b->p[b->len + 4] = hex[ch >> 4];
-			b->p[b->len + 5] = hex[ch & 15];
-			b->len += 6;
-		} else {
-			b->p[b->len++] = (char)ch;
-		}
-	}
-	b->p[b->len++] = '"';
+	jsonw_buf_init(&jb, b->p + b->len, b->cap - b->len - 1);
+	jsonw_buf_str(&jb, s, len);
+	b->len += jb.len;
 	b->p[b->len] = '\0';
 }
 

@@ -17,7 +17,7 @@ void mock_buf_add(struct mock_buf *b, const void *data, size_t len);
 void mock_buf_str(struct mock_buf *b, const char *s);
 void mock_buf_printf(struct mock_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Appends s as a quoted JSON string literal. */
+/* Appends s as a quoted JSON string literal (jsonw's escapes). */
 void mock_buf_json(struct mock_buf *b, const char *s, size_t len);
 /* Empties the buffer but keeps its memory for the next render. */
 void mock_buf_reset(struct mock_buf *b);

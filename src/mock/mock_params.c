@@ -8,6 +8,7 @@
 #define JSMN_STATIC
 #include <jsmn.h>
 
+#include "jsonw.h"
 #include "rng.h"
 #include "util.h"
 
@@ -289,14 +290,21 @@ static void scan_nested(const char *js, const jsmntok_t *t, int n, int obj,
 	}
 }
 
-/* jsmn lets raw control bytes through in strings; echoed into an event
- * they could break its framing. */
-static int has_control(const char *s, size_t len)
+/* jsmn lets raw control bytes and ill-formed UTF-8 through in strings;
+ * echoed into an event they could break its framing or its encoding. The
+ * string's escapes are echoed as they are. */
+static int echo_safe(const char *s, size_t len)
 {
-	for (size_t i = 0; i < len; i++)
+	int valid;
+
+	for (size_t i = 0; i < len;) {
 		if ((unsigned char)s[i] < 0x20)
-			return 1;
-	return 0;
+			return 0;
+		i += jsonw_utf8_seq(s + i, len - i, &valid);
+		if (!valid)
+			return 0;
+	}
+	return 1;
 }
 
 static void scan_top(const char *js, const jsmntok_t *t, int n,
@@ -308,7 +316,7 @@ static void scan_top(const char *js, const jsmntok_t *t, int n,
 		const jsmntok_t *key = &t[i], *val = &t[i + 1];
 		size_t vlen = (size_t)(val->end - val->start);
 		if (tok_is(js, key, "model") && val->type == JSMN_STRING &&
-		    vlen < MOCK_MODEL_MAX && !has_control(js + val->start, vlen)) {
+		    vlen < MOCK_MODEL_MAX && echo_safe(js + val->start, vlen)) {
 			memcpy(out->model, js + val->start, vlen);
 			out->model[vlen] = '\0';
 		} else if (tok_is(js, key, "stream")) {

@@ -2,12 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "jsonw.h"
 #include "log.h"
 #include "meter.h"
 #include "util.h"
@@ -67,93 +67,25 @@ void accesslog_close(void)
 	log_path = NULL;
 }
 
-/* ---- a bounded JSON writer --------------------------------------------- */
+/* ---- fields, written with the core's bounded JSON writer ---------------- */
 
-struct jbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static void put(struct jbuf *b, const char *s, size_t n)
+static void field_str(struct jsonw_buf *b, const char *name, const char *v)
 {
-	if (b->len + n >= b->cap)
-		n = b->len < b->cap - 1 ? b->cap - 1 - b->len : 0;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-static void puts_(struct jbuf *b, const char *s)
-{
-	put(b, s, strlen(s));
-}
-
-static void putf(struct jbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void putf(struct jbuf *b, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	int n;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void put_str(struct jbuf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	put(b, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			char e[2] = { '\\', (char)c };
-			put(b, e, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-			put(b, e, 6);
-		} else {
-			put(b, (const char *)&c, 1);
-		}
-	}
-	put(b, "\"", 1);
-}
-
-static void field_str(struct jbuf *b, const char *name, const char *v)
-{
-	putf(b, ",\"%s\":", name);
-	if (v == NULL)
-		puts_(b, "null");
-	else
-		put_str(b, v, strlen(v));
+	jsonw_buf_printf(b, ",\"%s\":", name);
+	jsonw_buf_str(b, v, v != NULL ? strlen(v) : 0);
 }
 
 /* Durations in ms with up to 3 decimals; negative means undefined. */
-static void put_ms(struct jbuf *b, int64_t us)
+static void field_ms(struct jsonw_buf *b, const char *name, int64_t us)
 {
-	if (us < 0) {
-		puts_(b, "null");
-		return;
-	}
-	if (us % 1000 == 0)
-		putf(b, "%lld", (long long)(us / 1000));
-	else
-		putf(b, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
+	jsonw_buf_printf(b, ",\"%s\":", name);
+	jsonw_buf_ms(b, us);
 }
 
-static void field_ms(struct jbuf *b, const char *name, int64_t us)
+static void field_int(struct jsonw_buf *b, const char *name, int64_t v)
 {
-	putf(b, ",\"%s\":", name);
-	put_ms(b, us);
-}
-
-static void field_int(struct jbuf *b, const char *name, int64_t v)
-{
-	if (v < 0)
-		putf(b, ",\"%s\":null", name);
-	else
-		putf(b, ",\"%s\":%lld", name, (long long)v);
+	jsonw_buf_printf(b, ",\"%s\":", name);
+	jsonw_buf_int(b, v);
 }
 
 /* A phase runs from the latest earlier point to its own, never negative;
@@ -169,7 +101,7 @@ static int64_t phase(uint64_t *last, uint64_t point)
 	return d;
 }
 
-static void put_phases(struct jbuf *b, const struct meter *m)
+static void put_phases(struct jsonw_buf *b, const struct meter *m)
 {
 	uint64_t last = m->t0;
 	int64_t client = phase(&last, m->t_req);
@@ -179,26 +111,26 @@ static void put_phases(struct jbuf *b, const struct meter *m)
 	int64_t first_event = phase(&last, m->t_first_event);
 	int64_t first_token = phase(&last, m->t_first_token);
 
-	puts_(b, ",\"phases\":{\"client_ms\":");
-	put_ms(b, client);
+	jsonw_buf_puts(b, ",\"phases\":{\"client_ms\":");
+	jsonw_buf_ms(b, client);
 	field_ms(b, "connect_ms", connect);
 	field_ms(b, "tls_ms", m->conn_reused || m->tls_us == 0 ? -1 : (int64_t)m->tls_us);
 	field_ms(b, "send_ms", send);
 	field_ms(b, "upstream_head_ms", head);
 	field_ms(b, "first_event_ms", first_event);
 	field_ms(b, "first_token_ms", first_token);
-	puts_(b, "}");
+	jsonw_buf_puts(b, "}");
 }
 
 /* The request target with the values of key, api_key and token masked. */
-static void put_target(struct jbuf *b, const char *t, size_t len)
+static void put_target(struct jsonw_buf *b, const char *t, size_t len)
 {
 	char out[2048];
 	size_t o = 0, i = 0;
 	const char *q = memchr(t, '?', len);
 
 	if (q == NULL) {
-		put_str(b, t, len);
+		jsonw_buf_str(b, t, len);
 		return;
 	}
 	i = (size_t)(q - t) + 1;
@@ -231,44 +163,46 @@ static void put_target(struct jbuf *b, const char *t, size_t len)
 		if (i < len && o < sizeof out - 8)
 			out[o++] = t[i++];
 	}
-	put_str(b, out, o);
+	jsonw_buf_str(b, out, o);
 }
 
-static void put_exceeded(struct jbuf *b, unsigned bits)
+static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 {
 	static const char *const names[] = {
 		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
 	};
 	int first = 1;
-	puts_(b, ",\"exceeded\":[");
+	jsonw_buf_puts(b, ",\"exceeded\":[");
 	for (unsigned i = 0; i < UTIL_ARRAY_LEN(names); i++) {
 		if (!(bits & (1u << i)))
 			continue;
-		putf(b, "%s\"%s\"", first ? "" : ",", names[i]);
+		jsonw_buf_printf(b, "%s\"%s\"", first ? "" : ",", names[i]);
 		first = 0;
 	}
-	puts_(b, "]");
+	jsonw_buf_puts(b, "]");
 }
 
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 {
-	struct jbuf b = { buf, 0, len };
+	struct jsonw_buf b;
 	const struct meter *m = e->m;
-	char ts[32];
 	int64_t n = meter_output_tokens(m);
 
-	util_rfc3339_ms(util_wall_ms(), ts);
-	putf(&b, "{\"ts\":\"%s\"", ts);
+	if (len == 0)
+		return 0;
+	jsonw_buf_init(&b, buf, len - 1);           /* the newline's byte kept */
+	jsonw_buf_puts(&b, "{\"ts\":");
+	jsonw_buf_time(&b, util_wall_ms());
 	field_str(&b, "request_id", e->request_id);
 	field_str(&b, "client", e->client);
 	field_str(&b, "route", e->route);
 	field_str(&b, "tenant", e->tenant);
 	field_str(&b, "model", e->model);
 	field_str(&b, "method", e->method);
-	puts_(&b, ",\"path\":");
+	jsonw_buf_puts(&b, ",\"path\":");
 	put_target(&b, e->target, e->target_len);
 	field_int(&b, "status", e->status ? (int64_t)e->status : -1);
-	putf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
+	jsonw_buf_printf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
 	field_str(&b, "dialect", dialect_names[m->dialect]);
 	field_str(&b, "outcome", meter_outcome_name(e->outcome));
 	field_ms(&b, "ttft_ms", meter_ttft_us(m));
@@ -286,13 +220,17 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "concurrency", e->concurrency);
 	field_str(&b, "upstream", e->upstream);
 	put_exceeded(&b, e->exceeded);
-	puts_(&b, "}\n");
+	jsonw_buf_puts(&b, "}");
 	/* a line cut short by the cap still ends with a newline */
-	if (b.len > 0 && b.p[b.len - 1] != '\n')
-		b.p[b.len - 1] = '\n';
+	buf[b.len++] = '\n';
 	return b.len;
 }
 
+/* 8 KiB hold any line a client can cause: what it controls takes at most
+ * about 4 KiB escaped (the target, at most 1 KiB with only '"' and '\\' to
+ * escape; the tenant, 64 bytes; the model, 128), the rest about 1 KiB. Only
+ * very long route names or upstream URLs in the configuration can cut a
+ * line, and a cut line still ends with a newline and is valid UTF-8. */
 void accesslog_write(const struct accesslog_entry *e)
 {
 	char line[8192];

@@ -51,9 +51,10 @@ static void bad_query(struct evhttp_request *req, const char *what)
 	valid[0] = '\0';
 	if (strcmp(what, "window") == 0) {
 		for (size_t i = 0; i < admin_conf->n_stats_windows; i++) {
-			uint64_t us = admin_conf->stats_windows_us[i];
-			n += (size_t)snprintf(valid + n, sizeof valid - n, "%s%llus",
-			    i ? ", " : "", (unsigned long long)(us / 1000000));
+			char w[32];
+			util_duration_text(admin_conf->stats_windows_us[i], w, sizeof w);
+			n += (size_t)snprintf(valid + n, sizeof valid - n, "%s%s",
+			    i ? ", " : "", w);
 			if (n >= sizeof valid)
 				break;
 		}

@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "alert_format.h"
+#include "jsonw.h"
 #include "promtext.h"
 #include "util.h"
 
@@ -538,21 +539,14 @@ void alert_end(struct alert_set *s)
 
 /* ---- output ------------------------------------------------------------- */
 
-static void json_time(struct evbuffer *out, uint64_t wall_ms)
-{
-	char ts[32];
-	util_rfc3339_ms(wall_ms, ts);
-	evbuffer_add_printf(out, "\"%s\"", ts);
-}
-
 static void json_labels(struct evbuffer *out, enum alert_metric m,
     enum alert_severity sev, const char *route, const char *tenant)
 {
 	evbuffer_add_printf(out, "\"alertname\":\"%s\",\"severity\":\"%s\",\"route\":",
 	    names[m], severity_names[sev]);
-	alert_json_string(out, route);
+	jsonw_str(out, route);
 	evbuffer_add(out, ",\"tenant\":", 10);
-	alert_json_string(out, tenant);
+	jsonw_str(out, tenant);
 	evbuffer_add_printf(out, ",\"metric\":\"%s\"", metric_names[m]);
 }
 
@@ -569,14 +563,14 @@ static void json_rule(struct evbuffer *out, const struct subject *x, size_t i)
 	alert_json_value(out, shown(m, r->threshold), m);
 	evbuffer_add_printf(out, ",\"samples\":%llu,\"since\":",
 	    (unsigned long long)r->samples);
-	json_time(out, r->since_ms);
+	jsonw_time(out, r->since_ms);
 	evbuffer_add(out, "}", 1);
 }
 
 static void json_transition(struct evbuffer *out, const struct alert_transition *t)
 {
 	evbuffer_add(out, "{\"at\":", 6);
-	json_time(out, t->at_ms);
+	jsonw_time(out, t->at_ms);
 	evbuffer_add_printf(out, ",\"status\":\"%s\",", t->firing ? "firing" : "resolved");
 	json_labels(out, t->metric, t->severity, t->route, t->tenant);
 	evbuffer_add(out, ",\"value\":", 9);

@@ -6,25 +6,8 @@
 
 #include <event2/buffer.h>
 
+#include "jsonw.h"
 #include "util.h"
-
-void alert_json_string(struct evbuffer *out, const char *str)
-{
-	if (str == NULL) {
-		evbuffer_add(out, "null", 4);
-		return;
-	}
-	evbuffer_add(out, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			evbuffer_add_printf(out, "\\%c", *p);
-		else if (*p < 0x20)
-			evbuffer_add_printf(out, "\\u%04x", *p);
-		else
-			evbuffer_add(out, p, 1);
-	}
-	evbuffer_add(out, "\"", 1);
-}
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 {
@@ -40,18 +23,6 @@ void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 static void quantile_name(double q, char *buf, size_t len)
 {
 	snprintf(buf, len, "p%g", q * 100);
-}
-
-static void window_text(uint64_t us, char *buf, size_t len)
-{
-	if (us >= 3600000000ull && us % 3600000000ull == 0)
-		snprintf(buf, len, "%lluh", (unsigned long long)(us / 3600000000ull));
-	else if (us >= 60000000 && us % 60000000 == 0)
-		snprintf(buf, len, "%llum", (unsigned long long)(us / 60000000));
-	else if (us % 1000000 == 0)
-		snprintf(buf, len, "%llus", (unsigned long long)(us / 1000000));
-	else
-		snprintf(buf, len, "%llums", (unsigned long long)(us / 1000));
 }
 
 /* A value as people read it: "2310ms", "45.3ms", "0.31"; "none". */
@@ -75,7 +46,7 @@ static void figure_texts(const struct alert_transition *t, char *name,
 		quantile_name(t->quantile, name, 16);
 	value_text(t, t->value, value, 32);
 	value_text(t, t->threshold, threshold, 32);
-	window_text(t->window_us, window, 32);
+	util_duration_text(t->window_us, window, 32);
 }
 
 void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
@@ -97,17 +68,6 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 		    (unsigned long long)t->samples, window);
 }
 
-static void json_time(struct evbuffer *out, uint64_t wall_ms)
-{
-	char ts[32];
-	if (wall_ms == 0) {
-		evbuffer_add(out, "null", 4);
-		return;
-	}
-	util_rfc3339_ms(wall_ms, ts);
-	evbuffer_add_printf(out, "\"%s\"", ts);
-}
-
 void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t,
     const char *instance)
 {
@@ -116,9 +76,9 @@ void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t
 	evbuffer_add_printf(out, "{\"status\":\"%s\",\"alertname\":\"%s\","
 	    "\"severity\":\"%s\",\"route\":", t->firing ? "firing" : "resolved",
 	    alert_name(t->metric), alert_severity_name(t->severity));
-	alert_json_string(out, t->route);
+	jsonw_str(out, t->route);
 	evbuffer_add_printf(out, ",\"tenant\":");
-	alert_json_string(out, t->tenant);
+	jsonw_str(out, t->tenant);
 	evbuffer_add_printf(out, ",\"metric\":\"%s\",\"quantile\":",
 	    alert_metric_name(t->metric));
 	if (rate)
@@ -131,11 +91,11 @@ void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t
 	alert_json_value(out, t->threshold, t->metric);
 	evbuffer_add_printf(out, ",\"samples\":%llu,\"window_s\":%g,\"starts_at\":",
 	    (unsigned long long)t->samples, (double)t->window_us / 1e6);
-	json_time(out, t->starts_at_ms);
+	jsonw_time(out, t->starts_at_ms);
 	evbuffer_add(out, ",\"ends_at\":", 11);
-	json_time(out, t->ends_at_ms);
+	jsonw_time(out, t->ends_at_ms);
 	evbuffer_add(out, ",\"instance\":", 12);
-	alert_json_string(out, instance);
+	jsonw_str(out, instance);
 	evbuffer_add(out, "}", 1);
 }
 
@@ -166,22 +126,22 @@ void alert_format_alertmanager(struct evbuffer *out,
 	am_texts(t, summary, desc, sizeof summary);
 	evbuffer_add_printf(out, "{\"labels\":{\"alertname\":\"%s\",\"severity\":\"%s\","
 	    "\"route\":", alert_name(t->metric), alert_severity_name(t->severity));
-	alert_json_string(out, t->route);
+	jsonw_str(out, t->route);
 	if (t->tenant != NULL) {
 		evbuffer_add(out, ",\"tenant\":", 10);
-		alert_json_string(out, t->tenant);
+		jsonw_str(out, t->tenant);
 	}
 	evbuffer_add(out, ",\"instance\":", 12);
-	alert_json_string(out, instance);
+	jsonw_str(out, instance);
 	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
-	alert_json_string(out, summary);
+	jsonw_str(out, summary);
 	evbuffer_add(out, ",\"description\":", 15);
-	alert_json_string(out, desc);
+	jsonw_str(out, desc);
 	evbuffer_add(out, "},\"startsAt\":", 13);
-	json_time(out, t->starts_at_ms);
+	jsonw_time(out, t->starts_at_ms);
 	evbuffer_add(out, ",\"endsAt\":", 10);
-	json_time(out, ends_at_ms);
+	jsonw_time(out, ends_at_ms);
 	evbuffer_add(out, ",\"generatorURL\":", 16);
-	alert_json_string(out, generator_url);
+	jsonw_str(out, generator_url);
 	evbuffer_add(out, "}", 1);
 }

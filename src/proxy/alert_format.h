@@ -1,6 +1,6 @@
 /* How an alert transition reads: the error-log line, the webhook body of
- * SPEC §6 and an Alertmanager API v2 alert; and the JSON pieces /alerts
- * shares with them. No I/O. */
+ * SPEC §6 and an Alertmanager API v2 alert; and the JSON number /alerts
+ * shares with them (strings and times: jsonw.h). No I/O. */
 #ifndef TOKENTAP_ALERT_FORMAT_H
 #define TOKENTAP_ALERT_FORMAT_H
 
@@ -11,8 +11,6 @@
 
 struct evbuffer;
 
-/* s as a JSON string with its escapes, or null for NULL. */
-void alert_json_string(struct evbuffer *out, const char *s);
 /* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0. */
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m);
 

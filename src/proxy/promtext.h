@@ -6,7 +6,8 @@
 struct evbuffer;
 
 /* Writes name="value" with the value escaped as the format requires
- * (backslash, double quote, newline). */
+ * (backslash, double quote, newline) and ill-formed UTF-8 replaced by
+ * U+FFFD as in JSON (jsonw_utf8_seq): valid UTF-8 whatever clients send. */
 void promtext_label(struct evbuffer *out, const char *name, const char *value);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "stats.h"
 #include "stats_int.h"
+#include "jsonw.h"
 #include "promtext.h"
 #include "util.h"
 
@@ -83,29 +84,6 @@ static double r2_of(const struct r2_sums *r)
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_str(struct evbuffer *out, const char *s)
-{
-	ADD(out, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			evbuffer_add_printf(out, "\\%c", c);
-		else if (c < 0x20)
-			evbuffer_add_printf(out, "\\u%04x", c);
-		else
-			evbuffer_add(out, s, 1);
-	}
-	ADD(out, "\"");
-}
-
-static void json_num(struct evbuffer *out, double v)
-{
-	if (v < 0 || isnan(v) || isinf(v))
-		ADD(out, "null");
-	else
-		evbuffer_add_printf(out, "%.3f", v);
-}
-
 static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
 {
 	evbuffer_add_printf(out, ",\"%s\":{\"count\":%llu", name,
@@ -116,17 +94,17 @@ static void json_dist(struct evbuffer *out, const char *name, const struct hist 
 		return;
 	}
 	ADD(out, ",\"mean\":");
-	json_num(out, hist_mean(h) / 1000.0);
+	jsonw_fixed(out, hist_mean(h) / 1000.0, 3);
 	ADD(out, ",\"p50\":");
-	json_num(out, hist_quantile(h, 0.50) / 1000.0);
+	jsonw_fixed(out, hist_quantile(h, 0.50) / 1000.0, 3);
 	ADD(out, ",\"p90\":");
-	json_num(out, hist_quantile(h, 0.90) / 1000.0);
+	jsonw_fixed(out, hist_quantile(h, 0.90) / 1000.0, 3);
 	ADD(out, ",\"p95\":");
-	json_num(out, hist_quantile(h, 0.95) / 1000.0);
+	jsonw_fixed(out, hist_quantile(h, 0.95) / 1000.0, 3);
 	ADD(out, ",\"p99\":");
-	json_num(out, hist_quantile(h, 0.99) / 1000.0);
+	jsonw_fixed(out, hist_quantile(h, 0.99) / 1000.0, 3);
 	ADD(out, ",\"max\":");
-	json_num(out, (double)h->max / 1000.0);
+	jsonw_fixed(out, (double)h->max / 1000.0, 3);
 	ADD(out, "}");
 }
 
@@ -156,18 +134,18 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
 	ADD(out, "\"route\":");
-	json_str(out, g->key.route);
+	jsonw_str(out, g->key.route);
 	if (by & BY_TENANT) {
 		ADD(out, ",\"tenant\":");
-		json_str(out, g->key.tenant);
+		jsonw_str(out, g->key.tenant);
 	}
 	if (by & BY_MODEL) {
 		ADD(out, ",\"model\":");
-		json_str(out, g->key.model);
+		jsonw_str(out, g->key.model);
 	}
 	evbuffer_add_printf(out, ",\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
 	    (unsigned long long)a->requests, (unsigned long long)a->errors);
-	json_num(out, a->requests ? (double)a->errors / (double)a->requests : -1);
+	jsonw_fixed(out, a->requests ? (double)a->errors / (double)a->requests : -1, 3);
 	evbuffer_add_printf(out, ",\"active\":%ld,\"max_active\":%ld", a->active,
 	    a->max_active);
 	json_dist(out, "ttft_ms", &a->ttft);
@@ -176,12 +154,10 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	evbuffer_add_printf(out, ",\"output_tokens\":%llu,\"input_tokens\":%llu,"
 	    "\"output_tokens_per_s\":", (unsigned long long)a->output_tokens,
 	    (unsigned long long)a->input_tokens);
-	json_num(out, a->speed_us ? (double)a->speed_tokens * 1e6 / (double)a->speed_us : -1);
+	jsonw_fixed(out, a->speed_us ? (double)a->speed_tokens * 1e6 / (double)a->speed_us : -1,
+	    3);
 	ADD(out, ",\"ttft_concurrency_r2\":");
-	if (r2 < 0)
-		ADD(out, "null");
-	else
-		evbuffer_add_printf(out, "%.4f", r2);
+	jsonw_fixed(out, r2, 4);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
 	ADD(out, ",");
@@ -216,18 +192,6 @@ static struct group **sorted_groups(unsigned by)
 	return v;
 }
 
-static void window_text(uint64_t us, char *buf, size_t len)
-{
-	if (us % 3600000000ull == 0)
-		snprintf(buf, len, "%lluh", (unsigned long long)(us / 3600000000ull));
-	else if (us % 60000000ull == 0)
-		snprintf(buf, len, "%llum", (unsigned long long)(us / 60000000ull));
-	else if (us % 1000000ull == 0)
-		snprintf(buf, len, "%llus", (unsigned long long)(us / 1000000ull));
-	else
-		snprintf(buf, len, "%llums", (unsigned long long)(us / 1000ull));
-}
-
 void stats_json(struct evbuffer *out, int wi, unsigned by)
 {
 	static struct agg a;       /* 35 KiB of histograms: not on the stack */
@@ -238,7 +202,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	int first = 1;
 
 	util_rfc3339_ms(util_wall_ms(), ts);
-	window_text(S.window_us[wi], wt, sizeof wt);
+	util_duration_text(S.window_us[wi], wt, sizeof wt);
 	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[\"route\"%s%s],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
 	    "\"groups\":[", wt, by & BY_TENANT ? ",\"tenant\"" : "",

@@ -6,8 +6,9 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 
-#include "alert_format.h"
+#include "jsonw.h"
 #include "net.h"
+#include "util.h"
 
 /* src/proxy/ui/index.html assembled into .rodata between two labels, so the
  * program needs no file at run time and the page is never copied. The
@@ -75,28 +76,11 @@ out:
 		evbuffer_free(b);
 }
 
-/* The shortest text /stats?window= accepts for a window ("5m", "90s"). */
-static void window_text(uint64_t us, char *buf, size_t len)
-{
-	static const struct { uint64_t us; const char *unit; } units[] = {
-		{ 3600000000ull, "h" }, { 60000000ull, "m" }, { 1000000ull, "s" },
-	};
-
-	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-		if (us % units[i].us == 0) {
-			snprintf(buf, len, "%llu%s",
-			    (unsigned long long)(us / units[i].us), units[i].unit);
-			return;
-		}
-	}
-	snprintf(buf, len, "%llums", (unsigned long long)(us / 1000));
-}
-
+/* A threshold in ms; null when it is not set (0). */
 static int add_ms(struct evbuffer *out, const char *name, uint64_t us)
 {
-	if (us == 0)
-		return evbuffer_add_printf(out, "\"%s\":null", name);
-	return evbuffer_add_printf(out, "\"%s\":%.3f", name, (double)us / 1000.0);
+	int r = evbuffer_add_printf(out, "\"%s\":", name);
+	return r | jsonw_fixed(out, us != 0 ? (double)us / 1000.0 : -1, 3);
 }
 
 static int add_rate(struct evbuffer *out, const char *name, double v)
@@ -134,10 +118,10 @@ int ui_config_json(struct evbuffer *out, const struct conf *c)
 
 	r |= evbuffer_add_printf(out, "{\"windows\":[");
 	for (size_t i = 0; i < c->n_stats_windows; i++) {
-		window_text(c->stats_windows_us[i], w, sizeof w);
+		util_duration_text(c->stats_windows_us[i], w, sizeof w);
 		r |= evbuffer_add_printf(out, "%s\"%s\"", i ? "," : "", w);
 	}
-	window_text(c->alerts_window_us, w, sizeof w);
+	util_duration_text(c->alerts_window_us, w, sizeof w);
 	r |= evbuffer_add_printf(out, "],\"alerts\":{\"window\":\"%s\","
 	    "\"quantile\":%g,\"min_samples\":%llu},\"thresholds\":", w,
 	    c->alerts_quantile, (unsigned long long)c->alerts_min_samples);
@@ -145,7 +129,7 @@ int ui_config_json(struct evbuffer *out, const struct conf *c)
 	r |= evbuffer_add_printf(out, ",\"routes\":[");
 	for (size_t i = 0; i < c->n_routes; i++) {
 		r |= evbuffer_add_printf(out, "%s{\"name\":", i ? "," : "");
-		alert_json_string(out, c->routes[i].name);
+		r |= jsonw_str(out, c->routes[i].name);
 		r |= evbuffer_add_printf(out, ",\"thresholds\":");
 		r |= add_thresholds(out, &c->routes[i].thresholds);
 		r |= evbuffer_add_printf(out, "}");

@@ -16,6 +16,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "jsonw.h"
 #include "log.h"
 #include "net.h"
 #include "tls.h"
@@ -243,14 +244,6 @@ void upstream_release(struct upconn *u, int reusable)
 	p->n_idle++;
 }
 
-/* A message from OpenSSL or the resolver goes into a JSON string. */
-static void json_safe(char *s)
-{
-	for (; *s; s++)
-		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
-			*s = '\'';
-}
-
 void upstream_connect_error(struct bufferevent *bev, short what,
     const char *host, char *why, size_t len)
 {
@@ -271,7 +264,7 @@ void upstream_connect_error(struct bufferevent *bev, short what,
 		snprintf(why, len, "cannot connect: %s",
 		    evutil_socket_error_to_string(sock_err));
 	ERR_clear_error();
-	json_safe(why);
+	jsonw_sanitize(why, '\'');    /* it goes into a JSON string as it is */
 }
 
 void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
@@ -279,7 +272,7 @@ void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
 {
 	tls_error_text(bufferevent_openssl_get_ssl(u->bev), tls_err, why, len);
 	ERR_clear_error();
-	json_safe(why);
+	jsonw_sanitize(why, '\'');    /* it goes into a JSON string as it is */
 }
 
 void upstream_free_all(struct worker *w)

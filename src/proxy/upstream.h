@@ -47,7 +47,8 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
  * bufferevent writes them (its write callback runs when they are gone). */
 int upstream_flush(struct upconn *u);
 /* Why a connect failed (BEV_EVENT_* in what): DNS, TCP, or TLS handshake
- * or certificate verification; a JSON-safe text in why. */
+ * or certificate verification; a JSON-safe text in why
+ * (jsonw_sanitize: a byte that would need escaping becomes an apostrophe). */
 void upstream_connect_error(struct bufferevent *bev, short what,
     const char *host, char *why, size_t len);
 /* The text of a TLS error met after the handshake (a TLS 1.3 server's

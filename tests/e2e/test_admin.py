@@ -100,10 +100,52 @@ def test_stats_match_access_log():
 def test_stats_rejects_unknown_window_and_group():
     with delayed_backend() as b, Tokentap(cfg(b.port, "stats: {windows: [1m, 5m]}\n")) as t:
         status, body = get(t.admin, "/stats?window=7m")
-        assert status == 400 and "60s, 300s" in body, body
+        assert status == 400 and "valid: 1m, 5m" in body, body
         status, body = get(t.admin, "/stats?by=route,colour")
         assert status == 400 and "tenant" in body, body
         assert get(t.admin, "/stats?window=5m")[0] == 200
+
+
+def test_client_bytes_keep_outputs_valid():
+    """Control bytes and ill-formed UTF-8 a client sends (tenant header,
+    path and query, the body's model) leave every access-log line, /stats,
+    /alerts and /metrics valid JSON (or text) in valid UTF-8; ill-formed
+    sequences read as U+FFFD, one per maximal subpart as Python decodes."""
+    # (tenant, model, target); the last two targets are refused (400)
+    sent = [(b"t\tab", b"m\x01\n\x7f\xc3\x28\xed\xa0\x80", b"/v1/chat/completions?q=%00\"\\"),
+            (b"t\x80\xe2\x82z", b"\xce\xba\xe1\xbd\xb9\xc0\xaf\xf4\x90\x80\x80", b"/v1/chat/completions"),
+            (b"\xed\xa0\x80", b"m\xe2\x82", b"/v1/chat/completions"),
+            (b"u1", b"m1", b"/v1/chat/completions/\xc3\x28\xff"),
+            (b"u2", b"m1", b"/v1/chat/completions?k=\x01\x7f")]
+    extra = "tenant: {header: X-Tenant-Id}\nalerts: {per_tenant: true}\n"
+    with delayed_backend() as b, Tokentap(cfg(b.port, extra)) as t:
+        for tenant, model, target in sent:
+            body = b'{"model":"%s","stream":true}' % model
+            raw_request(t.port, b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                        b"X-Tenant-Id: %s\r\nContent-Length: %d\r\n\r\n%s"
+                        % (target, tenant, len(body), body))
+        deadline = time.monotonic() + 5
+        while True:
+            with open(t.log, "rb") as f:
+                data = f.read()
+            if data.count(b"\n") >= len(sent) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert b"\x7f" not in data
+        lines = [json.loads(l.decode("utf-8"), strict=True) for l in data.splitlines()]
+        assert [l["status"] for l in lines] == [200, 200, 200, 400, 400]
+        for (tenant, model, target), l in zip(sent[:3], lines):
+            assert l["tenant"] == tenant.decode("utf-8", "replace"), l
+            assert l["model"] == model.decode("utf-8", "replace"), l
+            assert l["path"] == target.decode(), l
+        assert lines[1]["tenant"] == "t\ufffd\ufffdz"
+        status, doc = get(t.admin, "/stats?by=route,tenant,model")   # decodes strictly
+        groups = json.loads(doc, strict=True)["groups"]
+        assert {(g["tenant"], g["model"]) for g in groups if g["route"] == "chat"} == {
+            (x.decode("utf-8", "replace"), m.decode("utf-8", "replace")) for x, m, _ in sent[:3]}
+        json.loads(get(t.admin, "/alerts")[1], strict=True)
+        status, text = get(t.admin, "/metrics")
+        assert status == 200 and 'tenant="t\ufffd\ufffdz"' in text
 
 
 def test_metrics_pass_promtool():
