@@ -574,6 +574,17 @@ static void test_conf_parsers(void **state)
 	assert_int_equal(load_conf_set_url(&c, "ftp://x/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x:0/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x/a b", &err), -1);
+	/* the one URL parser's rules (url.h); credentials go in a header */
+	assert_int_equal(load_conf_set_url(&c, "http://u:p@x/", &err), -1);
+	assert_non_null(strstr(err, "Authorization"));
+	assert_int_equal(load_conf_set_url(&c, "http://x/#top", &err), -1);
+	assert_int_equal(load_conf_set_url(&c, "http://x/a%zz", &err), -1);
+	assert_int_equal(load_conf_set_url(&c, "HTTP://x?q=1", &err), 0);
+	assert_string_equal(c.path, "/?q=1");
+	assert_int_equal(c.port, 80);
+	assert_int_equal(load_conf_set_url(&c, "http://[fe80::1%25lo]:81/v1/", &err), 0);
+	assert_string_equal(c.host, "fe80::1%lo");
+	assert_string_equal(c.path, "/v1/");
 	assert_int_equal(load_conf_parse_range("50-100", &r, &err), 0);
 	assert_int_equal(r.min, 50);
 	assert_int_equal(r.max, 100);
