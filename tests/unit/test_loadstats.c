@@ -391,18 +391,31 @@ static void test_scen_errors(void **state)
 	    "  - name: c\n"
 	    "    dialect: openia\n"
 	    "    targets:\n"
-	    "      tpot_degradation: 0.2\n", &f, &errs, 0), -1);
-	assert_error(errs, 2, 1, "unknown key \"concurency\" (did you mean \"concurrency\"?)");
-	assert_error(errs, 5, 15, "duration: expected a duration");
-	assert_error(errs, 6, 20, "prompt_tokens: expected N or MIN-MAX");
-	assert_error(errs, 7, 25, "ttft_p95: expected a duration with a unit");
-	assert_error(errs, 7, 30, "unknown target \"tpot_p51\"");
-	assert_error(errs, 7, 58, "error_rate: expected a fraction");
-	assert_error(errs, 8, 11, "name: scenario \"a\" already defined");
-	assert_error(errs, 9, 15, "baseline: no scenario \"zzz\" before this one");
-	assert_error(errs, 10, 5, "a scenario needs a name");
-	assert_error(errs, 12, 14, "dialect: unknown dialect");
+	    "      tpot_degradation: 0.2\n"
+	    "  - name: d\n"
+	    "    targets: {ttft_p95: 1s, ttft_p95: 2s}\n"
+	    "    tmeout: 5s\n"
+	    "    arrivals: poison\n", &f, &errs, 0), -1);
+	/* the messages of tokentap's config (the same reader, yconf.h): the
+	 * key's path, a did-you-mean for keys and names */
+	assert_error(errs, 2, 1, "unknown key 'concurency'; did you mean 'concurrency'?");
+	assert_error(errs, 5, 15, "scenarios[0].duration: must be greater than 0");
+	assert_error(errs, 6, 20, "scenarios[0].prompt_tokens: expected N or MIN-MAX");
+	assert_error(errs, 7, 25, "scenarios[0].targets.ttft_p95: expected a duration with a unit");
+	assert_error(errs, 7, 30, "unknown target \"tpot_p51\" in scenarios[0].targets");
+	assert_error(errs, 7, 58, "scenarios[0].targets.error_rate: expected a fraction");
+	assert_error(errs, 8, 11, "scenarios[1].name: scenario \"a\" already defined");
+	assert_error(errs, 9, 15, "scenarios[1].baseline: no scenario \"zzz\" before this one");
+	assert_error(errs, 10, 5, "missing required key 'name' in scenarios[2]");
+	assert_error(errs, 12, 14, "scenarios[3].dialect: unknown dialect 'openia' (valid: auto, "
+	    "openai, openai-responses, anthropic, dify, gemini, tgi, ollama, raw); did you "
+	    "mean 'openai'?");
 	assert_error(errs, 11, 5, "scenario \"c\": a degradation target needs a baseline");
+	assert_error(errs, 16, 29, "duplicate key 'ttft_p95' in scenarios[4].targets (first "
+	    "at line 16)");
+	assert_error(errs, 17, 5, "unknown key 'tmeout' in scenarios[4]; did you mean 'timeout'?");
+	assert_error(errs, 18, 15, "scenarios[4].arrivals: unknown arrivals 'poison' (valid: "
+	    "poisson, uniform); did you mean 'poisson'?");
 	assert_int_equal(f.n, 0);
 	assert_null(f.v);
 	free(errs);
@@ -416,7 +429,7 @@ static void test_scen_syntax_error(void **state)
 	(void)state;
 	assert_int_equal(read_text("scenarios:\n  - name: a\n    targets: {x: [1\n",
 	    &f, &errs, 0), -1);
-	assert_error(errs, 4, 1, "did not find expected ',' or ']'");
+	assert_error(errs, 4, 1, "YAML syntax error: did not find expected ',' or ']'");
 	free(errs);
 	assert_int_equal(read_text("", &f, &errs, 0), -1);
 	assert_error(errs, 1, 1, "empty file");
