@@ -510,6 +510,18 @@ static void test_scen_values(void **state)
 	assert_int_equal(load_scen_find(&f, "nope"), -1);
 	load_scen_free(&f);
 
+	/* the top level's keys apply wherever they stand, after the list too */
+	assert_int_equal(read_text("scenarios: [{name: x}, {name: y, duration: 3s}]\n"
+	    "target: http://h:1/v1/messages\n"
+	    "requests: 5\n", &f, &errs, 0), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+	assert_string_equal(f.v[0].conf.host, "h");
+	assert_int_equal(f.v[0].conf.count, 5);
+	assert_int_equal(f.v[0].conf.duration_us, 0);
+	assert_int_equal(f.v[1].conf.duration_us, 3000000);
+	load_scen_free(&f);
+
 	/* the command line's URL wins over the file's target */
 	assert_int_equal(read_text("target: http://127.0.0.1:8080/v1/messages\n"
 	    "scenarios: [{name: x}]\n", &f, &errs, 1), 0);
