@@ -21,6 +21,15 @@ struct good {
 	const char *user, *password, *path, *query;
 };
 
+/* got is want, or both are NULL */
+static void expect_text(const char *got, const char *want)
+{
+	if (want == NULL)
+		assert_null(got);
+	else
+		assert_string_equal(got, want);
+}
+
 static void expect_good(const struct good *g)
 {
 	struct url u;
@@ -32,19 +41,10 @@ static void expect_good(const struct good *g)
 	assert_string_equal(u.host, g->host);
 	assert_int_equal(u.port, g->port);
 	assert_int_equal(u.port_given, g->port_given);
-	if (g->user == NULL)
-		assert_null(u.user);
-	else
-		assert_string_equal(u.user, g->user);
-	if (g->password == NULL)
-		assert_null(u.password);
-	else
-		assert_string_equal(u.password, g->password);
+	expect_text(u.user, g->user);
+	expect_text(u.password, g->password);
 	assert_string_equal(u.path, g->path);
-	if (g->query == NULL)
-		assert_null(u.query);
-	else
-		assert_string_equal(u.query, g->query);
+	expect_text(u.query, g->query);
 	url_free(&u);
 	assert_null(u.path);
 }
