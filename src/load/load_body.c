@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "rng.h"
+#include "url.h"
 #include "util.h"
 
 /* Plain words, so the prompt needs no JSON escaping. */
@@ -144,17 +145,14 @@ int load_body_request(struct evbuffer *out, const struct load_conf *c,
     uint32_t prompt_tokens, uint32_t max_tokens, uint64_t *rng)
 {
 	struct evbuffer *body = evbuffer_new();
-	char host[300];
-	int v6 = strchr(c->host, ':') != NULL, rc = -1;
+	char host[URL_HOST_LEN + 16];
+	int rc = -1;
 
 	if (body == NULL)
 		return -1;
 	if (load_body_json(body, c, prompt_tokens, max_tokens, rng) < 0)
 		goto done;
-	if (c->port == 80)
-		snprintf(host, sizeof(host), v6 ? "[%s]" : "%s", c->host);
-	else
-		snprintf(host, sizeof(host), v6 ? "[%s]:%u" : "%s:%u", c->host, c->port);
+	url_authority(host, sizeof(host), c->host, c->port, url_default_port(0));
 	if (evbuffer_add_printf(out, "POST %s HTTP/1.1\r\n", c->path) < 0 ||
 	    add_default(out, c, "Host", host) < 0 ||
 	    add_default(out, c, "User-Agent", "tokentap-load/" TOKENTAP_VERSION) < 0 ||

@@ -10,6 +10,7 @@
 #include "dialect.h"
 #include "jsonw.h"
 #include "rng.h"
+#include "url.h"
 #include "util.h"
 
 int load_conf_init(struct load_conf *c)
@@ -66,68 +67,39 @@ int load_conf_copy(struct load_conf *dst, const struct load_conf *src)
 	return 0;
 }
 
+/* The target (url.h): plain HTTP only, and credentials go in a header,
+ * since the URL is printed in the report. */
 int load_conf_set_url(struct load_conf *c, const char *url, const char **err)
 {
-	const char *hp, *slash;
-	char hostport[300];
-	char *u = NULL, *p = NULL;
-	size_t n;
+	struct url u;
+	char *copy = NULL, *target = NULL;
 
-	if (strncasecmp(url, "https://", 8) == 0) {
+	if ((*err = url_parse(url, &u)) != NULL)
+		return -1;
+	if (u.tls) {
 		*err = "https targets are not supported yet: use an http:// URL";
-		return -1;
-	}
-	if (strncasecmp(url, "http://", 7) != 0) {
-		*err = "the target must be an http://host[:port]/path URL";
-		return -1;
-	}
-	hp = url + 7;
-	slash = hp + strcspn(hp, "/?#");
-	n = (size_t)(slash - hp);
-	if (n == 0 || n >= sizeof(hostport) || *slash == '#' ||
-	    strchr(slash, '#') != NULL || memchr(hp, '@', n) != NULL) {
-		*err = "the target must be an http://host[:port]/path URL";
-		return -1;
-	}
-	memcpy(hostport, hp, n);
-	hostport[n] = '\0';
-	/* util_split_hostport wants a port: add the default one */
-	if (strrchr(hostport, ':') == NULL ||
-	    (hostport[0] == '[' && hostport[n - 1] == ']')) {
-		if (n + 3 >= sizeof(hostport)) {
-			*err = "host name too long";
-			return -1;
-		}
-		memcpy(hostport + n, ":80", 4);
-	}
-	if (util_split_hostport(hostport, c->host, sizeof(c->host), &c->port) < 0 ||
-	    c->host[0] == '\0' || c->port == 0) {
-		*err = "bad host or port in the target URL";
-		return -1;
-	}
-	for (const char *s = slash; *s; s++) {
-		if ((unsigned char)*s <= ' ' || *s == 0x7f) {
-			*err = "the target URL has a space or control character";
-			return -1;
-		}
-	}
-	u = strdup(url);
-	if (*slash == '/') {
-		p = strdup(slash);
-	} else if (asprintf(&p, "/%s", slash) < 0) {
-		p = NULL;
-	}
-	if (u == NULL || p == NULL) {
-		free(u);
-		free(p);
+	} else if (u.user != NULL) {
+		*err = "credentials in the URL are not supported: give an Authorization "
+		    "header";
+	} else if (asprintf(&target, "%s%s%s", *u.path ? u.path : "/", u.query ? "?" : "",
+	    u.query ? u.query : "") < 0) {
+		target = NULL;
 		*err = "out of memory";
-		return -1;
+	} else if ((copy = strdup(url)) == NULL) {
+		*err = "out of memory";
 	}
-	free(c->url);
-	free(c->path);
-	c->url = u;
-	c->path = p;
-	return 0;
+	if (*err == NULL) {
+		free(c->url);
+		free(c->path);
+		c->url = copy;
+		c->path = target;
+		snprintf(c->host, sizeof(c->host), "%s", u.host);
+		c->port = u.port;
+	} else {
+		free(target);
+	}
+	url_free(&u);
+	return *err == NULL ? 0 : -1;
 }
 
 /* Only text a JSON string takes as it is (jsonw_plain_len), so the model

@@ -1,33 +1,24 @@
+/* The scenario file's reader: the core's table-driven YAML reader (yconf.h)
+ * along the tables below, with the setters the command line uses. */
 #include "load_scen.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <yaml.h>
-
 #include "util.h"
+#include "yconf.h"
 
 #define NAME_MAX_LEN 64
 
+/* The reader's user. */
 struct reader {
-	const char *path;
-	FILE *err;
-	int errors;
+	struct load_scen_file *f;
 	int url_fixed;
-	yaml_document_t doc;
+	yaml_node_t *list;      /* the scenarios, read once the top level is */
 };
-
-/* Keys that set a run's parameters, at the top level and in a scenario. */
-static const char *const conf_keys[] = {
-	"target", "dialect", "model", "concurrency", "rate", "arrivals",
-	"duration", "requests", "timeout", "prompt_tokens", "max_tokens",
-	"headers", "seed", NULL
-};
-static const char *const top_keys[] = {"scenarios", NULL};
-static const char *const scen_keys[] = {"name", "targets", "baseline", NULL};
 
 static const char *const stat_names[] = {
 	[LOAD_S_P50] = "p50", [LOAD_S_P90] = "p90", [LOAD_S_P95] = "p95",
@@ -37,192 +28,142 @@ static const char *const metric_names[] = {
 	[LOAD_M_TTFT] = "ttft", [LOAD_M_TPOT] = "tpot", [LOAD_M_ITL] = "itl",
 };
 
-static void problem(struct reader *rd, const yaml_node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* ---- run parameters: the top level's and each scenario's ------------- */
 
-static void problem(struct reader *rd, const yaml_node_t *n, const char *fmt, ...)
+/* A parameter set from its text by one of load_conf's setters. */
+static void set_with(struct yconf *ld, yaml_node_t *v, const char *path, void *c,
+    int (*set)(struct load_conf *c, const char *s, const char **err))
 {
-	va_list ap;
+	char *s = yconf_scalar(ld, v, path, "a single value");
+	const char *err;
 
-	fprintf(rd->err, "%s:%zu:%zu: ", rd->path,
-	    n != NULL ? n->start_mark.line + 1 : 1,
-	    n != NULL ? n->start_mark.column + 1 : 1);
-	va_start(ap, fmt);
-	vfprintf(rd->err, fmt, ap);
-	va_end(ap);
-	fputc('\n', rd->err);
-	rd->errors++;
+	if (s != NULL && set(c, s, &err) < 0)
+		yconf_err(ld, v, "%s: %s", path, err);
+	free(s);
 }
 
-static yaml_node_t *node(struct reader *rd, int idx)
+/* With a URL on the command line, the file's is still checked. */
+static void target_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
 {
-	return yaml_document_get_node(&rd->doc, idx);
-}
+	const struct reader *rd = ld->user;
+	struct load_conf probe;
 
-/* The text of a scalar node, or NULL (reported) when n is not one or
- * holds a NUL. */
-static const char *scalar(struct reader *rd, const yaml_node_t *n, const char *what)
-{
-	const char *s;
-
-	if (n->type != YAML_SCALAR_NODE) {
-		problem(rd, n, "%s: expected a single value", what);
-		return NULL;
+	if (!rd->url_fixed) {
+		set_with(ld, v, path, field, load_conf_set_url);
+		return;
 	}
-	s = (const char *)n->data.scalar.value;
-	if (strlen(s) != n->data.scalar.length) {
-		problem(rd, n, "%s: NUL character in value", what);
-		return NULL;
+	memset(&probe, 0, sizeof(probe));
+	set_with(ld, v, path, &probe, load_conf_set_url);
+	free(probe.url);
+	free(probe.path);
+}
+
+static void model_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	set_with(ld, v, path, field, load_conf_set_model);
+}
+
+/* 0 turns a top-level rate off: closed loop. */
+static int set_rate(struct load_conf *c, const char *s, const char **err)
+{
+	if (strcmp(s, "0") == 0) {
+		c->rate = 0;
+		return 0;
 	}
-	return s;
+	return load_conf_parse_rate(s, &c->rate, err);
 }
 
-static int in_list(const char *const *list, const char *key)
+static void rate_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
 {
-	for (; *list != NULL; list++)
-		if (strcmp(*list, key) == 0)
-			return 1;
-	return 0;
+	set_with(ld, v, path, field, set_rate);
 }
 
-/* "unknown key", with the closest allowed key when it is close. */
-static void unknown_key(struct reader *rd, const yaml_node_t *n, const char *key,
-    const char *const *a, const char *const *b)
+static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
 {
-	const char *best = NULL;
-	size_t best_d = 3;
+	struct load_conf *c = field;
+	int d = yconf_enum(ld, v, path, "dialect", dialect_names, DIALECT_COUNT);
 
-	for (int pass = 0; pass < 2; pass++) {
-		for (const char *const *k = pass ? b : a; k != NULL && *k; k++) {
-			size_t d = util_edit_distance(key, *k);
-			if (d < best_d) {
-				best_d = d;
-				best = *k;
-			}
-		}
+	if (d >= 0)
+		c->dialect = (enum dialect_id)d;
+}
+
+static void arrivals_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	static const char *const names[] = {"poisson", "uniform"};
+	struct load_conf *c = field;
+	int a = yconf_enum(ld, v, path, "arrivals", names, 2);
+
+	if (a >= 0)
+		c->uniform = a;
+}
+
+static void concurrency_fn(struct yconf *ld, yaml_node_t *v, void *field,
+    const char *path)
+{
+	static const struct yconf_key k = { .type = YCONF_UINT, .lo = 1, .hi = 100000 };
+	struct load_conf *c = field;
+	uint64_t n;
+
+	if (yconf_apply_value(ld, &k, v, &n, path) == 0) {
+		c->concurrency = (unsigned)n;
+		c->concurrency_set = 1;
 	}
-	if (best != NULL)
-		problem(rd, n, "unknown key \"%s\" (did you mean \"%s\"?)", key, best);
-	else
-		problem(rd, n, "unknown key \"%s\"", key);
 }
 
-static void conf_error(struct reader *rd, const yaml_node_t *n, const char *key,
-    const char *err)
+/* prompt_tokens, max_tokens: "N" or "MIN-MAX". */
+static void range_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
 {
-	problem(rd, n, "%s: %s", key, err);
+	char *s = yconf_scalar(ld, v, path, "a single value");
+	const char *err;
+
+	if (s != NULL && load_conf_parse_range(s, field, &err) < 0)
+		yconf_err(ld, v, "%s: %s", path, err);
+	free(s);
 }
 
-static void read_headers(struct reader *rd, const yaml_node_t *n,
-    struct load_conf *c)
+/* A header of the top level is replaced by a scenario's of the same name. */
+static void header_put(struct yconf *ld, const struct yconf_key *k, void *base,
+    struct yconf_entry *e)
 {
 	const char *err;
 
-	if (n->type != YAML_MAPPING_NODE) {
-		problem(rd, n, "headers: expected a mapping of name: value");
-		return;
-	}
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	    p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
-		const char *name = scalar(rd, k, "headers"), *value;
-		if (name == NULL || (value = scalar(rd, v, name)) == NULL)
-			continue;
-		if (load_conf_set_header(c, name, value, &err) < 0)
-			problem(rd, k, "headers: %s", err);
-	}
+	if (load_conf_set_header((struct load_conf *)((char *)base + k->off), e->name,
+	    e->text, &err) < 0)
+		yconf_err(ld, e->key, "%s: %s", e->path, err);
+	free(e->text);
 }
 
-static int read_duration(struct reader *rd, const yaml_node_t *v,
-    const char *key, const char *s, uint64_t *out)
+/* A count without a duration runs until the count. */
+static void apply_limits(struct yconf *ld, yaml_node_t *m, struct load_conf *c)
 {
-	if (util_parse_duration_us(s, out) < 0 || *out == 0) {
-		problem(rd, v, "%s: expected a duration above 0 (e.g. 500ms, 20s, 2m)",
-		    key);
-		return -1;
-	}
-	return 0;
-}
-
-/* Which of duration / requests an entry set: a count without a duration
- * runs until the count. */
-struct limits_seen {
-	int duration, requests;
-};
-
-/* One run parameter. Returns 0, or 1 when key is not a run parameter. */
-static int conf_key(struct reader *rd, const char *key, const yaml_node_t *v,
-    struct load_conf *c, struct limits_seen *seen)
-{
-	const char *s, *err = NULL;
-	uint64_t u;
-
-	if (!in_list(conf_keys, key))
-		return 1;
-	if (strcmp(key, "headers") == 0) {
-		read_headers(rd, v, c);
-		return 0;
-	}
-	if ((s = scalar(rd, v, key)) == NULL)
-		return 0;
-	if (strcmp(key, "target") == 0) {
-		struct load_conf probe;
-		if (rd->url_fixed) {
-			/* still checked, though the command line's URL is used */
-			memset(&probe, 0, sizeof(probe));
-			if (load_conf_set_url(&probe, s, &err) < 0)
-				conf_error(rd, v, key, err);
-			free(probe.url);
-			free(probe.path);
-		} else if (load_conf_set_url(c, s, &err) < 0) {
-			conf_error(rd, v, key, err);
-		}
-	} else if (strcmp(key, "dialect") == 0) {
-		if (load_conf_set_dialect(c, s, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (strcmp(key, "model") == 0) {
-		if (load_conf_set_model(c, s, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (strcmp(key, "concurrency") == 0) {
-		if (load_conf_parse_uint(s, 100000, &u, &err) < 0) {
-			conf_error(rd, v, key, err);
-		} else {
-			c->concurrency = (unsigned)u;
-			c->concurrency_set = 1;
-		}
-	} else if (strcmp(key, "rate") == 0) {
-		/* 0 turns a top-level rate off: closed loop */
-		if (strcmp(s, "0") == 0)
-			c->rate = 0;
-		else if (load_conf_parse_rate(s, &c->rate, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (strcmp(key, "arrivals") == 0) {
-		if (load_conf_set_arrivals(c, s, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (strcmp(key, "duration") == 0) {
-		seen->duration = 1;
-		read_duration(rd, v, key, s, &c->duration_us);
-	} else if (strcmp(key, "timeout") == 0) {
-		read_duration(rd, v, key, s, &c->timeout_us);
-	} else if (strcmp(key, "requests") == 0) {
-		seen->requests = 1;
-		if (load_conf_parse_uint(s, UINT64_MAX / 10, &c->count, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (strcmp(key, "seed") == 0) {
-		if (load_conf_parse_uint(s, UINT64_MAX / 10, &c->seed, &err) < 0)
-			conf_error(rd, v, key, err);
-	} else if (load_conf_parse_range(s, strcmp(key, "prompt_tokens") == 0 ?
-	    &c->prompt_tokens : &c->max_tokens, &err) < 0) {
-		conf_error(rd, v, key, err);
-	}
-	return 0;
-}
-
-static void apply_limits(struct load_conf *c, const struct limits_seen *seen)
-{
-	if (seen->requests && !seen->duration)
+	if (yconf_map_find(ld, m, "requests") != NULL &&
+	    yconf_map_find(ld, m, "duration") == NULL)
 		c->duration_us = 0;
 }
+
+#define RUN(at, f) ((at) + offsetof(struct load_conf, f))
+/* The keys of the struct load_conf at offset at in a section's base. */
+#define RUN_KEYS(at) \
+	{ .name = "target", .type = YCONF_FUNC, .off = at, .fn = target_fn }, \
+	{ .name = "dialect", .type = YCONF_FUNC, .off = at, .fn = dialect_fn }, \
+	{ .name = "model", .type = YCONF_FUNC, .off = at, .fn = model_fn }, \
+	{ .name = "concurrency", .type = YCONF_FUNC, .off = at, .fn = concurrency_fn }, \
+	{ .name = "rate", .type = YCONF_FUNC, .off = at, .fn = rate_fn }, \
+	{ .name = "arrivals", .type = YCONF_FUNC, .off = at, .fn = arrivals_fn }, \
+	{ .name = "duration", .type = YCONF_DURATION, .off = RUN(at, duration_us), .lo = 1 }, \
+	{ .name = "requests", .type = YCONF_UINT, .off = RUN(at, count), .lo = 1, \
+	    .hi = UINT64_MAX / 10 }, \
+	{ .name = "timeout", .type = YCONF_DURATION, .off = RUN(at, timeout_us), .lo = 1 }, \
+	{ .name = "prompt_tokens", .type = YCONF_FUNC, .off = RUN(at, prompt_tokens), \
+	    .fn = range_fn }, \
+	{ .name = "max_tokens", .type = YCONF_FUNC, .off = RUN(at, max_tokens), \
+	    .fn = range_fn }, \
+	{ .name = "headers", .type = YCONF_MAP, .flags = YCONF_HEADER, .off = at, \
+	    .put = header_put }, \
+	{ .name = "seed", .type = YCONF_UINT, .off = RUN(at, seed), .lo = 1, \
+	    .hi = UINT64_MAX / 10 }
+
+/* ---- a scenario's own keys ------------------------------------------- */
 
 /* "ttft_p95" and friends; returns 0 or -1. */
 static int target_kind(const char *name, struct load_target *t)
@@ -269,243 +210,200 @@ static int parse_fraction(const char *s, double *out)
 	return *end == '\0' ? 0 : -1;
 }
 
-static void read_target(struct reader *rd, const yaml_node_t *k,
-    const yaml_node_t *v, struct load_scenario *sc)
+/* The limit of t from s; 0 or -1 after reporting it. */
+static int target_limit(struct yconf *ld, struct yconf_entry *e, struct load_target *t)
 {
-	const char *name = scalar(rd, k, "targets"), *s;
-	struct load_target t;
+	const char *s = e->text;
+	size_t n = strlen(s);
 	uint64_t us;
 
-	if (name == NULL || (s = scalar(rd, v, name)) == NULL)
-		return;
-	memset(&t, 0, sizeof(t));
-	if (strlen(name) >= sizeof(t.name) || target_kind(name, &t) < 0) {
-		problem(rd, k, "unknown target \"%s\" (ttft_p50 .. ttft_p99, "
-		    "ttft_mean, ttft_max, the same for tpot and itl, error_rate, "
-		    "ttft_degradation, tpot_degradation)", name);
-		return;
-	}
-	strcpy(t.name, name);
-	if (t.stat == LOAD_S_RATE || t.stat == LOAD_S_DEGRADATION) {
-		if (parse_fraction(s, &t.limit) < 0) {
-			problem(rd, v, "%s: expected a fraction (0.2 or 20%%)", name);
-			return;
-		}
-	} else {
-		/* a bare number would be seconds: too easy to misread here */
-		size_t n = strlen(s);
-		if (n == 0 || (s[n - 1] >= '0' && s[n - 1] <= '9') ||
-		    util_parse_duration_us(s, &us) < 0) {
-			problem(rd, v, "%s: expected a duration with a unit (e.g. 500ms)",
-			    name);
-			return;
-		}
-		t.limit = (double)us;
-	}
-	if (sc->ntargets == LOAD_SCEN_MAX_TARGETS) {
-		problem(rd, k, "too many targets (at most %d)", LOAD_SCEN_MAX_TARGETS);
-		return;
-	}
-	for (size_t i = 0; i < sc->ntargets; i++) {
-		if (strcmp(sc->targets[i].name, t.name) == 0) {
-			problem(rd, k, "target \"%s\" given twice", t.name);
-			return;
-		}
-	}
-	sc->targets[sc->ntargets++] = t;
-}
-
-static void read_targets(struct reader *rd, const yaml_node_t *n,
-    struct load_scenario *sc)
-{
-	if (n->type != YAML_MAPPING_NODE) {
-		problem(rd, n, "targets: expected a mapping, e.g. {ttft_p95: 500ms}");
-		return;
-	}
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	    p < n->data.mapping.pairs.top; p++)
-		read_target(rd, node(rd, p->key), node(rd, p->value), sc);
-}
-
-static void read_baseline(struct reader *rd, const yaml_node_t *v,
-    struct load_scen_file *f, struct load_scenario *sc)
-{
-	const char *s = scalar(rd, v, "baseline");
-
-	if (s == NULL)
-		return;
-	sc->baseline = load_scen_find(f, s);
-	if (sc->baseline < 0)
-		problem(rd, v, "baseline: no scenario \"%s\" before this one", s);
-}
-
-static void read_name(struct reader *rd, const yaml_node_t *v,
-    struct load_scen_file *f, struct load_scenario *sc)
-{
-	const char *s = scalar(rd, v, "name");
-
-	if (s == NULL)
-		return;
-	if (*s == '\0' || strlen(s) > NAME_MAX_LEN) {
-		problem(rd, v, "name: 1 to %d characters", NAME_MAX_LEN);
-		return;
-	}
-	if (load_scen_find(f, s) >= 0) {
-		problem(rd, v, "name: scenario \"%s\" already defined", s);
-		return;
-	}
-	sc->name = strdup(s);
-	if (sc->name == NULL)
-		problem(rd, v, "out of memory");
-}
-
-/* Reads one list entry into f->v[f->n] (counted only when it has a name). */
-static void read_scenario(struct reader *rd, const yaml_node_t *n,
-    const struct load_conf *top, struct load_scen_file *f)
-{
-	struct load_scenario *sc = &f->v[f->n];
-	struct limits_seen seen = {0, 0};
-	int degradation = 0, named = 0;
-
-	memset(sc, 0, sizeof(*sc));
-	sc->baseline = -1;
-	if (n->type != YAML_MAPPING_NODE) {
-		problem(rd, n, "a scenario is a mapping with at least a name");
-		return;
-	}
-	if (load_conf_copy(&sc->conf, top) < 0) {
-		problem(rd, n, "out of memory");
-		return;
-	}
-	for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
-	    p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
-		const char *key = scalar(rd, k, "key");
-		if (key == NULL || conf_key(rd, key, v, &sc->conf, &seen) == 0)
-			continue;
-		if (strcmp(key, "name") == 0) {
-			named = 1;
-			read_name(rd, v, f, sc);
-		} else if (strcmp(key, "targets") == 0) {
-			read_targets(rd, v, sc);
-		} else if (strcmp(key, "baseline") == 0) {
-			read_baseline(rd, v, f, sc);
-		} else {
-			unknown_key(rd, k, key, conf_keys, scen_keys);
-		}
-	}
-	apply_limits(&sc->conf, &seen);
-	for (size_t i = 0; i < sc->ntargets; i++)
-		degradation |= sc->targets[i].stat == LOAD_S_DEGRADATION;
-	if (!named)
-		problem(rd, n, "a scenario needs a name");
-	else if (sc->name != NULL && degradation && sc->baseline < 0)
-		problem(rd, n, "scenario \"%s\": a degradation target needs a baseline",
-		    sc->name);
-	if (sc->conf.url == NULL)
-		problem(rd, n, "no target URL: give \"target\" or a URL on the "
-		    "command line");
-	if (sc->name == NULL) {
-		load_conf_free(&sc->conf);
-		return;
-	}
-	f->n++;
-}
-
-static void read_top(struct reader *rd, const yaml_node_t *root,
-    struct load_conf *top, struct load_scen_file *f)
-{
-	const yaml_node_t *list = NULL;
-	struct limits_seen seen = {0, 0};
-
-	for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-	    p < root->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
-		const char *key = scalar(rd, k, "key");
-		if (key == NULL || conf_key(rd, key, v, top, &seen) == 0)
-			continue;
-		if (strcmp(key, "scenarios") == 0)
-			list = v;
-		else
-			unknown_key(rd, k, key, conf_keys, top_keys);
-	}
-	apply_limits(top, &seen);
-	if (list == NULL || list->type != YAML_SEQUENCE_NODE ||
-	    list->data.sequence.items.top == list->data.sequence.items.start) {
-		problem(rd, list != NULL ? list : root,
-		    "scenarios: expected a list of at least one scenario");
-		return;
-	}
-	f->v = calloc((size_t)(list->data.sequence.items.top -
-	    list->data.sequence.items.start), sizeof(*f->v));
-	if (f->v == NULL) {
-		problem(rd, list, "out of memory");
-		return;
-	}
-	for (yaml_node_item_t *it = list->data.sequence.items.start;
-	    it < list->data.sequence.items.top; it++)
-		read_scenario(rd, node(rd, *it), top, f);
-}
-
-static int parse_file(struct reader *rd, FILE *in)
-{
-	yaml_parser_t parser;
-	int rc = 0;
-
-	if (!yaml_parser_initialize(&parser)) {
-		fprintf(rd->err, "%s:1:1: out of memory\n", rd->path);
+	if (t->stat == LOAD_S_RATE || t->stat == LOAD_S_DEGRADATION) {
+		if (parse_fraction(s, &t->limit) == 0)
+			return 0;
+		yconf_err(ld, e->value, "%s: expected a fraction (0.2 or 20%%)", e->path);
 		return -1;
 	}
-	yaml_parser_set_input_file(&parser, in);
-	if (!yaml_parser_load(&parser, &rd->doc)) {
-		fprintf(rd->err, "%s:%zu:%zu: %s%s%s\n", rd->path,
-		    parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-		    parser.problem ? parser.problem : "YAML error",
-		    parser.context ? " " : "", parser.context ? parser.context : "");
-		rc = -1;
+	/* a bare number would be seconds: too easy to misread here */
+	if (n == 0 || (s[n - 1] >= '0' && s[n - 1] <= '9') ||
+	    util_parse_duration_us(s, &us) < 0) {
+		yconf_err(ld, e->value, "%s: expected a duration with a unit (e.g. 500ms)",
+		    e->path);
+		return -1;
 	}
-	yaml_parser_delete(&parser);
-	return rc;
+	t->limit = (double)us;
+	return 0;
 }
+
+static void target_put(struct yconf *ld, const struct yconf_key *k, void *base,
+    struct yconf_entry *e)
+{
+	struct load_scenario *sc = base;
+	struct load_target t;
+
+	(void)k;
+	memset(&t, 0, sizeof(t));
+	if (strlen(e->name) >= sizeof(t.name) || target_kind(e->name, &t) < 0) {
+		yconf_err(ld, e->key, "unknown target \"%.64s\" in %.*s (ttft_p50 .. ttft_p99, "
+		    "ttft_mean, ttft_max, the same for tpot and itl, error_rate, "
+		    "ttft_degradation, tpot_degradation)", e->name,
+		    (int)(strlen(e->path) - strlen(e->name) - 1), e->path);
+	} else if (target_limit(ld, e, &t) == 0) {
+		if (sc->ntargets == LOAD_SCEN_MAX_TARGETS) {
+			yconf_err(ld, e->key, "%s: too many targets (at most %d)", e->path,
+			    LOAD_SCEN_MAX_TARGETS);
+		} else {
+			strcpy(t.name, e->name);
+			sc->targets[sc->ntargets++] = t;
+		}
+	}
+	free(e->text);
+}
+
+static void name_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	const struct reader *rd = ld->user;
+	struct load_scenario *sc = field;
+	char *s = yconf_scalar(ld, v, path, "a single value");
+
+	if (s == NULL)
+		return;
+	if (*s == '\0' || strlen(s) > NAME_MAX_LEN)
+		yconf_err(ld, v, "%s: 1 to %d characters", path, NAME_MAX_LEN);
+	else if (load_scen_find(rd->f, s) >= 0)
+		yconf_err(ld, v, "%s: scenario \"%s\" already defined", path, s);
+	else {
+		free(sc->name);
+		sc->name = s;
+		return;
+	}
+	free(s);
+}
+
+static void baseline_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	const struct reader *rd = ld->user;
+	struct load_scenario *sc = field;
+	char *s = yconf_scalar(ld, v, path, "a single value");
+
+	if (s == NULL)
+		return;
+	sc->baseline = load_scen_find(rd->f, s);
+	if (sc->baseline < 0)
+		yconf_err(ld, v, "%s: no scenario \"%.64s\" before this one", path, s);
+	free(s);
+}
+
+static void scenario_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct load_scenario *sc = base;
+	int degradation = 0;
+
+	(void)path;
+	apply_limits(ld, m, &sc->conf);
+	for (size_t i = 0; i < sc->ntargets; i++)
+		degradation |= sc->targets[i].stat == LOAD_S_DEGRADATION;
+	if (sc->name != NULL && degradation && sc->baseline < 0)
+		yconf_err(ld, m, "scenario \"%s\": a degradation target needs a baseline",
+		    sc->name);
+	if (sc->conf.url == NULL)
+		yconf_err(ld, m, "no target URL: give \"target\" or a URL on the "
+		    "command line");
+}
+
+#define SCEN(f) offsetof(struct load_scenario, f)
+static const struct yconf_key scenario_keys[] = {
+	{ .name = "name", .type = YCONF_FUNC, .flags = YCONF_REQUIRED, .fn = name_fn },
+	{ .name = "targets", .type = YCONF_MAP, .put = target_put },
+	{ .name = "baseline", .type = YCONF_FUNC, .fn = baseline_fn },
+	RUN_KEYS(SCEN(conf)),
+};
+static const struct yconf_section scenario_section = {
+	scenario_keys, UTIL_ARRAY_LEN(scenario_keys), scenario_check
+};
+
+/* ---- the top level ---------------------------------------------------- */
+
+static void scenarios_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	struct reader *rd = ld->user;
+
+	(void)field;
+	if (v->type != YAML_SEQUENCE_NODE ||
+	    v->data.sequence.items.top == v->data.sequence.items.start)
+		yconf_err(ld, v, "%s: expected a list of at least one scenario", path);
+	else
+		rd->list = v;
+}
+
+/* Each scenario starts from the top level's parameters; its name, as a
+ * baseline, is known to the ones after it. */
+static void read_scenarios(struct yconf *ld, yaml_node_t *list, const struct load_conf *top)
+{
+	struct load_scen_file *f = ((struct reader *)ld->user)->f;
+	yaml_node_item_t *items = list->data.sequence.items.start;
+	size_t n = (size_t)(list->data.sequence.items.top - items);
+	char path[YCONF_PATH_LEN];
+
+	f->v = calloc(n, sizeof(*f->v));
+	if (f->v == NULL) {
+		yconf_oom(ld);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct load_scenario *sc = &f->v[i];
+		yaml_node_t *item = yconf_node(ld, items[i]);
+
+		f->n = i;
+		sc->baseline = -1;
+		snprintf(path, sizeof(path), "scenarios[%zu]", i);
+		if (item->type != YAML_MAPPING_NODE)
+			yconf_err(ld, item, "%s: a scenario is a mapping with at least a name",
+			    path);
+		else if (load_conf_copy(&sc->conf, top) < 0)
+			yconf_oom(ld);
+		else
+			yconf_apply_mapping(ld, item, &scenario_section, sc, path);
+	}
+	f->n = n;
+}
+
+/* The scenarios are read after the top level's keys, wherever these are. */
+static void top_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	const struct reader *rd = ld->user;
+
+	(void)path;
+	apply_limits(ld, m, base);
+	if (rd->list != NULL)
+		read_scenarios(ld, rd->list, base);
+}
+
+static const struct yconf_key top_keys[] = {
+	{ .name = "scenarios", .type = YCONF_FUNC, .flags = YCONF_REQUIRED,
+	    .fn = scenarios_fn },
+	RUN_KEYS(0),
+};
+static const struct yconf_section top_section = {
+	top_keys, UTIL_ARRAY_LEN(top_keys), top_check
+};
 
 int load_scen_read(const char *path, const struct load_conf *base, int url_fixed,
     struct load_scen_file *f, FILE *err)
 {
-	struct reader rd;
+	struct reader rd = { f, url_fixed, NULL };
+	struct yconf ld = { .name = path, .user = &rd };
 	struct load_conf top;
-	yaml_node_t *root;
-	FILE *in;
 
-	memset(&rd, 0, sizeof(rd));
-	rd.path = path;
-	rd.err = err;
-	rd.url_fixed = url_fixed;
 	memset(f, 0, sizeof(*f));
-	in = fopen(path, "rb");
-	if (in == NULL) {
-		fprintf(err, "%s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (parse_file(&rd, in) < 0) {
-		fclose(in);
-		return -1;
-	}
-	fclose(in);
 	if (load_conf_copy(&top, base) < 0) {
-		yaml_document_delete(&rd.doc);
-		fprintf(err, "%s: out of memory\n", path);
-		return -1;
+		yconf_oom(&ld);
+	} else {
+		if (!yconf_parse_file(&ld, &top_section, &top) && ld.n_problems == 0)
+			yconf_err_at(&ld, 0, 0, "empty file: expected a mapping with "
+			    "\"scenarios\"");
+		load_conf_free(&top);
 	}
-	root = yaml_document_get_root_node(&rd.doc);
-	if (root == NULL)
-		problem(&rd, NULL, "empty file: expected a mapping with \"scenarios\"");
-	else if (root->type != YAML_MAPPING_NODE)
-		problem(&rd, root, "expected a mapping with \"scenarios\"");
-	else
-		read_top(&rd, root, &top, f);
-	load_conf_free(&top);
-	yaml_document_delete(&rd.doc);
-	if (rd.errors > 0) {
+	if (yconf_finish(&ld, err) > 0) {
 		load_scen_free(f);
 		return -1;
 	}

@@ -1,10 +1,10 @@
 /* The config's life cycle (defaults, reference counting, freeing) and the
- * entry points that run libyaml and the schema walk over a file. */
-#include "config_load.h"
+ * entry points that read a file along the schema (config_schema.c) with
+ * the core's YAML reader. */
+#include "config_schema.h"
 
 #include <openssl/ssl.h>
 
-#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,91 +152,34 @@ void conf_unref(struct conf *c)
 
 /* ---- loading ----------------------------------------------------------- */
 
-static void load_documents(struct conf_loader *ld, yaml_parser_t *parser, size_t len)
+/* text NULL: read the file called name. */
+static struct conf *load(const char *name, const char *text, size_t len, FILE *errs)
 {
-	yaml_document_t doc;
-	yaml_node_t *root;
+	struct yconf ld = { .name = name, .flags = YCONF_EXPAND_ENV };
+	struct conf *c = conf_default();
 
-	if (!yaml_parser_load(parser, &doc)) {
-		conf_syntax_error(ld, parser, len);
-		return;
+	if (c == NULL || (c->path = strdup(name)) == NULL) {
+		yconf_oom(&ld);
+	} else {
+		ld.user = c;
+		if (text != NULL)
+			yconf_parse(&ld, text, len, &conf_schema, c);
+		else
+			yconf_parse_file(&ld, &conf_schema, c);
 	}
-	ld->doc = &doc;
-	root = yaml_document_get_root_node(&doc);
-	if (root != NULL && root->type == YAML_MAPPING_NODE)
-		conf_apply_mapping(ld, root, &conf_top_section, ld->c, "");
-	else if (root != NULL && !conf_is_null(root))
-		conf_err(ld, root, "expected a mapping of settings at the top level, got %s",
-		    conf_kind(root));
-	yaml_document_delete(&doc);
-	if (root == NULL)
-		return;
-	if (!yaml_parser_load(parser, &doc)) {
-		conf_syntax_error(ld, parser, len);
-		return;
+	if (yconf_finish(&ld, errs) > 0) {
+		conf_unref(c);
+		return NULL;
 	}
-	root = yaml_document_get_root_node(&doc);
-	if (root != NULL)
-		conf_err(ld, root, "only one YAML document is allowed");
-	yaml_document_delete(&doc);
+	return c;
 }
 
 struct conf *conf_load_string(const char *name, const char *text, size_t len, FILE *errs)
 {
-	struct conf_loader ld = { .name = name, .text = text };
-	yaml_parser_t parser;
-
-	ld.c = conf_default();
-	if (ld.c == NULL || (ld.c->path = strdup(name)) == NULL ||
-	    !yaml_parser_initialize(&parser)) {
-		conf_oom(&ld);
-		goto out;
-	}
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	load_documents(&ld, &parser, len);
-	yaml_parser_delete(&parser);
-out:
-	conf_flush(&ld, errs);
-	if (ld.n_problems > 0) {
-		conf_unref(ld.c);
-		return NULL;
-	}
-	return ld.c;
+	return load(name, text, len, errs);
 }
 
 struct conf *conf_load(const char *path, FILE *errs)
 {
-	FILE *f = fopen(path, "rb");
-	char *text = NULL, buf[8192];
-	size_t len = 0, n;
-	FILE *mem;
-	struct conf *c = NULL;
-	int err;
-
-	if (f == NULL) {
-		if (errs != NULL)
-			fprintf(errs, "%s:1:1: cannot open: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	mem = open_memstream(&text, &len);
-	if (mem == NULL) {
-		if (errs != NULL)
-			fprintf(errs, "%s:1:1: out of memory\n", path);
-		goto out;
-	}
-	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-		fwrite(buf, 1, n, mem);
-	err = ferror(f) ? errno : 0;
-	if (fclose(mem) != 0 && err == 0)
-		err = ENOMEM;
-	if (err != 0) {
-		if (errs != NULL)
-			fprintf(errs, "%s:1:1: cannot read: %s\n", path, strerror(err));
-		goto out;
-	}
-	c = conf_load_string(path, text, len, errs);
-out:
-	fclose(f);
-	free(text);
-	return c;
+	return load(path, NULL, 0, errs);
 }

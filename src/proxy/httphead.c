@@ -5,6 +5,7 @@
 
 #include <event2/buffer.h>
 
+#include "url.h"
 #include "util.h"
 
 const struct http_header *httphead_find(const struct http_header *h, size_t n,
@@ -125,12 +126,11 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		evbuffer_add(out, "\r\n", 2);
 	}
 	if (!r->preserve_host || httphead_find(rq->h, rq->n, "host") == NULL) {
-		int default_port = r->upstream_port == (r->upstream_tls ? 443u : 80u);
-		int v6 = strchr(r->upstream_host, ':') != NULL;
-		evbuffer_add_printf(out, "Host: %s%s%s", v6 ? "[" : "",
-		    r->upstream_host, v6 ? "]" : "");
-		if (!default_port)
-			evbuffer_add_printf(out, ":%u", r->upstream_port);
+		char host[URL_HOST_LEN + 16];
+		int n = url_authority(host, sizeof host, r->upstream_host, r->upstream_port,
+		    url_default_port(r->upstream_tls));
+		evbuffer_add(out, "Host: ", 6);
+		evbuffer_add(out, host, n > 0 && (size_t)n < sizeof host ? (size_t)n : 0);
 		evbuffer_add(out, "\r\n", 2);
 	}
 	for (size_t i = 0; i < r->n_set_headers; i++)

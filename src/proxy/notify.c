@@ -22,6 +22,7 @@
 #include "alert_format.h"
 #include "log.h"
 #include "tls.h"
+#include "url.h"
 #include "util.h"
 
 /* Re-sending to Alertmanager more often than this would only load it. */
@@ -411,69 +412,64 @@ static void notifier_free(struct notifier *n)
 	free(n);
 }
 
-static char *basic_auth(const char *userinfo)
+/* "Basic " and the base64 of user:password (RFC 7617). */
+static char *basic_auth(const char *user, const char *password)
 {
-	size_t len = strlen(userinfo);
-	char *out = malloc(6 + 4 * ((len + 2) / 3) + 1);
-	if (out == NULL)
+	char *pair, *out;
+	int len = asprintf(&pair, "%s:%s", user, password != NULL ? password : "");
+
+	if (len < 0)
 		return NULL;
-	memcpy(out, "Basic ", 6);
-	EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)userinfo, (int)len);
+	out = malloc(6 + 4 * (((size_t)len + 2) / 3) + 1);
+	if (out != NULL) {
+		memcpy(out, "Basic ", 6);
+		EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)pair, len);
+	}
+	free(pair);
 	return out;
 }
 
-/* Splits the URL into what a request needs. Returns 0 or -1. */
+/* The request target: a webhook's path and query; Alertmanager's API
+ * under the URL's path. */
+static char *request_target(const struct notifier *n, const struct url *u)
+{
+	const char *q = u->query != NULL ? "?" : "", *query = u->query != NULL ? u->query : "";
+	size_t pl = strlen(u->path);
+	char *t;
+
+	if (n->type != NOTIFY_ALERTMANAGER)
+		return asprintf(&t, "%s%s%s", *u->path ? u->path : "/", q, query) < 0 ? NULL : t;
+	while (pl > 0 && u->path[pl - 1] == '/')
+		pl--;
+	return asprintf(&t, "%.*s/api/v2/alerts%s%s", (int)pl, u->path, q, query) < 0 ? NULL : t;
+}
+
+/* Splits the URL (url.h; the config checked it) into what a request
+ * needs. Returns 0 or -1. */
 static int parse_url(struct notifier *n)
 {
-	struct evhttp_uri *u = evhttp_uri_parse_with_flags(n->url, 0);
-	const char *scheme, *host, *path, *query, *user;
-	int port, rc = -1;
-	size_t hl;
-	char buf[1200];
+	struct url u;
+	char auth[URL_HOST_LEN + 8];
+	int ok;
 
-	if (u == NULL || (scheme = evhttp_uri_get_scheme(u)) == NULL ||
-	    (host = evhttp_uri_get_host(u)) == NULL || *host == '\0')
-		goto done;
-	n->https = strcasecmp(scheme, "https") == 0;
-	port = evhttp_uri_get_port(u);
-	n->port = port > 0 ? (unsigned)port : n->https ? 443 : 80;
-	hl = strlen(host);
-	if (host[0] == '[' && hl > 2 && hl - 2 < sizeof n->host)
-		snprintf(n->host, sizeof n->host, "%.*s", (int)(hl - 2), host + 1);
-	else if (hl < sizeof n->host)
-		snprintf(n->host, sizeof n->host, "%s", host);
-	else
-		goto done;
-	path = evhttp_uri_get_path(u);
-	query = evhttp_uri_get_query(u);
-	user = evhttp_uri_get_userinfo(u);
-	if (path == NULL)
-		path = "";
-	if (port > 0)
-		snprintf(buf, sizeof buf, "%s:%d", host, port);
-	else
-		snprintf(buf, sizeof buf, "%s", host);
-	n->host_header = strdup(buf);
-	snprintf(buf, sizeof buf, "%s://%s%s", n->https ? "https" : "http",
-	    n->host_header ? n->host_header : "", path);
-	n->label = strdup(buf);
-	if (n->type == NOTIFY_ALERTMANAGER) {
-		size_t pl = strlen(path);
-		while (pl > 0 && path[pl - 1] == '/')
-			pl--;
-		snprintf(buf, sizeof buf, "%.*s/api/v2/alerts", (int)pl, path);
-	} else {
-		snprintf(buf, sizeof buf, "%s%s%s", *path ? path : "/", query ? "?" : "",
-		    query ? query : "");
-	}
-	n->path = strdup(buf);
-	if (user != NULL && (n->basic_auth = basic_auth(user)) == NULL)
-		goto done;
-	rc = n->host_header && n->label && n->path ? 0 : -1;
-done:
-	if (u != NULL)
-		evhttp_uri_free(u);
-	return rc;
+	if (url_parse(n->url, &u) != NULL)
+		return -1;
+	n->https = u.tls;
+	snprintf(n->host, sizeof n->host, "%s", u.host);
+	n->port = u.port;
+	url_authority(auth, sizeof auth, u.host, u.port, url_default_port(u.tls));
+	n->host_header = strdup(auth);
+	/* the label is the URL as written, its port too, without credentials
+	 * or query */
+	url_authority(auth, sizeof auth, u.host, u.port, u.port_given ? 0 : u.port);
+	if (asprintf(&n->label, "%s://%s%s", u.tls ? "https" : "http", auth, u.path) < 0)
+		n->label = NULL;
+	n->path = request_target(n, &u);
+	if (u.user != NULL)
+		n->basic_auth = basic_auth(u.user, u.password);
+	ok = n->host_header && n->label && n->path && (n->basic_auth || u.user == NULL);
+	url_free(&u);
+	return ok ? 0 : -1;
 }
 
 static int copy_headers(struct notifier *n, const struct conf_notify *cn)

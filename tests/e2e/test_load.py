@@ -350,9 +350,10 @@ def test_scenario_file_errors():
                     "    concurency: 5\n"
                     "    targets: {ttft_p95: fast}\n")
         _, err = load("--scenarios", path, expect=2)
-        assert f"{path}:4:5: unknown key \"concurency\" (did you mean \"concurrency\"?)" \
-            in err, err
-        assert f"{path}:5:25: ttft_p95: expected a duration" in err, err
+        # the messages of tokentap's config: the key's path, the did-you-mean
+        assert f"{path}:4:5: unknown key 'concurency' in scenarios[0]; " \
+            "did you mean 'concurrency'?" in err, err
+        assert f"{path}:5:25: scenarios[0].targets.ttft_p95: expected a duration" in err, err
     # the shipped matrix is valid
     out, _ = load("--scenarios", os.path.join(ROOT, "conf", "scenarios.yaml"), "-t")
     assert out.strip() == "scenarios OK (4)"

@@ -408,7 +408,9 @@ static void test_upstream_forms(void **state)
 		{ "http://backend:81/", "backend", "", 81 },
 		{ "HTTP://backend.example.com/v1/", "backend.example.com", "/v1", 80 },
 		{ "http://[::1]:9000/base/path//", "::1", "/base/path", 9000 },
-		{ "http://[fe80::1%25eth0]", "fe80::1%25eth0", "", 80 },
+		/* RFC 6874's "%25" is the '%' getaddrinfo wants before a zone */
+		{ "http://[fe80::1%25eth0]", "fe80::1%eth0", "", 80 },
+		{ "http://[fe80::1%eth0]:81", "fe80::1%eth0", "", 81 },
 		{ "http://10.0.0.7:65535/a", "10.0.0.7", "/a", 65535 },
 		{ "https://api.openai.com", "api.openai.com", "", 443 },
 		{ "https://api.example.com:8443/v1", "api.example.com", "/v1", 8443 },
@@ -439,9 +441,16 @@ static void test_upstream_errors(void **state)
 	expect_upstream("ftp://backend", "expected an http:// or https:// URL");
 	expect_upstream("backend:80", "expected an http:// or https:// URL");
 	expect_upstream("http://backend/v1?x=1", "must not contain a query or a fragment");
-	expect_upstream("http://backend/#top", "must not contain a query or a fragment");
+	expect_upstream("http://backend?x=1", "must not contain a query or a fragment");
+	expect_upstream("http://backend/#top", "must not contain a fragment");
 	expect_upstream("http://user:pw@backend",
 	    "must not contain credentials (use set_headers)");
+	expect_upstream("http://user@backend/v1",
+	    "must not contain credentials (use set_headers)");
+	expect_upstream("http://backend/v 1", "the path has a space or control character");
+	expect_upstream("http://backend/v%1", "bad percent-encoding in the path");
+	expect_upstream("http://[::g]", "bad IPv6 address");
+	expect_upstream("''", "expected an http:// or https:// URL");
 	expect_upstream("http://", "expected a host after the scheme");
 	expect_upstream("http://:80/", "expected a host after the scheme");
 	expect_upstream("http://backend:0", "bad port");
@@ -690,7 +699,10 @@ static void test_notify(void **state)
 	    "    - type: webhook\n"
 	    "    - {type: alertmanager, url: ftp://am}\n"
 	    "    - {url: http://x}\n"
-	    "    - {type: log, headers: {\"X Y\": 1}}\n", &errs);
+	    "    - {type: log, headers: {\"X Y\": 1}}\n"
+	    "    - {type: webhook, url: 'http://u:p w@h'}\n"
+	    "    - {type: webhook, url: 'http://h/x#y'}\n"
+	    "    - {type: webhook, url: }\n", &errs);
 	assert_null(c);
 	assert_string_equal(errs,
 	    "t.yaml:3:13: alerts.notify[0].type: unknown notify type 'slack' "
@@ -698,7 +710,12 @@ static void test_notify(void **state)
 	    "t.yaml:4:7: missing required key 'url' in alerts.notify[1] (needed by type webhook)\n"
 	    "t.yaml:5:33: alerts.notify[2].url: expected an http:// or https:// URL\n"
 	    "t.yaml:6:7: missing required key 'type' in alerts.notify[3]\n"
-	    "t.yaml:7:29: alerts.notify[4].headers: 'X Y' is not a valid header name\n");
+	    "t.yaml:7:29: alerts.notify[4].headers: 'X Y' is not a valid header name\n"
+	    "t.yaml:8:28: alerts.notify[5].url: the credentials have a character that "
+	    "must be percent-encoded\n"
+	    "t.yaml:9:28: alerts.notify[6].url: must not contain a fragment\n"
+	    "t.yaml:10:28: alerts.notify[7].url: expected an http:// or https:// URL, "
+	    "got an empty value\n");
 	free(errs);
 }
 

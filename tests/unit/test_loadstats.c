@@ -385,18 +385,31 @@ static void test_scen_errors(void **state)
 	    "  - name: c\n"
 	    "    dialect: openia\n"
 	    "    targets:\n"
-	    "      tpot_degradation: 0.2\n", &f, &errs, 0), -1);
-	assert_error(errs, 2, 1, "unknown key \"concurency\" (did you mean \"concurrency\"?)");
-	assert_error(errs, 5, 15, "duration: expected a duration");
-	assert_error(errs, 6, 20, "prompt_tokens: expected N or MIN-MAX");
-	assert_error(errs, 7, 25, "ttft_p95: expected a duration with a unit");
-	assert_error(errs, 7, 30, "unknown target \"tpot_p51\"");
-	assert_error(errs, 7, 58, "error_rate: expected a fraction");
-	assert_error(errs, 8, 11, "name: scenario \"a\" already defined");
-	assert_error(errs, 9, 15, "baseline: no scenario \"zzz\" before this one");
-	assert_error(errs, 10, 5, "a scenario needs a name");
-	assert_error(errs, 12, 14, "dialect: unknown dialect");
+	    "      tpot_degradation: 0.2\n"
+	    "  - name: d\n"
+	    "    targets: {ttft_p95: 1s, ttft_p95: 2s}\n"
+	    "    tmeout: 5s\n"
+	    "    arrivals: poison\n", &f, &errs, 0), -1);
+	/* the messages of tokentap's config (the same reader, yconf.h): the
+	 * key's path, a did-you-mean for keys and names */
+	assert_error(errs, 2, 1, "unknown key 'concurency'; did you mean 'concurrency'?");
+	assert_error(errs, 5, 15, "scenarios[0].duration: must be greater than 0");
+	assert_error(errs, 6, 20, "scenarios[0].prompt_tokens: expected N or MIN-MAX");
+	assert_error(errs, 7, 25, "scenarios[0].targets.ttft_p95: expected a duration with a unit");
+	assert_error(errs, 7, 30, "unknown target \"tpot_p51\" in scenarios[0].targets");
+	assert_error(errs, 7, 58, "scenarios[0].targets.error_rate: expected a fraction");
+	assert_error(errs, 8, 11, "scenarios[1].name: scenario \"a\" already defined");
+	assert_error(errs, 9, 15, "scenarios[1].baseline: no scenario \"zzz\" before this one");
+	assert_error(errs, 10, 5, "missing required key 'name' in scenarios[2]");
+	assert_error(errs, 12, 14, "scenarios[3].dialect: unknown dialect 'openia' (valid: auto, "
+	    "openai, openai-responses, anthropic, dify, gemini, tgi, ollama, raw); did you "
+	    "mean 'openai'?");
 	assert_error(errs, 11, 5, "scenario \"c\": a degradation target needs a baseline");
+	assert_error(errs, 16, 29, "duplicate key 'ttft_p95' in scenarios[4].targets (first "
+	    "at line 16)");
+	assert_error(errs, 17, 5, "unknown key 'tmeout' in scenarios[4]; did you mean 'timeout'?");
+	assert_error(errs, 18, 15, "scenarios[4].arrivals: unknown arrivals 'poison' (valid: "
+	    "poisson, uniform); did you mean 'poisson'?");
 	assert_int_equal(f.n, 0);
 	assert_null(f.v);
 	free(errs);
@@ -410,7 +423,7 @@ static void test_scen_syntax_error(void **state)
 	(void)state;
 	assert_int_equal(read_text("scenarios:\n  - name: a\n    targets: {x: [1\n",
 	    &f, &errs, 0), -1);
-	assert_error(errs, 4, 1, "did not find expected ',' or ']'");
+	assert_error(errs, 4, 1, "YAML syntax error: did not find expected ',' or ']'");
 	free(errs);
 	assert_int_equal(read_text("", &f, &errs, 0), -1);
 	assert_error(errs, 1, 1, "empty file");
@@ -491,6 +504,18 @@ static void test_scen_values(void **state)
 	assert_int_equal(load_scen_find(&f, "nope"), -1);
 	load_scen_free(&f);
 
+	/* the top level's keys apply wherever they stand, after the list too */
+	assert_int_equal(read_text("scenarios: [{name: x}, {name: y, duration: 3s}]\n"
+	    "target: http://h:1/v1/messages\n"
+	    "requests: 5\n", &f, &errs, 0), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+	assert_string_equal(f.v[0].conf.host, "h");
+	assert_int_equal(f.v[0].conf.count, 5);
+	assert_int_equal(f.v[0].conf.duration_us, 0);
+	assert_int_equal(f.v[1].conf.duration_us, 3000000);
+	load_scen_free(&f);
+
 	/* the command line's URL wins over the file's target */
 	assert_int_equal(read_text("target: http://127.0.0.1:8080/v1/messages\n"
 	    "scenarios: [{name: x}]\n", &f, &errs, 1), 0);
@@ -568,6 +593,17 @@ static void test_conf_parsers(void **state)
 	assert_int_equal(load_conf_set_url(&c, "ftp://x/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x:0/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x/a b", &err), -1);
+	/* the one URL parser's rules (url.h); credentials go in a header */
+	assert_int_equal(load_conf_set_url(&c, "http://u:p@x/", &err), -1);
+	assert_non_null(strstr(err, "Authorization"));
+	assert_int_equal(load_conf_set_url(&c, "http://x/#top", &err), -1);
+	assert_int_equal(load_conf_set_url(&c, "http://x/a%zz", &err), -1);
+	assert_int_equal(load_conf_set_url(&c, "HTTP://x?q=1", &err), 0);
+	assert_string_equal(c.path, "/?q=1");
+	assert_int_equal(c.port, 80);
+	assert_int_equal(load_conf_set_url(&c, "http://[fe80::1%25lo]:81/v1/", &err), 0);
+	assert_string_equal(c.host, "fe80::1%lo");
+	assert_string_equal(c.path, "/v1/");
 	assert_int_equal(load_conf_parse_range("50-100", &r, &err), 0);
 	assert_int_equal(r.min, 50);
 	assert_int_equal(r.max, 100);
