@@ -1,11 +1,11 @@
 #include "alert.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 
-#include "alert_format.h"
 #include "jsonw.h"
 #include "promtext.h"
 #include "util.h"
@@ -73,6 +73,16 @@ static const char *const severity_names[ALERT_SEVERITY_COUNT] = {
 	"warning", "critical"
 };
 static const char *const state_names[] = { "ok", "pending", "firing" };
+
+void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
+{
+	double scale = m == ALERT_ERROR_RATE ? 1e6 : 1e3;
+	if (v < 0 || !isfinite(v)) {
+		evbuffer_add(out, "null", 4);
+		return;
+	}
+	evbuffer_add_printf(out, "%.15g", round(v * scale) / scale);
+}
 
 const char *alert_name(enum alert_metric m)
 {

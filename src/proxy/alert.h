@@ -85,4 +85,9 @@ void alert_json(const struct alert_set *s, struct evbuffer *out);
 /* tokentap_alert_firing, with its HELP and TYPE lines. */
 void alert_prometheus(const struct alert_set *s, struct evbuffer *out);
 
+struct evbuffer;
+/* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0
+ * (the value of /alerts, webhooks and Alertmanager alike). */
+void alert_json_value(struct evbuffer *out, double v, enum alert_metric m);
+
 #endif

@@ -9,16 +9,6 @@
 #include "jsonw.h"
 #include "util.h"
 
-void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
-{
-	double scale = m == ALERT_ERROR_RATE ? 1e6 : 1e3;
-	if (v < 0 || !isfinite(v)) {
-		evbuffer_add(out, "null", 4);
-		return;
-	}
-	evbuffer_add_printf(out, "%.15g", round(v * scale) / scale);
-}
-
 /* "p95", "p99.9" */
 static void quantile_name(double q, char *buf, size_t len)
 {

@@ -1,6 +1,6 @@
 /* How an alert transition reads: the error-log line, the webhook body of
  * SPEC §6 and an Alertmanager API v2 alert; and the JSON number /alerts
- * shares with them (strings and times: jsonw.h). No I/O. */
+ * shares with them (strings and times: jsonw.h; numbers: alert_json_value). No I/O. */
 #ifndef TOKENTAP_ALERT_FORMAT_H
 #define TOKENTAP_ALERT_FORMAT_H
 
@@ -10,9 +10,6 @@
 #include "alert.h"
 
 struct evbuffer;
-
-/* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0. */
-void alert_json_value(struct evbuffer *out, double v, enum alert_metric m);
 
 /* "alert firing: TTFTHigh severity=critical route=openai p95=2310ms > 2000ms
  * (n=57, window 1m)" */

@@ -37,9 +37,9 @@
 #include "net.h"
 #include "stats.h"
 #include "tls.h"
+#include "loop.h"
 #include "upstream.h"
 #include "util.h"
-#include "worker.h"
 
 /* Backpressure: stop reading the upstream once this much waits for the
  * client, resume when the client has taken all but LOW_MARK of it. */
@@ -59,7 +59,7 @@ enum session_timer {
  * exchange_begin); x.conf != NULL while there is one. */
 struct session {
 	TAILQ_ENTRY(session) link;
-	struct worker *w;
+	struct loop *loop;
 	struct bufferevent *bev;
 	int fd;
 	int tls;                      /* the client came over TLS */
@@ -136,10 +136,10 @@ static int session_close(struct session *s)
 		event_free(s->defer_ev);
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);
-	TAILQ_REMOVE(&s->w->sessions, s, link);
-	s->w->n_sessions--;
+	TAILQ_REMOVE(&s->loop->sessions, s, link);
+	s->loop->n_sessions--;
 	atomic_fetch_sub(&tokentap_active_connections, 1);
-	worker_idle_check(s->w);
+	loop_idle_check(s->loop);
 	free(s);
 	return -1;
 }
@@ -274,10 +274,10 @@ static void request_begin(struct session *s, struct conf *conf)
 	s->scan_pos = s->up_scan_pos = 0;
 	s->req_sent = s->client_paused = s->up_paused = 0;
 	bodybuf_free(&s->held);
-	exchange_begin(&s->x, conf, s->w->stats, s->client_ip, util_now_us());
+	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, util_now_us());
 }
 
-void proxy_accept(struct worker *w, evutil_socket_t fd,
+void proxy_accept(struct loop *w, evutil_socket_t fd,
     const struct sockaddr *sa, int socklen, SSL_CTX *tls)
 {
 	struct session *s;
@@ -292,7 +292,7 @@ void proxy_accept(struct worker *w, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
-	s->w = w;
+	s->loop = w;
 	s->fd = fd;
 	bodybuf_clear(&s->held);
 	client_addr(sa, s->client_ip, sizeof s->client_ip);
@@ -372,7 +372,7 @@ static int dispatch(struct session *s, int fresh)
 	 * up_event then only notes it, and it is handled here. */
 	s->dispatching = 1;
 	s->connect_failed = 0;
-	u = upstream_get(s->w, s->x.route, fresh, up_read, up_write, up_event, s);
+	u = upstream_get(s->loop, s->x.route, fresh, up_read, up_write, up_event, s);
 	s->dispatching = 0;
 	if (u != NULL && s->connect_failed) {
 		upstream_release(u, 0);
@@ -416,7 +416,7 @@ static int request_head(struct session *s)
 		return respond(s, &v);
 	if (r == 0)
 		return 0;
-	if (exchange_request_head(&s->x, in, head_len, &s->w->rng, &rq, &v) < 0)
+	if (exchange_request_head(&s->x, in, head_len, &s->loop->rng, &rq, &v) < 0)
 		return respond(s, &v);
 	if (!s->x.req_done && s->x.route->request_buffering)
 		return hold_request(s, &rq, head_len);
@@ -551,9 +551,9 @@ static int client_process(struct session *s)
 		case C_IDLE:
 			if (avail == 0)
 				return 0;
-			if (s->w->draining)
+			if (s->loop->draining)
 				return client_finish(s);
-			request_begin(s, s->w->conf);
+			request_begin(s, s->loop->conf);
 			timer_set(s, T_HEADER, s->x.conf->timeouts.client_header_us);
 			break;
 		case C_HEAD:
@@ -629,10 +629,10 @@ static int next_request(struct session *s)
 {
 	s->cs = C_IDLE;
 	s->us = U_NONE;
-	if (s->w->draining)
+	if (s->loop->draining)
 		return client_finish(s);
 	bufferevent_enable(s->bev, EV_READ);
-	timer_set(s, T_KEEPALIVE, s->w->conf->timeouts.idle_us);
+	timer_set(s, T_KEEPALIVE, s->loop->conf->timeouts.idle_us);
 	return client_process(s);
 }
 
@@ -665,7 +665,7 @@ static int response_head(struct session *s)
 		    "bare CR in the upstream response head" :
 		    "upstream response head too large", METER_END_MALFORMED);
 	r = exchange_response_head(&s->x, in, head_len,
-	    bufferevent_get_output(s->bev), s->w->draining, &v);
+	    bufferevent_get_output(s->bev), s->loop->draining, &v);
 	if (r < 0)
 		return respond(s, &v);
 	s->up_scan_pos = 0;
@@ -710,7 +710,7 @@ static void pause_upstream(struct session *s)
 		return;
 	}
 	if (s->defer_ev == NULL)
-		s->defer_ev = event_new(s->w->base, -1, 0, deferred_pause, s);
+		s->defer_ev = event_new(s->loop->base, -1, 0, deferred_pause, s);
 	if (s->defer_ev != NULL)
 		event_active(s->defer_ev, EV_TIMEOUT, 1);
 }
@@ -814,12 +814,12 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	ssize_t n = recv(fd, s->w->rbuf, WORKER_READ_MAX, 0);
+	ssize_t n = recv(fd, s->loop->rbuf, LOOP_READ_MAX, 0);
 	(void)what;
 
 	if (n > 0) {
 		s->x.meter.now = util_now_us();
-		direct_body(s, s->w->rbuf, (size_t)n);
+		direct_body(s, s->loop->rbuf, (size_t)n);
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -999,7 +999,7 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the worker's calls ------------------------------------------------ */
 
-void proxy_drain(struct worker *w)
+void proxy_drain(struct loop *w)
 {
 	struct session *s, *next;
 	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
@@ -1009,7 +1009,7 @@ void proxy_drain(struct worker *w)
 	}
 }
 
-void proxy_close_all(struct worker *w)
+void proxy_close_all(struct loop *w)
 {
 	struct session *s;
 	while ((s = TAILQ_FIRST(&w->sessions)) != NULL) {

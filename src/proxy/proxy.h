@@ -10,15 +10,15 @@
 #include <event2/util.h>
 #include <openssl/ssl.h>
 
-struct worker;
+struct loop;
 
 /* Takes an accepted client socket; tls: the listener's context, or NULL. */
-void proxy_accept(struct worker *w, evutil_socket_t fd,
+void proxy_accept(struct loop *l, evutil_socket_t fd,
     const struct sockaddr *sa, int socklen, SSL_CTX *tls);
 /* Drain: closes idle client connections; busy ones close after their
  * response. */
-void proxy_drain(struct worker *w);
+void proxy_drain(struct loop *l);
 /* Closes every session at once (shutdown timeout reached). */
-void proxy_close_all(struct worker *w);
+void proxy_close_all(struct loop *l);
 
 #endif

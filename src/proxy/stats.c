@@ -162,7 +162,12 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 
 /* ---- the reader's state ------------------------------------------------- */
 
-struct stats_state S;
+static struct stats_state state;
+
+const struct stats_state *stats_state(void)
+{
+	return &state;
+}
 
 static uint64_t hash_key(const struct stats_key *k)
 {
@@ -231,12 +236,12 @@ static struct group *group_get(const struct stats_key *in)
 	uint64_t h;
 
 	/* cardinality: new tenants and models beyond the limits are "_other" */
-	if (!name_seen(&S.tenants, k.tenant, S.max_tenants))
+	if (!name_seen(&state.tenants, k.tenant, state.max_tenants))
 		snprintf(k.tenant, sizeof k.tenant, "_other");
-	if (!name_seen(&S.models, k.model, S.max_models))
+	if (!name_seen(&state.models, k.model, state.max_models))
 		snprintf(k.model, sizeof k.model, "_other");
 	h = hash_key(&k);
-	for (g = S.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
+	for (g = state.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
 		if (g->hash == h && strcmp(g->key.route, k.route) == 0 &&
 		    strcmp(g->key.tenant, k.tenant) == 0 &&
 		    strcmp(g->key.model, k.model) == 0)
@@ -247,21 +252,21 @@ static struct group *group_get(const struct stats_key *in)
 	g->key = k;
 	g->hash = h;
 	for (int i = 0; i < PROM_COUNT; i++)
-		prom_init(&g->prom[i], &S.bounds[i]);
-	for (size_t w = 0; w < S.n_windows; w++)
+		prom_init(&g->prom[i], &state.bounds[i]);
+	for (size_t w = 0; w < state.n_windows; w++)
 		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
-	g->hnext = S.table[h % GROUP_BUCKETS];
-	S.table[h % GROUP_BUCKETS] = g;
-	g->next = S.groups;
-	S.groups = g;
-	S.n_groups++;
+	g->hnext = state.table[h % GROUP_BUCKETS];
+	state.table[h % GROUP_BUCKETS] = g;
+	g->next = state.groups;
+	state.groups = g;
+	state.n_groups++;
 	return g;
 }
 
 /* The slice of window w that holds time t, emptied if it held an older one. */
 static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 {
-	uint64_t idx = t / S.slice_us[w];
+	uint64_t idx = t / state.slice_us[w];
 	struct slice *s;
 	if (g->win[w] == NULL)
 		return NULL;
@@ -283,8 +288,8 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 static void apply_itl(struct group *g, const struct stats_rec *x)
 {
 	for (unsigned i = 0; i < x->n_itl; i++)
-		prom_observe(&g->prom[PROM_ITL], &S.bounds[PROM_ITL], x->itl[i]);
-	for (size_t w = 0; w < S.n_windows; w++) {
+		prom_observe(&g->prom[PROM_ITL], &state.bounds[PROM_ITL], x->itl[i]);
+	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		for (unsigned i = 0; s != NULL && i < x->n_itl; i++)
 			hist_sparse_record(&s->itl, x->itl[i]);
@@ -302,15 +307,15 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 		if (x->exceeded & (1u << i))
 			g->exceeded[i]++;
 	if (x->ttft_us >= 0)
-		prom_observe(&g->prom[PROM_TTFT], &S.bounds[PROM_TTFT], (uint64_t)x->ttft_us);
+		prom_observe(&g->prom[PROM_TTFT], &state.bounds[PROM_TTFT], (uint64_t)x->ttft_us);
 	if (x->tpot_us >= 0)
-		prom_observe(&g->prom[PROM_TPOT], &S.bounds[PROM_TPOT], (uint64_t)x->tpot_us);
-	prom_observe(&g->prom[PROM_DURATION], &S.bounds[PROM_DURATION],
+		prom_observe(&g->prom[PROM_TPOT], &state.bounds[PROM_TPOT], (uint64_t)x->tpot_us);
+	prom_observe(&g->prom[PROM_DURATION], &state.bounds[PROM_DURATION],
 	    (uint64_t)x->duration_us);
 	if (x->connect_us >= 0)
-		prom_observe(&g->prom[PROM_CONNECT], &S.bounds[PROM_CONNECT],
+		prom_observe(&g->prom[PROM_CONNECT], &state.bounds[PROM_CONNECT],
 		    (uint64_t)x->connect_us);
-	for (size_t w = 0; w < S.n_windows; w++) {
+	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		if (s == NULL)
 			continue;
@@ -368,7 +373,7 @@ void stats_drain(void)
 			apply(&r->recs[t % RING_CAP]);
 		atomic_store_explicit(&r->tail, t, memory_order_release);
 		if (dropped) {
-			S.dropped += dropped;
+			state.dropped += dropped;
 			log_warn("stats: %llu records dropped (the reader fell behind)",
 			    (unsigned long long)dropped);
 		}
@@ -456,9 +461,9 @@ static void group_free(struct group *g)
 
 static void groups_reset_windows(void)
 {
-	for (struct group *g = S.groups; g != NULL; g = g->next) {
+	for (struct group *g = state.groups; g != NULL; g = g->next) {
 		windows_free(g);
-		for (size_t w = 0; w < S.n_windows; w++)
+		for (size_t w = 0; w < state.n_windows; w++)
 			g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
 	}
 }
@@ -466,55 +471,55 @@ static void groups_reset_windows(void)
 void stats_configure(const struct conf *c)
 {
 	struct bounds nb[PROM_COUNT];
-	int windows_changed = c->n_stats_windows != S.n_windows;
+	int windows_changed = c->n_stats_windows != state.n_windows;
 
 	for (size_t i = 0; !windows_changed && i < c->n_stats_windows; i++)
-		windows_changed = c->stats_windows_us[i] != S.window_us[i];
-	S.max_tenants = c->max_tenants;
-	S.max_models = c->max_models;
+		windows_changed = c->stats_windows_us[i] != state.window_us[i];
+	state.max_tenants = c->max_tenants;
+	state.max_models = c->max_models;
 	memset(nb, 0, sizeof nb);     /* compared whole below */
 	make_bounds(c, nb);
-	if (S.configured && memcmp(nb, S.bounds, sizeof nb) != 0) {
+	if (state.configured && memcmp(nb, state.bounds, sizeof nb) != 0) {
 		log_warn("stats: histogram bounds changed with the thresholds; "
 		    "the Prometheus histograms start anew");
-		for (struct group *g = S.groups; g != NULL; g = g->next)
+		for (struct group *g = state.groups; g != NULL; g = g->next)
 			for (int i = 0; i < PROM_COUNT; i++) {
 				free(g->prom[i].counts);
 				prom_init(&g->prom[i], &nb[i]);
 			}
 	}
-	memcpy(S.bounds, nb, sizeof nb);
+	memcpy(state.bounds, nb, sizeof nb);
 	if (windows_changed) {
-		S.n_windows = c->n_stats_windows < MAX_WINDOWS ? c->n_stats_windows :
+		state.n_windows = c->n_stats_windows < MAX_WINDOWS ? c->n_stats_windows :
 		    MAX_WINDOWS;
-		for (size_t i = 0; i < S.n_windows; i++) {
-			S.window_us[i] = c->stats_windows_us[i];
-			S.slice_us[i] = S.window_us[i] / SLICES ? S.window_us[i] / SLICES : 1;
+		for (size_t i = 0; i < state.n_windows; i++) {
+			state.window_us[i] = c->stats_windows_us[i];
+			state.slice_us[i] = state.window_us[i] / SLICES ? state.window_us[i] / SLICES : 1;
 		}
-		if (S.configured)
+		if (state.configured)
 			log_warn("stats: windows changed; window statistics start anew");
 		groups_reset_windows();
 	}
-	S.configured = 1;
+	state.configured = 1;
 }
 
 void stats_free(void)
 {
 	struct group *g, *next;
-	for (g = S.groups; g != NULL; g = next) {
+	for (g = state.groups; g != NULL; g = next) {
 		next = g->next;
 		group_free(g);
 	}
-	for (size_t i = 0; i < S.tenants.n; i++)
-		free(S.tenants.names[i]);
-	for (size_t i = 0; i < S.models.n; i++)
-		free(S.models.names[i]);
-	free(S.tenants.names);
-	free(S.models.names);
+	for (size_t i = 0; i < state.tenants.n; i++)
+		free(state.tenants.names[i]);
+	for (size_t i = 0; i < state.models.n; i++)
+		free(state.models.names[i]);
+	free(state.tenants.names);
+	free(state.models.names);
 	for (int i = 0; i < atomic_load(&n_rings); i++)
 		free(rings[i]);
 	atomic_store(&n_rings, 0);
-	memset(&S, 0, sizeof S);
+	memset(&state, 0, sizeof state);
 }
 
 int stats_window_index(const char *text)
@@ -522,8 +527,8 @@ int stats_window_index(const char *text)
 	uint64_t us;
 	if (util_parse_duration_us(text, &us) < 0)
 		return -1;
-	for (size_t i = 0; i < S.n_windows; i++)
-		if (S.window_us[i] == us)
+	for (size_t i = 0; i < state.n_windows; i++)
+		if (state.window_us[i] == us)
 			return (int)i;
 	return -1;
 }

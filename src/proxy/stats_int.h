@@ -71,6 +71,7 @@ struct stats_state {
 	uint64_t dropped;
 };
 
-extern struct stats_state S;
+/* The one state of the statistics (stats.c owns it), for stats_out.c. */
+const struct stats_state *stats_state(void);
 
 #endif

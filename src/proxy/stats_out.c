@@ -181,19 +181,23 @@ static int cmp_groups(const void *x, const void *y)
 
 static struct group **sorted_groups(unsigned by)
 {
-	struct group **v = malloc((S.n_groups + 1) * sizeof *v);
+	const struct stats_state *st = stats_state();
+
+	struct group **v = malloc((st->n_groups + 1) * sizeof *v);
 	size_t i = 0;
 	if (v == NULL)
 		return NULL;
-	for (struct group *g = S.groups; g != NULL; g = g->next)
+	for (struct group *g = st->groups; g != NULL; g = g->next)
 		v[i++] = g;
 	sort_by = by;
-	qsort(v, S.n_groups, sizeof *v, cmp_groups);
+	qsort(v, st->n_groups, sizeof *v, cmp_groups);
 	return v;
 }
 
 void stats_json(struct evbuffer *out, int wi, unsigned by)
 {
+	const struct stats_state *st = stats_state();
+
 	static struct agg a;       /* 35 KiB of histograms: not on the stack */
 	struct group **v;
 	char ts[32], wt[32];
@@ -202,7 +206,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	int first = 1;
 
 	util_rfc3339_ms(util_wall_ms(), ts);
-	util_duration_text(S.window_us[wi], wt, sizeof wt);
+	util_duration_text(st->window_us[wi], wt, sizeof wt);
 	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[\"route\"%s%s],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
 	    "\"groups\":[", wt, by & BY_TENANT ? ",\"tenant\"" : "",
@@ -210,12 +214,12 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	    atomic_load(&tokentap_active_streams),
 	    atomic_load(&tokentap_max_active_streams));
 	v = sorted_groups(by);
-	cur = stats_clock() / S.slice_us[wi];
-	while (v != NULL && i < S.n_groups) {
+	cur = stats_clock() / st->slice_us[wi];
+	while (v != NULL && i < st->n_groups) {
 		size_t j = i;
 		agg_reset(&a);
 		sort_by = by;
-		while (j < S.n_groups && cmp_groups(&v[i], &v[j]) == 0)
+		while (j < st->n_groups && cmp_groups(&v[i], &v[j]) == 0)
 			agg_add(&a, v[j++], (size_t)wi, cur);
 		/* a group with nothing in the window and nothing active is left out */
 		if (a.requests > 0 || a.active > 0) {
@@ -232,11 +236,13 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 
 static size_t window_for(uint64_t us)
 {
+	const struct stats_state *st = stats_state();
+
 	size_t best = 0;
-	for (size_t i = 1; i < S.n_windows; i++) {
-		uint64_t d = S.window_us[i] > us ? S.window_us[i] - us : us - S.window_us[i];
-		uint64_t db = S.window_us[best] > us ? S.window_us[best] - us :
-		    us - S.window_us[best];
+	for (size_t i = 1; i < st->n_windows; i++) {
+		uint64_t d = st->window_us[i] > us ? st->window_us[i] - us : us - st->window_us[i];
+		uint64_t db = st->window_us[best] > us ? st->window_us[best] - us :
+		    us - st->window_us[best];
 		if (d < db)
 			best = i;
 	}
@@ -246,18 +252,20 @@ static size_t window_for(uint64_t us)
 void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
     double quantile, struct stats_view *out)
 {
+	const struct stats_state *st = stats_state();
+
 	static struct agg a;
 	size_t w;
 	uint64_t cur;
 
 	memset(out, 0, sizeof *out);
 	out->ttft_q = out->tpot_q = -1;
-	if (S.n_windows == 0)
+	if (st->n_windows == 0)
 		return;
 	w = window_for(window_us);
-	cur = stats_clock() / S.slice_us[w];
+	cur = stats_clock() / st->slice_us[w];
 	agg_reset(&a);
-	for (struct group *g = S.groups; g != NULL; g = g->next)
+	for (struct group *g = st->groups; g != NULL; g = g->next)
 		if (strcmp(g->key.route, route) == 0 &&
 		    (tenant == NULL || strcmp(g->key.tenant, tenant) == 0))
 			agg_add(&a, g, w, cur);
@@ -274,9 +282,11 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 void stats_each_route_tenant(uint64_t window_us,
     void (*fn)(void *arg, const char *route, const char *tenant), void *arg)
 {
+	const struct stats_state *st = stats_state();
+
 	struct group **v = sorted_groups(BY_TENANT);
 	(void)window_us;
-	for (size_t i = 0; v != NULL && i < S.n_groups; i++) {
+	for (size_t i = 0; v != NULL && i < st->n_groups; i++) {
 		if (i > 0 && strcmp(v[i]->key.route, v[i - 1]->key.route) == 0 &&
 		    strcmp(v[i]->key.tenant, v[i - 1]->key.tenant) == 0)
 			continue;
@@ -305,9 +315,11 @@ static void prom_seconds(struct evbuffer *out, uint64_t us)
 static void prom_histogram(struct evbuffer *out, const char *name,
     const char *help, int which)
 {
-	const struct bounds *b = &S.bounds[which];
+	const struct stats_state *st = stats_state();
+
+	const struct bounds *b = &st->bounds[which];
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-	for (const struct group *g = S.groups; g != NULL; g = g->next) {
+	for (const struct group *g = st->groups; g != NULL; g = g->next) {
 		const struct prom_hist *p = &g->prom[which];
 		uint64_t cum = 0;
 		if (p->counts == NULL || p->count == 0)
@@ -336,8 +348,10 @@ static void prom_histogram(struct evbuffer *out, const char *name,
 static void prom_counter(struct evbuffer *out, const char *name, const char *help,
     size_t field)
 {
+	const struct stats_state *st = stats_state();
+
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (const struct group *g = S.groups; g != NULL; g = g->next) {
+	for (const struct group *g = st->groups; g != NULL; g = g->next) {
 		uint64_t v = *(const uint64_t *)((const char *)g + field);
 		evbuffer_add_printf(out, "%s{", name);
 		prom_labels(out, g);
@@ -347,6 +361,8 @@ static void prom_counter(struct evbuffer *out, const char *name, const char *hel
 
 void stats_prometheus(struct evbuffer *out)
 {
+	const struct stats_state *st = stats_state();
+
 	static const char *const thr[] = {
 		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
 	};
@@ -364,7 +380,7 @@ void stats_prometheus(struct evbuffer *out)
 
 	evbuffer_add_printf(out, "# HELP tokentap_requests_total Requests by outcome.\n"
 	    "# TYPE tokentap_requests_total counter\n");
-	for (const struct group *g = S.groups; g != NULL; g = g->next)
+	for (const struct group *g = st->groups; g != NULL; g = g->next)
 		for (int o = 0; o < OUTCOME_COUNT; o++) {
 			if (g->requests[o] == 0 && o != OUTCOME_OK)
 				continue;
@@ -380,7 +396,7 @@ void stats_prometheus(struct evbuffer *out)
 
 	evbuffer_add_printf(out, "# HELP tokentap_threshold_exceeded_total Requests over "
 	    "a threshold.\n# TYPE tokentap_threshold_exceeded_total counter\n");
-	for (const struct group *g = S.groups; g != NULL; g = g->next)
+	for (const struct group *g = st->groups; g != NULL; g = g->next)
 		for (int i = 0; i < 4; i++) {
 			ADD(out, "tokentap_threshold_exceeded_total{");
 			prom_labels(out, g);
@@ -390,7 +406,7 @@ void stats_prometheus(struct evbuffer *out)
 
 	evbuffer_add_printf(out, "# HELP tokentap_active_streams Streams in flight.\n"
 	    "# TYPE tokentap_active_streams gauge\n");
-	for (const struct group *g = S.groups; g != NULL; g = g->next) {
+	for (const struct group *g = st->groups; g != NULL; g = g->next) {
 		ADD(out, "tokentap_active_streams{");
 		prom_labels(out, g);
 		evbuffer_add_printf(out, "} %ld\n", g->active);

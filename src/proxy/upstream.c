@@ -21,7 +21,7 @@
 #include "net.h"
 #include "tls.h"
 #include "util.h"
-#include "worker.h"
+#include "loop.h"
 
 /* Backends close idle keep-alive connections after a few seconds (Node and
  * uvicorn: 5 s). Dropping ours a little earlier avoids sending a request on
@@ -33,7 +33,7 @@ TAILQ_HEAD(upconn_list, upconn);
 
 struct upool {
 	struct upool *next;
-	struct worker *w;
+	struct loop *w;
 	char host[256];
 	unsigned port;
 	int tls;
@@ -43,7 +43,7 @@ struct upool {
 	size_t n_idle;
 };
 
-static struct upool *pool_for(struct worker *w, const struct conf_route *r)
+static struct upool *pool_for(struct loop *w, const struct conf_route *r)
 {
 	struct upool *p;
 	const char *sni = r->upstream_tls && r->tls.sni ? r->tls.sni : "";
@@ -110,7 +110,7 @@ static void pooled_event(struct bufferevent *bev, short what, void *arg)
 	pooled_read(bev, arg);
 }
 
-struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
+struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
     int fresh, bufferevent_data_cb readcb, bufferevent_data_cb writecb,
     bufferevent_event_cb eventcb, void *arg)
 {
@@ -275,7 +275,7 @@ void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
 	jsonw_sanitize(why, '\'');    /* it goes into a JSON string as it is */
 }
 
-void upstream_free_all(struct worker *w)
+void upstream_free_all(struct loop *w)
 {
 	struct upool *p, *next;
 	struct upconn *u;

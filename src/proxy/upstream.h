@@ -13,7 +13,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-struct worker;
+struct loop;
 
 struct upconn {
 	TAILQ_ENTRY(upconn) link;
@@ -30,7 +30,7 @@ struct upconn {
  * new one (connected == 0: wait for BEV_EVENT_CONNECTED), with the caller's
  * callbacks set before connecting (a refused connect may report at once).
  * fresh: skip the pool. NULL when a socket could not be created. */
-struct upconn *upstream_get(struct worker *w, const struct conf_route *r,
+struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
     int fresh, bufferevent_data_cb readcb, bufferevent_data_cb writecb,
     bufferevent_event_cb eventcb, void *arg);
 /* Marks a new connection connected (TCP_NODELAY set). */
@@ -60,6 +60,6 @@ void upstream_direct_read(struct upconn *u, int on);
 /* Gives a connection back: to the pool if reusable, else closed. */
 void upstream_release(struct upconn *u, int reusable);
 /* Closes every pooled connection of the worker and frees its pools. */
-void upstream_free_all(struct worker *w);
+void upstream_free_all(struct loop *l);
 
 #endif

@@ -37,9 +37,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int socklen, void *arg)
 {
 	struct listen_ref *lr = arg;
-	const struct conf *c = lr->w->conf;
+	const struct conf *c = lr->w->loop.conf;
 	(void)l;
-	proxy_accept(lr->w, fd, sa, socklen,
+	proxy_accept(&lr->w->loop, fd, sa, socklen,
 	    lr->idx < c->n_listen ? c->listen[lr->idx].tls_ctx : NULL);
 }
 
@@ -85,7 +85,7 @@ static int listen_all(struct worker *w, const struct conf *c)
 			return -1;
 		w->lrefs[i].w = w;
 		w->lrefs[i].idx = i;
-		w->listeners[i] = evconnlistener_new(w->base, on_accept, &w->lrefs[i],
+		w->listeners[i] = evconnlistener_new(w->loop.base, on_accept, &w->lrefs[i],
 		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
 		if (w->listeners[i] == NULL) {
 			close(fd);
@@ -110,12 +110,6 @@ static void close_listeners(struct worker *w)
 
 /* ---- commands from the main thread ------------------------------------ */
 
-void worker_idle_check(struct worker *w)
-{
-	if (w->draining && w->n_sessions == 0)
-		event_base_loopexit(w->base, NULL);
-}
-
 static void on_command(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -135,19 +129,19 @@ static void on_command(evutil_socket_t fd, short what, void *arg)
 
 	if (c != NULL) {
 		/* exchanges in flight keep their own reference to the old one */
-		conf_unref(w->conf);
-		w->conf = c;
+		conf_unref(w->loop.conf);
+		w->loop.conf = c;
 	}
 	if (stop) {
-		proxy_close_all(w);
-		event_base_loopexit(w->base, NULL);
+		proxy_close_all(&w->loop);
+		event_base_loopexit(w->loop.base, NULL);
 		return;
 	}
-	if (drain && !w->draining) {
-		w->draining = 1;
+	if (drain && !w->loop.draining) {
+		w->loop.draining = 1;
 		close_listeners(w);
-		proxy_drain(w);
-		worker_idle_check(w);
+		proxy_drain(&w->loop);
+		loop_idle_check(&w->loop);
 	}
 }
 
@@ -171,8 +165,8 @@ static void send_command(struct worker *w, struct conf *c, int drain, int stop)
 
 static void worker_free(struct worker *w)
 {
-	proxy_close_all(w);
-	upstream_free_all(w);
+	proxy_close_all(&w->loop);
+	upstream_free_all(&w->loop);
 	close_listeners(w);
 	if (w->listen_retry != NULL)
 		event_free(w->listen_retry);
@@ -180,24 +174,24 @@ static void worker_free(struct worker *w)
 		event_free(w->cmd_ev);
 	if (w->cmd_fd >= 0)
 		close(w->cmd_fd);
-	if (w->dns != NULL)
-		evdns_base_free(w->dns, 0);
+	if (w->loop.dns != NULL)
+		evdns_base_free(w->loop.dns, 0);
 	if (w->cmd_conf != NULL)
 		conf_unref(w->cmd_conf);
-	if (w->conf != NULL)
-		conf_unref(w->conf);
-	if (w->base != NULL)
-		event_base_free(w->base);
+	if (w->loop.conf != NULL)
+		conf_unref(w->loop.conf);
+	if (w->loop.base != NULL)
+		event_base_free(w->loop.base);
 	pthread_mutex_destroy(&w->cmd_lock);
-	free(w->rbuf);
+	free(w->loop.rbuf);
 	free(w);
 }
 
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
-	proxy_close_all(w);
+	event_base_loop(w->loop.base, EVLOOP_NO_EXIT_ON_EMPTY);
+	proxy_close_all(&w->loop);
 	atomic_store(&w->done, 1);
 	return NULL;
 }
@@ -223,29 +217,29 @@ static struct worker *worker_new(int id, struct conf *c)
 	w->id = id;
 	w->cmd_fd = -1;
 	pthread_mutex_init(&w->cmd_lock, NULL);
-	TAILQ_INIT(&w->sessions);
-	w->conf = conf_ref(c);
-	w->rng = rng_seed();
+	TAILQ_INIT(&w->loop.sessions);
+	w->loop.conf = conf_ref(c);
+	w->loop.rng = rng_seed();
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	w->base = base_new();
-	w->stats = stats_ring_new();
-	w->rbuf = malloc(WORKER_READ_MAX);
-	if (w->base == NULL || w->stats == NULL || w->rbuf == NULL)
+	w->loop.base = base_new();
+	w->loop.stats = stats_ring_new();
+	w->loop.rbuf = malloc(LOOP_READ_MAX);
+	if (w->loop.base == NULL || w->loop.stats == NULL || w->loop.rbuf == NULL)
 		goto fail;
-	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+	w->loop.dns = evdns_base_new(w->loop.base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (w->dns == NULL) {
+	if (w->loop.dns == NULL) {
 		/* no resolv.conf: names from /etc/hosts and IP literals still work */
-		w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-		if (w->dns != NULL)
-			evdns_base_load_hosts(w->dns, NULL);
+		w->loop.dns = evdns_base_new(w->loop.base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+		if (w->loop.dns != NULL)
+			evdns_base_load_hosts(w->loop.dns, NULL);
 	}
 	w->cmd_ev = w->cmd_fd < 0 ? NULL :
-	    event_new(w->base, w->cmd_fd, EV_READ | EV_PERSIST, on_command, w);
+	    event_new(w->loop.base, w->cmd_fd, EV_READ | EV_PERSIST, on_command, w);
 	if (w->cmd_ev != NULL)
 		event_add(w->cmd_ev, NULL);
-	w->listen_retry = evtimer_new(w->base, listen_retry, w);
-	if (w->dns == NULL || w->cmd_ev == NULL || w->listen_retry == NULL ||
+	w->listen_retry = evtimer_new(w->loop.base, listen_retry, w);
+	if (w->loop.dns == NULL || w->cmd_ev == NULL || w->listen_retry == NULL ||
 	    listen_all(w, c) < 0)
 		goto fail;
 	return w;

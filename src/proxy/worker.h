@@ -10,40 +10,20 @@
 #include <sys/queue.h>
 
 #include "config.h"
+#include "loop.h"
 
-struct event_base;
-struct evdns_base;
 struct evconnlistener;
 struct event;
-struct session;
-struct upool;
-struct accesslog;
-struct stats_ring;
 struct listen_ref;
-
-TAILQ_HEAD(session_list, session);
-
-/* One read of a streaming response: what the upstream sent since the last
- * turn of the loop, parsed and forwarded from this buffer in place. */
-#define WORKER_READ_MAX (64 * 1024)
 
 struct worker {
 	int id;
 	pthread_t thread;
-	struct event_base *base;
-	struct evdns_base *dns;
-	struct conf *conf;            /* current config, own reference */
+	struct loop loop;             /* what the worker runs: proxy.c's world */
 	struct evconnlistener **listeners;
 	struct listen_ref *lrefs;
 	size_t n_listeners;
 	struct event *listen_retry;   /* re-enables accepting after EMFILE */
-	struct session_list sessions;
-	size_t n_sessions;
-	struct upool *pools;          /* upstream.c */
-	struct stats_ring *stats;     /* this worker's statistics records */
-	char *rbuf;                   /* WORKER_READ_MAX: direct upstream reads */
-	int draining;
-	uint64_t rng;                 /* request ids */
 
 	/* commands from the main thread */
 	struct event *cmd_ev;
@@ -54,9 +34,6 @@ struct worker {
 	int cmd_stop;
 	atomic_int done;              /* the loop has ended */
 };
-
-/* Ends a draining worker's loop once its last session is gone. */
-void worker_idle_check(struct worker *w);
 
 /* Creates the workers of conf and binds their listeners. Returns 0 or -1
  * (a listener could not be bound: the message was logged). */

@@ -3,18 +3,12 @@
  * character boundary; the numbers and times. A reader written here, apart
  * from jsonw, checks each output. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 
 #include "jsonw.h"
+
+#include "unit.h"
 
 #define FFFD JSONW_REPLACEMENT
 

@@ -3,24 +3,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "net.h"
 #include "util.h"
+
+#include "unit.h"
 
 /* The size of this process's descriptor table, as the kernel reports it. */
 static long fd_table_size(void)

@@ -1,12 +1,8 @@
 /* rng.c: splitmix64 gives the reference outputs, and the draws built on it. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
 
 #include "rng.h"
+
+#include "unit.h"
 
 /* Vigna's splitmix64.c from state 0 and from state 1. */
 static void test_reference_outputs(void **state)

@@ -1,16 +1,10 @@
 /* Unit tests of the one URL parser: every form a route's upstream, a
  * notifier or tokentap-load's target may take, and every way to get one
  * wrong, with the problem named. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include "url.h"
+
+#include "unit.h"
 
 struct good {
 	const char *s;
