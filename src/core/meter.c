@@ -125,6 +125,16 @@ static int media_type_is(const char *ct, size_t len, const char *want)
 	return i == len || ct[i] == ';';
 }
 
+/* "application/problem+json" and the like (RFC 6839). */
+static int json_suffix(const char *ct, size_t len)
+{
+	const char *semi = memchr(ct, ';', len);
+	size_t n = semi ? (size_t)(semi - ct) : len;
+	while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+		n--;
+	return n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
 void meter_response_head(struct meter *m, unsigned status,
     const char *content_type, size_t ct_len, const char *content_encoding,
     size_t ce_len, size_t max_event_bytes, uint64_t now)
@@ -153,6 +163,12 @@ void meter_response_head(struct meter *m, unsigned status,
 		m->stream = 1;
 		sse_init(&m->sse, m->parse == METER_PARSE_SSE ? SSE_MODE_EVENTS :
 		    SSE_MODE_NDJSON, max_event_bytes, on_event, m);
+	} else {
+		/* only a JSON body has a usage to read: any other (a file, an
+		 * image) is not copied */
+		m->json_body = m->dialect != DIALECT_RAW && content_type != NULL &&
+		    (media_type_is(content_type, ct_len, "application/json") ||
+		    json_suffix(content_type, ct_len));
 	}
 }
 
@@ -183,7 +199,7 @@ static void decoded(void *arg, const char *p, size_t len)
 	struct meter *m = arg;
 	if (m->parse != METER_PARSE_NONE)
 		sse_feed(&m->sse, p, len);
-	else if (m->t_head != 0)
+	else if (m->json_body)
 		keep_body(m, p, len);
 }
 

@@ -53,6 +53,7 @@ struct meter {
 	unsigned sniff;              /* events left to find the dialect in */
 	enum meter_parse parse;
 	int stream;                  /* the response is an event stream */
+	int json_body;               /* a JSON body, kept (1 MiB) for its usage */
 	unsigned status;
 	int end_seen;                /* the dialect's end marker */
 	enum decode_kind encoding;   /* the response's Content-Encoding */

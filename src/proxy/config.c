@@ -109,12 +109,17 @@ struct conf *conf_default(void)
 	c->admin_port = 9464;
 	c->workers = conf_auto_workers();
 	c->timeouts = (struct conf_timeouts){
-		10000000, 5000000, 120000000, 60000000, 30000000
+		.client_header_us = 10000000, .connect_us = 5000000,
+		.first_byte_us = 120000000, .idle_us = 60000000,
+		.shutdown_us = 30000000, .send_us = 60000000,
+		/* below uvicorn's 5 s (vLLM's server): ours close first */
+		.upstream_keepalive_us = 4000000,
 	};
 	c->max_connections = 10000;
 	c->max_header_bytes = 32 * 1024;
 	c->max_body_bytes = 16 * 1024 * 1024;
 	c->max_event_bytes = 1024 * 1024;
+	c->client_backlog = 32 * 1024 * 1024;
 	c->max_tenants = 1000;
 	c->max_models = 100;
 	c->stats_windows_us = malloc(sizeof windows);

@@ -41,6 +41,8 @@ struct conf_timeouts {
 	uint64_t first_byte_us;
 	uint64_t idle_us;
 	uint64_t shutdown_us;
+	uint64_t send_us;              /* a client that takes no bytes this long */
+	uint64_t upstream_keepalive_us; /* an idle pooled connection's life */
 };
 
 /* A threshold that is not configured is 0 (durations) or < 0 (rates). */
@@ -121,7 +123,8 @@ struct conf {
 	uint64_t max_connections;    /* 10000 */
 	uint64_t max_header_bytes;   /* 32k */
 	uint64_t max_body_bytes;     /* 16m */
-	uint64_t max_event_bytes;    /* 1m */
+	uint64_t max_event_bytes;
+	uint64_t client_backlog;     /* bytes queued to slow clients, in all */    /* 1m */
 
 	char *tenant_header;         /* NULL: none */
 	struct conf_kv *tenant_api_keys; /* name -> sha256 hex (lowercase) */

@@ -449,6 +449,8 @@ static const struct yconf_key timeouts_keys[] = {
 	DUR("first_byte", struct conf_timeouts, first_byte_us, 1),
 	DUR("idle", struct conf_timeouts, idle_us, 1),
 	DUR("shutdown", struct conf_timeouts, shutdown_us, 0),
+	DUR("send", struct conf_timeouts, send_us, 1),
+	DUR("upstream_keepalive", struct conf_timeouts, upstream_keepalive_us, 1),
 };
 static const struct yconf_section timeouts_section = TABLE(timeouts_keys, NULL);
 
@@ -486,6 +488,7 @@ static const struct yconf_key limits_keys[] = {
 	SIZE("max_header_bytes", struct conf, max_header_bytes, 1024, 1 << 20),
 	SIZE("max_body_bytes", struct conf, max_body_bytes, 1, 0),
 	SIZE("max_event_bytes", struct conf, max_event_bytes, 1024, 1 << 30),
+	SIZE("client_backlog", struct conf, client_backlog, 1 << 20, 0),
 };
 static const struct yconf_section limits_section = TABLE(limits_keys, NULL);
 

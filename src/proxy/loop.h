@@ -25,6 +25,8 @@ TAILQ_HEAD(session_list, session);
 /* One read of a streaming response: what the upstream sent since the last
  * turn of the loop, parsed and forwarded from this buffer in place. */
 #define LOOP_READ_MAX (64 * 1024)
+/* ... and while slow clients hold limits.client_backlog */
+#define LOOP_READ_SMALL (4 * 1024)
 
 struct loop {
 	struct event_base *base;

@@ -67,6 +67,7 @@ struct session {
 	char client_ip[64];
 	const char *proto;            /* "http" or "https" */
 
+	struct evbuffer_cb_entry *queued_cb; /* counts the output in the backlog */
 	struct event *timer;
 	enum session_timer tkind;
 	uint64_t tlen;
@@ -101,6 +102,7 @@ static void read_direct(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
 static int hold_request(struct session *s, const struct http_head *rq,
     size_t head_len);
+static int over_backlog(const struct session *s);
 
 /* ---- upstream connection ---------------------------------------------- */
 
@@ -134,6 +136,12 @@ static int session_close(struct session *s)
 		event_free(s->timer);
 	if (s->defer_ev != NULL)
 		event_free(s->defer_ev);
+	if (s->queued_cb != NULL) {
+		struct evbuffer *out = bufferevent_get_output(s->bev);
+		evbuffer_remove_cb_entry(out, s->queued_cb);
+		atomic_fetch_sub_explicit(&tokentap_client_backlog,
+		    (long)evbuffer_get_length(out), memory_order_relaxed);
+	}
 	if (s->bev != NULL)
 		bufferevent_free(s->bev);
 	TAILQ_REMOVE(&s->loop->sessions, s, link);
@@ -266,6 +274,34 @@ static void client_addr(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
+/* Every byte added to or taken from a client's output buffer, in the
+ * backlog (only a client that lags has any: what the socket takes at once
+ * never enters the buffer). */
+static void queued(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)b;
+	(void)arg;
+	atomic_fetch_add_explicit(&tokentap_client_backlog,
+	    (long)info->n_added - (long)info->n_deleted, memory_order_relaxed);
+}
+
+/* At max_connections: an idle keep-alive connection (or one that has not
+ * sent its first byte) of this loop, the oldest, makes room for a new
+ * client. 1 when one was closed. */
+static int reclaim_idle(struct loop *l, const struct session *self)
+{
+	struct session *t;
+	TAILQ_FOREACH(t, &l->sessions, link) {
+		if (t != self && t->cs == C_IDLE && !t->closing && t->x.conf == NULL &&
+		    evbuffer_get_length(bufferevent_get_output(t->bev)) == 0) {
+			session_close(t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* The request in flight starts: its I/O state here, its books there. */
 static void request_begin(struct session *s, struct conf *conf)
 {
@@ -321,6 +357,13 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 	}
 	bufferevent_set_max_single_read(s->bev, 65536);
 	bufferevent_setcb(s->bev, client_read, client_write, client_event, s);
+	s->queued_cb = evbuffer_add_cb(bufferevent_get_output(s->bev), queued, s);
+	{
+		/* a client that takes nothing for timeouts.send is let go */
+		uint64_t us = w->conf->timeouts.send_us;
+		struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+		bufferevent_set_timeouts(s->bev, NULL, &tv);
+	}
 	bufferevent_enable(s->bev, s->tls ? EV_READ | EV_WRITE : EV_READ);
 	/* A new bufferevent starts with writing enabled: adding output would
 	 * then arm EPOLLOUT and write a loop turn later. Plain TCP clients are
@@ -328,15 +371,17 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 	 * partial writes. */
 	if (!s->tls)
 		bufferevent_disable(s->bev, EV_WRITE);
-	if ((uint64_t)active > w->conf->max_connections) {
-		/* Over the limit: answer 503 without reading the request (the
-		 * connection lingers, as after any unread request). */
+	if ((uint64_t)active > w->conf->max_connections && !reclaim_idle(w, s)) {
+		/* Over the limit, and no idle connection to give up: answer 503
+		 * without reading the request (the connection lingers, as after
+		 * any unread request). */
 		request_begin(s, w->conf);
 		respond_error(s, 503, "overloaded", "too many connections",
 		    METER_END_REJECTED);
 		return;
 	}
-	timer_set(s, T_KEEPALIVE, w->conf->timeouts.idle_us);
+	/* the first request must come as soon as any request head must */
+	timer_set(s, T_KEEPALIVE, w->conf->timeouts.client_header_us);
 }
 
 /* ---- client side ------------------------------------------------------- */
@@ -586,7 +631,10 @@ static void client_write(struct bufferevent *bev, void *arg)
 	struct evbuffer *out = bufferevent_get_output(bev);
 
 	s->last_progress = util_now_us();
-	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK) {
+	/* past the backlog, a paused upstream waits until its client took
+	 * everything */
+	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK &&
+	    (evbuffer_get_length(out) == 0 || !over_backlog(s))) {
 		s->up_paused = 0;
 		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
 		if (s->up->direct)
@@ -611,6 +659,16 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED)
 		return;     /* a TLS listener's handshake completed */
+	if (what & BEV_EVENT_TIMEOUT) {
+		/* the client took nothing for timeouts.send: it is let go, and
+		 * its buffer with it */
+		log_info("client %s took no bytes for %llu ms, closing", s->client_ip,
+		    (unsigned long long)(s->loop->conf->timeouts.send_us / 1000));
+		if (s->x.conf != NULL)
+			request_end(s, METER_END_TIMEOUT);
+		session_close(s);
+		return;
+	}
 	/* EOF or error: whatever was in flight is a client abort. A client that
 	 * half-closes after its request gets the same treatment as nginx gives
 	 * it: the exchange cannot be delivered reliably. A partial request
@@ -715,6 +773,22 @@ static void pause_upstream(struct session *s)
 		event_active(s->defer_ev, EV_TIMEOUT, 1);
 }
 
+/* Do the clients together hold limits.client_backlog? */
+static int over_backlog(const struct session *s)
+{
+	return (uint64_t)atomic_load_explicit(&tokentap_client_backlog,
+	    memory_order_relaxed) > s->loop->conf->client_backlog;
+}
+
+/* Should the upstream wait for the client? When too much waits for this
+ * one, or when all clients together hold limits.client_backlog and this
+ * one holds any. */
+static int backlogged(const struct session *s)
+{
+	size_t out = evbuffer_get_length(bufferevent_get_output(s->bev));
+	return out > HIGH_MARK || (out > 0 && over_backlog(s));
+}
+
 /* After a piece of the body went to the client (r: the parse's result):
  * end on a framing error, flush, end the exchange at the response's end,
  * or pause the upstream while the client lags. */
@@ -728,7 +802,7 @@ static int body_forwarded(struct session *s, int r)
 		return -1;
 	if (s->x.res_done)
 		return response_done(s);
-	if (evbuffer_get_length(bufferevent_get_output(s->bev)) > HIGH_MARK)
+	if (backlogged(s))
 		pause_upstream(s);
 	return 0;
 }
@@ -814,7 +888,9 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	ssize_t n = recv(fd, s->loop->rbuf, LOOP_READ_MAX, 0);
+	/* past the backlog, what one read may leave waiting is small */
+	ssize_t n = recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
+	    LOOP_READ_MAX, 0);
 	(void)what;
 
 	if (n > 0) {

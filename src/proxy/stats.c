@@ -14,6 +14,7 @@
 atomic_long tokentap_active_connections;
 atomic_long tokentap_active_streams;
 atomic_long tokentap_max_active_streams;
+atomic_long tokentap_client_backlog;
 
 uint64_t (*stats_clock)(void) = util_now_us;
 

@@ -38,6 +38,9 @@ struct stats_key {
 extern atomic_long tokentap_active_connections;
 extern atomic_long tokentap_active_streams;
 extern atomic_long tokentap_max_active_streams;
+/* Bytes waiting in client output buffers, all connections together (only
+ * clients that lag have any), against limits.client_backlog. */
+extern atomic_long tokentap_client_backlog;
 
 /* ---- worker side ---------------------------------------------------------- */
 

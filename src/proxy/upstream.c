@@ -24,9 +24,9 @@
 #include "loop.h"
 
 /* Backends close idle keep-alive connections after a few seconds (Node and
- * uvicorn: 5 s). Dropping ours a little earlier avoids sending a request on
- * a connection the peer is closing. */
-#define POOL_IDLE_US   (4 * 1000000ull)
+ * uvicorn: 5 s). Dropping ours earlier (timeouts.upstream_keepalive,
+ * default 4 s) avoids sending a request on a connection the peer is
+ * closing: a request that is not idempotent is not sent again. */
 #define POOL_MAX_IDLE  256
 
 TAILQ_HEAD(upconn_list, upconn);
@@ -122,7 +122,7 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 		return NULL;
 	while (!fresh && (u = TAILQ_FIRST(&p->idle)) != NULL) {
 		unpool(u);
-		if (now - u->idle_since < POOL_IDLE_US) {
+		if (now - u->idle_since < u->keepalive_us) {
 			bufferevent_set_timeouts(u->bev, NULL, NULL);
 			bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
 			/* plain TCP: the caller writes the request itself
@@ -130,6 +130,7 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 			 * socket did not take */
 			bufferevent_enable(u->bev, p->tls ? EV_READ | EV_WRITE : EV_READ);
 			u->reused = 1;
+			u->keepalive_us = r->timeouts.upstream_keepalive_us;
 			return u;
 		}
 		upconn_free(u);
@@ -138,6 +139,7 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 	if (u == NULL)
 		return NULL;
 	u->pool = p;
+	u->keepalive_us = r->timeouts.upstream_keepalive_us;
 	if (r->upstream_tls) {
 		SSL *ssl = tls_client_new(r, p->session);
 		if (ssl == NULL)
@@ -222,7 +224,8 @@ void upstream_direct_read(struct upconn *u, int on)
 void upstream_release(struct upconn *u, int reusable)
 {
 	struct upool *p = u->pool;
-	struct timeval tv = { POOL_IDLE_US / 1000000, 0 };
+	struct timeval tv = { (time_t)(u->keepalive_us / 1000000),
+	    (suseconds_t)(u->keepalive_us % 1000000) };
 
 	if (u->direct) {
 		event_del(u->rd_ev);

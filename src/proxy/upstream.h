@@ -20,6 +20,7 @@ struct upconn {
 	struct upool *pool;
 	struct bufferevent *bev;
 	uint64_t idle_since;        /* µs, while pooled */
+	uint64_t keepalive_us;      /* its route's timeouts.upstream_keepalive */
 	struct event *rd_ev;        /* direct reading (upstream_direct) */
 	int connected;
 	int reused;                 /* taken from the pool */

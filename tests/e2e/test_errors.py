@@ -87,16 +87,25 @@ def test_502_unreachable_and_bad_response():
 
 
 def test_503_over_max_connections():
+    """At max_connections, an idle connection (one that has sent nothing,
+    or waits between requests) is closed to make room; only when every
+    connection is busy does a new client get the 503."""
     with ok_backend() as b, Tokentap(cfg(b.port, "workers: 1\nlimits: {max_connections: 1}\n")) as t:
-        held = socket.create_connection(("127.0.0.1", t.port))
+        busy = socket.create_connection(("127.0.0.1", t.port))
+        busy.sendall(b"GET /v1/x HTTP/1.1\r\n")            # a request on its way
         time.sleep(0.1)
         code, _ = status_of(raw_request(t.port, b"GET /v1/x HTTP/1.1\r\nHost: x\r\n\r\n"))
         assert code == 503
-        held.close()
+        busy.close()
+        time.sleep(0.1)
+        idle = socket.create_connection(("127.0.0.1", t.port))   # sends nothing
         time.sleep(0.1)
         code, _ = status_of(raw_request(t.port, b"GET /v1/x HTTP/1.1\r\nHost: x\r\n"
                                         b"Connection: close\r\n\r\n"))
         assert code == 200
+        idle.settimeout(2)
+        assert idle.recv(1) == b"", "the idle connection was not reclaimed"
+        idle.close()
 
 
 def test_504_first_byte_and_idle_timeouts():
