@@ -122,8 +122,28 @@ static void put_phases(struct jsonw_buf *b, const struct meter *m)
 	jsonw_buf_puts(b, "}");
 }
 
-/* The request target with the values of key, api_key and token masked. */
-static void put_target(struct jsonw_buf *b, const char *t, size_t len)
+/* Query parameters whose values are credentials (SPEC §5): compared
+ * without case; the config may name more (access_log_mask). */
+static const char *const credentials[] = {
+	"key", "api_key", "apikey", "api-key", "token", "access_token", "sig",
+	"signature", "auth", "password", "secret",
+};
+
+static int is_credential(const char *name, size_t len, char *const *more,
+    size_t n_more)
+{
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(credentials); i++)
+		if (util_ieq(name, len, credentials[i]))
+			return 1;
+	for (size_t i = 0; i < n_more; i++)
+		if (util_ieq(name, len, more[i]))
+			return 1;
+	return 0;
+}
+
+/* The request target with the values of credential parameters masked. */
+static void put_target(struct jsonw_buf *b, const char *t, size_t len,
+    char *const *more, size_t n_more)
 {
 	char out[2048];
 	size_t o = 0, i = 0;
@@ -144,8 +164,7 @@ static void put_target(struct jsonw_buf *b, const char *t, size_t len)
 			end++;
 		for (eq = i; eq < end && t[eq] != '='; eq++)
 			;
-		if (eq < end && (util_ieq(t + i, eq - i, "key") ||
-		    util_ieq(t + i, eq - i, "api_key") || util_ieq(t + i, eq - i, "token"))) {
+		if (eq < end && is_credential(t + i, eq - i, more, n_more)) {
 			size_t n = eq - i + 1;
 			if (o + n + 3 >= sizeof out - 8)
 				break;
@@ -200,7 +219,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_str(&b, "model", e->model);
 	field_str(&b, "method", e->method);
 	jsonw_buf_puts(&b, ",\"path\":");
-	put_target(&b, e->target, e->target_len);
+	put_target(&b, e->target, e->target_len, e->mask, e->n_mask);
 	field_int(&b, "status", e->status ? (int64_t)e->status : -1);
 	jsonw_buf_printf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
 	field_str(&b, "dialect", dialect_names[m->dialect]);

@@ -25,6 +25,8 @@ struct accesslog_entry {
 	uint64_t bytes_out;
 	long concurrency;
 	unsigned exceeded;           /* ACCESSLOG_EXCEEDED_* bits */
+	char *const *mask;           /* query parameters masked besides the */
+	size_t n_mask;               /* built-in credential names */
 };
 
 enum {

@@ -63,6 +63,9 @@ static void conf_free(struct conf *c)
 		route_free(&c->routes[i]);
 	free(c->routes);
 	free(c->access_log);
+	for (size_t i = 0; i < c->n_access_log_mask; i++)
+		free(c->access_log_mask[i]);
+	free(c->access_log_mask);
 	free(c->stats_windows_us);
 	free(c->stats_file);
 	for (size_t i = 0; i < c->n_notify; i++) {

@@ -136,6 +136,8 @@ struct conf {
 	size_t n_routes;
 
 	char *access_log;            /* NULL: off; "-": stdout */
+	char **access_log_mask;      /* query parameters masked too */
+	size_t n_access_log_mask;
 
 	uint64_t *stats_windows_us;  /* default 1m 5m 1h */
 	size_t n_stats_windows;

@@ -176,6 +176,35 @@ static void notify_url_fn(struct yconf *ld, yaml_node_t *v, void *base, const ch
 	url_key(ld, v, path, &nt->url, parse_notify_url, nt);
 }
 
+/* More query parameter names whose values the access log masks. */
+static void mask_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	static const struct yconf_key k = { .type = YCONF_STRING };
+	struct conf *c = base;
+	yaml_node_item_t *it;
+	size_t n;
+	char **names, sub[YCONF_PATH_LEN];
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "parameter names"))
+		return;
+	it = v->data.sequence.items.start;
+	n = (size_t)(v->data.sequence.items.top - it);
+	names = calloc(n ? n : 1, sizeof *names);
+	if (names == NULL) {
+		yconf_oom(ld);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+		yconf_apply_value(ld, &k, yconf_node(ld, it[i]), &names[i], sub);
+	}
+	for (size_t i = 0; i < c->n_access_log_mask; i++)
+		free(c->access_log_mask[i]);
+	free(c->access_log_mask);
+	c->access_log_mask = names;
+	c->n_access_log_mask = n;
+}
+
 static void windows_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	static const struct yconf_key k = { .type = YCONF_DURATION, .lo = 1 };
@@ -576,6 +605,7 @@ static const struct yconf_key top_keys[] = {
 	SECTION("models", 0, models_section),
 	FUNC("routes", routes_fn, YCONF_LATE),
 	STR("access_log", struct conf, access_log, 0),
+	FUNC("access_log_mask", mask_fn, 0),
 	SECTION("stats", 0, stats_section),
 	SECTION("alerts", 0, alerts_section),
 };

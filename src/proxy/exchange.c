@@ -786,6 +786,8 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	e.bytes_out = x->bytes_out;
 	e.concurrency = x->concurrency;
 	e.exceeded = x->route ? exceeded_bits(x) : 0;
+	e.mask = x->conf->access_log_mask;
+	e.n_mask = x->conf->n_access_log_mask;
 	accesslog_write(&e);
 	stats_key_of(x, &key);
 	stats_request(x->stats, &key, &e, x->itl, x->n_itl);

@@ -186,11 +186,21 @@ def test_tenant_from_header_and_api_key():
 
 
 def test_secret_query_values_masked():
+    """Every credential parameter of SPEC §5, in any case, and the ones the
+    config adds (access_log_mask), logged as ***; nothing else."""
+    names = ["key", "API_KEY", "apikey", "api-key", "Token", "access_token", "sig",
+             "signature", "auth", "password", "secret", "session_id"]
+    query = "&".join(f"{n}=S{i}CRET" for i, n in enumerate(names))
     with Backend(scheduled_backend(openai_schedule(n_tokens=2, first=0.01))) as b, \
-            Tokentap(cfg(b.port)) as t:
-        post(t.port, b"/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&key=SECRET&x=1")
+            Tokentap(cfg(b.port, "access_log_mask: [Session_ID]\n")) as t:
+        post(t.port, b"/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&"
+             + query.encode() + b"&x=1&keys=kept")
         line = t.access(1)[0]
-        assert line["path"] == "/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&key=***&x=1"
+        want = "&".join(f"{n}=***" for n in names)
+        assert line["path"] == ("/v1beta/models/gemini-pro:streamGenerateContent?alt=sse&"
+                                + want + "&x=1&keys=kept"), line["path"]
+        with open(t.log) as f:
+            assert "CRET" not in f.read()
         assert line["model"] == "m-req"
 
 
