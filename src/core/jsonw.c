@@ -66,6 +66,32 @@ size_t jsonw_utf8_seq(const char *s, size_t n, int *valid)
 	return need + 1;
 }
 
+size_t jsonw_clean(char *dst, size_t cap, const char *src, size_t n)
+{
+	size_t o = 0, i = 0;
+
+	while (i < n) {
+		int valid;
+		size_t k = jsonw_utf8_seq(src + i, n - i, &valid);
+		const char *put = src + i;
+		size_t len = k;
+		unsigned char c = (unsigned char)src[i];
+		if (!valid) {
+			put = "\xef\xbf\xbd";
+			len = 3;
+		} else if (k == 1 && (c < 0x20 || c == 0x7f)) {
+			put = "?";
+		}
+		if (o + len > cap - 1)
+			break;
+		memcpy(dst + o, put, len);
+		o += len;
+		i += k;
+	}
+	dst[o] = '\0';
+	return o;
+}
+
 /* One piece of a string's output: a run of input bytes that pass as they
  * are (p points into the input), or the escape or U+FFFD that stands for
  * `in` input bytes. */

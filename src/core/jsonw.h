@@ -34,6 +34,12 @@ struct evbuffer;
  * Prometheus label values too). */
 size_t jsonw_utf8_seq(const char *s, size_t n, int *valid);
 
+/* A text a client chose (a tenant, a model name) as every output may show
+ * it, in logs and labels too: ill-formed UTF-8 becomes U+FFFD, control
+ * bytes and DEL become '?'. Copied into dst (cap > 0), cut on a character
+ * boundary, NUL-terminated; returns its length. */
+size_t jsonw_clean(char *dst, size_t cap, const char *src, size_t n);
+
 /* ---- strings, checked ----------------------------------------------------- */
 
 /* How many leading bytes of s[0..n) a string writer copies unchanged: n

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonw.h"
 #include "util.h"
 
 #define BODY_MAX (1024 * 1024)
@@ -64,11 +65,8 @@ void meter_offer_model(struct meter *m, enum meter_model_src src,
 {
 	if (src <= m->model_src || len == 0)
 		return;
-	if (len >= METER_MODEL_MAX)
-		len = METER_MODEL_MAX - 1;
-	memcpy(m->model, model, len);
-	m->model[len] = '\0';
-	m->model_len = len;
+	/* a client's or a backend's bytes: clean, once, for every output */
+	m->model_len = jsonw_clean(m->model, sizeof m->model, model, len);
 	m->model_src = src;
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonw.h"
 #include "util.h"
 
 /* The API key a request carries: OpenAI-style bearer tokens, Anthropic's
@@ -37,9 +38,8 @@ void tenant_identify(const struct conf *c, const struct http_header *h,
 	if (c->tenant_header != NULL)
 		t = httphead_find(h, n, c->tenant_header);
 	if (t != NULL && t->value_len > 0) {
-		len = t->value_len < outlen - 1 ? t->value_len : outlen - 1;
-		memcpy(out, t->value, len);
-		out[len] = '\0';
+		/* any byte a client sends: clean here, once, for every output */
+		jsonw_clean(out, outlen, t->value, t->value_len);
 		return;
 	}
 	key = api_key(h, n, &len);

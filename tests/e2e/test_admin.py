@@ -134,18 +134,29 @@ def test_client_bytes_keep_outputs_valid():
         assert b"\x7f" not in data
         lines = [json.loads(l.decode("utf-8"), strict=True) for l in data.splitlines()]
         assert [l["status"] for l in lines] == [200, 200, 200, 400, 400]
+        # a tenant or model a client names is cleaned once, for every output:
+        # U+FFFD for ill-formed UTF-8, '?' for control bytes and DEL
+        def clean(b):
+            return "".join("?" if ord(c) < 0x20 or c == "\x7f" else c
+                           for c in b.decode("utf-8", "replace"))
         for (tenant, model, target), l in zip(sent[:3], lines):
-            assert l["tenant"] == tenant.decode("utf-8", "replace"), l
-            assert l["model"] == model.decode("utf-8", "replace"), l
+            assert l["tenant"] == clean(tenant), l
+            assert l["model"] == clean(model), l
             assert l["path"] == target.decode(), l
-        assert lines[1]["tenant"] == "t\ufffd\ufffdz"
+        assert lines[1]["tenant"] == "t\ufffd\ufffdz" and lines[0]["tenant"] == "t?ab"
         status, doc = get(t.admin, "/stats?by=route,tenant,model")   # decodes strictly
         groups = json.loads(doc, strict=True)["groups"]
         assert {(g["tenant"], g["model"]) for g in groups if g["route"] == "chat"} == {
-            (x.decode("utf-8", "replace"), m.decode("utf-8", "replace")) for x, m, _ in sent[:3]}
+            (clean(x), clean(m)) for x, m, _ in sent[:3]}
         json.loads(get(t.admin, "/alerts")[1], strict=True)
         status, text = get(t.admin, "/metrics")
         assert status == 200 and 'tenant="t\ufffd\ufffdz"' in text
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        t.stderr().encode("utf-8")      # the error log too (decoded strictly by Proc)
+        with open(t.err.name, "rb") as f:
+            f.read().decode("utf-8")
 
 
 def test_metrics_pass_promtool():

@@ -510,9 +510,33 @@ static void test_utf8_seq(void **state)
 	}
 }
 
+/* A client's name for every output: ill-formed UTF-8 becomes U+FFFD,
+ * control bytes and DEL '?', cut on a character boundary. */
+static void test_clean(void **state)
+{
+	char out[16];
+	(void)state;
+	assert_int_equal(jsonw_clean(out, sizeof out, "team-a", 6), 6);
+	assert_string_equal(out, "team-a");
+	jsonw_clean(out, sizeof out, "t\tab\x7f\x01", 6);
+	assert_string_equal(out, "t?ab??");
+	jsonw_clean(out, sizeof out, "\xc3\x28\xce\xba", 4);
+	assert_string_equal(out, "\xef\xbf\xbd(\xce\xba");
+	jsonw_clean(out, sizeof out, "\xed\xa0\x80", 3);   /* a surrogate: 3 U+FFFD, */
+	assert_string_equal(out, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* as Python */
+	/* never past cap, never half a character */
+	assert_int_equal(jsonw_clean(out, 4, "a\xce\xba\xce\xba", 5), 3);
+	assert_string_equal(out, "a\xce\xba");
+	assert_int_equal(jsonw_clean(out, 3, "a\xce\xba", 3), 1);
+	assert_string_equal(out, "a");
+	assert_int_equal(jsonw_clean(out, 1, "abc", 3), 0);
+	assert_string_equal(out, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clean),
 		cmocka_unit_test(test_every_byte_alone),
 		cmocka_unit_test(test_every_pair_and_triple),
 		cmocka_unit_test(test_every_code_point),
