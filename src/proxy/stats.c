@@ -39,11 +39,27 @@ struct stats_rec {
 
 #define RING_CAP 4096          /* records; about 2 MiB per worker */
 #define MAX_RINGS 256
+/* When the reader falls behind (a long scrape on the main thread), a full
+ * ring spills into blocks the worker allocates (the only allocation, and
+ * the only lock, of a worker's statistics, and only then), up to about
+ * 64 MiB per worker; past that a record is dropped, counted and logged. */
+#define OVF_BLOCK 1024
+#define OVF_MAX_BLOCKS 128
+
+struct ovf_block {
+	struct ovf_block *next;
+	unsigned n;
+	struct stats_rec recs[OVF_BLOCK];
+};
 
 struct stats_ring {
 	_Atomic uint64_t head;     /* next slot the worker writes */
 	_Atomic uint64_t tail;     /* next slot the reader reads */
 	_Atomic uint64_t dropped;
+	pthread_mutex_t ovf_lock;
+	struct ovf_block *ovf_first, *ovf_last;   /* under ovf_lock */
+	size_t ovf_blocks;                         /* under ovf_lock */
+	int filling_ovf;           /* the worker's: a slot taken in a block */
 	struct stats_rec recs[RING_CAP];
 };
 
@@ -56,6 +72,7 @@ struct stats_ring *stats_ring_new(void)
 	struct stats_ring *r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return NULL;
+	pthread_mutex_init(&r->ovf_lock, NULL);
 	pthread_mutex_lock(&rings_lock);
 	if (atomic_load(&n_rings) == MAX_RINGS) {
 		pthread_mutex_unlock(&rings_lock);
@@ -68,8 +85,35 @@ struct stats_ring *stats_ring_new(void)
 	return r;
 }
 
-/* Claims the next slot, or NULL when the reader is behind (counted: the
- * proxy never waits for statistics). */
+/* A slot in a spill block, the lock held until ring_publish; NULL (the
+ * record dropped, counted) past the spill's bound. */
+static struct stats_rec *ovf_slot(struct stats_ring *r)
+{
+	struct ovf_block *b;
+
+	pthread_mutex_lock(&r->ovf_lock);
+	b = r->ovf_last;
+	if (b == NULL || b->n == OVF_BLOCK) {
+		if (r->ovf_blocks >= OVF_MAX_BLOCKS || (b = malloc(sizeof *b)) == NULL) {
+			pthread_mutex_unlock(&r->ovf_lock);
+			atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+			return NULL;
+		}
+		b->next = NULL;
+		b->n = 0;
+		if (r->ovf_last != NULL)
+			r->ovf_last->next = b;
+		else
+			r->ovf_first = b;
+		r->ovf_last = b;
+		r->ovf_blocks++;
+	}
+	r->filling_ovf = 1;
+	return &b->recs[b->n];
+}
+
+/* Claims the next slot: in the ring, or, when the reader is behind, in a
+ * spill block (the proxy never waits for statistics). */
 static struct stats_rec *ring_slot(struct stats_ring *r)
 {
 	uint64_t h, t;
@@ -77,16 +121,22 @@ static struct stats_rec *ring_slot(struct stats_ring *r)
 		return NULL;
 	h = atomic_load_explicit(&r->head, memory_order_relaxed);
 	t = atomic_load_explicit(&r->tail, memory_order_acquire);
-	if (h - t >= RING_CAP) {
-		atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
-		return NULL;
-	}
+	if (h - t >= RING_CAP)
+		return ovf_slot(r);
 	return &r->recs[h % RING_CAP];
 }
 
 static void ring_publish(struct stats_ring *r)
 {
-	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t h;
+
+	if (r->filling_ovf) {
+		r->ovf_last->n++;
+		r->filling_ovf = 0;
+		pthread_mutex_unlock(&r->ovf_lock);
+		return;
+	}
+	h = atomic_load_explicit(&r->head, memory_order_relaxed);
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 
@@ -370,9 +420,23 @@ void stats_drain(void)
 		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
 		uint64_t dropped = atomic_exchange(&r->dropped, 0);
+		struct ovf_block *b, *next;
 		for (; t < h; t++)
 			apply(&r->recs[t % RING_CAP]);
 		atomic_store_explicit(&r->tail, t, memory_order_release);
+		/* what spilled while the reader was away: the counts add up in
+		 * any order, and each record carries its own time */
+		pthread_mutex_lock(&r->ovf_lock);
+		b = r->ovf_first;
+		r->ovf_first = r->ovf_last = NULL;
+		r->ovf_blocks = 0;
+		pthread_mutex_unlock(&r->ovf_lock);
+		for (; b != NULL; b = next) {
+			next = b->next;
+			for (unsigned k = 0; k < b->n; k++)
+				apply(&b->recs[k]);
+			free(b);
+		}
 		if (dropped) {
 			state.dropped += dropped;
 			log_warn("stats: %llu records dropped (the reader fell behind)",

@@ -414,6 +414,10 @@ void stats_prometheus(struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tokentap_active_connections Client connections open.\n"
 	    "# TYPE tokentap_active_connections gauge\ntokentap_active_connections %ld\n",
 	    atomic_load(&tokentap_active_connections));
+	evbuffer_add_printf(out, "# HELP tokentap_stats_dropped_total Statistics records lost "
+	    "(a worker's spill full while the reader was away; logged).\n"
+	    "# TYPE tokentap_stats_dropped_total counter\ntokentap_stats_dropped_total %llu\n",
+	    (unsigned long long)st->dropped);
 	evbuffer_add_printf(out, "# HELP tokentap_client_backlog_bytes Bytes waiting for "
 	    "slow clients (limits.client_backlog bounds them).\n"
 	    "# TYPE tokentap_client_backlog_bytes gauge\ntokentap_client_backlog_bytes %ld\n",
