@@ -66,13 +66,15 @@ static void bad_query(struct evhttp_request *req, const char *what)
 	reply(req, 400, "application/json", body);
 }
 
-/* by=route,tenant,model: route is always there (a group is per route). */
+/* by=route,tenant,model: the groups are keyed by exactly the fields asked
+ * (SPEC §5: by=tenant sums a tenant over its routes); route when absent. */
 static int parse_by(const char *v, unsigned *by)
 {
 	char buf[128], *save = NULL;
 	*by = BY_ROUTE;
 	if (v == NULL)
 		return 0;
+	*by = 0;
 	snprintf(buf, sizeof buf, "%s", v);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (strcmp(t, "route") == 0)
@@ -84,7 +86,7 @@ static int parse_by(const char *v, unsigned *by)
 		else
 			return -1;
 	}
-	return 0;
+	return *by != 0 ? 0 : -1;
 }
 
 static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri)

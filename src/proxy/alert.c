@@ -362,22 +362,6 @@ void alert_free(struct alert_set *s)
 	free(s);
 }
 
-static uint64_t closest_window(const struct conf *c)
-{
-	uint64_t best = c->alerts_window_us;
-	uint64_t best_d = UINT64_MAX;
-	for (size_t i = 0; i < c->n_stats_windows; i++) {
-		uint64_t w = c->stats_windows_us[i];
-		uint64_t d = w > c->alerts_window_us ? w - c->alerts_window_us :
-		    c->alerts_window_us - w;
-		if (d < best_d) {
-			best = w;
-			best_d = d;
-		}
-	}
-	return best;
-}
-
 static const struct conf_thresholds *route_thresholds(const struct conf *c,
     const char *route)
 {
@@ -454,7 +438,7 @@ int alert_configure(struct alert_set *s, const struct conf *c, uint64_t now_us,
 	s->n = nn;
 	s->cap = ncap;
 	rehash(s);
-	s->window_us = closest_window(c);
+	s->window_us = c->alerts_window_us;   /* the statistics keep it */
 	s->for_us = c->alerts_for_us;
 	s->min_samples = c->alerts_min_samples;
 	s->quantile = c->alerts_quantile;

@@ -92,16 +92,6 @@ static void schedule(const struct conf *c)
 	event_add(tick, &tv);
 }
 
-static void check_window(const struct conf *c)
-{
-	uint64_t w = alert_window_us(rules);
-	if (w != c->alerts_window_us)
-		log_warn("alerts: window %llu ms is not one of stats.windows; "
-		    "the rules use the closest, %llu ms",
-		    (unsigned long long)(c->alerts_window_us / 1000),
-		    (unsigned long long)(w / 1000));
-}
-
 int alertd_start(struct event_base *base, const struct conf *c)
 {
 	rules = alert_new(on_transition, NULL);
@@ -116,7 +106,6 @@ int alertd_start(struct event_base *base, const struct conf *c)
 	if (notify_configure(notifiers, c) < 0)
 		log_error("alerts: some notifiers are not working (see above)");
 	conf = conf_ref((struct conf *)c);
-	check_window(c);
 	schedule(c);
 	return 0;
 }
@@ -135,7 +124,6 @@ void alertd_reload(const struct conf *c)
 		schedule(c);
 	conf_unref(conf);
 	conf = conf_ref((struct conf *)c);
-	check_window(c);
 }
 
 void alertd_stop(void)

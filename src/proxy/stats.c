@@ -533,13 +533,29 @@ static void groups_reset_windows(void)
 	}
 }
 
+/* The windows kept: those /stats serves, and the alert rules' own when it
+ * is not one of them (alerts.window is honoured whatever it is). */
+static size_t windows_of(const struct conf *c, uint64_t *w)
+{
+	size_t n = c->n_stats_windows < MAX_WINDOWS - 1 ? c->n_stats_windows :
+	    MAX_WINDOWS - 1;
+	memcpy(w, c->stats_windows_us, n * sizeof *w);
+	for (size_t i = 0; i < n; i++)
+		if (w[i] == c->alerts_window_us)
+			return n;
+	w[n] = c->alerts_window_us;
+	return n + 1;
+}
+
 void stats_configure(const struct conf *c)
 {
 	struct bounds nb[PROM_COUNT];
-	int windows_changed = c->n_stats_windows != state.n_windows;
+	uint64_t want[MAX_WINDOWS];
+	size_t n = windows_of(c, want);
+	int windows_changed = n != state.n_windows;
 
-	for (size_t i = 0; !windows_changed && i < c->n_stats_windows; i++)
-		windows_changed = c->stats_windows_us[i] != state.window_us[i];
+	for (size_t i = 0; !windows_changed && i < n; i++)
+		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
 	state.max_models = c->max_models;
 	memset(nb, 0, sizeof nb);     /* compared whole below */
@@ -554,11 +570,11 @@ void stats_configure(const struct conf *c)
 			}
 	}
 	memcpy(state.bounds, nb, sizeof nb);
+	state.n_served = c->n_stats_windows < n ? c->n_stats_windows : n;
 	if (windows_changed) {
-		state.n_windows = c->n_stats_windows < MAX_WINDOWS ? c->n_stats_windows :
-		    MAX_WINDOWS;
+		state.n_windows = n;
 		for (size_t i = 0; i < state.n_windows; i++) {
-			state.window_us[i] = c->stats_windows_us[i];
+			state.window_us[i] = want[i];
 			state.slice_us[i] = state.window_us[i] / SLICES ? state.window_us[i] / SLICES : 1;
 		}
 		if (state.configured)
@@ -592,7 +608,7 @@ int stats_window_index(const char *text)
 	uint64_t us;
 	if (util_parse_duration_us(text, &us) < 0)
 		return -1;
-	for (size_t i = 0; i < state.n_windows; i++)
+	for (size_t i = 0; i < state.n_served; i++)
 		if (state.window_us[i] == us)
 			return (int)i;
 	return -1;

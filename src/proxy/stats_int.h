@@ -59,7 +59,8 @@ struct name_set {
 
 struct stats_state {
 	int configured;
-	size_t n_windows;
+	size_t n_windows;             /* the windows kept: */
+	size_t n_served;              /* stats.windows first, then the alerts' */
 	uint64_t window_us[MAX_WINDOWS];
 	uint64_t slice_us[MAX_WINDOWS];
 	uint64_t max_tenants, max_models;

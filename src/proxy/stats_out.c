@@ -133,17 +133,22 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	double r2 = r2_of(&a->r2);
 
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
-	ADD(out, "\"route\":");
-	jsonw_str(out, g->key.route);
+	if (by & BY_ROUTE) {
+		ADD(out, "\"route\":");
+		jsonw_str(out, g->key.route);
+		ADD(out, ",");
+	}
 	if (by & BY_TENANT) {
-		ADD(out, ",\"tenant\":");
+		ADD(out, "\"tenant\":");
 		jsonw_str(out, g->key.tenant);
+		ADD(out, ",");
 	}
 	if (by & BY_MODEL) {
-		ADD(out, ",\"model\":");
+		ADD(out, "\"model\":");
 		jsonw_str(out, g->key.model);
+		ADD(out, ",");
 	}
-	evbuffer_add_printf(out, ",\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
+	evbuffer_add_printf(out, "\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
 	    (unsigned long long)a->requests, (unsigned long long)a->errors);
 	jsonw_fixed(out, a->requests ? (double)a->errors / (double)a->requests : -1, 3);
 	evbuffer_add_printf(out, ",\"active\":%ld,\"max_active\":%ld", a->active,
@@ -171,7 +176,7 @@ static int cmp_groups(const void *x, const void *y)
 {
 	const struct group *a = *(const struct group *const *)x;
 	const struct group *b = *(const struct group *const *)y;
-	int c = strcmp(a->key.route, b->key.route);
+	int c = sort_by & BY_ROUTE ? strcmp(a->key.route, b->key.route) : 0;
 	if (c == 0 && (sort_by & BY_TENANT))
 		c = strcmp(a->key.tenant, b->key.tenant);
 	if (c == 0 && (sort_by & BY_MODEL))
@@ -207,10 +212,12 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 
 	util_rfc3339_ms(util_wall_ms(), ts);
 	util_duration_text(st->window_us[wi], wt, sizeof wt);
-	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[\"route\"%s%s],"
+	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[%s%s%s%s%s],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
-	    "\"groups\":[", wt, by & BY_TENANT ? ",\"tenant\"" : "",
-	    by & BY_MODEL ? ",\"model\"" : "", ts,
+	    "\"groups\":[", wt, by & BY_ROUTE ? "\"route\"" : "",
+	    by & BY_ROUTE && by & (BY_TENANT | BY_MODEL) ? "," : "",
+	    by & BY_TENANT ? "\"tenant\"" : "", by & BY_TENANT && by & BY_MODEL ? "," : "",
+	    by & BY_MODEL ? "\"model\"" : "", ts,
 	    atomic_load(&tokentap_active_streams),
 	    atomic_load(&tokentap_max_active_streams));
 	v = sorted_groups(by);
@@ -284,7 +291,7 @@ void stats_each_route_tenant(uint64_t window_us,
 {
 	const struct stats_state *st = stats_state();
 
-	struct group **v = sorted_groups(BY_TENANT);
+	struct group **v = sorted_groups(BY_ROUTE | BY_TENANT);
 	(void)window_us;
 	for (size_t i = 0; v != NULL && i < st->n_groups; i++) {
 		if (i > 0 && strcmp(v[i]->key.route, v[i - 1]->key.route) == 0 &&

@@ -97,6 +97,31 @@ def test_stats_match_access_log():
         assert s["groups"][0]["output_tokens_per_s"] > 0
 
 
+def test_stats_by_groups_exactly_by_the_fields_asked():
+    """SPEC §5: by=tenant sums each tenant over every route it used; the
+    key fields are the ones asked, and no other."""
+    conf = ("tenant: {header: X-Tenant-Id}\nroutes:\n"
+            "  - {name: a, match: {path_prefix: /a/}, upstream: http://127.0.0.1:{up}}\n"
+            "  - {name: b, match: {path_prefix: /b/}, upstream: http://127.0.0.1:{up}}\n")
+    with delayed_backend() as b, Tokentap(conf.replace("{up}", str(b.port))) as t:
+        for path, tenant in (("/a/", "t1"), ("/b/", "t1"), ("/b/", "t1"), ("/a/", "t2")):
+            raw_request(t.port, b"POST %sv1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                        b"X-Tenant-Id: %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+                        % (path.encode(), tenant.encode()))
+        t.access(4)
+        s = json.loads(get(t.admin, "/stats?by=tenant")[1])
+        assert s["by"] == ["tenant"], s["by"]
+        rows = {g["tenant"]: g for g in s["groups"]}
+        assert set(rows) == {"t1", "t2"} and "route" not in rows["t1"]
+        assert rows["t1"]["requests"] == 3 and rows["t2"]["requests"] == 1
+        s = json.loads(get(t.admin, "/stats?by=route,tenant")[1])
+        assert sorted((g["route"], g["tenant"], g["requests"]) for g in s["groups"]) == [
+            ("a", "t1", 1), ("a", "t2", 1), ("b", "t1", 2)]
+        s = json.loads(get(t.admin, "/stats?by=model")[1])
+        assert s["by"] == ["model"] and sum(g["requests"] for g in s["groups"]) == 4
+        assert get(t.admin, "/stats?by=")[0] == 400
+
+
 def test_stats_rejects_unknown_window_and_group():
     with delayed_backend() as b, Tokentap(cfg(b.port, "stats: {windows: [1m, 5m]}\n")) as t:
         status, body = get(t.admin, "/stats?window=7m")

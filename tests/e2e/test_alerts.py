@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.request
 
-from harness import ROOT, Proc, Tokentap, free_port, wait_port
+from harness import ROOT, Proc, Tokentap, free_port, raw_request, wait_port
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 PROMTOOL = "/usr/bin/promtool"
@@ -474,3 +474,28 @@ def test_prometheus_rules_are_valid_and_fire_on_the_thresholds():
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         os.unlink(f.name)
+
+
+def test_alert_window_is_the_one_configured():
+    """alerts.window: 3s is honoured although stats.windows has only 1m:
+    the statistics keep the rules' own window (before, the rules used 60 s,
+    the nearest, and the webhook said so). The burst fires, and resolves
+    about 3 s later with no sample left in the window; /stats still serves
+    only 1m."""
+    with Mock() as m, Hook() as h:
+        url = f"http://127.0.0.1:{h.port}/hooks/latency"
+        notify = f"    - {{type: webhook, url: '{url}'}}\n"
+        conf = config(m.port, notify).replace("stats: {windows: [10s]}", "stats: {windows: [1m]}")
+        conf = conf.replace("  window: 10s\n", "  window: 3s\n")
+        with Tokentap(conf) as t:
+            wait_port(t.admin)
+            burst(t.port, 4, ttft="300ms")
+            done = time.monotonic()
+            _, _, _, body = h.wait(lambda b: b["status"] == "firing", EVERY + 3)
+            assert body["window_s"] == 3, body
+            at, _, _, body = h.wait(lambda b: b["status"] == "resolved", 3 + EVERY + 4)
+            assert 2.5 < at - done < 3 + EVERY + 3, at - done
+            assert "not one of stats.windows" not in t.stderr(), t.stderr()
+            out = raw_request(t.admin, b"GET /stats?window=3s HTTP/1.1\r\nHost: x\r\n"
+                              b"Connection: close\r\n\r\n")
+            assert out.startswith(b"HTTP/1.1 400"), out[:200]
