@@ -66,11 +66,12 @@ struct event_base *net_base_new(int flags)
 	return base;
 }
 
-int net_listen(const char *host, unsigned port, int reuseport, const char *what)
+/* The first address of host:port for a passive socket; NULL is logged. */
+static struct addrinfo *passive(const char *host, unsigned port, const char *what)
 {
 	struct addrinfo hints, *ai = NULL;
 	char portstr[8];
-	int fd = -1, one = 1, rc;
+	int rc;
 
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
@@ -80,15 +81,47 @@ int net_listen(const char *host, unsigned port, int reuseport, const char *what)
 	rc = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &ai);
 	if (rc != 0) {
 		log_error("%s: %s", what, gai_strerror(rc));
-		return -1;
+		return NULL;
 	}
+	return ai;
+}
+
+int net_address_free(const char *host, unsigned port, const char *what)
+{
+	struct addrinfo *ai = passive(host, port, what);
+	int fd, one = 1, r = -1;
+
+	if (ai == NULL)
+		return -1;
+	/* bound without SO_REUSEPORT, a socket clashes with every socket
+	 * there, ours or another program's (SO_REUSEADDR: not with TIME_WAIT) */
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		r = 0;
+	else
+		log_error("%s: %s", what, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return r;
+}
+
+int net_listen(const char *host, unsigned port, int reuseport, int backlog,
+    const char *what)
+{
+	struct addrinfo *ai = passive(host, port, what);
+	int fd = -1, one = 1;
+
+	if (ai == NULL)
+		return -1;
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    (reuseport &&
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
-	    listen(fd, 4096) < 0) {
+	    listen(fd, backlog) < 0) {
 		log_error("%s: %s", what, strerror(errno));
 		if (fd >= 0)
 			close(fd);

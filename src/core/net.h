@@ -27,8 +27,14 @@ struct event_base *net_base_new(int flags);
 /* A non-blocking, close-on-exec TCP socket listening on host:port (host
  * "" for every address), with SO_REUSEADDR, and SO_REUSEPORT when
  * reuseport (each worker its own socket, the kernel spreading the
- * connections). A failure is logged as "what: why". Returns the fd or -1. */
-int net_listen(const char *host, unsigned port, int reuseport, const char *what);
+ * connections), listen(2)ing with backlog. A failure is logged as "what:
+ * why". Returns the fd or -1. */
+int net_listen(const char *host, unsigned port, int reuseport, int backlog,
+    const char *what);
+/* Is host:port free, no socket of any process bound there (SO_REUSEPORT
+ * would let a second program share it silently)? 0, or -1 with the reason
+ * logged under what. */
+int net_address_free(const char *host, unsigned port, const char *what);
 
 /* For an accept(2) that failed with err: when descriptors or memory ran
  * out (EMFILE, ENFILE, ENOBUFS, ENOMEM), a listener that stays readable

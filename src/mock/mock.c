@@ -170,7 +170,7 @@ static int listen_on(const char *addr, int reuseport)
 		log_error("%s: expected ADDR:PORT", what);
 		return -1;
 	}
-	return net_listen(host, port, reuseport, what);
+	return net_listen(host, port, reuseport, 4096, what);
 }
 
 static void accept_resume(evutil_socket_t fd, short what, void *arg)

@@ -106,6 +106,7 @@ struct conf *conf_default(void)
 		c->listen[0].address = strdup("127.0.0.1:8080");
 		strcpy(c->listen[0].host, "127.0.0.1");
 		c->listen[0].port = 8080;
+		c->listen[0].backlog = CONF_BACKLOG;
 	}
 	c->admin_address = strdup("127.0.0.1:9464");
 	strcpy(c->admin_host, "127.0.0.1");
@@ -190,4 +191,56 @@ struct conf *conf_load_string(const char *name, const char *text, size_t len, FI
 struct conf *conf_load(const char *path, FILE *errs)
 {
 	return load(path, NULL, 0, errs);
+}
+
+/* Why path cannot be written, or NULL. */
+static const char *unwritable(const char *path, char *why, size_t len)
+{
+	char dir[4096];
+	const char *slash;
+
+	if (access(path, F_OK) == 0)
+		return access(path, W_OK) == 0 ? NULL : "the file is not writable";
+	slash = strrchr(path, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	if (access(dir, F_OK) != 0) {
+		snprintf(why, len, "the directory %s does not exist", dir);
+		return why;
+	}
+	if (access(dir, W_OK | X_OK) != 0) {
+		snprintf(why, len, "the directory %s is not writable", dir);
+		return why;
+	}
+	return NULL;
+}
+
+int conf_check_paths(const struct conf *c, FILE *errs)
+{
+	const struct {
+		const char *key, *path;
+		struct conf_pos at;
+	} files[] = {
+		{ "access_log", c->access_log, c->access_log_at },
+		{ "stats.file", c->stats_file, c->stats_file_at },
+	};
+	char why[4200];
+	int bad = 0;
+
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(files); i++) {
+		const char *w;
+		if (files[i].path == NULL || strcmp(files[i].path, "-") == 0)
+			continue;
+		if ((w = unwritable(files[i].path, why, sizeof why)) == NULL)
+			continue;
+		if (errs != NULL)
+			fprintf(errs, "%s:%zu:%zu: %s %s: %s\n", c->path ? c->path : "config",
+			    files[i].at.line, files[i].at.col, files[i].key, files[i].path, w);
+		bad = 1;
+	}
+	return bad ? -1 : 0;
 }

@@ -25,10 +25,13 @@ struct conf_pos {
 	size_t line, col;
 };
 
+#define CONF_BACKLOG 4096        /* listen[].backlog's default */
+
 struct conf_listen {
 	char *address;          /* as written, "0.0.0.0:8080" */
 	char host[256];         /* "" = any address */
 	unsigned port;
+	uint64_t backlog;       /* listen(2)'s, default 4096 */
 	char *tls_cert;         /* NULL: plain TCP */
 	char *tls_key;
 	struct conf_pos tls_cert_at, tls_key_at;
@@ -142,6 +145,7 @@ struct conf {
 	uint64_t *stats_windows_us;  /* default 1m 5m 1h */
 	size_t n_stats_windows;
 	char *stats_file;            /* NULL: off */
+	struct conf_pos access_log_at, stats_file_at;   /* for conf_check_paths */
 	uint64_t stats_interval_us;  /* 10s */
 
 	uint64_t alerts_evaluate_every_us; /* 10s */
@@ -160,6 +164,11 @@ struct conf {
  * as one line "FILE:LINE:COL: message" (FILE as given). Returns the config,
  * or NULL when there was any problem. */
 struct conf *conf_load(const char *path, FILE *errs);
+/* The files the config names that tokentap writes (access_log, stats.file)
+ * can be: the file writable, or its directory there and writable. What
+ * start would fail on, found by -t and by a reload, reported as
+ * FILE:LINE:COL. 0 or -1. */
+int conf_check_paths(const struct conf *c, FILE *errs);
 
 /* The same from a string; name stands for the file in messages. */
 struct conf *conf_load_string(const char *name, const char *text, size_t len,

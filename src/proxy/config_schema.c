@@ -238,6 +238,13 @@ static void windows_fn(struct yconf *ld, yaml_node_t *v, void *base, const char 
 
 static const struct yconf_section listen_section, route_section, notify_section;
 
+static void listen_init(struct yconf *ld, void *item)
+{
+	struct conf_listen *l = item;
+	(void)ld;
+	l->backlog = CONF_BACKLOG;
+}
+
 static void listen_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf *c = base;
@@ -251,7 +258,7 @@ static void listen_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *
 	}
 	conf_listen_free(c);
 	yconf_apply_list(ld, v, path, &arr, &c->n_listen, sizeof *c->listen, &listen_section,
-	    NULL);
+	    listen_init);
 	c->listen = arr;
 }
 
@@ -502,6 +509,7 @@ static const struct yconf_section listen_tls_section = TABLE(listen_tls_keys, li
 
 static const struct yconf_key listen_keys[] = {
 	FUNC("address", listen_address_fn, YCONF_REQUIRED),
+	UINT("backlog", struct conf_listen, backlog, 1, 1 << 20),
 	SECTION("tls", 0, listen_tls_section),
 };
 static const struct yconf_section listen_section = TABLE(listen_keys, NULL);
@@ -609,4 +617,44 @@ static const struct yconf_key top_keys[] = {
 	SECTION("stats", 0, stats_section),
 	SECTION("alerts", 0, alerts_section),
 };
-const struct yconf_section conf_schema = TABLE(top_keys, NULL);
+/* Two of the same host:port (a wildcard host meets every host). */
+static int same_address(const char *h1, unsigned p1, const char *h2, unsigned p2)
+{
+	return p1 == p2 && (h1[0] == '\0' || h2[0] == '\0' || strcmp(h1, h2) == 0 ||
+	    strcmp(h1, "0.0.0.0") == 0 || strcmp(h2, "0.0.0.0") == 0 ||
+	    strcmp(h1, "::") == 0 || strcmp(h2, "::") == 0);
+}
+
+/* What start would trip over, found by -t: an address given twice, the
+ * admin listener on a proxy address. The paths' turn is conf_check_paths. */
+static void top_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct conf *c = base;
+	yaml_node_t *listen = yconf_map_find(ld, m, "listen"), *admin, *n;
+
+	(void)path;
+	for (size_t i = 0; i < c->n_listen; i++)
+		for (size_t k = 0; k < i; k++) {
+			if (!same_address(c->listen[i].host, c->listen[i].port,
+			    c->listen[k].host, c->listen[k].port))
+				continue;
+			n = listen != NULL && listen->type == YAML_SEQUENCE_NODE ?
+			    yconf_node(ld, listen->data.sequence.items.start[i]) : m;
+			yconf_err(ld, n, "listen: %s is given twice", c->listen[i].address);
+			break;
+		}
+	admin = yconf_map_find(ld, m, "admin");
+	n = admin != NULL ? yconf_map_find(ld, admin, "address") : NULL;
+	for (size_t i = 0; i < c->n_listen; i++)
+		if (same_address(c->admin_host, c->admin_port, c->listen[i].host,
+		    c->listen[i].port)) {
+			yconf_err(ld, n ? n : m, "admin.address %s is also a listen address",
+			    c->admin_address);
+			break;
+		}
+	c->access_log_at = pos_of(yconf_map_find(ld, m, "access_log"), m);
+	n = yconf_map_find(ld, m, "stats");
+	c->stats_file_at = pos_of(n ? yconf_map_find(ld, n, "file") : NULL, n ? n : m);
+}
+
+const struct yconf_section conf_schema = TABLE(top_keys, top_check);

@@ -51,7 +51,7 @@ static void on_reload(void)
 
 	sdnotify_reloading();
 	c = conf_load(config_path, stderr);
-	if (c != NULL && tls_prepare(c, stderr) < 0) {
+	if (c != NULL && (tls_prepare(c, stderr) < 0 || conf_check_paths(c, stderr) < 0)) {
 		conf_unref(c);
 		c = NULL;
 	}
@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	current = conf_load(config_path, stderr);
 	if (current == NULL)
 		return 1;
-	if (tls_prepare(current, stderr) < 0) {
+	if (tls_prepare(current, stderr) < 0 || conf_check_paths(current, stderr) < 0) {
 		conf_unref(current);
 		return 1;
 	}

@@ -80,13 +80,16 @@ static int listen_all(struct worker *w, const struct conf *c)
 		evutil_socket_t fd;
 		/* every worker its own socket on each address (SO_REUSEPORT) */
 		snprintf(what, sizeof what, "listen %s", c->listen[i].address);
-		fd = net_listen(c->listen[i].host, c->listen[i].port, 1, what);
+		fd = net_listen(c->listen[i].host, c->listen[i].port, 1,
+		    (int)c->listen[i].backlog, what);
 		if (fd < 0)
 			return -1;
 		w->lrefs[i].w = w;
 		w->lrefs[i].idx = i;
+		/* backlog 0: the socket listens already (-1 would listen(2)
+		 * again, at libevent's 128) */
 		w->listeners[i] = evconnlistener_new(w->loop.base, on_accept, &w->lrefs[i],
-		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		    LEV_OPT_CLOSE_ON_FREE, 0, fd);
 		if (w->listeners[i] == NULL) {
 			close(fd);
 			return -1;
@@ -248,8 +251,24 @@ fail:
 	return NULL;
 }
 
+/* One instance per address: the workers share theirs by SO_REUSEPORT, so
+ * a second tokentap (or any program with it) would otherwise bind beside
+ * them and take half the connections. */
+static int addresses_free(const struct conf *c)
+{
+	for (size_t i = 0; i < c->n_listen; i++) {
+		char what[300];
+		snprintf(what, sizeof what, "listen %s", c->listen[i].address);
+		if (net_address_free(c->listen[i].host, c->listen[i].port, what) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int workers_start(struct conf *conf)
 {
+	if (addresses_free(conf) < 0)
+		return -1;
 	workers = calloc((size_t)conf->workers, sizeof *workers);
 	if (workers == NULL)
 		return -1;

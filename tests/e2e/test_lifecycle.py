@@ -8,7 +8,9 @@ import threading
 import time
 
 from backend import SSE_HEAD, Backend
-from harness import Tokentap, binary, dechunk, split_response
+from harness import Tokentap, binary, dechunk, free_port, raw_request, split_response
+
+ROUTE = "routes:\n  - name: r\n    match: {path_prefix: /v1/}\n    upstream: http://127.0.0.1:9\n"
 
 SANITIZER_SKIP = set()
 
@@ -173,3 +175,66 @@ def test_sigusr1_reopens_access_log():
                 assert len(t.access(1)) == 1
             assert sorted(os.listdir(t.dir)) == ["access.jsonl", "access.jsonl.1",
                                                  "access.jsonl.2", "tokentap.yaml"]
+
+
+def test_one_instance_per_address_and_the_backlog_configured():
+    """A second tokentap on an address the first listens on refuses to
+    start (before, SO_REUSEPORT let it bind beside the first and take half
+    the connections); the backlog is the one configured (4096 by default;
+    evconnlistener_new(-1) had listen(2)ed again at 128)."""
+    with Tokentap("listen:\n  - address: 127.0.0.1:{port}\n"
+                  "  - address: 127.0.0.1:{admin2}\n    backlog: 1000\n"
+                  .replace("{admin2}", str(free_port())) + ROUTE) as t:
+        ss = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+        queues = {}
+        for line in ss.splitlines():
+            f = line.split()
+            queues.setdefault(f[3], set()).add(int(f[2]))
+        assert queues[f"127.0.0.1:{t.port}"] == {4096}, ss
+        second = [a for a in queues if a != f"127.0.0.1:{t.port}" and a.startswith("127.0.0.1:")
+                  and 1000 in queues[a]]
+        assert second, ss
+        with open(os.path.join(t.dir, "two.yaml"), "w") as f:
+            f.write(f"listen:\n  - address: 127.0.0.1:{t.port}\n"
+                    f"admin: {{address: 127.0.0.1:{free_port()}}}\n" + ROUTE)
+        r = subprocess.run([binary("tokentap"), "-c", os.path.join(t.dir, "two.yaml")],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode != 0 and "Address already in use" in r.stderr, r
+        # the first still answers every connection
+        for _ in range(10):
+            out = raw_request(t.port, b"GET /none HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert out.startswith(b"HTTP/1.1 404"), out
+
+
+def test_check_fails_for_what_start_would_fail_on():
+    """-t names, at FILE:LINE:COL, what would stop tokentap at start: log
+    and stats files it could not open, the admin listener on a proxy
+    address, an address given twice (before: configuration OK, then the
+    start failed); the README's quickstart config checks as it is."""
+    with tempfile.TemporaryDirectory() as d:
+        locked = os.path.join(d, "locked")
+        os.mkdir(locked, 0o500)
+        path = os.path.join(d, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("listen:\n  - address: 127.0.0.1:8080\n  - address: 0.0.0.0:8080\n"
+                    "admin:\n  address: 127.0.0.1:8080\n" + ROUTE)
+        r = run("-t", "-c", path)
+        assert r.returncode == 1 and r.stdout == "", r
+        assert r.stderr.splitlines() == [
+            f"{path}:3:5: listen: 0.0.0.0:8080 is given twice",
+            f"{path}:5:12: admin.address 127.0.0.1:8080 is also a listen address"], r.stderr
+        # the files it writes, once the rest is right
+        with open(path, "w") as f:
+            f.write(f"access_log: {d}/missing/access.jsonl\n"
+                    f"stats:\n  file: {locked}/stats.jsonl\n" + ROUTE)
+        r = run("-t", "-c", path)
+        assert r.returncode == 1 and r.stdout == "", r
+        lines = r.stderr.splitlines()
+        assert lines[0] == (f"{path}:1:13: access_log {d}/missing/access.jsonl: the "
+                            f"directory {d}/missing does not exist"), lines
+        if os.geteuid() != 0:          # root writes anywhere
+            assert lines[1] == (f"{path}:3:9: stats.file {locked}/stats.jsonl: the "
+                                f"directory {locked} is not writable"), lines
+        r = run("-t", "-c", os.path.join(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))), "conf", "quickstart.yaml"))
+        assert (r.returncode, r.stdout) == (0, "configuration OK\n"), r

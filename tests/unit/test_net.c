@@ -111,7 +111,7 @@ static void test_listen_on_loopback(void **state)
 	int fd, again, one = 0;
 
 	(void)state;
-	fd = net_listen("127.0.0.1", 0, 1, "listen test");
+	fd = net_listen("127.0.0.1", 0, 1, 4096, "listen test");
 	assert_true(fd >= 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
 	assert_int_equal(sin.sin_family, AF_INET);
@@ -123,7 +123,7 @@ static void test_listen_on_loopback(void **state)
 	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, &len), 0);
 	assert_true(one);
 	/* SO_REUSEPORT on both: a second socket shares the port */
-	again = net_listen("127.0.0.1", ntohs(sin.sin_port), 1, "listen test");
+	again = net_listen("127.0.0.1", ntohs(sin.sin_port), 1, 4096, "listen test");
 	assert_true(again >= 0);
 	close(again);
 	close(fd);
@@ -136,17 +136,17 @@ static void test_listen_without_reuseport(void **state)
 	int fd, one = 1;
 
 	(void)state;
-	fd = net_listen("127.0.0.1", 0, 0, "listen test");
+	fd = net_listen("127.0.0.1", 0, 0, 4096, "listen test");
 	assert_true(fd >= 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
 	len = sizeof one;
 	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, &len), 0);
 	assert_false(one);
 	/* the port is taken: a second socket is refused, not shared */
-	assert_int_equal(net_listen("127.0.0.1", ntohs(sin.sin_port), 0,
+	assert_int_equal(net_listen("127.0.0.1", ntohs(sin.sin_port), 0, 4096,
 	    "listen test"), -1);
 	/* TEST-NET-1 (RFC 5737) is no address of this machine */
-	assert_int_equal(net_listen("192.0.2.1", 0, 0, "listen test"), -1);
+	assert_int_equal(net_listen("192.0.2.1", 0, 0, 4096, "listen test"), -1);
 	close(fd);
 }
 
