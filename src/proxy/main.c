@@ -39,10 +39,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: tokentap [-t] [-c FILE]\n"
-	    "  -c FILE  configuration file (default " DEFAULT_CONFIG ")\n"
-	    "  -t       check the configuration and exit\n"
-	    "  -V       print the version and exit\n"
-	    "  -h       print this help and exit\n");
+	    "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
+	    "  -t, --test         check the configuration and exit\n"
+	    "  -V, --version      print the version and exit\n"
+	    "  -h, --help         print this help and exit\n");
 }
 
 static void on_reload(void)
@@ -215,9 +215,17 @@ static int run(void)
 
 int main(int argc, char **argv)
 {
+	/* the long forms the two helper programs take too */
+	static const struct option longs[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "test", no_argument, NULL, 't' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	int opt, test = 0, rc;
 
-	while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tVh", longs, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			config_path = optarg;

@@ -172,7 +172,11 @@ def test_unit_verifies():
     analyze = need("systemd-analyze", "systemd")
     with open(UNIT) as f:
         unit = unit_settings(f.read())
-    want = {"Type": "notify", "ExecReload": "/bin/kill -HUP $MAINPID", "KillSignal": "SIGTERM",
+    # a rejected config fails `systemctl reload` (the check runs first),
+    # a good one is signalled
+    assert unit["ExecReload"] == ["/usr/bin/tokentap -t -c /etc/tokentap/tokentap.yaml",
+                                  "/bin/kill -HUP $MAINPID"], unit["ExecReload"]
+    want = {"Type": "notify", "KillSignal": "SIGTERM",
             "DynamicUser": "yes", "StateDirectory": "tokentap", "LogsDirectory": "tokentap",
             "ProtectSystem": "strict", "ProtectHome": "yes", "NoNewPrivileges": "yes",
             "PrivateTmp": "yes", "PrivateDevices": "yes", "CapabilityBoundingSet": "",
@@ -393,6 +397,32 @@ def test_docker_config_and_libraries():
     env = {k: v for k, v in os.environ.items() if k != "TOKENTAP_UPSTREAM"}
     r = run([tt, "-t", "-c", conf], env=env)
     assert r.returncode != 0 and "TOKENTAP_UPSTREAM" in r.stderr, r.stderr
+    # admin on the container's loopback, unless a token guards it
+    with open(conf) as f:
+        assert "  address: 127.0.0.1:9464\n" in f.read()
+    admin = os.path.join(ROOT, "docker", "tokentap-admin.yaml")
+    with open(admin) as f:
+        text = f.read()
+    assert "address: 0.0.0.0:9464\n  token: ${TOKENTAP_ADMIN_TOKEN}\n" in text, text
+    r = run([tt, "-t", "-c", admin], env=dict(os.environ, TOKENTAP_UPSTREAM="http://x:1",
+                                               TOKENTAP_ADMIN_TOKEN="t0k"))
+    assert (r.returncode, r.stdout) == (0, "configuration OK\n"), r.stdout + r.stderr
+    # the entrypoint chooses by the token, and passes arguments through
+    entry = os.path.join(ROOT, "docker", "entrypoint.sh")
+    fake = tempfile.mkdtemp(prefix="tt-entry-")
+    try:
+        with open(entry) as f:
+            script = f.read().replace("/usr/bin/tokentap", "echo")
+        with open(os.path.join(fake, "e.sh"), "w") as f:
+            f.write(script)
+        sh = ["sh", os.path.join(fake, "e.sh")]
+        assert run(sh, env={"PATH": "/usr/bin:/bin"}).stdout == "-c /etc/tokentap/tokentap.yaml\n"
+        assert run(sh, env={"PATH": "/usr/bin:/bin", "TOKENTAP_ADMIN_TOKEN": "x"}).stdout == \
+            "-c /etc/tokentap/tokentap-admin.yaml\n"
+        assert run(sh + ["-t", "-c", "/x.yaml"], env={"PATH": "/usr/bin:/bin"}).stdout == \
+            "-t -c /x.yaml\n"
+    finally:
+        shutil.rmtree(fake)
 
     with open(os.path.join(ROOT, "docker", "Dockerfile")) as f:
         runtime = f.read().split("FROM ${BASE}:bookworm-slim", 1)[1]

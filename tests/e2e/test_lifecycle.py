@@ -21,10 +21,14 @@ def run(*args):
 
 
 def test_flags():
-    r = run("-V")
-    assert r.returncode == 0 and r.stdout.startswith("tokentap ")
-    r = run("-h")
-    assert r.returncode == 0 and "usage" in r.stdout
+    for flag in ("-V", "--version"):
+        r = run(flag)
+        assert r.returncode == 0 and r.stdout.startswith("tokentap "), (flag, r)
+    for flag in ("-h", "--help"):
+        r = run(flag)
+        assert r.returncode == 0 and "usage" in r.stdout, (flag, r)
+    r = run("--bogus")
+    assert r.returncode == 2 and "usage" in r.stderr
     r = run("-x")
     assert r.returncode == 2 and "usage" in r.stderr
 
