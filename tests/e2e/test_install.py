@@ -316,7 +316,7 @@ def test_man_pages():
 
     # every flag of tokentap is in tokentap(8)
     with open(os.path.join(ROOT, "src", "proxy", "main.c")) as f:
-        flags = re.search(r'getopt\(argc, argv, "([^"]+)"\)', f.read()).group(1)
+        flags = re.search(r'getopt(?:_long)?\(argc, argv, "([^"]+)"', f.read()).group(1)
     with open(pages[0]) as f:
         page8 = f.read()
     for flag in flags.replace(":", ""):
