@@ -16,6 +16,10 @@
 #include "ui.h"
 #include "util.h"
 
+/* An admin request's head (a scraper's is a few hundred bytes) and body. */
+#define ADMIN_HEAD_MAX (16 * 1024)
+#define ADMIN_BODY_MAX 1024
+
 static struct event_base *admin_base;
 static struct evhttp *http;
 static struct conf *admin_conf;
@@ -215,6 +219,12 @@ static int bind_admin(struct conf *c)
 		return -1;
 	evhttp_set_gencb(h, on_request, NULL);
 	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* bounds an admin client cannot push past, token or not (it is checked
+	 * once the head is in, so the head is kept small): the head, a body
+	 * no GET needs, and a connection that sends nothing or too slowly */
+	evhttp_set_max_headers_size(h, ADMIN_HEAD_MAX);
+	evhttp_set_max_body_size(h, ADMIN_BODY_MAX);
+	evhttp_set_timeout(h, (int)((c->timeouts.client_header_us + 999999) / 1000000));
 	if (evhttp_bind_socket(h, c->admin_host[0] ? c->admin_host : "0.0.0.0",
 	    (ev_uint16_t)c->admin_port) != 0) {
 		log_error("admin: cannot listen on %s", c->admin_address);

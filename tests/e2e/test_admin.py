@@ -4,6 +4,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -284,3 +285,39 @@ def check_grafana_dashboard(prom_port):
             assert status == 200 and res["status"] == "success", (panel["title"], expr, body)
             with_data += bool(res["data"]["result"])
     assert with_data >= 5, with_data
+
+
+def test_admin_bounds():
+    """The admin listener takes no more from a client than a scrape needs:
+    a huge head is refused at 16 KiB (RSS 5 -> 221 MB on a 200 MiB head
+    before), and a connection that sends nothing is closed after
+    timeouts.client_header (held 130 s before)."""
+    with delayed_backend() as b, Tokentap(cfg(b.port, "timeouts: {client_header: 1s}\n"
+                                             "admin:\n  address: 127.0.0.1:{admin}\n"
+                                             "  token: s3cret\n")) as t:
+        with open(f"/proc/{t.p.pid}/status") as f:
+            base = int([l for l in f if l.startswith("VmRSS")][0].split()[1])
+        s = socket.create_connection(("127.0.0.1", t.admin), timeout=5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        sent = 0
+        try:
+            while sent < 64 * 1024 * 1024:
+                s.sendall(b"a" * 65536)
+                sent += 65536
+        except OSError:
+            pass                      # refused: closed while we sent
+        s.close()
+        assert sent < 64 * 1024 * 1024, "a 64 MiB head was read"
+        with open(f"/proc/{t.p.pid}/status") as f:
+            now = int([l for l in f if l.startswith("VmRSS")][0].split()[1])
+        assert now - base < 4096, (base, now)
+        silent = socket.create_connection(("127.0.0.1", t.admin), timeout=5)
+        start = time.monotonic()
+        assert silent.recv(1) == b""
+        assert time.monotonic() - start < 3
+        silent.close()
+        # a scrape with the token still works
+        req = urllib.request.Request(f"http://127.0.0.1:{t.admin}/stats",
+                                     headers={"Authorization": "Bearer s3cret"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.status == 200
