@@ -414,6 +414,11 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
 	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	x->idempotent = idempotent(rq->method, rq->method_len);
+	/* a WebSocket handshake: GET, HTTP/1.1, no body (RFC 6455 §4.1) */
+	x->upgrade = !x->http10 && rq->method_len == 3 &&
+	    memcmp(rq->method, "GET", 3) == 0 && httphead_wants_upgrade(rq) &&
+	    !(x->req.flags & F_CHUNKED) &&
+	    (!(x->req.flags & F_CONTENT_LENGTH) || x->req.content_length == 0);
 	expect = httphead_find(rq->h, rq->n, "expect");
 	x->expect_continue = expect != NULL &&
 	    util_ieq(expect->value, expect->value_len, "100-continue");
@@ -469,7 +474,8 @@ void exchange_write_request(struct exchange *x, const struct http_head *rq,
 	size_t before = evbuffer_get_length(out);
 
 	httphead_write_request(out, rq, x->route, x->client_ip, proto,
-	    x->request_id, strlen(x->request_id), x->buffered);
+	    x->request_id, strlen(x->request_id),
+	    (x->buffered ? HTTPHEAD_DROP_EXPECT : 0) | (x->upgrade ? HTTPHEAD_UPGRADE : 0));
 	if (keep && before == 0)
 		exchange_keep_request(x, out);
 }
@@ -579,6 +585,26 @@ static void warn_unmeasured(struct exchange *x, const struct http_header *ce)
 		    r->name, (int)(ce->value_len < 32 ? ce->value_len : 32), ce->value);
 }
 
+/* The 101 to an upgrade: passed on, and from here on the connection is a
+ * tunnel whose bytes are not HTTP (WebSocket frames): counted, timed from
+ * t0 to the close, not parsed. */
+static int tunnel_head(struct exchange *x, struct evbuffer *in, size_t head_len,
+    const struct http_head *rs, struct evbuffer *out)
+{
+	size_t before = evbuffer_get_length(out);
+
+	drop_copy(x);
+	x->status = 101;
+	meter_response_head(&x->meter, 101, NULL, 0, NULL, 0, x->conf->max_event_bytes,
+	    x->meter.now);
+	x->keepalive = 0;
+	httphead_write_response(out, rs, 0, 0);
+	x->bytes_out += evbuffer_get_length(out) - before;
+	evbuffer_drain(in, head_len);
+	x->head_sent = 1;
+	return EXCHANGE_TUNNEL;
+}
+
 int exchange_response_head(struct exchange *x, struct evbuffer *in,
     size_t head_len, struct evbuffer *out, int draining,
     struct exchange_verdict *v)
@@ -594,10 +620,12 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	x->res.data = x;
 	r = parse_head(x, &x->res, &rs, p, head_len);
 	rs.status = x->res.status_code;
-	if (r < 0 || has_obs_fold(p, head_len) || rs.status == 101)
+	if (r < 0 || has_obs_fold(p, head_len) || (rs.status == 101 && !x->upgrade))
 		return bad_gateway(v, "malformed upstream response head");
 	if (httpcheck_response(&rs, &hv) < 0)
 		return bad_gateway(v, hv.msg);
+	if (rs.status == 101)
+		return tunnel_head(x, in, head_len, &rs, out);
 	if (rs.status < 200) {
 		/* interim response (100 Continue, 103 Early Hints): passed on,
 		 * but never to an HTTP/1.0 client (RFC 9110 §15.2); the backend

@@ -40,7 +40,8 @@ struct exchange_verdict {
 enum exchange_head {
 	EXCHANGE_INTERIM,         /* a 1xx: the final head follows */
 	EXCHANGE_BODY,            /* a final head; its body follows */
-	EXCHANGE_DONE             /* a final head that is the whole response */
+	EXCHANGE_DONE,            /* a final head that is the whole response */
+	EXCHANGE_TUNNEL           /* a 101 to an upgrade: bytes both ways now */
 };
 
 struct exchange {
@@ -83,6 +84,7 @@ struct exchange {
 	unsigned idempotent : 1;      /* the method may be sent twice */
 	unsigned expect_continue : 1; /* Expect: 100-continue */
 	unsigned buffered : 1;        /* the body is held before connecting */
+	unsigned upgrade : 1;         /* the client asks to switch protocols */
 	unsigned counted : 1;         /* in tokentap_active_streams */
 	unsigned active_counted : 1;  /* in its group's `active` */
 	/* statistics: the group counted active, token gaps not yet sent */

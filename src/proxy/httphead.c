@@ -95,9 +95,32 @@ static void write_target(struct evbuffer *out, const struct http_head *rq,
 	evbuffer_add(out, t, len);
 }
 
+int httphead_wants_upgrade(const struct http_head *rq)
+{
+	const struct http_header *u = httphead_find(rq->h, rq->n, "upgrade");
+
+	if (u == NULL || !httphead_list_has(u->value, u->value_len, "websocket", 9))
+		return 0;
+	for (size_t i = 0; i < rq->n; i++)
+		if (util_ieq(rq->h[i].name, rq->h[i].name_len, "connection") &&
+		    httphead_list_has(rq->h[i].value, rq->h[i].value_len, "upgrade", 7))
+			return 1;
+	return 0;
+}
+
+/* Upgrade, when the exchange switches protocols: the one hop-by-hop field
+ * that goes on. */
+static int hop_dropped(const struct http_head *m, const struct http_header *h,
+    int upgrade)
+{
+	if (upgrade && util_ieq(h->name, h->name_len, "upgrade"))
+		return 0;
+	return httphead_is_hop(m, h->name, h->name_len);
+}
+
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len, int drop_expect)
+    const char *request_id, size_t request_id_len, unsigned flags)
 {
 	const struct http_header *xff = NULL;
 
@@ -108,11 +131,11 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 
 	for (size_t i = 0; i < rq->n; i++) {
 		const struct http_header *h = &rq->h[i];
-		if (httphead_is_hop(rq, h->name, h->name_len) ||
+		if (hop_dropped(rq, h, flags & HTTPHEAD_UPGRADE) ||
 		    is_set_header(r, h->name, h->name_len) ||
 		    util_ieq(h->name, h->name_len, "x-forwarded-proto") ||
 		    util_ieq(h->name, h->name_len, "x-request-id") ||
-		    (drop_expect && util_ieq(h->name, h->name_len, "expect")))
+		    ((flags & HTTPHEAD_DROP_EXPECT) && util_ieq(h->name, h->name_len, "expect")))
 			continue;
 		if (util_ieq(h->name, h->name_len, "host") && !r->preserve_host)
 			continue;
@@ -125,6 +148,8 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		evbuffer_add(out, h->value, h->value_len);
 		evbuffer_add(out, "\r\n", 2);
 	}
+	if (flags & HTTPHEAD_UPGRADE)
+		evbuffer_add(out, "Connection: Upgrade\r\n", 21);
 	if (!r->preserve_host || httphead_find(rq->h, rq->n, "host") == NULL) {
 		char host[URL_HOST_LEN + 16];
 		int n = url_authority(host, sizeof host, r->upstream_host, r->upstream_port,
@@ -163,7 +188,7 @@ void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct http_header *h = &rs->h[i];
 		int framing = util_ieq(h->name, h->name_len, "transfer-encoding");
-		if (httphead_is_hop(rs, h->name, h->name_len))
+		if (hop_dropped(rs, h, rs->status == 101))
 			continue;
 		if ((decode || no_framing) && framing)
 			continue;
@@ -174,7 +199,9 @@ void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
 		evbuffer_add(out, h->value, h->value_len);
 		evbuffer_add(out, "\r\n", 2);
 	}
-	if (close)
+	if (rs->status == 101)
+		evbuffer_add(out, "Connection: Upgrade\r\n", 21);
+	else if (close)
 		evbuffer_add(out, "Connection: close\r\n", 19);
 	evbuffer_add(out, "\r\n", 2);
 }

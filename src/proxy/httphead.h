@@ -53,17 +53,25 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
 
 /* Writes the upstream request head for a client request on route r.
  * client_ip goes to X-Forwarded-For, proto to X-Forwarded-Proto; request_id
- * is the X-Request-Id to send (the client's or a new one). drop_expect:
- * tokentap holds the body and answers Expect itself, so the backend is not
- * asked. */
+ * is the X-Request-Id to send (the client's or a new one). flags:
+ * HTTPHEAD_DROP_EXPECT: tokentap holds the body and answers Expect itself,
+ * so the backend is not asked; HTTPHEAD_UPGRADE: the client asks to switch
+ * protocols (WebSocket), so Upgrade goes on, with Connection: Upgrade. */
+#define HTTPHEAD_DROP_EXPECT 1
+#define HTTPHEAD_UPGRADE     2
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len, int drop_expect);
+    const char *request_id, size_t request_id_len, unsigned flags);
+/* Does the request ask to switch to WebSocket (Upgrade: websocket, named
+ * in Connection)? Other upgrades (h2c) are ignored, as RFC 9110 §7.8
+ * allows: their fields are hop-by-hop and dropped. */
+int httphead_wants_upgrade(const struct http_head *rq);
 
 /* Writes the response head for the client: status line and end-to-end
  * headers unchanged and in order. decode: the client gets the decoded body
  * (HTTP/1.0), so Transfer-Encoding is dropped. close: add
- * "Connection: close" because this connection ends after the response. */
+ * "Connection: close" because this connection ends after the response. A
+ * 101 keeps its Upgrade, with Connection: Upgrade (the tunnel follows). */
 void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
     int decode, int close);
 

@@ -48,8 +48,8 @@
 /* Bytes a client may pipeline while its previous response streams. */
 #define PIPELINE_MAX (64 * 1024)
 
-enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT };
-enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY };
+enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT, C_TUNNEL };
+enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY, U_TUNNEL };
 enum session_timer {
 	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
 };
@@ -103,6 +103,9 @@ static void session_timer(evutil_socket_t fd, short what, void *arg);
 static int hold_request(struct session *s, const struct http_head *rq,
     size_t head_len);
 static int over_backlog(const struct session *s);
+static int tunnel_up(struct session *s);
+static int tunnel_client(struct session *s);
+static int tunnel_start(struct session *s);
 
 /* ---- upstream connection ---------------------------------------------- */
 
@@ -615,6 +618,8 @@ static int client_process(struct session *s)
 			if (s->cs == C_BODY || s->client_paused)
 				return 0;
 			break;
+		case C_TUNNEL:
+			return tunnel_client(s);
 		case C_WAIT:
 			request_flush(s);
 			/* Pipelined bytes wait for the response to end. */
@@ -677,6 +682,13 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 		release_upstream(s);
 		exchange_abandon(&s->x);
 	}
+	if (s->cs == C_TUNNEL && s->x.conf != NULL) {
+		/* the client ended the tunnel: a close, not an abort; what it
+		 * sent last goes out before the upstream closes */
+		if (s->up != NULL)
+			upstream_flush(s->up);
+		request_end(s, METER_END_COMPLETE);
+	}
 	session_close(s);
 }
 
@@ -729,6 +741,8 @@ static int response_head(struct session *s)
 	s->up_scan_pos = 0;
 	if (r == EXCHANGE_INTERIM)
 		return client_flush(s);
+	if (r == EXCHANGE_TUNNEL)
+		return tunnel_start(s);
 	s->us = U_BODY;
 	if (r == EXCHANGE_DONE) {
 		if (client_flush(s) < 0)
@@ -841,6 +855,8 @@ static int upstream_process(struct session *s)
 			r = response_head(s);
 		else if (s->us == U_BODY)
 			r = response_body(s);
+		else if (s->us == U_TUNNEL)
+			r = tunnel_up(s);
 		else
 			return 0;
 		if (r < 0)
@@ -936,6 +952,58 @@ static void up_write(struct bufferevent *bev, void *arg)
 		request_sent(s);
 }
 
+/* ---- a tunnel (a 101 to an upgrade: WebSocket) ------------------------ */
+
+/* Upstream to client: the bytes as they come, with the response's own
+ * backpressure (pause_upstream; client_write resumes). */
+static int tunnel_up(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	size_t n = evbuffer_get_length(in);
+
+	s->last_progress = util_now_us();
+	evbuffer_add_buffer(bufferevent_get_output(s->bev), in);
+	s->x.bytes_out += n;
+	if (client_flush(s) < 0)
+		return -1;
+	if (evbuffer_get_length(bufferevent_get_output(s->bev)) > HIGH_MARK)
+		pause_upstream(s);
+	return 0;
+}
+
+/* Client to upstream, likewise (up_write resumes a paused client). */
+static int tunnel_client(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct evbuffer *up = bufferevent_get_output(s->up->bev);
+	size_t n = evbuffer_get_length(in);
+
+	if (n == 0)
+		return 0;
+	s->last_progress = util_now_us();
+	evbuffer_add_buffer(up, in);
+	s->x.bytes_in += n;
+	upstream_flush(s->up);
+	if (evbuffer_get_length(up) > HIGH_MARK) {
+		bufferevent_disable(s->bev, EV_READ);
+		s->client_paused = 1;
+	}
+	return 0;
+}
+
+/* The 101 went to the client: from here the connection carries the new
+ * protocol's bytes both ways until either side closes; both close then. */
+static int tunnel_start(struct session *s)
+{
+	s->us = U_TUNNEL;
+	s->cs = C_TUNNEL;
+	timer_idle(s);
+	bufferevent_enable(s->bev, EV_READ);
+	if (tunnel_up(s) < 0)
+		return -1;
+	return tunnel_client(s);
+}
+
 /* A reused connection that closed before answering: the request again, on
  * a new connection, when the exchange still allows it. 0: on its way;
  * 1: not possible; -1: the session is gone. */
@@ -966,6 +1034,11 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 {
 	int r;
 
+	if (s->us == U_TUNNEL) {
+		/* the backend ended the tunnel: what it sent reaches the client */
+		request_end(s, METER_END_COMPLETE);
+		return client_finish(s);
+	}
 	if (s->us == U_BODY) {
 		if (exchange_parse_eof(&s->x) == 0)
 			return response_done(s);

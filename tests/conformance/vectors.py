@@ -125,6 +125,13 @@ REQUEST = [
     Req("upgrade_h2c_ignored", "9110 §7.8 (a server MAY ignore Upgrade)",
         GET + b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
         b"HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n", 200, up(GET)),
+    Req("upgrade_websocket_forwarded", "9110 §7.8, 6455 §4.1 (the handshake reaches the backend)",
+        GET + b"Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\n\r\n", 200,
+        up(GET + b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nConnection: Upgrade\r\n")),
+    Req("upgrade_websocket_post_ignored", "6455 §4.1 (a handshake is a GET)",
+        POST + b"Connection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}",
+        200, up(POST + b"Content-Length: 2\r\n", b"{}")),
     Req("expect_continue_body_sent", "9110 §10.1.1 (the body is held: the backend is not asked)",
         POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", 200,
         up(POST + b"Content-Length: 2\r\n", b"{}")),

@@ -145,6 +145,49 @@ static void test_response_hop_by_hop(void **state)
 	evbuffer_free(out);
 }
 
+static void test_upgrade(void **state)
+{
+	(void)state;
+	struct http_head rq;
+	memset(&rq, 0, sizeof rq);
+	struct http_header ws[] = {
+		H("Connection", "keep-alive, Upgrade"), H("Upgrade", "WebSocket"),
+	};
+	struct http_header h2c[] = {
+		H("Connection", "Upgrade, HTTP2-Settings"), H("Upgrade", "h2c"),
+	};
+	struct http_header unnamed[] = { H("Upgrade", "websocket") };
+
+	memcpy(rq.h, ws, sizeof ws);
+	rq.n = 2;
+	assert_true(httphead_wants_upgrade(&rq));
+	memcpy(rq.h, h2c, sizeof h2c);
+	assert_false(httphead_wants_upgrade(&rq));
+	memcpy(rq.h, unnamed, sizeof unnamed);
+	rq.n = 1;
+	assert_false(httphead_wants_upgrade(&rq));
+
+	/* the 101 keeps Upgrade and says Connection: Upgrade, once */
+	struct http_head rs;
+	memset(&rs, 0, sizeof rs);
+	rs.start_line = "HTTP/1.1 101 Switching Protocols";
+	rs.start_len = strlen(rs.start_line);
+	rs.status = 101;
+	struct http_header h[] = {
+		H("Upgrade", "websocket"), H("Connection", "Upgrade"),
+		H("Sec-WebSocket-Accept", "k"),
+	};
+	memcpy(rs.h, h, sizeof h);
+	rs.n = 3;
+	struct evbuffer *out = evbuffer_new();
+	httphead_write_response(out, &rs, 0, 1);
+	char *s = drain(out);
+	assert_string_equal(s, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+	    "Sec-WebSocket-Accept: k\r\nConnection: Upgrade\r\n\r\n");
+	free(s);
+	evbuffer_free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +195,7 @@ int main(void)
 		cmocka_unit_test(test_request_rewrite),
 		cmocka_unit_test(test_preserve_host_and_default_port),
 		cmocka_unit_test(test_response_hop_by_hop),
+		cmocka_unit_test(test_upgrade),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
