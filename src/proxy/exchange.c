@@ -414,9 +414,10 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
 	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	x->idempotent = idempotent(rq->method, rq->method_len);
-	/* a WebSocket handshake: GET, HTTP/1.1, no body (RFC 6455 §4.1) */
-	x->upgrade = !x->http10 && rq->method_len == 3 &&
-	    memcmp(rq->method, "GET", 3) == 0 && httphead_wants_upgrade(rq) &&
+	/* a switch of protocols (a WebSocket handshake, RFC 6455 §4.1): on
+	 * HTTP/1.1, by a request without a body, whose bytes would otherwise
+	 * run into the tunnel's */
+	x->upgrade = !x->http10 && httphead_wants_upgrade(rq) &&
 	    !(x->req.flags & F_CHUNKED) &&
 	    (!(x->req.flags & F_CONTENT_LENGTH) || x->req.content_length == 0);
 	expect = httphead_find(rq->h, rq->n, "expect");

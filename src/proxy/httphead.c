@@ -98,8 +98,15 @@ static void write_target(struct evbuffer *out, const struct http_head *rq,
 int httphead_wants_upgrade(const struct http_head *rq)
 {
 	const struct http_header *u = httphead_find(rq->h, rq->n, "upgrade");
+	const char *item;
+	size_t pos = 0, len;
+	int other = 0;
 
-	if (u == NULL || !httphead_list_has(u->value, u->value_len, "websocket", 9))
+	if (u == NULL)
+		return 0;
+	while (httphead_list_next(u->value, u->value_len, &pos, &item, &len))
+		other |= !(len == 3 && strncasecmp(item, "h2c", 3) == 0);
+	if (!other)
 		return 0;
 	for (size_t i = 0; i < rq->n; i++)
 		if (util_ieq(rq->h[i].name, rq->h[i].name_len, "connection") &&

@@ -62,9 +62,10 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const char *client_ip, const char *proto,
     const char *request_id, size_t request_id_len, unsigned flags);
-/* Does the request ask to switch to WebSocket (Upgrade: websocket, named
- * in Connection)? Other upgrades (h2c) are ignored, as RFC 9110 §7.8
- * allows: their fields are hop-by-hop and dropped. */
+/* Does the request ask to switch protocols (Upgrade, named in
+ * Connection): WebSocket and any other protocol but h2c, whose upgrade RFC
+ * 9113 §3.1 deprecates and which would leave the streams in it unmeasured
+ * (ignored, as RFC 9110 §7.8 allows: its fields are hop-by-hop, dropped). */
 int httphead_wants_upgrade(const struct http_head *rq);
 
 /* Writes the response head for the client: status line and end-to-end

@@ -129,7 +129,10 @@ REQUEST = [
         GET + b"Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n"
         b"Sec-WebSocket-Version: 13\r\n\r\n", 200,
         up(GET + b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nConnection: Upgrade\r\n")),
-    Req("upgrade_websocket_post_ignored", "6455 §4.1 (a handshake is a GET)",
+    Req("upgrade_other_forwarded", "9110 §7.8 (any protocol but the deprecated h2c, RFC 9113 §3.1)",
+        GET + b"Connection: Upgrade\r\nUpgrade: h2c, example/2\r\n\r\n", 200,
+        up(GET + b"Upgrade: h2c, example/2\r\nConnection: Upgrade\r\n")),
+    Req("upgrade_with_body_ignored", "9110 §7.8 (a server MAY ignore Upgrade; the body would run into the tunnel)",
         POST + b"Connection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}",
         200, up(POST + b"Content-Length: 2\r\n", b"{}")),
     Req("expect_continue_body_sent", "9110 §10.1.1 (the body is held: the backend is not asked)",

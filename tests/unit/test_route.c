@@ -163,6 +163,10 @@ static void test_upgrade(void **state)
 	assert_true(httphead_wants_upgrade(&rq));
 	memcpy(rq.h, h2c, sizeof h2c);
 	assert_false(httphead_wants_upgrade(&rq));
+	h2c[1].value = "h2c, example/2";
+	h2c[1].value_len = strlen(h2c[1].value);
+	memcpy(rq.h, h2c, sizeof h2c);
+	assert_true(httphead_wants_upgrade(&rq));
 	memcpy(rq.h, unnamed, sizeof unnamed);
 	rq.n = 1;
 	assert_false(httphead_wants_upgrade(&rq));
