@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""make bench: the same load three ways in one run, to tokentap-mock
-directly, through tokentap and through nginx (proxy_buffering off), for the
-figures of SPEC §7.
+"""make bench: the same load four ways in one run, to tokentap-mock
+directly, through the floor (tests/bench/relay.c: a bare relay, what any
+proxy must spend), through tokentap and through nginx (proxy_buffering
+off), for the figures of SPEC §7, and the stall-free streams of each path.
 
   python3 tests/bench/bench.py [--quick] [--runs N] [--only SECTIONS] [--out FILE]
   python3 tests/bench/bench.py --report FILE
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
-     --only    comma-separated: latency,throughput,memory,instructions
+     --only    comma-separated: latency,stallfree,throughput,memory,instructions
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,5000)
@@ -51,14 +52,16 @@ PATH = "/v1/chat/completions"
 
 FULL = {
     "runs": 3,
-    "levels": [100, 500, 1000, 5000],
-    # where SPEC §7 compares the proxies (100 and 1,000 streams), more
-    # runs: p99 and max vary from run to run
-    "level_runs": {100: 5, 1000: 5},
+    # 3,000: past what 2 CPUs carry (the overload level)
+    "levels": [100, 500, 1000, 3000],
+    # where SPEC §7 compares the proxies (100 and 1,000 streams) and at
+    # the overload level, more runs: p99 and max vary from run to run
+    "level_runs": {100: 5, 1000: 5, 3000: 5},
     "duration": "4s", "ramp": "1s",
     "tp_streams": 100, "tp_tokens": 2000, "tp_duration": "4s",
     "mem_levels": [1000, 8000],
     "cg_streams": 20, "cg_tokens": 200,
+    "sf_start": 250, "sf_max": 8000,
 }
 QUICK = {
     "runs": 1,
@@ -67,6 +70,7 @@ QUICK = {
     "tp_streams": 50, "tp_tokens": 500, "tp_duration": "1s",
     "mem_levels": [200],
     "cg_streams": 5, "cg_tokens": 50,
+    "sf_start": 50, "sf_max": 100,
 }
 DISTURBED = 0.05              # share of CPU time other processes may take
 # A virtual machine's CPUs are taken by its host now and then (steal time):
@@ -76,9 +80,17 @@ STOLEN = 0.01
 # seconds that repeated runs may take in all: keeps `make bench` under ten
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
-SECTIONS = ("latency", "throughput", "memory", "instructions")
-TARGETS = ("direct", "tokentap", "nginx")
-PROXIES = ("tokentap", "nginx")
+SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions")
+# stall-free streams, as the public gateway boards count them: every frame
+# arrives, no gap between frames over 10x the pace, under 0.1 % errors
+SF_TOKENS = 50
+SF_GAP_MS = 10 * 20
+SF_ERRORS = 0.001
+# floor: tests/bench/relay.c, a bare relay that does only what every proxy
+# must (accept, connect, one recv and one send per readiness): what is
+# left between it and a proxy is the proxy's own work
+TARGETS = ("direct", "floor", "tokentap", "nginx")
+PROXIES = ("floor", "tokentap", "nginx")
 
 
 def log(msg):
@@ -123,7 +135,7 @@ class Bench:
         self.client, self.proxy = cpu_sets()
         self.workers = a.workers or len(self.proxy)
         self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
-        self.mock = self.tokentap = self.nginx = None
+        self.mock = self.tokentap = self.nginx = self.floor = None
         self.marks = (0, 0)        # log sizes at the start of the last run
         self.has_nginx = shutil.which("nginx") is not None
         self.has_valgrind = shutil.which("valgrind") is not None and \
@@ -136,6 +148,8 @@ class Bench:
         self.mock = procs.Mock(self.client, self.dir, ttft=TTFT, tpot=TPOT)
 
     def start_proxies(self):
+        self.floor = procs.Relay(self.proxy, self.dir, self.mock.port,
+                                 workers=self.workers)
         self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port,
                                        workers=self.workers)
         if self.has_nginx:
@@ -143,10 +157,10 @@ class Bench:
                                      workers=self.workers)
 
     def stop_proxies(self):
-        for p in (self.nginx, self.tokentap):
+        for p in (self.nginx, self.tokentap, self.floor):
             if p is not None:
                 p.stop()
-        self.tokentap = self.nginx = None
+        self.tokentap = self.nginx = self.floor = None
 
     def stop(self):
         self.stop_proxies()
@@ -155,7 +169,7 @@ class Bench:
 
     def target(self, name):
         return {"direct": self.mock, "tokentap": self.tokentap,
-                "nginx": self.nginx}[name]
+                "nginx": self.nginx, "floor": self.floor}[name]
 
     def url(self, name):
         return f"http://127.0.0.1:{self.target(name).port}{PATH}"
@@ -167,7 +181,8 @@ class Bench:
         t = self.target(name)
         t.check()
         self.marks = self.log_marks()
-        mine = [p for p in (self.mock, self.tokentap, self.nginx) if p is not None]
+        mine = [p for p in (self.mock, self.floor, self.tokentap, self.nginx)
+                if p is not None]
         before = [p.cpu_s() for p in mine]
         waited = t.runq_wait_s() if name != "direct" else None
         cpu0 = procs.cpu_times()
@@ -316,6 +331,55 @@ class Bench:
         return [(t, by_id[t["request_id"]]) for t in tt
                 if t.get("request_id") in by_id]
 
+    # ---- stall-free streams -------------------------------------------------
+
+    def stall_free_probe(self, name, n):
+        """n streams at once, each user running two in a row: did every
+        stream get all its frames, none late by more than SF_GAP_MS?"""
+        fig, cpu = self.measure(name, ["-c", str(n), "-n", str(2 * n),
+                                       "--ramp", f"{max(0.5, n / 2000):.1f}s",
+                                       "--max-tokens", str(SF_TOKENS),
+                                       "--timeout", "60s"])
+        gap = (fig.get("itl_ms") or {}).get("max")
+        why = []
+        if fig["errors"] > SF_ERRORS * fig["requests"]:
+            why.append(f"{fig['errors']} errors")
+        if fig["output_tokens"] < fig["ok"] * SF_TOKENS:
+            why.append(f"{fig['ok'] * SF_TOKENS - fig['output_tokens']} frames missing")
+        if gap is None or gap > SF_GAP_MS:
+            why.append(f"gap {gap} ms")
+        return {"streams": n, "passed": not why, "why": ", ".join(why),
+                "gap_max_ms": gap, "errors": fig["errors"], "requests": fig["requests"],
+                "other_share": cpu["other_share"]}
+
+    def stall_free_search(self, name):
+        """Doubling from sf_start until a level fails, then halving the
+        interval to a tenth of the level: the largest level that passed."""
+        p, probes = self.p, []
+        lo, hi, n = 0, None, p["sf_start"]
+        while hi is None and n <= p["sf_max"]:
+            log(f"stall-free: {name}, {n} streams")
+            probes.append(self.stall_free_probe(name, n))
+            lo, hi = (n, None) if probes[-1]["passed"] else (lo, n)
+            n *= 2
+        while hi is not None and hi - lo > max(lo // 10, 50):
+            mid = (lo + hi) // 100 * 50 or (lo + hi) // 2
+            log(f"stall-free: {name}, {mid} streams")
+            probes.append(self.stall_free_probe(name, mid))
+            lo, hi = (mid, hi) if probes[-1]["passed"] else (lo, mid)
+        return {"streams": lo, "capped": hi is None, "probes": probes}
+
+    def stallfree(self):
+        out = {"pace_ms": 20, "tokens": SF_TOKENS, "gap_ms": SF_GAP_MS,
+               "errors": SF_ERRORS}
+        self.start_proxies()
+        try:
+            for name in self.targets():
+                out[name] = self.stall_free_search(name)
+        finally:
+            self.stop_proxies()
+        return out
+
     # ---- throughput ceiling and CPU per event ------------------------------
 
     def throughput(self):
@@ -402,7 +466,8 @@ class Bench:
 
     def memory(self):
         out = {}
-        kinds = [k for k in PROXIES if k != "nginx" or self.has_nginx]
+        # the floor's buffers are untouched pages: its RSS says nothing
+        kinds = [k for k in ("tokentap", "nginx") if k != "nginx" or self.has_nginx]
         for n in self.p["mem_levels"]:
             level = {"streams": n}
             for kind in kinds:
@@ -424,6 +489,9 @@ class Bench:
             proxy = procs.Tokentap(self.proxy, self.dir, self.mock.port,
                                    wrapper=wrapper, name="tokentap-cg",
                                    start_timeout=120)
+        elif kind == "floor":
+            proxy = procs.Relay(self.proxy, self.dir, self.mock.port,
+                                wrapper=wrapper, name="floor-cg", start_timeout=120)
         else:
             proxy = procs.Nginx(self.proxy, self.dir, self.mock.port,
                                 wrapper=wrapper, name="nginx-cg",
@@ -553,6 +621,8 @@ def main():
     for b in ("tokentap", "tokentap-mock", "tokentap-load"):
         if not os.access(procs.binary(b), os.X_OK):
             ap.error(f"{procs.binary(b)} missing: run make first")
+    if subprocess.run(["make", "-s", "-C", procs.ROOT, "build/bench-relay"]).returncode:
+        ap.error("the floor (tests/bench/relay.c) does not build")
     bench = Bench(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     started = time.monotonic()

@@ -20,6 +20,10 @@ NOFILE = 20000
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+# the floor is no part of the product: one build of it, whatever is tested
+RELAY = os.path.join(ROOT, "build", "bench-relay")
+
+
 def binary(name):
     return os.path.join(BUILD, name)
 
@@ -193,6 +197,18 @@ class Tokentap(Child):
                                          upstream=upstream))
         super().__init__(name, [*wrapper, binary("tokentap"), "-c", conf],
                          cpus, workdir)
+        wait_port(self.port, start_timeout, proc=self.p)
+
+
+class Relay(Child):
+    """The floor: tests/bench/relay.c, a bare relay (one recv and one send
+    per readiness, nothing else), with as many workers as the proxies."""
+
+    def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
+                 name="floor", start_timeout=10.0):
+        self.port = free_port()
+        super().__init__(name, [*wrapper, RELAY, str(self.port),
+                                str(upstream), str(workers)], cpus, workdir)
         wait_port(self.port, start_timeout, proc=self.p)
 
 

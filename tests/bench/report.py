@@ -8,6 +8,8 @@ from figures import Section, num, times
 
 TARGET_LEVEL = 1000        # SPEC §7: latency and CPU at 1,000 streams
 MEMORY_LEVEL = 8000        # memory at 8,000
+FLOOR_LEVELS = (100, 1000)  # CPU per event within 1.05x of the floor there
+OVERLOAD_LEVEL = 3000      # past the 2-CPU box's capacity
 
 
 def level_near(levels, want):
@@ -58,6 +60,7 @@ def targets(res):
         e = get(acc, "tpot_rel_err_pct", "max")
         out.append(target("TPOT error, max over requests" + at, "<= 2 %", e,
                           e is not None and e <= 2.0, "%"))
+    out += floor_targets(res)
     tp = res.get("throughput")
     if tp:
         cpu = fg.ratio(get(tp, "tokentap", "median", "cpu_s_per_M_events"),
@@ -70,6 +73,39 @@ def targets(res):
         v = get(mem, k, "tokentap", "median", "kib_per_stream")
         out.append(target(f"memory per open stream at {k} streams", "<= 32 KiB",
                           v, v is not None and v <= 32, "KiB"))
+    return out
+
+
+def floor_targets(res):
+    """Against the floor and nginx: CPU per event at 100 and 1,000 streams,
+    instructions per event, and the lag and TTFT past saturation."""
+    out = []
+    lat = res.get("latency") or {}
+    for want in FLOOR_LEVELS:
+        k = level_near(list(lat), want)
+        if k is None or (want != FLOOR_LEVELS[0] and k == level_near(list(lat), FLOOR_LEVELS[0])):
+            continue
+        cpu = fg.ratio(get(lat, k, "tokentap", "median", "cpu_s_per_M_events"),
+                       get(lat, k, "floor", "median", "cpu_s_per_M_events"))
+        out.append(target(f"CPU per event vs the floor at {k} streams", "<= 1.05x",
+                          cpu, None if cpu is None else cpu <= 1.05, "x"))
+    ins = res.get("instructions") or {}
+    r = fg.ratio(get(ins, "tokentap", "per_event"), get(ins, "nginx", "per_event"))
+    out.append(target("user-space instructions per event vs nginx", "<= 1.00x", r,
+                      None if r is None else r <= 1.0, "x"))
+    k = level_near([x for x in lat if int(x) >= OVERLOAD_LEVEL], OVERLOAD_LEVEL)
+    if k is not None:
+        for key, unit, name in (("lag_p50_us", "us", "added lag p50"),
+                                ("ttft_p50_ms", "ms", "TTFT p50")):
+            src = "added" if key.startswith("lag") else None
+            if src:
+                mine, ref = get(lat, k, src, "tokentap", key), get(lat, k, src, "nginx", key)
+            else:
+                mine = get(lat, k, "tokentap", "median", key)
+                ref = get(lat, k, "nginx", "median", key)
+            d = fg.diff(mine, ref)
+            out.append(target(f"{name} at {k} streams (overload), tokentap - nginx",
+                              f"<= 0 {unit}", d, None if d is None else d <= 0, unit))
     return out
 
 
@@ -108,10 +144,11 @@ def noise(shares):
 
 def latency_sections(lat, runs):
     rows, ratio_rows, acc_rows, other, waits = [], [], [], [], []
+    floor_rows = []
     steals, attempts = [], []
     for k, level in lat.items():
         d = level["direct"]["median"]
-        for name in ("direct", "tokentap", "nginx"):
+        for name in ("direct", "floor", "tokentap", "nginx"):
             if name not in level:
                 continue
             m = level[name]["median"]
@@ -142,6 +179,13 @@ def latency_sections(lat, runs):
                            times(fg.ratio(at.get("lag_p99_us"), an.get("lag_p99_us"))),
                            times(fg.ratio(tt.get("cpu_s_per_M_events"),
                                           ng.get("cpu_s_per_M_events")))])
+        fl = level.get("floor", {}).get("median", {})
+
+        def to_floor(m, key):
+            return times(fg.ratio(m.get(key), fl.get(key)))
+        floor_rows.append([k] + [to_floor(m, key) for m in (tt, ng) for key in
+                                 ("lag_p50_us", "lag_p99_us", "ttft_p50_ms",
+                                  "cpu_s_per_M_events")])
         a = level["accuracy"]
         acc_rows.append([k, a["matched"], num(a["ttft_abs_err_ms"]["median"], 3),
                          num(a["ttft_abs_err_ms"]["max"], 3),
@@ -167,6 +211,12 @@ def latency_sections(lat, runs):
                 ["streams", "tokentap/direct p50", "p99", "nginx/direct p50", "p99",
                  "added p50 tokentap/nginx", "p99", "CPU/event tokentap/nginx"],
                 ratio_rows),
+        Section("Ratios to the floor (path / floor: raw latency, TTFT, CPU per event)",
+                ["streams", "tokentap p50", "p99", "TTFT p50", "CPU/event",
+                 "nginx p50", "p99", "TTFT p50", "CPU/event"], floor_rows,
+                ["floor: tests/bench/relay.c, a bare relay (accept, connect, one "
+                 "recv and one send per readiness, backpressure; no parsing, no "
+                 "logs): what any proxy must spend. 1.00x is the floor."]),
         Section("Measurement accuracy: tokentap access log vs the mock's send "
                 "times (ms)",
                 ["streams", "requests", "TTFT err p50", "TTFT err max",
@@ -179,7 +229,8 @@ def throughput_section(tp, cpus):
     rows = []
     d = tp["direct"]["median"]
     ng = tp.get("nginx", {}).get("median", {})
-    for name in ("direct", "tokentap", "nginx"):
+    fl = tp.get("floor", {}).get("median", {})
+    for name in ("direct", "floor", "tokentap", "nginx"):
         if name not in tp:
             continue
         m = tp[name]["median"]
@@ -193,18 +244,43 @@ def throughput_section(tp, cpus):
                      times(fg.ratio(m["cpu_s_per_M_events"],
                                     ng.get("cpu_s_per_M_events")))
                      if name != "direct" else "-",
+                     times(fg.ratio(m["cpu_s_per_M_events"],
+                                    fl.get("cpu_s_per_M_events")))
+                     if name != "direct" else "-",
                      num(m["ceiling_events_per_s"])])
     return Section(
         f"Throughput: {tp['streams']} streams x {tp['tokens_per_stream']} tokens, "
         "mock TPOT 0",
         ["path", "events/s", "x direct", "x nginx", "proxy CPU %",
-         "proxy CPU s/M events", "CPU x nginx", "ceiling events/s"], rows,
+         "proxy CPU s/M events", "CPU x nginx", "CPU x floor", "ceiling events/s"], rows,
         [f"ceiling = events per proxy CPU second x {cpus} CPU(s) of the proxy's "
          "set: what the proxy would forward with its CPUs fully busy.",
          "events/s is capped by the mock and client sharing the other CPU set; "
          "through a proxy the client reads more events per read than direct.",
-         noise([r["other_share"] for name in ("direct", "tokentap", "nginx")
+         noise([r["other_share"] for name in ("direct", "floor", "tokentap", "nginx")
                 if name in tp for r in tp[name]["runs"]])])
+
+
+def stallfree_section(sf):
+    rows = []
+    fl, d = get(sf, "floor", "streams"), get(sf, "direct", "streams")
+    for name in ("direct", "floor", "tokentap", "nginx"):
+        if name not in sf:
+            continue
+        m = sf[name]
+        rows.append([name, num(m["streams"]) + ("+" if m["capped"] else ""),
+                     times(fg.ratio(m["streams"], fl)) if name != "floor" else "-",
+                     times(fg.ratio(m["streams"], d)) if name != "direct" else "-",
+                     ", ".join(f"{p['streams']} {'ok' if p['passed'] else p['why']}"
+                               for p in m["probes"])])
+    return Section(
+        f"Stall-free streams (paced at {sf['pace_ms']} ms, {sf['tokens']} events each: "
+        f"every frame arrives, no gap over {sf['gap_ms']} ms, errors under "
+        f"{100 * sf['errors']:.1f} %)",
+        ["path", "streams", "x floor", "x direct", "probes"], rows,
+        ["The largest number of concurrent streams that passed: doubling until "
+         "a level fails, then halving the interval; + means the search stopped "
+         "at its cap before anything failed."])
 
 
 def memory_section(mem):
@@ -229,25 +305,27 @@ def memory_section(mem):
 
 def instructions_section(ins):
     rows = []
-    ng = ins.get("nginx", {})
-    for name in ("tokentap", "nginx"):
+    ng, fl = ins.get("nginx", {}), ins.get("floor", {})
+    for name in ("floor", "tokentap", "nginx"):
         if name not in ins:
             continue
         m = ins[name]
         rows.append([name, num(m["events"]), num(m["instructions"]),
                      num(m["per_event"]),
                      times(fg.ratio(m["per_event"], ng.get("per_event")))
-                     if name == "tokentap" else "-"])
+                     if name != "nginx" else "-",
+                     times(fg.ratio(m["per_event"], fl.get("per_event")))
+                     if name != "floor" else "-"])
     notes = ["user-space instructions (valgrind --tool=callgrind), counted from "
              "the first request to the last; nginx as one process."]
-    for name in ("tokentap", "nginx"):
+    for name in ("floor", "tokentap", "nginx"):
         prof = ins.get(name, {}).get("self", [])[:8]
         if prof:
             notes.append(f"{name}, self: " + ", ".join(
                 f"{p['function']} {100 * p['share']:.1f}%" for p in prof))
     return Section(f"Instructions per forwarded event ({ins['streams']} streams x "
                    f"{ins['tokens_per_stream']} events)",
-                   ["proxy", "events", "instructions", "per event", "x nginx"],
+                   ["proxy", "events", "instructions", "per event", "x nginx", "x floor"],
                    rows, notes)
 
 
@@ -259,13 +337,16 @@ def targets_section(tg):
         rows.append([t["name"], t["target"],
                      "-" if v is None else num(v, digits) + " " + t["unit"],
                      {True: "met", False: "MISSED", None: "-"}[t["met"]]])
-    return Section("SPEC section 7 targets", ["target", "goal", "value", ""], rows)
+    return Section("Targets (SPEC section 7, and against the floor and nginx)",
+                   ["target", "goal", "value", ""], rows)
 
 
 def sections(res):
     out = []
     if "latency" in res:
         out += latency_sections(res["latency"], res["settings"]["runs"])
+    if "stallfree" in res:
+        out.append(stallfree_section(res["stallfree"]))
     if "throughput" in res:
         out.append(throughput_section(res["throughput"],
                                       len(res["machine"]["pinning"]["proxy"])))

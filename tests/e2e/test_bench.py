@@ -37,7 +37,7 @@ def check_latency(lat):
     assert lat, "no latency levels"
     for k, level in lat.items():
         n = int(k)
-        for name in ("direct", "tokentap", "nginx"):
+        for name in ("direct", "floor", "tokentap", "nginx"):
             m = level[name]["median"]
             where = f"latency {k} {name}"
             for q in ("lag_p50_us", "lag_p99_us", "lag_max_us"):
@@ -61,7 +61,7 @@ def check_latency(lat):
                 positive(m["cpu_s_per_M_events"], f"{where} cpu/event")
             for r in level[name]["runs"]:
                 nonneg(r["other_cpu_s"], f"{where} other_cpu_s")
-        for name in ("tokentap", "nginx"):
+        for name in ("floor", "tokentap", "nginx"):
             added = level["added"][name]
             for key in ("lag_p50_us", "lag_p99_us", "lag_max_us", "ttft_p50_ms"):
                 assert finite(added[key]), (k, name, key, added)
@@ -80,7 +80,7 @@ def check_latency(lat):
 
 
 def check_throughput(tp, proxy_cpus):
-    for name in ("direct", "tokentap", "nginx"):
+    for name in ("direct", "floor", "tokentap", "nginx"):
         m = tp[name]["median"]
         positive(m["events_per_s"], f"throughput {name}")
         assert m["errors"] == 0, (name, m)
@@ -107,7 +107,7 @@ def check_memory(mem):
 
 def check_instructions(ins):
     events = ins["streams"] * ins["tokens_per_stream"]
-    for name in ("tokentap", "nginx"):
+    for name in ("floor", "tokentap", "nginx"):
         m = ins[name]
         assert m["events"] == events, (name, m)
         # forwarding an event takes more than a few instructions, and less
@@ -123,10 +123,24 @@ def check_instructions(ins):
     assert ins["tokentap"]["inclusive"], ins["tokentap"]
 
 
+def check_stallfree(sf, cap):
+    for name in ("direct", "floor", "tokentap", "nginx"):
+        m = sf[name]
+        assert m["probes"], (name, m)
+        # the answer is a level that passed, or 0 when the first failed
+        passed = [p["streams"] for p in m["probes"] if p["passed"]]
+        assert m["streams"] == max(passed, default=0), (name, m)
+        assert m["capped"] == all(p["passed"] for p in m["probes"]), (name, m)
+        for p in m["probes"]:
+            assert p["streams"] <= cap and p["requests"] == 2 * p["streams"], (name, p)
+            assert p["passed"] == (p["why"] == ""), (name, p)
+
+
 def check_targets(tg):
     names = " | ".join(t["name"] for t in tg)
     for word in ("added latency p50", "added latency p99", "CPU per event",
-                 "memory per open stream", "TTFT error", "TPOT error"):
+                 "memory per open stream", "TTFT error", "TPOT error",
+                 "CPU per event vs the floor", "instructions per event vs nginx"):
         assert word in names, (word, names)
     for t in tg:
         assert t["met"] in (True, False), t
@@ -191,10 +205,12 @@ def test_bench_quick():
     check_throughput(res["throughput"], len(m["pinning"]["proxy"]))
     check_memory(res["memory"])
     check_instructions(res["instructions"])
+    check_stallfree(res["stallfree"], 100)
     check_targets(res["targets"])
     # the table people read says the same as the JSON
     assert "| streams | path | p50 |" in md, md[:2000]
-    assert "SPEC section 7 targets" in r.stdout, r.stdout[-3000:]
+    assert "Targets (SPEC section 7" in r.stdout, r.stdout[-3000:]
+    assert "Ratios to the floor" in md and "Stall-free streams" in md, md[:2000]
 
 
 if __name__ == "__main__":
