@@ -12,6 +12,7 @@
 #include "alertd.h"
 #include "log.h"
 #include "net.h"
+#include "slod.h"
 #include "stats.h"
 #include "ui.h"
 #include "util.h"
@@ -139,6 +140,7 @@ static void serve_metrics(struct evhttp_request *req)
 	}
 	stats_drain();
 	stats_prometheus(b);
+	slod_prometheus(b);
 	alertd_prometheus(b);
 	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }
@@ -202,6 +204,17 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		serve_metrics(req);
+		return;
+	}
+	if (strcmp(path, "/slo") == 0) {
+		struct evbuffer *b = evbuffer_new();
+		if (b == NULL) {
+			evhttp_send_error(req, 500, NULL);
+			return;
+		}
+		stats_drain();
+		slod_json(b);
+		send_buffer(req, "application/json", b);
 		return;
 	}
 	if (strcmp(path, "/ui/config.json") == 0) {

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "net.h"
 #include "sdnotify.h"
+#include "slod.h"
 #include "stats.h"
 #include "tls.h"
 #include "statsfile.h"
@@ -73,6 +74,7 @@ static void on_reload(void)
 		net_reserve_fds(2 * c->max_connections + 1024);
 	workers_reload(c);
 	stats_configure(c);
+	slod_reload(c);
 	alertd_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
@@ -169,6 +171,7 @@ static int run(void)
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
+	    slod_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
@@ -199,6 +202,7 @@ static int run(void)
 	event_base_dispatch(main_base);
 	workers_stop();
 	alertd_stop();
+	slod_stop();
 	admin_stop();
 	event_free(stats_tick);
 	statsfile_close();

@@ -392,6 +392,23 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 	apply_itl(g, x);
 }
 
+static void (*on_request)(void *arg, const struct stats_done *d);
+static void *on_request_arg;
+
+void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *arg)
+{
+	on_request = fn;
+	on_request_arg = arg;
+}
+
+static void tell_done(const struct stats_rec *x)
+{
+	struct stats_done d = { &x->key, x->outcome, x->ttft_us, x->tpot_us,
+		x->duration_us, x->t_us };
+	if (on_request != NULL)
+		on_request(on_request_arg, &d);
+}
+
 static void apply(const struct stats_rec *x)
 {
 	struct group *g = group_get(&x->key);
@@ -408,6 +425,7 @@ static void apply(const struct stats_rec *x)
 		break;
 	case REC_REQUEST:
 		apply_request(g, x);
+		tell_done(x);
 		break;
 	}
 }
