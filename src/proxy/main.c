@@ -20,6 +20,7 @@
 #include "log.h"
 #include "net.h"
 #include "sdnotify.h"
+#include "slo_rules.h"
 #include "slod.h"
 #include "stats.h"
 #include "tls.h"
@@ -39,9 +40,11 @@ static uint64_t drain_deadline;
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: tokentap [-t] [-c FILE]\n"
+	    "usage: tokentap [-t | --prometheus-rules] [-c FILE]\n"
 	    "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
 	    "  -t, --test         check the configuration and exit\n"
+	    "  --prometheus-rules print Prometheus rules for the config's SLO burn-rate\n"
+	    "                     alerts and exit\n"
 	    "  -V, --version      print the version and exit\n"
 	    "  -h, --help         print this help and exit\n");
 }
@@ -225,9 +228,10 @@ int main(int argc, char **argv)
 		{ "test", no_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "prometheus-rules", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt, test = 0, rc;
+	int opt, test = 0, rules = 0, rc;
 
 	while ((opt = getopt_long(argc, argv, "c:tVh", longs, NULL)) != -1) {
 		switch (opt) {
@@ -236,6 +240,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			test = 1;
+			break;
+		case 'P':
+			rules = 1;
 			break;
 		case 'V':
 			printf("tokentap %s\n", TOKENTAP_VERSION);
@@ -255,6 +262,11 @@ int main(int argc, char **argv)
 	current = conf_load(config_path, stderr);
 	if (current == NULL)
 		return 1;
+	if (rules) {
+		rc = slo_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
+		conf_unref(current);
+		return rc;
+	}
 	if (tls_prepare(current, stderr) < 0 || conf_check_paths(current, stderr) < 0) {
 		conf_unref(current);
 		return 1;
