@@ -16,6 +16,7 @@
 #define MAX_WINDOWS 8
 #define MIN_BUCKET_US 100000ull
 #define MAX_BUCKET_US 300000000ull
+#define PERIOD_BUCKETS 8064     /* 5 min buckets over 28 days */
 #define STATE_MAGIC "tokentap-slo-state 1"
 
 /* ---- rings of buckets ------------------------------------------------------ */
@@ -122,12 +123,18 @@ struct pair {
 	uint64_t long_n, short_n;
 };
 
+/* An SLO's two rings of counts: the budget's over the period (5 min
+ * buckets over 28 days), the burn rates' over the longest pair window in
+ * buckets a fifth of the shortest. */
+enum { RING_BUDGET, RING_BURN, RINGS };
+static const char *const ring_names[RINGS] = { "budget", "burn" };
+
 struct slo {
 	char *name, *route, *tenant, *model;   /* match: NULL is any */
 	struct goodput_targets targets;
 	double objective;
 	uint64_t period_us;
-	struct ring budget;
+	struct ring rings[RINGS];
 	struct ring win[MAX_WINDOWS];
 	uint64_t total_good, total_bad;        /* since start: the counters */
 	struct pair *pairs;
@@ -160,7 +167,8 @@ static void slo_one_free(struct slo *o)
 	free(o->route);
 	free(o->tenant);
 	free(o->model);
-	ring_free(&o->budget);
+	for (int k = 0; k < RINGS; k++)
+		ring_free(&o->rings[k]);
 	for (size_t w = 0; w < MAX_WINDOWS; w++)
 		ring_free(&o->win[w]);
 	free(o->pairs);
@@ -184,37 +192,52 @@ size_t slo_count(const struct slo_set *s)
 
 uint64_t slo_bucket_us(const struct slo_set *s)
 {
-	return s->n > 0 ? s->v[0]->budget.bucket_us : 0;
+	return s->n > 0 ? s->v[0]->rings[RING_BURN].bucket_us : 0;
 }
 
-/* A fifth of the shortest burn window (a 5m window is then summed over 5
- * buckets, the newest one filling), 100 ms to 5 min, whole ms; longer when
- * the period would need more than SLO_MAX_BUCKETS. */
-static uint64_t bucket_for(const struct conf *c, uint64_t cover_us)
+/* Whole ms, and never so short that cover needs more than SLO_MAX_BUCKETS. */
+static uint64_t bucket_fit(uint64_t b, uint64_t cover_us)
 {
-	uint64_t b = 60000000, min_short = UINT64_MAX;
-
-	for (size_t i = 0; i < c->n_burn_rates; i++)
-		if (c->burn_rates[i].short_us < min_short)
-			min_short = c->burn_rates[i].short_us;
-	if (min_short != UINT64_MAX)
-		b = min_short / 5;
-	if (b < MIN_BUCKET_US)
-		b = MIN_BUCKET_US;
-	if (b > MAX_BUCKET_US)
-		b = MAX_BUCKET_US;
 	if (cover_us / b + 2 > SLO_MAX_BUCKETS)
 		b = cover_us / (SLO_MAX_BUCKETS - 2) + 1;
 	return (b + 999) / 1000 * 1000;
 }
 
-static uint64_t cover_of(const struct conf *c, const struct conf_slo *cs)
+/* The burn ring: a fifth of the shortest window (a 5m window is then
+ * summed over 5 buckets, the newest one filling), 100 ms to 5 min; over
+ * the longest window. */
+static void burn_geometry(const struct conf *c, uint64_t *b, uint64_t *cover)
 {
-	uint64_t cover = cs->period_us;
-	for (size_t i = 0; i < c->n_burn_rates; i++)
-		if (c->burn_rates[i].long_us > cover)
-			cover = c->burn_rates[i].long_us;
-	return cover;
+	uint64_t min_short = UINT64_MAX;
+
+	*b = 60000000;
+	*cover = 0;
+	for (size_t i = 0; i < c->n_burn_rates; i++) {
+		if (c->burn_rates[i].short_us < min_short)
+			min_short = c->burn_rates[i].short_us;
+		if (c->burn_rates[i].long_us > *cover)
+			*cover = c->burn_rates[i].long_us;
+	}
+	if (min_short != UINT64_MAX)
+		*b = min_short / 5;
+	if (*b < MIN_BUCKET_US)
+		*b = MIN_BUCKET_US;
+	if (*b > MAX_BUCKET_US)
+		*b = MAX_BUCKET_US;
+	*b = bucket_fit(*b, *cover);
+}
+
+static int rings_init(struct slo *o, const struct conf *c)
+{
+	uint64_t bb, bcover, pb;
+
+	burn_geometry(c, &bb, &bcover);
+	pb = o->period_us / PERIOD_BUCKETS;
+	pb = bucket_fit(pb > bb ? pb : bb, o->period_us);
+	if (ring_init(&o->rings[RING_BURN], bb, (size_t)(bcover / bb + 2)) < 0 ||
+	    ring_init(&o->rings[RING_BUDGET], pb, (size_t)(o->period_us / pb + 2)) < 0)
+		return -1;
+	return 0;
 }
 
 static char *dup_cut(const char *s, size_t max)
@@ -239,7 +262,6 @@ static struct slo *find(const struct slo_set *s, const char *name)
 static struct slo *slo_make(const struct conf *c, const struct conf_slo *cs)
 {
 	struct slo *o = calloc(1, sizeof *o);
-	uint64_t cover = cover_of(c, cs), b = bucket_for(c, cover);
 	int bad = 0;
 
 	if (o == NULL)
@@ -254,7 +276,7 @@ static struct slo *slo_make(const struct conf *c, const struct conf_slo *cs)
 	o->period_us = cs->period_us;
 	bad |= o->name == NULL || (cs->match_route && !o->route) ||
 	    (cs->match_tenant && !o->tenant) || (cs->match_model && !o->model);
-	bad |= ring_init(&o->budget, b, (size_t)(cover / b + 2)) < 0;
+	bad |= rings_init(o, c) < 0;
 	for (size_t w = 0; w < c->n_stats_windows && w < MAX_WINDOWS; w++) {
 		uint64_t slice = c->stats_windows_us[w] / WIN_SLICES;
 		bad |= ring_init(&o->win[w], slice ? slice : 1, WIN_SLICES) < 0;
@@ -312,7 +334,8 @@ static void carry(struct slo *n, struct slo *old, const struct slo_set *s,
 {
 	n->total_good = old->total_good;
 	n->total_bad = old->total_bad;
-	ring_rebucket(&n->budget, &old->budget);
+	for (int k = 0; k < RINGS; k++)
+		ring_rebucket(&n->rings[k], &old->rings[k]);
 	for (size_t w = 0; windows_same && w < s->n_windows; w++) {
 		struct ring tmp = n->win[w];
 		n->win[w] = old->win[w];
@@ -398,7 +421,9 @@ void slo_record(struct slo_set *s, const struct slo_request *q)
 		if (v == GOODPUT_UNCOUNTED)
 			continue;
 		bad = v == GOODPUT_BAD;
-		if (ring_add(&o->budget, q->t_us, !bad, bad) == 0)
+		if (ring_add(&o->rings[RING_BUDGET], q->t_us, !bad, bad) == 0)
+			s->dirty = 1;
+		if (ring_add(&o->rings[RING_BURN], q->t_us, !bad, bad) == 0)
 			s->dirty = 1;
 		for (size_t w = 0; w < s->n_windows; w++)
 			ring_add(&o->win[w], q->t_us, !bad, bad);
@@ -432,8 +457,8 @@ void slo_evaluate(struct slo_set *s, uint64_t now_us,
 		struct slo *o = s->v[i];
 		for (size_t k = 0; k < o->n_pairs; k++) {
 			struct pair *p = &o->pairs[k];
-			struct sums l = ring_sum(&o->budget, now_us, p->p.long_us);
-			struct sums sh = ring_sum(&o->budget, now_us, p->p.short_us);
+			struct sums l = ring_sum(&o->rings[RING_BURN], now_us, p->p.long_us);
+			struct sums sh = ring_sum(&o->rings[RING_BURN], now_us, p->p.short_us);
 			struct alert_transition t;
 			int over;
 
@@ -477,7 +502,7 @@ static void json_counts(struct evbuffer *out, struct sums x)
 
 static void json_head(struct evbuffer *out, const struct slo *o)
 {
-	char period[32], bucket[32];
+	char period[32], bucket[32], burn_bucket[32];
 	int first = 1;
 
 	ADD(out, "{\"name\":");
@@ -497,14 +522,15 @@ static void json_head(struct evbuffer *out, const struct slo *o)
 		first = 0;
 	}
 	util_duration_text(o->period_us, period, sizeof period);
-	util_duration_text(o->budget.bucket_us, bucket, sizeof bucket);
-	evbuffer_add_printf(out, "},\"objective\":%.15g,\"period\":\"%s\",\"bucket\":\"%s\"",
-	    o->objective, period, bucket);
+	util_duration_text(o->rings[RING_BUDGET].bucket_us, bucket, sizeof bucket);
+	util_duration_text(o->rings[RING_BURN].bucket_us, burn_bucket, sizeof burn_bucket);
+	evbuffer_add_printf(out, "},\"objective\":%.15g,\"period\":\"%s\",\"bucket\":\"%s\","
+	    "\"burn_bucket\":\"%s\"", o->objective, period, bucket, burn_bucket);
 }
 
 static void json_budget(struct evbuffer *out, struct slo *o, uint64_t now_us)
 {
-	struct sums x = ring_sum(&o->budget, now_us, o->period_us);
+	struct sums x = ring_sum(&o->rings[RING_BUDGET], now_us, o->period_us);
 	double allowed = (1.0 - o->objective) * (double)(x.good + x.bad);
 
 	ADD(out, ",\"budget\":{");
@@ -635,20 +661,21 @@ void slo_alert_prometheus(void *set, struct evbuffer *out)
 
 /* ---- the state file's text ---------------------------------------------------- */
 
-/* "tokentap-slo-state 1", then per SLO "slo NAME BUCKET_US HEAD N" and N
- * lines "INDEX GOOD BAD" (the buckets that hold any), then "end SLOS". */
+/* "tokentap-slo-state 1", then per ring of each SLO "slo NAME RING
+ * BUCKET_US HEAD N" and N lines "INDEX GOOD BAD" (the buckets that hold
+ * any), then "end SECTIONS". */
 int slo_state_write(struct slo_set *s, FILE *f)
 {
 	fprintf(f, "%s\n", STATE_MAGIC);
-	for (size_t i = 0; i < s->n; i++) {
-		const struct ring *r = &s->v[i]->budget;
+	for (size_t j = 0; j < s->n * RINGS; j++) {
+		const struct ring *r = &s->v[j / RINGS]->rings[j % RINGS];
 		size_t n = 0;
 		for (size_t k = 0; k < r->n && k <= r->head; k++) {
 			const struct count *c = &r->c[(r->head - k) % r->n];
 			n += c->good || c->bad;
 		}
-		fprintf(f, "slo %s %" PRIu64 " %" PRIu64 " %zu\n", s->v[i]->name, r->bucket_us,
-		    r->head, n);
+		fprintf(f, "slo %s %s %" PRIu64 " %" PRIu64 " %zu\n", s->v[j / RINGS]->name,
+		    ring_names[j % RINGS], r->bucket_us, r->head, n);
 		for (size_t k = r->n; k-- > 0;) {
 			const struct count *c;
 			if (k > r->head)
@@ -659,7 +686,7 @@ int slo_state_write(struct slo_set *s, FILE *f)
 				    c->good, c->bad);
 		}
 	}
-	fprintf(f, "end %zu\n", s->n);
+	fprintf(f, "end %zu\n", s->n * RINGS);
 	if (ferror(f))
 		return -1;
 	s->dirty = 0;
@@ -707,15 +734,19 @@ struct entry {
 
 /* One SLO's section: its name, bucket length, newest bucket and entries
  * (*ev, made here), or -1 with why. */
-static int read_slo(struct lines *l, char name[64], uint64_t *b, uint64_t *head,
-    struct entry **ev, size_t *n, char *why, size_t wl)
+static int read_slo(struct lines *l, char name[64], int *ring, uint64_t *b,
+    uint64_t *head, struct entry **ev, size_t *n, char *why, size_t wl)
 {
-	char tail;
+	char kind[16], tail;
 
 	*ev = NULL;
-	if (sscanf(l->line, "slo %63s %" SCNu64 " %" SCNu64 " %zu%c", name, b, head, n,
-	    &tail) != 4 || *b == 0 || *n > SLO_MAX_BUCKETS)
-		return fail(why, wl, l, "expected 'slo NAME BUCKET_US HEAD COUNT'");
+	if (sscanf(l->line, "slo %63s %15s %" SCNu64 " %" SCNu64 " %zu%c", name, kind, b,
+	    head, n, &tail) != 5 || *b == 0 || *n > SLO_MAX_BUCKETS)
+		return fail(why, wl, l, "expected 'slo NAME RING BUCKET_US HEAD COUNT'");
+	for (*ring = 0; *ring < RINGS && strcmp(kind, ring_names[*ring]) != 0; (*ring)++)
+		;
+	if (*ring == RINGS)
+		return fail(why, wl, l, "the ring is budget or burn");
 	if ((*ev = calloc(*n ? *n : 1, sizeof **ev)) == NULL)
 		return fail(why, wl, l, "out of memory");
 	for (size_t i = 0; i < *n; i++) {
@@ -738,8 +769,8 @@ static void rings_free(struct ring *v, size_t n)
 	free(v);
 }
 
-/* The counts of one section into nr, the rings of the SLO of its name
- * (none: skipped). 0 or -1. */
+/* The counts of one section into nr (RINGS per SLO), the ring of the SLO
+ * of its name (none: skipped). 0 or -1. */
 static int take_section(struct slo_set *s, struct ring *nr, struct lines *l, char *why,
     size_t wl)
 {
@@ -747,17 +778,19 @@ static int take_section(struct slo_set *s, struct ring *nr, struct lines *l, cha
 	uint64_t b, head;
 	struct entry *ev;
 	size_t n, i;
+	int ring;
 
-	if (read_slo(l, name, &b, &head, &ev, &n, why, wl) < 0)
+	if (read_slo(l, name, &ring, &b, &head, &ev, &n, why, wl) < 0)
 		return -1;
 	for (i = 0; i < s->n && strcmp(s->v[i]->name, name) != 0; i++)
 		;
-	if (i < s->n && nr[i].c != NULL) {
+	i = i * RINGS + (size_t)ring;
+	if (i < s->n * RINGS && nr[i].c != NULL) {
 		free(ev);
-		return fail(why, wl, l, "an SLO given twice");
+		return fail(why, wl, l, "a ring given twice");
 	}
-	if (i < s->n) {
-		const struct ring *cur = &s->v[i]->budget;
+	if (i < s->n * RINGS) {
+		const struct ring *cur = &s->v[i / RINGS]->rings[ring];
 		if (ring_init(&nr[i], cur->bucket_us, cur->n) < 0) {
 			free(ev);
 			return fail(why, wl, l, "out of memory");
@@ -774,7 +807,8 @@ int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
     size_t why_len)
 {
 	struct lines l = { text, text + len, 0, "" };
-	struct ring *nr = calloc(s->n ? s->n : 1, sizeof *nr);
+	size_t nn = s->n * RINGS;
+	struct ring *nr = calloc(nn ? nn : 1, sizeof *nr);
 	size_t sections = 0, end_n;
 	char tail;
 
@@ -783,33 +817,33 @@ int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
 		return -1;
 	}
 	if (next_line(&l) < 0 || strcmp(l.line, STATE_MAGIC) != 0) {
-		rings_free(nr, s->n);
+		rings_free(nr, nn);
 		return fail(why, why_len, &l, "not a tokentap SLO state file");
 	}
 	for (;;) {
 		if (next_line(&l) < 0) {
-			rings_free(nr, s->n);
+			rings_free(nr, nn);
 			return fail(why, why_len, &l, "cut short (no 'end' line)");
 		}
 		if (strncmp(l.line, "end ", 4) == 0)
 			break;
 		if (take_section(s, nr, &l, why, why_len) < 0) {
-			rings_free(nr, s->n);
+			rings_free(nr, nn);
 			return -1;
 		}
 		sections++;
 	}
 	if (sscanf(l.line, "end %zu%c", &end_n, &tail) != 1 || end_n != sections ||
 	    l.p != l.end) {
-		rings_free(nr, s->n);
+		rings_free(nr, nn);
 		return fail(why, why_len, &l, "the 'end' line does not close the file");
 	}
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < nn; i++)
 		if (nr[i].c != NULL) {
-			ring_free(&s->v[i]->budget);
-			s->v[i]->budget = nr[i];
+			ring_free(&s->v[i / RINGS]->rings[i % RINGS]);
+			s->v[i / RINGS]->rings[i % RINGS] = nr[i];
 			nr[i].c = NULL;
 		}
-	rings_free(nr, s->n);
+	rings_free(nr, nn);
 	return 0;
 }

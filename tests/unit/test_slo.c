@@ -96,13 +96,14 @@ static void test_counts_windows_and_budget(void **state)
 	rec(s, "other", "-", 50, 30, OUTCOME_OK, T0 + 4 * S);      /* neither */
 	doc = json(s, T0 + 5 * S);
 	has(doc, "{\"name\":\"chat\",\"match\":{\"route\":\"llm\",\"tenant\":null,\"model\":null},"
-	    "\"targets\":{\"ttft_ms\":100},\"objective\":0.9,\"period\":\"1h\",\"bucket\":\"400ms\","
+	    "\"targets\":{\"ttft_ms\":100},\"objective\":0.9,\"period\":\"1h\",\"bucket\":\"447ms\",\"burn_bucket\":\"400ms\","
 	    "\"windows\":[{\"window\":\"1m\",\"eligible\":4,\"good\":1,\"bad\":3,"
 	    "\"attainment\":0.250000,\"goodput_per_s\":0.016667}],"
 	    "\"budget\":{\"eligible\":4,\"good\":1,\"bad\":3,\"attainment\":0.250000,"
 	    "\"allowed_bad\":0.400000,\"remaining\":-6.500000}");
 	has(doc, "{\"name\":\"acme\",\"match\":{\"route\":null,\"tenant\":\"acme\",\"model\":null},"
-	    "\"targets\":{\"tpot_ms\":20},\"objective\":0.99,\"period\":\"672h\"");
+	    "\"targets\":{\"tpot_ms\":20},\"objective\":0.99,\"period\":\"672h\","
+	    "\"bucket\":\"5m\",\"burn_bucket\":\"400ms\"");   /* 28 days do not coarsen the burn */
 	has(doc, "\"eligible\":1,\"good\":0,\"bad\":1");
 	free(doc);
 	/* a minute on, the window is empty; the budget (1h) still holds them */
@@ -214,7 +215,7 @@ static void test_state_round_trip_and_corruption(void **state)
 	assert_true(slo_dirty(s));
 	text = state_text(s);
 	assert_false(slo_dirty(s));
-	assert_non_null(strstr(text, "tokentap-slo-state 1\nslo chat 400000 "));
+	assert_non_null(strstr(text, "tokentap-slo-state 1\nslo chat budget 447000 "));
 	r = set_of(conf_text, T0);
 	assert_int_equal(slo_state_read(r, text, strlen(text), why, sizeof why), 0);
 	doc = json(r, T0 + 3 * S);
@@ -230,7 +231,7 @@ static void test_state_round_trip_and_corruption(void **state)
 	    "slos:\n  - {name: chat, ttft: 100ms, objective: 0.9, period: 1h}\n", T0);
 	assert_int_equal(slo_state_read(r, text, strlen(text), why, sizeof why), 0);
 	doc = json(r, T0 + 3 * S);
-	has(doc, "\"bucket\":\"200ms\"");
+	has(doc, "\"bucket\":\"447ms\",\"burn_bucket\":\"200ms\"");
 	has(doc, "\"budget\":{\"eligible\":3,\"good\":1,\"bad\":2,");
 	free(doc);
 
@@ -244,9 +245,9 @@ static void test_state_round_trip_and_corruption(void **state)
 	assert_int_equal(slo_state_read(r, bad, strlen(bad), why, sizeof why), -1);
 	free(bad);
 	bad = strdup(text);
-	bad[strlen("tokentap-slo-state 1\nslo chat 400000 ") + 2] = 'z';
+	bad[strlen("tokentap-slo-state 1\nslo chat budget 447000 ") + 2] = 'z';
 	assert_int_equal(slo_state_read(r, bad, strlen(bad), why, sizeof why), -1);
-	assert_string_equal(why, "line 2: expected 'slo NAME BUCKET_US HEAD COUNT'");
+	assert_string_equal(why, "line 2: expected 'slo NAME RING BUCKET_US HEAD COUNT'");
 	free(bad);
 	assert_int_equal(slo_state_read(r, "{}\n", 3, why, sizeof why), -1);
 	assert_string_equal(why, "line 1: not a tokentap SLO state file");
