@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "log.h"
@@ -235,8 +236,9 @@ void slod_evaluate(void)
 void slod_json(struct evbuffer *out)
 {
 	if (set == NULL)
-		return;
-	slo_json(set, out, wall_us());
+		evbuffer_add_printf(out, "{\"slos\":[]}\n");
+	else
+		slo_json(set, out, wall_us());
 }
 
 void slod_prometheus(struct evbuffer *out)
