@@ -39,6 +39,38 @@ static void figure_texts(const struct alert_transition *t, char *name,
 	util_duration_text(t->window_us, window, 32);
 }
 
+/* An Alertmanager alert from its instance label on: the annotations, the
+ * times and the link back. */
+static void am_rest(struct evbuffer *out, const char *instance, const char *summary,
+    const char *desc, uint64_t starts_at_ms, uint64_t ends_at_ms, const char *generator_url)
+{
+	evbuffer_add(out, ",\"instance\":", 12);
+	jsonw_str(out, instance);
+	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
+	jsonw_str(out, summary);
+	evbuffer_add(out, ",\"description\":", 15);
+	jsonw_str(out, desc);
+	evbuffer_add(out, "},\"startsAt\":", 13);
+	jsonw_time(out, starts_at_ms);
+	evbuffer_add(out, ",\"endsAt\":", 10);
+	jsonw_time(out, ends_at_ms);
+	evbuffer_add(out, ",\"generatorURL\":", 16);
+	jsonw_str(out, generator_url);
+	evbuffer_add(out, "}", 1);
+}
+
+/* A webhook body from the value of "starts_at" on. */
+static void webhook_rest(struct evbuffer *out, const struct alert_transition *t,
+    const char *instance)
+{
+	jsonw_time(out, t->starts_at_ms);
+	evbuffer_add(out, ",\"ends_at\":", 11);
+	jsonw_time(out, t->ends_at_ms);
+	evbuffer_add(out, ",\"instance\":", 12);
+	jsonw_str(out, instance);
+	evbuffer_add(out, "}", 1);
+}
+
 /* ---- SLOBurnRate -------------------------------------------------------- */
 
 /* A burn rate as people read it: "14.4", "0.52"; "none". */
@@ -95,12 +127,7 @@ static void burn_webhook(struct evbuffer *out, const struct alert_transition *t,
 	    "\"window_s\":%g,\"short_window_s\":%g,\"starts_at\":", t->objective,
 	    (unsigned long long)t->samples, (unsigned long long)t->short_samples,
 	    (double)t->window_us / 1e6, (double)t->short_window_us / 1e6);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"ends_at\":", 11);
-	jsonw_time(out, t->ends_at_ms);
-	evbuffer_add(out, ",\"instance\":", 12);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "}", 1);
+	webhook_rest(out, t, instance);
 }
 
 static void burn_alertmanager(struct evbuffer *out, const struct alert_transition *t,
@@ -120,20 +147,9 @@ static void burn_alertmanager(struct evbuffer *out, const struct alert_transitio
 	evbuffer_add_printf(out, "{\"labels\":{\"alertname\":\"SLOBurnRate\","
 	    "\"severity\":\"%s\",\"slo\":", alert_severity_name(t->severity));
 	jsonw_str(out, t->slo);
-	evbuffer_add_printf(out, ",\"long_window\":\"%s\",\"short_window\":\"%s\","
-	    "\"instance\":", x.lw, x.sw);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
-	jsonw_str(out, summary);
-	evbuffer_add(out, ",\"description\":", 15);
-	jsonw_str(out, desc);
-	evbuffer_add(out, "},\"startsAt\":", 13);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"endsAt\":", 10);
-	jsonw_time(out, ends_at_ms);
-	evbuffer_add(out, ",\"generatorURL\":", 16);
-	jsonw_str(out, generator_url);
-	evbuffer_add(out, "}", 1);
+	evbuffer_add_printf(out, ",\"long_window\":\"%s\",\"short_window\":\"%s\"", x.lw,
+	    x.sw);
+	am_rest(out, instance, summary, desc, t->starts_at_ms, ends_at_ms, generator_url);
 }
 
 /* ---- threshold alerts ---------------------------------------------------- */
@@ -188,12 +204,7 @@ void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t
 	alert_json_value(out, t->threshold, t->metric);
 	evbuffer_add_printf(out, ",\"samples\":%llu,\"window_s\":%g,\"starts_at\":",
 	    (unsigned long long)t->samples, (double)t->window_us / 1e6);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"ends_at\":", 11);
-	jsonw_time(out, t->ends_at_ms);
-	evbuffer_add(out, ",\"instance\":", 12);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "}", 1);
+	webhook_rest(out, t, instance);
 }
 
 /* Alertmanager's annotations: a summary line and a sentence with the figures. */
@@ -232,17 +243,5 @@ void alert_format_alertmanager(struct evbuffer *out,
 		evbuffer_add(out, ",\"tenant\":", 10);
 		jsonw_str(out, t->tenant);
 	}
-	evbuffer_add(out, ",\"instance\":", 12);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
-	jsonw_str(out, summary);
-	evbuffer_add(out, ",\"description\":", 15);
-	jsonw_str(out, desc);
-	evbuffer_add(out, "},\"startsAt\":", 13);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"endsAt\":", 10);
-	jsonw_time(out, ends_at_ms);
-	evbuffer_add(out, ",\"generatorURL\":", 16);
-	jsonw_str(out, generator_url);
-	evbuffer_add(out, "}", 1);
+	am_rest(out, instance, summary, desc, t->starts_at_ms, ends_at_ms, generator_url);
 }

@@ -371,6 +371,25 @@ tests:
 
 # ---- capacity headroom ---------------------------------------------------------------
 
+def staircase(port, path, n):
+    """n streams opened one by one, each once the ones before stream: the
+    k-th starts with k - 1 others in flight. Reads them all to the end."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        body = b'{"model":"m","stream":true}'
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
+        buf = b""
+        while b'"content":"' not in buf:
+            buf += s.recv(65536)
+        socks.append(s)
+    for s in socks:
+        while s.recv(65536):
+            pass
+        s.close()
+
+
 def test_headroom_from_a_mock_linear_in_concurrency():
     # TTFT = 50 ms + 20 ms for each other stream; ttft_warning 250 ms: the
     # line reaches it at (250 - 50) / 20 = 10 streams
@@ -383,22 +402,7 @@ def test_headroom_from_a_mock_linear_in_concurrency():
         with Tokentap(conf) as t:
             wait_port(t.admin)
             for _ in range(2):
-                # a staircase: stream k opens once k - 1 others stream
-                socks = []
-                for k in range(8):
-                    s = socket.create_connection(("127.0.0.1", t.port), timeout=10)
-                    body = b'{"model":"m","stream":true}'
-                    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                              b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
-                              % (len(body), body))
-                    buf = b""
-                    while b'"content":"' not in buf:
-                        buf += s.recv(65536)
-                    socks.append(s)
-                for s in socks:
-                    while s.recv(65536):
-                        pass
-                    s.close()
+                staircase(t.port, "/v1/chat/completions", 8)
             t.access(16)
             g = wait_for(lambda: next((x for x in json.loads(get(t.admin, "/stats"))["groups"]
                                        if x["route"] == "llm" and x["requests"] >= 16), None),

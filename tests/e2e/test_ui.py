@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -18,6 +17,7 @@ import urllib.error
 import urllib.request
 
 from harness import ROOT, Proc, Tokentap, binary, free_port, node_modules, wait_port
+from test_slo import staircase
 
 # The browser tests take about 10 s together, so they run in the sanitizer
 # pass too (no SANITIZER_SKIP): tokentap serves the page under ASan there.
@@ -339,25 +339,6 @@ def test_dashboard_asks_for_token():
     first = api.index(authed[0])
     assert all(r["auth"] == "Bearer " + TOKEN for r in api[first:]), api[first:]
     assert api[0]["auth"] is None and api[0]["url"] == base + "/ui/config.json", api[0]
-
-
-def staircase(port, path, n):
-    """n streams opened one by one, each once the ones before stream: the
-    k-th starts with k - 1 others in flight. Reads them all to the end."""
-    socks = []
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        body = b'{"model":"m","stream":true}'
-        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
-        buf = b""
-        while b'"content":"' not in buf:
-            buf += s.recv(65536)
-        socks.append(s)
-    for s in socks:
-        while s.recv(65536):
-            pass
-        s.close()
 
 
 def test_slo_panel_in_browser():
