@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 from harness import Proc, Tokentap, binary, free_port, wait_port
-from test_alerts import Hook, Mock, wait_for
+from test_alerts import ALERTMANAGER, Hook, Mock, wait_for
 
 PROMTOOL = "/usr/bin/promtool"
 EVERY = 0.2          # alerts.evaluate_every of these tests
@@ -245,6 +245,41 @@ def test_a_burn_rate_pair_fires_and_one_must_not():
                 [("resolved", "critical"), ("firing", "critical")], tr
             assert tr[1]["slo"] == "chat" and tr[1]["short_window"] == "2s"
         assert [b[3]["severity"] for b in h.got] == ["critical", "critical"], h.got
+
+
+def test_alertmanager_gets_the_burn_rate_alert():
+    am_port = free_port()
+    d = tempfile.mkdtemp(prefix="tt-am-")
+    with open(os.path.join(d, "am.yml"), "w") as f:
+        f.write('route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n')
+    am_args = [ALERTMANAGER, f"--config.file={d}/am.yml", f"--storage.path={d}/data",
+               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="]
+    with Proc(am_args) as am, Mock() as m:
+        wait_port(am_port, timeout=15)
+        conf = routes(m.port) + BURN.replace(
+            "    - {type: webhook, url: 'URL'}",
+            f"    - {{type: alertmanager, url: 'http://127.0.0.1:{am_port}'}}")
+        with Tokentap(conf) as t:
+            wait_port(t.admin)
+            run_all([dict(port=t.port, ttft="300ms")] * 5, threads=5)
+            got = wait_for(lambda: json.loads(get(am_port, "/api/v2/alerts")), EVERY + 5,
+                           "the alert in Alertmanager")
+            labels = {tuple(sorted((k, v) for k, v in a["labels"].items() if k != "instance"))
+                      for a in got}
+            # 5 bad of 5: both pairs burn 10 in both windows
+            assert labels == {
+                (("alertname", "SLOBurnRate"), ("long_window", "4s"), ("severity", "critical"),
+                 ("short_window", "2s"), ("slo", "chat")),
+                (("alertname", "SLOBurnRate"), ("long_window", "1m"), ("severity", "warning"),
+                 ("short_window", "2s"), ("slo", "chat")),
+            }, got
+            a = got[0]
+            assert "SLO chat burns its error budget faster than 5x" == a["annotations"]["summary"]
+            assert "(objective 0.9)" in a["annotations"]["description"], a
+            # resolved once the short window empties: Alertmanager lists active alerts only
+            wait_for(lambda: json.loads(get(am_port, "/api/v2/alerts")) == [], 2 + EVERY + 6,
+                     "resolved in Alertmanager")
+        assert am.p.poll() is None, am.stderr()[-2000:]
 
 
 # ---- the budget survives -----------------------------------------------------------
