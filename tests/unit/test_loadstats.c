@@ -771,7 +771,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scen_syntax_error, scen_setup, scen_teardown),
 		cmocka_unit_test_setup_teardown(test_scen_values, scen_setup, scen_teardown),
 		cmocka_unit_test(test_scen_targets_eval),
-		cmocka_unit_test(test_goodput),
+		cmocka_unit_test_setup_teardown(test_goodput, scen_setup, scen_teardown),
 		cmocka_unit_test(test_conf_parsers),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_request_head),
