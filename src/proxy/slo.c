@@ -190,11 +190,6 @@ size_t slo_count(const struct slo_set *s)
 	return s->n;
 }
 
-uint64_t slo_bucket_us(const struct slo_set *s)
-{
-	return s->n > 0 ? s->v[0]->rings[RING_BURN].bucket_us : 0;
-}
-
 /* Whole ms, and never so short that cover needs more than SLO_MAX_BUCKETS. */
 static uint64_t bucket_fit(uint64_t b, uint64_t cover_us)
 {

@@ -1,13 +1,15 @@
 /* SLOs (slos:), pure: no clock, no I/O beyond the buffers given.
  *
  * Each finished request is judged per SLO whose match it meets (goodput.h)
- * and counted good or bad in fixed buckets of wall-clock time: one ring
- * over the SLO's period (and the longest burn window) for the error budget
- * and the burn rates, and one small ring per /stats window for attainment
- * and goodput there. Burn-rate pairs (the SRE Workbook's multi-window,
+ * and counted good or bad in fixed buckets of wall-clock time: a ring over
+ * the SLO's period for the error budget (5-minute buckets over 28 days), a
+ * ring over the longest burn window for the burn rates (buckets a fifth of
+ * the shortest), and one small ring per /stats window for attainment and
+ * goodput there. Burn-rate pairs (the SRE Workbook's multi-window,
  * multi-burn-rate alerts) fire while both of their windows burn the budget
  * faster than their rate, each window holding at least burn_min_requests.
- * The budget buckets are written to and read from a state file's text. */
+ * The budget and burn rings are written to and read from a state file's
+ * text. */
 #ifndef TOKENTAP_SLO_H
 #define TOKENTAP_SLO_H
 
@@ -43,8 +45,6 @@ void slo_free(struct slo_set *s);
 int slo_configure(struct slo_set *s, const struct conf *c, uint64_t now_us,
     void (*fn)(void *arg, const struct alert_transition *t), void *arg);
 size_t slo_count(const struct slo_set *s);
-/* The bucket length of the budget rings. */
-uint64_t slo_bucket_us(const struct slo_set *s);
 
 /* Counts q in every SLO it matches. */
 void slo_record(struct slo_set *s, const struct slo_request *q);
@@ -64,7 +64,7 @@ void slo_prometheus(const struct slo_set *s, struct evbuffer *out);
 void slo_alert_json(void *set, struct evbuffer *out, int *first);
 void slo_alert_prometheus(void *set, struct evbuffer *out);
 
-/* The budget buckets as text (the state file). Returns 0 or -1. */
+/* The budget and burn rings as text (the state file). Returns 0 or -1. */
 int slo_state_write(struct slo_set *s, FILE *f);
 /* Reads what slo_state_write wrote into the SLOs of the same names (their
  * counts replaced; buckets of another length are re-bucketed, those older
