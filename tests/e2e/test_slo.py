@@ -7,13 +7,13 @@ state file (a corrupt or missing one is said and starts empty); the
 generated Prometheus rules fire under promtool on series of known burn;
 the headroom figure comes out of a mock whose TTFT grows linearly with
 concurrency; tokentap-load reports goodput per scenario."""
+import concurrent.futures
 import json
 import os
 import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -80,28 +80,11 @@ def request(port, model="m", ttft="20ms", tpot="5ms", tokens=5, fault=None, abor
 
 
 def run_all(jobs, threads=8):
-    """Runs request(**kw) for each kw of jobs on a pool of threads."""
-    todo = list(jobs)
-    lock = threading.Lock()
-    errors = []
-
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                kw = todo.pop()
-            try:
-                request(**kw)
-            except Exception as e:         # reported below
-                errors.append(e)
-
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for x in ts:
-        x.start()
-    for x in ts:
-        x.join()
-    assert not errors, errors[:3]
+    """Runs request(**kw) for each kw of jobs on a pool of threads; the first
+    error is raised here."""
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for f in [pool.submit(request, **kw) for kw in jobs]:
+            f.result()
 
 
 def routes(mock_port):
