@@ -64,6 +64,8 @@ int util_parse_duration_us(const char *s, uint64_t *out_us)
 		mult = 60e6;
 	else if (strcmp(unit, "h") == 0)
 		mult = 3600e6;
+	else if (strcmp(unit, "d") == 0)     /* an SLO's period: 28d */
+		mult = 86400e6;
 	else
 		return -1;
 	v *= mult;

@@ -14,7 +14,7 @@ uint64_t util_wall_ms(void);
 /* Writes "2026-11-29T16:04:31.123Z" (24 chars + NUL) for a wall time in ms. */
 void util_rfc3339_ms(uint64_t wall_ms, char out[32]);
 
-/* "1500ms", "2s", "1m", "1h" (a bare number is seconds) -> microseconds.
+/* "1500ms", "2s", "1m", "1h", "28d" (a bare number is seconds) -> microseconds.
  * Returns 0 on success, -1 when the text is not a duration. */
 int util_parse_duration_us(const char *s, uint64_t *out_us);
 /* Its inverse, the one duration text ("window": "1m"): us in the largest

@@ -392,6 +392,7 @@ static void json_scenario(FILE *f, const struct load_scen_file *sf, size_t i,
 	else
 		fputs("null", f);
 	json_targets(f, sc, &res[i], base);
+	load_report_goodput_json(f, &rp, 6);
 	fputs(",\n", f);
 	load_report_json_members(f, &rp, 0, 6);
 	fputs("\n    }", f);
@@ -442,6 +443,7 @@ static int run_marked(struct env *e, const struct load_scen_file *sf,
 		const struct scen_result *base = sc->baseline >= 0 ?
 		    &res[sc->baseline] : NULL;
 		struct load_report rp = {&sc->conf, &res[i].st, &res[i].info};
+		struct goodput_targets goodput;
 
 		if (!res[i].ran)
 			continue;
@@ -450,6 +452,8 @@ static int run_marked(struct env *e, const struct load_scen_file *sf,
 		    " (baseline)");
 		fflush(stdout);
 		loadstats_init(&res[i].st, samples);
+		load_scen_goodput(sc, &goodput);
+		loadstats_goodput(&res[i].st, &goodput);
 		if (load_run(e->base, e->dns, &sc->conf, &res[i].st, e->progress,
 		    &res[i].info) < 0 && res[i].st.requests == 0)
 			return EXIT_USAGE;
@@ -457,6 +461,7 @@ static int run_marked(struct env *e, const struct load_scen_file *sf,
 		load_report_table(stdout, &rp);
 		putchar('\n');
 		res[i].passed = check_targets(stdout, sc, &res[i], base);
+		load_report_goodput_line(stdout, &rp);
 		printf("scenario %s: %s\n\n", sc->name, res[i].passed ? "PASS" : "FAIL");
 		fflush(stdout);
 		if (res[i].selected && !res[i].passed)

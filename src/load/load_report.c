@@ -51,6 +51,59 @@ static void table_lag(FILE *f, const struct hist *h)
 	    q.p99 * 1000, q.mean * 1000, q.max * 1000);
 }
 
+/* "ttft <= 500 ms, tpot <= 30 ms" */
+static void goodput_targets_text(const struct goodput_targets *t, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < GOODPUT_TARGETS && n < len; i++)
+		if (t->us[i] > 0)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s <= %.6g ms", n ? ", " : "",
+			    goodput_target_name((enum goodput_target)i), (double)t->us[i] / 1e3);
+}
+
+void load_report_goodput_line(FILE *f, const struct load_report *rp)
+{
+	const struct loadstats *st = rp->st;
+	char targets[128];
+
+	if (!goodput_any(&st->goodput))
+		return;
+	goodput_targets_text(&st->goodput, targets, sizeof targets);
+	fprintf(f, "  %-18s %8.2f req/s  attainment %.2f %% (%" PRIu64 " of %" PRIu64
+	    " ok within %s)\n", "goodput", per_s(st->good, rp->info->elapsed_us),
+	    st->judged ? 100.0 * (double)st->good / (double)st->judged : 0.0, st->good,
+	    st->judged, targets);
+}
+
+void load_report_goodput_json(FILE *f, const struct load_report *rp, int indent)
+{
+	const struct loadstats *st = rp->st;
+	int first = 1;
+
+	fprintf(f, ",\n%*s\"goodput\": ", indent, "");
+	if (!goodput_any(&st->goodput)) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"targets\": {", f);
+	for (int i = 0; i < GOODPUT_TARGETS; i++)
+		if (st->goodput.us[i] > 0) {
+			fprintf(f, "%s\"%s_ms\": %.6g", first ? "" : ", ",
+			    goodput_target_name((enum goodput_target)i),
+			    (double)st->goodput.us[i] / 1e3);
+			first = 0;
+		}
+	fprintf(f, "}, \"good\": %" PRIu64 ", \"judged\": %" PRIu64 ", \"attainment\": ",
+	    st->good, st->judged);
+	if (st->judged)
+		fprintf(f, "%.6f", (double)st->good / (double)st->judged);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"per_s\": %.6f}", per_s(st->good, rp->info->elapsed_us));
+}
+
 void load_report_table(FILE *f, const struct load_report *rp)
 {
 	const struct loadstats *st = rp->st;

@@ -17,6 +17,12 @@ struct load_report {
 };
 
 void load_report_table(FILE *f, const struct load_report *rp);
+/* Goodput and attainment against the run's per-request targets
+ * (loadstats_goodput): one line of the table; nothing without targets. */
+void load_report_goodput_line(FILE *f, const struct load_report *rp);
+/* The same as a JSON member "goodput" (null without targets), after a
+ * comma and a newline, indented. */
+void load_report_goodput_json(FILE *f, const struct load_report *rp, int indent);
 /* The run's members, without the braces, so a caller can add its own;
  * samples: add every request's measurements (kept in st). indent: spaces
  * before each member. */

@@ -477,6 +477,20 @@ int load_scen_value(const struct load_target *t, const struct loadstats *st,
 	return 0;
 }
 
+void load_scen_goodput(const struct load_scenario *sc, struct goodput_targets *out)
+{
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < sc->ntargets; i++) {
+		const struct load_target *t = &sc->targets[i];
+		int g = t->metric == LOAD_M_TTFT ? GOODPUT_TTFT :
+		    t->metric == LOAD_M_TPOT ? GOODPUT_TPOT : -1;
+		if (g < 0 || t->stat == LOAD_S_RATE || t->stat == LOAD_S_DEGRADATION)
+			continue;
+		if ((uint64_t)t->limit > out->us[g])
+			out->us[g] = (uint64_t)t->limit;
+	}
+}
+
 int load_scen_met(const struct load_target *t, double value)
 {
 	return value <= t->limit;

@@ -56,6 +56,11 @@ int load_scen_find(const struct load_scen_file *f, const char *name);
  * when it is undefined (no samples, no baseline). */
 int load_scen_value(const struct load_target *t, const struct loadstats *st,
     const struct loadstats *baseline, double *value);
+/* The per-request targets of goodput (a request counts when it is ok and
+ * within them, as vLLM's --goodput): for TTFT and TPOT, the largest limit
+ * of the scenario's targets of that metric (quantiles, mean, max); none
+ * where it has none. */
+void load_scen_goodput(const struct load_scenario *sc, struct goodput_targets *out);
 /* 1 when value meets t (is at most its limit). */
 int load_scen_met(const struct load_target *t, double value);
 /* Formats a target's limit or a value of it for people ("500.0 ms", "20.0 %"). */

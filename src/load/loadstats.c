@@ -46,10 +46,29 @@ static int keep(struct loadstats *st, const struct load_sample *s)
 	return 0;
 }
 
+void loadstats_goodput(struct loadstats *st, const struct goodput_targets *t)
+{
+	st->goodput = *t;
+}
+
+/* The one rule tokentap's SLOs apply too. */
+static void judge(struct loadstats *st, const struct load_sample *s)
+{
+	struct goodput_request r = { s->outcome, { s->ttft_us, s->tpot_us }, s->duration_us };
+	enum goodput_verdict v;
+
+	if (!goodput_any(&st->goodput))
+		return;
+	v = goodput_judge(&st->goodput, &r);
+	st->judged += v != GOODPUT_UNCOUNTED;
+	st->good += v == GOODPUT_GOOD;
+}
+
 int loadstats_record(struct loadstats *st, const struct load_sample *s,
     const uint32_t *itl, size_t n)
 {
 	st->requests++;
+	judge(st, s);
 	st->outcomes[s->outcome < OUTCOME_COUNT ? s->outcome : OUTCOME_UPSTREAM_ABORT]++;
 	if (s->output_tokens > 0)
 		st->output_tokens += (uint64_t)s->output_tokens;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "goodput.h"
 #include "hist.h"
 #include "meter.h"
 
@@ -39,6 +40,9 @@ struct loadstats {
 	struct hist speed;        /* output speed in 1/1000 tokens/s */
 	struct hist duration;
 	struct hist lag;          /* --lag: each stamped event, server send to client read */
+	/* goodput: requests judged against per-request targets (goodput.h) */
+	struct goodput_targets goodput;   /* none set: not judged */
+	uint64_t good, judged;
 	int keep_samples;
 	struct load_sample *samples;
 	size_t nsamples, cap;
@@ -57,6 +61,8 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
     enum meter_end how, uint64_t start_us);
 
 void loadstats_init(struct loadstats *st, int keep_samples);
+/* Judges every request recorded from now on against t (goodput). */
+void loadstats_goodput(struct loadstats *st, const struct goodput_targets *t);
 /* Adds one request with its ITL gaps (µs; n of them). Returns 0, or -1 when
  * the sample could not be kept (it is still counted). */
 int loadstats_record(struct loadstats *st, const struct load_sample *s,

@@ -57,6 +57,7 @@ static const struct option long_opts[] = {
 	{"tokens", required_argument, NULL, OPT_KNOB},
 	{"tokens-per-chunk", required_argument, NULL, OPT_KNOB},
 	{"prefill-per-token", required_argument, NULL, OPT_KNOB},
+	{"ttft-per-stream", required_argument, NULL, OPT_KNOB},
 	{"usage", required_argument, NULL, OPT_KNOB},
 	{"keepalive", required_argument, NULL, OPT_KNOB},
 	{"fault", required_argument, NULL, OPT_KNOB},
@@ -82,6 +83,8 @@ static void usage(FILE *f)
 	    "      --tokens N             output tokens (default: the request's max tokens, else 50)\n"
 	    "      --tokens-per-chunk K   tokens per event (default 1)\n"
 	    "      --prefill-per-token DUR  extra TTFT per input token (body bytes / 4)\n"
+	    "      --ttft-per-stream DUR  extra TTFT per other stream in progress here\n"
+	    "                             (a backend whose TTFT grows with concurrency)\n"
 	    "      --usage on|off         report token counts (default on)\n"
 	    "      --keepalive DUR        keep-alive comment this often while waiting\n"
 	    "      --fault SPEC           status:CODE | error-after:N | close-after:N |\n"

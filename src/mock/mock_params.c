@@ -60,6 +60,11 @@ static int set_prefill(struct mock_params *p, const char *v)
 	return util_parse_duration_us(v, &p->prefill_per_token_us);
 }
 
+static int set_ttft_per_stream(struct mock_params *p, const char *v)
+{
+	return util_parse_duration_us(v, &p->ttft_per_stream_us);
+}
+
 static int set_keepalive(struct mock_params *p, const char *v)
 {
 	return util_parse_duration_us(v, &p->keepalive_us);
@@ -193,6 +198,7 @@ static const struct {
 	{"tokens", set_tokens},
 	{"tokens-per-chunk", set_tokens_per_chunk},
 	{"prefill-per-token", set_prefill},
+	{"ttft-per-stream", set_ttft_per_stream},
 	{"usage", set_usage},
 	{"keepalive", set_keepalive},
 	{"fault", set_fault},

@@ -28,6 +28,7 @@ struct mock_params {
 	uint64_t role_delay_us;
 	uint64_t tpot_us;
 	uint64_t prefill_per_token_us;
+	uint64_t ttft_per_stream_us;   /* extra TTFT per other stream in progress */
 	uint64_t keepalive_us;         /* 0: no keep-alive comments */
 	enum mock_jitter jitter;
 	uint64_t jitter_us;

@@ -1,6 +1,7 @@
 #include "mock_stream.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +13,9 @@
 
 /* A day: caps TTFT where prefill x input tokens would overflow. */
 #define MAX_TTFT_US 86400000000ull
+
+/* Streams started and not yet logged, in every worker: --ttft-per-stream. */
+static atomic_long streams_active;
 
 /* length < 0: a stream, chunked or ended by close. */
 static void add_head(struct mock_conn *c, struct mock_buf *b, int status,
@@ -317,6 +321,7 @@ int mock_stream_start(struct mock_conn *c)
 {
 	struct mock_stream *s = &c->s;
 	uint64_t ttft, k;
+	long others;
 	int rc;
 
 	memset(s, 0, sizeof *s);
@@ -324,6 +329,7 @@ int mock_stream_start(struct mock_conn *c)
 		return rc > 0 ? 0 : -1;
 	s->active = 1;
 	s->p = c->params;
+	others = atomic_fetch_add(&streams_active, 1);
 	s->status = 200;
 	plan(c);
 	mock_buf_free(&c->body);
@@ -346,9 +352,10 @@ int mock_stream_start(struct mock_conn *c)
 		    s->p.fault_arg : s->w.output_tokens;
 	k = s->p.tokens_per_chunk;
 	s->events_planned = (s->w.output_tokens + k - 1) / k;
-	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens;
-	if (s->p.prefill_per_token_us != 0 &&
-	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us)
+	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens +
+	    s->p.ttft_per_stream_us * (uint64_t)(others > 0 ? others : 0);
+	if ((s->p.prefill_per_token_us != 0 &&
+	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us) || ttft > MAX_TTFT_US)
 		ttft = MAX_TTFT_US;
 	s->first_due = c->t_req + ttft;
 	if (s->streaming || s->p.fault == MOCK_FAULT_STATUS) {
@@ -386,6 +393,8 @@ void mock_stream_log(struct mock_conn *c)
 	    s->phase == MOCK_PHASE_BODY && s->sent_last > 0;
 	char ts[32];
 
+	if (s->active)
+		atomic_fetch_sub(&streams_active, 1);
 	s->active = 0;
 	if (c->w->cfg->log_fd < 0)
 		return;

@@ -12,6 +12,7 @@
 #include "alertd.h"
 #include "log.h"
 #include "net.h"
+#include "slod.h"
 #include "stats.h"
 #include "ui.h"
 #include "util.h"
@@ -139,8 +140,22 @@ static void serve_metrics(struct evhttp_request *req)
 	}
 	stats_drain();
 	stats_prometheus(b);
+	slod_prometheus(b);
 	alertd_prometheus(b);
 	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
+}
+
+/* A JSON document of what the statistics hold now. */
+static void serve_json(struct evhttp_request *req, void (*write)(struct evbuffer *out))
+{
+	struct evbuffer *b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	stats_drain();
+	write(b);
+	send_buffer(req, "application/json", b);
 }
 
 /* Every path but /healthz needs "Authorization: Bearer <token>" when a
@@ -190,18 +205,15 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (strcmp(path, "/alerts") == 0) {
-		struct evbuffer *b = evbuffer_new();
-		if (b == NULL) {
-			evhttp_send_error(req, 500, NULL);
-			return;
-		}
-		stats_drain();
-		alertd_json(b);
-		send_buffer(req, "application/json", b);
+		serve_json(req, alertd_json);
 		return;
 	}
 	if (strcmp(path, "/metrics") == 0) {
 		serve_metrics(req);
+		return;
+	}
+	if (strcmp(path, "/slo") == 0) {
+		serve_json(req, slod_json);
 		return;
 	}
 	if (strcmp(path, "/ui/config.json") == 0) {

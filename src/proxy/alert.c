@@ -38,6 +38,7 @@ struct ring_entry {
 	struct alert_transition t;
 	char route[128];
 	char tenant[128];
+	char slo[64];
 };
 
 struct alert_set {
@@ -61,6 +62,11 @@ struct alert_set {
 	struct ring_entry ring[ALERT_TRANSITIONS_MAX];
 	size_t ring_next;          /* the slot the next transition takes */
 	size_t ring_n;
+
+	/* rules kept elsewhere (alert_set_outside) */
+	void (*outside_json)(void *arg, struct evbuffer *out, int *first);
+	void (*outside_prom)(void *arg, struct evbuffer *out);
+	void *outside_arg;
 };
 
 static const char *const names[ALERT_METRIC_COUNT] = {
@@ -76,7 +82,7 @@ static const char *const state_names[] = { "ok", "pending", "firing" };
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 {
-	double scale = m == ALERT_ERROR_RATE ? 1e6 : 1e3;
+	double scale = m == ALERT_ERROR_RATE || m == ALERT_BURN_RATE ? 1e6 : 1e3;
 	if (v < 0 || !isfinite(v)) {
 		evbuffer_add(out, "null", 4);
 		return;
@@ -86,12 +92,12 @@ void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 
 const char *alert_name(enum alert_metric m)
 {
-	return names[m];
+	return m == ALERT_BURN_RATE ? "SLOBurnRate" : names[m];
 }
 
 const char *alert_metric_name(enum alert_metric m)
 {
-	return metric_names[m];
+	return m == ALERT_BURN_RATE ? "burn_rate" : metric_names[m];
 }
 
 const char *alert_severity_name(enum alert_severity s)
@@ -227,11 +233,52 @@ static void set_thresholds(struct subject *x, const struct conf_thresholds *t,
 
 /* ---- transitions -------------------------------------------------------- */
 
+/* Takes the ring's next slot for a transition. */
+static struct ring_entry *ring_take(struct alert_set *s)
+{
+	struct ring_entry *e = &s->ring[s->ring_next];
+	s->ring_next = (s->ring_next + 1) % ALERT_TRANSITIONS_MAX;
+	if (s->ring_n < ALERT_TRANSITIONS_MAX)
+		s->ring_n++;
+	return e;
+}
+
+void alert_report_outside(struct alert_set *s, const struct alert_transition *t)
+{
+	struct ring_entry *e = ring_take(s);
+
+	e->t = *t;
+	e->t.route = e->t.tenant = e->t.slo = NULL;
+	if (t->route != NULL) {
+		snprintf(e->route, sizeof e->route, "%s", t->route);
+		e->t.route = e->route;
+	}
+	if (t->tenant != NULL) {
+		snprintf(e->tenant, sizeof e->tenant, "%s", t->tenant);
+		e->t.tenant = e->tenant;
+	}
+	if (t->slo != NULL) {
+		snprintf(e->slo, sizeof e->slo, "%s", t->slo);
+		e->t.slo = e->slo;
+	}
+	if (s->on_transition != NULL)
+		s->on_transition(s->arg, &e->t);
+}
+
+void alert_set_outside(struct alert_set *s,
+    void (*json)(void *arg, struct evbuffer *out, int *first),
+    void (*prom)(void *arg, struct evbuffer *out), void *arg)
+{
+	s->outside_json = json;
+	s->outside_prom = prom;
+	s->outside_arg = arg;
+}
+
 static void report(struct alert_set *s, const struct subject *x, size_t i,
     int firing)
 {
 	const struct rule *r = &x->rules[i];
-	struct ring_entry *e = &s->ring[s->ring_next];
+	struct ring_entry *e = ring_take(s);
 	struct alert_transition *t = &e->t;
 
 	memset(t, 0, sizeof *t);
@@ -252,9 +299,6 @@ static void report(struct alert_set *s, const struct subject *x, size_t i,
 	t->at_ms = s->wall_ms;
 	t->starts_at_ms = r->starts_at_ms;
 	t->ends_at_ms = firing ? 0 : s->wall_ms;
-	s->ring_next = (s->ring_next + 1) % ALERT_TRANSITIONS_MAX;
-	if (s->ring_n < ALERT_TRANSITIONS_MAX)
-		s->ring_n++;
 	if (s->on_transition != NULL)
 		s->on_transition(s->arg, t);
 }
@@ -537,11 +581,11 @@ static void json_labels(struct evbuffer *out, enum alert_metric m,
     enum alert_severity sev, const char *route, const char *tenant)
 {
 	evbuffer_add_printf(out, "\"alertname\":\"%s\",\"severity\":\"%s\",\"route\":",
-	    names[m], severity_names[sev]);
+	    alert_name(m), severity_names[sev]);
 	jsonw_str(out, route);
 	evbuffer_add(out, ",\"tenant\":", 10);
 	jsonw_str(out, tenant);
-	evbuffer_add_printf(out, ",\"metric\":\"%s\"", metric_names[m]);
+	evbuffer_add_printf(out, ",\"metric\":\"%s\"", alert_metric_name(m));
 }
 
 static void json_rule(struct evbuffer *out, const struct subject *x, size_t i)
@@ -561,11 +605,38 @@ static void json_rule(struct evbuffer *out, const struct subject *x, size_t i)
 	evbuffer_add(out, "}", 1);
 }
 
+void alert_json_burn(struct evbuffer *out, const struct alert_transition *t)
+{
+	char lw[32], sw[32];
+
+	util_duration_text(t->window_us, lw, sizeof lw);
+	util_duration_text(t->short_window_us, sw, sizeof sw);
+	json_labels(out, ALERT_BURN_RATE, t->severity, t->route, t->tenant);
+	evbuffer_add(out, ",\"slo\":", 7);
+	jsonw_str(out, t->slo);
+	evbuffer_add_printf(out, ",\"long_window\":\"%s\",\"short_window\":\"%s\",\"value\":",
+	    lw, sw);
+	alert_json_value(out, t->value, ALERT_BURN_RATE);
+	evbuffer_add(out, ",\"short_value\":", 15);
+	alert_json_value(out, t->short_value, ALERT_BURN_RATE);
+	evbuffer_add(out, ",\"threshold\":", 13);
+	alert_json_value(out, t->threshold, ALERT_BURN_RATE);
+	evbuffer_add(out, ",\"objective\":", 13);
+	alert_json_value(out, t->objective, ALERT_BURN_RATE);
+	evbuffer_add_printf(out, ",\"samples\":%llu,\"short_samples\":%llu",
+	    (unsigned long long)t->samples, (unsigned long long)t->short_samples);
+}
+
 static void json_transition(struct evbuffer *out, const struct alert_transition *t)
 {
 	evbuffer_add(out, "{\"at\":", 6);
 	jsonw_time(out, t->at_ms);
 	evbuffer_add_printf(out, ",\"status\":\"%s\",", t->firing ? "firing" : "resolved");
+	if (t->metric == ALERT_BURN_RATE) {
+		alert_json_burn(out, t);
+		evbuffer_add(out, "}", 1);
+		return;
+	}
 	json_labels(out, t->metric, t->severity, t->route, t->tenant);
 	evbuffer_add(out, ",\"value\":", 9);
 	alert_json_value(out, t->value, t->metric);
@@ -588,6 +659,8 @@ void alert_json(const struct alert_set *s, struct evbuffer *out)
 			first = 0;
 			json_rule(out, s->v[k], i);
 		}
+	if (s->outside_json != NULL)
+		s->outside_json(s->outside_arg, out, &first);
 	evbuffer_add(out, "],\"transitions\":[", 17);
 	for (size_t j = 0; j < s->ring_n; j++) {
 		size_t at = (s->ring_next + ALERT_TRANSITIONS_MAX - 1 - j) %
@@ -621,4 +694,6 @@ void alert_prometheus(const struct alert_set *s, struct evbuffer *out)
 			    x->rules[i].state == ALERT_FIRING);
 		}
 	}
+	if (s->outside_prom != NULL)
+		s->outside_prom(s->outside_arg, out);
 }

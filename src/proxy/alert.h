@@ -17,7 +17,9 @@ struct evbuffer;
 
 #define ALERT_TRANSITIONS_MAX 100
 
-enum alert_metric { ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_METRIC_COUNT };
+enum alert_metric { ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_METRIC_COUNT,
+	ALERT_BURN_RATE   /* SLOBurnRate: slo.c's rules, not a threshold rule here */
+};
 enum alert_severity { ALERT_WARNING, ALERT_CRITICAL, ALERT_SEVERITY_COUNT };
 enum alert_state { ALERT_OK, ALERT_PENDING, ALERT_FIRING };
 
@@ -47,6 +49,14 @@ struct alert_transition {
 	uint64_t at_ms;         /* wall clock */
 	uint64_t starts_at_ms;  /* when it fired */
 	uint64_t ends_at_ms;    /* 0 while firing */
+	/* SLOBurnRate (route and tenant NULL; value, threshold and samples are
+	 * the long window's burn rate, the pair's rate and requests; window_us
+	 * the long window) */
+	const char *slo;
+	uint64_t short_window_us;
+	double short_value;
+	uint64_t short_samples;
+	double objective;
 };
 
 /* "TTFTHigh", "ttft", "warning" */
@@ -79,6 +89,20 @@ void alert_begin(struct alert_set *s, uint64_t now_us, uint64_t wall_ms);
 int alert_observe(struct alert_set *s, const char *route, const char *tenant,
     const struct alert_figures *f);
 void alert_end(struct alert_set *s);
+
+/* Rules kept elsewhere (SLOBurnRate, slo.c): listed after these in
+ * /alerts (json writes its rows, each after a comma unless *first, and
+ * clears *first) and in tokentap_alert_firing (prom writes its lines). */
+void alert_set_outside(struct alert_set *s,
+    void (*json)(void *arg, struct evbuffer *out, int *first),
+    void (*prom)(void *arg, struct evbuffer *out), void *arg);
+/* A transition of such a rule: kept for /alerts and handed to the
+ * callback, as this set's own are. */
+void alert_report_outside(struct alert_set *s, const struct alert_transition *t);
+/* The labels and figures of a rule or transition in /alerts, from
+ * "alertname" to "samples" (no braces; transitions add "at" and "status"
+ * before); for outside rules to write theirs alike. */
+void alert_json_burn(struct evbuffer *out, const struct alert_transition *t);
 
 /* {"rules": [...], "transitions": [...]} (SPEC §5 /alerts) */
 void alert_json(const struct alert_set *s, struct evbuffer *out);

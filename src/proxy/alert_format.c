@@ -39,10 +39,129 @@ static void figure_texts(const struct alert_transition *t, char *name,
 	util_duration_text(t->window_us, window, 32);
 }
 
+/* An Alertmanager alert from its instance label on: the annotations, the
+ * times and the link back. */
+static void am_rest(struct evbuffer *out, const char *instance, const char *summary,
+    const char *desc, uint64_t starts_at_ms, uint64_t ends_at_ms, const char *generator_url)
+{
+	evbuffer_add(out, ",\"instance\":", 12);
+	jsonw_str(out, instance);
+	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
+	jsonw_str(out, summary);
+	evbuffer_add(out, ",\"description\":", 15);
+	jsonw_str(out, desc);
+	evbuffer_add(out, "},\"startsAt\":", 13);
+	jsonw_time(out, starts_at_ms);
+	evbuffer_add(out, ",\"endsAt\":", 10);
+	jsonw_time(out, ends_at_ms);
+	evbuffer_add(out, ",\"generatorURL\":", 16);
+	jsonw_str(out, generator_url);
+	evbuffer_add(out, "}", 1);
+}
+
+/* A webhook body from the value of "starts_at" on. */
+static void webhook_rest(struct evbuffer *out, const struct alert_transition *t,
+    const char *instance)
+{
+	jsonw_time(out, t->starts_at_ms);
+	evbuffer_add(out, ",\"ends_at\":", 11);
+	jsonw_time(out, t->ends_at_ms);
+	evbuffer_add(out, ",\"instance\":", 12);
+	jsonw_str(out, instance);
+	evbuffer_add(out, "}", 1);
+}
+
+/* ---- SLOBurnRate -------------------------------------------------------- */
+
+/* A burn rate as people read it: "14.4", "0.52"; "none". */
+static void burn_text(double v, char *buf, size_t len)
+{
+	if (v < 0)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "%.3g", v);
+}
+
+struct burn_texts {
+	char lv[32], sv[32], rate[32], lw[32], sw[32];
+};
+
+static void burn_texts(const struct alert_transition *t, struct burn_texts *x)
+{
+	burn_text(t->value, x->lv, sizeof x->lv);
+	burn_text(t->short_value, x->sv, sizeof x->sv);
+	burn_text(t->threshold, x->rate, sizeof x->rate);
+	util_duration_text(t->window_us, x->lw, sizeof x->lw);
+	util_duration_text(t->short_window_us, x->sw, sizeof x->sw);
+}
+
+/* "alert firing: SLOBurnRate severity=critical slo=chat burn 15.2 (1h) and
+ * 20.1 (5m) > 14.4 (n=57/12, objective 0.99)" */
+static void burn_log(const struct alert_transition *t, char *buf, size_t len)
+{
+	struct burn_texts x;
+
+	burn_texts(t, &x);
+	snprintf(buf, len, "alert %s: SLOBurnRate severity=%s slo=%s burn %s (%s) and %s (%s)"
+	    " %s %s (n=%llu/%llu, objective %g)", t->firing ? "firing" : "resolved",
+	    alert_severity_name(t->severity), t->slo, x.lv, x.lw, x.sv, x.sw,
+	    t->firing ? ">" : "rate", x.rate, (unsigned long long)t->samples,
+	    (unsigned long long)t->short_samples, t->objective);
+}
+
+static void burn_webhook(struct evbuffer *out, const struct alert_transition *t,
+    const char *instance)
+{
+	evbuffer_add_printf(out, "{\"status\":\"%s\",\"alertname\":\"SLOBurnRate\","
+	    "\"severity\":\"%s\",\"slo\":", t->firing ? "firing" : "resolved",
+	    alert_severity_name(t->severity));
+	jsonw_str(out, t->slo);
+	evbuffer_add_printf(out, ",\"route\":null,\"tenant\":null,\"metric\":\"burn_rate\","
+	    "\"quantile\":null,\"value\":");
+	alert_json_value(out, t->value, t->metric);
+	evbuffer_add(out, ",\"short_value\":", 15);
+	alert_json_value(out, t->short_value, t->metric);
+	evbuffer_add(out, ",\"threshold\":", 13);
+	alert_json_value(out, t->threshold, t->metric);
+	evbuffer_add_printf(out, ",\"objective\":%g,\"samples\":%llu,\"short_samples\":%llu,"
+	    "\"window_s\":%g,\"short_window_s\":%g,\"starts_at\":", t->objective,
+	    (unsigned long long)t->samples, (unsigned long long)t->short_samples,
+	    (double)t->window_us / 1e6, (double)t->short_window_us / 1e6);
+	webhook_rest(out, t, instance);
+}
+
+static void burn_alertmanager(struct evbuffer *out, const struct alert_transition *t,
+    const char *instance, const char *generator_url, uint64_t ends_at_ms)
+{
+	struct burn_texts x;
+	char summary[512], desc[512];
+
+	burn_texts(t, &x);
+	snprintf(summary, sizeof summary, "SLO %s burns its error budget faster than %sx",
+	    t->slo, x.rate);
+	snprintf(desc, sizeof desc, "SLO %s (objective %g) burned its error budget %sx over "
+	    "the last %s (%llu requests) and %sx over the last %s (%llu requests); the %s "
+	    "rate is %sx.", t->slo, t->objective, x.lv, x.lw, (unsigned long long)t->samples,
+	    x.sv, x.sw, (unsigned long long)t->short_samples,
+	    alert_severity_name(t->severity), x.rate);
+	evbuffer_add_printf(out, "{\"labels\":{\"alertname\":\"SLOBurnRate\","
+	    "\"severity\":\"%s\",\"slo\":", alert_severity_name(t->severity));
+	jsonw_str(out, t->slo);
+	evbuffer_add_printf(out, ",\"long_window\":\"%s\",\"short_window\":\"%s\"", x.lw,
+	    x.sw);
+	am_rest(out, instance, summary, desc, t->starts_at_ms, ends_at_ms, generator_url);
+}
+
+/* ---- threshold alerts ---------------------------------------------------- */
+
 void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 {
 	char name[16], value[32], thr[32], window[32], tenant[160] = "";
 
+	if (t->metric == ALERT_BURN_RATE) {
+		burn_log(t, buf, len);
+		return;
+	}
 	figure_texts(t, name, value, thr, window);
 	if (t->tenant != NULL)
 		snprintf(tenant, sizeof tenant, " tenant=%s", t->tenant);
@@ -63,6 +182,10 @@ void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t
 {
 	int rate = t->metric == ALERT_ERROR_RATE;
 
+	if (t->metric == ALERT_BURN_RATE) {
+		burn_webhook(out, t, instance);
+		return;
+	}
 	evbuffer_add_printf(out, "{\"status\":\"%s\",\"alertname\":\"%s\","
 	    "\"severity\":\"%s\",\"route\":", t->firing ? "firing" : "resolved",
 	    alert_name(t->metric), alert_severity_name(t->severity));
@@ -81,12 +204,7 @@ void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t
 	alert_json_value(out, t->threshold, t->metric);
 	evbuffer_add_printf(out, ",\"samples\":%llu,\"window_s\":%g,\"starts_at\":",
 	    (unsigned long long)t->samples, (double)t->window_us / 1e6);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"ends_at\":", 11);
-	jsonw_time(out, t->ends_at_ms);
-	evbuffer_add(out, ",\"instance\":", 12);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "}", 1);
+	webhook_rest(out, t, instance);
 }
 
 /* Alertmanager's annotations: a summary line and a sentence with the figures. */
@@ -113,6 +231,10 @@ void alert_format_alertmanager(struct evbuffer *out,
 {
 	char summary[512], desc[512];
 
+	if (t->metric == ALERT_BURN_RATE) {
+		burn_alertmanager(out, t, instance, generator_url, ends_at_ms);
+		return;
+	}
 	am_texts(t, summary, desc, sizeof summary);
 	evbuffer_add_printf(out, "{\"labels\":{\"alertname\":\"%s\",\"severity\":\"%s\","
 	    "\"route\":", alert_name(t->metric), alert_severity_name(t->severity));
@@ -121,17 +243,5 @@ void alert_format_alertmanager(struct evbuffer *out,
 		evbuffer_add(out, ",\"tenant\":", 10);
 		jsonw_str(out, t->tenant);
 	}
-	evbuffer_add(out, ",\"instance\":", 12);
-	jsonw_str(out, instance);
-	evbuffer_add(out, "},\"annotations\":{\"summary\":", 27);
-	jsonw_str(out, summary);
-	evbuffer_add(out, ",\"description\":", 15);
-	jsonw_str(out, desc);
-	evbuffer_add(out, "},\"startsAt\":", 13);
-	jsonw_time(out, t->starts_at_ms);
-	evbuffer_add(out, ",\"endsAt\":", 10);
-	jsonw_time(out, ends_at_ms);
-	evbuffer_add(out, ",\"generatorURL\":", 16);
-	jsonw_str(out, generator_url);
-	evbuffer_add(out, "}", 1);
+	am_rest(out, instance, summary, desc, t->starts_at_ms, ends_at_ms, generator_url);
 }

@@ -9,6 +9,7 @@
 #include "alert.h"
 #include "log.h"
 #include "notify.h"
+#include "slod.h"
 #include "stats.h"
 #include "util.h"
 
@@ -26,6 +27,14 @@ static void on_transition(void *arg, const struct alert_transition *t)
 {
 	(void)arg;
 	notify_transition(notifiers, t);
+}
+
+/* SLOBurnRate: the SLO service's pairs, into the same ring and notifiers. */
+static void on_slo_transition(void *arg, const struct alert_transition *t)
+{
+	(void)arg;
+	if (rules != NULL)
+		alert_report_outside(rules, t);
 }
 
 /* Statistics keys are cut at STATS_ROUTE_MAX - 1 bytes; ask with the name
@@ -77,6 +86,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (conf->alerts_per_tenant)
 		stats_each_route_tenant(conf->alerts_window_us, observe_tenant, NULL);
 	alert_end(rules);
+	slod_evaluate();
 }
 
 static void schedule(const struct conf *c)
@@ -105,6 +115,8 @@ int alertd_start(struct event_base *base, const struct conf *c)
 	}
 	if (notify_configure(notifiers, c) < 0)
 		log_error("alerts: some notifiers are not working (see above)");
+	alert_set_outside(rules, slod_alert_json, slod_alert_prometheus, NULL);
+	slod_set_sink(on_slo_transition, NULL);
 	conf = conf_ref((struct conf *)c);
 	schedule(c);
 	return 0;
@@ -128,6 +140,7 @@ void alertd_reload(const struct conf *c)
 
 void alertd_stop(void)
 {
+	slod_set_sink(NULL, NULL);
 	if (tick != NULL)
 		event_free(tick);
 	tick = NULL;

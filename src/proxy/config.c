@@ -73,6 +73,15 @@ static void conf_free(struct conf *c)
 		kv_free(c->notify[i].headers, c->notify[i].n_headers);
 	}
 	free(c->notify);
+	for (size_t i = 0; i < c->n_slos; i++) {
+		free(c->slos[i].name);
+		free(c->slos[i].match_route);
+		free(c->slos[i].match_tenant);
+		free(c->slos[i].match_model);
+	}
+	free(c->slos);
+	free(c->slo_state);
+	free(c->burn_rates);
 	free(c->path);
 	free(c);
 }
@@ -95,6 +104,12 @@ int conf_auto_workers(void)
 struct conf *conf_default(void)
 {
 	static const uint64_t windows[] = { 60000000, 300000000, 3600000000 };
+	/* the SRE Workbook's multi-window, multi-burn-rate pairs (ch. 5) */
+	static const struct conf_burn burns[] = {
+		{ 1, 3600000000ull, 300000000ull, 14.4 },
+		{ 1, 21600000000ull, 1800000000ull, 6 },
+		{ 0, 259200000000ull, 21600000000ull, 1 },
+	};
 	struct conf *c = calloc(1, sizeof *c);
 
 	if (c == NULL)
@@ -138,8 +153,14 @@ struct conf *conf_default(void)
 	c->alerts_min_samples = 10;
 	c->alerts_hysteresis = 0.1;
 	c->thresholds = (struct conf_thresholds){ 1000000, 2000000, 100000, 200000, -1, -1 };
+	c->burn_rates = malloc(sizeof burns);
+	if (c->burn_rates != NULL) {
+		memcpy(c->burn_rates, burns, sizeof burns);
+		c->n_burn_rates = UTIL_ARRAY_LEN(burns);
+	}
+	c->burn_min_requests = 10;
 	if (c->listen == NULL || c->listen[0].address == NULL || c->admin_address == NULL ||
-	    c->stats_windows_us == NULL) {
+	    c->stats_windows_us == NULL || c->burn_rates == NULL) {
 		conf_free(c);
 		return NULL;
 	}
@@ -227,6 +248,7 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 	} files[] = {
 		{ "access_log", c->access_log, c->access_log_at },
 		{ "stats.file", c->stats_file, c->stats_file_at },
+		{ "slo_state", c->slo_state, c->slo_state_at },
 	};
 	char why[4200];
 	int bad = 0;

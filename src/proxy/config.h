@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "dialect_names.h"
+#include "goodput.h"
 
 /* Durations are kept in microseconds, sizes in bytes. */
 
@@ -107,6 +108,25 @@ struct conf_notify {
 	uint64_t repeat_interval_us; /* alertmanager, default 1m */
 };
 
+/* An SLO (slos:): the requests of its match (every key given must match)
+ * judged good or bad against its targets (goodput.h), with an error
+ * budget of 1 - objective over period. */
+struct conf_slo {
+	char *name;                  /* [A-Za-z0-9_.:-], at most 63 bytes */
+	char *match_route, *match_tenant, *match_model;  /* NULL: any */
+	struct goodput_targets targets;
+	double objective;            /* 0.99 */
+	uint64_t period_us;          /* 28d */
+};
+
+/* A multi-window burn-rate alert (alerts.burn_rates, SLOBurnRate): fires
+ * while both windows burn the budget faster than rate. */
+struct conf_burn {
+	int critical;                /* severity: 1 critical, 0 warning */
+	uint64_t long_us, short_us;
+	double rate;
+};
+
 struct conf {
 	char *path;                  /* the file it was loaded from */
 	atomic_int refs;
@@ -158,6 +178,14 @@ struct conf {
 	struct conf_thresholds thresholds; /* 1000ms 2000ms 100ms 200ms, rates unset */
 	struct conf_notify *notify;        /* default: none */
 	size_t n_notify;
+
+	struct conf_slo *slos;             /* default: none */
+	size_t n_slos;
+	char *slo_state;                   /* NULL: the budgets live in memory only */
+	struct conf_pos slo_state_at;
+	struct conf_burn *burn_rates;      /* default: the SRE Workbook's three */
+	size_t n_burn_rates;
+	uint64_t burn_min_requests;        /* per window, 10 */
 };
 
 /* Loads and validates a config file. Every problem found is written to errs

@@ -324,6 +324,151 @@ static void notify_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *
 	c->notify = arr;
 }
 
+/* ---- SLOs ------------------------------------------------------------- */
+
+static const struct yconf_section slo_section, burn_section;
+
+/* The product brief's application kinds: class fills ttft and tpot (a
+ * target given beside it wins). */
+static const struct {
+	const char *name;
+	uint64_t ttft_us, tpot_us;
+} slo_classes[] = {
+	{ "chat", 300000, 50000 },
+	{ "content-creation", 800000, 100000 },
+	{ "code-assistant", 500000, 40000 },
+	{ "translation", 200000, 30000 },
+	{ "batch", 2000000, 150000 },
+};
+
+static void slo_class_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	const char *names[UTIL_ARRAY_LEN(slo_classes)];
+	struct conf_slo *o = base;
+	int k;
+
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(slo_classes); i++)
+		names[i] = slo_classes[i].name;
+	k = yconf_enum(ld, v, path, "class", names, UTIL_ARRAY_LEN(names));
+	if (k < 0)
+		return;
+	o->targets.us[GOODPUT_TTFT] = slo_classes[k].ttft_us;
+	o->targets.us[GOODPUT_TPOT] = slo_classes[k].tpot_us;
+}
+
+/* A name is a label value, a word in the state file and the UI's text. */
+static int slo_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		    (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.' ||
+		    *s == ':'))
+			return 0;
+	return 1;
+}
+
+static void slo_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	const struct conf_slo *o = base;
+	yaml_node_t *n = yconf_map_find(ld, m, "name");
+
+	if (o->name != NULL && !slo_name_ok(o->name))
+		yconf_err(ld, n, "%s.name: '%.64s' must be 1 to 63 of A-Z a-z 0-9 _ - . :",
+		    path, o->name);
+	if (!goodput_any(&o->targets))
+		yconf_err(ld, m, "%s: give a class or at least one target (ttft, tpot)", path);
+}
+
+static void slo_init(struct yconf *ld, void *item)
+{
+	struct conf_slo *o = item;
+	(void)ld;
+	o->objective = 0.99;
+	o->period_us = 28 * 86400000000ull;
+}
+
+static void slos_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf *c = base;
+	yaml_node_item_t *items;
+	void *arr = c->slos;
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "SLOs"))
+		return;
+	items = v->data.sequence.items.start;
+	yconf_apply_list(ld, v, path, &arr, &c->n_slos, sizeof *c->slos, &slo_section,
+	    slo_init);
+	c->slos = arr;
+	for (size_t i = 0; i < c->n_slos; i++)
+		for (size_t j = 0; j < i && c->slos[i].name != NULL; j++) {
+			if (c->slos[j].name == NULL || strcmp(c->slos[j].name, c->slos[i].name) != 0)
+				continue;
+			yconf_err(ld, yconf_map_find(ld, yconf_node(ld, items[i]), "name"),
+			    "%s[%zu].name: duplicate SLO name '%.64s'", path, i, c->slos[i].name);
+			break;
+		}
+}
+
+/* A route an SLO matches must be one of the routes. */
+static void slo_routes_check(struct yconf *ld, yaml_node_t *top, const struct conf *c)
+{
+	yaml_node_t *list = yconf_map_find(ld, top, "slos");
+
+	for (size_t i = 0; i < c->n_slos; i++) {
+		const char *want = c->slos[i].match_route;
+		int found = 0;
+		yaml_node_t *n;
+		if (want == NULL || list == NULL || list->type != YAML_SEQUENCE_NODE)
+			continue;
+		for (size_t k = 0; k < c->n_routes && !found; k++)
+			found = c->routes[k].name != NULL && strcmp(c->routes[k].name, want) == 0;
+		if (found)
+			continue;
+		n = yconf_node(ld, list->data.sequence.items.start[i]);
+		n = yconf_map_find(ld, n, "match");
+		n = n != NULL ? yconf_map_find(ld, n, "route") : NULL;
+		if (n != NULL)
+			yconf_err(ld, n, "slos[%zu].match.route: no route is called '%.64s'", i, want);
+	}
+}
+
+static void burn_severity_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "warning", "critical" };
+	struct conf_burn *b = base;
+	int k = yconf_enum(ld, v, path, "severity", names, UTIL_ARRAY_LEN(names));
+	if (k >= 0)
+		b->critical = k;
+}
+
+static void burn_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	const struct conf_burn *b = base;
+	yaml_node_t *at = yconf_map_find(ld, m, "short");
+
+	if (b->short_us >= b->long_us && b->long_us != 0)
+		yconf_err(ld, at ? at : m, "%s: short must be shorter than long", path);
+}
+
+static void burn_rates_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf *c = base;
+	void *arr = NULL;
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "burn-rate pairs"))
+		return;
+	free(c->burn_rates);
+	c->burn_rates = NULL;
+	c->n_burn_rates = 0;
+	yconf_apply_list(ld, v, path, &arr, &c->n_burn_rates, sizeof *c->burn_rates,
+	    &burn_section, NULL);
+	c->burn_rates = arr;
+}
+
 /* ---- mappings of names to strings ------------------------------------- */
 
 /* Appends an entry to the struct conf_kv array at k->off, its count at
@@ -557,6 +702,14 @@ static const struct yconf_key notify_keys[] = {
 };
 static const struct yconf_section notify_section = TABLE(notify_keys, notify_check);
 
+static const struct yconf_key burn_keys[] = {
+	FUNC("severity", burn_severity_fn, YCONF_REQUIRED),
+	DUR("long", struct conf_burn, long_us, 1),
+	DUR("short", struct conf_burn, short_us, 1),
+	FLOAT("rate", struct conf_burn, rate, 0, 1e6, YCONF_OPEN_LO),
+};
+static const struct yconf_section burn_section = TABLE(burn_keys, burn_check);
+
 static const struct yconf_key alerts_keys[] = {
 	DUR("evaluate_every", struct conf, alerts_evaluate_every_us, 1),
 	DUR("window", struct conf, alerts_window_us, 1),
@@ -568,8 +721,31 @@ static const struct yconf_key alerts_keys[] = {
 	BOOL("per_tenant", struct conf, alerts_per_tenant),
 	SECTION("thresholds", offsetof(struct conf, thresholds), thresholds_section),
 	FUNC("notify", notify_fn, 0),
+	FUNC("burn_rates", burn_rates_fn, 0),
+	UINT("burn_min_requests", struct conf, burn_min_requests, 1, 1000000000),
 };
 static const struct yconf_section alerts_section = TABLE(alerts_keys, NULL);
+
+static const struct yconf_key slo_match_keys[] = {
+	STR("route", struct conf_slo, match_route, 0),
+	STR("tenant", struct conf_slo, match_tenant, 0),
+	STR("model", struct conf_slo, match_model, 0),
+};
+static const struct yconf_section slo_match_section = TABLE(slo_match_keys, NULL);
+
+/* ttft and tpot are applied after class, which they override */
+static const struct yconf_key slo_keys[] = {
+	STR("name", struct conf_slo, name, YCONF_REQUIRED),
+	SECTION("match", 0, slo_match_section),
+	FUNC("class", slo_class_fn, 0),
+	{ .name = "ttft", .type = YCONF_DURATION, .flags = YCONF_LATE,
+	  .off = offsetof(struct conf_slo, targets.us[GOODPUT_TTFT]), .lo = 1 },
+	{ .name = "tpot", .type = YCONF_DURATION, .flags = YCONF_LATE,
+	  .off = offsetof(struct conf_slo, targets.us[GOODPUT_TPOT]), .lo = 1 },
+	FLOAT("objective", struct conf_slo, objective, 0, 1, YCONF_OPEN_LO | YCONF_OPEN_HI),
+	DUR("period", struct conf_slo, period_us, 60000000),
+};
+static const struct yconf_section slo_section = TABLE(slo_keys, slo_check);
 
 static const struct yconf_key match_keys[] = {
 	STR("path_prefix", struct conf_route, match_path_prefix, 0),
@@ -616,6 +792,8 @@ static const struct yconf_key top_keys[] = {
 	FUNC("access_log_mask", mask_fn, 0),
 	SECTION("stats", 0, stats_section),
 	SECTION("alerts", 0, alerts_section),
+	FUNC("slos", slos_fn, 0),
+	STR("slo_state", struct conf, slo_state, 0),
 };
 /* Two of the same host:port (a wildcard host meets every host). */
 static int same_address(const char *h1, unsigned p1, const char *h2, unsigned p2)
@@ -655,6 +833,10 @@ static void top_check(struct yconf *ld, yaml_node_t *m, void *base, const char *
 	c->access_log_at = pos_of(yconf_map_find(ld, m, "access_log"), m);
 	n = yconf_map_find(ld, m, "stats");
 	c->stats_file_at = pos_of(n ? yconf_map_find(ld, n, "file") : NULL, n ? n : m);
+	c->slo_state_at = pos_of(yconf_map_find(ld, m, "slo_state"), m);
+	if (c->slo_state != NULL && strcmp(c->slo_state, "-") == 0)
+		yconf_err(ld, yconf_map_find(ld, m, "slo_state"), "slo_state: a file, not '-'");
+	slo_routes_check(ld, m, c);
 }
 
 const struct yconf_section conf_schema = TABLE(top_keys, top_check);

@@ -20,6 +20,8 @@
 #include "log.h"
 #include "net.h"
 #include "sdnotify.h"
+#include "slo_rules.h"
+#include "slod.h"
 #include "stats.h"
 #include "tls.h"
 #include "statsfile.h"
@@ -38,9 +40,11 @@ static uint64_t drain_deadline;
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: tokentap [-t] [-c FILE]\n"
+	    "usage: tokentap [-t | --prometheus-rules] [-c FILE]\n"
 	    "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
 	    "  -t, --test         check the configuration and exit\n"
+	    "  --prometheus-rules print Prometheus rules for the config's SLO burn-rate\n"
+	    "                     alerts and exit\n"
 	    "  -V, --version      print the version and exit\n"
 	    "  -h, --help         print this help and exit\n");
 }
@@ -73,6 +77,7 @@ static void on_reload(void)
 		net_reserve_fds(2 * c->max_connections + 1024);
 	workers_reload(c);
 	stats_configure(c);
+	slod_reload(c);
 	alertd_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
@@ -169,6 +174,7 @@ static int run(void)
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
+	    slod_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
@@ -199,6 +205,7 @@ static int run(void)
 	event_base_dispatch(main_base);
 	workers_stop();
 	alertd_stop();
+	slod_stop();
 	admin_stop();
 	event_free(stats_tick);
 	statsfile_close();
@@ -221,9 +228,10 @@ int main(int argc, char **argv)
 		{ "test", no_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "prometheus-rules", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt, test = 0, rc;
+	int opt, test = 0, rules = 0, rc;
 
 	while ((opt = getopt_long(argc, argv, "c:tVh", longs, NULL)) != -1) {
 		switch (opt) {
@@ -232,6 +240,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			test = 1;
+			break;
+		case 'P':
+			rules = 1;
 			break;
 		case 'V':
 			printf("tokentap %s\n", TOKENTAP_VERSION);
@@ -251,6 +262,11 @@ int main(int argc, char **argv)
 	current = conf_load(config_path, stderr);
 	if (current == NULL)
 		return 1;
+	if (rules) {
+		rc = slo_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
+		conf_unref(current);
+		return rc;
+	}
 	if (tls_prepare(current, stderr) < 0 || conf_check_paths(current, stderr) < 0) {
 		conf_unref(current);
 		return 1;

@@ -71,6 +71,7 @@ struct firing {
 	struct alert_transition t;
 	char route[128];
 	char tenant[128];
+	char slo[64];
 };
 
 struct notify_set {
@@ -89,6 +90,11 @@ static const char *const type_names[] = { "log", "webhook", "alertmanager" };
 /* "firing TTFTHigh warning route=a tenant=t", for log lines about deliveries */
 static void describe(const struct alert_transition *t, char *buf, size_t len)
 {
+	if (t->slo != NULL) {
+		snprintf(buf, len, "%s SLOBurnRate %s slo=%s", t->firing ? "firing" : "resolved",
+		    alert_severity_name(t->severity), t->slo);
+		return;
+	}
 	snprintf(buf, len, "%s %s %s route=%s%s%s", t->firing ? "firing" : "resolved",
 	    alert_name(t->metric), alert_severity_name(t->severity), t->route,
 	    t->tenant ? " tenant=" : "", t->tenant ? t->tenant : "");
@@ -303,8 +309,12 @@ static char *take_string(struct evbuffer *b, size_t *len)
 
 static int same_alert(const struct alert_transition *a, const struct alert_transition *b)
 {
-	if (a->metric != b->metric || a->severity != b->severity ||
-	    strcmp(a->route, b->route) != 0)
+	if (a->metric != b->metric || a->severity != b->severity)
+		return 0;
+	if (a->metric == ALERT_BURN_RATE)     /* one rule per SLO and pair */
+		return strcmp(a->slo, b->slo) == 0 && a->window_us == b->window_us &&
+		    a->short_window_us == b->short_window_us;
+	if (strcmp(a->route, b->route) != 0)
 		return 0;
 	if (a->tenant == NULL || b->tenant == NULL)
 		return a->tenant == b->tenant;
@@ -326,8 +336,14 @@ static void track_firing(struct notify_set *ns, const struct alert_transition *t
 	if (!t->firing || (f = calloc(1, sizeof *f)) == NULL)
 		return;
 	f->t = *t;
-	snprintf(f->route, sizeof f->route, "%s", t->route);
-	f->t.route = f->route;
+	if (t->route != NULL) {
+		snprintf(f->route, sizeof f->route, "%s", t->route);
+		f->t.route = f->route;
+	}
+	if (t->slo != NULL) {
+		snprintf(f->slo, sizeof f->slo, "%s", t->slo);
+		f->t.slo = f->slo;
+	}
 	if (t->tenant != NULL) {
 		snprintf(f->tenant, sizeof f->tenant, "%s", t->tenant);
 		f->t.tenant = f->tenant;

@@ -392,6 +392,23 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 	apply_itl(g, x);
 }
 
+static void (*on_request)(void *arg, const struct stats_done *d);
+static void *on_request_arg;
+
+void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *arg)
+{
+	on_request = fn;
+	on_request_arg = arg;
+}
+
+static void tell_done(const struct stats_rec *x)
+{
+	struct stats_done d = { &x->key, x->outcome, x->ttft_us, x->tpot_us,
+		x->duration_us, x->t_us };
+	if (on_request != NULL)
+		on_request(on_request_arg, &d);
+}
+
 static void apply(const struct stats_rec *x)
 {
 	struct group *g = group_get(&x->key);
@@ -408,6 +425,7 @@ static void apply(const struct stats_rec *x)
 		break;
 	case REC_REQUEST:
 		apply_request(g, x);
+		tell_done(x);
 		break;
 	}
 }
@@ -547,6 +565,22 @@ static size_t windows_of(const struct conf *c, uint64_t *w)
 	return n + 1;
 }
 
+/* The routes' ttft_warning, for the headroom figure of /stats. */
+static void warnings_configure(const struct conf *c)
+{
+	struct route_warning *w = calloc(c->n_routes ? c->n_routes : 1, sizeof *w);
+
+	if (w == NULL)
+		return;          /* the old ones stay */
+	for (size_t i = 0; i < c->n_routes; i++) {
+		snprintf(w[i].route, sizeof w[i].route, "%s", c->routes[i].name);
+		w[i].ttft_warning_us = c->routes[i].thresholds.ttft_warning_us;
+	}
+	free(state.warnings);
+	state.warnings = w;
+	state.n_warnings = c->n_routes;
+}
+
 void stats_configure(const struct conf *c)
 {
 	struct bounds nb[PROM_COUNT];
@@ -558,6 +592,7 @@ void stats_configure(const struct conf *c)
 		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
 	state.max_models = c->max_models;
+	warnings_configure(c);
 	memset(nb, 0, sizeof nb);     /* compared whole below */
 	make_bounds(c, nb);
 	if (state.configured && memcmp(nb, state.bounds, sizeof nb) != 0) {
@@ -597,6 +632,7 @@ void stats_free(void)
 		free(state.models.names[i]);
 	free(state.tenants.names);
 	free(state.models.names);
+	free(state.warnings);
 	for (int i = 0; i < atomic_load(&n_rings); i++)
 		free(rings[i]);
 	atomic_store(&n_rings, 0);

@@ -71,6 +71,16 @@ void stats_configure(const struct conf *c);
 void stats_drain(void);
 void stats_free(void);
 
+/* Every finished request as the reader applies it (the SLOs count them),
+ * on the main thread; fn NULL: none. */
+struct stats_done {
+	const struct stats_key *key;
+	int outcome;                  /* enum meter_outcome */
+	int64_t ttft_us, tpot_us, duration_us;   /* -1: undefined */
+	uint64_t t_us;                /* when it ended (monotonic) */
+};
+void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *arg);
+
 /* Index of a configured window by its text ("1m"), or -1. */
 int stats_window_index(const char *text);
 

@@ -57,6 +57,12 @@ struct name_set {
 	size_t n, cap;
 };
 
+/* A route's ttft_warning: where its headroom is measured to. */
+struct route_warning {
+	char route[STATS_ROUTE_MAX];
+	uint64_t ttft_warning_us;
+};
+
 struct stats_state {
 	int configured;
 	size_t n_windows;             /* the windows kept: */
@@ -70,6 +76,8 @@ struct stats_state {
 	size_t n_groups;
 	struct name_set tenants, models;
 	uint64_t dropped;
+	struct route_warning *warnings;   /* one per configured route */
+	size_t n_warnings;
 };
 
 /* The one state of the statistics (stats.c owns it), for stats_out.c. */

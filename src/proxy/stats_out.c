@@ -7,6 +7,7 @@
 
 #include <event2/buffer.h>
 
+#include "headroom.h"
 #include "stats.h"
 #include "stats_int.h"
 #include "jsonw.h"
@@ -69,17 +70,41 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 	}
 }
 
-/* R² of the least-squares line; undefined with fewer than 3 points or no
- * spread in either variable. */
-static double r2_of(const struct r2_sums *r)
+/* The least-squares line of TTFT (ms) on concurrency; R² undefined with
+ * fewer than 3 points or no spread in either variable. */
+static void fit_of(const struct r2_sums *r, struct headroom_fit *f)
 {
-	double n = r->n;
-	double cov = n * r->sxy - r->sx * r->sy;
-	double vx = n * r->sxx - r->sx * r->sx;
-	double vy = n * r->syy - r->sy * r->sy;
-	if (n < 3 || vx <= 1e-12 || vy <= 1e-12)
-		return -1;
-	return cov * cov / (vx * vy);
+	headroom_fit(r->n, r->sx, r->sy, r->sxy, r->sxx, r->syy, f);
+}
+
+/* A route's ttft_warning in ms; 0 when it has none. */
+static double warning_ms(const char *route)
+{
+	const struct stats_state *st = stats_state();
+
+	for (size_t i = 0; i < st->n_warnings; i++)
+		if (strcmp(st->warnings[i].route, route) == 0)
+			return (double)st->warnings[i].ttft_warning_us / 1000.0;
+	return 0;
+}
+
+/* Slope, intercept and, per route, the concurrency at which the line
+ * reaches the route's ttft_warning; null where undefined. */
+static void json_headroom(struct evbuffer *out, const struct headroom_fit *f,
+    const char *route)
+{
+	ADD(out, ",\"ttft_concurrency_slope_ms\":");
+	if (f->ok)
+		evbuffer_add_printf(out, "%.4f", f->slope);
+	else
+		ADD(out, "null");
+	ADD(out, ",\"ttft_concurrency_intercept_ms\":");
+	if (f->ok)
+		evbuffer_add_printf(out, "%.4f", f->intercept);
+	else
+		ADD(out, "null");
+	ADD(out, ",\"headroom_streams\":");
+	jsonw_fixed(out, route ? headroom_streams(f, warning_ms(route)) : -1, 1);
 }
 
 /* ---- JSON ----------------------------------------------------------------- */
@@ -130,8 +155,11 @@ static void json_trend(struct evbuffer *out, const char *name, double v)
 static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
     const struct agg *a, int first)
 {
-	double r2 = r2_of(&a->r2);
+	struct headroom_fit fit;
+	double r2;
 
+	fit_of(&a->r2, &fit);
+	r2 = fit.ok ? fit.r2 : -1;
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
 	if (by & BY_ROUTE) {
 		ADD(out, "\"route\":");
@@ -163,6 +191,7 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	    3);
 	ADD(out, ",\"ttft_concurrency_r2\":");
 	jsonw_fixed(out, r2, 4);
+	json_headroom(out, &fit, by & BY_ROUTE ? g->key.route : NULL);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
 	ADD(out, ",");

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 
 from harness import ROOT, Proc, Tokentap, binary, free_port, node_modules, wait_port
+from test_slo import staircase
 
 # The browser tests take about 10 s together, so they run in the sanitizer
 # pass too (no SANITIZER_SKIP): tokentap serves the page under ASan there.
@@ -338,3 +339,79 @@ def test_dashboard_asks_for_token():
     first = api.index(authed[0])
     assert all(r["auth"] == "Bearer " + TOKEN for r in api[first:]), api[first:]
     assert api[0]["auth"] is None and api[0]["url"] == base + "/ui/config.json", api[0]
+
+
+def test_slo_panel_in_browser():
+    """The SLO panel: per SLO the attainment against its objective, the
+    budget left, each burn-rate pair and the goodput, as /slo says; a
+    firing SLOBurnRate on top; the headroom on the route card. The
+    screenshot goes to build/ui-slo.png (docs/ui-slo.png with
+    UI_SCREENSHOT_DOCS=1)."""
+    slos = """slos:
+  - {name: chat, class: chat, match: {route: fast}}
+  - {name: slow-chat, ttft: 300ms, tpot: 50ms, objective: 0.95, match: {route: slow}}
+"""
+    with Mock("--ttft", "40ms", "--ttft-per-stream", "25ms", "--tokens", "60") as fast, \
+            Mock("--ttft", "700ms") as slow, \
+            Tokentap(config(fast.port, slow.port).replace(
+                "  evaluate_every: 500ms\n", "  evaluate_every: 500ms\n  burn_min_requests: 3\n"
+                "  burn_rates:\n    - {severity: critical, long: 30s, short: 10s, rate: 4}\n"
+                "    - {severity: warning, long: 1m, short: 10s, rate: 2}\n")
+                .replace("    thresholds: {tpot_warning: 5ms}\n",
+                         "    thresholds: {tpot_warning: 5ms, ttft_warning: 250ms}\n") + slos) as t:
+        wait_port(t.admin)
+        for _ in range(2):
+            staircase(t.port, "/fast/v1/chat/completions", 6)
+        assert traffic(t.port, [("slow", "m-slow", "acme", None)] * 5) == [200] * 5
+        shots = [os.path.join(ROOT, "build", "ui-slo.png")]
+        if os.environ.get("UI_SCREENSHOT_DOCS") == "1":
+            shots.append(os.path.join(ROOT, "docs", "ui-slo.png"))
+        for s in shots:
+            if os.path.exists(s):
+                os.unlink(s)
+        out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fast", "slow"],
+                      "slos": ["chat", "slow-chat"],
+                      "slo_firing": {"slo": "slow-chat", "severity": "critical"},
+                      "screenshot": shots})
+        doc = get_json(t.admin, "/slo")
+        stats = get_json(t.admin, "/stats?window=1m&by=route")
+
+    assert out["console"] == [], out["console"]
+    assert out["slo_hidden"] is False
+    rows = out["slos"]
+    assert list(rows) == ["chat", "slow-chat"], rows
+    for s in doc["slos"]:
+        row, w = rows[s["name"]], s["windows"][0]
+        assert w["window"] == out["window"] == "1m"
+        assert float(row["cells"]["attainment"]["value"]) == w["attainment"], (row, w)
+        pct = 100 * w["attainment"]
+        assert row["cells"]["attainment"]["text"].startswith(f"{pct:.{1 if pct >= 10 else 2}f} %")
+        assert f"{w['good']} of {w['eligible']} good" in row["cells"]["attainment"]["text"]
+        assert float(row["cells"]["objective"]["value"]) == s["objective"]
+        assert float(row["cells"]["budget"]["value"]) == s["budget"]["remaining"]
+        assert float(row["cells"]["goodput"]["value"]) == w["goodput_per_s"]
+        assert [b["long_window"] for b in row["burns"]] == ["30s", "1m"]
+    chat, slow_chat = rows["chat"], rows["slow-chat"]
+    assert chat["state"] == "ok" and slow_chat["state"] == "critical", (chat, slow_chat)
+    assert "TTFT ≤ 300 ms · TPOT ≤ 50.0 ms" in chat["cells"]["targets"]["text"], chat
+    assert "route fast" in chat["cells"]["name"]["text"]
+    assert "overspent" in slow_chat["cells"]["budget"]["text"], slow_chat
+    assert [b["state"] for b in slow_chat["burns"]] == ["firing", "firing"], slow_chat["burns"]
+    assert float(chat["cells"]["attainment"]["value"]) == 1.0
+    firing = [f for f in out["firing"] if f["alertname"] == "SLOBurnRate"]
+    assert {f["severity"] for f in firing} == {"critical", "warning"}, out["firing"]
+    assert all("on SLO slow-chat · burn " in f["text"] for f in firing), firing
+    # the headroom: (250 - 40) / 25 = 8.4 streams, as /stats says
+    g = group(stats, route="fast")
+    hr = out["cards"]["fast"]["figs"]["headroom"]
+    assert g["headroom_streams"] is not None and abs(g["headroom_streams"] - 8.4) < 1.5, g
+    assert float(hr["value"]) == g["headroom_streams"]
+    # Math.round: halves up (Python's round would take 8.5 to 8)
+    assert hr["text"] == f"about {int(g['headroom_streams'] + 0.5)} streams", hr
+    # the slow route's TTFT does not follow the load: whatever its line says
+    gs, hs = group(stats, route="slow"), out["cards"]["slow"]["figs"]["headroom"]
+    assert hs["text"] == ("–" if gs["headroom_streams"] is None
+                          else f"about {int(gs['headroom_streams'] + 0.5)} streams"), (hs, gs)
+    for s in shots:
+        with open(s, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", s

@@ -7,7 +7,9 @@
 // routes (cards to wait for), tokens (typed, in order, each time the page
 // asks), firing ({alertname, severity, route} to wait for), window (to
 // select), expand (route card to click), points (chart points to wait
-// for), screenshot (paths), reload, mobile, dark (extra checks).
+// for), screenshot (paths), reload, mobile, dark (extra checks), slos (SLO
+// rows to wait for), slo_firing ({slo, severity} of an SLOBurnRate to wait
+// for, in the alerts and in its row).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -104,6 +106,20 @@ async function main() {
 		await page.waitForSelector(`#firing li[data-state="firing"][data-alertname="${f.alertname}"]`
 			+ `[data-severity="${f.severity}"][data-route="${f.route}"]`, { timeout: WAIT });
 	}
+	if (plan.slos) {
+		step('slos');
+		await page.waitForFunction(ns => ns.every(n =>
+			document.querySelector(`#slos tr[data-slo="${n}"] [data-k="attainment"]`)),
+			plan.slos, { timeout: WAIT });
+	}
+	if (plan.slo_firing) {
+		step('slo firing');
+		const f = plan.slo_firing;
+		await page.waitForSelector(`#firing li[data-state="firing"][data-alertname="SLOBurnRate"]`
+			+ `[data-slo="${f.slo}"][data-severity="${f.severity}"]`, { timeout: WAIT });
+		await page.waitForSelector(`#slos tr[data-slo="${f.slo}"] .burn[data-state="firing"]`,
+			{ timeout: WAIT });
+	}
 	if (plan.window) {
 		step('window');
 		await page.selectOption('#window', plan.window);
@@ -131,6 +147,16 @@ async function main() {
 		state: l.dataset.state, since: l.querySelector('.since').dataset.since, text: l.textContent,
 	})));
 	out.transitions = await page.$$eval('#transitions tbody tr', rs => rs.map(r => r.textContent));
+	out.slos = await page.$$eval('#slos tbody tr', rs => Object.fromEntries(rs.map(r => {
+		const cells = {};
+		for (const c of r.querySelectorAll('td[data-k]'))
+			cells[c.dataset.k] = { value: c.dataset.value ?? null, text: c.textContent, cls: c.className };
+		const burns = [...r.querySelectorAll('.burn')].map(b => ({ state: b.dataset.state,
+			severity: b.dataset.severity, long_window: b.dataset.longWindow, value: b.dataset.value,
+			text: b.textContent }));
+		return [r.dataset.slo, { state: r.dataset.state, cells, burns }];
+	})));
+	out.slo_hidden = await page.$eval('#slo-section', e => e.hidden);
 	out.storage = await page.evaluate(() => ({
 		token: sessionStorage.getItem('tokentap.token'), local: localStorage.length,
 	}));

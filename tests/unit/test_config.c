@@ -884,6 +884,71 @@ static void test_many_errors(void **state)
 	assert_null(conf_load_string("t.yaml", "workers: many\n", 13, NULL));
 }
 
+/* slos: class fills the targets, a target beside it wins; defaults of
+ * objective, period and the burn-rate pairs; mistakes at their place. */
+static void test_slos(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("routes:\n  - {name: llm, upstream: http://x}\n"
+	    "slo_state: /tmp/x.state\n"
+	    "slos:\n"
+	    "  - {name: chat, class: chat, ttft: 250ms, match: {route: llm, tenant: acme}}\n"
+	    "  - {name: batch.v2, class: batch, objective: 0.999, period: 7d}\n"
+	    "  - {name: pace, tpot: 30ms}\n");
+	assert_int_equal(c->n_slos, 3);
+	assert_string_equal(c->slos[0].name, "chat");
+	assert_string_equal(c->slos[0].match_route, "llm");
+	assert_string_equal(c->slos[0].match_tenant, "acme");
+	assert_null(c->slos[0].match_model);
+	assert_int_equal(c->slos[0].targets.us[GOODPUT_TTFT], 250 * MS);
+	assert_int_equal(c->slos[0].targets.us[GOODPUT_TPOT], 50 * MS);
+	assert_true(c->slos[0].objective == 0.99);
+	assert_int_equal(c->slos[0].period_us, 28 * 86400 * S);
+	assert_int_equal(c->slos[1].targets.us[GOODPUT_TTFT], 2000 * MS);
+	assert_int_equal(c->slos[1].targets.us[GOODPUT_TPOT], 150 * MS);
+	assert_true(c->slos[1].objective == 0.999);
+	assert_int_equal(c->slos[1].period_us, 7 * 86400 * S);
+	assert_int_equal(c->slos[2].targets.us[GOODPUT_TTFT], 0);
+	assert_int_equal(c->slos[2].targets.us[GOODPUT_TPOT], 30 * MS);
+	assert_string_equal(c->slo_state, "/tmp/x.state");
+	assert_int_equal(c->n_burn_rates, 3);
+	assert_int_equal(c->burn_rates[0].long_us, 3600 * S);
+	assert_int_equal(c->burn_rates[0].short_us, 300 * S);
+	assert_true(c->burn_rates[0].rate == 14.4 && c->burn_rates[0].critical);
+	assert_true(c->burn_rates[1].rate == 6 && c->burn_rates[1].critical);
+	assert_int_equal(c->burn_rates[2].long_us, 3 * 86400 * S);
+	assert_true(c->burn_rates[2].rate == 1 && !c->burn_rates[2].critical);
+	assert_int_equal(c->burn_min_requests, 10);
+	conf_unref(c);
+
+	c = load_ok("alerts:\n  burn_min_requests: 3\n  burn_rates:\n"
+	    "    - {severity: warning, long: 20s, short: 2s, rate: 2.5}\n");
+	assert_int_equal(c->n_burn_rates, 1);
+	assert_int_equal(c->burn_rates[0].long_us, 20 * S);
+	assert_true(c->burn_rates[0].rate == 2.5 && !c->burn_rates[0].critical);
+	assert_int_equal(c->burn_min_requests, 3);
+	conf_unref(c);
+
+	expect_one("slos:\n  - {name: a}\n",
+	    "t.yaml:2:5: slos[0]: give a class or at least one target (ttft, tpot)");
+	expect_one("slos:\n  - {name: a b, tpot: 1s}\n",
+	    "t.yaml:2:12: slos[0].name: 'a b' must be 1 to 63 of A-Z a-z 0-9 _ - . :");
+	expect_one("slos:\n  - {name: a, class: chatt, tpot: 1s}\n",
+	    "t.yaml:2:22: slos[0].class: unknown class 'chatt' (valid: chat, content-creation, "
+	    "code-assistant, translation, batch); did you mean 'chat'?");
+	expect_one("slos:\n  - {name: a, tpot: 1s, match: {route: nope}}\n",
+	    "t.yaml:2:40: slos[0].match.route: no route is called 'nope'");
+	expect_one("slos:\n  - {name: a, tpot: 1s}\n  - {name: a, tpot: 2s}\n",
+	    "t.yaml:3:12: slos[1].name: duplicate SLO name 'a'");
+	expect_one("slos:\n  - {name: a, tpot: 1s, objective: 1}\n",
+	    "t.yaml:2:36: slos[0].objective: 1 is out of range (0, 1)");
+	expect_one("alerts:\n  burn_rates: [{severity: critical, long: 1m, short: 1m, rate: 2}]\n",
+	    "t.yaml:2:54: alerts.burn_rates[0]: short must be shorter than long");
+	expect_one("slo_state: '-'\n", "t.yaml:1:12: slo_state: a file, not '-'");
+}
+
 static void test_refcount(void **state)
 {
 	struct conf *c;
@@ -972,6 +1037,7 @@ int main(void)
 		cmocka_unit_test(test_headers),
 		cmocka_unit_test(test_tls_pairs),
 		cmocka_unit_test(test_many_errors),
+		cmocka_unit_test(test_slos),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_load_file),
 	};

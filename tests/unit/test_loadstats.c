@@ -436,6 +436,49 @@ static void test_scen_syntax_error(void **state)
 	free(errs);
 }
 
+/* Goodput: each request judged by the one rule against the largest TTFT
+ * and TPOT limits of the scenario's targets. */
+static void test_goodput(void **state)
+{
+	struct load_scen_file f;
+	struct goodput_targets g;
+	struct loadstats st;
+	struct load_sample s;
+	char *errs = NULL;
+
+	(void)state;
+	assert_int_equal(read_text("target: http://h:1/v1/chat/completions\nscenarios:\n  - name: a\n"
+	    "    targets: {ttft_p50: 200ms, ttft_p99: 500ms, tpot_p50: 30ms,"
+	    " error_rate: 0.01, itl_p99: 1ms}\n", &f, &errs, 0), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+	load_scen_goodput(&f.v[0], &g);
+	assert_int_equal(g.us[GOODPUT_TTFT], 500000);
+	assert_int_equal(g.us[GOODPUT_TPOT], 30000);
+	load_scen_free(&f);
+
+	loadstats_init(&st, 0);
+	loadstats_goodput(&st, &g);
+	s = ok_sample(400000, 20000);
+	loadstats_record(&st, &s, NULL, 0);          /* good */
+	s = ok_sample(600000, 20000);
+	loadstats_record(&st, &s, NULL, 0);          /* TTFT over */
+	s = ok_sample(100000, -1);
+	loadstats_record(&st, &s, NULL, 0);          /* one token: good */
+	s = ok_sample(100000, 10000);
+	s.outcome = OUTCOME_UPSTREAM_ERROR;
+	loadstats_record(&st, &s, NULL, 0);          /* an error */
+	assert_int_equal(st.good, 2);
+	assert_int_equal(st.judged, 4);
+	loadstats_free(&st);
+
+	loadstats_init(&st, 0);                      /* no targets: not judged */
+	s = ok_sample(400000, 20000);
+	loadstats_record(&st, &s, NULL, 0);
+	assert_int_equal(st.judged, 0);
+	loadstats_free(&st);
+}
+
 static void test_scen_values(void **state)
 {
 	struct load_scen_file f;
@@ -728,6 +771,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scen_syntax_error, scen_setup, scen_teardown),
 		cmocka_unit_test_setup_teardown(test_scen_values, scen_setup, scen_teardown),
 		cmocka_unit_test(test_scen_targets_eval),
+		cmocka_unit_test_setup_teardown(test_goodput, scen_setup, scen_teardown),
 		cmocka_unit_test(test_conf_parsers),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_request_head),

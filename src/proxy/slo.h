@@ -1,0 +1,76 @@
+/* SLOs (slos:), pure: no clock, no I/O beyond the buffers given.
+ *
+ * Each finished request is judged per SLO whose match it meets (goodput.h)
+ * and counted good or bad in fixed buckets of wall-clock time: a ring over
+ * the SLO's period for the error budget (5-minute buckets over 28 days), a
+ * ring over the longest burn window for the burn rates (buckets a fifth of
+ * the shortest), and one small ring per /stats window for attainment and
+ * goodput there. Burn-rate pairs (the SRE Workbook's multi-window,
+ * multi-burn-rate alerts) fire while both of their windows burn the budget
+ * faster than their rate, each window holding at least burn_min_requests.
+ * The budget and burn rings are written to and read from a state file's
+ * text. */
+#ifndef TOKENTAP_SLO_H
+#define TOKENTAP_SLO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "alert.h"
+#include "config.h"
+#include "goodput.h"
+
+struct evbuffer;
+
+#define SLO_MAX_BUCKETS 131072   /* per SLO: 1 MiB of counts at most */
+
+/* A finished request as the statistics saw it; t_us is when it ended, on
+ * the wall clock. */
+struct slo_request {
+	const char *route, *tenant, *model;
+	struct goodput_request r;
+	uint64_t t_us;
+};
+
+struct slo_set;
+
+struct slo_set *slo_new(void);
+void slo_free(struct slo_set *s);
+
+/* The SLOs, pairs and windows of c. An SLO that keeps its name keeps its
+ * counts (as long as its buckets keep their length) and its pairs' states;
+ * a pair that goes away while firing is reported resolved through fn.
+ * Returns 0 or -1 (out of memory: the old SLOs stay). */
+int slo_configure(struct slo_set *s, const struct conf *c, uint64_t now_us,
+    void (*fn)(void *arg, const struct alert_transition *t), void *arg);
+size_t slo_count(const struct slo_set *s);
+
+/* Counts q in every SLO it matches. */
+void slo_record(struct slo_set *s, const struct slo_request *q);
+/* 1 when counts changed since the last slo_state_write. */
+int slo_dirty(const struct slo_set *s);
+
+/* Evaluates every pair at now; each change to firing or back goes to fn. */
+void slo_evaluate(struct slo_set *s, uint64_t now_us,
+    void (*fn)(void *arg, const struct alert_transition *t), void *arg);
+
+/* GET /slo: {"generated_at", "slos": [...]} */
+void slo_json(struct slo_set *s, struct evbuffer *out, uint64_t now_us);
+/* tokentap_slo_requests_total{slo,result} and tokentap_slo_objective{slo}. */
+void slo_prometheus(const struct slo_set *s, struct evbuffer *out);
+/* The pairs as /alerts rules and tokentap_alert_firing lines
+ * (alert_set_outside's hooks). */
+void slo_alert_json(void *set, struct evbuffer *out, int *first);
+void slo_alert_prometheus(void *set, struct evbuffer *out);
+
+/* The budget and burn rings as text (the state file). Returns 0 or -1. */
+int slo_state_write(struct slo_set *s, FILE *f);
+/* Reads what slo_state_write wrote into the SLOs of the same names (their
+ * counts replaced; buckets of another length are re-bucketed, those older
+ * than a ring holds dropped). All or nothing: on -1 nothing changed and
+ * why says what is wrong ("line 3: ..."). */
+int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
+    size_t why_len);
+
+#endif
