@@ -83,7 +83,8 @@ void alert_end(struct alert_set *s);
 /* {"rules": [...], "transitions": [...]} (SPEC §5 /alerts) */
 void alert_json(const struct alert_set *s, struct evbuffer *out);
 /* tokentap_alert_firing, with its HELP and TYPE lines. */
-void alert_prometheus(const struct alert_set *s, struct evbuffer *out);
+struct promout;
+void alert_prometheus(const struct alert_set *s, struct promout *out);
 
 struct evbuffer;
 /* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0

@@ -149,7 +149,7 @@ void alertd_json(struct evbuffer *out)
 	alert_json(rules, out);
 }
 
-void alertd_prometheus(struct evbuffer *out)
+void alertd_prometheus(struct promout *out)
 {
 	if (rules == NULL)
 		return;

@@ -6,6 +6,8 @@
 #include "accesslog.h"
 #include "config.h"
 #include "meter.h"
+#include "metrics.h"
+#include "promout.h"
 #include "stats.h"
 
 #include "unit.h"
@@ -165,13 +167,16 @@ static void test_cardinality_overflow(void **state)
 static void test_prometheus_buckets_include_thresholds(void **state)
 {
 	(void)state;
-	setup_conf("alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
+	setup_conf("tenant: {header_values: [t]}\n"
+	    "alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
 	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1, thresholds: {ttft_warning: 700ms}}\n");
 	request("r", "t", "m\"x", 800000, 1000, 2, 0, OUTCOME_OK);
 	request("r", "t", "m\"x", 1300000, 1000, 2, 0, OUTCOME_OK);
 	stats_drain();
 	struct evbuffer *b = evbuffer_new();
-	stats_prometheus(b);
+	struct promout *o = promout_new(b, 0);
+	stats_prometheus(o);
+	promout_finish(o);
 	size_t n = evbuffer_get_length(b);
 	char *s = malloc(n + 1);
 	evbuffer_remove(b, s, n);
@@ -190,7 +195,7 @@ static void test_prometheus_buckets_include_thresholds(void **state)
 	assert_has(s, want);
 	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"+Inf\"} 2", lbl);
 	assert_has(s, want);
-	snprintf(want, sizeof want, "tokentap_requests_total%s,outcome=\"ok\"} 2", lbl);
+	snprintf(want, sizeof want, "tokentap_requests_total%s,outcome=\"ok\",code=\"none\"} 2", lbl);
 	assert_has(s, want);
 	assert_non_null(strstr(s, "# TYPE tokentap_time_per_output_token_seconds histogram\n"));
 	free(s);
