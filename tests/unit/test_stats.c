@@ -33,6 +33,8 @@ static void setup_conf(const char *yaml)
 }
 
 /* One finished streaming request: TTFT and TPOT in µs, n tokens. */
+static int unverified;      /* the next requests were answered 401 / 403 */
+
 static void request(const char *route, const char *tenant, const char *model,
     uint64_t ttft, uint64_t tpot, int n, long concurrency, enum meter_outcome outcome)
 {
@@ -51,6 +53,7 @@ static void request(const char *route, const char *tenant, const char *model,
 	e.outcome = outcome;
 	e.concurrency = concurrency;
 	stats_key_set(&k, route, tenant, model, strlen(model));
+	k.unverified = (uint8_t)unverified;
 	stats_request(ring, &k, &e, NULL, 0);
 }
 
@@ -202,6 +205,25 @@ static void test_prometheus_buckets_include_thresholds(void **state)
 	evbuffer_free(b);
 }
 
+/* A request the backend refused (401 / 403) names no new tenant or model:
+ * it counts as "_other"; a tenant already seen keeps its name. */
+static void test_refused_requests_mint_nothing(void **state)
+{
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	request("r", "good", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	unverified = 1;
+	request("r", "key:0badc0de", "m-random", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	request("r", "good", "m1", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	unverified = 0;
+	char *s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"tenant\":\"good\",\"model\":\"m1\",\"requests\":2"));
+	assert_non_null(strstr(s, "\"tenant\":\"_other\",\"model\":\"_other\",\"requests\":1"));
+	assert_null(strstr(s, "0badc0de"));
+	assert_null(strstr(s, "m-random"));
+	free(s);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -217,6 +239,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),
 		cmocka_unit_test_teardown(test_r2_of_ttft_against_concurrency, teardown),
 		cmocka_unit_test_teardown(test_cardinality_overflow, teardown),
+		cmocka_unit_test_teardown(test_refused_requests_mint_nothing, teardown),
 		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
