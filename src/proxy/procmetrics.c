@@ -31,7 +31,7 @@ static double start_time(void)
 	unsigned long long ticks = 0, btime = 0;
 	FILE *f = fopen("/proc/self/stat", "r");
 	size_t n;
-	int field = 3;
+	int field = 2;          /* the space before field 3 makes it 3 */
 
 	if (f == NULL)
 		return -1;
