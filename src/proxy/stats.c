@@ -343,6 +343,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 			continue;
 		s->requests++;
 		s->errors += x->outcome != OUTCOME_OK;
+		s->aborts += x->outcome == OUTCOME_CLIENT_ABORT;
 		s->output_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
 		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
 		s->speed_tokens += x->speed_tokens;

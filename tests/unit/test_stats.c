@@ -224,6 +224,23 @@ static void test_refused_requests_mint_nothing(void **state)
 	free(s);
 }
 
+/* The alert rules leave users who pressed stop out of the error rate:
+ * the view counts them apart (/stats still counts them in errors). */
+static void test_client_aborts_counted_apart(void **state)
+{
+	struct stats_view v;
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int i = 0; i < 10; i++)
+		request("r", "t", "m", 1000, 1000, 2, 0, i < 6 ? OUTCOME_CLIENT_ABORT :
+		    i < 7 ? OUTCOME_TIMEOUT : OUTCOME_OK);
+	stats_drain();
+	stats_route_view("r", NULL, 60000000, 0.95, &v);
+	assert_int_equal(v.requests, 10);
+	assert_int_equal(v.errors, 7);
+	assert_int_equal(v.aborts, 6);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -239,6 +256,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),
 		cmocka_unit_test_teardown(test_r2_of_ttft_against_concurrency, teardown),
 		cmocka_unit_test_teardown(test_cardinality_overflow, teardown),
+		cmocka_unit_test_teardown(test_client_aborts_counted_apart, teardown),
 		cmocka_unit_test_teardown(test_refused_requests_mint_nothing, teardown),
 		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
 	};
