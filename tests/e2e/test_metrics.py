@@ -15,6 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import Proc, Tokentap, binary, free_port, raw_request, wait_port
+from test_admin import check_grafana_dashboard
 
 # Prometheus under the sanitizer build adds nothing but minutes
 SANITIZER_SKIP = {"test_prometheus_quantiles_agree_with_stats"}
@@ -143,6 +144,17 @@ def test_prometheus_quantiles_agree_with_stats():
                 _, _, body = get(p.port, "/api/v1/targets")
                 target = json.loads(body)["data"]["activeTargets"][0]
                 assert target["health"] == "up" and not target["lastError"], target
+                # the board's queries run on either, and it says which it plots
+                check_grafana_dashboard(p.port)
+                which = query(p.port, "clamp_max(count(histogram_count("
+                              "tokentap_time_to_first_token_seconds)), 1) or vector(0)")
+                assert float(which[0]["value"][1]) == (1 if p is pn else 0)
+                # the rules' latency expressions read either kind (threshold 0)
+                for rule in rule_exprs():
+                    if "histogram_quantile" in rule:
+                        expr = re.sub(r"\) > [0-9.]+\n", ") > 0\n", rule)
+                        got = {r["metric"]["route"] for r in query(p.port, expr)}
+                        assert got == set(routes), (p is pn, expr, got)
 
 
 def test_random_keys_and_models_stay_within_the_budget():
@@ -267,6 +279,13 @@ def requests_series(route, **per_step):
              f"0+{n}x8") for outcome, n in per_step.items()]
 
 
+def rule_exprs():
+    """The expr of each rule in the shipped file (a literal block each)."""
+    with open(RULES) as f:
+        text = f.read()
+    return [m.group(1) for m in re.finditer(r"expr: \|\n((?:          .*\n)+)", text)]
+
+
 def test_prometheus_rules_mirror_the_builtin_alerts():
     """promtool test rules: the shipped rules fire where the built-in
     alerts fire (p95 over the thresholds, error rate over 5 % and 20 %) and
@@ -282,6 +301,7 @@ def test_prometheus_rules_mirror_the_builtin_alerts():
               requests_series("few", upstream_error=1))
     text = RULES_TEST.format(rules=os.path.abspath(RULES), series="\n".join(
         f"      - {{series: '{s}', values: '{v}'}}" for s, v in series))
+    assert len(rule_exprs()) == 6
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     try:
