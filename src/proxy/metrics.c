@@ -16,8 +16,8 @@
 
 /* Classic bounds (SPEC §5), in µs (tokens for B_TOKENS). They hold the
  * OpenTelemetry GenAI advice; from 2.5 ms to 2 min for TTFT and 1 ms to
- * 2.5 s for TPOT and ITL adjacent bounds are at most 1.5x apart (mostly
- * 1.2-1.33x), so histogram_quantile on them stays within about a quarter
+ * 2.5 s for TPOT and ITL adjacent bounds are at most 1.6x apart (1.5x
+ * from 5 ms, mostly 1.2-1.33x), so histogram_quantile on them stays within about a quarter
  * of the truth even when the values crowd into one bucket; every
  * threshold configured is added; past the table each set doubles until it
  * is above the longest timeout that bounds its values. */
