@@ -136,6 +136,9 @@ def test_prometheus_quantiles_agree_with_stats():
                         ec = abs(classic[route] - want) / want
                         worst["native"] = max(worst["native"], en)
                         worst["classic"] = max(worst["classic"], ec)
+                        print(f"{route} {field} p{round(q * 100)}: /stats {want:.3f}, native "
+                              f"{native[route]:.3f} ({en:+.2%}), classic {classic[route]:.3f} "
+                              f"({ec:+.2%})")
                         assert en <= 0.03, (route, field, q, native[route], want)
                         assert ec <= 0.25, (route, field, q, classic[route], want)
             print(f"worst relative error vs /stats: native {worst['native']:.2%}, "
@@ -293,8 +296,12 @@ def test_prometheus_rules_mirror_the_builtin_alerts():
     /wp-login.php fired ErrorRateHigh warning and critical in 30 s before),
     users pressing stop (client_abort was counted as an error), fewer than
     alerts.min_samples requests."""
-    series = (ttft_series("slow", 5, 2.5) + ttft_series("-", 5, 2.5) +
-              ttft_series("rare", 1, 2.5) +
+    r = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout, r.stdout + r.stderr
+    # slow: p95 2.475s, both fire; fast: p95 0.475s; rare: slow but 4 < 10
+    # samples a minute; "-": as slow, but no route
+    series = (ttft_series("slow", 5, 2.5) + ttft_series("fast", 5, 0.5) +
+              ttft_series("-", 5, 2.5) + ttft_series("rare", 1, 2.5) +
               requests_series("chat", ok=10, client_abort=10) +
               requests_series("bad", ok=7, upstream_error=3, client_abort=20) +
               requests_series("-", rejected=15) +

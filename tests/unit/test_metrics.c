@@ -31,14 +31,10 @@ static char *exposition(void)
 {
 	struct evbuffer *b = evbuffer_new();
 	struct promout *o = promout_new(b, 0);
-	size_t n;
 	char *s;
 	metrics_write(o);
 	assert_int_equal(promout_finish(o), 0);
-	n = evbuffer_get_length(b);
-	s = malloc(n + 1);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
+	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
 }

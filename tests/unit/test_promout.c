@@ -7,15 +7,6 @@
 
 #include "unit.h"
 
-static char *take(struct evbuffer *b)
-{
-	size_t n = evbuffer_get_length(b);
-	char *s = malloc(n + 1);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
-	return s;
-}
-
 static void test_text_lines(void **state)
 {
 	static const uint64_t bounds[] = { 100000, 1500000 }, counts[] = { 1, 0, 2 };
@@ -35,7 +26,7 @@ static void test_text_lines(void **state)
 	promout_family(o, "z", "Z.", PROMPROTO_GAUGE);
 	promout_sample(o, &l, 0.25);
 	assert_int_equal(promout_finish(o), 0);
-	s = take(b);
+	s = unit_take(b);
 	assert_string_equal(s,
 	    "# HELP x_seconds Help.\n# TYPE x_seconds histogram\n"
 	    "x_seconds_bucket{route=\"r\",model=\"a\\\"b\\\\c\\nd\xef\xbf\xbd\",le=\"0.100000\"} 1\n"
@@ -63,7 +54,7 @@ static void test_protobuf_leaves_out_empty_families(void **state)
 	promout_sample(o, &l, 2);
 	assert_int_equal(promout_finish(o), 0);
 	size_t n = evbuffer_get_length(b);
-	s = take(b);
+	s = unit_take(b);
 	/* one family: its length, then name "g" first */
 	assert_int_equal((size_t)(unsigned char)s[0], n - 1);
 	assert_int_equal(s[1], 0x0a);

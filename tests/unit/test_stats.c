@@ -61,13 +61,9 @@ static char *json(const char *window, unsigned by)
 {
 	struct evbuffer *b = evbuffer_new();
 	char *s;
-	size_t n;
 	stats_drain();
 	stats_json(b, stats_window_index(window), by);
-	n = evbuffer_get_length(b);
-	s = malloc(n + 1);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
+	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
 }
