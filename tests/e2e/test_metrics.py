@@ -205,12 +205,18 @@ def test_random_keys_and_models_stay_within_the_budget():
 def test_gzip_and_process_metrics():
     """A scraper that takes gzip gets it (the same exposition); the four
     process metrics of every exporter are there and plausible; the
-    protobuf format is served to a scraper that asks for it."""
+    protobuf format is served to a scraper that asks for it. With both
+    name sets on and bytes that are not UTF-8 in the tenant header and the
+    model, promtool still passes the exposition."""
+    conf = ("tenant: {header: X-Tenant-Id, header_pattern: '.*'}\n"
+            "metrics: {names: both}\nroutes:\n  - {name: chat, match: {path_prefix: /v1/}, "
+            "upstream: http://127.0.0.1:%d}\n")
     with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "3") as m, \
-            Tokentap("routes:\n  - {name: chat, match: {path_prefix: /v1/}, "
-                     f"upstream: http://127.0.0.1:{m.port}}}\n") as t:
+            Tokentap(conf % m.port) as t:
+        body = b'{"model":"m\\/\xed\xa0\x80\x01","stream":true}'
         raw_request(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                    b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+                    b"X-Tenant-Id: t\x80\xff\r\nContent-Length: %d\r\n"
+                    b"Connection: close\r\n\r\n%s" % (len(body), body))
         t.access(1)
         _, h, plain = get(t.admin, "/metrics")
         assert "Content-Encoding" not in h and h["Content-Type"].startswith("text/plain")
@@ -226,6 +232,8 @@ def test_gzip_and_process_metrics():
         assert abs(v["process_start_time_seconds"] - time.time()) < 120
         assert 0 < v["process_cpu_seconds_total"] < 60
         promtool_check(text)
+        assert 'gen_ai_request_model="m/\ufffd\ufffd\ufffd?"' in text and 'tenant="t\ufffd\ufffd"' in text
+        assert 'gen_ai_client_token_usage_count{' in text
         _, h, body = get(t.admin, "/metrics", {"Accept": PROTO_ACCEPT})
         assert h["Content-Type"].startswith("application/vnd.google.protobuf"), h
         assert b"tokentap_requests_total" in body and b"# TYPE" not in body
