@@ -132,14 +132,9 @@ static void round_tenant(const char *route, const char *tenant, struct alert_fig
 static char *text(void (*fn)(const struct alert_set *, struct evbuffer *))
 {
 	struct evbuffer *b = evbuffer_new();
-	size_t n;
 	char *s;
 	fn(set, b);
-	n = evbuffer_get_length(b);
-	s = malloc(n + 1);
-	assert_non_null(s);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
+	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
 }
@@ -561,16 +556,6 @@ static void test_reconfigure_keeps_state(void **state)
 	assert_int_equal(seen[7].ends_at_ms, wall_ms + 5);
 }
 
-static char *drain(struct evbuffer *b)
-{
-	size_t n = evbuffer_get_length(b);
-	char *s = malloc(n + 1);
-	assert_non_null(s);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
-	return s;
-}
-
 static void test_notification_formats(void **state)
 {
 	struct alert_transition t = {
@@ -587,7 +572,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert firing: TTFTHigh severity=critical route=openai "
 	    "p95=2310ms > 2000ms (n=57, window 1m)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_string_equal(js, "{\"status\":\"firing\",\"alertname\":\"TTFTHigh\","
 	    "\"severity\":\"critical\",\"route\":\"openai\",\"tenant\":null,\"metric\":\"ttft\","
 	    "\"quantile\":0.95,\"value_ms\":2310.4,\"threshold_ms\":2000,\"samples\":57,"
@@ -596,7 +581,7 @@ static void test_notification_formats(void **state)
 	free(js);
 	alert_format_alertmanager(b, &t, "gw1/0.0.0.0:8080", "http://gw1:9464/alerts",
 	    T0_WALL + 180005);
-	js = drain(b);
+	js = unit_take(b);
 	assert_string_equal(js, "{\"labels\":{\"alertname\":\"TTFTHigh\",\"severity\":\"critical\","
 	    "\"route\":\"openai\",\"instance\":\"gw1/0.0.0.0:8080\"},\"annotations\":{"
 	    "\"summary\":\"TTFT p95 of route openai over 2000ms\",\"description\":"
@@ -620,7 +605,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert resolved: TPOTHigh severity=warning route=openai "
 	    "tenant=t\"1 p99.9=none, threshold 12.5ms (n=0, window 10s)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_non_null(strstr(js, "\"tenant\":\"t\\\"1\",\"metric\":\"tpot\",\"quantile\":0.999,"
 	    "\"value_ms\":null,\"threshold_ms\":12.5,\"samples\":0,\"window_s\":10,"
 	    "\"starts_at\":\"2026-11-29T16:00:00.005Z\",\"ends_at\":\"2026-11-29T16:01:10.000Z\""));
@@ -639,7 +624,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert firing: ErrorRateHigh severity=warning route=openai "
 	    "error_rate=0.312 > 0.05 (n=32, window 5m)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_non_null(strstr(js, "\"metric\":\"error_rate\",\"quantile\":null,\"value\":0.3125,"
 	    "\"threshold\":0.05,\"samples\":32,\"window_s\":300,"));
 	assert_null(strstr(js, "_ms\""));
