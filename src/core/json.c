@@ -184,3 +184,102 @@ int json_parse(struct json *j, const char *s, size_t len, jsmntok_t *t,
 	j->n = r == JSMN_ERROR_NOMEM ? json_sparse(j, cap) : (int)jp.toknext;
 	return j->n;
 }
+
+static int hex4(const char *s, unsigned *v)
+{
+	*v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = s[i];
+		*v <<= 4;
+		if (c >= '0' && c <= '9')
+			*v |= (unsigned)(c - '0');
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			*v |= (unsigned)((c | 0x20) - 'a' + 10);
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static size_t utf8_put(char *o, unsigned cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xc0 | cp >> 6);
+		o[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xe0 | cp >> 12);
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (char)(0xf0 | cp >> 18);
+	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* One "\u" escape at s (s[0] == 'u', at least 5 bytes), a surrogate pair
+ * as one: the code point, and the bytes read in *in. */
+static unsigned u_escape(const char *s, size_t n, size_t *in)
+{
+	unsigned hi, lo;
+
+	if (hex4(s + 1, &hi) < 0) {
+		*in = 1;                /* not an escape: the rest as it is */
+		return 0xfffd;
+	}
+	*in = 5;
+	if (hi < 0xd800 || hi > 0xdfff)
+		return hi;
+	if (hi <= 0xdbff && n >= 11 && s[5] == '\\' && s[6] == 'u' &&
+	    hex4(s + 7, &lo) == 0 && lo >= 0xdc00 && lo <= 0xdfff) {
+		*in = 11;
+		return 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+	}
+	return 0xfffd;
+}
+
+size_t json_unescape(char *dst, size_t cap, const char *src, size_t n)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	size_t i = 0, o = 0, in;
+	char buf[4];
+
+	if (cap == 0)
+		return 0;
+	while (i < n) {
+		size_t len = 1;
+		const char *put = src + i, *e;
+		if (src[i] != '\\') {
+			in = 1;
+		} else if (i + 1 == n) {
+			break;
+		} else if (src[i + 1] == 'u') {
+			if (n - i < 6)
+				break;                  /* cut short */
+			len = utf8_put(buf, u_escape(src + i + 1, n - i - 1, &in));
+			in++;
+			put = buf;
+		} else if ((e = strchr(from, src[i + 1])) != NULL) {
+			in = 2;
+			put = &to[e - from];
+		} else {
+			in = 2;
+			put = src + i + 1;          /* not JSON: the byte as it is */
+		}
+		if (o + len >= cap)
+			break;
+		memcpy(dst + o, put, len);
+		o += len;
+		i += in;
+	}
+	dst[o] = '\0';
+	return o;
+}

@@ -27,4 +27,11 @@ struct json {
 int json_parse(struct json *j, const char *s, size_t len, jsmntok_t *t,
     int cap);
 
+/* The text of a JSON string's contents (src[0..n), without the quotes)
+ * with its escapes undone: "\uXXXX" as UTF-8 (a surrogate pair as one
+ * character, a lone surrogate as U+FFFD), an escape cut short at the end
+ * dropped. Writes at most cap - 1 bytes and a NUL; returns the length.
+ * Other bytes are copied as they are (the caller cleans them). */
+size_t json_unescape(char *dst, size_t cap, const char *src, size_t n);
+
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "jsonw.h"
 #include "util.h"
 
@@ -63,8 +64,17 @@ static int sniffing(struct meter *m, const struct sse_event *ev)
 void meter_offer_model(struct meter *m, enum meter_model_src src,
     const char *model, size_t len)
 {
+	char text[4 * METER_MODEL_MAX];
+
 	if (src <= m->model_src || len == 0)
 		return;
+	/* a JSON string's contents: "meta-llama\/Llama" is meta-llama/Llama,
+	 * one label value however the client escaped it */
+	if (src == MODEL_REQUEST || src == MODEL_RESPONSE) {
+		len = json_unescape(text, sizeof text, model, len < sizeof text ? len :
+		    sizeof text);
+		model = text;
+	}
 	/* a client's or a backend's bytes: clean, once, for every output */
 	m->model_len = jsonw_clean(m->model, sizeof m->model, model, len);
 	m->model_src = src;

@@ -12,6 +12,8 @@
 #include "alertd.h"
 #include "log.h"
 #include "net.h"
+#include "procmetrics.h"
+#include "promout.h"
 #include "slod.h"
 #include "stats.h"
 #include "ui.h"
@@ -131,18 +133,48 @@ static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri
 	send_buffer(req, "application/json", b);
 }
 
+/* The format the scraper asked for (protobuf brings native histograms),
+ * gzipped when it takes gzip (a scrape of many series is mostly labels). */
 static void serve_metrics(struct evhttp_request *req)
 {
-	struct evbuffer *b = evbuffer_new();
-	if (b == NULL) {
+	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	int proto = promout_wants_protobuf(evhttp_find_header(h, "Accept"));
+	struct evbuffer *b = evbuffer_new(), *z = NULL;
+	struct promout *o = b ? promout_new(b, proto) : NULL;
+
+	if (o == NULL) {
+		if (b != NULL)
+			evbuffer_free(b);
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
 	stats_drain();
-	stats_prometheus(b);
-	slod_prometheus(b);
-	alertd_prometheus(b);
-	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
+	stats_prometheus(o);
+	slod_prometheus(o);
+	alertd_prometheus(o);
+	procmetrics_write(o);
+	if (promout_finish(o) < 0) {
+		evbuffer_free(b);
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	if (promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) &&
+	    (z = evbuffer_new()) != NULL) {
+		if (promout_gzip(b, z) == 0) {
+			evbuffer_free(b);
+			b = z;
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+			    "Content-Encoding", "gzip");
+		} else {
+			evbuffer_free(z);
+			evbuffer_free(b);
+			evhttp_send_error(req, 500, NULL);
+			return;
+		}
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary",
+	    "Accept, Accept-Encoding");
+	send_buffer(req, proto ? PROMOUT_PROTO_TYPE : PROMOUT_TEXT_TYPE, b);
 }
 
 /* A JSON document of what the statistics hold now. */

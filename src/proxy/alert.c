@@ -7,7 +7,7 @@
 #include <event2/buffer.h>
 
 #include "jsonw.h"
-#include "promtext.h"
+#include "promout.h"
 #include "util.h"
 
 #define RULES_PER_SUBJECT (ALERT_METRIC_COUNT * ALERT_SEVERITY_COUNT)
@@ -65,7 +65,7 @@ struct alert_set {
 
 	/* rules kept elsewhere (alert_set_outside) */
 	void (*outside_json)(void *arg, struct evbuffer *out, int *first);
-	void (*outside_prom)(void *arg, struct evbuffer *out);
+	void (*outside_prom)(void *arg, struct promout *out);
 	void *outside_arg;
 };
 
@@ -267,7 +267,7 @@ void alert_report_outside(struct alert_set *s, const struct alert_transition *t)
 
 void alert_set_outside(struct alert_set *s,
     void (*json)(void *arg, struct evbuffer *out, int *first),
-    void (*prom)(void *arg, struct evbuffer *out), void *arg)
+    void (*prom)(void *arg, struct promout *out), void *arg)
 {
 	s->outside_json = json;
 	s->outside_prom = prom;
@@ -672,26 +672,22 @@ void alert_json(const struct alert_set *s, struct evbuffer *out)
 	evbuffer_add(out, "]}\n", 3);
 }
 
-void alert_prometheus(const struct alert_set *s, struct evbuffer *out)
+void alert_prometheus(const struct alert_set *s, struct promout *out)
 {
-	evbuffer_add_printf(out,
-	    "# HELP tokentap_alert_firing 1 while the alert fires, per rule.\n"
-	    "# TYPE tokentap_alert_firing gauge\n");
+	promout_family(out, "tokentap_alert_firing", "1 while the alert fires, per rule.",
+	    PROMPROTO_GAUGE);
 	for (size_t k = 0; k < s->n; k++) {
 		const struct subject *x = s->v[k];
 		for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
+			struct promout_labels l = { .n = 0 };
 			if (!x->rules[i].configured)
 				continue;
-			evbuffer_add_printf(out,
-			    "tokentap_alert_firing{alertname=\"%s\",severity=\"%s\",",
-			    names[rule_metric(i)], severity_names[rule_severity(i)]);
-			promtext_label(out, "route", x->route);
-			if (x->tenant != NULL) {
-				evbuffer_add(out, ",", 1);
-				promtext_label(out, "tenant", x->tenant);
-			}
-			evbuffer_add_printf(out, "} %d\n",
-			    x->rules[i].state == ALERT_FIRING);
+			promout_label(&l, "alertname", names[rule_metric(i)]);
+			promout_label(&l, "severity", severity_names[rule_severity(i)]);
+			promout_label(&l, "route", x->route);
+			if (x->tenant != NULL)
+				promout_label(&l, "tenant", x->tenant);
+			promout_sample(out, &l, x->rules[i].state == ALERT_FIRING);
 		}
 	}
 	if (s->outside_prom != NULL)

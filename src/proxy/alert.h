@@ -14,6 +14,7 @@
 #include "config.h"
 
 struct evbuffer;
+struct promout;
 
 #define ALERT_TRANSITIONS_MAX 100
 
@@ -95,7 +96,7 @@ void alert_end(struct alert_set *s);
  * clears *first) and in tokentap_alert_firing (prom writes its lines). */
 void alert_set_outside(struct alert_set *s,
     void (*json)(void *arg, struct evbuffer *out, int *first),
-    void (*prom)(void *arg, struct evbuffer *out), void *arg);
+    void (*prom)(void *arg, struct promout *out), void *arg);
 /* A transition of such a rule: kept for /alerts and handed to the
  * callback, as this set's own are. */
 void alert_report_outside(struct alert_set *s, const struct alert_transition *t);
@@ -107,7 +108,8 @@ void alert_json_burn(struct evbuffer *out, const struct alert_transition *t);
 /* {"rules": [...], "transitions": [...]} (SPEC §5 /alerts) */
 void alert_json(const struct alert_set *s, struct evbuffer *out);
 /* tokentap_alert_firing, with its HELP and TYPE lines. */
-void alert_prometheus(const struct alert_set *s, struct evbuffer *out);
+struct promout;
+void alert_prometheus(const struct alert_set *s, struct promout *out);
 
 struct evbuffer;
 /* A JSON number: ms to the µs, fractions to 6 decimals; null when v < 0

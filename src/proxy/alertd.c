@@ -52,8 +52,10 @@ static void observe(const char *route, const char *tenant)
 
 	stats_name(route, key);
 	stats_route_view(key, tenant, conf->alerts_window_us, conf->alerts_quantile, &v);
-	f.requests = v.requests;
-	f.errors = v.errors;
+	/* a user who pressed stop is no failure of the route: such requests
+	 * are left out of the error rate (and of its samples) */
+	f.requests = v.requests - v.aborts;
+	f.errors = v.errors - v.aborts;
 	f.ttft_count = v.ttft_count;
 	f.tpot_count = v.tpot_count;
 	f.ttft_us = v.ttft_q;
@@ -162,7 +164,7 @@ void alertd_json(struct evbuffer *out)
 	alert_json(rules, out);
 }
 
-void alertd_prometheus(struct evbuffer *out)
+void alertd_prometheus(struct promout *out)
 {
 	if (rules == NULL)
 		return;

@@ -20,6 +20,7 @@ void alertd_stop(void);
 /* GET /alerts: {"rules": [...], "transitions": [...]} */
 void alertd_json(struct evbuffer *out);
 /* tokentap_alert_firing and the notifier counters, for /metrics. */
-void alertd_prometheus(struct evbuffer *out);
+struct promout;
+void alertd_prometheus(struct promout *out);
 
 #endif

@@ -59,6 +59,12 @@ static void conf_free(struct conf *c)
 	free(c->admin_token);
 	free(c->tenant_header);
 	kv_free(c->tenant_api_keys, c->n_tenant_api_keys);
+	for (size_t i = 0; i < c->n_tenant_header_values; i++)
+		free(c->tenant_header_values[i]);
+	free(c->tenant_header_values);
+	free(c->tenant_header_pattern);
+	if (c->tenant_header_re_ok)
+		regfree(&c->tenant_header_re);
 	for (size_t i = 0; i < c->n_routes; i++)
 		route_free(&c->routes[i]);
 	free(c->routes);
@@ -141,6 +147,7 @@ struct conf *conf_default(void)
 	c->client_backlog = 32 * 1024 * 1024;
 	c->max_tenants = 1000;
 	c->max_models = 100;
+	c->metrics_max_series = 20000;
 	c->stats_windows_us = malloc(sizeof windows);
 	if (c->stats_windows_us != NULL) {
 		memcpy(c->stats_windows_us, windows, sizeof windows);

@@ -5,6 +5,7 @@
 #ifndef TOKENTAP_CONFIG_H
 #define TOKENTAP_CONFIG_H
 
+#include <regex.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -154,6 +155,17 @@ struct conf {
 	size_t n_tenant_api_keys;
 	uint64_t max_tenants;        /* 1000 */
 	uint64_t max_models;         /* 100 */
+	/* tenants the operator names by header value (besides api_keys):
+	 * these get their own label in /metrics */
+	char **tenant_header_values;
+	size_t n_tenant_header_values;
+	char *tenant_header_pattern;     /* POSIX extended, anchored by the writer */
+	regex_t tenant_header_re;        /* compiled, when the pattern is set */
+	int tenant_header_re_ok;
+
+	uint64_t metrics_max_series;     /* 20000 */
+	int metrics_names;               /* enum metrics_names: tokentap */
+	int metrics_hashed_tenants;      /* metrics.tenants: hashed */
 
 	struct conf_route *routes;
 	size_t n_routes;

@@ -176,16 +176,16 @@ static void notify_url_fn(struct yconf *ld, yaml_node_t *v, void *base, const ch
 	url_key(ld, v, path, &nt->url, parse_notify_url, nt);
 }
 
-/* More query parameter names whose values the access log masks. */
-static void mask_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+/* A list of strings into *out (what was there freed). */
+static void string_list(struct yconf *ld, yaml_node_t *v, const char *path,
+    const char *what, char ***out, size_t *n_out)
 {
 	static const struct yconf_key k = { .type = YCONF_STRING };
-	struct conf *c = base;
 	yaml_node_item_t *it;
 	size_t n;
 	char **names, sub[YCONF_PATH_LEN];
 
-	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "parameter names"))
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, what))
 		return;
 	it = v->data.sequence.items.start;
 	n = (size_t)(v->data.sequence.items.top - it);
@@ -198,11 +198,48 @@ static void mask_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *pa
 		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
 		yconf_apply_value(ld, &k, yconf_node(ld, it[i]), &names[i], sub);
 	}
-	for (size_t i = 0; i < c->n_access_log_mask; i++)
-		free(c->access_log_mask[i]);
-	free(c->access_log_mask);
-	c->access_log_mask = names;
-	c->n_access_log_mask = n;
+	for (size_t i = 0; i < *n_out; i++)
+		free((*out)[i]);
+	free(*out);
+	*out = names;
+	*n_out = n;
+}
+
+/* More query parameter names whose values the access log masks. */
+static void mask_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf *c = base;
+	string_list(ld, v, path, "parameter names", &c->access_log_mask,
+	    &c->n_access_log_mask);
+}
+
+/* tenant.header_values: header values that name a tenant for /metrics. */
+static void header_values_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	struct conf *c = base;
+	string_list(ld, v, path, "tenant names", &c->tenant_header_values,
+	    &c->n_tenant_header_values);
+}
+
+static void metrics_names_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "tokentap", "otel", "both" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "metric names", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->metrics_names = t;
+}
+
+static void metrics_tenants_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "named", "hashed" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "tenant labels", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->metrics_hashed_tenants = t;
 }
 
 static void windows_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
@@ -595,6 +632,34 @@ static void thresholds_check(struct yconf *ld, yaml_node_t *m, void *base,
 	}
 }
 
+/* header_pattern must compile; a header value names a tenant when the
+ * whole value matches it. */
+static void tenant_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct conf *c = base;
+	char *anchored, why[256];
+	size_t n;
+	int rc;
+
+	if (c->tenant_header_pattern == NULL || c->tenant_header_re_ok)
+		return;
+	n = strlen(c->tenant_header_pattern) + 5;
+	if ((anchored = malloc(n)) == NULL) {
+		yconf_oom(ld);
+		return;
+	}
+	snprintf(anchored, n, "^(%s)$", c->tenant_header_pattern);
+	rc = regcomp(&c->tenant_header_re, anchored, REG_EXTENDED | REG_NOSUB);
+	free(anchored);
+	if (rc != 0) {
+		regerror(rc, &c->tenant_header_re, why, sizeof why);
+		yconf_err(ld, yconf_map_find(ld, m, "header_pattern"),
+		    "%s.header_pattern: not a POSIX extended regular expression: %s", path, why);
+		return;
+	}
+	c->tenant_header_re_ok = 1;
+}
+
 static void notify_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
 {
 	const struct conf_notify *nt = base;
@@ -678,8 +743,17 @@ static const struct yconf_key tenant_keys[] = {
 	STR("header", struct conf, tenant_header, YCONF_HEADER),
 	MAP("api_keys", struct conf, tenant_api_keys, n_tenant_api_keys, 0, sha256_put),
 	UINT("max_tenants", struct conf, max_tenants, 1, 1000000),
+	FUNC("header_values", header_values_fn, 0),
+	STR("header_pattern", struct conf, tenant_header_pattern, 0),
 };
-static const struct yconf_section tenant_section = TABLE(tenant_keys, NULL);
+static const struct yconf_section tenant_section = TABLE(tenant_keys, tenant_check);
+
+static const struct yconf_key metrics_keys[] = {
+	UINT("max_series", struct conf, metrics_max_series, 1, 100000000),
+	FUNC("names", metrics_names_fn, 0),
+	FUNC("tenants", metrics_tenants_fn, 0),
+};
+static const struct yconf_section metrics_section = TABLE(metrics_keys, NULL);
 
 static const struct yconf_key models_keys[] = {
 	UINT("max_models", struct conf, max_models, 1, 1000000),
@@ -791,6 +865,7 @@ static const struct yconf_key top_keys[] = {
 	STR("access_log", struct conf, access_log, 0),
 	FUNC("access_log_mask", mask_fn, 0),
 	SECTION("stats", 0, stats_section),
+	SECTION("metrics", 0, metrics_section),
 	SECTION("alerts", 0, alerts_section),
 	FUNC("slos", slos_fn, 0),
 	STR("slo_state", struct conf, slo_state, 0),

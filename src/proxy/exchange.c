@@ -11,6 +11,7 @@
 #include "log.h"
 #include "rng.h"
 #include "route.h"
+#include "metrics.h"
 #include "tenant.h"
 #include "util.h"
 
@@ -376,6 +377,7 @@ static void route_meter(struct exchange *x, const struct http_head *rq)
 	}
 	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
 		meter_offer_model(&x->meter, MODEL_PATH, model, len);
+	x->op = (uint8_t)metrics_operation(rq->target, rq->path_len);
 }
 
 int exchange_request_head(struct exchange *x, struct evbuffer *in,
@@ -775,6 +777,11 @@ static void stats_key_of(const struct exchange *x, struct stats_key *k)
 		stats_key_set(k, route, x->tenant, x->meter.model, x->meter.model_len);
 	else
 		stats_key_set(k, route, x->tenant, route, strlen(route));
+	k->dialect = (uint8_t)x->meter.dialect;
+	k->op = x->op;
+	/* a tenant the backend refused, or a request that matched no route,
+	 * mints no tenant and no model */
+	k->unverified = x->status == 401 || x->status == 403 || x->route == NULL;
 }
 
 static void on_itl(void *arg, uint64_t gap)

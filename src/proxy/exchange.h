@@ -67,6 +67,7 @@ struct exchange {
 	char target[EXCHANGE_TARGET_MAX + 1];
 	size_t target_len;
 	char tenant[EXCHANGE_TENANT_MAX + 1];
+	uint8_t op;                   /* its path's operation (metrics.h) */
 
 	unsigned head_parsed : 1;     /* a request head was read */
 	unsigned line_checked : 1;    /* the request line passed its check */

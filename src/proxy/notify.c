@@ -1,6 +1,6 @@
 #include "notify.h"
 
-#include "promtext.h"
+#include "promout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -686,20 +686,20 @@ void notify_transition(struct notify_set *ns, const struct alert_transition *t)
 	}
 }
 
-static void prom_counter(const struct notify_set *ns, struct evbuffer *out,
+static void prom_counter(const struct notify_set *ns, struct promout *out,
     const char *name, const char *help, int dropped)
 {
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	promout_family(out, name, help, PROMPROTO_COUNTER);
 	for (size_t i = 0; i < ns->n; i++) {
 		const struct notifier *n = ns->v[i];
-		evbuffer_add_printf(out, "%s{notifier=\"%s\",", name, type_names[n->type]);
-		promtext_label(out, "url", n->label);
-		evbuffer_add_printf(out, "} %llu\n",
-		    (unsigned long long)(dropped ? n->dropped : n->sent));
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "notifier", type_names[n->type]);
+		promout_label(&l, "url", n->label);
+		promout_sample(out, &l, (double)(dropped ? n->dropped : n->sent));
 	}
 }
 
-void notify_prometheus(const struct notify_set *ns, struct evbuffer *out)
+void notify_prometheus(const struct notify_set *ns, struct promout *out)
 {
 	if (ns->n == 0)
 		return;

@@ -28,7 +28,8 @@ struct notify_set *notify_new(struct event_base *base);
 int notify_configure(struct notify_set *ns, const struct conf *c);
 void notify_transition(struct notify_set *ns, const struct alert_transition *t);
 /* tokentap_notify_sent_total and tokentap_notify_dropped_total. */
-void notify_prometheus(const struct notify_set *ns, struct evbuffer *out);
+struct promout;
+void notify_prometheus(const struct notify_set *ns, struct promout *out);
 void notify_free(struct notify_set *ns);
 
 #endif

@@ -8,7 +8,7 @@
 #include <event2/buffer.h>
 
 #include "jsonw.h"
-#include "promtext.h"
+#include "promout.h"
 #include "stats.h"
 #include "util.h"
 
@@ -594,26 +594,26 @@ void slo_json(struct slo_set *s, struct evbuffer *out, uint64_t now_us)
 	ADD(out, "]}\n");
 }
 
-void slo_prometheus(const struct slo_set *s, struct evbuffer *out)
+void slo_prometheus(const struct slo_set *s, struct promout *out)
 {
 	if (s->n == 0)
 		return;
-	ADD(out, "# HELP tokentap_slo_requests_total Requests judged against an SLO's "
-	    "targets: good (ok, every target met) or bad.\n"
-	    "# TYPE tokentap_slo_requests_total counter\n");
+	promout_family(out, "tokentap_slo_requests_total", "Requests judged against "
+	    "an SLO's targets: good (ok, every target met) or bad.", PROMPROTO_COUNTER);
 	for (size_t i = 0; i < s->n; i++)
 		for (int bad = 0; bad < 2; bad++) {
-			ADD(out, "tokentap_slo_requests_total{");
-			promtext_label(out, "slo", s->v[i]->name);
-			evbuffer_add_printf(out, ",result=\"%s\"} %" PRIu64 "\n", bad ? "bad" : "good",
-			    bad ? s->v[i]->total_bad : s->v[i]->total_good);
+			struct promout_labels l = { .n = 0 };
+			promout_label(&l, "slo", s->v[i]->name);
+			promout_label(&l, "result", bad ? "bad" : "good");
+			promout_sample(out, &l, (double)(bad ? s->v[i]->total_bad :
+			    s->v[i]->total_good));
 		}
-	ADD(out, "# HELP tokentap_slo_objective The share of an SLO's requests that "
-	    "should be good.\n# TYPE tokentap_slo_objective gauge\n");
+	promout_family(out, "tokentap_slo_objective", "The share of an SLO's requests "
+	    "that should be good.", PROMPROTO_GAUGE);
 	for (size_t i = 0; i < s->n; i++) {
-		ADD(out, "tokentap_slo_objective{");
-		promtext_label(out, "slo", s->v[i]->name);
-		evbuffer_add_printf(out, "} %.15g\n", s->v[i]->objective);
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "slo", s->v[i]->name);
+		promout_sample(out, &l, s->v[i]->objective);
 	}
 }
 
@@ -636,21 +636,23 @@ void slo_alert_json(void *set, struct evbuffer *out, int *first)
 		}
 }
 
-void slo_alert_prometheus(void *set, struct evbuffer *out)
+void slo_alert_prometheus(void *set, struct promout *out)
 {
 	const struct slo_set *s = set;
 
 	for (size_t i = 0; i < s->n; i++)
 		for (size_t k = 0; k < s->v[i]->n_pairs; k++) {
 			const struct pair *p = &s->v[i]->pairs[k];
+			struct promout_labels l = { .n = 0 };
 			char lw[32], sw[32];
 			util_duration_text(p->p.long_us, lw, sizeof lw);
 			util_duration_text(p->p.short_us, sw, sizeof sw);
-			evbuffer_add_printf(out, "tokentap_alert_firing{alertname=\"SLOBurnRate\","
-			    "severity=\"%s\",", p->p.critical ? "critical" : "warning");
-			promtext_label(out, "slo", s->v[i]->name);
-			evbuffer_add_printf(out, ",long_window=\"%s\",short_window=\"%s\"} %d\n",
-			    lw, sw, p->firing);
+			promout_label(&l, "alertname", "SLOBurnRate");
+			promout_label(&l, "severity", p->p.critical ? "critical" : "warning");
+			promout_label(&l, "slo", s->v[i]->name);
+			promout_label(&l, "long_window", lw);
+			promout_label(&l, "short_window", sw);
+			promout_sample(out, &l, p->firing);
 		}
 }
 

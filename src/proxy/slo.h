@@ -22,6 +22,7 @@
 #include "goodput.h"
 
 struct evbuffer;
+struct promout;
 
 #define SLO_MAX_BUCKETS 131072   /* per SLO: 1 MiB of counts at most */
 
@@ -58,11 +59,11 @@ void slo_evaluate(struct slo_set *s, uint64_t now_us,
 /* GET /slo: {"generated_at", "slos": [...]} */
 void slo_json(struct slo_set *s, struct evbuffer *out, uint64_t now_us);
 /* tokentap_slo_requests_total{slo,result} and tokentap_slo_objective{slo}. */
-void slo_prometheus(const struct slo_set *s, struct evbuffer *out);
+void slo_prometheus(const struct slo_set *s, struct promout *out);
 /* The pairs as /alerts rules and tokentap_alert_firing lines
  * (alert_set_outside's hooks). */
 void slo_alert_json(void *set, struct evbuffer *out, int *first);
-void slo_alert_prometheus(void *set, struct evbuffer *out);
+void slo_alert_prometheus(void *set, struct promout *out);
 
 /* The budget and burn rings as text (the state file). Returns 0 or -1. */
 int slo_state_write(struct slo_set *s, FILE *f);

@@ -241,7 +241,7 @@ void slod_json(struct evbuffer *out)
 		slo_json(set, out, wall_us());
 }
 
-void slod_prometheus(struct evbuffer *out)
+void slod_prometheus(struct promout *out)
 {
 	if (set != NULL)
 		slo_prometheus(set, out);
@@ -254,7 +254,7 @@ void slod_alert_json(void *arg, struct evbuffer *out, int *first)
 		slo_alert_json(set, out, first);
 }
 
-void slod_alert_prometheus(void *arg, struct evbuffer *out)
+void slod_alert_prometheus(void *arg, struct promout *out)
 {
 	(void)arg;
 	if (set != NULL)

@@ -12,6 +12,7 @@
 
 struct event_base;
 struct evbuffer;
+struct promout;
 
 /* Starts with c, the state file read if there is one (a missing or
  * corrupt one is logged and the budgets start empty). 0 or -1. */
@@ -29,10 +30,10 @@ void slod_evaluate(void);
 /* GET /slo */
 void slod_json(struct evbuffer *out);
 /* tokentap_slo_requests_total and tokentap_slo_objective */
-void slod_prometheus(struct evbuffer *out);
+void slod_prometheus(struct promout *out);
 /* The pairs as /alerts rules and tokentap_alert_firing lines
  * (alert_set_outside's hooks; arg unused). */
 void slod_alert_json(void *arg, struct evbuffer *out, int *first);
-void slod_alert_prometheus(void *arg, struct evbuffer *out);
+void slod_alert_prometheus(void *arg, struct promout *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include "accesslog.h"
 #include "log.h"
 #include "meter.h"
+#include "metrics.h"
 #include "stats_int.h"
 #include "util.h"
 
@@ -27,6 +28,7 @@ struct stats_rec {
 	uint8_t outcome;
 	uint8_t n_itl;
 	uint8_t exceeded;
+	uint16_t status;
 	int32_t delta;
 	struct stats_key key;
 	uint64_t t_us;             /* when it happened (monotonic) */
@@ -191,8 +193,10 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->kind = REC_REQUEST;
 	x->key = *k;
 	x->t_us = m->t_end ? m->t_end : stats_clock();
+	x->key.unverified |= e->outcome == OUTCOME_REJECTED;
 	x->outcome = (uint8_t)e->outcome;
 	x->exceeded = (uint8_t)e->exceeded;
+	x->status = (uint16_t)e->status;
 	x->ttft_us = meter_ttft_us(m);
 	x->tpot_us = meter_tpot_us(m);
 	x->duration_us = m->t_end > m->t0 ? (int64_t)(m->t_end - m->t0) : 0;
@@ -229,16 +233,16 @@ static uint64_t hash_key(const struct stats_key *k)
 			h = (h ^ *c) * 1099511628211ull;
 		h = (h ^ 0xff) * 1099511628211ull;
 	}
-	return h;
+	return ((h ^ k->dialect) * 1099511628211ull ^ k->op) * 1099511628211ull;
 }
 
-/* A name set for the cardinality limits. */
-static int name_seen(struct name_set *ns, const char *name, uint64_t max)
+/* A name set for the cardinality limits; a name is added only when mint. */
+static int name_seen(struct name_set *ns, const char *name, uint64_t max, int mint)
 {
 	for (size_t i = 0; i < ns->n; i++)
 		if (strcmp(ns->names[i], name) == 0)
 			return 1;
-	if (ns->n >= max)
+	if (ns->n >= max || !mint)
 		return 0;
 	if (ns->n == ns->cap) {
 		size_t cap = ns->cap ? ns->cap * 2 : 16;
@@ -255,55 +259,32 @@ static int name_seen(struct name_set *ns, const char *name, uint64_t max)
 	return 1;
 }
 
-static void prom_init(struct prom_hist *p, const struct bounds *b)
-{
-	p->counts = calloc(b->n + 1, sizeof *p->counts);
-	p->sum_us = 0;
-	p->count = 0;
-}
-
-static void prom_observe(struct prom_hist *p, const struct bounds *b, uint64_t us)
-{
-	size_t lo = 0, hi = b->n;
-	if (p->counts == NULL)
-		return;
-	/* the first bound >= the value: "le" is inclusive */
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (b->us[mid] < us)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	p->counts[lo]++;
-	p->sum_us += us;
-	p->count++;
-}
-
 static struct group *group_get(const struct stats_key *in)
 {
 	struct stats_key k = *in;
 	struct group *g;
 	uint64_t h;
 
-	/* cardinality: new tenants and models beyond the limits are "_other" */
-	if (!name_seen(&state.tenants, k.tenant, state.max_tenants))
+	/* cardinality: new tenants and models beyond the limits, or named by
+	 * a request that proved nothing, are "_other" */
+	if (!name_seen(&state.tenants, k.tenant, state.max_tenants, !k.unverified))
 		snprintf(k.tenant, sizeof k.tenant, "_other");
-	if (!name_seen(&state.models, k.model, state.max_models))
+	if (!name_seen(&state.models, k.model, state.max_models, !k.unverified))
 		snprintf(k.model, sizeof k.model, "_other");
+	k.unverified = 0;
 	h = hash_key(&k);
 	for (g = state.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
 		if (g->hash == h && strcmp(g->key.route, k.route) == 0 &&
 		    strcmp(g->key.tenant, k.tenant) == 0 &&
-		    strcmp(g->key.model, k.model) == 0)
+		    strcmp(g->key.model, k.model) == 0 && g->key.dialect == k.dialect &&
+		    g->key.op == k.op)
 			return g;
 	g = calloc(1, sizeof *g);
 	if (g == NULL)
 		return NULL;
 	g->key = k;
 	g->hash = h;
-	for (int i = 0; i < PROM_COUNT; i++)
-		prom_init(&g->prom[i], &state.bounds[i]);
+	g->ms = metrics_resolve(k.route, k.tenant, k.model, k.dialect, k.op, &g->ms_folded);
 	for (size_t w = 0; w < state.n_windows; w++)
 		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
 	g->hnext = state.table[h % GROUP_BUCKETS];
@@ -338,8 +319,7 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 
 static void apply_itl(struct group *g, const struct stats_rec *x)
 {
-	for (unsigned i = 0; i < x->n_itl; i++)
-		prom_observe(&g->prom[PROM_ITL], &state.bounds[PROM_ITL], x->itl[i]);
+	metrics_itl(g->ms, x->itl, x->n_itl);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		for (unsigned i = 0; s != NULL && i < x->n_itl; i++)
@@ -349,29 +329,21 @@ static void apply_itl(struct group *g, const struct stats_rec *x)
 
 static void apply_request(struct group *g, const struct stats_rec *x)
 {
-	g->requests[x->outcome]++;
-	if (x->output_tokens > 0)
-		g->output_tokens += (uint64_t)x->output_tokens;
-	if (x->input_tokens > 0)
-		g->input_tokens += (uint64_t)x->input_tokens;
-	for (int i = 0; i < 4; i++)
-		if (x->exceeded & (1u << i))
-			g->exceeded[i]++;
-	if (x->ttft_us >= 0)
-		prom_observe(&g->prom[PROM_TTFT], &state.bounds[PROM_TTFT], (uint64_t)x->ttft_us);
-	if (x->tpot_us >= 0)
-		prom_observe(&g->prom[PROM_TPOT], &state.bounds[PROM_TPOT], (uint64_t)x->tpot_us);
-	prom_observe(&g->prom[PROM_DURATION], &state.bounds[PROM_DURATION],
-	    (uint64_t)x->duration_us);
-	if (x->connect_us >= 0)
-		prom_observe(&g->prom[PROM_CONNECT], &state.bounds[PROM_CONNECT],
-		    (uint64_t)x->connect_us);
+	struct metrics_obs o = {
+		.outcome = x->outcome, .status = x->status, .exceeded = x->exceeded,
+		.ttft_us = x->ttft_us, .tpot_us = x->tpot_us, .duration_us = x->duration_us,
+		.connect_us = x->connect_us, .output_tokens = x->output_tokens,
+		.input_tokens = x->input_tokens,
+	};
+
+	metrics_request(g->ms, g->ms_folded, &o);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		if (s == NULL)
 			continue;
 		s->requests++;
 		s->errors += x->outcome != OUTCOME_OK;
+		s->aborts += x->outcome == OUTCOME_CLIENT_ABORT;
 		s->output_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
 		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
 		s->speed_tokens += x->speed_tokens;
@@ -417,6 +389,7 @@ static void apply(const struct stats_rec *x)
 	switch (x->kind) {
 	case REC_ACTIVE:
 		g->active += x->delta;
+		metrics_active(g->ms, x->delta);
 		if (g->active > g->max_active)
 			g->max_active = g->active;
 		break;
@@ -465,60 +438,6 @@ void stats_drain(void)
 
 /* ---- configuration ------------------------------------------------------ */
 
-static const double ttft_b[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-	0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80 };
-static const double tpot_b[] = { 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05,
-	0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5 };
-static const double dur_b[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28,
-	2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
-static const double conn_b[] = { 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1,
-	0.5, 1, 5 };
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static void bounds_add(struct bounds *b, uint64_t us)
-{
-	for (size_t i = 0; i < b->n; i++)
-		if (b->us[i] == us)
-			return;
-	if (us != 0 && b->n < BOUNDS_MAX)
-		b->us[b->n++] = us;
-}
-
-static void bounds_set(struct bounds *b, const double *sec, size_t n)
-{
-	b->n = 0;
-	for (size_t i = 0; i < n; i++)
-		bounds_add(b, (uint64_t)(sec[i] * 1e6 + 0.5));
-}
-
-/* SPEC §5: every threshold configured anywhere is a bound too, so the share
- * of requests over a threshold is exact in PromQL. */
-static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
-{
-	bounds_set(&out[PROM_TTFT], ttft_b, UTIL_ARRAY_LEN(ttft_b));
-	bounds_set(&out[PROM_TPOT], tpot_b, UTIL_ARRAY_LEN(tpot_b));
-	bounds_set(&out[PROM_ITL], tpot_b, UTIL_ARRAY_LEN(tpot_b));
-	bounds_set(&out[PROM_DURATION], dur_b, UTIL_ARRAY_LEN(dur_b));
-	bounds_set(&out[PROM_CONNECT], conn_b, UTIL_ARRAY_LEN(conn_b));
-	for (size_t i = 0; i <= c->n_routes; i++) {
-		const struct conf_thresholds *t = i < c->n_routes ?
-		    &c->routes[i].thresholds : &c->thresholds;
-		bounds_add(&out[PROM_TTFT], t->ttft_warning_us);
-		bounds_add(&out[PROM_TTFT], t->ttft_critical_us);
-		bounds_add(&out[PROM_TPOT], t->tpot_warning_us);
-		bounds_add(&out[PROM_TPOT], t->tpot_critical_us);
-		bounds_add(&out[PROM_ITL], t->tpot_warning_us);
-		bounds_add(&out[PROM_ITL], t->tpot_critical_us);
-	}
-	for (int i = 0; i < PROM_COUNT; i++)
-		qsort(out[i].us, out[i].n, sizeof out[i].us[0], cmp_u64);
-}
-
 static void windows_free(struct group *g)
 {
 	for (size_t w = 0; w < MAX_WINDOWS; w++) {
@@ -536,8 +455,6 @@ static void windows_free(struct group *g)
 
 static void group_free(struct group *g)
 {
-	for (int i = 0; i < PROM_COUNT; i++)
-		free(g->prom[i].counts);
 	windows_free(g);
 	free(g);
 }
@@ -583,7 +500,6 @@ static void warnings_configure(const struct conf *c)
 
 void stats_configure(const struct conf *c)
 {
-	struct bounds nb[PROM_COUNT];
 	uint64_t want[MAX_WINDOWS];
 	size_t n = windows_of(c, want);
 	int windows_changed = n != state.n_windows;
@@ -593,18 +509,7 @@ void stats_configure(const struct conf *c)
 	state.max_tenants = c->max_tenants;
 	state.max_models = c->max_models;
 	warnings_configure(c);
-	memset(nb, 0, sizeof nb);     /* compared whole below */
-	make_bounds(c, nb);
-	if (state.configured && memcmp(nb, state.bounds, sizeof nb) != 0) {
-		log_warn("stats: histogram bounds changed with the thresholds; "
-		    "the Prometheus histograms start anew");
-		for (struct group *g = state.groups; g != NULL; g = g->next)
-			for (int i = 0; i < PROM_COUNT; i++) {
-				free(g->prom[i].counts);
-				prom_init(&g->prom[i], &nb[i]);
-			}
-	}
-	memcpy(state.bounds, nb, sizeof nb);
+	metrics_configure(c);
 	state.n_served = c->n_stats_windows < n ? c->n_stats_windows : n;
 	if (windows_changed) {
 		state.n_windows = n;
@@ -633,6 +538,7 @@ void stats_free(void)
 	free(state.tenants.names);
 	free(state.models.names);
 	free(state.warnings);
+	metrics_free();
 	for (int i = 0; i < atomic_load(&n_rings); i++)
 		free(rings[i]);
 	atomic_store(&n_rings, 0);

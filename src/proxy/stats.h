@@ -31,6 +31,12 @@ struct stats_key {
 	char route[STATS_ROUTE_MAX];
 	char tenant[STATS_TENANT_MAX];
 	char model[STATS_MODEL_MAX];
+	uint8_t dialect;           /* the stream's, and the operation of its */
+	uint8_t op;                /* path (metrics_operation): for OTel labels */
+	/* not part of the key: the request proved nothing about its tenant or
+	 * model (answered 401 or 403, or refused by tokentap itself), so a
+	 * tenant or model not seen yet is counted as "_other", never minted */
+	uint8_t unverified;
 };
 
 /* Process-wide gauges, shared by all workers (atomics: one update per
@@ -88,8 +94,9 @@ enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4 };
 
 /* /stats JSON for window wi grouped by the BY_* bits. */
 void stats_json(struct evbuffer *out, int wi, unsigned by);
-/* /metrics (Prometheus text 0.0.4), without the alert series. */
-void stats_prometheus(struct evbuffer *out);
+/* /metrics, without the alert series. */
+struct promout;
+void stats_prometheus(struct promout *out);
 
 /* For alert rules: the window figures of one route (and tenant, or all
  * tenants when tenant is NULL) over the window closest to window_us.
@@ -97,6 +104,7 @@ void stats_prometheus(struct evbuffer *out);
 struct stats_view {
 	uint64_t requests;
 	uint64_t errors;
+	uint64_t aborts;          /* of the errors, client_abort */
 	uint64_t ttft_count;
 	uint64_t tpot_count;
 	double ttft_q;

@@ -9,22 +9,6 @@
 #define SLICES        6       /* sub-intervals per window */
 #define MAX_WINDOWS   8
 #define GROUP_BUCKETS 4096
-#define BOUNDS_MAX    40
-
-enum { PROM_TTFT, PROM_TPOT, PROM_ITL, PROM_DURATION, PROM_CONNECT, PROM_COUNT };
-
-struct bounds {
-	size_t n;
-	uint64_t us[BOUNDS_MAX];
-};
-
-/* A cumulative Prometheus histogram: counts[i] for bound i, counts[n] for
- * +Inf (not cumulative here; summed when written). */
-struct prom_hist {
-	uint64_t *counts;
-	uint64_t sum_us;
-	uint64_t count;
-};
 
 /* Running sums for R² of TTFT (ms) against concurrency. */
 struct r2_sums {
@@ -34,6 +18,7 @@ struct r2_sums {
 struct slice {
 	uint64_t index;           /* t / slice length */
 	uint64_t requests, errors;
+	uint64_t aborts;          /* client_abort: errors, but not the route's */
 	uint64_t output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	struct r2_sums r2;
@@ -45,10 +30,8 @@ struct group {
 	struct stats_key key;
 	uint64_t hash;
 	long active, max_active;
-	uint64_t requests[OUTCOME_COUNT];
-	uint64_t output_tokens, input_tokens;
-	uint64_t exceeded[4];
-	struct prom_hist prom[PROM_COUNT];
+	struct mset *ms;                  /* its /metrics label set (metrics.h) */
+	int ms_folded;
 	struct slice *win[MAX_WINDOWS];   /* 2 * SLICES each */
 };
 
@@ -70,7 +53,6 @@ struct stats_state {
 	uint64_t window_us[MAX_WINDOWS];
 	uint64_t slice_us[MAX_WINDOWS];
 	uint64_t max_tenants, max_models;
-	struct bounds bounds[PROM_COUNT];
 	struct group *table[GROUP_BUCKETS];
 	struct group *groups;
 	size_t n_groups;

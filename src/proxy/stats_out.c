@@ -11,7 +11,8 @@
 #include "stats.h"
 #include "stats_int.h"
 #include "jsonw.h"
-#include "promtext.h"
+#include "metrics.h"
+#include "promout.h"
 #include "util.h"
 
 /* A string literal, its length counted by the compiler. */
@@ -19,7 +20,7 @@
 
 /* One output row's window figures, merged from its groups. */
 struct agg {
-	uint64_t requests, errors, output_tokens, input_tokens;
+	uint64_t requests, errors, aborts, output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	long active, max_active;
 	struct r2_sums r2;
@@ -54,6 +55,7 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 		}
 		a->requests += s->requests;
 		a->errors += s->errors;
+		a->aborts += s->aborts;
 		a->output_tokens += s->output_tokens;
 		a->input_tokens += s->input_tokens;
 		a->speed_tokens += s->speed_tokens;
@@ -307,6 +309,7 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 			agg_add(&a, g, w, cur);
 	out->requests = a.requests;
 	out->errors = a.errors;
+	out->aborts = a.aborts;
 	out->ttft_count = a.ttft.count;
 	out->tpot_count = a.tpot.count;
 	if (a.ttft.count)
@@ -333,132 +336,22 @@ void stats_each_route_tenant(uint64_t window_us,
 
 /* ---- Prometheus ------------------------------------------------------------ */
 
-static void prom_labels(struct evbuffer *out, const struct group *g)
-{
-	promtext_label(out, "route", g->key.route);
-	ADD(out, ",");
-	promtext_label(out, "tenant", g->key.tenant);
-	ADD(out, ",");
-	promtext_label(out, "model", g->key.model);
-}
-
-static void prom_seconds(struct evbuffer *out, uint64_t us)
-{
-	evbuffer_add_printf(out, "%llu.%06llu", (unsigned long long)(us / 1000000),
-	    (unsigned long long)(us % 1000000));
-}
-
-static void prom_histogram(struct evbuffer *out, const char *name,
-    const char *help, int which)
+void stats_prometheus(struct promout *o)
 {
 	const struct stats_state *st = stats_state();
+	struct promout_labels none = { .n = 0 }, version = { .n = 0 };
 
-	const struct bounds *b = &st->bounds[which];
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-	for (const struct group *g = st->groups; g != NULL; g = g->next) {
-		const struct prom_hist *p = &g->prom[which];
-		uint64_t cum = 0;
-		if (p->counts == NULL || p->count == 0)
-			continue;
-		for (size_t i = 0; i <= b->n; i++) {
-			cum += p->counts[i];
-			evbuffer_add_printf(out, "%s_bucket{", name);
-			prom_labels(out, g);
-			ADD(out, ",le=\"");
-			if (i < b->n)
-				prom_seconds(out, b->us[i]);
-			else
-				ADD(out, "+Inf");
-			evbuffer_add_printf(out, "\"} %llu\n", (unsigned long long)cum);
-		}
-		evbuffer_add_printf(out, "%s_sum{", name);
-		prom_labels(out, g);
-		ADD(out, "} ");
-		prom_seconds(out, p->sum_us);
-		evbuffer_add_printf(out, "\n%s_count{", name);
-		prom_labels(out, g);
-		evbuffer_add_printf(out, "} %llu\n", (unsigned long long)p->count);
-	}
-}
-
-static void prom_counter(struct evbuffer *out, const char *name, const char *help,
-    size_t field)
-{
-	const struct stats_state *st = stats_state();
-
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (const struct group *g = st->groups; g != NULL; g = g->next) {
-		uint64_t v = *(const uint64_t *)((const char *)g + field);
-		evbuffer_add_printf(out, "%s{", name);
-		prom_labels(out, g);
-		evbuffer_add_printf(out, "} %llu\n", (unsigned long long)v);
-	}
-}
-
-void stats_prometheus(struct evbuffer *out)
-{
-	const struct stats_state *st = stats_state();
-
-	static const char *const thr[] = {
-		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
-	};
-
-	prom_histogram(out, "tokentap_time_to_first_token_seconds",
-	    "Time from the request's first byte to the first token-bearing event.", PROM_TTFT);
-	prom_histogram(out, "tokentap_time_per_output_token_seconds",
-	    "(last token - first token) / (output tokens - 1), per request.", PROM_TPOT);
-	prom_histogram(out, "tokentap_inter_token_latency_seconds",
-	    "Gaps between consecutive token-bearing events.", PROM_ITL);
-	prom_histogram(out, "tokentap_request_duration_seconds",
-	    "Time from the request's first byte to the end of the response.", PROM_DURATION);
-	prom_histogram(out, "tokentap_upstream_connect_seconds",
-	    "Time to open a new upstream connection (TCP, plus TLS).", PROM_CONNECT);
-
-	evbuffer_add_printf(out, "# HELP tokentap_requests_total Requests by outcome.\n"
-	    "# TYPE tokentap_requests_total counter\n");
-	for (const struct group *g = st->groups; g != NULL; g = g->next)
-		for (int o = 0; o < OUTCOME_COUNT; o++) {
-			if (g->requests[o] == 0 && o != OUTCOME_OK)
-				continue;
-			ADD(out, "tokentap_requests_total{");
-			prom_labels(out, g);
-			evbuffer_add_printf(out, ",outcome=\"%s\"} %llu\n",
-			    meter_outcome_name(o), (unsigned long long)g->requests[o]);
-		}
-	prom_counter(out, "tokentap_output_tokens_total", "Output tokens.",
-	    offsetof(struct group, output_tokens));
-	prom_counter(out, "tokentap_input_tokens_total", "Input (prompt) tokens reported.",
-	    offsetof(struct group, input_tokens));
-
-	evbuffer_add_printf(out, "# HELP tokentap_threshold_exceeded_total Requests over "
-	    "a threshold.\n# TYPE tokentap_threshold_exceeded_total counter\n");
-	for (const struct group *g = st->groups; g != NULL; g = g->next)
-		for (int i = 0; i < 4; i++) {
-			ADD(out, "tokentap_threshold_exceeded_total{");
-			prom_labels(out, g);
-			evbuffer_add_printf(out, ",threshold=\"%s\"} %llu\n", thr[i],
-			    (unsigned long long)g->exceeded[i]);
-		}
-
-	evbuffer_add_printf(out, "# HELP tokentap_active_streams Streams in flight.\n"
-	    "# TYPE tokentap_active_streams gauge\n");
-	for (const struct group *g = st->groups; g != NULL; g = g->next) {
-		ADD(out, "tokentap_active_streams{");
-		prom_labels(out, g);
-		evbuffer_add_printf(out, "} %ld\n", g->active);
-	}
-	evbuffer_add_printf(out, "# HELP tokentap_active_connections Client connections open.\n"
-	    "# TYPE tokentap_active_connections gauge\ntokentap_active_connections %ld\n",
-	    atomic_load(&tokentap_active_connections));
-	evbuffer_add_printf(out, "# HELP tokentap_stats_dropped_total Statistics records lost "
-	    "(a worker's spill full while the reader was away; logged).\n"
-	    "# TYPE tokentap_stats_dropped_total counter\ntokentap_stats_dropped_total %llu\n",
-	    (unsigned long long)st->dropped);
-	evbuffer_add_printf(out, "# HELP tokentap_client_backlog_bytes Bytes waiting for "
-	    "slow clients (limits.client_backlog bounds them).\n"
-	    "# TYPE tokentap_client_backlog_bytes gauge\ntokentap_client_backlog_bytes %ld\n",
-	    atomic_load(&tokentap_client_backlog));
-	evbuffer_add_printf(out, "# HELP tokentap_build_info Build information.\n"
-	    "# TYPE tokentap_build_info gauge\ntokentap_build_info{version=\"%s\"} 1\n",
-	    TOKENTAP_VERSION);
+	metrics_write(o);
+	promout_family(o, "tokentap_active_connections", "Client connections open.",
+	    PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)atomic_load(&tokentap_active_connections));
+	promout_family(o, "tokentap_stats_dropped_total", "Statistics records lost "
+	    "(a worker's spill full while the reader was away; logged).", PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)st->dropped);
+	promout_family(o, "tokentap_client_backlog_bytes", "Bytes waiting for "
+	    "slow clients (limits.client_backlog bounds them).", PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)atomic_load(&tokentap_client_backlog));
+	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
+	promout_label(&version, "version", TOKENTAP_VERSION);
+	promout_sample(o, &version, 1);
 }

@@ -56,3 +56,25 @@ void tenant_identify(const struct conf *c, const struct http_header *h,
 	}
 	snprintf(out, outlen, "key:%.8s", hex);
 }
+
+static int named(const struct conf *c, const char *tenant)
+{
+	for (size_t i = 0; i < c->n_tenant_api_keys; i++)
+		if (strcmp(c->tenant_api_keys[i].name, tenant) == 0)
+			return 1;
+	for (size_t i = 0; i < c->n_tenant_header_values; i++)
+		if (strcmp(c->tenant_header_values[i], tenant) == 0)
+			return 1;
+	return c->tenant_header_re_ok &&
+	    regexec(&c->tenant_header_re, tenant, 0, NULL, 0) == 0;
+}
+
+const char *tenant_metrics_label(const struct conf *c, const char *tenant)
+{
+	if (strcmp(tenant, "-") == 0 || strcmp(tenant, "_other") == 0 ||
+	    (c != NULL && named(c, tenant)))
+		return tenant;
+	if (c != NULL && c->metrics_hashed_tenants && strncmp(tenant, "key:", 4) == 0)
+		return tenant;
+	return "_other";
+}

@@ -12,4 +12,11 @@
 void tenant_identify(const struct conf *c, const struct http_header *h,
     size_t n, char *out, size_t outlen);
 
+/* The tenant's label in /metrics, where clients must not decide the
+ * cardinality: a tenant the operator named (a tenant.api_keys name, a
+ * header value in tenant.header_values or matching tenant.header_pattern)
+ * as it is, "-" (no tenant) and "_other" as they are, an unnamed key's
+ * "key:..." with metrics.tenants: hashed; anything else "_other". */
+const char *tenant_metrics_label(const struct conf *c, const char *tenant);
+
 #endif

@@ -143,7 +143,9 @@ def test_client_bytes_keep_outputs_valid():
             (b"\xed\xa0\x80", b"m\xe2\x82", b"/v1/chat/completions"),
             (b"u1", b"m1", b"/v1/chat/completions/\xc3\x28\xff"),
             (b"u2", b"m1", b"/v1/chat/completions?k=\x01\x7f")]
-    extra = "tenant: {header: X-Tenant-Id}\nalerts: {per_tenant: true}\n"
+    # every header value names a tenant here, so client bytes reach the labels
+    extra = ("tenant: {header: X-Tenant-Id, header_pattern: '.*'}\n"
+             "alerts: {per_tenant: true}\n")
     with delayed_backend() as b, Tokentap(cfg(b.port, extra)) as t:
         for tenant, model, target in sent:
             body = b'{"model":"%s","stream":true}' % model
@@ -193,7 +195,7 @@ def test_metrics_pass_promtool():
         assert status == 200
         assert 'le="0.030000"' in text          # the threshold is a bucket bound
         assert 'tokentap_threshold_exceeded_total{route="chat",tenant="-",model="m1",threshold="ttft_warning"} 3' in text, text
-        assert 'tokentap_requests_total{route="chat",tenant="-",model="m1",outcome="ok"} 5' in text
+        assert 'tokentap_requests_total{route="chat",tenant="-",model="m1",outcome="ok",code="2xx"} 5' in text
         r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr

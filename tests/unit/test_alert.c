@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "alert.h"
+#include "promout.h"
 #include "alert_format.h"
 #include "config.h"
 #include "util.h"
@@ -131,16 +132,19 @@ static void round_tenant(const char *route, const char *tenant, struct alert_fig
 static char *text(void (*fn)(const struct alert_set *, struct evbuffer *))
 {
 	struct evbuffer *b = evbuffer_new();
-	size_t n;
 	char *s;
 	fn(set, b);
-	n = evbuffer_get_length(b);
-	s = malloc(n + 1);
-	assert_non_null(s);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
+	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
+}
+
+/* The alert series as /metrics writes them (text). */
+static void prom_text(const struct alert_set *s, struct evbuffer *b)
+{
+	struct promout *o = promout_new(b, 0);
+	alert_prometheus(s, o);
+	promout_finish(o);
 }
 
 static size_t count(const char *hay, const char *needle)
@@ -441,7 +445,7 @@ static void test_prometheus_output(void **state)
 	(void)state;
 	start("alerts: {min_samples: 1}\n");
 	round_of("b", NULL, ttft(600, 5));
-	char *p = text(alert_prometheus);
+	char *p = text(prom_text);
 	assert_string_equal(p,
 	    "# HELP tokentap_alert_firing 1 while the alert fires, per rule.\n"
 	    "# TYPE tokentap_alert_firing gauge\n"
@@ -473,7 +477,7 @@ static void test_per_tenant_rules(void **state)
 	assert_string_equal(seen[0].tenant, "t\"x");
 	expect_state("a", NULL, "TTFTHigh", "warning", "ok");
 	expect_state("a", "fast", "TTFTHigh", "warning", "ok");
-	char *p = text(alert_prometheus);
+	char *p = text(prom_text);
 	assert_non_null(strstr(p, "tokentap_alert_firing{alertname=\"TTFTHigh\","
 	    "severity=\"warning\",route=\"a\",tenant=\"t\\\"x\"} 1\n"));
 	free(p);
@@ -552,16 +556,6 @@ static void test_reconfigure_keeps_state(void **state)
 	assert_int_equal(seen[7].ends_at_ms, wall_ms + 5);
 }
 
-static char *drain(struct evbuffer *b)
-{
-	size_t n = evbuffer_get_length(b);
-	char *s = malloc(n + 1);
-	assert_non_null(s);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
-	return s;
-}
-
 static void test_notification_formats(void **state)
 {
 	struct alert_transition t = {
@@ -578,7 +572,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert firing: TTFTHigh severity=critical route=openai "
 	    "p95=2310ms > 2000ms (n=57, window 1m)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_string_equal(js, "{\"status\":\"firing\",\"alertname\":\"TTFTHigh\","
 	    "\"severity\":\"critical\",\"route\":\"openai\",\"tenant\":null,\"metric\":\"ttft\","
 	    "\"quantile\":0.95,\"value_ms\":2310.4,\"threshold_ms\":2000,\"samples\":57,"
@@ -587,7 +581,7 @@ static void test_notification_formats(void **state)
 	free(js);
 	alert_format_alertmanager(b, &t, "gw1/0.0.0.0:8080", "http://gw1:9464/alerts",
 	    T0_WALL + 180005);
-	js = drain(b);
+	js = unit_take(b);
 	assert_string_equal(js, "{\"labels\":{\"alertname\":\"TTFTHigh\",\"severity\":\"critical\","
 	    "\"route\":\"openai\",\"instance\":\"gw1/0.0.0.0:8080\"},\"annotations\":{"
 	    "\"summary\":\"TTFT p95 of route openai over 2000ms\",\"description\":"
@@ -611,7 +605,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert resolved: TPOTHigh severity=warning route=openai "
 	    "tenant=t\"1 p99.9=none, threshold 12.5ms (n=0, window 10s)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_non_null(strstr(js, "\"tenant\":\"t\\\"1\",\"metric\":\"tpot\",\"quantile\":0.999,"
 	    "\"value_ms\":null,\"threshold_ms\":12.5,\"samples\":0,\"window_s\":10,"
 	    "\"starts_at\":\"2026-11-29T16:00:00.005Z\",\"ends_at\":\"2026-11-29T16:01:10.000Z\""));
@@ -630,7 +624,7 @@ static void test_notification_formats(void **state)
 	assert_string_equal(line, "alert firing: ErrorRateHigh severity=warning route=openai "
 	    "error_rate=0.312 > 0.05 (n=32, window 5m)");
 	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
-	js = drain(b);
+	js = unit_take(b);
 	assert_non_null(strstr(js, "\"metric\":\"error_rate\",\"quantile\":null,\"value\":0.3125,"
 	    "\"threshold\":0.05,\"samples\":32,\"window_s\":300,"));
 	assert_null(strstr(js, "_ms\""));

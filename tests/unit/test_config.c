@@ -719,6 +719,39 @@ static void test_notify(void **state)
 	free(errs);
 }
 
+static void test_metrics_keys(void **state)
+{
+	struct conf *c;
+	(void)state;
+	c = load_ok("tenant:\n  header: X-Team\n  header_values: [a, b]\n"
+	    "  header_pattern: 'team-[0-9]+'\n"
+	    "metrics:\n  max_series: 5000\n  names: both\n  tenants: hashed\n");
+	assert_int_equal(c->n_tenant_header_values, 2);
+	assert_string_equal(c->tenant_header_values[1], "b");
+	assert_true(c->tenant_header_re_ok);
+	assert_int_equal(regexec(&c->tenant_header_re, "team-12", 0, NULL, 0), 0);
+	/* the whole value must match */
+	assert_int_not_equal(regexec(&c->tenant_header_re, "xteam-12", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&c->tenant_header_re, "team-12x", 0, NULL, 0), 0);
+	assert_int_equal(c->metrics_max_series, 5000);
+	assert_int_equal(c->metrics_names, 2);
+	assert_int_equal(c->metrics_hashed_tenants, 1);
+	conf_unref(c);
+	c = load_ok("routes: []\n");
+	assert_int_equal(c->metrics_max_series, 20000);
+	assert_int_equal(c->metrics_names, 0);
+	assert_int_equal(c->metrics_hashed_tenants, 0);
+	conf_unref(c);
+	expect_one("tenant:\n  header_pattern: 'a(b'\n",
+	    "t.yaml:2:19: tenant.header_pattern: not a POSIX extended regular expression: "
+	    "Unmatched ( or \\(");
+	expect_one("metrics:\n  names: opentelemetry\n",
+	    "t.yaml:2:10: metrics.names: unknown metric names 'opentelemetry' "
+	    "(valid: tokentap, otel, both)");
+	expect_one("metrics:\n  max_series: 0\n",
+	    "t.yaml:2:15: metrics.max_series: 0 is out of range [1, 100000000]");
+}
+
 static void test_thresholds_order(void **state)
 {
 	struct conf *c;
@@ -1012,6 +1045,7 @@ static void test_load_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_metrics_keys),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_empty_and_null_sections),
 		cmocka_unit_test(test_minimal),

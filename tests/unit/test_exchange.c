@@ -101,16 +101,6 @@ static void test_request_verdicts(void **state)
 	assert_int_equal(verdict_of(big), 431);
 }
 
-static char *text(struct evbuffer *b)
-{
-	size_t n = evbuffer_get_length(b);
-	char *s = malloc(n + 1);
-	assert_non_null(s);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
-	return s;
-}
-
 static void test_upstream_head_and_retry_copy(void **state)
 {
 	struct exchange x;
@@ -131,8 +121,8 @@ static void test_upstream_head_and_retry_copy(void **state)
 	copy = exchange_take_retry(&x);
 	assert_non_null(copy);
 	assert_null(exchange_take_retry(&x));            /* one retry at most */
-	s = text(out);
-	c = text(copy);
+	s = unit_take(out);
+	c = unit_take(copy);
 	assert_string_equal(s, c);
 	assert_string_equal(s, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
 	    "X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Proto: https\r\n"
@@ -164,10 +154,10 @@ static void test_request_body_trailers_and_limit(void **state)
 	evbuffer_add_printf(in, "lo\r\n0\r\nX-T: 1\r\n\r\nGET /v1/next");
 	assert_int_equal(exchange_request_body(&x, in, out, &v), 0);
 	assert_true(x.req_done);
-	s = text(out);
+	s = unit_take(out);
 	assert_string_equal(s, "5\r\nhello\r\n0\r\n\r\n");
 	free(s);
-	s = text(in);
+	s = unit_take(in);
 	assert_string_equal(s, "GET /v1/next");
 	free(s);
 	exchange_abandon(&x);
@@ -227,7 +217,7 @@ static void test_response_heads(void **state)
 	 * its status line says HTTP/1.1 */
 	assert_false(exchange_reusable(&x));
 	assert_true(x.keepalive);
-	s = text(out);
+	s = unit_take(out);
 	assert_string_equal(s, "HTTP/1.1 100 Continue\r\n\r\n"
 	    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
 	free(s);
@@ -238,7 +228,7 @@ static void test_response_heads(void **state)
 	assert_int_equal(response(&x, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
 	    up, out, &v), EXCHANGE_DONE);
 	assert_true(exchange_reusable(&x));
-	s = text(out);
+	s = unit_take(out);
 	assert_string_equal(s, "HTTP/1.1 204 No Content\r\n\r\n");
 	free(s);
 	exchange_abandon(&x);

@@ -3,6 +3,7 @@
  * from usage or from events, ITL, and the non-stream JSON body. (TTFT and
  * TPOT arithmetic is also checked through tokentap-load in test_loadstats.) */
 
+#include "json.h"
 #include "meter.h"
 
 #include "unit.h"
@@ -291,9 +292,39 @@ static void test_auto_sniffs_the_dialect(void **state)
 	meter_free(&m);
 }
 
+/* The model a client writes with JSON escapes is one label value: PHP's
+ * "meta-llama\/Llama" is meta-llama/Llama; \u escapes become UTF-8 (a
+ * pair one character, a lone surrogate U+FFFD); control characters '?'. */
+static void test_model_json_unescaped(void **state)
+{
+	struct meter m;
+	char out[64];
+	(void)state;
+	meter_init(&m, 1, DIALECT_OPENAI);
+	meter_offer_model(&m, MODEL_REQUEST, "meta-llama\\/Llama", 17);
+	assert_string_equal(m.model, "meta-llama/Llama");
+	meter_free(&m);
+	meter_init(&m, 1, DIALECT_OPENAI);
+	meter_offer_model(&m, MODEL_RESPONSE, "a\\u00e9\\ud83d\\ude00\\ud800x\\n\\u0000", 34);
+	assert_string_equal(m.model, "a\xc3\xa9\xf0\x9f\x98\x80\xef\xbf\xbdx??");
+	meter_free(&m);
+	/* a Gemini path is not JSON: left as it is */
+	meter_init(&m, 1, DIALECT_GEMINI);
+	meter_offer_model(&m, MODEL_PATH, "a\\/b", 4);
+	assert_string_equal(m.model, "a\\/b");
+	meter_free(&m);
+	/* an escape cut short at the end (the scanner keeps 127 bytes) goes */
+	assert_int_equal(json_unescape(out, sizeof out, "ab\\u00", 6), 2);
+	assert_int_equal(json_unescape(out, sizeof out, "ab\\", 3), 2);
+	assert_int_equal(json_unescape(out, sizeof out, "\\uZZZZ", 6), 7);
+	assert_string_equal(out, "\xef\xbf\xbdZZZZ");
+	assert_int_equal(json_unescape(out, 4, "abcdef", 6), 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_model_json_unescaped),
 		cmocka_unit_test(test_auto_sniffs_the_dialect),
 		cmocka_unit_test(test_event_complete_at_its_blank_line),
 		cmocka_unit_test(test_first_event_first_token_and_n_from_events),

@@ -6,6 +6,8 @@
 #include "accesslog.h"
 #include "config.h"
 #include "meter.h"
+#include "metrics.h"
+#include "promout.h"
 #include "stats.h"
 
 #include "unit.h"
@@ -31,6 +33,8 @@ static void setup_conf(const char *yaml)
 }
 
 /* One finished streaming request: TTFT and TPOT in µs, n tokens. */
+static int unverified;      /* the next requests were answered 401 / 403 */
+
 static void request(const char *route, const char *tenant, const char *model,
     uint64_t ttft, uint64_t tpot, int n, long concurrency, enum meter_outcome outcome)
 {
@@ -49,6 +53,7 @@ static void request(const char *route, const char *tenant, const char *model,
 	e.outcome = outcome;
 	e.concurrency = concurrency;
 	stats_key_set(&k, route, tenant, model, strlen(model));
+	k.unverified = (uint8_t)unverified;
 	stats_request(ring, &k, &e, NULL, 0);
 }
 
@@ -56,13 +61,9 @@ static char *json(const char *window, unsigned by)
 {
 	struct evbuffer *b = evbuffer_new();
 	char *s;
-	size_t n;
 	stats_drain();
 	stats_json(b, stats_window_index(window), by);
-	n = evbuffer_get_length(b);
-	s = malloc(n + 1);
-	evbuffer_remove(b, s, n);
-	s[n] = '\0';
+	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
 }
@@ -165,13 +166,16 @@ static void test_cardinality_overflow(void **state)
 static void test_prometheus_buckets_include_thresholds(void **state)
 {
 	(void)state;
-	setup_conf("alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
+	setup_conf("tenant: {header_values: [t]}\n"
+	    "alerts: {thresholds: {ttft_warning: 1234ms, ttft_critical: 3s}}\n"
 	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1, thresholds: {ttft_warning: 700ms}}\n");
 	request("r", "t", "m\"x", 800000, 1000, 2, 0, OUTCOME_OK);
 	request("r", "t", "m\"x", 1300000, 1000, 2, 0, OUTCOME_OK);
 	stats_drain();
 	struct evbuffer *b = evbuffer_new();
-	stats_prometheus(b);
+	struct promout *o = promout_new(b, 0);
+	stats_prometheus(o);
+	promout_finish(o);
 	size_t n = evbuffer_get_length(b);
 	char *s = malloc(n + 1);
 	evbuffer_remove(b, s, n);
@@ -190,11 +194,47 @@ static void test_prometheus_buckets_include_thresholds(void **state)
 	assert_has(s, want);
 	snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s,le=\"+Inf\"} 2", lbl);
 	assert_has(s, want);
-	snprintf(want, sizeof want, "tokentap_requests_total%s,outcome=\"ok\"} 2", lbl);
+	snprintf(want, sizeof want, "tokentap_requests_total%s,outcome=\"ok\",code=\"none\"} 2", lbl);
 	assert_has(s, want);
 	assert_non_null(strstr(s, "# TYPE tokentap_time_per_output_token_seconds histogram\n"));
 	free(s);
 	evbuffer_free(b);
+}
+
+/* A request the backend refused (401 / 403) names no new tenant or model:
+ * it counts as "_other"; a tenant already seen keeps its name. */
+static void test_refused_requests_mint_nothing(void **state)
+{
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	request("r", "good", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	unverified = 1;
+	request("r", "key:0badc0de", "m-random", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	request("r", "good", "m1", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	unverified = 0;
+	char *s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"tenant\":\"good\",\"model\":\"m1\",\"requests\":2"));
+	assert_non_null(strstr(s, "\"tenant\":\"_other\",\"model\":\"_other\",\"requests\":1"));
+	assert_null(strstr(s, "0badc0de"));
+	assert_null(strstr(s, "m-random"));
+	free(s);
+}
+
+/* The alert rules leave users who pressed stop out of the error rate:
+ * the view counts them apart (/stats still counts them in errors). */
+static void test_client_aborts_counted_apart(void **state)
+{
+	struct stats_view v;
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int i = 0; i < 10; i++)
+		request("r", "t", "m", 1000, 1000, 2, 0, i < 6 ? OUTCOME_CLIENT_ABORT :
+		    i < 7 ? OUTCOME_TIMEOUT : OUTCOME_OK);
+	stats_drain();
+	stats_route_view("r", NULL, 60000000, 0.95, &v);
+	assert_int_equal(v.requests, 10);
+	assert_int_equal(v.errors, 7);
+	assert_int_equal(v.aborts, 6);
 }
 
 static int teardown(void **state)
@@ -212,6 +252,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),
 		cmocka_unit_test_teardown(test_r2_of_ttft_against_concurrency, teardown),
 		cmocka_unit_test_teardown(test_cardinality_overflow, teardown),
+		cmocka_unit_test_teardown(test_client_aborts_counted_apart, teardown),
+		cmocka_unit_test_teardown(test_refused_requests_mint_nothing, teardown),
 		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

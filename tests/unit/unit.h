@@ -24,6 +24,19 @@ static inline struct conf *unit_conf(const char *yaml)
 }
 #endif
 
+#ifdef EVENT2_BUFFER_H_INCLUDED_
+/* What b holds as a string, b drained; the caller frees it. */
+static inline char *unit_take(struct evbuffer *b)
+{
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	return s;
+}
+#endif
+
 #ifdef TOKENTAP_HTTPHEAD_H
 /* A header field from two string literals, as a parsed head holds it. */
 #define UNIT_FIELD(n, v) { n, sizeof(n) - 1, v, sizeof(v) - 1 }

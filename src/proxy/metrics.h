@@ -1,0 +1,56 @@
+/* The Prometheus series of the requests (SPEC §5), kept on the main
+ * thread beside the /stats groups: per label set (route, tenant, model,
+ * and with OpenTelemetry names the operation and provider) cumulative
+ * histograms with classic and native buckets, and counters; per route the
+ * upstream connect histogram.
+ *
+ * Cardinality is the operator's: a statistics group maps once to a label
+ * set, the tenant label only for tenants the operator named (tenant.c),
+ * and a label set is admitted only while the series it can export fit in
+ * metrics.max_series; past that a request counts under its route's
+ * (_other, _other) label set, reserved up front, and in
+ * tokentap_metrics_folded_requests_total. */
+#ifndef TOKENTAP_METRICS_H
+#define TOKENTAP_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct conf;
+struct promout;
+struct mset;
+
+enum metrics_names { METRICS_NAMES_TOKENTAP, METRICS_NAMES_OTEL, METRICS_NAMES_BOTH };
+
+/* What one finished request adds; -1: did not happen. */
+struct metrics_obs {
+	unsigned outcome;           /* enum meter_outcome */
+	unsigned status;            /* the status the client got, 0: none */
+	unsigned exceeded;          /* ACCESSLOG_* bits */
+	int64_t ttft_us, tpot_us, duration_us, connect_us;
+	int64_t output_tokens, input_tokens;
+};
+
+/* Bounds, names and the budget from c (kept: tenant labels read it). A
+ * reload that changes the bounds or the names starts the series anew. */
+void metrics_configure(const struct conf *c);
+/* The label set of a statistics group; *folded: not its own (the budget
+ * was spent), its requests are counted as folded. */
+struct mset *metrics_resolve(const char *route, const char *tenant,
+    const char *model, unsigned dialect, unsigned op, int *folded);
+void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
+void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);
+void metrics_active(struct mset *m, int delta);
+/* Every series of the requests, then the process's (procmetrics.h). */
+void metrics_write(struct promout *o);
+void metrics_free(void);
+
+/* The OpenTelemetry gen_ai.operation.name of a request path (an index
+ * into metrics_operation_names). */
+unsigned metrics_operation(const char *path, size_t len);
+extern const char *const metrics_operation_names[];
+
+/* For tests: the series the label sets may export now, and the bound. */
+uint64_t metrics_series_used(void);
+
+#endif

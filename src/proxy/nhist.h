@@ -1,0 +1,40 @@
+/* Prometheus native histograms (sparse exponential buckets) kept beside
+ * the classic buckets of /metrics: bucket i of schema s holds the values in
+ * (2^((i-1)/2^s), 2^(i/2^s)], values of 0 go to the zero bucket. Only the
+ * buckets that hold values are kept, sorted. Main thread only; never on the
+ * per-event path (a record is O(log n) plus an insertion). */
+#ifndef TOKENTAP_NHIST_H
+#define TOKENTAP_NHIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Schema 6: adjacent bounds 2^(1/64) = 1.011 apart, so histogram_quantile
+ * (linear inside a bucket) is within 1.1 % of the value whose bucket holds
+ * the rank; with the /stats histogram's own 0.8 %, within 2 % of /stats.
+ * Schema 5 would leave 3.0 % in the worst case, the whole margin. */
+#define NHIST_SCHEMA 6
+/* What the zero bucket holds besides exact zeros: client_golang's default.
+ * Every value here is a whole number of microseconds (or tokens) >= 1. */
+#define NHIST_ZERO_THRESHOLD 2.938735877055719e-39   /* 2^-128 */
+
+struct nhist_bucket {
+	int32_t idx;
+	uint64_t count;
+};
+
+struct nhist {
+	uint64_t zero_count;
+	uint32_t n, cap;
+	struct nhist_bucket *b;       /* sorted by idx */
+};
+
+/* The bucket index of v > 0 at NHIST_SCHEMA. */
+int32_t nhist_index(double v);
+/* The upper bound of bucket idx. */
+double nhist_upper(int32_t idx);
+/* Returns 0, or -1 when memory ran out (the value is then not recorded). */
+int nhist_record(struct nhist *h, double v);
+void nhist_free(struct nhist *h);
+
+#endif
