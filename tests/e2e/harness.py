@@ -52,17 +52,34 @@ def node_modules():
     return mods
 
 
+_handed = []
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nothing listens on now, not one of the last 256 handed out.
+
+    The kernel may give the same free port to two bind(0)s in a row (a
+    proxy's listen and admin ports, say); remembering them keeps one test's
+    two servers apart. Another process may still take the port before ours
+    binds it: Tokentap starts again on new ports when that happens."""
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _handed:
+            _handed.append(port)
+            del _handed[:-256]
+            return port
 
 
-def wait_port(port, timeout=5.0, host="127.0.0.1"):
+def wait_port(port, timeout=5.0, host="127.0.0.1", proc=None):
+    """Until something accepts on port; stops early when proc has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"exited with status {proc.returncode} before "
+                                 f"listening on {host}:{port}")
         try:
             socket.create_connection((host, port), timeout=0.2).close()
             return
@@ -140,6 +157,23 @@ class Tokentap(Proc):
     sets them; {port}, {admin} and {log} in the YAML are replaced."""
 
     def __init__(self, yaml_text, env=None, wait=True, wrapper=(), start_timeout=5.0):
+        # a port taken by another process between free_port() and our bind
+        # fails the start with "Address already in use": new ports, again
+        for attempt in range(3):
+            self.start(yaml_text, env, wrapper)
+            if not wait:
+                return
+            try:
+                wait_port(self.port, start_timeout, proc=self.p)
+                return
+            except AssertionError as e:
+                if attempt == 2 or self.p.poll() is None or \
+                        "Address already in use" not in self.stderr():
+                    raise AssertionError(f"tokentap did not start ({e}):\n" +
+                                         self.stderr())
+                os.unlink(self.err.name)
+
+    def start(self, yaml_text, env, wrapper):
         self.port = free_port()
         self.admin = free_port()
         self.dir = tempfile.mkdtemp(prefix="tt-")
@@ -155,11 +189,6 @@ class Tokentap(Proc):
             text = f"access_log: {self.log}\n" + text
         self.write_conf(text)
         super().__init__([*wrapper, binary("tokentap"), "-c", self.conf], env=env)
-        if wait:
-            try:
-                wait_port(self.port, start_timeout)
-            except AssertionError:
-                raise AssertionError("tokentap did not start:\n" + self.stderr())
 
     def write_conf(self, text):
         with open(self.conf, "w") as f:
