@@ -71,29 +71,15 @@ void meter_offer_model(struct meter *m, enum meter_model_src src,
 	m->model_src = src;
 }
 
-/* The histogram bucket of a gap of g >= 1 µs: 4 per octave. */
-static unsigned gap_bucket(uint64_t g)
-{
-	unsigned msb, i;
-
-	if (g < 4)
-		return (unsigned)g;
-	msb = 63u - (unsigned)__builtin_clzll(g);
-	i = 4 * (msb - 1) + (unsigned)((g >> (msb - 2)) & 3);
-	return i < METER_GAP_BUCKETS ? i : METER_GAP_BUCKETS - 1;
-}
-
 /* A token event after the first, gap µs after the token before it. The
  * read's timestamp is the read's identity: the same one means the same
  * read, so clumps are counted with no clock read and no counter per read. */
 static void next_token(struct meter *m, uint64_t gap)
 {
-	if (gap == 0) {
+	if (gap == 0)
 		m->clumped++;
-	} else {
-		uint16_t *b = &m->gap_hist[gap_bucket(gap)];
-		*b += *b != UINT16_MAX;
-	}
+	else
+		lhist_add(m->gap_hist, METER_GAP_BUCKETS, gap);
 	if (gap > m->itl_max_us)
 		m->itl_max_us = gap;
 	/* a stall the sweep did not see (it looks now and then) */
@@ -342,34 +328,11 @@ double meter_clump_share(const struct meter *m)
 	return (double)m->clumped / (double)(m->token_events - 1);
 }
 
-/* The middle of bucket i, in µs. */
-static double bucket_mid(unsigned i)
-{
-	unsigned e;
-	double low, width;
-
-	if (i < 4)
-		return i;
-	e = i / 4 + 1;
-	width = (double)(1ull << (e - 2));
-	low = (double)(1ull << e) + (i % 4) * width;
-	return low + width / 2;
-}
-
 int64_t meter_clump_gap_us(const struct meter *m)
 {
-	uint64_t n = 0, seen = 0;
-
-	for (unsigned i = 0; i < METER_GAP_BUCKETS; i++)
-		n += m->gap_hist[i];
-	if (!m->stream || n == 0)
+	if (!m->stream)
 		return -1;
-	for (unsigned i = 0; i < METER_GAP_BUCKETS; i++) {
-		seen += m->gap_hist[i];
-		if (2 * seen >= n)
-			return (int64_t)bucket_mid(i);
-	}
-	return -1;
+	return lhist_median(m->gap_hist, METER_GAP_BUCKETS);
 }
 
 /* The rule (see the README's "Clumping"): with enough token events to

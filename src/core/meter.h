@@ -10,11 +10,12 @@
 
 #include "decode.h"
 #include "dialect.h"
+#include "lhist.h"
 #include "sse.h"
 
 #define METER_MODEL_MAX 128
-/* Gaps between token reads, 4 buckets per octave of µs (about 12 %). */
-#define METER_GAP_BUCKETS 124
+/* Gaps between token reads (lhist.h: 12 %), up to 2^32 µs. */
+#define METER_GAP_BUCKETS LHIST_LEN(32)
 
 enum meter_parse { METER_PARSE_NONE, METER_PARSE_SSE, METER_PARSE_NDJSON };
 
