@@ -174,9 +174,16 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 
 int hist_sparse_record(struct hist_sparse *h, uint64_t us)
 {
+	return hist_sparse_record_n(h, us, 1);
+}
+
+int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n)
+{
 	unsigned idx = hist_index(us);
 	uint32_t lo = 0, hi = h->n;
 
+	if (n == 0)
+		return 0;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
 		if (h->e[mid].idx < idx)
@@ -198,13 +205,13 @@ int hist_sparse_record(struct hist_sparse *h, uint64_t us)
 		h->e[lo].count = 0;
 		h->n++;
 	}
-	h->e[lo].count++;
+	h->e[lo].count += n;
 	if (h->count == 0 || us < h->min)
 		h->min = us;
 	if (us > h->max)
 		h->max = us;
-	h->count++;
-	h->sum += us;
+	h->count += n;
+	h->sum += us * n;
 	return 0;
 }
 

@@ -344,8 +344,9 @@ int64_t meter_clump_gap_us(const struct meter *m)
 
 int meter_buffered(const struct meter *m)
 {
-	return m->stream && m->token_events >= BUFFERED_MIN_TOKENS &&
-	    meter_clump_share(m) >= BUFFERED_SHARE &&
+	if (!m->stream || m->unmeasured || m->token_events < BUFFERED_MIN_TOKENS)
+		return -1;
+	return meter_clump_share(m) >= BUFFERED_SHARE &&
 	    meter_clump_gap_us(m) >= BUFFERED_GAP_US;
 }
 
@@ -415,4 +416,21 @@ enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how)
 	if (m->stream && dialect_has_end_marker(m->dialect) && !m->end_seen)
 		return OUTCOME_UPSTREAM_ABORT;
 	return OUTCOME_OK;
+}
+
+int meter_no_token(const struct meter *m, enum meter_outcome o)
+{
+	if (m->token_events > 0 || m->unmeasured || m->status == 101)
+		return 0;
+	switch (o) {
+	case OUTCOME_OK:
+		return m->stream;
+	case OUTCOME_CLIENT_ABORT:
+	case OUTCOME_UPSTREAM_ABORT:
+	case OUTCOME_UPSTREAM_ERROR:
+	case OUTCOME_TIMEOUT:
+		return 1;
+	default:
+		return 0;
+	}
 }

@@ -128,6 +128,12 @@ void meter_free(struct meter *m);
  * short (upstream_abort), whatever delimited it; one cut after it is ok. */
 enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how);
 const char *meter_outcome_name(enum meter_outcome o);
+/* A request that ended without any token-bearing event, counted by its
+ * outcome: ok (an empty answer: a stream without a token), client_abort,
+ * upstream_abort, upstream_error, timeout. A response that was no stream
+ * is no empty answer, an unmeasured one tells nothing, and connect_error
+ * and rejected never reached a model. */
+int meter_no_token(const struct meter *m, enum meter_outcome o);
 
 /* Derived figures; -1 where undefined. */
 int64_t meter_ttft_us(const struct meter *m);
@@ -149,6 +155,7 @@ int64_t meter_input_tokens(const struct meter *m);
  * meter.c. */
 double meter_clump_share(const struct meter *m);
 int64_t meter_clump_gap_us(const struct meter *m);
+/* 1 looks buffered, 0 does not, -1 too few token events to tell. */
 int meter_buffered(const struct meter *m);
 
 /* For a sweep over open streams now and then (never per event): the

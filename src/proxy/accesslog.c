@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "health.h"
 #include "jsonw.h"
 #include "log.h"
 #include "meter.h"
@@ -188,7 +189,8 @@ static void put_target(struct jsonw_buf *b, const char *t, size_t len,
 static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 {
 	static const char *const names[] = {
-		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
+		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical",
+		"ttfo_warning", "ttfo_critical"
 	};
 	int first = 1;
 	jsonw_buf_puts(b, ",\"exceeded\":[");
@@ -199,6 +201,26 @@ static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 		first = 0;
 	}
 	jsonw_buf_puts(b, "]");
+}
+
+/* Stream health: the first answer token, reasoning, stalls, clumping. */
+static void put_health(struct jsonw_buf *b, const struct meter *m)
+{
+	double share = meter_clump_share(m);
+	int buffered = meter_buffered(m);
+
+	field_ms(b, "ttfo_ms", meter_ttfo_us(m));
+	field_int(b, "reasoning_tokens", meter_reasoning_tokens(m));
+	field_int(b, "stalls", m->stream ? (int64_t)m->stalls : -1);
+	field_ms(b, "gap_max_ms", m->stream && m->token_events > 0 ?
+	    (int64_t)m->gap_max_us : -1);
+	if (share >= 0)
+		jsonw_buf_printf(b, ",\"clumped\":%.3f", share);
+	else
+		jsonw_buf_puts(b, ",\"clumped\":null");
+	field_ms(b, "clump_gap_ms", meter_clump_gap_us(m));
+	jsonw_buf_printf(b, ",\"buffered\":%s", buffered < 0 ? "null" :
+	    buffered ? "true" : "false");
 }
 
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
@@ -231,10 +253,12 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "input_tokens", meter_input_tokens(m));
 	field_str(&b, "token_source", n < 0 ? NULL :
 	    meter_tokens_from_usage(m) ? "usage" : "events");
+	put_health(&b, m);
 	field_int(&b, "events", (int64_t)m->events);
 	field_int(&b, "bytes_in", (int64_t)e->bytes_in);
 	field_int(&b, "bytes_out", (int64_t)e->bytes_out);
 	field_ms(&b, "duration_ms", m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1);
+	field_ms(&b, "overhead_ms", e->health ? health_overhead_us(e->health) : -1);
 	put_phases(&b, m);
 	field_int(&b, "concurrency", e->concurrency);
 	field_str(&b, "upstream", e->upstream);

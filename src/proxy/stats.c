@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "accesslog.h"
+#include "health.h"
 #include "log.h"
 #include "meter.h"
 #include "stats_int.h"
@@ -20,7 +21,7 @@ uint64_t (*stats_clock)(void) = util_now_us;
 
 /* ---- the rings (one producer: a worker; one consumer: the main thread) -- */
 
-enum rec_kind { REC_ACTIVE, REC_ITL, REC_REQUEST };
+enum rec_kind { REC_ACTIVE, REC_ITL, REC_REQUEST, REC_STALL };
 
 struct stats_rec {
 	uint8_t kind;
@@ -35,6 +36,13 @@ struct stats_rec {
 	uint64_t speed_tokens, speed_us;
 	int64_t concurrency;
 	uint32_t itl[STATS_ITL_BATCH];
+	/* stream health (REC_REQUEST) */
+	int64_t ttfo_us;
+	uint8_t no_token, judged, buffered;
+	uint64_t stalls;           /* those not reported live */
+	int64_t ovh_request_us;    /* -1: none */
+	uint64_t ovh_read_sum_us;
+	uint16_t ovh_read[STATS_OVH_BUCKETS];
 };
 
 #define RING_CAP 4096          /* records; about 2 MiB per worker */
@@ -164,6 +172,39 @@ void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
 	ring_publish(r);
 }
 
+void stats_stall(struct stats_ring *r, const struct stats_key *k, int delta)
+{
+	struct stats_rec *x = ring_slot(r);
+	if (x == NULL)
+		return;
+	x->kind = REC_STALL;
+	x->delta = delta;
+	x->key = *k;
+	x->t_us = stats_clock();
+	ring_publish(r);
+}
+
+/* The stream health figures of a finished request. */
+static void health_fields(struct stats_rec *x, const struct accesslog_entry *e)
+{
+	const struct meter *m = e->m;
+	const struct health *h = e->health;
+	int buffered = meter_buffered(m);
+
+	x->ttfo_us = meter_ttfo_us(m);
+	x->no_token = (uint8_t)meter_no_token(m, e->outcome);
+	x->judged = buffered >= 0;
+	x->buffered = buffered > 0;
+	x->stalls = m->stalls - (h != NULL && h->stalls_live <= m->stalls ?
+	    h->stalls_live : m->stalls);
+	x->ovh_request_us = h != NULL ? h->ovh_request_us : -1;
+	x->ovh_read_sum_us = h != NULL ? h->ovh_read_sum_us : 0;
+	if (h != NULL)
+		memcpy(x->ovh_read, h->ovh_read_hist, sizeof x->ovh_read);
+	else
+		memset(x->ovh_read, 0, sizeof x->ovh_read);
+}
+
 void stats_itl(struct stats_ring *r, const struct stats_key *k,
     const uint32_t *gaps, unsigned n)
 {
@@ -208,6 +249,7 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->n_itl = (uint8_t)n;
 	if (n > 0)
 		memcpy(x->itl, gaps, n * sizeof *gaps);
+	health_fields(x, e);
 	ring_publish(r);
 }
 
@@ -262,7 +304,10 @@ static void prom_init(struct prom_hist *p, const struct bounds *b)
 	p->count = 0;
 }
 
-static void prom_observe(struct prom_hist *p, const struct bounds *b, uint64_t us)
+/* n values of us counted in their bucket, not summed: the caller adds
+ * the sum (prom_observe; a coarse histogram's merge knows it exactly). */
+static void prom_count(struct prom_hist *p, const struct bounds *b, uint64_t us,
+    uint64_t n)
 {
 	size_t lo = 0, hi = b->n;
 	if (p->counts == NULL)
@@ -275,9 +320,16 @@ static void prom_observe(struct prom_hist *p, const struct bounds *b, uint64_t u
 		else
 			hi = mid;
 	}
-	p->counts[lo]++;
+	p->counts[lo] += n;
+	p->count += n;
+}
+
+static void prom_observe(struct prom_hist *p, const struct bounds *b, uint64_t us)
+{
+	if (p->counts == NULL)
+		return;
+	prom_count(p, b, us, 1);
 	p->sum_us += us;
-	p->count++;
 }
 
 static struct group *group_get(const struct stats_key *in)
@@ -323,14 +375,21 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 		return NULL;
 	s = &g->win[w][idx % (2 * SLICES)];
 	if (s->index != idx) {
-		struct hist_sparse keep[3] = { s->ttft, s->tpot, s->itl };
+		struct hist_sparse keep[6] = { s->ttft, s->tpot, s->itl, s->ttfo,
+			s->ovh_request, s->ovh_read };
 		memset(s, 0, sizeof *s);
 		s->ttft = keep[0];
 		s->tpot = keep[1];
 		s->itl = keep[2];
+		s->ttfo = keep[3];
+		s->ovh_request = keep[4];
+		s->ovh_read = keep[5];
 		hist_sparse_clear(&s->ttft);
 		hist_sparse_clear(&s->tpot);
 		hist_sparse_clear(&s->itl);
+		hist_sparse_clear(&s->ttfo);
+		hist_sparse_clear(&s->ovh_request);
+		hist_sparse_clear(&s->ovh_read);
 		s->index = idx;
 	}
 	return s;
@@ -347,6 +406,58 @@ static void apply_itl(struct group *g, const struct stats_rec *x)
 	}
 }
 
+/* The stream health part of a finished request. */
+static void apply_health(struct group *g, const struct stats_rec *x)
+{
+	g->stalls += x->stalls;
+	g->buffered += x->buffered;
+	g->no_token[x->outcome] += x->no_token;
+	if (x->ttfo_us >= 0)
+		prom_observe(&g->prom[PROM_TTFO], &state.bounds[PROM_TTFO],
+		    (uint64_t)x->ttfo_us);
+	if (x->ovh_request_us >= 0)
+		prom_observe(&g->prom[PROM_OVH_REQUEST], &state.bounds[PROM_OVH_REQUEST],
+		    (uint64_t)x->ovh_request_us);
+	/* each read in the bucket's middle (within 12 %); the bounds are
+	 * powers of two, bucket edges, so the Prometheus counts are exact */
+	for (unsigned i = 0; i < STATS_OVH_BUCKETS; i++)
+		if (x->ovh_read[i] != 0)
+			prom_count(&g->prom[PROM_OVH_READ], &state.bounds[PROM_OVH_READ],
+			    health_read_mid(i), x->ovh_read[i]);
+	if (g->prom[PROM_OVH_READ].counts != NULL)    /* the exact sum */
+		g->prom[PROM_OVH_READ].sum_us += x->ovh_read_sum_us;
+	for (size_t w = 0; w < state.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		if (s == NULL)
+			continue;
+		s->stalls += x->stalls;
+		s->judged += x->judged;
+		s->buffered += x->buffered;
+		s->no_token[x->outcome] += x->no_token;
+		if (x->ttfo_us >= 0)
+			hist_sparse_record(&s->ttfo, (uint64_t)x->ttfo_us);
+		if (x->ovh_request_us >= 0)
+			hist_sparse_record(&s->ovh_request, (uint64_t)x->ovh_request_us);
+		for (unsigned i = 0; i < STATS_OVH_BUCKETS; i++)
+			if (x->ovh_read[i] != 0)
+				hist_sparse_record_n(&s->ovh_read, health_read_mid(i),
+				    x->ovh_read[i]);
+	}
+}
+
+static void apply_stall(struct group *g, const struct stats_rec *x)
+{
+	g->stalled += x->delta;
+	if (x->delta <= 0)
+		return;
+	g->stalls++;
+	for (size_t w = 0; w < state.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		if (s != NULL)
+			s->stalls++;
+	}
+}
+
 static void apply_request(struct group *g, const struct stats_rec *x)
 {
 	g->requests[x->outcome]++;
@@ -354,7 +465,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 		g->output_tokens += (uint64_t)x->output_tokens;
 	if (x->input_tokens > 0)
 		g->input_tokens += (uint64_t)x->input_tokens;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < STATS_EXCEEDED; i++)
 		if (x->exceeded & (1u << i))
 			g->exceeded[i]++;
 	if (x->ttft_us >= 0)
@@ -390,6 +501,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 			hist_sparse_record(&s->tpot, (uint64_t)x->tpot_us);
 	}
 	apply_itl(g, x);
+	apply_health(g, x);
 }
 
 static void apply(const struct stats_rec *x)
@@ -408,6 +520,9 @@ static void apply(const struct stats_rec *x)
 		break;
 	case REC_REQUEST:
 		apply_request(g, x);
+		break;
+	case REC_STALL:
+		apply_stall(g, x);
 		break;
 	}
 }
@@ -455,7 +570,6 @@ static const double dur_b[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28,
 	2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
 static const double conn_b[] = { 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1,
 	0.5, 1, 5 };
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -478,6 +592,15 @@ static void bounds_set(struct bounds *b, const double *sec, size_t n)
 		bounds_add(b, (uint64_t)(sec[i] * 1e6 + 0.5));
 }
 
+/* The proxy's own overhead: powers of two from 1 µs to 65.536 ms, which
+ * are edges of the coarse per-read histogram (health.h) */
+static void overhead_bounds(struct bounds *b)
+{
+	b->n = 0;
+	for (unsigned e = 0; e <= 16; e++)
+		bounds_add(b, 1ull << e);
+}
+
 /* SPEC §5: every threshold configured anywhere is a bound too, so the share
  * of requests over a threshold is exact in PromQL. */
 static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
@@ -487,6 +610,9 @@ static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
 	bounds_set(&out[PROM_ITL], tpot_b, UTIL_ARRAY_LEN(tpot_b));
 	bounds_set(&out[PROM_DURATION], dur_b, UTIL_ARRAY_LEN(dur_b));
 	bounds_set(&out[PROM_CONNECT], conn_b, UTIL_ARRAY_LEN(conn_b));
+	bounds_set(&out[PROM_TTFO], ttft_b, UTIL_ARRAY_LEN(ttft_b));
+	overhead_bounds(&out[PROM_OVH_REQUEST]);
+	overhead_bounds(&out[PROM_OVH_READ]);
 	for (size_t i = 0; i <= c->n_routes; i++) {
 		const struct conf_thresholds *t = i < c->n_routes ?
 		    &c->routes[i].thresholds : &c->thresholds;
@@ -496,6 +622,8 @@ static void make_bounds(const struct conf *c, struct bounds out[PROM_COUNT])
 		bounds_add(&out[PROM_TPOT], t->tpot_critical_us);
 		bounds_add(&out[PROM_ITL], t->tpot_warning_us);
 		bounds_add(&out[PROM_ITL], t->tpot_critical_us);
+		bounds_add(&out[PROM_TTFO], t->ttfo_warning_us);
+		bounds_add(&out[PROM_TTFO], t->ttfo_critical_us);
 	}
 	for (int i = 0; i < PROM_COUNT; i++)
 		qsort(out[i].us, out[i].n, sizeof out[i].us[0], cmp_u64);
@@ -510,6 +638,9 @@ static void windows_free(struct group *g)
 			hist_sparse_free(&g->win[w][s].ttft);
 			hist_sparse_free(&g->win[w][s].tpot);
 			hist_sparse_free(&g->win[w][s].itl);
+			hist_sparse_free(&g->win[w][s].ttfo);
+			hist_sparse_free(&g->win[w][s].ovh_request);
+			hist_sparse_free(&g->win[w][s].ovh_read);
 		}
 		free(g->win[w]);
 		g->win[w] = NULL;

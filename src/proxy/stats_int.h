@@ -11,7 +11,12 @@
 #define GROUP_BUCKETS 4096
 #define BOUNDS_MAX    40
 
-enum { PROM_TTFT, PROM_TPOT, PROM_ITL, PROM_DURATION, PROM_CONNECT, PROM_COUNT };
+enum {
+	PROM_TTFT, PROM_TPOT, PROM_ITL, PROM_DURATION, PROM_CONNECT,
+	PROM_TTFO, PROM_OVH_REQUEST, PROM_OVH_READ, PROM_COUNT
+};
+/* The thresholds counted in exceeded[] (accesslog.h's bits, in order). */
+#define STATS_EXCEEDED 6
 
 struct bounds {
 	size_t n;
@@ -37,7 +42,11 @@ struct slice {
 	uint64_t output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	struct r2_sums r2;
-	struct hist_sparse ttft, tpot, itl;
+	/* stream health: stalls begun, streams judged for clumping and those
+	 * that looked buffered, requests without a token by outcome */
+	uint64_t stalls, judged, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
+	struct hist_sparse ttft, tpot, itl, ttfo, ovh_request, ovh_read;
 };
 
 struct group {
@@ -45,9 +54,12 @@ struct group {
 	struct stats_key key;
 	uint64_t hash;
 	long active, max_active;
+	long stalled;                     /* streams stalled now */
 	uint64_t requests[OUTCOME_COUNT];
 	uint64_t output_tokens, input_tokens;
-	uint64_t exceeded[4];
+	uint64_t exceeded[STATS_EXCEEDED];
+	uint64_t stalls, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
 	struct prom_hist prom[PROM_COUNT];
 	struct slice *win[MAX_WINDOWS];   /* 2 * SLICES each */
 };

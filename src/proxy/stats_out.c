@@ -22,7 +22,11 @@ struct agg {
 	uint64_t speed_tokens, speed_us;
 	long active, max_active;
 	struct r2_sums r2;
+	long stalled;
+	uint64_t stalls, judged, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
 	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
+	struct hist ttfo, ovh_request, ovh_read;
 };
 
 static void agg_reset(struct agg *a)
@@ -33,11 +37,28 @@ static void agg_reset(struct agg *a)
 	hist_init(&a->itl);
 	hist_init(&a->prev_ttft);
 	hist_init(&a->prev_tpot);
+	hist_init(&a->ttfo);
+	hist_init(&a->ovh_request);
+	hist_init(&a->ovh_read);
+}
+
+/* The stream health part of a slice in the window. */
+static void agg_health(struct agg *a, const struct slice *s)
+{
+	a->stalls += s->stalls;
+	a->judged += s->judged;
+	a->buffered += s->buffered;
+	for (int o = 0; o < OUTCOME_COUNT; o++)
+		a->no_token[o] += s->no_token[o];
+	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
+	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
+	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
 }
 
 static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur)
 {
 	a->active += g->active;
+	a->stalled += g->stalled;
 	if (g->max_active > a->max_active)
 		a->max_active = g->max_active;
 	if (g->win[w] == NULL)
@@ -66,6 +87,7 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 		hist_sparse_merge_into(&a->ttft, &s->ttft);
 		hist_sparse_merge_into(&a->tpot, &s->tpot);
 		hist_sparse_merge_into(&a->itl, &s->itl);
+		agg_health(a, s);
 	}
 }
 
@@ -84,27 +106,61 @@ static double r2_of(const struct r2_sums *r)
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
+/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale. */
+static void json_dist_of(struct evbuffer *out, const struct hist *h, double scale)
 {
-	evbuffer_add_printf(out, ",\"%s\":{\"count\":%llu", name,
-	    (unsigned long long)h->count);
+	evbuffer_add_printf(out, "{\"count\":%llu", (unsigned long long)h->count);
 	if (h->count == 0) {
 		evbuffer_add_printf(out, ",\"mean\":null,\"p50\":null,\"p90\":null,"
 		    "\"p95\":null,\"p99\":null,\"max\":null}");
 		return;
 	}
 	ADD(out, ",\"mean\":");
-	jsonw_fixed(out, hist_mean(h) / 1000.0, 3);
+	jsonw_fixed(out, hist_mean(h) / scale, 3);
 	ADD(out, ",\"p50\":");
-	jsonw_fixed(out, hist_quantile(h, 0.50) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.50) / scale, 3);
 	ADD(out, ",\"p90\":");
-	jsonw_fixed(out, hist_quantile(h, 0.90) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.90) / scale, 3);
 	ADD(out, ",\"p95\":");
-	jsonw_fixed(out, hist_quantile(h, 0.95) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.95) / scale, 3);
 	ADD(out, ",\"p99\":");
-	jsonw_fixed(out, hist_quantile(h, 0.99) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.99) / scale, 3);
 	ADD(out, ",\"max\":");
-	jsonw_fixed(out, (double)h->max / 1000.0, 3);
+	jsonw_fixed(out, (double)h->max / scale, 3);
+	ADD(out, "}");
+}
+
+static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
+{
+	evbuffer_add_printf(out, ",\"%s\":", name);
+	json_dist_of(out, h, 1000.0);
+}
+
+/* The outcomes a request without a token is counted by. */
+static const enum meter_outcome no_token_outcomes[] = {
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT
+};
+
+/* Stream health: TTFO, stalls now and in the window, requests without a
+ * token, the share of judged streams that looked buffered, and the
+ * proxy's own overhead (µs: request stage, and per read forwarded). */
+static void json_health(struct evbuffer *out, const struct agg *a)
+{
+	json_dist(out, "ttfo_ms", &a->ttfo);
+	evbuffer_add_printf(out, ",\"stalled\":%ld,\"stalls\":%llu,\"no_token\":{",
+	    a->stalled, (unsigned long long)a->stalls);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++)
+		evbuffer_add_printf(out, "%s\"%s\":%llu", i ? "," : "",
+		    meter_outcome_name(no_token_outcomes[i]),
+		    (unsigned long long)a->no_token[no_token_outcomes[i]]);
+	evbuffer_add_printf(out, "},\"buffered\":%llu,\"buffered_share\":",
+	    (unsigned long long)a->buffered);
+	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
+	ADD(out, ",\"overhead_us\":{\"request\":");
+	json_dist_of(out, &a->ovh_request, 1.0);
+	ADD(out, ",\"read\":");
+	json_dist_of(out, &a->ovh_read, 1.0);
 	ADD(out, "}");
 }
 
@@ -163,6 +219,7 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	    3);
 	ADD(out, ",\"ttft_concurrency_r2\":");
 	jsonw_fixed(out, r2, 4);
+	json_health(out, a);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
 	ADD(out, ",");
@@ -266,7 +323,7 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	uint64_t cur;
 
 	memset(out, 0, sizeof *out);
-	out->ttft_q = out->tpot_q = -1;
+	out->ttft_q = out->tpot_q = out->ttfo_q = -1;
 	if (st->n_windows == 0)
 		return;
 	w = window_for(window_us);
@@ -280,10 +337,23 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	out->errors = a.errors;
 	out->ttft_count = a.ttft.count;
 	out->tpot_count = a.tpot.count;
+	out->ttfo_count = a.ttfo.count;
 	if (a.ttft.count)
 		out->ttft_q = hist_quantile(&a.ttft, quantile);
 	if (a.tpot.count)
 		out->tpot_q = hist_quantile(&a.tpot, quantile);
+	if (a.ttfo.count)
+		out->ttfo_q = hist_quantile(&a.ttfo, quantile);
+}
+
+uint64_t stats_route_stalled(const char *route)
+{
+	long n = 0;
+
+	for (const struct group *g = stats_state()->groups; g != NULL; g = g->next)
+		if (strcmp(g->key.route, route) == 0)
+			n += g->stalled;
+	return n > 0 ? (uint64_t)n : 0;
 }
 
 void stats_each_route_tenant(uint64_t window_us,
@@ -319,13 +389,14 @@ static void prom_seconds(struct evbuffer *out, uint64_t us)
 	    (unsigned long long)(us % 1000000));
 }
 
-static void prom_histogram(struct evbuffer *out, const char *name,
-    const char *help, int which)
+/* The series of one histogram, every group; extra: one more label
+ * (`stage="read"`), or NULL. */
+static void prom_series(struct evbuffer *out, const char *name, int which,
+    const char *extra)
 {
 	const struct stats_state *st = stats_state();
 
 	const struct bounds *b = &st->bounds[which];
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
 	for (const struct group *g = st->groups; g != NULL; g = g->next) {
 		const struct prom_hist *p = &g->prom[which];
 		uint64_t cum = 0;
@@ -335,6 +406,8 @@ static void prom_histogram(struct evbuffer *out, const char *name,
 			cum += p->counts[i];
 			evbuffer_add_printf(out, "%s_bucket{", name);
 			prom_labels(out, g);
+			if (extra != NULL)
+				evbuffer_add_printf(out, ",%s", extra);
 			ADD(out, ",le=\"");
 			if (i < b->n)
 				prom_seconds(out, b->us[i]);
@@ -344,12 +417,23 @@ static void prom_histogram(struct evbuffer *out, const char *name,
 		}
 		evbuffer_add_printf(out, "%s_sum{", name);
 		prom_labels(out, g);
+		if (extra != NULL)
+			evbuffer_add_printf(out, ",%s", extra);
 		ADD(out, "} ");
 		prom_seconds(out, p->sum_us);
 		evbuffer_add_printf(out, "\n%s_count{", name);
 		prom_labels(out, g);
+		if (extra != NULL)
+			evbuffer_add_printf(out, ",%s", extra);
 		evbuffer_add_printf(out, "} %llu\n", (unsigned long long)p->count);
 	}
+}
+
+static void prom_histogram(struct evbuffer *out, const char *name,
+    const char *help, int which)
+{
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	prom_series(out, name, which, NULL);
 }
 
 static void prom_counter(struct evbuffer *out, const char *name, const char *help,
@@ -366,12 +450,57 @@ static void prom_counter(struct evbuffer *out, const char *name, const char *hel
 	}
 }
 
+/* Stream health: TTFO, stalls, requests without a token, buffered-looking
+ * streams, the proxy's own overhead by stage. */
+static void prom_health(struct evbuffer *out)
+{
+	const struct stats_state *st = stats_state();
+	static const char ovh[] = "tokentap_proxy_overhead_seconds";
+
+	prom_histogram(out, "tokentap_time_to_first_output_token_seconds",
+	    "Time from the request's first byte to the first token-bearing event "
+	    "that is not reasoning.", PROM_TTFO);
+	evbuffer_add_printf(out, "# HELP %s tokentap's own time: stage=\"request\" from "
+	    "the request head to the request written upstream, stage=\"read\" from "
+	    "each upstream read to its send to the client.\n# TYPE %s histogram\n",
+	    ovh, ovh);
+	prom_series(out, ovh, PROM_OVH_REQUEST, "stage=\"request\"");
+	prom_series(out, ovh, PROM_OVH_READ, "stage=\"read\"");
+	evbuffer_add_printf(out, "# HELP tokentap_stalled_streams Streams whose tokens "
+	    "stopped for the stall threshold, now.\n"
+	    "# TYPE tokentap_stalled_streams gauge\n");
+	for (const struct group *g = st->groups; g != NULL; g = g->next) {
+		ADD(out, "tokentap_stalled_streams{");
+		prom_labels(out, g);
+		evbuffer_add_printf(out, "} %ld\n", g->stalled);
+	}
+	prom_counter(out, "tokentap_stalls_total", "Stalls: token-free gaps of an open "
+	    "stream of at least the stall threshold.", offsetof(struct group, stalls));
+	prom_counter(out, "tokentap_buffered_streams_total", "Streams whose tokens "
+	    "came in clumps far apart (a buffering hop).",
+	    offsetof(struct group, buffered));
+	evbuffer_add_printf(out, "# HELP tokentap_no_token_requests_total Finished "
+	    "requests without a token-bearing event, by outcome.\n"
+	    "# TYPE tokentap_no_token_requests_total counter\n");
+	for (const struct group *g = st->groups; g != NULL; g = g->next)
+		for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++) {
+			enum meter_outcome o = no_token_outcomes[i];
+			if (g->no_token[o] == 0 && o != OUTCOME_OK)
+				continue;
+			ADD(out, "tokentap_no_token_requests_total{");
+			prom_labels(out, g);
+			evbuffer_add_printf(out, ",outcome=\"%s\"} %llu\n",
+			    meter_outcome_name(o), (unsigned long long)g->no_token[o]);
+		}
+}
+
 void stats_prometheus(struct evbuffer *out)
 {
 	const struct stats_state *st = stats_state();
 
-	static const char *const thr[] = {
-		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
+	static const char *const thr[STATS_EXCEEDED] = {
+		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical",
+		"ttfo_warning", "ttfo_critical"
 	};
 
 	prom_histogram(out, "tokentap_time_to_first_token_seconds",
@@ -404,7 +533,7 @@ void stats_prometheus(struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tokentap_threshold_exceeded_total Requests over "
 	    "a threshold.\n# TYPE tokentap_threshold_exceeded_total counter\n");
 	for (const struct group *g = st->groups; g != NULL; g = g->next)
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < STATS_EXCEEDED; i++) {
 			ADD(out, "tokentap_threshold_exceeded_total{");
 			prom_labels(out, g);
 			evbuffer_add_printf(out, ",threshold=\"%s\"} %llu\n", thr[i],
@@ -418,6 +547,7 @@ void stats_prometheus(struct evbuffer *out)
 		prom_labels(out, g);
 		evbuffer_add_printf(out, "} %ld\n", g->active);
 	}
+	prom_health(out);
 	evbuffer_add_printf(out, "# HELP tokentap_active_connections Client connections open.\n"
 	    "# TYPE tokentap_active_connections gauge\ntokentap_active_connections %ld\n",
 	    atomic_load(&tokentap_active_connections));

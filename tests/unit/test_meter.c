@@ -352,7 +352,7 @@ static void test_clumping(void **state)
 	assert_true(meter_clump_share(&m) > 0.80 && meter_clump_share(&m) < 0.81);
 	/* within the histogram bucket: 12 % */
 	assert_true(meter_clump_gap_us(&m) > 176000 && meter_clump_gap_us(&m) < 224000);
-	assert_true(meter_buffered(&m));
+	assert_int_equal(meter_buffered(&m), 1);
 	meter_free(&m);
 
 	/* one token a read, 20 ms apart: not buffered */
@@ -363,7 +363,7 @@ static void test_clumping(void **state)
 	meter_end(&m, t);
 	assert_true(meter_clump_share(&m) == 0);
 	assert_true(meter_clump_gap_us(&m) > 17600 && meter_clump_gap_us(&m) < 22400);
-	assert_false(meter_buffered(&m));
+	assert_int_equal(meter_buffered(&m), 0);
 	meter_free(&m);
 
 	/* a fast model read in clumps by a busy proxy: 4 a read, 4 ms apart */
@@ -373,7 +373,7 @@ static void test_clumping(void **state)
 		feed(&m, TOK TOK TOK TOK, t);
 	meter_end(&m, t);
 	assert_true(meter_clump_share(&m) > 0.7);
-	assert_false(meter_buffered(&m));
+	assert_int_equal(meter_buffered(&m), 0);
 	meter_free(&m);
 
 	/* too few tokens to tell; fewer than two: no share at all */
@@ -381,7 +381,7 @@ static void test_clumping(void **state)
 	feed(&m, TOK TOK TOK, 1000);
 	feed(&m, TOK TOK TOK, 300000);
 	meter_end(&m, 300001);
-	assert_false(meter_buffered(&m));
+	assert_int_equal(meter_buffered(&m), -1);
 	meter_free(&m);
 	openai(&m, 0, SSE, 100);
 	feed(&m, TOK, 1000);
@@ -447,6 +447,51 @@ static void test_stalls(void **state)
 	meter_free(&m);
 }
 
+/* No token: by outcome; an empty stream is an empty answer, a JSON body is
+ * not; unmeasured and never-sent requests are not counted. */
+static void test_no_token(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, SSE, 100);
+	feed(&m, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n", 200);
+	feed(&m, "data: [DONE]\n\n", 300);
+	meter_end(&m, 400);
+	assert_true(meter_no_token(&m, meter_outcome(&m, METER_END_COMPLETE)));
+	assert_true(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	assert_false(meter_no_token(&m, OUTCOME_CONNECT_ERROR));
+	assert_false(meter_no_token(&m, OUTCOME_REJECTED));
+	meter_free(&m);
+
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK, 200);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	meter_free(&m);
+
+	/* a JSON answer: ok is no empty answer; a 500 is an upstream error */
+	openai(&m, 0, "application/json", 100);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_OK));
+	assert_true(meter_no_token(&m, OUTCOME_UPSTREAM_ERROR));
+	meter_free(&m);
+
+	/* gave up before the response head, or it never came */
+	meter_init(&m, 0, DIALECT_OPENAI);
+	meter_end(&m, 300);
+	assert_true(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	assert_true(meter_no_token(&m, OUTCOME_TIMEOUT));
+	meter_free(&m);
+
+	/* a coding it cannot read: it cannot tell */
+	meter_init(&m, 0, DIALECT_OPENAI);
+	head(&m, SSE, 1, 100);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_OK));
+	meter_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -461,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_ttfo_and_reasoning_tokens),
 		cmocka_unit_test(test_clumping),
 		cmocka_unit_test(test_stalls),
+		cmocka_unit_test(test_no_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
