@@ -149,6 +149,23 @@ static void j_counts(const struct json *j, int obj, const char *out_key,
 		out->input_tokens = v;
 }
 
+/* Gemini's candidatesTokenCount leaves the thoughts out, where every other
+ * API counts reasoning in its output: N adds thoughtsTokenCount, so that
+ * TPOT spans the same tokens as TTFT does. */
+static void gemini_counts(const struct json *j, int usage,
+    struct dialect_info *out)
+{
+	int64_t thoughts = j_count(j, j_key(j, usage, "thoughtsTokenCount",
+	    sizeof("thoughtsTokenCount") - 1));
+
+	j_counts(j, usage, "candidatesTokenCount", "promptTokenCount", out);
+	if (thoughts >= 0) {
+		out->reasoning_tokens = thoughts;
+		out->output_tokens = (out->output_tokens >= 0 ? out->output_tokens : 0) +
+		    thoughts;
+	}
+}
+
 /* ---- the dialects ------------------------------------------------------- */
 
 #define KEY(s) s, sizeof(s) - 1
@@ -331,9 +348,7 @@ static void gemini_event(const struct json *j, const struct sse_event *ev,
 				text_kind(out, j_prim_is(j, j_key(j, p, KEY("thought")),
 				    "true") ? TEXT_REASONING : TEXT_OUTPUT);
 	}
-	j_counts(j, j_key(j, 0, KEY("usageMetadata")), "candidatesTokenCount",
-	    "promptTokenCount", out);
-	j_reasoning(j, j_at(j, 0, "usageMetadata.thoughtsTokenCount"), out);
+	gemini_counts(j, j_key(j, 0, KEY("usageMetadata")), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("modelVersion")), out);
 }
@@ -621,9 +636,7 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 		    "prompt_tokens", out);
 		break;
 	case DIALECT_GEMINI:
-		j_counts(j, j_key(j, root, KEY("usageMetadata")),
-		    "candidatesTokenCount", "promptTokenCount", out);
-		j_reasoning(j, j_at(j, root, "usageMetadata.thoughtsTokenCount"), out);
+		gemini_counts(j, j_key(j, root, KEY("usageMetadata")), out);
 		j_model(j, j_key(j, root, KEY("modelVersion")), out);
 		break;
 	case DIALECT_TGI:

@@ -79,9 +79,10 @@ static const struct fixture fixtures[] = {
 	/* hand-edited: no blank lines, so a WHATWG parser dispatches nothing */
 	{ "prism-php/gemini_stream-basic-text-1.sse",
 	  DIALECT_GEMINI, 0, 0, 0, NONE, NONE, 0, 0, NULL },
-	/* CRLF framing; thought parts are tokens; the last chunk's text is "" */
+	/* CRLF framing; thought parts are tokens; the last chunk's text is "";
+	 * N = candidatesTokenCount 15 + thoughtsTokenCount 95 */
 	{ "prism-php/gemini_stream-with-tools-thought-1.json",
-	  DIALECT_GEMINI, 0, 4, 2, 15, 131, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 0, 4, 2, 110, 131, 0, 0, "gemini-3-pro-preview" },
 	/* UNTERMINATED: the final [DONE] is not dispatched */
 	{ "prism-php/groq_stream-basic-text-1.sse",
 	  DIALECT_OPENAI, 0, 35, 33, 50, 7, 0, 0, "llama-3.1-70b-versatile" },
@@ -107,10 +108,11 @@ static const struct fixture fixtures[] = {
 
 	{ "vercel-ai/anthropic-text.chunks.txt",
 	  DIALECT_ANTHROPIC, 1, 12, 6, 30, 12, 1, 0, "claude-sonnet-4-5-20250929" },
+	/* candidates 23 and 29, thoughts 185 and 256 */
 	{ "vercel-ai/google-text.chunks.txt",
-	  DIALECT_GEMINI, 1, 3, 2, 23, 9, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 1, 3, 2, 208, 9, 0, 0, "gemini-3-pro-preview" },
 	{ "vercel-ai/google-reasoning.chunks.txt",
-	  DIALECT_GEMINI, 1, 3, 2, 29, 9, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 1, 3, 2, 285, 9, 0, 0, "gemini-3-pro-preview" },
 	{ "vercel-ai/openai-text.chunks.txt",
 	  DIALECT_OPENAI, 1, 303, 300, 300, 16, 0, 0, "gpt-4.1-nano-2025-04-14" },
 	{ "vercel-ai/openai-completion-text.chunks.txt",
@@ -737,6 +739,9 @@ static void test_reasoning(void **state)
 	    "\"thought\":false}]}}]}");
 	assert_int_equal(cls(g, "", "{\"usageMetadata\":{\"candidatesTokenCount\":5,"
 	    "\"thoughtsTokenCount\":185}}").reasoning_tokens, 185);
+	/* Gemini leaves the thoughts out of its candidates: N counts them */
+	assert_int_equal(cls(g, "", "{\"usageMetadata\":{\"candidatesTokenCount\":5,"
+	    "\"thoughtsTokenCount\":185}}").output_tokens, 190);
 
 	REASONING(DIALECT_OLLAMA, "", "{\"message\":{\"thinking\":\"hm\",\"content\":\"\"}}");
 	REASONING(DIALECT_OLLAMA, "", "{\"thinking\":\"hm\",\"response\":\"\"}");
