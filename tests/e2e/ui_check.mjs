@@ -7,7 +7,8 @@
 // routes (cards to wait for), tokens (typed, in order, each time the page
 // asks), firing ({alertname, severity, route} to wait for), window (to
 // select), expand (route card to click), points (chart points to wait
-// for), screenshot (paths), reload, mobile, dark (extra checks).
+// for), wait (selectors to wait for), screenshot (paths), reload, mobile,
+// dark (extra checks).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -103,6 +104,10 @@ async function main() {
 		const f = plan.firing;
 		await page.waitForSelector(`#firing li[data-state="firing"][data-alertname="${f.alertname}"]`
 			+ `[data-severity="${f.severity}"][data-route="${f.route}"]`, { timeout: WAIT });
+	}
+	for (const sel of plan.wait || []) {
+		step('wait ' + sel);
+		await page.waitForSelector(sel, { timeout: WAIT });
 	}
 	if (plan.window) {
 		step('window');
