@@ -148,12 +148,19 @@ static void ring_publish(struct stats_ring *r)
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 
+/* s cut to cap - 1 bytes into the zeroed dst, as snprintf would. */
+static void key_part(char *dst, size_t cap, const char *s)
+{
+	memcpy(dst, s, strnlen(s, cap - 1));
+}
+
 void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len)
 {
+	/* no snprintf: a key is built for every batch of token gaps */
 	memset(k, 0, sizeof *k);
-	snprintf(k->route, sizeof k->route, "%s", route ? route : "-");
-	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "-");
+	key_part(k->route, sizeof k->route, route ? route : "-");
+	key_part(k->tenant, sizeof k->tenant, tenant ? tenant : "-");
 	if (model_len >= sizeof k->model)
 		model_len = sizeof k->model - 1;
 	memcpy(k->model, model, model_len);
