@@ -9,14 +9,16 @@
 #include <stdint.h>
 
 #include "lhist.h"
-#include "stats.h"
+
+/* The proxy's overhead per read, coarsely (lhist.h), up to 131 ms. */
+#define HEALTH_OVH_BUCKETS LHIST_LEN(17)
 
 struct health {
 	uint64_t ovh_from;            /* request head complete, not yet gone up */
 	int64_t ovh_request_us;       /* -1: not measured */
 	uint64_t ovh_reads;
 	uint64_t ovh_read_sum_us;
-	uint16_t ovh_read_hist[STATS_OVH_BUCKETS];
+	uint16_t ovh_read_hist[HEALTH_OVH_BUCKETS];
 	uint64_t stalls_live;         /* stalls reported to the statistics live */
 };
 
@@ -38,7 +40,7 @@ static inline void health_read(struct health *h, uint64_t us)
 {
 	h->ovh_reads++;
 	h->ovh_read_sum_us += us;
-	lhist_add(h->ovh_read_hist, STATS_OVH_BUCKETS, us > 0 ? us - 1 : 0);
+	lhist_add(h->ovh_read_hist, HEALTH_OVH_BUCKETS, us > 0 ? us - 1 : 0);
 }
 
 /* What a read in bucket i is taken for, µs. */

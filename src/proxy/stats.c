@@ -42,7 +42,7 @@ struct stats_rec {
 	uint64_t stalls;           /* those not reported live */
 	int64_t ovh_request_us;    /* -1: none */
 	uint64_t ovh_read_sum_us;
-	uint16_t ovh_read[STATS_OVH_BUCKETS];
+	uint16_t ovh_read[HEALTH_OVH_BUCKETS];
 };
 
 #define RING_CAP 4096          /* records; about 2 MiB per worker */
@@ -427,7 +427,7 @@ static void apply_health(struct group *g, const struct stats_rec *x)
 		    (uint64_t)x->ovh_request_us);
 	/* each read in the bucket's middle (within 12 %); the bounds are
 	 * powers of two, bucket edges, so the Prometheus counts are exact */
-	for (unsigned i = 0; i < STATS_OVH_BUCKETS; i++)
+	for (unsigned i = 0; i < HEALTH_OVH_BUCKETS; i++)
 		if (x->ovh_read[i] != 0)
 			prom_count(&g->prom[PROM_OVH_READ], &state.bounds[PROM_OVH_READ],
 			    health_read_mid(i), x->ovh_read[i]);
@@ -445,7 +445,7 @@ static void apply_health(struct group *g, const struct stats_rec *x)
 			hist_sparse_record(&s->ttfo, (uint64_t)x->ttfo_us);
 		if (x->ovh_request_us >= 0)
 			hist_sparse_record(&s->ovh_request, (uint64_t)x->ovh_request_us);
-		for (unsigned i = 0; i < STATS_OVH_BUCKETS; i++)
+		for (unsigned i = 0; i < HEALTH_OVH_BUCKETS; i++)
 			if (x->ovh_read[i] != 0)
 				hist_sparse_record_n(&s->ovh_read, health_read_mid(i),
 				    x->ovh_read[i]);

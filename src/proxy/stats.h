@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 
 #include "config.h"
-#include "lhist.h"
 
 struct worker;
 struct accesslog_entry;
@@ -26,8 +25,6 @@ struct evbuffer;
 #define STATS_TENANT_MAX 64
 #define STATS_MODEL_MAX  128
 #define STATS_ITL_BATCH  32
-/* The proxy's overhead per read, coarsely (lhist.h), up to 131 ms. */
-#define STATS_OVH_BUCKETS LHIST_LEN(17)
 
 /* The group key a worker sends with each record. */
 struct stats_key {

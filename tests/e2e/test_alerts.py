@@ -462,7 +462,7 @@ def ttft_series(route, per_step, bucket):
 def test_prometheus_rules_are_valid_and_fire_on_the_thresholds():
     rules = os.path.join(ROOT, "conf", "prometheus-rules.yaml")
     r = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True)
-    assert r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "SUCCESS: 7 rules found" in r.stdout, r.stdout + r.stderr
     # slow: p95 2.475s, both fire; fast: p95 0.475s; rare: slow but 4 < 10 samples
     series = ttft_series("slow", 5, 2.5) + ttft_series("fast", 5, 0.5) + ttft_series("rare", 1, 2.5)
     text = RULES_TEST.format(rules=rules, series="\n".join(
