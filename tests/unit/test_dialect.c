@@ -176,6 +176,32 @@ static char *read_fixture(const char *name, size_t *len)
 	return buf;
 }
 
+/* Every event of a recording, whole: parsed as SSE (NDJSON for Ollama),
+ * or one data payload per line for the vercel-ai files. */
+static void each_event(enum dialect_id d, int lines, const char *buf, size_t len,
+    sse_event_fn fn, void *arg)
+{
+	struct sse_parser p;
+
+	if (lines) {
+		for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
+			struct sse_event ev = { .type = "", .id = "" };
+			nl = memchr(q, '\n', (size_t)(buf + len - q));
+			if (nl == NULL)
+				nl = buf + len;
+			ev.data = q;
+			ev.data_len = (size_t)(nl - q);
+			if (ev.data_len > 0)
+				fn(arg, &ev);
+		}
+		return;
+	}
+	sse_init(&p, d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS, 1 << 20,
+	    fn, arg);
+	sse_feed(&p, buf, len);
+	sse_free(&p);
+}
+
 /* Runs the file through the parser in pieces of at most `piece` bytes
  * (0: whole), or line by line for the vercel-ai payload files. */
 static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
@@ -188,16 +214,7 @@ static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
 	t->d = fx->d;
 	t->out = t->in = NONE;
 	if (fx->lines) {
-		for (const char *s = buf, *nl; s < buf + len; s = nl + 1) {
-			struct sse_event ev = { .type = "", .id = "" };
-			nl = memchr(s, '\n', (size_t)(buf + len - s));
-			if (nl == NULL)
-				nl = buf + len;
-			ev.data = s;
-			ev.data_len = (size_t)(nl - s);
-			if (ev.data_len > 0)
-				tally_event(t, &ev);
-		}
+		each_event(fx->d, 1, buf, len, tally_event, t);
 		return;
 	}
 	sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
@@ -249,27 +266,11 @@ static void test_fast_path_matches_full_parse(void **state)
 	dialect_fast_taken = 0;
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		const struct fixture *fx = &fixtures[i];
-		struct sse_parser p;
 		enum dialect_id d = fx->d;
 		size_t len;
 		char *buf = read_fixture(fx->file, &len);
-		if (fx->lines) {
-			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
-				struct sse_event ev = { .type = "", .id = "" };
-				nl = memchr(q, '\n', (size_t)(buf + len - q));
-				if (nl == NULL)
-					nl = buf + len;
-				ev.data = q;
-				ev.data_len = (size_t)(nl - q);
-				if (ev.data_len > 0)
-					compare_event(&d, &ev);
-			}
-		} else {
-			sse_init(&p, d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
-			    1 << 20, compare_event, &d);
-			sse_feed(&p, buf, len);
-			sse_free(&p);
-		}
+
+		each_event(d, fx->lines, buf, len, compare_event, &d);
 		free(buf);
 	}
 	/* the recordings are mostly content chunks: the fast path was taken
@@ -441,24 +442,7 @@ static void test_reasoning_fixtures(void **state)
 		size_t len;
 		char *buf = read_fixture(fx->file, &len);
 
-		if (fx->lines) {
-			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
-				struct sse_event ev = { .type = "", .id = "" };
-				nl = memchr(q, '\n', (size_t)(buf + len - q));
-				if (nl == NULL)
-					nl = buf + len;
-				ev.data = q;
-				ev.data_len = (size_t)(nl - q);
-				if (ev.data_len > 0)
-					reasoning_event(&t, &ev);
-			}
-		} else {
-			struct sse_parser p;
-			sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON :
-			    SSE_MODE_EVENTS, 1 << 20, reasoning_event, &t);
-			sse_feed(&p, buf, len);
-			sse_free(&p);
-		}
+		each_event(fx->d, fx->lines, buf, len, reasoning_event, &t);
 		if (t.reasoning != fx->reasoning || t.first_output != fx->first_output ||
 		    t.reported != fx->reported)
 			print_message("%s: reasoning %d first output %d reported %lld\n",
@@ -991,27 +975,10 @@ static void test_sniff(void **state)
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		const struct fixture *fx = &fixtures[i];
 		struct sniff sn = { 0, DIALECT_RAW };
-		struct sse_parser p;
 		size_t len;
 		char *buf = read_fixture(fx->file, &len);
 
-		if (fx->lines) {
-			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
-				struct sse_event ev = { .type = "", .id = "" };
-				nl = memchr(q, '\n', (size_t)(buf + len - q));
-				if (nl == NULL)
-					nl = buf + len;
-				ev.data = q;
-				ev.data_len = (size_t)(nl - q);
-				if (ev.data_len > 0)
-					sniff_event(&sn, &ev);
-			}
-		} else {
-			sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON :
-			    SSE_MODE_EVENTS, 1 << 20, sniff_event, &sn);
-			sse_feed(&p, buf, len);
-			sse_free(&p);
-		}
+		each_event(fx->d, fx->lines, buf, len, sniff_event, &sn);
 		if (sn.d != (fx->events > 0 ? fx->d : DIALECT_RAW))
 			fail_msg("%s: sniffed %s, not %s", fx->file, dialect_names[sn.d],
 			    dialect_names[fx->d]);
