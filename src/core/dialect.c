@@ -129,6 +129,15 @@ static void j_model(const struct json *j, int i, struct dialect_info *out)
 	}
 }
 
+/* The reasoning part of the output count, where the usage tells it. */
+static void j_reasoning(const struct json *j, int i, struct dialect_info *out)
+{
+	int64_t v = j_count(j, i);
+
+	if (v >= 0)
+		out->reasoning_tokens = v;
+}
+
 static void j_counts(const struct json *j, int obj, const char *out_key,
     const char *in_key, struct dialect_info *out)
 {
@@ -138,6 +147,23 @@ static void j_counts(const struct json *j, int obj, const char *out_key,
 		out->output_tokens = v;
 	if (in_key && (v = j_count(j, j_at(j, obj, in_key))) >= 0)
 		out->input_tokens = v;
+}
+
+/* Gemini's candidatesTokenCount leaves the thoughts out, where every other
+ * API counts reasoning in its output: N adds thoughtsTokenCount, so that
+ * TPOT spans the same tokens as TTFT does. */
+static void gemini_counts(const struct json *j, int usage,
+    struct dialect_info *out)
+{
+	int64_t thoughts = j_count(j, j_key(j, usage, "thoughtsTokenCount",
+	    sizeof("thoughtsTokenCount") - 1));
+
+	j_counts(j, usage, "candidatesTokenCount", "promptTokenCount", out);
+	if (thoughts >= 0) {
+		out->reasoning_tokens = thoughts;
+		out->output_tokens = (out->output_tokens >= 0 ? out->output_tokens : 0) +
+		    thoughts;
+	}
 }
 
 /* ---- the dialects ------------------------------------------------------- */
@@ -175,33 +201,58 @@ static int is_done(const struct sse_event *ev)
 	return n == 6 && memcmp(ev->data, "[DONE]", 6) == 0;
 }
 
-static int openai_delta_has_token(const struct json *j, int d)
+/* What a choice's delta carries: 1 answer text (content, refusal, tool
+ * calls; legacy text), 2 reasoning only (reasoning_content: DeepSeek,
+ * vLLM, xAI; reasoning: OpenRouter, newer vLLM), 0 nothing. */
+enum { TEXT_NONE, TEXT_OUTPUT, TEXT_REASONING };
+
+static int openai_delta_text(const struct json *j, int d)
 {
-	static const char *const keys[] = {
-		"content", "reasoning_content", "reasoning", "refusal", "text"
-	};
+	static const char *const keys[] = { "content", "refusal", "text" };
+	static const char *const thinking[] = { "reasoning_content", "reasoning" };
 
 	if (d < 0 || j->t[d].type != JSMN_OBJECT)
-		return 0;
+		return TEXT_NONE;
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 		if (j_nonempty_str(j, j_key(j, d, keys[k], strlen(keys[k]))))
-			return 1;
-	return j_first(j, j_key(j, d, KEY("tool_calls"))) >= 0;
+			return TEXT_OUTPUT;
+	if (j_first(j, j_key(j, d, KEY("tool_calls"))) >= 0)
+		return TEXT_OUTPUT;
+	for (size_t k = 0; k < sizeof(thinking) / sizeof(thinking[0]); k++)
+		if (j_nonempty_str(j, j_key(j, d, thinking[k], strlen(thinking[k]))))
+			return TEXT_REASONING;
+	return TEXT_NONE;
+}
+
+/* A token event of several choices or parts is reasoning only when none
+ * of them carries answer text. */
+static void text_kind(struct dialect_info *out, int kind)
+{
+	if (kind == TEXT_NONE)
+		return;
+	if (!out->token)
+		out->reasoning = 1;
+	out->token = 1;
+	if (kind == TEXT_OUTPUT)
+		out->reasoning = 0;
 }
 
 static void openai_event(const struct json *j, const struct sse_event *ev,
     struct dialect_info *out)
 {
 	int c, choices = j_key(j, 0, KEY("choices"));
+	int u = j_key(j, 0, KEY("usage"));
 
 	(void)ev;
 	/* chat: the choice's delta; legacy completions: the choice's text */
-	for (c = j_first(j, choices); c >= 0 && !out->token;
-	    c = j_next(j, choices, c))
-		out->token = openai_delta_has_token(j, j_key(j, c, KEY("delta"))) ||
-		    j_nonempty_str(j, j_key(j, c, KEY("text")));
-	j_counts(j, j_key(j, 0, KEY("usage")), "completion_tokens",
-	    "prompt_tokens", out);
+	for (c = j_first(j, choices); c >= 0 && (!out->token || out->reasoning);
+	    c = j_next(j, choices, c)) {
+		text_kind(out, openai_delta_text(j, j_key(j, c, KEY("delta"))));
+		if (j_nonempty_str(j, j_key(j, c, KEY("text"))))
+			text_kind(out, TEXT_OUTPUT);
+	}
+	j_counts(j, u, "completion_tokens", "prompt_tokens", out);
+	j_reasoning(j, j_at(j, u, "completion_tokens_details.reasoning_tokens"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("model")), out);
 }
@@ -213,15 +264,20 @@ static void responses_event(const struct json *j, const struct sse_event *ev,
 	size_t len;
 
 	event_name(ev, j, "type", &name, &len);
+	/* response.reasoning_text.delta, response.reasoning_summary_text.delta
+	 * (and the older response.reasoning.delta) are reasoning; the other
+	 * deltas answer: output_text, refusal, function_call_arguments, ... */
 	if (len > 15 && memcmp(name, "response.", 9) == 0 &&
 	    memcmp(name + len - 6, ".delta", 6) == 0)
-		out->token = 1;
+		text_kind(out, len > 18 && memcmp(name + 9, "reasoning", 9) == 0 ?
+		    TEXT_REASONING : TEXT_OUTPUT);
 	if (name_is(name, len, "response.completed") ||
 	    name_is(name, len, "response.incomplete") ||
 	    name_is(name, len, "response.failed")) {
+		int u = j_at(j, 0, "response.usage");
 		out->end = 1;
-		j_counts(j, j_at(j, 0, "response.usage"), "output_tokens",
-		    "input_tokens", out);
+		j_counts(j, u, "output_tokens", "input_tokens", out);
+		j_reasoning(j, j_at(j, u, "output_tokens_details.reasoning_tokens"), out);
 	}
 	out->error = name_is(name, len, "error") ||
 	    name_is(name, len, "response.failed");
@@ -237,8 +293,12 @@ static void anthropic_event(const struct json *j, const struct sse_event *ev,
 
 	event_name(ev, j, "type", &name, &len);
 	if (name_is(name, len, "content_block_delta")) {
+		/* thinking_delta is reasoning; text_delta, input_json_delta and
+		 * citations_delta answer; signature_delta carries no text */
 		dt = j_at(j, 0, "delta.type");
-		out->token = dt < 0 || !j_str_is(j, dt, KEY("signature_delta"));
+		if (dt < 0 || !j_str_is(j, dt, KEY("signature_delta")))
+			text_kind(out, dt >= 0 && j_str_is(j, dt, KEY("thinking_delta")) ?
+			    TEXT_REASONING : TEXT_OUTPUT);
 	} else if (name_is(name, len, "message_delta")) {
 		j_counts(j, j_key(j, 0, KEY("usage")), "output_tokens",
 		    "input_tokens", out);
@@ -285,10 +345,10 @@ static void gemini_event(const struct json *j, const struct sse_event *ev,
 		parts = j_at(j, c, "content.parts");
 		for (p = j_first(j, parts); p >= 0; p = j_next(j, parts, p))
 			if (j_nonempty_str(j, j_key(j, p, KEY("text"))))
-				out->token = 1;
+				text_kind(out, j_prim_is(j, j_key(j, p, KEY("thought")),
+				    "true") ? TEXT_REASONING : TEXT_OUTPUT);
 	}
-	j_counts(j, j_key(j, 0, KEY("usageMetadata")), "candidatesTokenCount",
-	    "promptTokenCount", out);
+	gemini_counts(j, j_key(j, 0, KEY("usageMetadata")), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("modelVersion")), out);
 }
@@ -309,9 +369,13 @@ static void ollama_event(const struct json *j, const struct sse_event *ev,
     struct dialect_info *out)
 {
 	(void)ev;
-	out->token = j_nonempty_str(j, j_at(j, 0, "message.content")) ||
-	    j_nonempty_str(j, j_at(j, 0, "message.thinking")) ||
-	    j_nonempty_str(j, j_key(j, 0, KEY("response")));
+	/* think: chat streams message.thinking, generate a top-level thinking */
+	if (j_nonempty_str(j, j_at(j, 0, "message.thinking")) ||
+	    j_nonempty_str(j, j_key(j, 0, KEY("thinking"))))
+		text_kind(out, TEXT_REASONING);
+	if (j_nonempty_str(j, j_at(j, 0, "message.content")) ||
+	    j_nonempty_str(j, j_key(j, 0, KEY("response"))))
+		text_kind(out, TEXT_OUTPUT);
 	out->end = j_prim_is(j, j_key(j, 0, KEY("done")), "true");
 	j_counts(j, 0, "eval_count", "prompt_eval_count", out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
@@ -512,6 +576,7 @@ static void info_reset(struct dialect_info *out)
 	memset(out, 0, sizeof(*out));
 	out->output_tokens = -1;
 	out->input_tokens = -1;
+	out->reasoning_tokens = -1;
 }
 
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
@@ -548,13 +613,15 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 
 	switch (d) {
 	case DIALECT_OPENAI:
-		j_counts(j, j_key(j, root, KEY("usage")), "completion_tokens",
-		    "prompt_tokens", out);
+		t = j_key(j, root, KEY("usage"));
+		j_counts(j, t, "completion_tokens", "prompt_tokens", out);
+		j_reasoning(j, j_at(j, t, "completion_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
 		break;
 	case DIALECT_OPENAI_RESPONSES:
-		j_counts(j, j_key(j, root, KEY("usage")), "output_tokens",
-		    "input_tokens", out);
+		t = j_key(j, root, KEY("usage"));
+		j_counts(j, t, "output_tokens", "input_tokens", out);
+		j_reasoning(j, j_at(j, t, "output_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
 		break;
 	case DIALECT_ANTHROPIC:
@@ -569,8 +636,7 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 		    "prompt_tokens", out);
 		break;
 	case DIALECT_GEMINI:
-		j_counts(j, j_key(j, root, KEY("usageMetadata")),
-		    "candidatesTokenCount", "promptTokenCount", out);
+		gemini_counts(j, j_key(j, root, KEY("usageMetadata")), out);
 		j_model(j, j_key(j, root, KEY("modelVersion")), out);
 		break;
 	case DIALECT_TGI:

@@ -13,10 +13,13 @@
 
 struct dialect_info {
 	int token;              /* token-bearing event */
+	int reasoning;          /* a token event with reasoning only, no answer
+	                         * text (TTFO waits for the others) */
 	int end;                /* the dialect's end marker */
 	int error;              /* an in-stream error */
 	int64_t output_tokens;  /* reported output count in this event, or -1 */
 	int64_t input_tokens;   /* reported input count in this event, or -1 */
+	int64_t reasoning_tokens; /* reported reasoning count, or -1 */
 	const char *model;      /* "model" (Gemini: "modelVersion") in this event */
 	size_t model_len;       /* 0 when absent */
 };

@@ -172,7 +172,10 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 
 /* ---- sparse --------------------------------------------------------------- */
 
-int hist_sparse_record(struct hist_sparse *h, uint64_t us)
+/* n values of us; inlined into both callers: hist_sparse_record runs for
+ * every token gap the statistics get. */
+static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
+    uint64_t us, uint32_t n)
 {
 	unsigned idx = hist_index(us);
 	uint32_t lo = 0, hi = h->n;
@@ -198,14 +201,24 @@ int hist_sparse_record(struct hist_sparse *h, uint64_t us)
 		h->e[lo].count = 0;
 		h->n++;
 	}
-	h->e[lo].count++;
+	h->e[lo].count += n;
 	if (h->count == 0 || us < h->min)
 		h->min = us;
 	if (us > h->max)
 		h->max = us;
-	h->count++;
-	h->sum += us;
+	h->count += n;
+	h->sum += us * n;
 	return 0;
+}
+
+int hist_sparse_record(struct hist_sparse *h, uint64_t us)
+{
+	return sparse_add(h, us, 1);
+}
+
+int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n)
+{
+	return n == 0 ? 0 : sparse_add(h, us, n);
 }
 
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)

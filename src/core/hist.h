@@ -63,6 +63,8 @@ struct hist_sparse {
 
 /* Returns 0, or -1 when memory ran out (the value is then not recorded). */
 int hist_sparse_record(struct hist_sparse *h, uint64_t us);
+/* The same value n times (a coarse histogram's bucket, merged). */
+int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n);
 /* dst += src */
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
 /* Empties h, keeping its memory for reuse. */

@@ -277,25 +277,52 @@ void jsonw_buf_str(struct jsonw_buf *b, const char *s, size_t n)
 
 #define NUM_MAX 32
 
+/* The digits of v, without printf (every access log field is a number). */
+static size_t u64_text(uint64_t v, char *out)
+{
+	char t[20];
+	size_t n = 0, i;
+
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		out[i] = t[n - 1 - i];
+	return n;
+}
+
 static size_t ms_text(int64_t us, char out[NUM_MAX])
 {
-	int n;
+	size_t n;
+	int64_t frac;
 
-	if (us < 0)
-		n = snprintf(out, NUM_MAX, "null");
-	else if (us % 1000 == 0)
-		n = snprintf(out, NUM_MAX, "%lld", (long long)(us / 1000));
-	else
-		n = snprintf(out, NUM_MAX, "%lld.%03lld", (long long)(us / 1000),
-		    (long long)(us % 1000));
-	return (size_t)n;
+	if (us < 0) {
+		memcpy(out, "null", 5);
+		return 4;
+	}
+	n = u64_text((uint64_t)(us / 1000), out);
+	if ((frac = us % 1000) != 0) {
+		out[n++] = '.';
+		out[n++] = (char)('0' + frac / 100);
+		out[n++] = (char)('0' + frac / 10 % 10);
+		out[n++] = (char)('0' + frac % 10);
+	}
+	out[n] = '\0';
+	return n;
 }
 
 static size_t int_text(int64_t v, char out[NUM_MAX])
 {
-	if (v < 0)
-		return (size_t)snprintf(out, NUM_MAX, "null");
-	return (size_t)snprintf(out, NUM_MAX, "%lld", (long long)v);
+	size_t n;
+
+	if (v < 0) {
+		memcpy(out, "null", 5);
+		return 4;
+	}
+	n = u64_text((uint64_t)v, out);
+	out[n] = '\0';
+	return n;
 }
 
 static size_t time_text(uint64_t wall_ms, char out[NUM_MAX])

@@ -18,6 +18,7 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 	m->dialect = dialect;
 	m->reported_out = -1;
 	m->reported_in = -1;
+	m->reported_reasoning = -1;
 	m->dec = NULL;
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
@@ -38,7 +39,7 @@ static void sniffed_raw(struct meter *m, uint64_t n)
 	m->dialect = DIALECT_RAW;
 	if (n == 0)
 		return;
-	m->t_first_token = m->t_first_event;
+	m->t_first_token = m->t_first_output = m->t_first_event;
 	m->t_last_token = m->t_last_event;
 	m->token_events = n;
 }
@@ -80,6 +81,24 @@ void meter_offer_model(struct meter *m, enum meter_model_src src,
 	m->model_src = src;
 }
 
+/* A token event after the first, gap µs after the token before it. The
+ * read's timestamp is the read's identity: the same one means the same
+ * read, so clumps are counted with no clock read and no counter per read. */
+static void next_token(struct meter *m, uint64_t gap)
+{
+	if (gap == 0)
+		m->clumped++;
+	else
+		lhist_add(m->gap_hist, METER_GAP_BUCKETS, gap);
+	if (gap > m->itl_max_us)
+		m->itl_max_us = gap;
+	/* a stall the sweep did not see (it looks now and then) */
+	if (m->stall_us != 0 && gap >= m->stall_us && !m->stalled)
+		m->stalls++;
+	if (m->itl_fn != NULL)
+		m->itl_fn(m->itl_arg, gap);
+}
+
 /* One dispatched event, at the time of the read that completed it. */
 static void on_event(void *arg, const struct sse_event *ev)
 {
@@ -96,15 +115,12 @@ static void on_event(void *arg, const struct sse_event *ev)
 	m->t_last_event = m->now;
 	dialect_classify(m->dialect, ev, &info);
 	if (info.token) {
-		if (m->token_events == 0) {
+		if (m->token_events == 0)
 			m->t_first_token = m->now;
-		} else {
-			uint64_t gap = m->now - m->t_last_token;
-			if (gap > m->itl_max_us)
-				m->itl_max_us = gap;
-			if (m->itl_fn != NULL)
-				m->itl_fn(m->itl_arg, gap);
-		}
+		else
+			next_token(m, m->now - m->t_last_token);
+		if (m->t_first_output == 0 && !info.reasoning)
+			m->t_first_output = m->now;
 		m->t_last_token = m->now;
 		m->token_events++;
 	}
@@ -113,6 +129,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->reported_out = info.output_tokens;
 	if (info.input_tokens >= 0)
 		m->reported_in = info.input_tokens;
+	if (info.reasoning_tokens >= 0)
+		m->reported_reasoning = info.reasoning_tokens;
 	if (info.end)
 		m->end_seen = 1;
 	if (info.error)
@@ -229,6 +247,14 @@ void meter_end(struct meter *m, uint64_t now)
 	m->t_end = now;
 	if (m->sniff > 0)
 		sniffed_raw(m, m->events);
+	if (m->stream && m->token_events > 0) {
+		/* the gap after the last token counts too: a stream cut while
+		 * its tokens had stopped */
+		uint64_t tail = now > m->t_last_token ? now - m->t_last_token : 0;
+		m->gap_max_us = tail > m->itl_max_us ? tail : m->itl_max_us;
+		if (m->stall_us != 0 && tail >= m->stall_us && !m->stalled)
+			m->stalls++;
+	}
 	if (m->parse == METER_PARSE_NONE && m->body_len > 0) {
 		struct dialect_info info;
 		dialect_classify_body(m->dialect, m->body, m->body_len, &info);
@@ -236,6 +262,8 @@ void meter_end(struct meter *m, uint64_t now)
 			m->reported_out = info.output_tokens;
 		if (info.input_tokens >= 0)
 			m->reported_in = info.input_tokens;
+		if (info.reasoning_tokens >= 0)
+			m->reported_reasoning = info.reasoning_tokens;
 		if (info.error)
 			m->error_seen = 1;
 		if (info.model_len > 0)
@@ -260,6 +288,18 @@ int64_t meter_ttft_us(const struct meter *m)
 	if (!m->stream || m->t_first_token == 0)
 		return -1;
 	return (int64_t)(m->t_first_token - m->t0);
+}
+
+int64_t meter_ttfo_us(const struct meter *m)
+{
+	if (!m->stream || m->t_first_output == 0)
+		return -1;
+	return (int64_t)(m->t_first_output - m->t0);
+}
+
+int64_t meter_reasoning_tokens(const struct meter *m)
+{
+	return m->reported_reasoning;
 }
 
 int meter_tokens_from_usage(const struct meter *m)
@@ -287,6 +327,66 @@ int64_t meter_tpot_us(const struct meter *m)
 	if (!m->stream || m->t_first_token == 0 || n < 2)
 		return -1;
 	return (int64_t)(m->t_last_token - m->t_first_token) / (n - 1);
+}
+
+/* ---- clumping ------------------------------------------------------------ */
+
+double meter_clump_share(const struct meter *m)
+{
+	if (!m->stream || m->token_events < 2)
+		return -1;
+	return (double)m->clumped / (double)(m->token_events - 1);
+}
+
+int64_t meter_clump_gap_us(const struct meter *m)
+{
+	if (!m->stream)
+		return -1;
+	return lhist_median(m->gap_hist, METER_GAP_BUCKETS);
+}
+
+/* The rule (see the README's "Clumping"): with enough token events to
+ * judge, most of them came in the same read as the token before, and the
+ * reads that carried them were far apart. MEASURED below. */
+#define BUFFERED_MIN_TOKENS 16
+#define BUFFERED_SHARE 0.5
+#define BUFFERED_GAP_US 50000
+
+int meter_buffered(const struct meter *m)
+{
+	if (!m->stream || m->unmeasured || m->token_events < BUFFERED_MIN_TOKENS)
+		return -1;
+	return meter_clump_share(m) >= BUFFERED_SHARE &&
+	    meter_clump_gap_us(m) >= BUFFERED_GAP_US;
+}
+
+/* ---- stalls --------------------------------------------------------------- */
+
+int64_t meter_token_gap_us(const struct meter *m, uint64_t now)
+{
+	if (!m->stream || m->unmeasured || m->t_end != 0 || m->token_events == 0 ||
+	    now < m->t_last_token)
+		return -1;
+	return (int64_t)(now - m->t_last_token);
+}
+
+int meter_stall_sweep(struct meter *m, uint64_t now)
+{
+	int64_t gap;
+
+	if (m->stalled) {
+		if (m->t_last_token == m->stall_ref && m->t_end == 0)
+			return 0;
+		m->stalled = 0;
+		return -1;
+	}
+	gap = meter_token_gap_us(m, now);
+	if (m->stall_us == 0 || gap < 0 || (uint64_t)gap < m->stall_us)
+		return 0;
+	m->stalled = 1;
+	m->stall_ref = m->t_last_token;
+	m->stalls++;
+	return 1;
 }
 
 static const char *const outcome_names[OUTCOME_COUNT] = {
@@ -326,4 +426,21 @@ enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how)
 	if (m->stream && dialect_has_end_marker(m->dialect) && !m->end_seen)
 		return OUTCOME_UPSTREAM_ABORT;
 	return OUTCOME_OK;
+}
+
+int meter_no_token(const struct meter *m, enum meter_outcome o)
+{
+	if (m->token_events > 0 || m->unmeasured || m->status == 101)
+		return 0;
+	switch (o) {
+	case OUTCOME_OK:
+		return m->stream;
+	case OUTCOME_CLIENT_ABORT:
+	case OUTCOME_UPSTREAM_ABORT:
+	case OUTCOME_UPSTREAM_ERROR:
+	case OUTCOME_TIMEOUT:
+		return 1;
+	default:
+		return 0;
+	}
 }

@@ -10,9 +10,12 @@
 
 #include "decode.h"
 #include "dialect.h"
+#include "lhist.h"
 #include "sse.h"
 
 #define METER_MODEL_MAX 128
+/* Gaps between token reads (lhist.h: 12 %), up to 2^32 µs. */
+#define METER_GAP_BUCKETS LHIST_LEN(32)
 
 enum meter_parse { METER_PARSE_NONE, METER_PARSE_SSE, METER_PARSE_NDJSON };
 
@@ -45,6 +48,7 @@ struct meter {
 	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen */
 	uint64_t t0, t_req, t_conn, t_sent, t_head;
 	uint64_t t_first_event, t_first_token, t_last_token, t_end;
+	uint64_t t_first_output;     /* first token event that is not reasoning */
 	uint64_t t_last_event;
 	uint64_t tls_us;             /* handshake time inside connect */
 	int conn_reused;
@@ -64,6 +68,22 @@ struct meter {
 	uint64_t itl_max_us;
 	int64_t reported_out;        /* -1: the stream reported none */
 	int64_t reported_in;
+	int64_t reported_reasoning;  /* -1: the stream reported none */
+
+	/* clumping: token events that came in the same read as the token
+	 * before them (one read, one timestamp: a gap of 0), and the gaps
+	 * between the reads that carried tokens, as a histogram */
+	uint64_t clumped;
+	uint16_t gap_hist[METER_GAP_BUCKETS];
+
+	/* stalls: token-free gaps of an open stream of at least stall_us
+	 * (0: off), after its first token; stalled while the sweep sees one
+	 * going on (meter_stall_sweep) */
+	uint64_t stall_us;
+	uint64_t stalls;             /* all, including those the sweep missed */
+	uint64_t gap_max_us;         /* longest token-free gap, set by meter_end */
+	int stalled;
+	uint64_t stall_ref;          /* t_last_token when it stalled */
 
 	char model[METER_MODEL_MAX];
 	size_t model_len;
@@ -108,12 +128,42 @@ void meter_free(struct meter *m);
  * short (upstream_abort), whatever delimited it; one cut after it is ok. */
 enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how);
 const char *meter_outcome_name(enum meter_outcome o);
+/* A request that ended without any token-bearing event, counted by its
+ * outcome: ok (an empty answer: a stream without a token), client_abort,
+ * upstream_abort, upstream_error, timeout. A response that was no stream
+ * is no empty answer, an unmeasured one tells nothing, and connect_error
+ * and rejected never reached a model. */
+int meter_no_token(const struct meter *m, enum meter_outcome o);
 
 /* Derived figures; -1 where undefined. */
 int64_t meter_ttft_us(const struct meter *m);
+/* Time to the first output token: the first token event that is not
+ * reasoning (TTFO), where TTFT counts reasoning too. */
+int64_t meter_ttfo_us(const struct meter *m);
+int64_t meter_reasoning_tokens(const struct meter *m);
 int64_t meter_output_tokens(const struct meter *m);
 int meter_tokens_from_usage(const struct meter *m);
 int64_t meter_tpot_us(const struct meter *m);
 int64_t meter_input_tokens(const struct meter *m);
+
+/* Clumping. The share of the token events after the first that came in
+ * the same upstream read as the token before them (< 0 with fewer than two
+ * token events), the median gap between those reads (µs, -1 without one),
+ * and the verdict: does the stream look buffered on its way (SPEC names
+ * the causes: a CDN, a proxy that flushes on a timer, compression, a
+ * batching backend)? The rule, and the measurements behind it, are in
+ * meter.c. */
+double meter_clump_share(const struct meter *m);
+int64_t meter_clump_gap_us(const struct meter *m);
+/* 1 looks buffered, 0 does not, -1 too few token events to tell. */
+int meter_buffered(const struct meter *m);
+
+/* For a sweep over open streams now and then (never per event): the
+ * token-free gap of an open stream since its last token at now, or -1
+ * (not a measured stream, no token yet, or over). */
+int64_t meter_token_gap_us(const struct meter *m, uint64_t now);
+/* The stall state at now: +1 when the stream just stalled (a gap of
+ * stall_us or more: counted), -1 when a token ended its stall, else 0. */
+int meter_stall_sweep(struct meter *m, uint64_t now);
 
 #endif

@@ -72,8 +72,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: tokentap-load [options] http://HOST[:PORT]/PATH\n"
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
-	    "Sends streaming LLM requests and measures TTFT, TPOT, ITL and output\n"
-	    "speed on the client side (the definitions tokentap uses).\n"
+	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
+	    "that is not reasoning), TPOT, ITL and output speed on the client side\n"
+	    "(the definitions tokentap uses).\n"
 	    "\n"
 	    "  -c, --concurrency N     virtual users, each sending its next request when\n"
 	    "                          the last one ended (default 10); with -r: the\n"

@@ -135,6 +135,7 @@ void load_report_table(FILE *f, const struct load_report *rp)
 	fprintf(f, "%-14s %8s %8s %8s %8s %8s %8s %8s\n", "", "count", "p50",
 	    "p90", "p95", "p99", "mean", "max");
 	table_row(f, "TTFT ms", &st->ttft);
+	table_row(f, "TTFO ms", &st->ttfo);
 	table_row(f, "TPOT ms", &st->tpot);
 	table_row(f, "ITL ms", &st->itl);
 	table_row(f, "speed tok/s", &st->speed);
@@ -179,6 +180,7 @@ static void json_sample(FILE *f, const struct load_sample *s)
 	else
 		fputs("null", f);
 	json_ms(f, "ttft_ms", s->ttft_us);
+	json_ms(f, "ttfo_ms", s->ttfo_us);
 	json_ms(f, "tpot_ms", s->tpot_us);
 	json_ms(f, "itl_max_ms", s->itl_max_us);
 	json_ms(f, "duration_ms", s->duration_us);
@@ -191,6 +193,10 @@ static void json_sample(FILE *f, const struct load_sample *s)
 		fprintf(f, ", \"input_tokens\": %" PRId64, s->input_tokens);
 	else
 		fputs(", \"input_tokens\": null", f);
+	if (s->reasoning_tokens >= 0)
+		fprintf(f, ", \"reasoning_tokens\": %" PRId64, s->reasoning_tokens);
+	else
+		fputs(", \"reasoning_tokens\": null", f);
 	if (s->output_speed >= 0)
 		fprintf(f, ", \"output_speed\": %.3f", s->output_speed);
 	else
@@ -254,6 +260,7 @@ void load_report_json_members(FILE *f, const struct load_report *rp,
 	fprintf(f, ",\n%s\"connections\": %" PRIu64 ", \"max_in_flight\": %" PRIu64,
 	    pad, rp->info->connections, rp->info->max_in_flight);
 	json_quant(f, "ttft_ms", &st->ttft, pad);
+	json_quant(f, "ttfo_ms", &st->ttfo, pad);
 	json_quant(f, "tpot_ms", &st->tpot, pad);
 	json_quant(f, "itl_ms", &st->itl, pad);
 	json_quant(f, "output_speed", &st->speed, pad);

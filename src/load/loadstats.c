@@ -13,6 +13,8 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	s->outcome = meter_outcome(m, how);
 	s->status = m->t_head != 0 ? m->status : 0;
 	s->ttft_us = meter_ttft_us(m);
+	s->ttfo_us = meter_ttfo_us(m);
+	s->reasoning_tokens = meter_reasoning_tokens(m);
 	s->tpot_us = meter_tpot_us(m);
 	s->itl_max_us = m->token_events >= 2 ? (int64_t)m->itl_max_us : -1;
 	s->duration_us = m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1;
@@ -77,6 +79,8 @@ int loadstats_record(struct loadstats *st, const struct load_sample *s,
 	if (s->outcome == OUTCOME_OK) {
 		if (s->ttft_us >= 0)
 			hist_record(&st->ttft, (uint64_t)s->ttft_us);
+		if (s->ttfo_us >= 0)
+			hist_record(&st->ttfo, (uint64_t)s->ttfo_us);
 		if (s->tpot_us >= 0)
 			hist_record(&st->tpot, (uint64_t)s->tpot_us);
 		if (s->output_speed >= 0)

@@ -16,6 +16,8 @@
 struct load_sample {
 	uint64_t start_us;        /* (scheduled) start, from the run's start */
 	int64_t ttft_us;          /* -1 where undefined */
+	int64_t ttfo_us;          /* the first token that is not reasoning */
+	int64_t reasoning_tokens; /* reported by the stream, or -1 */
 	int64_t tpot_us;
 	int64_t itl_max_us;
 	int64_t duration_us;
@@ -35,6 +37,7 @@ struct loadstats {
 	uint64_t output_tokens;
 	uint64_t input_tokens;
 	struct hist ttft;
+	struct hist ttfo;
 	struct hist tpot;
 	struct hist itl;
 	struct hist speed;        /* output speed in 1/1000 tokens/s */

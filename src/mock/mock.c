@@ -64,6 +64,10 @@ static const struct option long_opts[] = {
 	{"seed", required_argument, NULL, OPT_KNOB},
 	{"framing", required_argument, NULL, OPT_KNOB},
 	{"stamp", required_argument, NULL, OPT_KNOB},
+	{"reasoning", required_argument, NULL, OPT_KNOB},
+	{"stall", required_argument, NULL, OPT_KNOB},
+	{"heartbeat", required_argument, NULL, OPT_KNOB},
+	{"clump", required_argument, NULL, OPT_KNOB},
 	{NULL, 0, NULL, 0},
 };
 
@@ -94,6 +98,15 @@ static void usage(FILE *f)
 	    "      --stamp on|off         open each token event with the SSE comment\n"
 	    "                             \": ts=US\", its CLOCK_MONOTONIC send time in us\n"
 	    "                             (not for NDJSON; default off)\n"
+	    "      --reasoning N          the first N tokens are reasoning, in each API's\n"
+	    "                             own shape (reasoning_content, thinking_delta,\n"
+	    "                             reasoning deltas, thought parts, thinking)\n"
+	    "      --stall N:DUR          after N tokens, none for DUR, then the rest\n"
+	    "      --heartbeat DUR        during a stall, a no-token event this often\n"
+	    "                             (a ping, an empty delta, a comment; default 1s,\n"
+	    "                             0: silence)\n"
+	    "      --clump N              write N token events at once, every N gaps\n"
+	    "                             (a batching backend; default 1)\n"
 	    "  -h, --help                 this text\n"
 	    "  -V, --version              print the version\n"
 	    "\n"

@@ -24,6 +24,8 @@ void mock_params_init(struct mock_params *p)
 	p->tokens_per_chunk = 1;
 	p->usage = 1;
 	p->seed = 1;
+	p->heartbeat_us = 1000000;
+	p->clump = 1;
 }
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *out)
@@ -179,6 +181,46 @@ static int set_fault(struct mock_params *p, const char *v)
 	return -1;
 }
 
+static int set_reasoning(struct mock_params *p, const char *v)
+{
+	return parse_uint(v, 100000000, &p->reasoning);
+}
+
+/* AFTER:DURATION: after AFTER tokens, none for DURATION (heartbeats go on). */
+static int set_stall(struct mock_params *p, const char *v)
+{
+	const char *colon = strchr(v, ':');
+	char after[24];
+
+	if (strcmp(v, "none") == 0) {
+		p->stall_us = 0;
+		return 0;
+	}
+	if (colon == NULL || (size_t)(colon - v) >= sizeof after)
+		return -1;
+	memcpy(after, v, (size_t)(colon - v));
+	after[colon - v] = '\0';
+	if (parse_uint(after, 100000000, &p->stall_after) < 0 ||
+	    util_parse_duration_us(colon + 1, &p->stall_us) < 0 || p->stall_us == 0)
+		return -1;
+	return 0;
+}
+
+static int set_heartbeat(struct mock_params *p, const char *v)
+{
+	return util_parse_duration_us(v, &p->heartbeat_us);
+}
+
+static int set_clump(struct mock_params *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_uint(v, 10000, &n) < 0 || n == 0)
+		return -1;
+	p->clump = n;
+	return 0;
+}
+
 static int set_seed(struct mock_params *p, const char *v)
 {
 	if (parse_uint(v, UINT64_MAX, &p->seed) < 0)
@@ -205,6 +247,10 @@ static const struct {
 	{"seed", set_seed},
 	{"framing", set_framing},
 	{"stamp", set_stamp},
+	{"reasoning", set_reasoning},
+	{"stall", set_stall},
+	{"heartbeat", set_heartbeat},
+	{"clump", set_clump},
 };
 
 int mock_params_find(const char *name, size_t len)

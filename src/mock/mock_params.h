@@ -39,6 +39,11 @@ struct mock_params {
 	int stamp;                     /* ": ts=<send µs>" before each token event */
 	enum mock_fault fault;
 	uint64_t fault_arg;
+	uint64_t reasoning;            /* the first N tokens are reasoning */
+	uint64_t stall_after;          /* tokens before a stall (stall_us > 0) */
+	uint64_t stall_us;             /* a pause of the tokens, then they go on */
+	uint64_t heartbeat_us;         /* a no-token event this often in a stall */
+	uint64_t clump;                /* token events written at once */
 	uint64_t seed;
 	int has_seed;
 };

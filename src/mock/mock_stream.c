@@ -88,10 +88,14 @@ static uint64_t next_wake(const struct mock_stream *s)
 {
 	uint64_t ka;
 
-	if (s->phase != MOCK_PHASE_TOKENS || s->p.keepalive_us == 0 ||
-	    mock_wire_ndjson(s->w.api))
+	if (s->phase != MOCK_PHASE_TOKENS)
 		return s->due;
-	ka = s->last_write + s->p.keepalive_us;
+	if (s->stalling && s->p.heartbeat_us != 0)
+		ka = s->last_write + s->p.heartbeat_us;
+	else if (s->p.keepalive_us != 0 && !mock_wire_ndjson(s->w.api))
+		ka = s->last_write + s->p.keepalive_us;
+	else
+		return s->due;
 	return ka < s->due ? ka : s->due;
 }
 
@@ -149,26 +153,64 @@ static int do_fault(struct mock_conn *c)
 	return mock_conn_finish(c);
 }
 
-static int step_tokens(struct mock_conn *c)
+/* Tokens in the next event: tokens_per_chunk, but an event ends where the
+ * reasoning, a stall or a fault begins. */
+static uint64_t next_event_tokens(const struct mock_stream *s)
+{
+	uint64_t sent = s->w.tokens_sent, k = s->p.tokens_per_chunk;
+	uint64_t left = s->w.output_tokens - sent;
+
+	if (k > left)
+		k = left;
+	if (k > s->fault_at - sent)
+		k = s->fault_at - sent;
+	if (sent < s->w.reasoning && k > s->w.reasoning - sent)
+		k = s->w.reasoning - sent;
+	if (s->p.stall_us != 0 && !s->stalled && sent < s->p.stall_after &&
+	    k > s->p.stall_after - sent)
+		k = s->p.stall_after - sent;
+	return k;
+}
+
+/* Renders up to --clump token events into out (one write). Returns how
+ * many; *gaps gets the schedule they stand for. */
+static uint64_t render_events(struct mock_conn *c, struct mock_buf *out,
+    uint64_t *gaps)
 {
 	struct mock_stream *s = &c->s;
-	struct mock_buf *out = &c->w->out, *ev = &c->w->ev;
-	uint64_t left, k, now;
-	int ended;
+	struct mock_buf *ev = &c->w->ev;
+	uint64_t n = 0, k;
 
-	mock_buf_reset(out);
-	if (s->w.tokens_sent >= s->fault_at)
-		return do_fault(c);
-	left = s->w.output_tokens - s->w.tokens_sent;
-	k = s->p.tokens_per_chunk < left ? s->p.tokens_per_chunk : left;
-	if (k > s->fault_at - s->w.tokens_sent)
-		k = s->fault_at - s->w.tokens_sent;
-	if (k > 0) {
+	*gaps = 0;
+	while (n < s->p.clump && (k = next_event_tokens(s)) > 0) {
 		mock_buf_reset(ev);
 		stamp(s, ev);
 		mock_wire_token(&s->w, k, ev);
 		frame(s, out, ev);
+		if (n++ > 0)
+			*gaps += mock_params_gap(&s->p, &s->rng);
+		if (s->p.stall_us != 0 && !s->stalled &&
+		    s->w.tokens_sent == s->p.stall_after)
+			break;
 	}
+	return n;
+}
+
+static int step_tokens(struct mock_conn *c)
+{
+	struct mock_stream *s = &c->s;
+	struct mock_buf *out = &c->w->out;
+	uint64_t n, gaps, now;
+	int ended;
+
+	mock_buf_reset(out);
+	if (s->stalling) {            /* the pause is over */
+		s->stalling = 0;
+		s->stalled = 1;
+	}
+	if (s->w.tokens_sent >= s->fault_at)
+		return do_fault(c);
+	n = render_events(c, out, &gaps);
 	/* The end goes with the last token; a pending fault waits its turn. */
 	ended = s->w.tokens_sent >= s->w.output_tokens &&
 	    s->w.tokens_sent < s->fault_at;
@@ -176,13 +218,13 @@ static int step_tokens(struct mock_conn *c)
 		end_events(c, out);
 	if (flush(c) < 0)
 		return -1;
-	if (k > 0) {
+	if (n > 0) {
 		now = s->last_write;
-		if (s->w.events_sent == 1) {
+		if (s->w.events_sent == n) {
 			s->sched_first = s->due;
 			s->sent_first = now;
 		}
-		s->sched_last = s->due;
+		s->sched_last = s->due + gaps;
 		s->sent_last = now;
 		if (now > s->due && now - s->due > s->late_max)
 			s->late_max = now - s->due;
@@ -191,7 +233,12 @@ static int step_tokens(struct mock_conn *c)
 		s->outcome = "ok";
 		return mock_conn_finish(c);
 	}
-	s->due += mock_params_gap(&s->p, &s->rng);
+	s->due += gaps + mock_params_gap(&s->p, &s->rng);
+	if (s->p.stall_us != 0 && !s->stalled && s->w.tokens_sent == s->p.stall_after) {
+		/* --stall: the tokens stop, the connection stays busy */
+		s->stalling = 1;
+		s->due += s->p.stall_us;
+	}
 	mock_conn_arm(c, next_wake(s));
 	return 0;
 }
@@ -218,6 +265,11 @@ static int step_head(struct mock_conn *c)
 		return -1;
 	s->phase = MOCK_PHASE_TOKENS;
 	s->due = s->first_due;
+	if (s->p.stall_us != 0 && s->p.stall_after == 0) {
+		/* --stall 0:DUR: the wait for the first token, behind heartbeats */
+		s->stalling = 1;
+		s->due += s->p.stall_us;
+	}
 	if (s->due <= util_now_us())
 		return step_tokens(c);
 	mock_conn_arm(c, next_wake(s));
@@ -269,7 +321,10 @@ void mock_stream_tick(struct mock_conn *c)
 	}
 	mock_buf_reset(out);
 	mock_buf_reset(&c->w->ev);
-	mock_wire_keepalive(&s->w, &c->w->ev);
+	if (s->stalling)
+		mock_wire_heartbeat(&s->w, &c->w->ev);
+	else
+		mock_wire_keepalive(&s->w, &c->w->ev);
 	frame(s, out, &c->w->ev);
 	if (flush(c) < 0)
 		return;
@@ -315,6 +370,9 @@ static void plan(struct mock_conn *c)
 	    (api == MOCK_API_OPENAI_CHAT || api == MOCK_API_OPENAI_LEGACY));
 	s->streaming = b.stream;
 	s->rng = seed ^ 0x6a09e667f3bcc908ull;
+	if (s->streaming && mock_wire_has_reasoning(api))
+		s->w.reasoning = s->p.reasoning < s->w.output_tokens ? s->p.reasoning :
+		    s->w.output_tokens;
 }
 
 int mock_stream_start(struct mock_conn *c)

@@ -34,6 +34,8 @@ struct mock_stream {
 	uint64_t last_write;
 	uint64_t events_planned;
 	uint64_t fault_at;           /* tokens before the fault, or UINT64_MAX */
+	int stalling;                /* in --stall's pause: heartbeats, no tokens */
+	int stalled;                 /* the pause is over */
 	uint64_t sched_first, sent_first, sched_last, sent_last;
 	uint64_t late_max;
 };

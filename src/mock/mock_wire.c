@@ -170,6 +170,33 @@ static void responses_object(const struct mock_wire *w, const char *status,
 	    "\"usage\":null}", w->id, w->created_s, status, w->model);
 }
 
+int mock_wire_has_reasoning(enum mock_api api)
+{
+	return api == MOCK_API_OPENAI_CHAT || api == MOCK_API_RESPONSES ||
+	    api == MOCK_API_ANTHROPIC || api == MOCK_API_GEMINI ||
+	    api == MOCK_API_OLLAMA_CHAT || api == MOCK_API_OLLAMA_GENERATE;
+}
+
+/* A reasoning model's Responses stream opens a reasoning item (output 0)
+ * with a summary part; the message item (output 1) follows it. */
+static void responses_reasoning_pre(const struct mock_wire *w, size_t k,
+    struct mock_buf *b)
+{
+	if (k == 2) {
+		sse_begin(b, "response.output_item.added");
+		mock_buf_printf(b, "{\"type\":\"response.output_item.added\","
+		    "\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":"
+		    "\"rs_mock%s\",\"type\":\"reasoning\",\"summary\":[]}}", w->id);
+	} else {
+		sse_begin(b, "response.reasoning_summary_part.added");
+		mock_buf_printf(b, "{\"type\":\"response.reasoning_summary_part.added\","
+		    "\"sequence_number\":3,\"item_id\":\"rs_mock%s\",\"output_index\":0,"
+		    "\"summary_index\":0,\"part\":{\"type\":\"summary_text\",\"text\":\"\"}}",
+		    w->id);
+	}
+	sse_end(b);
+}
+
 size_t mock_wire_pre_count(const struct mock_wire *w)
 {
 	static const size_t n[MOCK_API_COUNT] = { 1, 0, 4, 3, 1, 2, 0, 0, 0, 0 };
@@ -185,7 +212,9 @@ static void responses_pre(const struct mock_wire *w, size_t k,
 	};
 
 	sse_begin(b, names[k]);
-	mock_buf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%zu,", names[k], k);
+	mock_buf_str(b, "{\"type\":\"");
+	mock_buf_str(b, names[k]);
+	mock_buf_printf(b, "\",\"sequence_number\":%zu,", k);
 	if (k < 2) {
 		mock_buf_str(b, "\"response\":");
 		responses_object(w, "in_progress", b);
@@ -217,6 +246,11 @@ static void anthropic_pre(const struct mock_wire *w, size_t k,
 			    "\"cache_read_input_tokens\":0,\"output_tokens\":1}",
 			    w->input_tokens);
 		mock_buf_str(b, "}}");
+	} else if (k == 1 && w->reasoning > 0) {
+		sse_begin(b, "content_block_start");
+		mock_buf_str(b, "{\"type\":\"content_block_start\",\"index\":0,"
+		    "\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\","
+		    "\"signature\":\"\"}}");
 	} else if (k == 1) {
 		sse_begin(b, "content_block_start");
 		mock_buf_str(b, "{\"type\":\"content_block_start\",\"index\":0,"
@@ -257,7 +291,10 @@ void mock_wire_pre(const struct mock_wire *w, size_t k, struct mock_buf *b)
 		sse_end(b);
 		break;
 	case MOCK_API_RESPONSES:
-		responses_pre(w, k, b);
+		if (k >= 2 && w->reasoning > 0)
+			responses_reasoning_pre(w, k, b);
+		else
+			responses_pre(w, k, b);
 		break;
 	case MOCK_API_ANTHROPIC:
 		anthropic_pre(w, k, b);
@@ -281,17 +318,30 @@ void mock_wire_ollama_begin(const struct mock_wire *w, struct mock_buf *b)
 	mock_buf_printf(b, "{\"model\":\"%s\",\"created_at\":\"%s\",", w->model, ts);
 }
 
+/* Reasoning tokens among the first n. */
+static uint64_t reasoning_of(const struct mock_wire *w, uint64_t n)
+{
+	return n < w->reasoning ? n : w->reasoning;
+}
+
 static void gemini_chunk(const struct mock_wire *w, uint64_t first,
     uint64_t count, int last, struct mock_buf *b)
 {
-	uint64_t done = first + count;
+	uint64_t done = first + count, thoughts = reasoning_of(w, done);
 
 	mock_buf_str(b, "data: {\"candidates\": [{\"content\": {\"parts\": "
 	    "[{\"text\": ");
 	mock_wire_text(w, first, count, b);
-	mock_buf_printf(b, "}],\"role\": \"model\"}%s,\"index\": 0}]",
+	mock_buf_printf(b, "%s}],\"role\": \"model\"}%s,\"index\": 0}]",
+	    count > 0 && first < w->reasoning ? ",\"thought\": true" : "",
 	    last ? ",\"finishReason\": \"STOP\"" : "");
-	if (w->usage)
+	/* candidatesTokenCount leaves the thoughts out, as Gemini's does */
+	if (w->usage && thoughts > 0)
+		mock_buf_printf(b, ",\"usageMetadata\": {\"promptTokenCount\": %" PRIu64
+		    ",\"candidatesTokenCount\": %" PRIu64 ",\"totalTokenCount\": %"
+		    PRIu64 ",\"thoughtsTokenCount\": %" PRIu64 "}", w->input_tokens,
+		    done - thoughts, w->input_tokens + done, thoughts);
+	else if (w->usage)
 		mock_buf_printf(b, ",\"usageMetadata\": {\"promptTokenCount\": %" PRIu64
 		    ",\"candidatesTokenCount\": %" PRIu64 ",\"totalTokenCount\": %"
 		    PRIu64 "}", w->input_tokens, done, w->input_tokens + done);
@@ -329,7 +379,10 @@ static void openai_token(const struct mock_wire *w, uint64_t first,
 {
 	openai_chunk_begin(w, b);
 	if (w->api == MOCK_API_OPENAI_CHAT) {
-		mock_buf_str(b, "\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+		/* DeepSeek's and vLLM's reasoning field */
+		mock_buf_str(b, first < w->reasoning ?
+		    "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":" :
+		    "\"choices\":[{\"index\":0,\"delta\":{\"content\":");
 		mock_wire_text(w, first, count, b);
 		mock_buf_str(b, "}");
 	} else {
@@ -344,24 +397,87 @@ static void openai_token(const struct mock_wire *w, uint64_t first,
 static void responses_token(const struct mock_wire *w, uint64_t first,
     uint64_t count, struct mock_buf *b)
 {
-	sse_begin(b, "response.output_text.delta");
-	mock_buf_printf(b, "{\"type\":\"response.output_text.delta\","
-	    "\"sequence_number\":%" PRIu64 ",\"item_id\":\"msg_mock%s\","
-	    "\"output_index\":0,\"content_index\":0,\"delta\":",
-	    4 + w->events_sent, w->id);
+	uint64_t seq = 4 + w->events_sent + w->seq_extra;
+
+	if (first < w->reasoning) {
+		sse_begin(b, "response.reasoning_summary_text.delta");
+		mock_buf_printf(b, "{\"type\":\"response.reasoning_summary_text.delta\","
+		    "\"sequence_number\":%" PRIu64 ",\"item_id\":\"rs_mock%s\","
+		    "\"output_index\":0,\"summary_index\":0,\"delta\":", seq, w->id);
+	} else {
+		sse_begin(b, "response.output_text.delta");
+		mock_buf_printf(b, "{\"type\":\"response.output_text.delta\","
+		    "\"sequence_number\":%" PRIu64 ",\"item_id\":\"msg_mock%s\","
+		    "\"output_index\":%d,\"content_index\":0,\"delta\":", seq, w->id,
+		    w->reasoning > 0);
+	}
 	mock_wire_text(w, first, count, b);
 	mock_buf_str(b, "}");
 	sse_end(b);
+}
+
+/* The reasoning item is done, the message item begins (Responses). */
+static void responses_answer_begins(struct mock_wire *w, struct mock_buf *b)
+{
+	uint64_t seq = 4 + w->events_sent + w->seq_extra;
+
+	sse_begin(b, "response.reasoning_summary_part.done");
+	mock_buf_printf(b, "{\"type\":\"response.reasoning_summary_part.done\","
+	    "\"sequence_number\":%" PRIu64 ",\"item_id\":\"rs_mock%s\","
+	    "\"output_index\":0,\"summary_index\":0,\"part\":{\"type\":"
+	    "\"summary_text\",\"text\":", seq, w->id);
+	mock_wire_text(w, 0, w->reasoning, b);
+	mock_buf_str(b, "}}");
+	sse_end(b);
+	sse_begin(b, "response.output_item.done");
+	mock_buf_printf(b, "{\"type\":\"response.output_item.done\","
+	    "\"sequence_number\":%" PRIu64 ",\"output_index\":0,\"item\":{\"id\":"
+	    "\"rs_mock%s\",\"type\":\"reasoning\",\"summary\":[]}}", seq + 1, w->id);
+	sse_end(b);
+	sse_begin(b, "response.output_item.added");
+	mock_buf_printf(b, "{\"type\":\"response.output_item.added\","
+	    "\"sequence_number\":%" PRIu64 ",\"output_index\":1,\"item\":{\"id\":"
+	    "\"msg_mock%s\",\"type\":\"message\",\"status\":\"in_progress\","
+	    "\"content\":[],\"role\":\"assistant\"}}", seq + 2, w->id);
+	sse_end(b);
+	sse_begin(b, "response.content_part.added");
+	mock_buf_printf(b, "{\"type\":\"response.content_part.added\","
+	    "\"sequence_number\":%" PRIu64 ",\"item_id\":\"msg_mock%s\","
+	    "\"output_index\":1,\"content_index\":0,\"part\":{\"type\":"
+	    "\"output_text\",\"annotations\":[],\"text\":\"\"}}", seq + 3, w->id);
+	sse_end(b);
+	w->seq_extra += 4;
 }
 
 static void anthropic_token(const struct mock_wire *w, uint64_t first,
     uint64_t count, struct mock_buf *b)
 {
 	sse_begin(b, "content_block_delta");
-	mock_buf_str(b, "{\"type\":\"content_block_delta\",\"index\":0,"
-	    "\"delta\":{\"type\":\"text_delta\",\"text\":");
+	if (first < w->reasoning)
+		mock_buf_str(b, "{\"type\":\"content_block_delta\",\"index\":0,"
+		    "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":");
+	else
+		mock_buf_printf(b, "{\"type\":\"content_block_delta\",\"index\":%d,"
+		    "\"delta\":{\"type\":\"text_delta\",\"text\":", w->reasoning > 0);
 	mock_wire_text(w, first, count, b);
 	mock_buf_str(b, "}}");
+	sse_end(b);
+}
+
+/* The thinking block is signed and closed, the text block opens. */
+static void anthropic_answer_begins(const struct mock_wire *w, struct mock_buf *b)
+{
+	sse_begin(b, "content_block_delta");
+	mock_buf_printf(b, "{\"type\":\"content_block_delta\",\"index\":0,"
+	    "\"delta\":{\"type\":\"signature_delta\",\"signature\":\"mock%s\"}}",
+	    w->id);
+	sse_end(b);
+	sse_begin(b, "content_block_stop");
+	mock_buf_str(b, "{\"type\":\"content_block_stop\",\"index\":0}");
+	sse_end(b);
+	sse_begin(b, "content_block_start");
+	mock_buf_str(b, "{\"type\":\"content_block_start\",\"index\":1,"
+	    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
 	sse_end(b);
 }
 
@@ -389,10 +505,18 @@ static void ollama_token(const struct mock_wire *w, uint64_t first,
     uint64_t count, struct mock_buf *b)
 {
 	mock_wire_ollama_begin(w, b);
-	if (w->api == MOCK_API_OLLAMA_CHAT) {
+	if (w->api == MOCK_API_OLLAMA_CHAT && first < w->reasoning) {
+		mock_buf_str(b, "\"message\":{\"role\":\"assistant\",\"content\":\"\","
+		    "\"thinking\":");
+		mock_wire_text(w, first, count, b);
+		mock_buf_str(b, "}");
+	} else if (w->api == MOCK_API_OLLAMA_CHAT) {
 		mock_buf_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
 		mock_wire_text(w, first, count, b);
 		mock_buf_str(b, "}");
+	} else if (first < w->reasoning) {
+		mock_buf_str(b, "\"response\":\"\",\"thinking\":");
+		mock_wire_text(w, first, count, b);
 	} else {
 		mock_buf_str(b, "\"response\":");
 		mock_wire_text(w, first, count, b);
@@ -405,6 +529,13 @@ void mock_wire_token(struct mock_wire *w, uint64_t count, struct mock_buf *b)
 	uint64_t first = w->tokens_sent;
 	int last = first + count >= w->output_tokens;
 
+	if (w->reasoning > 0 && first >= w->reasoning && !w->answering) {
+		w->answering = 1;
+		if (w->api == MOCK_API_ANTHROPIC)
+			anthropic_answer_begins(w, b);
+		else if (w->api == MOCK_API_RESPONSES)
+			responses_answer_begins(w, b);
+	}
 	switch (w->api) {
 	case MOCK_API_OPENAI_CHAT:
 	case MOCK_API_OPENAI_LEGACY:
@@ -473,6 +604,11 @@ static void openai_end(const struct mock_wire *w, size_t k, struct mock_buf *b)
 	else if (k == 0)
 		mock_buf_str(b, "\"choices\":[{\"text\":\"\",\"index\":0,"
 		    "\"logprobs\":null,\"finish_reason\":\"stop\"}]}");
+	else if (w->reasoning > 0)
+		mock_buf_printf(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":%" PRIu64
+		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64
+		    ",\"completion_tokens_details\":{\"reasoning_tokens\":%" PRIu64 "}}}",
+		    w->input_tokens, n, w->input_tokens + n, reasoning_of(w, n));
 	else
 		mock_buf_printf(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":%" PRIu64
 		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64 "}}",
@@ -490,9 +626,9 @@ static void responses_usage(const struct mock_wire *w, struct mock_buf *b)
 	}
 	mock_buf_printf(b, "{\"input_tokens\":%" PRIu64 ",\"input_tokens_details\":"
 	    "{\"cached_tokens\":0},\"output_tokens\":%" PRIu64 ","
-	    "\"output_tokens_details\":{\"reasoning_tokens\":0},"
+	    "\"output_tokens_details\":{\"reasoning_tokens\":%" PRIu64 "},"
 	    "\"total_tokens\":%" PRIu64 "}", w->input_tokens, n,
-	    w->input_tokens + n);
+	    reasoning_of(w, n), w->input_tokens + n);
 }
 
 void mock_wire_responses_message(const struct mock_wire *w,
@@ -515,10 +651,10 @@ static void responses_end(const struct mock_wire *w, size_t k,
 
 	sse_begin(b, names[k]);
 	mock_buf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%" PRIu64 ",",
-	    names[k], 4 + w->events_sent + k);
+	    names[k], 4 + w->events_sent + w->seq_extra + k);
 	if (k < 2)
-		mock_buf_printf(b, "\"item_id\":\"msg_mock%s\",\"output_index\":0,"
-		    "\"content_index\":0,", w->id);
+		mock_buf_printf(b, "\"item_id\":\"msg_mock%s\",\"output_index\":%d,"
+		    "\"content_index\":0,", w->id, w->answering);
 	if (k == 0) {
 		mock_buf_str(b, "\"text\":");
 		mock_wire_text(w, 0, w->tokens_sent, b);
@@ -528,7 +664,7 @@ static void responses_end(const struct mock_wire *w, size_t k,
 		mock_wire_text(w, 0, w->tokens_sent, b);
 		mock_buf_str(b, "}");
 	} else if (k == 2) {
-		mock_buf_str(b, "\"output_index\":0,\"item\":");
+		mock_buf_printf(b, "\"output_index\":%d,\"item\":", w->answering);
 		mock_wire_responses_message(w, b);
 	} else {
 		mock_buf_printf(b, "\"response\":{\"id\":\"resp_mock%s\",\"object\":"
@@ -549,7 +685,8 @@ static void anthropic_end(const struct mock_wire *w, size_t k,
 {
 	if (k == 0) {
 		sse_begin(b, "content_block_stop");
-		mock_buf_str(b, "{\"type\":\"content_block_stop\",\"index\":0}");
+		mock_buf_printf(b, "{\"type\":\"content_block_stop\",\"index\":%d}",
+		    w->answering);
 	} else if (k == 1) {
 		sse_begin(b, "message_delta");
 		mock_buf_str(b, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
@@ -732,6 +869,34 @@ void mock_wire_error(const struct mock_wire *w, size_t k, struct mock_buf *b)
 	default:
 		mock_buf_printf(b, "data: {\"error\":{\"message\":\"%s\",\"type\":"
 		    "\"server_error\",\"param\":null,\"code\":\"mock_fault\"}}\n\n", msg);
+		break;
+	}
+}
+
+void mock_wire_heartbeat(const struct mock_wire *w, struct mock_buf *b)
+{
+	switch (w->api) {
+	case MOCK_API_OPENAI_CHAT:
+		/* an empty delta: a chunk, and no token */
+		openai_chunk_begin(w, b);
+		mock_buf_str(b, "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},"
+		    "\"logprobs\":null,\"finish_reason\":null}]}");
+		sse_end(b);
+		break;
+	case MOCK_API_ANTHROPIC:
+		mock_buf_str(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n");
+		break;
+	case MOCK_API_OLLAMA_CHAT:
+		mock_wire_ollama_begin(w, b);
+		mock_buf_str(b, "\"message\":{\"role\":\"assistant\",\"content\":\"\"},"
+		    "\"done\":false}\n");
+		break;
+	case MOCK_API_OLLAMA_GENERATE:
+		mock_wire_ollama_begin(w, b);
+		mock_buf_str(b, "\"response\":\"\",\"done\":false}\n");
+		break;
+	default:
+		mock_wire_keepalive(w, b);     /* Dify's ping, else a comment */
 		break;
 	}
 }

@@ -42,6 +42,9 @@ struct mock_wire {
 	int usage;                   /* report token counts */
 	uint64_t events_sent;        /* token events rendered so far */
 	uint64_t tokens_sent;
+	uint64_t reasoning;          /* the first tokens that are reasoning */
+	int answering;               /* the answer began after reasoning */
+	uint64_t seq_extra;          /* Responses: events besides the deltas */
 	char id[17];                 /* hex, the root of every id in the response */
 };
 
@@ -60,8 +63,17 @@ int mock_wire_path_model(const char *path, size_t len, char *out);
 
 size_t mock_wire_pre_count(const struct mock_wire *w);
 void mock_wire_pre(const struct mock_wire *w, size_t k, struct mock_buf *b);
-/* The next `count` tokens as one event (advances tokens_sent). */
+/* Does the API have a reasoning shape? (OpenAI chat, Responses, Anthropic,
+ * Gemini, Ollama; legacy completions, TGI and Dify do not.) */
+int mock_wire_has_reasoning(enum mock_api api);
+/* The next `count` tokens as one event (advances tokens_sent): reasoning
+ * while tokens_sent < reasoning (the caller does not let an event cross
+ * that line), the answer after it, preceded by the events that close the
+ * reasoning block where the API has them. */
 void mock_wire_token(struct mock_wire *w, uint64_t count, struct mock_buf *b);
+/* A no-token event for a stall: what the API sends to keep a connection
+ * busy (an empty delta, a ping; a comment where it has none). */
+void mock_wire_heartbeat(const struct mock_wire *w, struct mock_buf *b);
 size_t mock_wire_end_count(const struct mock_wire *w);
 void mock_wire_end(const struct mock_wire *w, size_t k, struct mock_buf *b);
 size_t mock_wire_error_count(const struct mock_wire *w);

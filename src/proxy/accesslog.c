@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "health.h"
 #include "jsonw.h"
 #include "log.h"
 #include "meter.h"
@@ -69,22 +70,31 @@ void accesslog_close(void)
 
 /* ---- fields, written with the core's bounded JSON writer ---------------- */
 
+/* ,"name": (names are the log's own: nothing to escape; no printf, which
+ * costs more than the rest of a field) */
+static void field_name(struct jsonw_buf *b, const char *name)
+{
+	jsonw_buf_add(b, ",\"", 2);
+	jsonw_buf_puts(b, name);
+	jsonw_buf_add(b, "\":", 2);
+}
+
 static void field_str(struct jsonw_buf *b, const char *name, const char *v)
 {
-	jsonw_buf_printf(b, ",\"%s\":", name);
+	field_name(b, name);
 	jsonw_buf_str(b, v, v != NULL ? strlen(v) : 0);
 }
 
 /* Durations in ms with up to 3 decimals; negative means undefined. */
 static void field_ms(struct jsonw_buf *b, const char *name, int64_t us)
 {
-	jsonw_buf_printf(b, ",\"%s\":", name);
+	field_name(b, name);
 	jsonw_buf_ms(b, us);
 }
 
 static void field_int(struct jsonw_buf *b, const char *name, int64_t v)
 {
-	jsonw_buf_printf(b, ",\"%s\":", name);
+	field_name(b, name);
 	jsonw_buf_int(b, v);
 }
 
@@ -188,7 +198,8 @@ static void put_target(struct jsonw_buf *b, const char *t, size_t len,
 static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 {
 	static const char *const names[] = {
-		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
+		"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical",
+		"ttfo_warning", "ttfo_critical"
 	};
 	int first = 1;
 	jsonw_buf_puts(b, ",\"exceeded\":[");
@@ -199,6 +210,26 @@ static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 		first = 0;
 	}
 	jsonw_buf_puts(b, "]");
+}
+
+/* Stream health: the first answer token, reasoning, stalls, clumping. */
+static void put_health(struct jsonw_buf *b, const struct meter *m)
+{
+	double share = meter_clump_share(m);
+	int buffered = meter_buffered(m);
+
+	field_ms(b, "ttfo_ms", meter_ttfo_us(m));
+	field_int(b, "reasoning_tokens", meter_reasoning_tokens(m));
+	field_int(b, "stalls", m->stream ? (int64_t)m->stalls : -1);
+	field_ms(b, "gap_max_ms", m->stream && m->token_events > 0 ?
+	    (int64_t)m->gap_max_us : -1);
+	if (share >= 0)
+		jsonw_buf_printf(b, ",\"clumped\":%.3f", share);
+	else
+		jsonw_buf_puts(b, ",\"clumped\":null");
+	field_ms(b, "clump_gap_ms", meter_clump_gap_us(m));
+	jsonw_buf_printf(b, ",\"buffered\":%s", buffered < 0 ? "null" :
+	    buffered ? "true" : "false");
 }
 
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
@@ -231,10 +262,12 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "input_tokens", meter_input_tokens(m));
 	field_str(&b, "token_source", n < 0 ? NULL :
 	    meter_tokens_from_usage(m) ? "usage" : "events");
+	put_health(&b, m);
 	field_int(&b, "events", (int64_t)m->events);
 	field_int(&b, "bytes_in", (int64_t)e->bytes_in);
 	field_int(&b, "bytes_out", (int64_t)e->bytes_out);
 	field_ms(&b, "duration_ms", m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1);
+	field_ms(&b, "overhead_ms", e->health ? health_overhead_us(e->health) : -1);
 	put_phases(&b, m);
 	field_int(&b, "concurrency", e->concurrency);
 	field_str(&b, "upstream", e->upstream);

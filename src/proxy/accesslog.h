@@ -8,6 +8,8 @@
 
 #include "meter.h"
 
+struct health;
+
 struct accesslog_entry {
 	const char *request_id;
 	const char *client;
@@ -25,6 +27,7 @@ struct accesslog_entry {
 	uint64_t bytes_out;
 	long concurrency;
 	unsigned exceeded;           /* ACCESSLOG_EXCEEDED_* bits */
+	const struct health *health; /* the proxy's overhead, stalls; may be NULL */
 	char *const *mask;           /* query parameters masked besides the */
 	size_t n_mask;               /* built-in credential names */
 };
@@ -33,7 +36,9 @@ enum {
 	ACCESSLOG_TTFT_WARNING = 1,
 	ACCESSLOG_TTFT_CRITICAL = 2,
 	ACCESSLOG_TPOT_WARNING = 4,
-	ACCESSLOG_TPOT_CRITICAL = 8
+	ACCESSLOG_TPOT_CRITICAL = 8,
+	ACCESSLOG_TTFO_WARNING = 16,
+	ACCESSLOG_TTFO_CRITICAL = 32
 };
 
 /* Opens path ("-" = stdout); NULL turns the log off. Returns 0 or -1. */

@@ -70,15 +70,20 @@ struct alert_set {
 };
 
 static const char *const names[ALERT_METRIC_COUNT] = {
-	"TTFTHigh", "TPOTHigh", "ErrorRateHigh"
+	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "TTFOHigh", "StreamStalled"
 };
 static const char *const metric_names[ALERT_METRIC_COUNT] = {
-	"ttft", "tpot", "error_rate"
+	"ttft", "tpot", "error_rate", "ttfo", "stalled"
 };
 static const char *const severity_names[ALERT_SEVERITY_COUNT] = {
 	"warning", "critical"
 };
 static const char *const state_names[] = { "ok", "pending", "firing" };
+
+int alert_metric_is_time(enum alert_metric m)
+{
+	return m != ALERT_ERROR_RATE && m != ALERT_STALLED;
+}
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 {
@@ -115,12 +120,13 @@ static enum alert_severity rule_severity(size_t i)
 	return (enum alert_severity)(i % ALERT_SEVERITY_COUNT);
 }
 
-/* Raw values (µs, fractions) to what people read (ms, fractions). */
+/* Raw values (µs, fractions, counts) to what people read (ms, fractions,
+ * counts). */
 static double shown(enum alert_metric m, double raw)
 {
 	if (raw < 0)
 		return -1;
-	return m == ALERT_ERROR_RATE ? raw : raw / 1000.0;
+	return alert_metric_is_time(m) ? raw / 1000.0 : raw;
 }
 
 /* ---- subjects ----------------------------------------------------------- */
@@ -214,10 +220,13 @@ static void rehash(struct alert_set *s)
 static void set_thresholds(struct subject *x, const struct conf_thresholds *t,
     uint64_t wall_ms)
 {
+	/* StreamStalled: a warning while stall detection is on, per route */
 	const double thr[RULES_PER_SUBJECT] = {
 		(double)t->ttft_warning_us, (double)t->ttft_critical_us,
 		(double)t->tpot_warning_us, (double)t->tpot_critical_us,
-		t->error_rate_warning, t->error_rate_critical
+		t->error_rate_warning, t->error_rate_critical,
+		(double)t->ttfo_warning_us, (double)t->ttfo_critical_us,
+		t->stall_us && x->tenant == NULL ? (double)t->min_stalled : 0, 0
 	};
 	for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
 		struct rule *r = &x->rules[i];
@@ -320,12 +329,12 @@ static void resolve(struct alert_set *s, struct subject *x, size_t i)
 	report(s, x, i, 0);
 }
 
-/* The state machine of one rule for this evaluation's value. */
+/* The state machine of one rule for this evaluation's value: over its
+ * threshold, or clear of it (below the hysteresis band, or no sample). */
 static void step(struct alert_set *s, struct subject *x, size_t i, double value,
-    uint64_t samples)
+    uint64_t samples, int over, int clear)
 {
 	struct rule *r = &x->rules[i];
-	int over = value >= 0 && samples >= s->min_samples && value > r->threshold;
 
 	r->value = value;
 	r->samples = samples;
@@ -347,11 +356,22 @@ static void step(struct alert_set *s, struct subject *x, size_t i, double value,
 		}
 		break;
 	case ALERT_FIRING:
-		if (samples == 0 || (value >= 0 &&
-		    value < r->threshold * (1.0 - s->hysteresis)))
+		if (clear)
 			resolve(s, x, i);
 		break;
 	}
+}
+
+/* A quantile or rate rule: over with min_samples samples, clear below
+ * threshold * (1 - hysteresis) or on an empty window. */
+static void step_window(struct alert_set *s, struct subject *x, size_t i,
+    double value, uint64_t samples)
+{
+	double thr = x->rules[i].threshold;
+
+	step(s, x, i, value, samples,
+	    value >= 0 && samples >= s->min_samples && value > thr,
+	    samples == 0 || (value >= 0 && value < thr * (1.0 - s->hysteresis)));
 }
 
 static void evaluate(struct alert_set *s, struct subject *x,
@@ -371,12 +391,18 @@ static void evaluate(struct alert_set *s, struct subject *x,
 			n = f->tpot_count;
 			v = n ? f->tpot_us : -1;
 			break;
+		case ALERT_TTFO:
+			n = f->ttfo_count;
+			v = n ? f->ttfo_us : -1;
+			break;
+		case ALERT_STALLED:
+			continue;     /* alert_observe_stalled's */
 		default:
 			n = f->requests;
 			v = n ? (double)f->errors / (double)n : -1;
 			break;
 		}
-		step(s, x, i, v < 0 ? -1 : v, n);
+		step_window(s, x, i, v < 0 ? -1 : v, n);
 	}
 	x->seen = 1;
 }
@@ -530,7 +556,8 @@ int alert_observe(struct alert_set *s, const char *route, const char *tenant,
 		if (x == NULL)
 			return -1;
 		for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
-			x->rules[i].configured = parent->rules[i].configured;
+			x->rules[i].configured = parent->rules[i].configured &&
+			    rule_metric(i) != ALERT_STALLED;
 			x->rules[i].threshold = parent->rules[i].threshold;
 		}
 		if (list_add(&s->v, &s->n, &s->cap, x) < 0) {
@@ -545,6 +572,23 @@ int alert_observe(struct alert_set *s, const char *route, const char *tenant,
 	return 0;
 }
 
+int alert_observe_stalled(struct alert_set *s, const char *route,
+    uint64_t stalled, uint64_t now_us, uint64_t wall_ms)
+{
+	struct subject *x = find(s, route, NULL);
+	size_t i = ALERT_STALLED * ALERT_SEVERITY_COUNT + ALERT_WARNING;
+
+	if (x == NULL)
+		return -1;
+	if (!x->rules[i].configured)
+		return 0;
+	s->now_us = now_us;
+	s->wall_ms = wall_ms;
+	step(s, x, i, (double)stalled, stalled,
+	    (double)stalled >= x->rules[i].threshold, stalled == 0);
+	return 0;
+}
+
 static int idle(const struct subject *x)
 {
 	for (size_t i = 0; i < RULES_PER_SUBJECT; i++)
@@ -555,7 +599,7 @@ static int idle(const struct subject *x)
 
 void alert_end(struct alert_set *s)
 {
-	static const struct alert_figures none = { 0, 0, 0, 0, -1, -1 };
+	static const struct alert_figures none = { 0, 0, 0, 0, -1, -1, 0, -1 };
 	size_t kept = 0;
 
 	for (size_t i = 0; i < s->n; i++)

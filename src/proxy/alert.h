@@ -18,7 +18,11 @@ struct promout;
 
 #define ALERT_TRANSITIONS_MAX 100
 
-enum alert_metric { ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_METRIC_COUNT,
+/* StreamStalled (ALERT_STALLED) is a warning only; its value is the number
+ * of the route's streams stalled now, its threshold alerts.min_stalled. */
+enum alert_metric {
+	ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_TTFO, ALERT_STALLED,
+	ALERT_METRIC_COUNT,
 	ALERT_BURN_RATE   /* SLOBurnRate: slo.c's rules, not a threshold rule here */
 };
 enum alert_severity { ALERT_WARNING, ALERT_CRITICAL, ALERT_SEVERITY_COUNT };
@@ -32,6 +36,8 @@ struct alert_figures {
 	uint64_t tpot_count;
 	double ttft_us;         /* the quantile; < 0 without samples */
 	double tpot_us;
+	uint64_t ttfo_count;
+	double ttfo_us;
 };
 
 /* A rule that started firing or resolved: all a notifier sends. Values and
@@ -62,6 +68,8 @@ struct alert_transition {
 
 /* "TTFTHigh", "ttft", "warning" */
 const char *alert_name(enum alert_metric m);
+/* Is the metric a duration (ms), or a fraction or a count? */
+int alert_metric_is_time(enum alert_metric m);
 const char *alert_metric_name(enum alert_metric m);
 const char *alert_severity_name(enum alert_severity s);
 
@@ -90,6 +98,12 @@ void alert_begin(struct alert_set *s, uint64_t now_us, uint64_t wall_ms);
 int alert_observe(struct alert_set *s, const char *route, const char *tenant,
     const struct alert_figures *f);
 void alert_end(struct alert_set *s);
+/* StreamStalled has its own, faster cadence (a stall is news while it
+ * lasts): the streams of route stalled at now. Fires when at least
+ * min_stalled are (for alerts.for), resolves when none is. -1 for a route
+ * that is not configured. */
+int alert_observe_stalled(struct alert_set *s, const char *route,
+    uint64_t stalled, uint64_t now_us, uint64_t wall_ms);
 
 /* Rules kept elsewhere (SLOBurnRate, slo.c): listed after these in
  * /alerts (json writes its rows, each after a comma unless *first, and

@@ -21,6 +21,8 @@ static void value_text(const struct alert_transition *t, double v, char *buf,
 {
 	if (v < 0)
 		snprintf(buf, len, "none");
+	else if (t->metric == ALERT_STALLED)
+		snprintf(buf, len, "%.0f", v);
 	else if (t->metric == ALERT_ERROR_RATE)
 		snprintf(buf, len, "%.3g", v);
 	else
@@ -30,8 +32,8 @@ static void value_text(const struct alert_transition *t, double v, char *buf,
 static void figure_texts(const struct alert_transition *t, char *name,
     char *value, char *threshold, char *window)
 {
-	if (t->metric == ALERT_ERROR_RATE)
-		snprintf(name, 16, "error_rate");
+	if (!alert_metric_is_time(t->metric))
+		snprintf(name, 16, "%s", alert_metric_name(t->metric));
 	else
 		quantile_name(t->quantile, name, 16);
 	value_text(t, t->value, value, 32);
@@ -165,10 +167,16 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 	figure_texts(t, name, value, thr, window);
 	if (t->tenant != NULL)
 		snprintf(tenant, sizeof tenant, " tenant=%s", t->tenant);
-	if (t->firing)
-		snprintf(buf, len, "alert firing: %s severity=%s route=%s%s %s=%s > %s "
+	if (t->metric == ALERT_STALLED)     /* a count now, not a window's */
+		snprintf(buf, len, "alert %s: StreamStalled severity=%s route=%s "
+		    "stalled=%s, threshold %s (streams stalled now)",
+		    t->firing ? "firing" : "resolved", alert_severity_name(t->severity),
+		    t->route, value, thr);
+	else if (t->firing)
+		snprintf(buf, len, "alert firing: %s severity=%s route=%s%s %s=%s %s %s "
 		    "(n=%llu, window %s)", alert_name(t->metric),
-		    alert_severity_name(t->severity), t->route, tenant, name, value, thr,
+		    alert_severity_name(t->severity), t->route, tenant, name, value,
+		    t->metric == ALERT_STALLED ? ">=" : ">", thr,
 		    (unsigned long long)t->samples, window);
 	else
 		snprintf(buf, len, "alert resolved: %s severity=%s route=%s%s %s=%s, "
@@ -180,7 +188,7 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t,
     const char *instance)
 {
-	int rate = t->metric == ALERT_ERROR_RATE;
+	int rate = !alert_metric_is_time(t->metric);
 
 	if (t->metric == ALERT_BURN_RATE) {
 		burn_webhook(out, t, instance);
@@ -212,11 +220,20 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
     size_t len)
 {
 	char name[16], value[32], thr[32], window[32];
-	int rate = t->metric == ALERT_ERROR_RATE;
-	const char *metric = t->metric == ALERT_TTFT ? "TTFT" :
-	    t->metric == ALERT_TPOT ? "TPOT" : "Error rate";
+	static const char *const metrics[ALERT_METRIC_COUNT] = {
+		"TTFT", "TPOT", "Error rate", "TTFO", "Stalled streams"
+	};
+	int rate = !alert_metric_is_time(t->metric);
+	const char *metric = metrics[t->metric];
 
 	figure_texts(t, name, value, thr, window);
+	if (t->metric == ALERT_STALLED) {
+		snprintf(summary, len, "Streams of route %s stalled", t->route);
+		snprintf(desc, len, "%s streams of route %s had no token for longer "
+		    "than the stall threshold (at least %s at once fire this alert).",
+		    value, t->route, thr);
+		return;
+	}
 	snprintf(summary, len, "%s%s%s of route %s%s%s over %s", metric, rate ? "" : " ",
 	    rate ? "" : name, t->route, t->tenant ? ", tenant " : "",
 	    t->tenant ? t->tenant : "", thr);

@@ -15,8 +15,11 @@
 
 /* Below this an evaluation timer would only burn the main thread. */
 #define MIN_EVERY_US 10000
+/* StreamStalled is looked at this often, whatever evaluate_every says: a
+ * stall is news while it lasts (the workers' sweep sees it within 250 ms). */
+#define STALL_EVERY_US 500000
 
-static struct event *tick;
+static struct event *tick, *stall_tick;
 static struct alert_set *rules;
 static struct notify_set *notifiers;
 /* A reference: the routes and parameters the rules were built from. The
@@ -60,6 +63,8 @@ static void observe(const char *route, const char *tenant)
 	f.tpot_count = v.tpot_count;
 	f.ttft_us = v.ttft_q;
 	f.tpot_us = v.tpot_q;
+	f.ttfo_count = v.ttfo_count;
+	f.ttfo_us = v.ttfo_q;
 	alert_observe(rules, route, tenant, &f);
 }
 
@@ -91,6 +96,22 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	slod_evaluate();
 }
 
+static void on_stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = util_now_us(), wall = util_wall_ms();
+	char key[STATS_ROUTE_MAX];
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	stats_drain();
+	for (size_t i = 0; i < conf->n_routes; i++) {
+		stats_name(conf->routes[i].name, key);
+		alert_observe_stalled(rules, conf->routes[i].name,
+		    stats_route_stalled(key), now, wall);
+	}
+}
+
 static void schedule(const struct conf *c)
 {
 	uint64_t us = c->alerts_evaluate_every_us;
@@ -109,7 +130,8 @@ int alertd_start(struct event_base *base, const struct conf *c)
 	rules = alert_new(on_transition, NULL);
 	notifiers = notify_new(base);
 	tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
-	if (rules == NULL || notifiers == NULL || tick == NULL ||
+	stall_tick = event_new(base, -1, EV_PERSIST, on_stall_tick, NULL);
+	if (rules == NULL || notifiers == NULL || tick == NULL || stall_tick == NULL ||
 	    alert_configure(rules, c, util_now_us(), util_wall_ms()) < 0) {
 		log_error("alerts: cannot start (out of memory)");
 		alertd_stop();
@@ -121,6 +143,7 @@ int alertd_start(struct event_base *base, const struct conf *c)
 	slod_set_sink(on_slo_transition, NULL);
 	conf = conf_ref((struct conf *)c);
 	schedule(c);
+	event_add(stall_tick, &(struct timeval){ 0, STALL_EVERY_US });
 	return 0;
 }
 
@@ -146,6 +169,9 @@ void alertd_stop(void)
 	if (tick != NULL)
 		event_free(tick);
 	tick = NULL;
+	if (stall_tick != NULL)
+		event_free(stall_tick);
+	stall_tick = NULL;
 	notify_free(notifiers);
 	notifiers = NULL;
 	alert_free(rules);

@@ -159,7 +159,12 @@ struct conf *conf_default(void)
 	c->alerts_quantile = 0.95;
 	c->alerts_min_samples = 10;
 	c->alerts_hysteresis = 0.1;
-	c->thresholds = (struct conf_thresholds){ 1000000, 2000000, 100000, 200000, -1, -1 };
+	c->thresholds = (struct conf_thresholds){
+		.ttft_warning_us = 1000000, .ttft_critical_us = 2000000,
+		.tpot_warning_us = 100000, .tpot_critical_us = 200000,
+		.error_rate_warning = -1, .error_rate_critical = -1,
+		.stall_us = 10000000, .min_stalled = 1,
+	};
 	c->burn_rates = malloc(sizeof burns);
 	if (c->burn_rates != NULL) {
 		memcpy(c->burn_rates, burns, sizeof burns);

@@ -48,6 +48,7 @@ struct conf_timeouts {
 	uint64_t shutdown_us;
 	uint64_t send_us;              /* a client that takes no bytes this long */
 	uint64_t upstream_keepalive_us; /* an idle pooled connection's life */
+	uint64_t token_idle_us;        /* no token this long ends a stream; 0: off */
 };
 
 /* A threshold that is not configured is 0 (durations) or < 0 (rates). */
@@ -58,6 +59,10 @@ struct conf_thresholds {
 	uint64_t tpot_critical_us;
 	double error_rate_warning;
 	double error_rate_critical;
+	uint64_t ttfo_warning_us;      /* time to the first answer token */
+	uint64_t ttfo_critical_us;
+	uint64_t stall_us;             /* a token-free gap this long is a stall; 0: off */
+	uint64_t min_stalled;          /* StreamStalled: streams stalled at once */
 };
 
 struct conf_tls {
@@ -187,7 +192,8 @@ struct conf {
 	uint64_t alerts_for_us;            /* 0 */
 	double alerts_hysteresis;          /* 0.1 */
 	int alerts_per_tenant;             /* 0 */
-	struct conf_thresholds thresholds; /* 1000ms 2000ms 100ms 200ms, rates unset */
+	struct conf_thresholds thresholds; /* 1000ms 2000ms 100ms 200ms, rates and
+	                                    * ttfo unset, stall 10s, min_stalled 1 */
 	struct conf_notify *notify;        /* default: none */
 	size_t n_notify;
 

@@ -606,18 +606,19 @@ static void match_check(struct yconf *ld, yaml_node_t *m, void *base, const char
 static void thresholds_check(struct yconf *ld, yaml_node_t *m, void *base,
     const char *path)
 {
-	static const char *const metric[3] = { "ttft", "tpot", "error_rate" };
+	static const char *const metric[4] = { "ttft", "tpot", "error_rate", "ttfo" };
 	const struct conf_thresholds *t = base;
-	double w[3] = { t->ttft_warning_us / 1e3, t->tpot_warning_us / 1e3,
-		t->error_rate_warning };
-	double c[3] = { t->ttft_critical_us / 1e3, t->tpot_critical_us / 1e3,
-		t->error_rate_critical };
-	int set[3] = { t->ttft_warning_us && t->ttft_critical_us,
+	double w[4] = { t->ttft_warning_us / 1e3, t->tpot_warning_us / 1e3,
+		t->error_rate_warning, t->ttfo_warning_us / 1e3 };
+	double c[4] = { t->ttft_critical_us / 1e3, t->tpot_critical_us / 1e3,
+		t->error_rate_critical, t->ttfo_critical_us / 1e3 };
+	int set[4] = { t->ttft_warning_us && t->ttft_critical_us,
 		t->tpot_warning_us && t->tpot_critical_us,
-		t->error_rate_warning >= 0 && t->error_rate_critical >= 0 };
+		t->error_rate_warning >= 0 && t->error_rate_critical >= 0,
+		t->ttfo_warning_us && t->ttfo_critical_us };
 	char wk[32], ck[32];
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		yaml_node_t *at;
 		if (!set[i] || c[i] >= w[i])
 			continue;
@@ -628,7 +629,7 @@ static void thresholds_check(struct yconf *ld, yaml_node_t *m, void *base,
 		    (at = yconf_map_find(ld, m, wk)) == NULL)
 			at = m;
 		yconf_err(ld, at, "%s: %s (%g%s) is below %s (%g%s)", path, ck, c[i],
-		    i < 2 ? "ms" : "", wk, w[i], i < 2 ? "ms" : "");
+		    i != 2 ? "ms" : "", wk, w[i], i != 2 ? "ms" : "");
 	}
 }
 
@@ -697,6 +698,7 @@ static const struct yconf_key timeouts_keys[] = {
 	DUR("shutdown", struct conf_timeouts, shutdown_us, 0),
 	DUR("send", struct conf_timeouts, send_us, 1),
 	DUR("upstream_keepalive", struct conf_timeouts, upstream_keepalive_us, 1),
+	DUR("token_idle", struct conf_timeouts, token_idle_us, 0),
 };
 static const struct yconf_section timeouts_section = TABLE(timeouts_keys, NULL);
 
@@ -708,6 +710,10 @@ static const struct yconf_key thresholds_keys[] = {
 	DUR("tpot_critical", struct conf_thresholds, tpot_critical_us, 0),
 	FLOAT("error_rate_warning", struct conf_thresholds, error_rate_warning, 0, 1, 0),
 	FLOAT("error_rate_critical", struct conf_thresholds, error_rate_critical, 0, 1, 0),
+	DUR("ttfo_warning", struct conf_thresholds, ttfo_warning_us, 0),
+	DUR("ttfo_critical", struct conf_thresholds, ttfo_critical_us, 0),
+	DUR("stall", struct conf_thresholds, stall_us, 0),
+	UINT("min_stalled", struct conf_thresholds, min_stalled, 1, 1000000),
 };
 static const struct yconf_section thresholds_section = TABLE(thresholds_keys, thresholds_check);
 

@@ -378,6 +378,7 @@ static void route_meter(struct exchange *x, const struct http_head *rq)
 	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
 		meter_offer_model(&x->meter, MODEL_PATH, model, len);
 	x->op = (uint8_t)metrics_operation(rq->target, rq->path_len);
+	x->meter.stall_us = x->route->thresholds.stall_us;
 }
 
 int exchange_request_head(struct exchange *x, struct evbuffer *in,
@@ -707,6 +708,26 @@ int exchange_reusable(const struct exchange *x)
 	    llhttp_should_keep_alive(&x->res);
 }
 
+/* ---- the sweep ----------------------------------------------------------- */
+
+int exchange_sweep(struct exchange *x, uint64_t now)
+{
+	uint64_t idle = x->route != NULL ? x->route->timeouts.token_idle_us : 0;
+	int64_t gap;
+	int d;
+
+	if (x->conf == NULL)
+		return 0;
+	if ((d = meter_stall_sweep(&x->meter, now)) != 0) {
+		struct stats_key k;
+		stats_key_of(x, &k);
+		stats_stall(x->stats, &k, d);
+		x->health.stalls_live += d > 0;
+	}
+	gap = meter_token_gap_us(&x->meter, now);
+	return idle != 0 && gap >= 0 && (uint64_t)gap >= idle;
+}
+
 /* ---- books ------------------------------------------------------------- */
 
 void exchange_begin(struct exchange *x, struct conf *conf,
@@ -721,6 +742,7 @@ void exchange_begin(struct exchange *x, struct conf *conf,
 	strcpy(x->method, "-");
 	strcpy(x->tenant, "-");
 	meter_init(&x->meter, t0, DIALECT_RAW);
+	health_begin(&x->health);
 	x->meter.itl_fn = on_itl;
 	x->meter.itl_arg = x;
 	c = atomic_fetch_add(&tokentap_active_streams, 1);
@@ -736,6 +758,7 @@ static unsigned exceeded_bits(const struct exchange *x)
 {
 	const struct conf_thresholds *t = &x->route->thresholds;
 	int64_t ttft = meter_ttft_us(&x->meter), tpot = meter_tpot_us(&x->meter);
+	int64_t ttfo = meter_ttfo_us(&x->meter);
 	unsigned bits = 0;
 
 	if (ttft >= 0 && t->ttft_warning_us && (uint64_t)ttft > t->ttft_warning_us)
@@ -746,6 +769,10 @@ static unsigned exceeded_bits(const struct exchange *x)
 		bits |= ACCESSLOG_TPOT_WARNING;
 	if (tpot >= 0 && t->tpot_critical_us && (uint64_t)tpot > t->tpot_critical_us)
 		bits |= ACCESSLOG_TPOT_CRITICAL;
+	if (ttfo >= 0 && t->ttfo_warning_us && (uint64_t)ttfo > t->ttfo_warning_us)
+		bits |= ACCESSLOG_TTFO_WARNING;
+	if (ttfo >= 0 && t->ttfo_critical_us && (uint64_t)ttfo > t->ttfo_critical_us)
+		bits |= ACCESSLOG_TTFO_CRITICAL;
 	return bits;
 }
 
@@ -824,8 +851,13 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	e.exceeded = x->route ? exceeded_bits(x) : 0;
 	e.mask = x->conf->access_log_mask;
 	e.n_mask = x->conf->n_access_log_mask;
+	e.health = &x->health;
 	accesslog_write(&e);
 	stats_key_of(x, &key);
+	if (x->meter.stalled) {               /* it ended stalled */
+		x->meter.stalled = 0;
+		stats_stall(x->stats, &key, -1);
+	}
 	stats_request(x->stats, &key, &e, x->itl, x->n_itl);
 	x->n_itl = 0;
 	exchange_abandon(x);

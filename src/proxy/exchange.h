@@ -15,6 +15,7 @@
 #include <llhttp.h>
 
 #include "config.h"
+#include "health.h"
 #include "httphead.h"
 #include "jsonscan.h"
 #include "meter.h"
@@ -92,6 +93,7 @@ struct exchange {
 	struct stats_key active_key;
 	unsigned n_itl;
 	uint32_t itl[STATS_ITL_BATCH];
+	struct health health;         /* overhead, live stalls */
 };
 
 /* Starts the books of a request whose first byte came at t0: resets every
@@ -161,5 +163,12 @@ int exchange_parse_eof(struct exchange *x);
 /* May the upstream connection carry another request? (The response and
  * the request both ended, and the response was keep-alive.) */
 int exchange_reusable(const struct exchange *x);
+
+/* ---- the sweep ----------------------------------------------------------- */
+
+/* An open stream looked at now and then (never per event): a stall that
+ * began or ended goes to the statistics. 1 when the stream's tokens
+ * stopped for its route's timeouts.token_idle: the caller ends it. */
+int exchange_sweep(struct exchange *x, uint64_t now);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "dialect_names.h"
+#include "health.h"
 #include "log.h"
 #include "meter.h"
 #include "nhist.h"
@@ -21,7 +22,7 @@
  * of the truth even when the values crowd into one bucket; every
  * threshold configured is added; past the table each set doubles until it
  * is above the longest timeout that bounds its values. */
-enum { B_TTFT, B_TPOT, B_DURATION, B_CONNECT, B_TOKENS, B_COUNT };
+enum { B_TTFT, B_TPOT, B_DURATION, B_CONNECT, B_TOKENS, B_OVERHEAD, B_COUNT };
 
 #define BOUNDS_MAX 80
 
@@ -48,7 +49,7 @@ static const double tokens_table[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 655
 /* ---- families ------------------------------------------------------------ */
 
 /* The histograms kept per label set; a family names one of them. */
-enum { H_TTFT, H_TPOT, H_ITL, H_DURATION, H_TOKENS_IN, H_TOKENS_OUT, H_COUNT };
+enum { H_TTFT, H_TPOT, H_ITL, H_DURATION, H_TOKENS_IN, H_TOKENS_OUT, H_TTFO, H_COUNT };
 
 /* Which metrics.names exports a family. */
 enum { N_TOKENTAP = 1, N_OTEL = 2, N_ANY = 3 };
@@ -74,6 +75,10 @@ static const struct hfamily hfamilies[] = {
 	  H_TPOT, B_TPOT, N_TOKENTAP, NULL },
 	{ "tokentap_inter_token_latency_seconds",
 	  "Gaps between consecutive token-bearing events.", H_ITL, B_TPOT, N_ANY, NULL },
+	/* OpenTelemetry has no name for it: exported under either */
+	{ "tokentap_time_to_first_output_token_seconds",
+	  "Time from the request's first byte to the first token-bearing event "
+	  "that is not reasoning.", H_TTFO, B_TTFT, N_ANY, NULL },
 	{ "tokentap_request_duration_seconds",
 	  "Time from the request's first byte to the end of the response.",
 	  H_DURATION, B_DURATION, N_TOKENTAP, NULL },
@@ -100,13 +105,28 @@ static const char *const code_names[CODE_COUNT] = {
 	"none", "1xx", "2xx", "3xx", "4xx", "5xx"
 };
 
-static const char *const threshold_names[4] = {
-	"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical"
+/* accesslog.h's ACCESSLOG_* bits, in order; the TTFO two are exported
+ * only where a TTFO threshold is configured (M.n_thresholds). */
+#define THRESHOLDS 6
+static const char *const threshold_names[THRESHOLDS] = {
+	"ttft_warning", "ttft_critical", "tpot_warning", "tpot_critical",
+	"ttfo_warning", "ttfo_critical"
 };
 
-/* Series per label set besides the histograms: output and input tokens,
- * active streams, four thresholds. Each requests_total pair adds one. */
-#define FIXED_SERIES 7
+/* The outcomes a request without a token is counted by. */
+static const enum meter_outcome no_token_outcomes[] = {
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT
+};
+
+/* Series per label set besides the histograms and the thresholds: output
+ * and input tokens, active and stalled streams, stalls, buffered streams,
+ * requests without a token by outcome. Each requests_total pair adds one. */
+#define FIXED_SERIES (6 + UTIL_ARRAY_LEN(no_token_outcomes))
+
+/* The stages of tokentap_proxy_overhead_seconds. */
+enum { OVH_REQUEST, OVH_READ, OVH_COUNT };
+static const char *const stage_names[OVH_COUNT] = { "request", "read" };
 
 enum { OP_OTHER, OP_CHAT, OP_TEXT, OP_GENERATE, OP_EMBEDDINGS, OP_COUNT };
 const char *const metrics_operation_names[OP_COUNT] = {
@@ -133,8 +153,10 @@ struct mset {
 	struct mroute *route;
 	uint64_t requests[OUTCOME_COUNT][CODE_COUNT];
 	uint64_t output_tokens, input_tokens;
-	uint64_t exceeded[4];
-	long active;
+	uint64_t exceeded[THRESHOLDS];
+	long active, stalled;
+	uint64_t stalls, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
 	struct mhist h[H_COUNT];
 };
 
@@ -142,6 +164,7 @@ struct mroute {
 	struct mroute *next;
 	char *name;
 	struct mhist connect;      /* per upstream: not per tenant and model */
+	struct mhist ovh[OVH_COUNT];   /* the proxy's own: per route too */
 	struct mset *sink;
 };
 
@@ -152,6 +175,7 @@ static struct {
 	const struct conf *conf;   /* own reference */
 	enum metrics_names names;
 	struct bset b[B_COUNT];
+	unsigned n_thresholds;     /* 4, or 6 with a TTFO threshold */
 	uint64_t max_series, used;
 	uint64_t folded;
 	struct mset *table[SET_BUCKETS];
@@ -186,7 +210,7 @@ static int slot_bset(int slot)
  * _count, and the fixed series; a sink every requests_total pair too. */
 static uint64_t set_cost(int sink)
 {
-	uint64_t n = FIXED_SERIES;
+	uint64_t n = FIXED_SERIES + M.n_thresholds;
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(hfamilies); i++)
 		if (family_on(&hfamilies[i]))
 			n += M.b[hfamilies[i].bset].n + 3;
@@ -195,7 +219,7 @@ static uint64_t set_cost(int sink)
 
 static uint64_t route_cost(void)
 {
-	return M.b[B_CONNECT].n + 3 + set_cost(1);
+	return M.b[B_CONNECT].n + 3 + OVH_COUNT * (M.b[B_OVERHEAD].n + 3) + set_cost(1);
 }
 
 uint64_t metrics_series_used(void)
@@ -263,6 +287,8 @@ static void thresholds_bounds(const struct conf *c, struct bset *b)
 		bounds_add(&b[B_TTFT], t->ttft_critical_us);
 		bounds_add(&b[B_TPOT], t->tpot_warning_us);
 		bounds_add(&b[B_TPOT], t->tpot_critical_us);
+		bounds_add(&b[B_TTFT], t->ttfo_warning_us);   /* TTFO's are B_TTFT too */
+		bounds_add(&b[B_TTFT], t->ttfo_critical_us);
 	}
 	for (size_t i = 0; i < c->n_slos; i++) {
 		bounds_add(&b[B_TTFT], c->slos[i].targets.us[GOODPUT_TTFT]);
@@ -280,6 +306,10 @@ static void make_bounds(const struct conf *c, struct bset *b)
 	bounds_table(&b[B_DURATION], duration_table, UTIL_ARRAY_LEN(duration_table), 1e6);
 	bounds_table(&b[B_CONNECT], connect_table, UTIL_ARRAY_LEN(connect_table), 1e6);
 	bounds_table(&b[B_TOKENS], tokens_table, UTIL_ARRAY_LEN(tokens_table), 1);
+	/* µs, powers of two to 65.536 ms: edges of the per-read coarse
+	 * histogram (health.h), so its counts land in the right bucket */
+	for (unsigned e = 0; e <= 16; e++)
+		bounds_add(&b[B_OVERHEAD], 1ull << e);
 	thresholds_bounds(c, b);
 	timeouts_max(&c->timeouts, &any, &idle, &connect);
 	for (size_t i = 0; i < c->n_routes; i++)
@@ -307,7 +337,8 @@ static void mhist_free(struct mhist *h)
 	memset(h, 0, sizeof *h);
 }
 
-static void mhist_observe(struct mhist *h, int bset, uint64_t v)
+/* n values of v, their sum counted apart (mhist_observe adds v's). */
+static void mhist_count(struct mhist *h, int bset, uint64_t v, uint64_t n)
 {
 	const struct bset *b = &M.b[bset];
 	size_t lo = 0, hi = b->n;
@@ -321,10 +352,31 @@ static void mhist_observe(struct mhist *h, int bset, uint64_t v)
 		else
 			hi = mid;
 	}
-	h->counts[lo]++;
+	h->counts[lo] += n;
+	h->count += n;
+	nhist_record_n(&h->native, bset == B_TOKENS ? (double)v : (double)v / 1e6, n);
+}
+
+static void mhist_observe(struct mhist *h, int bset, uint64_t v)
+{
+	if (h->counts == NULL)
+		return;
+	mhist_count(h, bset, v, 1);
 	h->sum += v;
-	h->count++;
-	nhist_record(&h->native, bset == B_TOKENS ? (double)v : (double)v / 1e6);
+}
+
+static void route_hists_init(struct mroute *r)
+{
+	mhist_init(&r->connect, B_CONNECT);
+	for (int i = 0; i < OVH_COUNT; i++)
+		mhist_init(&r->ovh[i], B_OVERHEAD);
+}
+
+static void route_hists_free(struct mroute *r)
+{
+	mhist_free(&r->connect);
+	for (int i = 0; i < OVH_COUNT; i++)
+		mhist_free(&r->ovh[i]);
 }
 
 static void set_hists_init(struct mset *m)
@@ -365,7 +417,7 @@ static struct mroute *route_get(const char *name)
 		free(r);
 		return NULL;
 	}
-	mhist_init(&r->connect, B_CONNECT);
+	route_hists_init(r);
 	r->next = M.routes;
 	M.routes = r;
 	/* its _other label set and connect histogram are reserved up front:
@@ -470,6 +522,30 @@ static struct mset *room_for(struct mset *m, unsigned outcome, unsigned code)
 	return sink_of(m->route);
 }
 
+/* TTFO, stalls, buffering, no token, and the proxy's own overhead. */
+static void request_health(struct mset *m, const struct metrics_obs *o)
+{
+	struct mroute *r = m->route;
+
+	m->stalls += o->stalls;
+	m->buffered += o->buffered != 0;
+	if (o->no_token)
+		m->no_token[o->outcome]++;
+	if (o->ttfo_us >= 0)
+		mhist_observe(&m->h[H_TTFO], B_TTFT, (uint64_t)o->ttfo_us);
+	if (o->ovh_request_us >= 0)
+		mhist_observe(&r->ovh[OVH_REQUEST], B_OVERHEAD, (uint64_t)o->ovh_request_us);
+	if (o->ovh_read == NULL || r->ovh[OVH_READ].counts == NULL)
+		return;
+	/* each read at its bucket's middle (within 12 %); the bounds are the
+	 * buckets' edges, so the classic counts are exact; the sum is exact */
+	for (unsigned i = 0; i < HEALTH_OVH_BUCKETS; i++)
+		if (o->ovh_read[i] != 0)
+			mhist_count(&r->ovh[OVH_READ], B_OVERHEAD, health_read_mid(i),
+			    o->ovh_read[i]);
+	r->ovh[OVH_READ].sum += o->ovh_read_sum_us;
+}
+
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o)
 {
 	unsigned code = code_of(o->status), outcome = o->outcome;
@@ -486,9 +562,10 @@ void metrics_request(struct mset *m, int folded, const struct metrics_obs *o)
 		m->output_tokens += (uint64_t)o->output_tokens;
 	if (o->input_tokens > 0)
 		m->input_tokens += (uint64_t)o->input_tokens;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < THRESHOLDS; i++)
 		if (o->exceeded & (1u << i))
 			m->exceeded[i]++;
+	request_health(m, o);
 	if (o->ttft_us >= 0)
 		mhist_observe(&m->h[H_TTFT], B_TTFT, (uint64_t)o->ttft_us);
 	if (o->tpot_us >= 0)
@@ -515,6 +592,14 @@ void metrics_active(struct mset *m, int delta)
 		m->active += delta;
 }
 
+void metrics_stall(struct mset *m, int delta)
+{
+	if (m == NULL)
+		return;
+	m->stalled += delta;
+	m->stalls += delta > 0;
+}
+
 /* ---- configuration ------------------------------------------------------- */
 
 static void reset_hists(void)
@@ -524,8 +609,8 @@ static void reset_hists(void)
 		set_hists_init(m);
 	}
 	for (struct mroute *r = M.routes; r != NULL; r = r->next) {
-		mhist_free(&r->connect);
-		mhist_init(&r->connect, B_CONNECT);
+		route_hists_free(r);
+		route_hists_init(r);
 	}
 }
 
@@ -545,6 +630,17 @@ static void recount(void)
 	}
 }
 
+static int ttfo_thresholds(const struct conf *c)
+{
+	for (size_t i = 0; i <= c->n_routes; i++) {
+		const struct conf_thresholds *t = i < c->n_routes ?
+		    &c->routes[i].thresholds : &c->thresholds;
+		if (t->ttfo_warning_us > 0 || t->ttfo_critical_us > 0)
+			return 1;
+	}
+	return 0;
+}
+
 void metrics_configure(const struct conf *c)
 {
 	struct bset nb[B_COUNT];
@@ -562,6 +658,7 @@ void metrics_configure(const struct conf *c)
 		reset_hists();
 	}
 	memcpy(M.b, nb, sizeof nb);
+	M.n_thresholds = ttfo_thresholds(c) ? THRESHOLDS : 4;
 	M.max_series = c->metrics_max_series;
 	if (M.conf != NULL)
 		conf_unref((struct conf *)M.conf);
@@ -593,7 +690,7 @@ void metrics_free(void)
 	}
 	for (r = M.routes; r != NULL; r = rn) {
 		rn = r->next;
-		mhist_free(&r->connect);
+		route_hists_free(r);
 		free(r->name);
 		free(r);
 	}
@@ -711,6 +808,19 @@ static void write_histograms(struct promout *o)
 		promout_label(&l, "route", r->name);
 		write_hist(o, &l, &r->connect, B_CONNECT);
 	}
+	promout_family(o, "tokentap_proxy_overhead_seconds",
+	    "tokentap's own time, per route: stage=\"request\" from the request head "
+	    "to the request written upstream, stage=\"read\" from each upstream "
+	    "read to its send to the client.", PROMPROTO_HISTOGRAM);
+	for (const struct mroute *r = M.routes; r != NULL; r = r->next)
+		for (int i = 0; i < OVH_COUNT; i++) {
+			if (r->ovh[i].count == 0)
+				continue;
+			l.n = 0;
+			promout_label(&l, "route", r->name);
+			promout_label(&l, "stage", stage_names[i]);
+			write_hist(o, &l, &r->ovh[i], B_OVERHEAD);
+		}
 }
 
 static void write_requests(struct promout *o)
@@ -732,10 +842,20 @@ static void write_requests(struct promout *o)
 	promout_family(o, "tokentap_threshold_exceeded_total", "Requests over a threshold.",
 	    PROMPROTO_COUNTER);
 	for (const struct mset *m = M.sets; m != NULL; m = m->next)
-		for (int i = 0; i < 4; i++) {
+		for (unsigned i = 0; i < M.n_thresholds; i++) {
 			set_labels(m, 0, &l);
 			promout_label(&l, "threshold", threshold_names[i]);
 			promout_sample(o, &l, (double)m->exceeded[i]);
+		}
+	promout_family(o, "tokentap_no_token_requests_total",
+	    "Finished requests without a token-bearing event, by outcome.",
+	    PROMPROTO_COUNTER);
+	for (const struct mset *m = M.sets; m != NULL; m = m->next)
+		for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++) {
+			enum meter_outcome k = no_token_outcomes[i];
+			set_labels(m, 0, &l);
+			promout_label(&l, "outcome", meter_outcome_name(k));
+			promout_sample(o, &l, (double)m->no_token[k]);
 		}
 }
 
@@ -754,6 +874,21 @@ static double active_of(const struct mset *m)
 	return (double)m->active;
 }
 
+static double stalled_of(const struct mset *m)
+{
+	return (double)m->stalled;
+}
+
+static double stalls_of(const struct mset *m)
+{
+	return (double)m->stalls;
+}
+
+static double buffered_of(const struct mset *m)
+{
+	return (double)m->buffered;
+}
+
 static void write_set_series(struct promout *o)
 {
 	static const struct {
@@ -766,6 +901,12 @@ static void write_set_series(struct promout *o)
 		{ "tokentap_input_tokens_total", "Input (prompt) tokens reported.",
 		  PROMPROTO_COUNTER, input_tokens_of },
 		{ "tokentap_active_streams", "Streams in flight.", PROMPROTO_GAUGE, active_of },
+		{ "tokentap_stalled_streams", "Streams whose tokens stopped for the stall "
+		  "threshold, now.", PROMPROTO_GAUGE, stalled_of },
+		{ "tokentap_stalls_total", "Stalls: token-free gaps of an open stream of at "
+		  "least the stall threshold.", PROMPROTO_COUNTER, stalls_of },
+		{ "tokentap_buffered_streams_total", "Streams whose tokens came in clumps "
+		  "far apart (a buffering hop).", PROMPROTO_COUNTER, buffered_of },
 	};
 	struct promout_labels l;
 

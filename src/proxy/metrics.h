@@ -2,7 +2,7 @@
  * thread beside the /stats groups: per label set (route, tenant, model,
  * and with OpenTelemetry names the operation and provider) cumulative
  * histograms with classic and native buckets, and counters; per route the
- * upstream connect histogram.
+ * upstream connect histogram and the proxy's own overhead.
  *
  * Cardinality is the operator's: a statistics group maps once to a label
  * set, the tenant label only for tenants the operator named (tenant.c),
@@ -29,6 +29,12 @@ struct metrics_obs {
 	unsigned exceeded;          /* ACCESSLOG_* bits */
 	int64_t ttft_us, tpot_us, duration_us, connect_us;
 	int64_t output_tokens, input_tokens;
+	/* stream health (health.h) */
+	int64_t ttfo_us, ovh_request_us;
+	unsigned no_token, buffered;
+	uint64_t stalls;            /* those metrics_stall did not see */
+	const uint16_t *ovh_read;   /* per read, HEALTH_OVH_BUCKETS; NULL: none */
+	uint64_t ovh_read_sum_us;
 };
 
 /* Bounds, names and the budget from c (kept: tenant labels read it). A
@@ -41,6 +47,8 @@ struct mset *metrics_resolve(const char *route, const char *tenant,
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);
 void metrics_active(struct mset *m, int delta);
+/* A stream stalled (+1: one stall more) or its stall ended (-1). */
+void metrics_stall(struct mset *m, int delta);
 /* Every series of the requests, then the process's (procmetrics.h). */
 void metrics_write(struct promout *o);
 void metrics_free(void);

@@ -43,11 +43,16 @@ double nhist_upper(int32_t idx)
 
 int nhist_record(struct nhist *h, double v)
 {
+	return nhist_record_n(h, v, 1);
+}
+
+int nhist_record_n(struct nhist *h, double v, uint64_t n)
+{
 	int32_t idx;
 	uint32_t lo = 0, hi;
 
 	if (!(v > 0)) {
-		h->zero_count++;
+		h->zero_count += n;
 		return 0;
 	}
 	idx = nhist_index(v);
@@ -60,7 +65,7 @@ int nhist_record(struct nhist *h, double v)
 			hi = mid;
 	}
 	if (lo < h->n && h->b[lo].idx == idx) {
-		h->b[lo].count++;
+		h->b[lo].count += n;
 		return 0;
 	}
 	if (h->n == h->cap) {
@@ -73,7 +78,7 @@ int nhist_record(struct nhist *h, double v)
 	}
 	memmove(&h->b[lo + 1], &h->b[lo], (h->n - lo) * sizeof *h->b);
 	h->b[lo].idx = idx;
-	h->b[lo].count = 1;
+	h->b[lo].count = n;
 	h->n++;
 	return 0;
 }

@@ -35,6 +35,8 @@ int32_t nhist_index(double v);
 double nhist_upper(int32_t idx);
 /* Returns 0, or -1 when memory ran out (the value is then not recorded). */
 int nhist_record(struct nhist *h, double v);
+/* n values of v at once. */
+int nhist_record_n(struct nhist *h, double v, uint64_t n);
 void nhist_free(struct nhist *h);
 
 #endif

@@ -33,6 +33,7 @@
 
 #include "bodybuf.h"
 #include "exchange.h"
+#include "health.h"
 #include "log.h"
 #include "net.h"
 #include "stats.h"
@@ -223,6 +224,14 @@ static void timer_idle(struct session *s)
 {
 	s->last_progress = util_now_us();
 	timer_set(s, T_IDLE, s->x.route->timeouts.idle_us);
+}
+
+/* The request stage of the proxy's overhead ends: the request went up,
+ * or waits queued for its connection or its body. */
+static void overhead_request(struct session *s, uint64_t now)
+{
+	health_request(&s->x.health, s->x.health.ovh_from, now);
+	s->x.health.ovh_from = 0;
 }
 
 /* ---- errors ------------------------------------------------------------ */
@@ -464,6 +473,8 @@ static int request_head(struct session *s)
 		return respond(s, &v);
 	if (r == 0)
 		return 0;
+	/* the request stage of the proxy's overhead starts: the head is here */
+	s->x.health.ovh_from = util_now_us();
 	if (exchange_request_head(&s->x, in, head_len, &s->loop->rng, &rq, &v) < 0)
 		return respond(s, &v);
 	if (!s->x.req_done && s->x.route->request_buffering)
@@ -477,6 +488,8 @@ static int request_head(struct session *s)
 		s->x.meter.t_req = util_now_us();
 		s->cs = C_WAIT;
 	} else {
+		/* its body is the client's to send: the head waits queued */
+		overhead_request(s, util_now_us());
 		s->cs = C_BODY;
 	}
 	return 0;
@@ -499,6 +512,8 @@ static void request_flush(struct session *s)
 {
 	if (s->up != NULL && upstream_flush(s->up) == 0)
 		request_sent(s);
+	if (s->x.health.ovh_from != 0)
+		overhead_request(s, util_now_us());
 }
 
 /* request_buffering: the request is held (its upstream head first, then
@@ -511,6 +526,8 @@ static int hold_request(struct session *s, const struct http_head *rq,
 {
 	struct evbuffer *in = bufferevent_get_input(s->bev);
 
+	/* the upload is the client's time: the stage restarts with the body */
+	s->x.health.ovh_from = 0;
 	if (bodybuf_open(&s->held) < 0)
 		return respond_error(s, 503, "overloaded",
 		    "cannot hold the request body", METER_END_REJECTED);
@@ -560,7 +577,7 @@ static int hold_body(struct session *s)
 	s->last_progress = util_now_us();
 	if (!s->x.req_done)
 		return 0;
-	s->x.meter.t_req = util_now_us();
+	s->x.meter.t_req = s->x.health.ovh_from = util_now_us();
 	s->cs = C_WAIT;
 	return send_held(s);
 }
@@ -814,6 +831,9 @@ static int body_forwarded(struct session *s, int r)
 	}
 	if (client_flush(s) < 0)
 		return -1;
+	/* the proxy's own cost of this read: recv(2) (meter.now) to the
+	 * client's send(2); the one clock read per read it adds */
+	health_read(&s->x.health, util_now_us() - s->x.meter.now);
 	if (s->x.res_done)
 		return response_done(s);
 	if (backlogged(s))
@@ -1147,6 +1167,24 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- the worker's calls ------------------------------------------------ */
+
+void proxy_sweep(struct loop *w, uint64_t now)
+{
+	struct session *s, *next;
+
+	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, link);
+		if (s->us != U_BODY || s->x.conf == NULL || !exchange_sweep(&s->x, now))
+			continue;
+		/* timeouts.token_idle: heartbeats kept it busy, tokens did not;
+		 * the upstream is closed so that the backend stops */
+		log_info("request %s: no token for %llu ms, closing",
+		    s->x.request_id,
+		    (unsigned long long)(s->x.route->timeouts.token_idle_us / 1000));
+		respond_error(s, 504, "gateway_timeout", "no token within "
+		    "timeouts.token_idle", METER_END_TIMEOUT);
+	}
+}
 
 void proxy_drain(struct loop *w)
 {

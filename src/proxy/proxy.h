@@ -5,6 +5,7 @@
 #ifndef TOKENTAP_PROXY_H
 #define TOKENTAP_PROXY_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include <event2/util.h>
@@ -20,5 +21,8 @@ void proxy_accept(struct loop *l, evutil_socket_t fd,
 void proxy_drain(struct loop *l);
 /* Closes every session at once (shutdown timeout reached). */
 void proxy_close_all(struct loop *l);
+/* Looks at every open stream (the worker's timer, a few times a second):
+ * stalls begun and ended, timeouts.token_idle. */
+void proxy_sweep(struct loop *l, uint64_t now);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "accesslog.h"
+#include "health.h"
 #include "log.h"
 #include "meter.h"
 #include "metrics.h"
@@ -21,7 +22,7 @@ uint64_t (*stats_clock)(void) = util_now_us;
 
 /* ---- the rings (one producer: a worker; one consumer: the main thread) -- */
 
-enum rec_kind { REC_ACTIVE, REC_ITL, REC_REQUEST };
+enum rec_kind { REC_ACTIVE, REC_ITL, REC_REQUEST, REC_STALL };
 
 struct stats_rec {
 	uint8_t kind;
@@ -37,6 +38,13 @@ struct stats_rec {
 	uint64_t speed_tokens, speed_us;
 	int64_t concurrency;
 	uint32_t itl[STATS_ITL_BATCH];
+	/* stream health (REC_REQUEST) */
+	int64_t ttfo_us;
+	uint8_t no_token, judged, buffered;
+	uint64_t stalls;           /* those not reported live */
+	int64_t ovh_request_us;    /* -1: none */
+	uint64_t ovh_read_sum_us;
+	uint16_t ovh_read[HEALTH_OVH_BUCKETS];
 };
 
 #define RING_CAP 4096          /* records; about 2 MiB per worker */
@@ -142,12 +150,19 @@ static void ring_publish(struct stats_ring *r)
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 
+/* s cut to cap - 1 bytes into the zeroed dst, as snprintf would. */
+static void key_part(char *dst, size_t cap, const char *s)
+{
+	memcpy(dst, s, strnlen(s, cap - 1));
+}
+
 void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len)
 {
+	/* no snprintf: a key is built for every batch of token gaps */
 	memset(k, 0, sizeof *k);
-	snprintf(k->route, sizeof k->route, "%s", route ? route : "-");
-	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "-");
+	key_part(k->route, sizeof k->route, route ? route : "-");
+	key_part(k->tenant, sizeof k->tenant, tenant ? tenant : "-");
 	if (model_len >= sizeof k->model)
 		model_len = sizeof k->model - 1;
 	memcpy(k->model, model, model_len);
@@ -164,6 +179,39 @@ void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
 	x->key = *k;
 	x->t_us = stats_clock();
 	ring_publish(r);
+}
+
+void stats_stall(struct stats_ring *r, const struct stats_key *k, int delta)
+{
+	struct stats_rec *x = ring_slot(r);
+	if (x == NULL)
+		return;
+	x->kind = REC_STALL;
+	x->delta = delta;
+	x->key = *k;
+	x->t_us = stats_clock();
+	ring_publish(r);
+}
+
+/* The stream health figures of a finished request. */
+static void health_fields(struct stats_rec *x, const struct accesslog_entry *e)
+{
+	const struct meter *m = e->m;
+	const struct health *h = e->health;
+	int buffered = meter_buffered(m);
+
+	x->ttfo_us = meter_ttfo_us(m);
+	x->no_token = (uint8_t)meter_no_token(m, e->outcome);
+	x->judged = buffered >= 0;
+	x->buffered = buffered > 0;
+	x->stalls = m->stalls - (h != NULL && h->stalls_live <= m->stalls ?
+	    h->stalls_live : m->stalls);
+	x->ovh_request_us = h != NULL ? h->ovh_request_us : -1;
+	x->ovh_read_sum_us = h != NULL ? h->ovh_read_sum_us : 0;
+	if (h != NULL)
+		memcpy(x->ovh_read, h->ovh_read_hist, sizeof x->ovh_read);
+	else
+		memset(x->ovh_read, 0, sizeof x->ovh_read);
 }
 
 void stats_itl(struct stats_ring *r, const struct stats_key *k,
@@ -212,6 +260,7 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->n_itl = (uint8_t)n;
 	if (n > 0)
 		memcpy(x->itl, gaps, n * sizeof *gaps);
+	health_fields(x, e);
 	ring_publish(r);
 }
 
@@ -304,14 +353,21 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 		return NULL;
 	s = &g->win[w][idx % (2 * SLICES)];
 	if (s->index != idx) {
-		struct hist_sparse keep[3] = { s->ttft, s->tpot, s->itl };
+		struct hist_sparse keep[6] = { s->ttft, s->tpot, s->itl, s->ttfo,
+			s->ovh_request, s->ovh_read };
 		memset(s, 0, sizeof *s);
 		s->ttft = keep[0];
 		s->tpot = keep[1];
 		s->itl = keep[2];
+		s->ttfo = keep[3];
+		s->ovh_request = keep[4];
+		s->ovh_read = keep[5];
 		hist_sparse_clear(&s->ttft);
 		hist_sparse_clear(&s->tpot);
 		hist_sparse_clear(&s->itl);
+		hist_sparse_clear(&s->ttfo);
+		hist_sparse_clear(&s->ovh_request);
+		hist_sparse_clear(&s->ovh_read);
 		s->index = idx;
 	}
 	return s;
@@ -327,13 +383,52 @@ static void apply_itl(struct group *g, const struct stats_rec *x)
 	}
 }
 
+/* The stream health part of a finished request, in the windows (the
+ * Prometheus side is metrics_request's). */
+static void apply_health(struct group *g, const struct stats_rec *x)
+{
+	for (size_t w = 0; w < state.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		if (s == NULL)
+			continue;
+		s->stalls += x->stalls;
+		s->judged += x->judged;
+		s->buffered += x->buffered;
+		s->no_token[x->outcome] += x->no_token;
+		if (x->ttfo_us >= 0)
+			hist_sparse_record(&s->ttfo, (uint64_t)x->ttfo_us);
+		if (x->ovh_request_us >= 0)
+			hist_sparse_record(&s->ovh_request, (uint64_t)x->ovh_request_us);
+		for (unsigned i = 0; i < HEALTH_OVH_BUCKETS; i++)
+			if (x->ovh_read[i] != 0)
+				hist_sparse_record_n(&s->ovh_read, health_read_mid(i),
+				    x->ovh_read[i]);
+	}
+}
+
+static void apply_stall(struct group *g, const struct stats_rec *x)
+{
+	g->stalled += x->delta;
+	metrics_stall(g->ms, x->delta);
+	if (x->delta <= 0)
+		return;
+	for (size_t w = 0; w < state.n_windows; w++) {
+		struct slice *s = slice_at(g, w, x->t_us);
+		if (s != NULL)
+			s->stalls++;
+	}
+}
+
 static void apply_request(struct group *g, const struct stats_rec *x)
 {
 	struct metrics_obs o = {
 		.outcome = x->outcome, .status = x->status, .exceeded = x->exceeded,
 		.ttft_us = x->ttft_us, .tpot_us = x->tpot_us, .duration_us = x->duration_us,
 		.connect_us = x->connect_us, .output_tokens = x->output_tokens,
-		.input_tokens = x->input_tokens,
+		.input_tokens = x->input_tokens, .ttfo_us = x->ttfo_us,
+		.ovh_request_us = x->ovh_request_us, .no_token = x->no_token,
+		.buffered = x->buffered, .stalls = x->stalls, .ovh_read = x->ovh_read,
+		.ovh_read_sum_us = x->ovh_read_sum_us,
 	};
 
 	metrics_request(g->ms, g->ms_folded, &o);
@@ -362,6 +457,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 			hist_sparse_record(&s->tpot, (uint64_t)x->tpot_us);
 	}
 	apply_itl(g, x);
+	apply_health(g, x);
 }
 
 static void (*on_request)(void *arg, const struct stats_done *d);
@@ -399,6 +495,9 @@ static void apply(const struct stats_rec *x)
 	case REC_REQUEST:
 		apply_request(g, x);
 		tell_done(x);
+		break;
+	case REC_STALL:
+		apply_stall(g, x);
 		break;
 	}
 }
@@ -447,6 +546,9 @@ static void windows_free(struct group *g)
 			hist_sparse_free(&g->win[w][s].ttft);
 			hist_sparse_free(&g->win[w][s].tpot);
 			hist_sparse_free(&g->win[w][s].itl);
+			hist_sparse_free(&g->win[w][s].ttfo);
+			hist_sparse_free(&g->win[w][s].ovh_request);
+			hist_sparse_free(&g->win[w][s].ovh_read);
 		}
 		free(g->win[w]);
 		g->win[w] = NULL;

@@ -58,6 +58,9 @@ void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len);
 /* A stream of this group started (+1) or ended (-1): the `active` gauges. */
 void stats_active(struct stats_ring *r, const struct stats_key *k, int delta);
+/* A stream of this group stalled (+1), or its stall ended (-1): the
+ * stalled-now gauges; a +1 counts a stall. */
+void stats_stall(struct stats_ring *r, const struct stats_key *k, int delta);
 /* Token gaps of a running stream. */
 void stats_itl(struct stats_ring *r, const struct stats_key *k,
     const uint32_t *gaps, unsigned n);
@@ -109,7 +112,11 @@ struct stats_view {
 	uint64_t tpot_count;
 	double ttft_q;
 	double tpot_q;
+	uint64_t ttfo_count;
+	double ttfo_q;
 };
+/* The streams of a route stalled now (every tenant and model). */
+uint64_t stats_route_stalled(const char *route);
 void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
     double quantile, struct stats_view *out);
 /* Calls fn for each (route, tenant) pair seen in the window. */

@@ -22,7 +22,11 @@ struct slice {
 	uint64_t output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	struct r2_sums r2;
-	struct hist_sparse ttft, tpot, itl;
+	/* stream health: stalls begun, streams judged for clumping and those
+	 * that looked buffered, requests without a token by outcome */
+	uint64_t stalls, judged, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
+	struct hist_sparse ttft, tpot, itl, ttfo, ovh_request, ovh_read;
 };
 
 struct group {
@@ -32,6 +36,7 @@ struct group {
 	long active, max_active;
 	struct mset *ms;                  /* its /metrics label set (metrics.h) */
 	int ms_folded;
+	long stalled;                     /* streams stalled now */
 	struct slice *win[MAX_WINDOWS];   /* 2 * SLICES each */
 };
 

@@ -24,7 +24,11 @@ struct agg {
 	uint64_t speed_tokens, speed_us;
 	long active, max_active;
 	struct r2_sums r2;
+	long stalled;
+	uint64_t stalls, judged, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
 	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
+	struct hist ttfo, ovh_request, ovh_read;
 };
 
 static void agg_reset(struct agg *a)
@@ -35,11 +39,28 @@ static void agg_reset(struct agg *a)
 	hist_init(&a->itl);
 	hist_init(&a->prev_ttft);
 	hist_init(&a->prev_tpot);
+	hist_init(&a->ttfo);
+	hist_init(&a->ovh_request);
+	hist_init(&a->ovh_read);
+}
+
+/* The stream health part of a slice in the window. */
+static void agg_health(struct agg *a, const struct slice *s)
+{
+	a->stalls += s->stalls;
+	a->judged += s->judged;
+	a->buffered += s->buffered;
+	for (int o = 0; o < OUTCOME_COUNT; o++)
+		a->no_token[o] += s->no_token[o];
+	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
+	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
+	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
 }
 
 static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur)
 {
 	a->active += g->active;
+	a->stalled += g->stalled;
 	if (g->max_active > a->max_active)
 		a->max_active = g->max_active;
 	if (g->win[w] == NULL)
@@ -69,6 +90,7 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 		hist_sparse_merge_into(&a->ttft, &s->ttft);
 		hist_sparse_merge_into(&a->tpot, &s->tpot);
 		hist_sparse_merge_into(&a->itl, &s->itl);
+		agg_health(a, s);
 	}
 }
 
@@ -111,27 +133,61 @@ static void json_headroom(struct evbuffer *out, const struct headroom_fit *f,
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
+/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale. */
+static void json_dist_of(struct evbuffer *out, const struct hist *h, double scale)
 {
-	evbuffer_add_printf(out, ",\"%s\":{\"count\":%llu", name,
-	    (unsigned long long)h->count);
+	evbuffer_add_printf(out, "{\"count\":%llu", (unsigned long long)h->count);
 	if (h->count == 0) {
 		evbuffer_add_printf(out, ",\"mean\":null,\"p50\":null,\"p90\":null,"
 		    "\"p95\":null,\"p99\":null,\"max\":null}");
 		return;
 	}
 	ADD(out, ",\"mean\":");
-	jsonw_fixed(out, hist_mean(h) / 1000.0, 3);
+	jsonw_fixed(out, hist_mean(h) / scale, 3);
 	ADD(out, ",\"p50\":");
-	jsonw_fixed(out, hist_quantile(h, 0.50) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.50) / scale, 3);
 	ADD(out, ",\"p90\":");
-	jsonw_fixed(out, hist_quantile(h, 0.90) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.90) / scale, 3);
 	ADD(out, ",\"p95\":");
-	jsonw_fixed(out, hist_quantile(h, 0.95) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.95) / scale, 3);
 	ADD(out, ",\"p99\":");
-	jsonw_fixed(out, hist_quantile(h, 0.99) / 1000.0, 3);
+	jsonw_fixed(out, hist_quantile(h, 0.99) / scale, 3);
 	ADD(out, ",\"max\":");
-	jsonw_fixed(out, (double)h->max / 1000.0, 3);
+	jsonw_fixed(out, (double)h->max / scale, 3);
+	ADD(out, "}");
+}
+
+static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
+{
+	evbuffer_add_printf(out, ",\"%s\":", name);
+	json_dist_of(out, h, 1000.0);
+}
+
+/* The outcomes a request without a token is counted by. */
+static const enum meter_outcome no_token_outcomes[] = {
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT
+};
+
+/* Stream health: TTFO, stalls now and in the window, requests without a
+ * token, the share of judged streams that looked buffered, and the
+ * proxy's own overhead (µs: request stage, and per read forwarded). */
+static void json_health(struct evbuffer *out, const struct agg *a)
+{
+	json_dist(out, "ttfo_ms", &a->ttfo);
+	evbuffer_add_printf(out, ",\"stalled\":%ld,\"stalls\":%llu,\"no_token\":{",
+	    a->stalled, (unsigned long long)a->stalls);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++)
+		evbuffer_add_printf(out, "%s\"%s\":%llu", i ? "," : "",
+		    meter_outcome_name(no_token_outcomes[i]),
+		    (unsigned long long)a->no_token[no_token_outcomes[i]]);
+	evbuffer_add_printf(out, "},\"buffered\":%llu,\"buffered_share\":",
+	    (unsigned long long)a->buffered);
+	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
+	ADD(out, ",\"overhead_us\":{\"request\":");
+	json_dist_of(out, &a->ovh_request, 1.0);
+	ADD(out, ",\"read\":");
+	json_dist_of(out, &a->ovh_read, 1.0);
 	ADD(out, "}");
 }
 
@@ -194,6 +250,7 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	ADD(out, ",\"ttft_concurrency_r2\":");
 	jsonw_fixed(out, r2, 4);
 	json_headroom(out, &fit, by & BY_ROUTE ? g->key.route : NULL);
+	json_health(out, a);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
 	ADD(out, ",");
@@ -297,7 +354,7 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	uint64_t cur;
 
 	memset(out, 0, sizeof *out);
-	out->ttft_q = out->tpot_q = -1;
+	out->ttft_q = out->tpot_q = out->ttfo_q = -1;
 	if (st->n_windows == 0)
 		return;
 	w = window_for(window_us);
@@ -312,10 +369,23 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	out->aborts = a.aborts;
 	out->ttft_count = a.ttft.count;
 	out->tpot_count = a.tpot.count;
+	out->ttfo_count = a.ttfo.count;
 	if (a.ttft.count)
 		out->ttft_q = hist_quantile(&a.ttft, quantile);
 	if (a.tpot.count)
 		out->tpot_q = hist_quantile(&a.tpot, quantile);
+	if (a.ttfo.count)
+		out->ttfo_q = hist_quantile(&a.ttfo, quantile);
+}
+
+uint64_t stats_route_stalled(const char *route)
+{
+	long n = 0;
+
+	for (const struct group *g = stats_state()->groups; g != NULL; g = g->next)
+		if (strcmp(g->key.route, route) == 0)
+			n += g->stalled;
+	return n > 0 ? (uint64_t)n : 0;
 }
 
 void stats_each_route_tenant(uint64_t window_us,

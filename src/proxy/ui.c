@@ -106,7 +106,14 @@ static int add_thresholds(struct evbuffer *out, const struct conf_thresholds *t)
 	r |= add_rate(out, "error_rate_warning", t->error_rate_warning);
 	r |= evbuffer_add_printf(out, ",");
 	r |= add_rate(out, "error_rate_critical", t->error_rate_critical);
-	r |= evbuffer_add_printf(out, "}");
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "ttfo_warning_ms", t->ttfo_warning_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "ttfo_critical_ms", t->ttfo_critical_us);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_ms(out, "stall_ms", t->stall_us);
+	r |= evbuffer_add_printf(out, ",\"min_stalled\":%llu}",
+	    (unsigned long long)t->min_stalled);
 	return r < 0 ? -1 : 0;
 }
 

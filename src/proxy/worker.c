@@ -111,6 +111,20 @@ static void close_listeners(struct worker *w)
 	w->n_listeners = 0;
 }
 
+/* ---- the sweep ---------------------------------------------------------- */
+
+/* How often the open streams are looked at for stalls and token_idle:
+ * coarse, so that detection costs the per-event path nothing. */
+#define SWEEP_US 250000
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	(void)fd;
+	(void)what;
+	proxy_sweep(&w->loop, util_now_us());
+}
+
 /* ---- commands from the main thread ------------------------------------ */
 
 static void on_command(evutil_socket_t fd, short what, void *arg)
@@ -173,6 +187,8 @@ static void worker_free(struct worker *w)
 	close_listeners(w);
 	if (w->listen_retry != NULL)
 		event_free(w->listen_retry);
+	if (w->sweep != NULL)
+		event_free(w->sweep);
 	if (w->cmd_ev != NULL)
 		event_free(w->cmd_ev);
 	if (w->cmd_fd >= 0)
@@ -242,8 +258,11 @@ static struct worker *worker_new(int id, struct conf *c)
 	if (w->cmd_ev != NULL)
 		event_add(w->cmd_ev, NULL);
 	w->listen_retry = evtimer_new(w->loop.base, listen_retry, w);
+	w->sweep = event_new(w->loop.base, -1, EV_PERSIST, on_sweep, w);
+	if (w->sweep != NULL)
+		event_add(w->sweep, &(struct timeval){ 0, SWEEP_US });
 	if (w->loop.dns == NULL || w->cmd_ev == NULL || w->listen_retry == NULL ||
-	    listen_all(w, c) < 0)
+	    w->sweep == NULL || listen_all(w, c) < 0)
 		goto fail;
 	return w;
 fail:

@@ -24,6 +24,7 @@ struct worker {
 	struct listen_ref *lrefs;
 	size_t n_listeners;
 	struct event *listen_retry;   /* re-enables accepting after EMFILE */
+	struct event *sweep;          /* looks at the open streams: stalls */
 
 	/* commands from the main thread */
 	struct event *cmd_ev;

@@ -143,12 +143,12 @@ TOP_KEYS = {
     "rate", "arrivals", "duration_s", "count", "prompt_tokens", "max_tokens",
     "elapsed_s", "interrupted", "requests", "ok", "errors", "error_rate",
     "outcomes", "requests_per_s", "output_tokens_per_s", "output_tokens",
-    "input_tokens", "connections", "max_in_flight", "ttft_ms", "tpot_ms",
+    "input_tokens", "connections", "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms",
     "itl_ms", "output_speed", "duration_ms", "samples",
 }
 SAMPLE_KEYS = {
-    "start_ms", "outcome", "status", "ttft_ms", "tpot_ms", "itl_max_ms",
-    "duration_ms", "output_tokens", "token_source", "input_tokens",
+    "start_ms", "outcome", "status", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_max_ms",
+    "duration_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
     "output_speed", "prompt_tokens", "max_tokens",
 }
 
@@ -170,7 +170,7 @@ def test_json_has_every_field():
     assert set(j["outcomes"]) == {"ok", "client_abort", "upstream_abort", "upstream_error",
                                   "rejected",
                                   "timeout", "connect_error"}
-    for k in ("ttft_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):
+    for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):
         assert set(j[k]) == QUANT_KEYS, (k, j[k])
         assert j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] <= j[k]["max"]
     assert len(j["samples"]) == j["requests"] == 9

@@ -305,7 +305,7 @@ def test_prometheus_rules_mirror_the_builtin_alerts():
     users pressing stop (client_abort was counted as an error), fewer than
     alerts.min_samples requests."""
     r = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
-    assert r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "SUCCESS: 7 rules found" in r.stdout, r.stdout + r.stderr
     # slow: p95 2.475s, both fire; fast: p95 0.475s; rare: slow but 4 < 10
     # samples a minute; "-": as slow, but no route
     series = (ttft_series("slow", 5, 2.5) + ttft_series("fast", 5, 0.5) +

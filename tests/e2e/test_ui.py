@@ -206,7 +206,9 @@ def test_page_served():
         assert [r["name"] for r in cfg["routes"]] == ["fast"], cfg
         assert cfg["routes"][0]["thresholds"] == {
             "ttft_warning_ms": 1000, "ttft_critical_ms": 2000, "tpot_warning_ms": 5,
-            "tpot_critical_ms": 200, "error_rate_warning": 0.05, "error_rate_critical": 0.5}
+            "tpot_critical_ms": 200, "error_rate_warning": 0.05, "error_rate_critical": 0.5,
+            "ttfo_warning_ms": None, "ttfo_critical_ms": None, "stall_ms": 10000,
+            "min_stalled": 1}
     with Mock() as fast, Mock() as slow, Tokentap(
             config(fast.port, slow.port).replace(
                 ", error_rate_warning: 0.05, error_rate_critical: 0.5", "")) as t:
@@ -415,3 +417,65 @@ def test_slo_panel_in_browser():
     for s in shots:
         with open(s, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n", s
+
+
+def test_stream_health_badges_and_hints():
+    """A stream stalled behind heartbeats shows a "1 stalled" badge while it
+    lasts; streams through a buffering hop bring a hint naming the causes;
+    requests without a token and stalls get theirs; TTFO P95 is /stats'."""
+    import subprocess as sp
+    from relay import FlushingRelay
+    with Mock() as m, FlushingRelay(m.port, 0.2) as relay:
+        conf = f"""routes:
+  - name: think
+    match: {{path_prefix: /think/}}
+    upstream: http://127.0.0.1:{m.port}
+    strip_prefix: true
+    thresholds: {{ttfo_warning: 100ms, ttfo_critical: 5s}}
+  - name: hop
+    match: {{path_prefix: /hop/}}
+    upstream: http://127.0.0.1:{relay.port}
+    strip_prefix: true
+  - name: stall
+    match: {{path_prefix: /stall/}}
+    upstream: http://127.0.0.1:{m.port}
+    strip_prefix: true
+    thresholds: {{stall: 1s}}
+"""
+        with Tokentap(conf) as t:
+            for _ in range(3):
+                stream(t.port, "think", "m", "a", {"Reasoning": "4", "Tokens": "6", "TPOT": "40ms",
+                                                   "TTFT": "10ms"})
+            stream(t.port, "think", "m", "a", {"Tokens": "0", "TTFT": "10ms"})
+            for _ in range(2):
+                stream(t.port, "hop", "m", "a", {"Tokens": "30", "TPOT": "20ms", "TTFT": "10ms"})
+            stuck = sp.Popen(["curl", "-sN", "-d", '{"model":"m","stream":true}',
+                              "-H", "X-Mock-Stall: 2:20s", "-H", "X-Mock-Heartbeat: 300ms",
+                              "-H", "X-Mock-Tokens: 4", "-H", "X-Mock-TTFT: 10ms",
+                              t.url("/stall/v1/chat/completions")], stdout=sp.DEVNULL)
+            try:
+                out = browse({"url": f"http://127.0.0.1:{t.admin}/ui",
+                              "routes": ["think", "hop", "stall"],
+                              "wait": ['#cards .card[data-route="stall"] '
+                                       '[data-k="stalled"]:not([hidden])',
+                                       '#cards .card[data-route="hop"] '
+                                       '[data-k="hint_buffered"]:not([hidden])']})
+                st = get_json(t.admin, "/stats?window=1h")
+            finally:
+                stuck.kill()
+                stuck.wait()
+        cards = out["cards"]
+        assert cards["stall"]["figs"]["stalled"]["text"] == "1 stalled", cards["stall"]["figs"]
+        assert cards["stall"]["state"] == "warning", cards["stall"]["state"]
+        assert cards["think"]["figs"]["stalled"]["value"] == "0"
+        hop = cards["hop"]["figs"]["hint_buffered"]["text"]
+        assert "clumps on 100.0 % of the streams (2)" in hop and "buffers or flushes on a timer" in hop, hop
+        assert cards["think"]["figs"]["hint_buffered"]["text"] == ""
+        nt = cards["think"]["figs"]["hint_no_token"]["text"]
+        assert nt == "Requests that ended without a single token: 1 ok.", nt
+        ttfo = group(st, route="think")["ttfo_ms"]["p95"]
+        f = cards["think"]["figs"]["ttfo_p95"]
+        assert float(f["value"]) == ttfo and close(shown_ms(f["text"]), ttfo), (f, ttfo)
+        assert "warning" in f["cls"].split(), f          # over ttfo_warning 100ms
+        assert cards["think"]["figs"]["overhead"]["text"].endswith("µs"), cards["think"]["figs"]
+        assert not out["console"], out["console"]

@@ -7,9 +7,9 @@
 // routes (cards to wait for), tokens (typed, in order, each time the page
 // asks), firing ({alertname, severity, route} to wait for), window (to
 // select), expand (route card to click), points (chart points to wait
-// for), screenshot (paths), reload, mobile, dark (extra checks), slos (SLO
-// rows to wait for), slo_firing ({slo, severity} of an SLOBurnRate to wait
-// for, in the alerts and in its row).
+// for), wait (selectors to wait for), screenshot (paths), reload, mobile,
+// dark (extra checks), slos (SLO rows to wait for), slo_firing ({slo,
+// severity} of an SLOBurnRate to wait for, in the alerts and in its row).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -119,6 +119,10 @@ async function main() {
 			+ `[data-slo="${f.slo}"][data-severity="${f.severity}"]`, { timeout: WAIT });
 		await page.waitForSelector(`#slos tr[data-slo="${f.slo}"] .burn[data-state="firing"]`,
 			{ timeout: WAIT });
+	}
+	for (const sel of plan.wait || []) {
+		step('wait ' + sel);
+		await page.waitForSelector(sel, { timeout: WAIT });
 	}
 	if (plan.window) {
 		step('window');

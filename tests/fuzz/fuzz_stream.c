@@ -160,6 +160,8 @@ static void fast_equals_full(const struct sse_event *ev)
 	if (fast.token != full.token || fast.end != full.end ||
 	    fast.error != full.error || fast.output_tokens != full.output_tokens ||
 	    fast.input_tokens != full.input_tokens ||
+	    fast.reasoning != full.reasoning ||
+	    fast.reasoning_tokens != full.reasoning_tokens ||
 	    fast.model_len != full.model_len ||
 	    (fast.model_len > 0 && fast.model != full.model))
 		__builtin_trap();

@@ -90,19 +90,19 @@ static int teardown(void **state)
 
 static struct alert_figures ttft(double ms, uint64_t n)
 {
-	struct alert_figures f = { n, 0, n, 0, n ? ms * 1000 : -1, -1 };
+	struct alert_figures f = { n, 0, n, 0, n ? ms * 1000 : -1, -1, 0, -1 };
 	return f;
 }
 
 static struct alert_figures tpot(double ms, uint64_t n)
 {
-	struct alert_figures f = { n, 0, 0, n, -1, n ? ms * 1000 : -1 };
+	struct alert_figures f = { n, 0, 0, n, -1, n ? ms * 1000 : -1, 0, -1 };
 	return f;
 }
 
 static struct alert_figures errors(uint64_t errs, uint64_t requests)
 {
-	struct alert_figures f = { requests, errs, 0, 0, -1, -1 };
+	struct alert_figures f = { requests, errs, 0, 0, -1, -1, 0, -1 };
 	return f;
 }
 
@@ -360,7 +360,8 @@ static void test_no_error_rate_rule_without_threshold(void **state)
 	assert_int_equal(n_seen, 0);
 	char *js = text(alert_json);
 	assert_null(strstr(js, "ErrorRateHigh"));
-	assert_int_equal(count(js, "\"alertname\""), 8);   /* 2 routes x 4 */
+	/* 2 routes x (4 + StreamStalled, on by default) */
+	assert_int_equal(count(js, "\"alertname\""), 10);
 	free(js);
 }
 
@@ -401,7 +402,7 @@ static void test_json_output(void **state)
 	    "alerts:\n"
 	    "  min_samples: 1\n"
 	    "  thresholds: {ttft_warning: 1s, ttft_critical: 0s, tpot_warning: 0s,\n"
-	    "               tpot_critical: 250ms, error_rate_warning: 0.1}\n");
+	    "               tpot_critical: 250ms, error_rate_warning: 0.1, stall: 0s}\n");
 	n_seen = 0;
 	now_us = 1;
 	wall_ms = T0_WALL;
@@ -453,10 +454,12 @@ static void test_prometheus_output(void **state)
 	    "tokentap_alert_firing{alertname=\"TTFTHigh\",severity=\"critical\",route=\"a\"} 0\n"
 	    "tokentap_alert_firing{alertname=\"TPOTHigh\",severity=\"warning\",route=\"a\"} 0\n"
 	    "tokentap_alert_firing{alertname=\"TPOTHigh\",severity=\"critical\",route=\"a\"} 0\n"
+	    "tokentap_alert_firing{alertname=\"StreamStalled\",severity=\"warning\",route=\"a\"} 0\n"
 	    "tokentap_alert_firing{alertname=\"TTFTHigh\",severity=\"warning\",route=\"b\"} 1\n"
 	    "tokentap_alert_firing{alertname=\"TTFTHigh\",severity=\"critical\",route=\"b\"} 0\n"
 	    "tokentap_alert_firing{alertname=\"TPOTHigh\",severity=\"warning\",route=\"b\"} 0\n"
-	    "tokentap_alert_firing{alertname=\"TPOTHigh\",severity=\"critical\",route=\"b\"} 0\n");
+	    "tokentap_alert_firing{alertname=\"TPOTHigh\",severity=\"critical\",route=\"b\"} 0\n"
+	    "tokentap_alert_firing{alertname=\"StreamStalled\",severity=\"warning\",route=\"b\"} 0\n");
 	free(p);
 }
 
@@ -556,6 +559,84 @@ static void test_reconfigure_keeps_state(void **state)
 	assert_int_equal(seen[7].ends_at_ms, wall_ms + 5);
 }
 
+static struct alert_figures ttfo(double ms, uint64_t n)
+{
+	struct alert_figures f = { n, 0, n, 0, 100000, -1, n, n ? ms * 1000 : -1 };
+	return f;
+}
+
+/* TTFOHigh: only where a ttfo threshold is set; warning and critical. */
+static void test_ttfo_rules(void **state)
+{
+	(void)state;
+	start("alerts:\n  min_samples: 1\n"
+	    "  thresholds: {ttfo_warning: 3s, ttfo_critical: 6s}\n");
+	round_of("a", NULL, ttfo(4000, 5));
+	assert_int_equal(n_seen, 1);
+	assert_int_equal(seen[0].metric, ALERT_TTFO);
+	assert_int_equal(seen[0].severity, ALERT_WARNING);
+	assert_true(seen[0].value > 3999 && seen[0].value < 4001);
+	assert_true(seen[0].threshold == 3000);
+	assert_string_equal(alert_name(ALERT_TTFO), "TTFOHigh");
+	round_of("a", NULL, ttfo(7000, 5));
+	assert_int_equal(n_seen, 2);
+	assert_int_equal(seen[1].severity, ALERT_CRITICAL);
+	round_of("a", NULL, ttfo(100, 5));
+	assert_int_equal(n_seen, 4);
+	teardown(NULL);
+	/* no TTFO thresholds by default: no rule */
+	start("alerts: {min_samples: 1}\n");
+	round_of("a", NULL, ttfo(99000, 5));
+	assert_int_equal(n_seen, 0);
+	char *js = text(alert_json);
+	assert_null(strstr(js, "TTFOHigh"));
+	free(js);
+}
+
+/* StreamStalled: on its own cadence, fires while at least min_stalled of
+ * the route's streams are stalled, for alerts.for, resolves when none is;
+ * a route with stall: 0 has no such rule; never per tenant. */
+static void test_stalled_rules(void **state)
+{
+	(void)state;
+	start("alerts:\n  for: 2s\n  per_tenant: true\n"
+	    "  thresholds: {min_stalled: 2}\n");
+	assert_int_equal(alert_observe_stalled(set, "a", 1, now_us, wall_ms), 0);
+	assert_int_equal(n_seen, 0);
+	assert_int_equal(alert_observe_stalled(set, "a", 2, now_us += 1000000,
+	    wall_ms += 1000), 0);
+	assert_int_equal(n_seen, 0);                       /* pending: for 2s */
+	alert_observe_stalled(set, "a", 3, now_us += 2000000, wall_ms += 2000);
+	assert_int_equal(n_seen, 1);
+	assert_int_equal(seen[0].metric, ALERT_STALLED);
+	assert_true(seen[0].firing);
+	assert_true(seen[0].value == 3 && seen[0].threshold == 2);
+	assert_string_equal(seen[0].route, "a");
+	/* a regular evaluation neither resolves nor touches it */
+	round_of("a", NULL, ttft(10, 5));
+	round_of(NULL, NULL, ttft(10, 0));
+	assert_int_equal(n_seen, 1);
+	alert_observe_stalled(set, "a", 1, now_us += 1000000, wall_ms += 1000);
+	assert_int_equal(n_seen, 1);                       /* one is still stalled */
+	alert_observe_stalled(set, "a", 0, now_us += 1000000, wall_ms += 1000);
+	assert_int_equal(n_seen, 2);
+	assert_false(seen[1].firing);
+	assert_int_equal(alert_observe_stalled(set, "nope", 5, now_us, wall_ms), -1);
+	/* tenants get no StreamStalled rule */
+	round_tenant("a", "t1", ttft(10, 5));
+	char *js = text(alert_json);
+	assert_int_equal(count(js, "StreamStalled"), 4);   /* a, b, and 2 transitions */
+	free(js);
+	teardown(NULL);
+
+	start("alerts:\n  thresholds: {stall: 0s}\n");
+	assert_int_equal(alert_observe_stalled(set, "a", 9, now_us, wall_ms), 0);
+	assert_int_equal(n_seen, 0);
+	js = text(alert_json);
+	assert_null(strstr(js, "StreamStalled"));
+	free(js);
+}
+
 static void test_notification_formats(void **state)
 {
 	struct alert_transition t = {
@@ -629,6 +710,25 @@ static void test_notification_formats(void **state)
 	    "\"threshold\":0.05,\"samples\":32,\"window_s\":300,"));
 	assert_null(strstr(js, "_ms\""));
 	free(js);
+
+	/* streams stalled now: a count */
+	t.metric = ALERT_STALLED;
+	t.value = 3;
+	t.threshold = 1;
+	t.samples = 3;
+	alert_format_log(&t, line, sizeof line);
+	assert_string_equal(line, "alert firing: StreamStalled severity=warning "
+	    "route=openai stalled=3, threshold 1 (streams stalled now)");
+	alert_format_webhook(b, &t, "gw1/0.0.0.0:8080");
+	js = unit_take(b);
+	assert_non_null(strstr(js, "\"alertname\":\"StreamStalled\",\"severity\":\"warning\""));
+	assert_non_null(strstr(js, "\"metric\":\"stalled\",\"quantile\":null,\"value\":3,"
+	    "\"threshold\":1,\"samples\":3,"));
+	free(js);
+	alert_format_alertmanager(b, &t, "gw1", "http://gw1:9464/alerts", 0);
+	js = unit_take(b);
+	assert_non_null(strstr(js, "\"summary\":\"Streams of route openai stalled\""));
+	free(js);
 	evbuffer_free(b);
 }
 
@@ -649,6 +749,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_per_tenant_rules, teardown),
 		cmocka_unit_test_teardown(test_tenants_ignored_without_per_tenant, teardown),
 		cmocka_unit_test_teardown(test_reconfigure_keeps_state, teardown),
+		cmocka_unit_test_teardown(test_ttfo_rules, teardown),
+		cmocka_unit_test_teardown(test_stalled_rules, teardown),
 		cmocka_unit_test(test_notification_formats),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,6 +146,11 @@ static void test_defaults(void **state)
 	assert_int_equal(c->thresholds.tpot_critical_us, 200 * MS);
 	assert_true(c->thresholds.error_rate_warning < 0);
 	assert_true(c->thresholds.error_rate_critical < 0);
+	assert_int_equal(c->thresholds.ttfo_warning_us, 0);
+	assert_int_equal(c->thresholds.ttfo_critical_us, 0);
+	assert_int_equal(c->thresholds.stall_us, 10 * S);
+	assert_int_equal(c->thresholds.min_stalled, 1);
+	assert_int_equal(c->timeouts.token_idle_us, 0);
 	assert_int_equal(c->n_notify, 0);
 	conf_unref(c);
 }
@@ -780,6 +785,44 @@ static void test_thresholds_order(void **state)
 	assert_true(c->thresholds.error_rate_critical == 0.1);
 	assert_true(c->thresholds.error_rate_warning < 0);
 	conf_unref(c);
+	/* TTFO like TTFT */
+	expect_one("alerts:\n  thresholds: {ttfo_warning: 5s, ttfo_critical: 4s}\n",
+	    "t.yaml:2:49: alerts.thresholds: ttfo_critical (4000ms) is below "
+	    "ttfo_warning (5000ms)");
+}
+
+/* Stream health: the stall threshold and min_stalled per route, the
+ * token_idle timeout per route, their bounds. */
+static void test_stream_health_keys(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("routes:\n"
+	    "  - name: a\n"
+	    "    upstream: http://x\n"
+	    "    thresholds: {stall: 30s, ttfo_warning: 8s}\n"
+	    "    timeouts: {token_idle: 2m}\n"
+	    "  - name: b\n"
+	    "    upstream: http://y\n"
+	    "timeouts: {token_idle: 45s}\n"
+	    "alerts:\n  thresholds: {stall: 5s, min_stalled: 3, ttfo_critical: 9s}\n");
+	assert_int_equal(c->routes[0].thresholds.stall_us, 30 * S);
+	assert_int_equal(c->routes[0].thresholds.min_stalled, 3);
+	assert_int_equal(c->routes[0].thresholds.ttfo_warning_us, 8 * S);
+	assert_int_equal(c->routes[0].thresholds.ttfo_critical_us, 9 * S);
+	assert_int_equal(c->routes[0].timeouts.token_idle_us, 120 * S);
+	assert_int_equal(c->routes[1].thresholds.stall_us, 5 * S);
+	assert_int_equal(c->routes[1].timeouts.token_idle_us, 45 * S);
+	conf_unref(c);
+	c = load_ok("alerts: {thresholds: {stall: 0}}\n");
+	assert_int_equal(c->thresholds.stall_us, 0);
+	conf_unref(c);
+	expect_one("alerts: {thresholds: {min_stalled: 0}}\n",
+	    "t.yaml:1:36: alerts.thresholds.min_stalled: 0 is out of range [1, 1000000]");
+	expect_one("timeouts: {token_idle: soon}\n",
+	    "t.yaml:1:24: timeouts.token_idle: expected a duration like 1500ms, 2s, 1m, "
+	    "got 'soon'");
 }
 
 /* The routes are resolved after the whole file: globals written after them
@@ -1066,6 +1109,7 @@ int main(void)
 		cmocka_unit_test(test_env_expansion),
 		cmocka_unit_test(test_notify),
 		cmocka_unit_test(test_thresholds_order),
+		cmocka_unit_test(test_stream_health_keys),
 		cmocka_unit_test(test_overrides_after_routes),
 		cmocka_unit_test(test_tenant_keys),
 		cmocka_unit_test(test_headers),

@@ -79,9 +79,10 @@ static const struct fixture fixtures[] = {
 	/* hand-edited: no blank lines, so a WHATWG parser dispatches nothing */
 	{ "prism-php/gemini_stream-basic-text-1.sse",
 	  DIALECT_GEMINI, 0, 0, 0, NONE, NONE, 0, 0, NULL },
-	/* CRLF framing; thought parts are tokens; the last chunk's text is "" */
+	/* CRLF framing; thought parts are tokens; the last chunk's text is "";
+	 * N = candidatesTokenCount 15 + thoughtsTokenCount 95 */
 	{ "prism-php/gemini_stream-with-tools-thought-1.json",
-	  DIALECT_GEMINI, 0, 4, 2, 15, 131, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 0, 4, 2, 110, 131, 0, 0, "gemini-3-pro-preview" },
 	/* UNTERMINATED: the final [DONE] is not dispatched */
 	{ "prism-php/groq_stream-basic-text-1.sse",
 	  DIALECT_OPENAI, 0, 35, 33, 50, 7, 0, 0, "llama-3.1-70b-versatile" },
@@ -107,10 +108,11 @@ static const struct fixture fixtures[] = {
 
 	{ "vercel-ai/anthropic-text.chunks.txt",
 	  DIALECT_ANTHROPIC, 1, 12, 6, 30, 12, 1, 0, "claude-sonnet-4-5-20250929" },
+	/* candidates 23 and 29, thoughts 185 and 256 */
 	{ "vercel-ai/google-text.chunks.txt",
-	  DIALECT_GEMINI, 1, 3, 2, 23, 9, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 1, 3, 2, 208, 9, 0, 0, "gemini-3-pro-preview" },
 	{ "vercel-ai/google-reasoning.chunks.txt",
-	  DIALECT_GEMINI, 1, 3, 2, 29, 9, 0, 0, "gemini-3-pro-preview" },
+	  DIALECT_GEMINI, 1, 3, 2, 285, 9, 0, 0, "gemini-3-pro-preview" },
 	{ "vercel-ai/openai-text.chunks.txt",
 	  DIALECT_OPENAI, 1, 303, 300, 300, 16, 0, 0, "gpt-4.1-nano-2025-04-14" },
 	{ "vercel-ai/openai-completion-text.chunks.txt",
@@ -174,6 +176,32 @@ static char *read_fixture(const char *name, size_t *len)
 	return buf;
 }
 
+/* Every event of a recording, whole: parsed as SSE (NDJSON for Ollama),
+ * or one data payload per line for the vercel-ai files. */
+static void each_event(enum dialect_id d, int lines, const char *buf, size_t len,
+    sse_event_fn fn, void *arg)
+{
+	struct sse_parser p;
+
+	if (lines) {
+		for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
+			struct sse_event ev = { .type = "", .id = "" };
+			nl = memchr(q, '\n', (size_t)(buf + len - q));
+			if (nl == NULL)
+				nl = buf + len;
+			ev.data = q;
+			ev.data_len = (size_t)(nl - q);
+			if (ev.data_len > 0)
+				fn(arg, &ev);
+		}
+		return;
+	}
+	sse_init(&p, d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS, 1 << 20,
+	    fn, arg);
+	sse_feed(&p, buf, len);
+	sse_free(&p);
+}
+
 /* Runs the file through the parser in pieces of at most `piece` bytes
  * (0: whole), or line by line for the vercel-ai payload files. */
 static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
@@ -186,16 +214,7 @@ static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
 	t->d = fx->d;
 	t->out = t->in = NONE;
 	if (fx->lines) {
-		for (const char *s = buf, *nl; s < buf + len; s = nl + 1) {
-			struct sse_event ev = { .type = "", .id = "" };
-			nl = memchr(s, '\n', (size_t)(buf + len - s));
-			if (nl == NULL)
-				nl = buf + len;
-			ev.data = s;
-			ev.data_len = (size_t)(nl - s);
-			if (ev.data_len > 0)
-				tally_event(t, &ev);
-		}
+		each_event(fx->d, 1, buf, len, tally_event, t);
 		return;
 	}
 	sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
@@ -230,6 +249,8 @@ static void compare_event(void *arg, const struct sse_event *ev)
 	assert_int_equal(fast.error, full.error);
 	assert_int_equal(fast.output_tokens, full.output_tokens);
 	assert_int_equal(fast.input_tokens, full.input_tokens);
+	assert_int_equal(fast.reasoning, full.reasoning);
+	assert_int_equal(fast.reasoning_tokens, full.reasoning_tokens);
 	assert_int_equal(fast.model_len, full.model_len);
 	if (full.model_len > 0)
 		assert_memory_equal(fast.model, full.model, full.model_len);
@@ -245,27 +266,11 @@ static void test_fast_path_matches_full_parse(void **state)
 	dialect_fast_taken = 0;
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		const struct fixture *fx = &fixtures[i];
-		struct sse_parser p;
 		enum dialect_id d = fx->d;
 		size_t len;
 		char *buf = read_fixture(fx->file, &len);
-		if (fx->lines) {
-			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
-				struct sse_event ev = { .type = "", .id = "" };
-				nl = memchr(q, '\n', (size_t)(buf + len - q));
-				if (nl == NULL)
-					nl = buf + len;
-				ev.data = q;
-				ev.data_len = (size_t)(nl - q);
-				if (ev.data_len > 0)
-					compare_event(&d, &ev);
-			}
-		} else {
-			sse_init(&p, d == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
-			    1 << 20, compare_event, &d);
-			sse_feed(&p, buf, len);
-			sse_free(&p);
-		}
+
+		each_event(d, fx->lines, buf, len, compare_event, &d);
 		free(buf);
 	}
 	/* the recordings are mostly content chunks: the fast path was taken
@@ -363,6 +368,88 @@ static void test_fixtures(void **state)
 			if (fx->lines)
 				break;
 		}
+		free(buf);
+	}
+}
+
+/* Reasoning in the recordings: token events that carry reasoning only,
+ * the place of the first answer token among the token events (1-based,
+ * 0: none), and the reasoning count the usage reports. Counted with the
+ * Python reader that counted the table above. */
+struct reasoning_fixture {
+	const char *file;
+	enum dialect_id d;
+	int lines;
+	int reasoning;       /* reasoning-only token events */
+	int first_output;    /* ordinal of the first answer token event */
+	int64_t reported;    /* last reasoning_tokens reported */
+};
+
+static const struct reasoning_fixture reasoning_fixtures[] = {
+	/* thinking_delta x4, signature_delta, then the text */
+	{ "anthropic-sdk-python/tests_fixtures_fable-fallback_stream-a-refusal.sse",
+	  DIALECT_ANTHROPIC, 0, 4, 5, NONE },
+	{ "prism-php/anthropic_stream-with-extended-thinking-1.sse",
+	  DIALECT_ANTHROPIC, 0, 23, 24, NONE },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_basic_response.txt",
+	  DIALECT_ANTHROPIC, 0, 0, 1, NONE },
+	/* two thought parts, then a function call (no text): no answer token */
+	{ "prism-php/gemini_stream-with-tools-thought-1.json",
+	  DIALECT_GEMINI, 0, 2, 0, 95 },
+	{ "vercel-ai/google-reasoning.chunks.txt", DIALECT_GEMINI, 1, 0, 1, 256 },
+	{ "vercel-ai/google-text.chunks.txt", DIALECT_GEMINI, 1, 0, 1, 185 },
+	/* xAI: three reasoning_content deltas before the content */
+	{ "prism-php/xai_stream-basic-text-responses-with-zeros-1.json",
+	  DIALECT_OPENAI, 0, 3, 4, NONE },
+	{ OPENAI_PY("e2aad469b71d1d4894ff833ea147020a9d875eb7ce644a0ff355581690a4cbfd"),
+	  0, 1, 0 },
+	{ "vercel-ai/openai-text.chunks.txt", DIALECT_OPENAI, 1, 0, 1, 0 },
+	{ "prism-php/openai_stream-basic-text-responses-1.json",
+	  DIALECT_OPENAI_RESPONSES, 0, 0, 1, 0 },
+	{ "prism-php/ollama_stream-basic-text-1.sse", DIALECT_OLLAMA, 0, 0, 1, NONE },
+};
+
+struct reasoning_tally {
+	enum dialect_id d;
+	int tokens, reasoning, first_output;
+	int64_t reported;
+};
+
+static void reasoning_event(void *arg, const struct sse_event *ev)
+{
+	struct reasoning_tally *t = arg;
+	struct dialect_info info;
+
+	dialect_classify(t->d, ev, &info);
+	assert_true(!info.reasoning || info.token);
+	if (info.token) {
+		t->tokens++;
+		t->reasoning += info.reasoning;
+		if (!info.reasoning && t->first_output == 0)
+			t->first_output = t->tokens;
+	}
+	if (info.reasoning_tokens >= 0)
+		t->reported = info.reasoning_tokens;
+}
+
+static void test_reasoning_fixtures(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(reasoning_fixtures) /
+	    sizeof(reasoning_fixtures[0]); i++) {
+		const struct reasoning_fixture *fx = &reasoning_fixtures[i];
+		struct reasoning_tally t = { fx->d, 0, 0, 0, NONE };
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+
+		each_event(fx->d, fx->lines, buf, len, reasoning_event, &t);
+		if (t.reasoning != fx->reasoning || t.first_output != fx->first_output ||
+		    t.reported != fx->reported)
+			print_message("%s: reasoning %d first output %d reported %lld\n",
+			    fx->file, t.reasoning, t.first_output, (long long)t.reported);
+		assert_int_equal(t.reasoning, fx->reasoning);
+		assert_int_equal(t.first_output, fx->first_output);
+		assert_int_equal(t.reported, fx->reported);
 		free(buf);
 	}
 }
@@ -575,6 +662,78 @@ static void test_raw(void **state)
 	expect_info(cls(DIALECT_RAW, "", ""), 1, 0, 0, NONE, NONE, NULL);
 	expect_info(cls(DIALECT_RAW, "x", "{\"error\":1,\"usage\":"
 	    "{\"completion_tokens\":3}}"), 1, 0, 0, NONE, NONE, NULL);
+}
+
+/* Token events that are reasoning only, and those that answer. */
+#define REASONING(d, type, data) do { \
+	struct dialect_info i_ = cls(d, type, data); \
+	assert_int_equal(i_.token, 1); \
+	assert_int_equal(i_.reasoning, 1); \
+} while (0)
+#define ANSWER(d, type, data) do { \
+	struct dialect_info i_ = cls(d, type, data); \
+	assert_int_equal(i_.token, 1); \
+	assert_int_equal(i_.reasoning, 0); \
+} while (0)
+
+static void test_reasoning(void **state)
+{
+	const enum dialect_id o = DIALECT_OPENAI, r = DIALECT_OPENAI_RESPONSES;
+	const enum dialect_id a = DIALECT_ANTHROPIC, g = DIALECT_GEMINI;
+
+	(void)state;
+	REASONING(o, "", "{\"choices\":[{\"delta\":{\"reasoning_content\":\"h\"}}]}");
+	REASONING(o, "", "{\"choices\":[{\"delta\":{\"reasoning\":\"h\",\"content\":\"\"}}]}");
+	ANSWER(o, "", "{\"choices\":[{\"delta\":{\"reasoning_content\":\"h\",\"content\":\"x\"}}]}");
+	ANSWER(o, "", "{\"choices\":[{\"delta\":{\"refusal\":\"no\"}}]}");
+	ANSWER(o, "", "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}");
+	ANSWER(o, "", "{\"choices\":[{\"text\":\" holiday\"}]}");
+	/* n > 1: one choice answering makes the event an answer */
+	ANSWER(o, "", "{\"choices\":[{\"delta\":{\"reasoning\":\"a\"}},"
+	    "{\"delta\":{\"content\":\"x\"}}]}");
+	REASONING(o, "", "{\"choices\":[{\"delta\":{\"reasoning\":\"a\"}},"
+	    "{\"delta\":{}}]}");
+	assert_int_equal(cls(o, "", "{\"choices\":[],\"usage\":{\"completion_tokens\":9,"
+	    "\"completion_tokens_details\":{\"reasoning_tokens\":7}}}").reasoning_tokens, 7);
+	assert_int_equal(cls(o, "", "{\"choices\":[],\"usage\":{\"completion_tokens\":9}}"
+	    ).reasoning_tokens, NONE);
+
+	REASONING(r, "response.reasoning_summary_text.delta", "{\"delta\":\"a\"}");
+	REASONING(r, "response.reasoning_text.delta", "{\"delta\":\"a\"}");
+	REASONING(r, "", "{\"type\":\"response.reasoning.delta\"}");
+	ANSWER(r, "response.output_text.delta", "{\"delta\":\"Hi\"}");
+	ANSWER(r, "response.function_call_arguments.delta", "{}");
+	ANSWER(r, "response.refusal.delta", "{}");
+	assert_int_equal(cls(r, "response.completed", "{\"response\":{\"usage\":"
+	    "{\"output_tokens\":62,\"output_tokens_details\":{\"reasoning_tokens\":40}}}}"
+	    ).reasoning_tokens, 40);
+
+	REASONING(a, "content_block_delta", "{\"delta\":{\"type\":\"thinking_delta\","
+	    "\"thinking\":\"hmm\"}}");
+	ANSWER(a, "content_block_delta", "{\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}");
+	ANSWER(a, "content_block_delta", "{\"delta\":{\"type\":\"input_json_delta\","
+	    "\"partial_json\":\"{\"}}");
+	ANSWER(a, "content_block_delta", "{\"delta\":{\"type\":\"citations_delta\"}}");
+
+	REASONING(g, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\","
+	    "\"thought\":true}]}}]}");
+	ANSWER(g, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\","
+	    "\"thought\":true},{\"text\":\"answer\"}]}}]}");
+	ANSWER(g, "", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\","
+	    "\"thought\":false}]}}]}");
+	assert_int_equal(cls(g, "", "{\"usageMetadata\":{\"candidatesTokenCount\":5,"
+	    "\"thoughtsTokenCount\":185}}").reasoning_tokens, 185);
+	/* Gemini leaves the thoughts out of its candidates: N counts them */
+	assert_int_equal(cls(g, "", "{\"usageMetadata\":{\"candidatesTokenCount\":5,"
+	    "\"thoughtsTokenCount\":185}}").output_tokens, 190);
+
+	REASONING(DIALECT_OLLAMA, "", "{\"message\":{\"thinking\":\"hm\",\"content\":\"\"}}");
+	REASONING(DIALECT_OLLAMA, "", "{\"thinking\":\"hm\",\"response\":\"\"}");
+	ANSWER(DIALECT_OLLAMA, "", "{\"message\":{\"thinking\":\"hm\",\"content\":\"x\"}}");
+	ANSWER(DIALECT_OLLAMA, "", "{\"response\":\"x\"}");
+	ANSWER(DIALECT_DIFY, "", "{\"event\":\"message\",\"answer\":\"Hi\"}");
+	ANSWER(DIALECT_TGI, "", "{\"token\":{\"text\":\"Hi\",\"special\":false}}");
+	ANSWER(DIALECT_RAW, "", "");
 }
 
 /* Payloads with more tokens than the stack array: read sparsely. */
@@ -816,27 +975,10 @@ static void test_sniff(void **state)
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		const struct fixture *fx = &fixtures[i];
 		struct sniff sn = { 0, DIALECT_RAW };
-		struct sse_parser p;
 		size_t len;
 		char *buf = read_fixture(fx->file, &len);
 
-		if (fx->lines) {
-			for (const char *q = buf, *nl; q < buf + len; q = nl + 1) {
-				struct sse_event ev = { .type = "", .id = "" };
-				nl = memchr(q, '\n', (size_t)(buf + len - q));
-				if (nl == NULL)
-					nl = buf + len;
-				ev.data = q;
-				ev.data_len = (size_t)(nl - q);
-				if (ev.data_len > 0)
-					sniff_event(&sn, &ev);
-			}
-		} else {
-			sse_init(&p, fx->d == DIALECT_OLLAMA ? SSE_MODE_NDJSON :
-			    SSE_MODE_EVENTS, 1 << 20, sniff_event, &sn);
-			sse_feed(&p, buf, len);
-			sse_free(&p);
-		}
+		each_event(fx->d, fx->lines, buf, len, sniff_event, &sn);
 		if (sn.d != (fx->events > 0 ? fx->d : DIALECT_RAW))
 			fail_msg("%s: sniffed %s, not %s", fx->file, dialect_names[sn.d],
 			    dialect_names[fx->d]);
@@ -854,6 +996,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixtures),
+		cmocka_unit_test(test_reasoning_fixtures),
+		cmocka_unit_test(test_reasoning),
 		cmocka_unit_test(test_fast_path_matches_full_parse),
 		cmocka_unit_test(test_openai),
 		cmocka_unit_test(test_responses),

@@ -321,6 +321,207 @@ static void test_model_json_unescaped(void **state)
 	assert_int_equal(json_unescape(out, 4, "abcdef", 6), 3);
 }
 
+#define THINK "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"h\"}}]}\n\n"
+
+/* TTFO waits for the first token that is not reasoning; TTFT does not.
+ * The reasoning count comes from the usage. */
+static void test_ttfo_and_reasoning_tokens(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, SSE, 100);
+	feed(&m, THINK, 1000);
+	feed(&m, THINK, 2000);
+	assert_int_equal(meter_ttft_us(&m), 1000);
+	assert_int_equal(meter_ttfo_us(&m), -1);
+	feed(&m, TOK, 5000);
+	feed(&m, THINK, 6000);                   /* later reasoning moves nothing */
+	feed(&m, "data: {\"choices\":[],\"usage\":{\"completion_tokens\":40,"
+	    "\"completion_tokens_details\":{\"reasoning_tokens\":30}}}\n\n", 6100);
+	meter_end(&m, 6200);
+	assert_int_equal(meter_ttft_us(&m), 1000);
+	assert_int_equal(meter_ttfo_us(&m), 5000);
+	assert_int_equal(meter_reasoning_tokens(&m), 30);
+	assert_int_equal(meter_output_tokens(&m), 40);
+	meter_free(&m);
+
+	/* without reasoning both are the same point; no reasoning reported */
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK, 700);
+	meter_end(&m, 800);
+	assert_int_equal(meter_ttfo_us(&m), 700);
+	assert_int_equal(meter_reasoning_tokens(&m), -1);
+	meter_free(&m);
+
+	/* a raw stream: every event answers */
+	meter_init(&m, 0, DIALECT_RAW);
+	meter_set_dialect(&m, DIALECT_RAW, 1);
+	head(&m, SSE, 0, 10);
+	feed(&m, "data: x\n\n", 300);
+	meter_end(&m, 400);
+	assert_int_equal(meter_ttfo_us(&m), 300);
+	meter_free(&m);
+}
+
+/* Tokens in one read share its timestamp: clumped. The gaps between the
+ * reads that carried tokens give the median between clumps. */
+static void test_clumping(void **state)
+{
+	struct meter m;
+	uint64_t t = 1000;
+
+	(void)state;
+	openai(&m, 0, SSE, 100);
+	/* 20 clumps of 5 tokens, 200 ms apart: a hop that flushes on a timer */
+	for (int c = 0; c < 20; c++, t += 200000)
+		feed(&m, TOK TOK TOK TOK TOK, t);
+	meter_end(&m, t);
+	assert_int_equal(m.token_events, 100);
+	assert_int_equal(m.clumped, 80);
+	assert_true(meter_clump_share(&m) > 0.80 && meter_clump_share(&m) < 0.81);
+	/* within the histogram bucket: 12 % */
+	assert_true(meter_clump_gap_us(&m) > 176000 && meter_clump_gap_us(&m) < 224000);
+	assert_int_equal(meter_buffered(&m), 1);
+	meter_free(&m);
+
+	/* one token a read, 20 ms apart: not buffered */
+	openai(&m, 0, SSE, 100);
+	t = 1000;
+	for (int i = 0; i < 100; i++, t += 20000)
+		feed(&m, TOK, t);
+	meter_end(&m, t);
+	assert_true(meter_clump_share(&m) == 0);
+	assert_true(meter_clump_gap_us(&m) > 17600 && meter_clump_gap_us(&m) < 22400);
+	assert_int_equal(meter_buffered(&m), 0);
+	meter_free(&m);
+
+	/* a fast model read in clumps by a busy proxy: 4 a read, 4 ms apart */
+	openai(&m, 0, SSE, 100);
+	t = 1000;
+	for (int c = 0; c < 50; c++, t += 4000)
+		feed(&m, TOK TOK TOK TOK, t);
+	meter_end(&m, t);
+	assert_true(meter_clump_share(&m) > 0.7);
+	assert_int_equal(meter_buffered(&m), 0);
+	meter_free(&m);
+
+	/* too few tokens to tell; fewer than two: no share at all */
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK TOK TOK, 1000);
+	feed(&m, TOK TOK TOK, 300000);
+	meter_end(&m, 300001);
+	assert_int_equal(meter_buffered(&m), -1);
+	meter_free(&m);
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK, 1000);
+	meter_end(&m, 2000);
+	assert_true(meter_clump_share(&m) < 0);
+	assert_int_equal(meter_clump_gap_us(&m), -1);
+	meter_free(&m);
+}
+
+/* A stall: no token for stall_us on an open stream, after its first
+ * token. The sweep sees it start and end; a stall between two sweeps, or
+ * one the stream ended in, is counted at its end; the longest gap
+ * includes the one after the last token. */
+static void test_stalls(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, SSE, 100);
+	m.stall_us = 10000;
+	feed(&m, ": ping\n\n", 30000);           /* before the first token: no stall */
+	assert_int_equal(meter_stall_sweep(&m, 30000), 0);
+	assert_int_equal(meter_token_gap_us(&m, 30000), -1);
+	feed(&m, TOK, 40000);
+	assert_int_equal(meter_token_gap_us(&m, 45000), 5000);
+	assert_int_equal(meter_stall_sweep(&m, 45000), 0);
+	feed(&m, ": ping\n\n", 48000);           /* heartbeats do not count */
+	feed(&m, "data: {\"choices\":[{\"delta\":{\"content\":\"\"}}]}\n\n", 49000);
+	assert_int_equal(meter_stall_sweep(&m, 50000), 1);
+	assert_true(m.stalled);
+	assert_int_equal(meter_stall_sweep(&m, 60000), 0);   /* still stalled */
+	feed(&m, TOK, 65000);
+	assert_int_equal(m.stalls, 1);
+	assert_int_equal(meter_stall_sweep(&m, 65100), -1);
+	assert_false(m.stalled);
+	/* a 12 ms gap between two sweeps: counted when the token comes */
+	feed(&m, TOK, 77000);
+	assert_int_equal(m.stalls, 2);
+	/* the stream ends 30 ms after its last token */
+	meter_end(&m, 107000);
+	assert_int_equal(m.stalls, 3);
+	assert_int_equal(m.gap_max_us, 30000);
+	assert_int_equal(m.itl_max_us, 25000);
+	assert_int_equal(meter_token_gap_us(&m, 108000), -1);
+	meter_free(&m);
+
+	/* stall_us 0: off */
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK, 1000);
+	assert_int_equal(meter_stall_sweep(&m, 1000000), 0);
+	meter_end(&m, 2000000);
+	assert_int_equal(m.stalls, 0);
+	meter_free(&m);
+
+	/* ended while the sweep saw it stalled: counted once, then over */
+	openai(&m, 0, SSE, 100);
+	m.stall_us = 10000;
+	feed(&m, TOK, 1000);
+	assert_int_equal(meter_stall_sweep(&m, 20000), 1);
+	meter_end(&m, 30000);
+	assert_int_equal(m.stalls, 1);
+	assert_int_equal(meter_stall_sweep(&m, 31000), -1);
+	meter_free(&m);
+}
+
+/* No token: by outcome; an empty stream is an empty answer, a JSON body is
+ * not; unmeasured and never-sent requests are not counted. */
+static void test_no_token(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, SSE, 100);
+	feed(&m, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n", 200);
+	feed(&m, "data: [DONE]\n\n", 300);
+	meter_end(&m, 400);
+	assert_true(meter_no_token(&m, meter_outcome(&m, METER_END_COMPLETE)));
+	assert_true(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	assert_false(meter_no_token(&m, OUTCOME_CONNECT_ERROR));
+	assert_false(meter_no_token(&m, OUTCOME_REJECTED));
+	meter_free(&m);
+
+	openai(&m, 0, SSE, 100);
+	feed(&m, TOK, 200);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	meter_free(&m);
+
+	/* a JSON answer: ok is no empty answer; a 500 is an upstream error */
+	openai(&m, 0, "application/json", 100);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_OK));
+	assert_true(meter_no_token(&m, OUTCOME_UPSTREAM_ERROR));
+	meter_free(&m);
+
+	/* gave up before the response head, or it never came */
+	meter_init(&m, 0, DIALECT_OPENAI);
+	meter_end(&m, 300);
+	assert_true(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
+	assert_true(meter_no_token(&m, OUTCOME_TIMEOUT));
+	meter_free(&m);
+
+	/* a coding it cannot read: it cannot tell */
+	meter_init(&m, 0, DIALECT_OPENAI);
+	head(&m, SSE, 1, 100);
+	meter_end(&m, 300);
+	assert_false(meter_no_token(&m, OUTCOME_OK));
+	meter_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +534,10 @@ int main(void)
 		cmocka_unit_test(test_json_body_usage),
 		cmocka_unit_test(test_model_precedence),
 		cmocka_unit_test(test_no_tokens_and_error_event),
+		cmocka_unit_test(test_ttfo_and_reasoning_tokens),
+		cmocka_unit_test(test_clumping),
+		cmocka_unit_test(test_stalls),
+		cmocka_unit_test(test_no_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
