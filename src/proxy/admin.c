@@ -12,6 +12,7 @@
 #include "alertd.h"
 #include "log.h"
 #include "net.h"
+#include "poold.h"
 #include "stats.h"
 #include "ui.h"
 #include "util.h"
@@ -63,7 +64,7 @@ static void bad_query(struct evhttp_request *req, const char *what)
 				break;
 		}
 	} else {
-		snprintf(valid, sizeof valid, "route, tenant, model");
+		snprintf(valid, sizeof valid, "route, tenant, model, upstream");
 	}
 	snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
 	    "\"message\":\"unknown %s; valid: %s\"}}\n", what, valid);
@@ -87,6 +88,8 @@ static int parse_by(const char *v, unsigned *by)
 			*by |= BY_TENANT;
 		else if (strcmp(t, "model") == 0)
 			*by |= BY_MODEL;
+		else if (strcmp(t, "upstream") == 0)
+			*by |= BY_UPSTREAM;
 		else
 			return -1;
 	}
@@ -139,6 +142,7 @@ static void serve_metrics(struct evhttp_request *req)
 	}
 	stats_drain();
 	stats_prometheus(b);
+	poold_prometheus(b);
 	alertd_prometheus(b);
 	send_buffer(req, "text/plain; version=0.0.4; charset=utf-8", b);
 }

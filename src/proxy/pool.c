@@ -88,6 +88,7 @@ static enum pool_health eject(struct replica *rep, const struct conf_health *h,
 
 	atomic_store(&rep->fails, 0);
 	atomic_store(&rep->ejected_until, now + us);
+	atomic_fetch_add(&rep->ejected_total, 1);
 	if (for_us != NULL)
 		*for_us = us;
 	return POOL_EJECTED;
@@ -391,6 +392,12 @@ static socklen_t literal_addr(const char *host, unsigned port,
 		return sizeof *a6;
 	}
 	return 0;
+}
+
+int pool_is_literal(const char *host)
+{
+	struct sockaddr_storage ss;
+	return literal_addr(host, 1, &ss) > 0;
 }
 
 /* "10.0.0.1:8000", "[::1]:8000" */

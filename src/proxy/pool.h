@@ -45,6 +45,7 @@ struct replica {
 	atomic_uint ejections;        /* ejections in a row: the backoff's exponent */
 	atomic_int trial;             /* a returning replica's one request is out */
 	atomic_int slow;              /* TTFT p95 over health.ttft_factor x median */
+	atomic_ulong ejected_total;   /* every ejection, for /metrics */
 
 	/* the main thread's */
 	double ttft_p95_ms;           /* over the last minute; < 0: no samples */
@@ -95,6 +96,8 @@ enum pool_health pool_probe_result(struct replica *rep, const struct conf_health
 uint64_t pool_backoff_us(const struct conf_health *h, unsigned n);
 /* Is rep serving (not ejected, not waiting for its trial) at now? */
 int pool_healthy(const struct replica *rep, uint64_t now);
+/* Is host an IP literal (no DNS)? */
+int pool_is_literal(const char *host);
 /* How many replicas r's pool has now (0 before poold attached it). */
 size_t pool_size(const struct conf_route *r);
 

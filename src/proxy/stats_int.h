@@ -10,6 +10,7 @@
 #define MAX_WINDOWS   8
 #define GROUP_BUCKETS 4096
 #define BOUNDS_MAX    40
+#define STATS_UPSTREAMS_MAX 1024  /* replica names kept; more are "_other" */
 
 enum { PROM_TTFT, PROM_TPOT, PROM_ITL, PROM_DURATION, PROM_CONNECT, PROM_COUNT };
 
@@ -68,7 +69,7 @@ struct stats_state {
 	struct group *table[GROUP_BUCKETS];
 	struct group *groups;
 	size_t n_groups;
-	struct name_set tenants, models;
+	struct name_set tenants, models, upstreams;
 	uint64_t dropped;
 };
 
