@@ -64,10 +64,10 @@ struct alert_set {
 };
 
 static const char *const names[ALERT_METRIC_COUNT] = {
-	"TTFTHigh", "TPOTHigh", "ErrorRateHigh"
+	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "PoolUnhealthy"
 };
 static const char *const metric_names[ALERT_METRIC_COUNT] = {
-	"ttft", "tpot", "error_rate"
+	"ttft", "tpot", "error_rate", "healthy"
 };
 static const char *const severity_names[ALERT_SEVERITY_COUNT] = {
 	"warning", "critical"
@@ -76,7 +76,7 @@ static const char *const state_names[] = { "ok", "pending", "firing" };
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 {
-	double scale = m == ALERT_ERROR_RATE ? 1e6 : 1e3;
+	double scale = m == ALERT_ERROR_RATE ? 1e6 : m == ALERT_HEALTHY ? 1 : 1e3;
 	if (v < 0 || !isfinite(v)) {
 		evbuffer_add(out, "null", 4);
 		return;
@@ -114,7 +114,7 @@ static double shown(enum alert_metric m, double raw)
 {
 	if (raw < 0)
 		return -1;
-	return m == ALERT_ERROR_RATE ? raw : raw / 1000.0;
+	return m == ALERT_ERROR_RATE || m == ALERT_HEALTHY ? raw : raw / 1000.0;
 }
 
 /* ---- subjects ----------------------------------------------------------- */
@@ -211,11 +211,14 @@ static void set_thresholds(struct subject *x, const struct conf_thresholds *t,
 	const double thr[RULES_PER_SUBJECT] = {
 		(double)t->ttft_warning_us, (double)t->ttft_critical_us,
 		(double)t->tpot_warning_us, (double)t->tpot_critical_us,
-		t->error_rate_warning, t->error_rate_critical
+		t->error_rate_warning, t->error_rate_critical,
+		0, (double)t->min_healthy      /* a pool below min_healthy: critical */
 	};
 	for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
 		struct rule *r = &x->rules[i];
-		int on = rule_metric(i) == ALERT_ERROR_RATE ? thr[i] >= 0 : thr[i] > 0;
+		int on = rule_metric(i) == ALERT_ERROR_RATE ? thr[i] >= 0 :
+		    rule_metric(i) == ALERT_HEALTHY ? thr[i] > 0 && x->tenant == NULL :
+		    thr[i] > 0;
 		if (on && !r->configured) {
 			r->state = ALERT_OK;
 			r->since_ms = wall_ms;
@@ -283,6 +286,16 @@ static void step(struct alert_set *s, struct subject *x, size_t i, double value,
 	struct rule *r = &x->rules[i];
 	int over = value >= 0 && samples >= s->min_samples && value > r->threshold;
 
+	/* a count of replicas: under its threshold is bad, no sample size
+	 * applies, and reaching it again resolves (no hysteresis to a count) */
+	if (rule_metric(i) == ALERT_HEALTHY) {
+		over = value >= 0 && value < r->threshold;
+		if (r->state == ALERT_FIRING && !over) {
+			r->value = value;
+			resolve(s, x, i);
+			return;
+		}
+	}
 	r->value = value;
 	r->samples = samples;
 	switch (r->state) {
@@ -326,6 +339,10 @@ static void evaluate(struct alert_set *s, struct subject *x,
 		case ALERT_TPOT:
 			n = f->tpot_count;
 			v = n ? f->tpot_us : -1;
+			break;
+		case ALERT_HEALTHY:
+			n = 1;
+			v = f->healthy;
 			break;
 		default:
 			n = f->requests;
@@ -486,7 +503,9 @@ int alert_observe(struct alert_set *s, const char *route, const char *tenant,
 		if (x == NULL)
 			return -1;
 		for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
-			x->rules[i].configured = parent->rules[i].configured;
+			/* a pool is the route's, not a tenant's */
+			x->rules[i].configured = parent->rules[i].configured &&
+			    rule_metric(i) != ALERT_HEALTHY;
 			x->rules[i].threshold = parent->rules[i].threshold;
 		}
 		if (list_add(&s->v, &s->n, &s->cap, x) < 0) {
@@ -511,7 +530,9 @@ static int idle(const struct subject *x)
 
 void alert_end(struct alert_set *s)
 {
-	static const struct alert_figures none = { 0, 0, 0, 0, -1, -1 };
+	static const struct alert_figures none = {
+		.ttft_us = -1, .tpot_us = -1, .healthy = -1
+	};
 	size_t kept = 0;
 
 	for (size_t i = 0; i < s->n; i++)

@@ -17,7 +17,11 @@ struct evbuffer;
 
 #define ALERT_TRANSITIONS_MAX 100
 
-enum alert_metric { ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_METRIC_COUNT };
+/* ALERT_HEALTHY: a route's replicas that serve, against min_healthy
+ * (PoolUnhealthy, critical only): fires below it, resolves at it. */
+enum alert_metric {
+	ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_HEALTHY, ALERT_METRIC_COUNT
+};
 enum alert_severity { ALERT_WARNING, ALERT_CRITICAL, ALERT_SEVERITY_COUNT };
 enum alert_state { ALERT_OK, ALERT_PENDING, ALERT_FIRING };
 
@@ -29,10 +33,12 @@ struct alert_figures {
 	uint64_t tpot_count;
 	double ttft_us;         /* the quantile; < 0 without samples */
 	double tpot_us;
+	double healthy;         /* replicas serving; < 0: no pool (a tenant's) */
 };
 
 /* A rule that started firing or resolved: all a notifier sends. Values and
- * thresholds are in ms for ttft / tpot and a fraction for error_rate. */
+ * thresholds are in ms for ttft / tpot, a fraction for error_rate and a
+ * count of replicas for healthy. */
 struct alert_transition {
 	int firing;             /* 0: resolved */
 	enum alert_metric metric;

@@ -23,6 +23,8 @@ static void value_text(const struct alert_transition *t, double v, char *buf,
 		snprintf(buf, len, "none");
 	else if (t->metric == ALERT_ERROR_RATE)
 		snprintf(buf, len, "%.3g", v);
+	else if (t->metric == ALERT_HEALTHY)
+		snprintf(buf, len, "%.0f", v);
 	else
 		snprintf(buf, len, v >= 100 ? "%.0fms" : v >= 10 ? "%.1fms" : "%.2fms", v);
 }
@@ -30,8 +32,8 @@ static void value_text(const struct alert_transition *t, double v, char *buf,
 static void figure_texts(const struct alert_transition *t, char *name,
     char *value, char *threshold, char *window)
 {
-	if (t->metric == ALERT_ERROR_RATE)
-		snprintf(name, 16, "error_rate");
+	if (t->metric == ALERT_ERROR_RATE || t->metric == ALERT_HEALTHY)
+		snprintf(name, 16, "%s", alert_metric_name(t->metric));
 	else
 		quantile_name(t->quantile, name, 16);
 	value_text(t, t->value, value, 32);
@@ -47,9 +49,10 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 	if (t->tenant != NULL)
 		snprintf(tenant, sizeof tenant, " tenant=%s", t->tenant);
 	if (t->firing)
-		snprintf(buf, len, "alert firing: %s severity=%s route=%s%s %s=%s > %s "
+		snprintf(buf, len, "alert firing: %s severity=%s route=%s%s %s=%s %s %s "
 		    "(n=%llu, window %s)", alert_name(t->metric),
-		    alert_severity_name(t->severity), t->route, tenant, name, value, thr,
+		    alert_severity_name(t->severity), t->route, tenant, name, value,
+		    t->metric == ALERT_HEALTHY ? "<" : ">", thr,
 		    (unsigned long long)t->samples, window);
 	else
 		snprintf(buf, len, "alert resolved: %s severity=%s route=%s%s %s=%s, "
@@ -61,7 +64,8 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 void alert_format_webhook(struct evbuffer *out, const struct alert_transition *t,
     const char *instance)
 {
-	int rate = t->metric == ALERT_ERROR_RATE;
+	/* no quantile and no ms: a rate, a count */
+	int rate = t->metric == ALERT_ERROR_RATE || t->metric == ALERT_HEALTHY;
 
 	evbuffer_add_printf(out, "{\"status\":\"%s\",\"alertname\":\"%s\","
 	    "\"severity\":\"%s\",\"route\":", t->firing ? "firing" : "resolved",
@@ -99,6 +103,13 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
 	    t->metric == ALERT_TPOT ? "TPOT" : "Error rate";
 
 	figure_texts(t, name, value, thr, window);
+	if (t->metric == ALERT_HEALTHY) {
+		snprintf(summary, len, "Route %s has fewer than %s healthy upstreams",
+		    t->route, thr);
+		snprintf(desc, len, "%s of the replicas of route %s serve; min_healthy is %s.",
+		    value, t->route, thr);
+		return;
+	}
 	snprintf(summary, len, "%s%s%s of route %s%s%s over %s", metric, rate ? "" : " ",
 	    rate ? "" : name, t->route, t->tenant ? ", tenant " : "",
 	    t->tenant ? t->tenant : "", thr);

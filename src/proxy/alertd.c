@@ -9,6 +9,7 @@
 #include "alert.h"
 #include "log.h"
 #include "notify.h"
+#include "poold.h"
 #include "stats.h"
 #include "util.h"
 
@@ -49,6 +50,12 @@ static void observe(const char *route, const char *tenant)
 	f.tpot_count = v.tpot_count;
 	f.ttft_us = v.ttft_q;
 	f.tpot_us = v.tpot_q;
+	f.healthy = -1;
+	if (tenant == NULL) {
+		size_t healthy, total;
+		if (poold_healthy(route, &healthy, &total) == 0 && total > 0)
+			f.healthy = (double)healthy;
+	}
 	alert_observe(rules, route, tenant, &f);
 }
 

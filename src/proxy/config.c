@@ -144,7 +144,7 @@ struct conf *conf_default(void)
 	c->alerts_quantile = 0.95;
 	c->alerts_min_samples = 10;
 	c->alerts_hysteresis = 0.1;
-	c->thresholds = (struct conf_thresholds){ 1000000, 2000000, 100000, 200000, -1, -1 };
+	c->thresholds = (struct conf_thresholds){ 1000000, 2000000, 100000, 200000, -1, -1, 0 };
 	if (c->listen == NULL || c->listen[0].address == NULL || c->admin_address == NULL ||
 	    c->stats_windows_us == NULL) {
 		conf_free(c);

@@ -58,6 +58,8 @@ struct conf_thresholds {
 	uint64_t tpot_critical_us;
 	double error_rate_warning;
 	double error_rate_critical;
+	uint64_t min_healthy;   /* a route's: PoolUnhealthy below this many
+	                         * serving replicas (0: no rule) */
 };
 
 struct conf_tls {
@@ -122,7 +124,6 @@ struct conf_route {
 	uint64_t retries;       /* extra attempts on another replica: 1 */
 	unsigned retry_on[CONF_RETRY_ON_MAX];   /* 502 503 429 */
 	size_t n_retry_on;
-	uint64_t min_healthy;   /* alert below this many healthy replicas (0: none) */
 	uint64_t dns_ttl_us;    /* names are resolved again this often: 30s */
 	struct conf_health health;
 	struct pool *pool;      /* the replicas' shared state (poold.c attaches

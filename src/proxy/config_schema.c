@@ -761,7 +761,7 @@ static const struct yconf_key route_keys[] = {
 	STR("hash_header", struct conf_route, hash_header, YCONF_HEADER),
 	UINT("retries", struct conf_route, retries, 0, CONF_RETRIES_MAX),
 	FUNC("retry_on", retry_on_fn, 0),
-	UINT("min_healthy", struct conf_route, min_healthy, 0, CONF_UPSTREAMS_MAX),
+	UINT("min_healthy", struct conf_route, thresholds.min_healthy, 0, CONF_UPSTREAMS_MAX),
 	DUR("dns_ttl", struct conf_route, dns_ttl_us, 1000000),
 	SECTION("health", offsetof(struct conf_route, health), health_section),
 	FUNC("dialect", dialect_fn, 0),

@@ -472,7 +472,7 @@ void poold_json(struct evbuffer *out)
 		    "\"min_healthy\":%llu,\"upstreams\":[",
 		    r->balance == BALANCE_HASH ? "hash" : r->balance == BALANCE_ROUND_ROBIN ?
 		    "round_robin" : "least_streams", s ? s->n : 0, healthy,
-		    (unsigned long long)r->min_healthy);
+		    (unsigned long long)r->thresholds.min_healthy);
 		for (size_t k = 0; s != NULL && k < s->n; k++) {
 			if (k > 0)
 				evbuffer_add(out, ",", 1);

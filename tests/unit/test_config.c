@@ -984,7 +984,7 @@ static void test_pools(void **state)
 	assert_int_equal(p->retries, 2);
 	assert_int_equal(p->n_retry_on, 2);
 	assert_int_equal(p->retry_on[1], 500);
-	assert_int_equal(p->min_healthy, 2);
+	assert_int_equal(p->thresholds.min_healthy, 2);
 	assert_int_equal(p->dns_ttl_us, 5000000);
 	assert_string_equal(p->health.path, "/health");
 	assert_int_equal(p->health.failures, 3);
@@ -999,7 +999,7 @@ static void test_pools(void **state)
 	assert_int_equal(o->n_retry_on, 3);
 	assert_int_equal(o->retry_on[0], 502);
 	assert_int_equal(o->retry_on[2], 429);
-	assert_int_equal(o->min_healthy, 0);
+	assert_int_equal(o->thresholds.min_healthy, 0);
 	assert_int_equal(o->dns_ttl_us, 30000000);
 	assert_null(o->health.path);
 	assert_int_equal(o->health.failures, 1);
