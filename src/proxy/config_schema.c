@@ -214,6 +214,12 @@ static void upstreams_fn(struct yconf *ld, yaml_node_t *v, void *base, const cha
 	}
 	yconf_apply_list(ld, v, path, &arr, &n, sizeof *r->upstreams,
 	    &upstream_item_section, upstream_item_init);
+	/* `upstream` given too (an error route_check reports): it goes */
+	for (size_t i = 0; i < r->n_upstreams; i++) {
+		free(r->upstreams[i].url);
+		free(r->upstreams[i].base);
+	}
+	free(r->upstreams);
 	r->upstreams = arr;
 	r->n_upstreams = n;
 }
