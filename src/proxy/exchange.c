@@ -492,8 +492,10 @@ static void keep_copy(struct exchange *x, struct evbuffer *src, size_t n)
 		drop_copy(x);
 }
 
-void exchange_write_request(struct exchange *x, const struct http_head *rq,
-    const struct conf_upstream *to, struct evbuffer *out, const char *proto, int keep)
+/* The upstream head of *rq for replica `to`, its length kept: what a
+ * copy of the request starts with. */
+static void write_head(struct exchange *x, const struct http_head *rq,
+    const struct conf_upstream *to, struct evbuffer *out, const char *proto)
 {
 	size_t before = evbuffer_get_length(out);
 
@@ -502,6 +504,14 @@ void exchange_write_request(struct exchange *x, const struct http_head *rq,
 	httphead_write_request(out, rq, x->route, to, x->client_ip, proto,
 	    x->request_id, strlen(x->request_id), x->head_flags);
 	x->up_head_len = evbuffer_get_length(out) - before;
+}
+
+void exchange_write_request(struct exchange *x, const struct http_head *rq,
+    const struct conf_upstream *to, struct evbuffer *out, const char *proto, int keep)
+{
+	size_t before = evbuffer_get_length(out);
+
+	write_head(x, rq, to, out, proto);
 	if (keep && before == 0)
 		exchange_keep_request(x, out);
 }
@@ -557,13 +567,7 @@ int exchange_resendable(const struct exchange *x)
 void exchange_write_kept(struct exchange *x, const struct conf_upstream *to,
     const char *proto, struct evbuffer *out)
 {
-	size_t before = evbuffer_get_length(out);
-
-	x->head_flags = (x->buffered ? HTTPHEAD_DROP_EXPECT : 0) |
-	    (x->upgrade ? HTTPHEAD_UPGRADE : 0);
-	httphead_write_request(out, &x->head_copy->rq, x->route, to, x->client_ip,
-	    proto, x->request_id, strlen(x->request_id), x->head_flags);
-	x->up_head_len = evbuffer_get_length(out) - before;
+	write_head(x, &x->head_copy->rq, to, out, proto);
 }
 
 int exchange_redirect(struct exchange *x, const struct conf_upstream *to,

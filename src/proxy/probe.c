@@ -12,6 +12,7 @@
 #include <openssl/ssl.h>
 
 #include "tls.h"
+#include "upstream.h"
 #include "url.h"
 
 struct probe {
@@ -130,10 +131,7 @@ int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
 	bufferevent_setcb(p->bev, probe_read, NULL, probe_event, p);
 	bufferevent_set_timeouts(p->bev, &tv, &tv);
 	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
-	if ((rep->salen > 0 ? bufferevent_socket_connect(p->bev,
-	    (const struct sockaddr *)&rep->sa, (int)rep->salen) :
-	    bufferevent_socket_connect_hostname(p->bev, dns, AF_UNSPEC, rep->target.host,
-	    (int)rep->target.port)) < 0)
+	if (upstream_connect(p->bev, dns, rep) < 0)
 		conclude(p, 0, "cannot connect");
 	return 0;
 }

@@ -173,17 +173,24 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 	bufferevent_set_max_single_read(u->bev, 65536);
 	bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
 	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-	/* an address poold resolved, or the name (evdns, before its first
-	 * answer) */
-	if (rep->salen > 0 ? bufferevent_socket_connect(u->bev,
-	    (const struct sockaddr *)&rep->sa, (int)rep->salen) < 0 :
-	    bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC,
-	    rep->target.host, (int)rep->target.port) < 0)
+	if (upstream_connect(u->bev, w->dns, rep) < 0)
 		goto fail;
 	return u;
 fail:
 	upconn_free(u);
 	return NULL;
+}
+
+int upstream_connect(struct bufferevent *bev, struct evdns_base *dns,
+    const struct replica *rep)
+{
+	/* an address poold resolved, or the name (evdns, before its first
+	 * answer) */
+	if (rep->salen > 0)
+		return bufferevent_socket_connect(bev, (const struct sockaddr *)&rep->sa,
+		    (int)rep->salen) < 0 ? -1 : 0;
+	return bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC,
+	    rep->target.host, (int)rep->target.port) < 0 ? -1 : 0;
 }
 
 void upstream_connected(struct upconn *u)

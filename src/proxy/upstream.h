@@ -36,6 +36,11 @@ struct upconn {
 struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
     const struct replica *rep, int fresh, bufferevent_data_cb readcb,
     bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg);
+/* Starts bev's connection to replica rep: its address, or its name by
+ * evdns (dns) before poold has one. 0 or -1. */
+struct evdns_base;
+int upstream_connect(struct bufferevent *bev, struct evdns_base *dns,
+    const struct replica *rep);
 /* Marks a new connection connected (TCP_NODELAY set). */
 void upstream_connected(struct upconn *u);
 int upstream_is_tls(const struct upconn *u);
