@@ -212,7 +212,8 @@ static size_t candidates(const struct pool_set *s, const struct conf_route *r,
     struct replica *const *tried, size_t n_tried, uint64_t now,
     struct balance_cand *c, size_t *idx)
 {
-	size_t n = 0;
+	unsigned char slow[POOL_SET_MAX];
+	size_t n = 0, n_slow = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
 		struct replica *rep = s->m[i].r;
@@ -221,14 +222,18 @@ static size_t candidates(const struct pool_set *s, const struct conf_route *r,
 			continue;
 		if (until != 0 && (now < until || atomic_load(&rep->trial)))
 			continue;
-		/* a slow replica keeps a quarter of its share (never with hash:
-		 * affinity must not move with a passing slowness) */
-		c[n].weight = s->m[i].weight *
-		    (r->balance != BALANCE_HASH && atomic_load(&rep->slow) ? 1 : 4);
+		c[n].weight = s->m[i].weight;
 		c[n].load = (uint64_t)atomic_load_explicit(&rep->open, memory_order_relaxed);
 		c[n].id = rep->id;
+		/* never with hash: affinity must not move with a passing slowness */
+		slow[n] = r->balance != BALANCE_HASH && atomic_load(&rep->slow);
+		n_slow += slow[n];
 		idx[n++] = i;
 	}
+	/* a slow replica keeps a quarter of its share; without one the
+	 * weights stay as written (round_robin goes in turn) */
+	for (size_t k = 0; n_slow > 0 && k < n; k++)
+		c[k].weight *= slow[k] ? 1 : 4;
 	return n;
 }
 

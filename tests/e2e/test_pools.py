@@ -410,6 +410,33 @@ def test_a_name_is_resolved_to_its_address_and_curl_goes_through():
             assert paths <= {CHAT, "/v2" + CHAT} and len(paths) == 2, paths
 
 
+def test_a_tls_replica_behind_nginx_beside_a_plain_one():
+    """Replicas of both schemes in one pool: nginx terminating TLS (verified
+    against the test CA, by the replica's own host name) in front of one
+    mock, a plain mock beside it. Both serve; when nginx goes, its requests
+    go to the plain one before any byte."""
+    from test_tls import Nginx, pki
+    with Mock("--tokens", "3", "--ttft", "10ms") as a, Mock("--tokens", "3", "--ttft", "10ms") as b:
+        with Nginx(a.port) as ng:
+            yaml = (f"routes:\n  - name: llm\n    balance: round_robin\n"
+                    f"    tls: {{ca_file: {pki()['ca.crt']}}}\n    upstreams:\n"
+                    f"      - {{url: https://localhost:{ng.port}}}\n      - {{url: {b.url()}}}\n")
+            with Tokentap(yaml) as t:
+                for _ in range(4):
+                    status, _, _, done = chat(t.port)
+                    assert status == 200 and done
+                counts = per_upstream(t.access(4))
+                assert counts == {f"https://localhost:{ng.port}": 2, b.url(): 2}, counts
+                assert len(a.served()) == 2
+                ng.proc.stop()
+                for _ in range(4):
+                    status, _, _, done = chat(t.port)
+                    assert status == 200 and done
+                lines = t.access(8)[4:]
+                assert all(x["upstream"] == b.url() for x in lines), lines
+                assert any(x["attempts"] for x in lines), lines
+
+
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     for name, fn in list(globals().items()):

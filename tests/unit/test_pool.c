@@ -272,6 +272,38 @@ static void test_hash_keeps_a_key(void **state)
 	pool_free_all();
 }
 
+/* round_robin goes in turn; a slow replica keeps a quarter of its share. */
+static void test_round_robin_and_slow_share(void **state)
+{
+	(void)state;
+	struct conf *c = route_conf("    upstreams: [{url: http://127.0.0.1:1}, {url: http://127.0.0.1:2}, {url: http://127.0.0.1:3}]\n"
+	    "    balance: round_robin\n");
+	struct conf_route *r = &c->routes[0];
+	struct pool_set *s = attach(r, 0);
+	struct pool_view *views = NULL;
+	uint64_t rng = 3;
+	int trial, n_slow = 0;
+
+	for (int i = 0; i < 9; i++) {
+		struct replica *x = pool_pick(&views, r, 0, NULL, 0, &rng, S, &trial);
+		assert_ptr_equal(x, s->m[i % 3].r);
+		pool_leave(x, trial);
+		replica_unref(x);
+	}
+	/* weights 1 : 4 : 4 */
+	atomic_store(&s->m[0].r->slow, 1);
+	for (int i = 0; i < 900; i++) {
+		struct replica *x = pool_pick(&views, r, 0, NULL, 0, &rng, S, &trial);
+		n_slow += x == s->m[0].r;
+		pool_leave(x, trial);
+		replica_unref(x);
+	}
+	assert_int_equal(n_slow, 100);
+	pool_views_free(&views);
+	conf_unref(c);
+	pool_free_all();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_eject_backoff_and_trial),
 		cmocka_unit_test(test_trial_given_back),
 		cmocka_unit_test(test_hash_keeps_a_key),
+		cmocka_unit_test(test_round_robin_and_slow_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
