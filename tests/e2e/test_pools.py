@@ -437,6 +437,31 @@ def test_a_tls_replica_behind_nginx_beside_a_plain_one():
                 assert any(x["attempts"] for x in lines), lines
 
 
+def test_a_replica_over_ttft_factor_times_the_median_is_slow_not_ejected():
+    """health.ttft_factor: a replica whose TTFT p95 over the last minute is
+    over 3x the pool's median is marked slow in /stats (and on /ui), keeps
+    serving, and gets a smaller share under round_robin (a quarter of its
+    weight: 1 of 9)."""
+    with Mock("--ttft", "400ms", "--tokens", "2") as slow, \
+            Mock("--ttft", "20ms", "--tokens", "2") as a, Mock("--ttft", "20ms", "--tokens", "2") as b:
+        yaml = pool_yaml([slow, a, b], route_extra="    balance: round_robin\n")
+        with Tokentap(yaml) as t:
+            load(t.port, "-c", "3", "-n", "60", "--max-tokens", "2")
+
+            def marked():
+                st = replica_state(t.admin)[0]
+                return st if st[slow.url()]["state"] == "slow" else None
+            st = wait_for(marked, 8, "the slow replica marked")
+            assert st[a.url()]["state"] == "healthy" and st[b.url()]["state"] == "healthy"
+            assert st[slow.url()]["ttft_p95_ms"] > 3 * st[a.url()]["ttft_p95_ms"], st
+            assert "is slow: a quarter of its share" in t.stderr()
+            n = len(t.access())
+            for _ in range(27):
+                assert chat(t.port)[0] == 200
+            later = per_upstream(t.access(n + 27)[n:])
+            assert later.get(slow.url(), 0) == 3, later
+
+
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     for name, fn in list(globals().items()):
