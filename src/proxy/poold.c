@@ -221,7 +221,7 @@ static void check_done(void *arg, struct replica *rep, int ok, const char *why)
 	for (size_t i = 0; cur != NULL && i < cur->n_routes && r == NULL; i++)
 		if (strcmp(cur->routes[i].name, c->route) == 0)
 			r = &cur->routes[i];
-	if (r != NULL) {
+	if (r != NULL && ok >= 0) {
 		switch (pool_probe_result(rep, &r->health, ok, util_now_us(), &us)) {
 		case POOL_EJECTED:
 			log_warn("route %s: upstream %s ejected for %llu ms (health check: %s)",
@@ -402,6 +402,7 @@ void poold_stop(void)
 	if (tick != NULL)
 		event_free(tick);
 	tick = NULL;
+	probe_stop_all();         /* their done frees the checks */
 	/* pending lookups are answered (cancelled) here, the names still there */
 	if (dns != NULL)
 		evdns_base_free(dns, 1);

@@ -16,6 +16,7 @@
 #include "url.h"
 
 struct probe {
+	struct probe *next, **prev;  /* every probe on its way */
 	struct conf *conf;           /* its route's TLS context lives in it */
 	struct replica *rep;
 	struct bufferevent *bev;
@@ -26,8 +27,15 @@ struct probe {
 	void *arg;
 };
 
+static struct probe *probes;
+
 static void probe_free(struct probe *p)
 {
+	if (p->prev != NULL) {
+		*p->prev = p->next;
+		if (p->next != NULL)
+			p->next->prev = p->prev;
+	}
 	if (p->bev != NULL)
 		bufferevent_free(p->bev);
 	if (p->finish != NULL)
@@ -89,6 +97,15 @@ static void probe_event(struct bufferevent *bev, short what, void *arg)
 	    what & BEV_EVENT_EOF ? "closed before answering" : "cannot connect");
 }
 
+void probe_stop_all(void)
+{
+	while (probes != NULL) {
+		probes->ok = -1;
+		snprintf(probes->why, sizeof probes->why, "stopped");
+		finished(-1, 0, probes);
+	}
+}
+
 int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
     const struct conf_route *r, struct replica *rep,
     void (*done)(void *arg, struct replica *rep, int ok, const char *why), void *arg)
@@ -106,6 +123,11 @@ int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
 	replica_ref(rep);
 	p->done = done;
 	p->arg = arg;
+	p->next = probes;
+	if (probes != NULL)
+		probes->prev = &p->next;
+	p->prev = &probes;
+	probes = p;
 	p->finish = event_new(base, -1, 0, finished, p);
 	if (rep->target.tls && r->tls_ctx != NULL) {
 		SSL *ssl = tls_client_ssl(r->tls_ctx, r->tls.sni ? r->tls.sni : rep->target.host);

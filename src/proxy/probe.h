@@ -17,5 +17,8 @@ struct evdns_base;
 int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
     const struct conf_route *r, struct replica *rep,
     void (*done)(void *arg, struct replica *rep, int ok, const char *why), void *arg);
+/* Ends every probe on its way (at exit): done is called with ok -1, no
+ * verdict. */
+void probe_stop_all(void);
 
 #endif
