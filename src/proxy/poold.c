@@ -451,6 +451,8 @@ static void json_replica(struct evbuffer *out, const struct pool_member *m, uint
 		evbuffer_add_printf(out, "%llu", (unsigned long long)(left / 1000));
 	else
 		evbuffer_add(out, "null", 4);
+	evbuffer_add_printf(out, ",\"ejected_until\":");
+	jsonw_time(out, left > 0 ? util_wall_ms() + left / 1000 : 0);
 	evbuffer_add_printf(out, ",\"ejections\":%u,\"ttft_p95_ms\":", atomic_load(&rep->ejections));
 	jsonw_fixed(out, rep->ttft_p95_ms, 3);
 	evbuffer_add(out, "}", 1);

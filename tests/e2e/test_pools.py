@@ -190,6 +190,8 @@ def test_killed_replica_costs_no_request_and_comes_back_after_its_backoff():
                                 ("connect_error", "closed") for a in left), left
             state, pool = replica_state(t.admin)
             assert state[b.url()]["ejections"] >= 1
+            if state[b.url()]["state"] == "ejected":
+                assert state[b.url()]["ejected_until"].endswith("Z"), state
             assert "ejected" in t.stderr()
             # back: after the backoff its trial succeeds and it serves again
             b.start(*flags)
