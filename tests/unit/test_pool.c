@@ -51,6 +51,18 @@ static struct pool_set *attach(struct conf_route *r, size_t n_addrs)
 	return s;
 }
 
+/* One request's pick, done with at once: which replica it was (the
+ * pointer stays valid, the set holds it) and whether it was a trial. */
+static struct replica *pick_done(struct pool_view **views, const struct conf_route *r,
+    struct replica *const *tried, size_t n_tried, uint64_t *rng, uint64_t now, int *trial)
+{
+	struct replica *x = pool_pick(views, r, 0, tried, n_tried, rng, now, trial);
+	assert_non_null(x);
+	pool_leave(x, *trial);
+	replica_unref(x);
+	return x;
+}
+
 static void test_build_names(void **state)
 {
 	(void)state;
@@ -173,28 +185,20 @@ static void test_eject_backoff_and_trial(void **state)
 	assert_false(pool_healthy(bad, now));
 	/* ejected: every pick goes to the other one */
 	for (int i = 0; i < 50; i++) {
-		x = pool_pick(&views, r, 0, NULL, 0, &rng, now, &trial);
-		assert_ptr_equal(x, s->m[1].r);
+		assert_ptr_equal(pick_done(&views, r, NULL, 0, &rng, now, &trial), s->m[1].r);
 		assert_false(trial);
-		pool_leave(x, trial);
-		replica_unref(x);
 	}
 	/* both out (the other one tried): the ejected one still serves */
-	x = pool_pick(&views, r, 0, &s->m[1].r, 1, &rng, now, &trial);
-	assert_ptr_equal(x, bad);
+	assert_ptr_equal(pick_done(&views, r, &s->m[1].r, 1, &rng, now, &trial), bad);
 	assert_false(trial);
-	pool_leave(x, trial);
-	replica_unref(x);
 	/* its time is up: one trial request, then it waits for the verdict */
 	now += 1 * S;
 	x = pool_pick(&views, r, 0, &s->m[1].r, 1, &rng, now, &trial);
 	assert_ptr_equal(x, bad);
 	assert_true(trial);
 	for (int i = 0; i < 20; i++) {
-		struct replica *y = pool_pick(&views, r, 0, NULL, 0, &rng, now, &trial);
-		assert_ptr_equal(y, s->m[1].r);
-		pool_leave(y, trial);
-		replica_unref(y);
+		int t2;
+		assert_ptr_equal(pick_done(&views, r, NULL, 0, &rng, now, &t2), s->m[1].r);
 	}
 	/* the trial fails: out again, for twice as long */
 	assert_int_equal(pool_report(x, &r->health, 0, 1, now, &us), POOL_EJECTED);
@@ -284,20 +288,12 @@ static void test_round_robin_and_slow_share(void **state)
 	uint64_t rng = 3;
 	int trial, n_slow = 0;
 
-	for (int i = 0; i < 9; i++) {
-		struct replica *x = pool_pick(&views, r, 0, NULL, 0, &rng, S, &trial);
-		assert_ptr_equal(x, s->m[i % 3].r);
-		pool_leave(x, trial);
-		replica_unref(x);
-	}
+	for (int i = 0; i < 9; i++)
+		assert_ptr_equal(pick_done(&views, r, NULL, 0, &rng, S, &trial), s->m[i % 3].r);
 	/* weights 1 : 4 : 4 */
 	atomic_store(&s->m[0].r->slow, 1);
-	for (int i = 0; i < 900; i++) {
-		struct replica *x = pool_pick(&views, r, 0, NULL, 0, &rng, S, &trial);
-		n_slow += x == s->m[0].r;
-		pool_leave(x, trial);
-		replica_unref(x);
-	}
+	for (int i = 0; i < 900; i++)
+		n_slow += pick_done(&views, r, NULL, 0, &rng, S, &trial) == s->m[0].r;
 	assert_int_equal(n_slow, 100);
 	pool_views_free(&views);
 	conf_unref(c);
