@@ -51,6 +51,15 @@ static struct pool_set *attach(struct conf_route *r, size_t n_addrs)
 	return s;
 }
 
+/* The end of a test: the worker's views, the config, every pool. */
+static void finish(struct pool_view **views, struct conf *c)
+{
+	if (views != NULL)
+		pool_views_free(views);
+	conf_unref(c);
+	pool_free_all();
+}
+
 /* One request's pick, done with at once: which replica it was (the
  * pointer stays valid, the set holds it) and whether it was a trial. */
 static struct replica *pick_done(struct pool_view **views, const struct conf_route *r,
@@ -85,8 +94,7 @@ static void test_build_names(void **state)
 	assert_string_equal(s->m[4].r->name, "http://later.test:9000");
 	assert_int_equal(s->m[4].r->salen, 0);
 	assert_int_equal(pool_size(&c->routes[0]), 5);
-	conf_unref(c);
-	pool_free_all();
+	finish(NULL, c);
 }
 
 /* A reload (or a DNS answer) keeps what stays, with its live state. */
@@ -118,10 +126,8 @@ static void test_rebuild_keeps_state(void **state)
 	pool_leave(held, trial);
 	assert_int_equal(atomic_load(&gone->open), 0);
 	replica_unref(held);
-	pool_views_free(&views);
-	conf_unref(c1);
 	conf_unref(c2);
-	pool_free_all();
+	finish(&views, c1);
 }
 
 static void test_pick_excludes_tried_and_counts(void **state)
@@ -155,9 +161,7 @@ static void test_pick_excludes_tried_and_counts(void **state)
 	}
 	for (int k = 0; k < 3; k++)
 		assert_in_range(counts[k], 95, 105);
-	pool_views_free(&views);
-	conf_unref(c);
-	pool_free_all();
+	finish(&views, c);
 }
 
 static void test_eject_backoff_and_trial(void **state)
@@ -218,9 +222,7 @@ static void test_eject_backoff_and_trial(void **state)
 	pool_report(bad, &r->health, 0, 0, now, &us);
 	assert_int_equal(pool_probe_result(bad, &r->health, 0, now, &us), POOL_EJECTED);
 	assert_int_equal(pool_probe_result(bad, &r->health, 1, now, &us), POOL_BACK);
-	pool_views_free(&views);
-	conf_unref(c);
-	pool_free_all();
+	finish(&views, c);
 }
 
 /* A trial that ends without a verdict (the client left) is given back. */
@@ -244,9 +246,7 @@ static void test_trial_given_back(void **state)
 	assert_true(trial);
 	pool_leave(x, trial);
 	replica_unref(x);
-	pool_views_free(&views);
-	conf_unref(c);
-	pool_free_all();
+	finish(&views, c);
 }
 
 static void test_hash_keeps_a_key(void **state)
@@ -271,9 +271,7 @@ static void test_hash_keeps_a_key(void **state)
 		replica_unref(b);
 		replica_unref(n);
 	}
-	pool_views_free(&views);
-	conf_unref(c);
-	pool_free_all();
+	finish(&views, c);
 }
 
 /* round_robin goes in turn; a slow replica keeps a quarter of its share. */
@@ -295,9 +293,7 @@ static void test_round_robin_and_slow_share(void **state)
 	for (int i = 0; i < 900; i++)
 		n_slow += pick_done(&views, r, NULL, 0, &rng, S, &trial) == s->m[0].r;
 	assert_int_equal(n_slow, 100);
-	pool_views_free(&views);
-	conf_unref(c);
-	pool_free_all();
+	finish(&views, c);
 }
 
 int main(void)
