@@ -1037,7 +1037,8 @@ static int response_body(struct session *s)
 		evbuffer_remove_buffer(in, s->hold != NULL ? s->hold : out, used);
 		s->x.bytes_out += used;
 	}
-	hold_check(s);
+	if (s->hold != NULL)
+		hold_check(s);
 	return body_forwarded(s, r);
 }
 
@@ -1079,9 +1080,10 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 
 	s->last_progress = s->x.meter.now;
 	r = exchange_parse_mem(&s->x, buf, n, &used);
-	if (used > 0 && s->hold != NULL) {
+	if (s->hold != NULL) {
 		evbuffer_add(s->hold, buf, used);
 		s->x.bytes_out += used;
+		hold_check(s);
 	} else if (used > 0) {
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
@@ -1100,7 +1102,6 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		evbuffer_add(in, buf + used, n - used);
 		evbuffer_freeze(in, 0);
 	}
-	hold_check(s);
 	return body_forwarded(s, r);
 }
 

@@ -146,7 +146,7 @@ void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
 	memset(k, 0, sizeof *k);
 	snprintf(k->route, sizeof k->route, "%s", route ? route : "-");
 	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "-");
-	snprintf(k->upstream, sizeof k->upstream, "-");
+	k->upstream[0] = '-';       /* none; the exchange names its replica */
 	if (model_len >= sizeof k->model)
 		model_len = sizeof k->model - 1;
 	memcpy(k->model, model, model_len);
