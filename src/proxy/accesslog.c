@@ -195,6 +195,23 @@ static void put_target(struct jsonw_buf *b, const char *t, size_t len,
 	jsonw_buf_str(b, out, o);
 }
 
+/* "attempts": every attempt left for another replica, and why. */
+static void put_attempts(struct jsonw_buf *b, const struct accesslog_entry *e)
+{
+	jsonw_buf_puts(b, ",\"attempts\":[");
+	for (unsigned i = 0; i < e->n_attempts; i++) {
+		const struct accesslog_attempt *a = &e->attempts[i];
+		jsonw_buf_puts(b, i ? ",{" : "{");
+		jsonw_buf_puts(b, "\"upstream\":");
+		jsonw_buf_str(b, a->upstream, strlen(a->upstream));
+		field_str(b, "reason", a->reason);
+		field_int(b, "status", a->status ? (int64_t)a->status : -1);
+		field_ms(b, "ms", (int64_t)a->us);
+		jsonw_buf_puts(b, "}");
+	}
+	jsonw_buf_puts(b, "]");
+}
+
 static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 {
 	static const char *const names[] = {
@@ -271,6 +288,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	put_phases(&b, m);
 	field_int(&b, "concurrency", e->concurrency);
 	field_str(&b, "upstream", e->upstream);
+	put_attempts(&b, e);
 	put_exceeded(&b, e->exceeded);
 	jsonw_buf_puts(&b, "}");
 	/* a line cut short by the cap still ends with a newline */

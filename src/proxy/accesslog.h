@@ -9,6 +9,13 @@
 #include "meter.h"
 
 struct health;
+/* An attempt that was left for another replica (failover.h). */
+struct accesslog_attempt {
+	const char *upstream;        /* the replica's name */
+	const char *reason;          /* failover_reason_name() */
+	unsigned status;             /* the response's, for "status"; else 0 */
+	uint64_t us;                 /* from the attempt's start to leaving it */
+};
 
 struct accesslog_entry {
 	const char *request_id;
@@ -21,7 +28,10 @@ struct accesslog_entry {
 	size_t target_len;
 	unsigned status;             /* 0: none was sent */
 	enum meter_outcome outcome;
-	const char *upstream;        /* NULL: none */
+	const char *upstream;        /* the replica that answered (or was tried
+	                              * last); NULL: none */
+	const struct accesslog_attempt *attempts;   /* those left before it */
+	unsigned n_attempts;
 	const struct meter *m;
 	uint64_t bytes_in;
 	uint64_t bytes_out;

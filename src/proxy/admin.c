@@ -15,6 +15,7 @@
 #include "procmetrics.h"
 #include "promout.h"
 #include "slod.h"
+#include "poold.h"
 #include "stats.h"
 #include "ui.h"
 #include "util.h"
@@ -66,7 +67,7 @@ static void bad_query(struct evhttp_request *req, const char *what)
 				break;
 		}
 	} else {
-		snprintf(valid, sizeof valid, "route, tenant, model");
+		snprintf(valid, sizeof valid, "route, tenant, model, upstream");
 	}
 	snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
 	    "\"message\":\"unknown %s; valid: %s\"}}\n", what, valid);
@@ -90,6 +91,8 @@ static int parse_by(const char *v, unsigned *by)
 			*by |= BY_TENANT;
 		else if (strcmp(t, "model") == 0)
 			*by |= BY_MODEL;
+		else if (strcmp(t, "upstream") == 0)
+			*by |= BY_UPSTREAM;
 		else
 			return -1;
 	}
@@ -150,6 +153,7 @@ static void serve_metrics(struct evhttp_request *req)
 	}
 	stats_drain();
 	stats_prometheus(o);
+	poold_prometheus(o);
 	slod_prometheus(o);
 	alertd_prometheus(o);
 	procmetrics_write(o);

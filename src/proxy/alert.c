@@ -70,10 +70,10 @@ struct alert_set {
 };
 
 static const char *const names[ALERT_METRIC_COUNT] = {
-	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "TTFOHigh", "StreamStalled"
+	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "TTFOHigh", "StreamStalled", "PoolUnhealthy"
 };
 static const char *const metric_names[ALERT_METRIC_COUNT] = {
-	"ttft", "tpot", "error_rate", "ttfo", "stalled"
+	"ttft", "tpot", "error_rate", "ttfo", "stalled", "healthy"
 };
 static const char *const severity_names[ALERT_SEVERITY_COUNT] = {
 	"warning", "critical"
@@ -82,7 +82,7 @@ static const char *const state_names[] = { "ok", "pending", "firing" };
 
 int alert_metric_is_time(enum alert_metric m)
 {
-	return m != ALERT_ERROR_RATE && m != ALERT_STALLED;
+	return m != ALERT_ERROR_RATE && m != ALERT_STALLED && m != ALERT_HEALTHY;
 }
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
@@ -226,11 +226,14 @@ static void set_thresholds(struct subject *x, const struct conf_thresholds *t,
 		(double)t->tpot_warning_us, (double)t->tpot_critical_us,
 		t->error_rate_warning, t->error_rate_critical,
 		(double)t->ttfo_warning_us, (double)t->ttfo_critical_us,
-		t->stall_us && x->tenant == NULL ? (double)t->min_stalled : 0, 0
+		t->stall_us && x->tenant == NULL ? (double)t->min_stalled : 0, 0,
+		0, (double)t->min_healthy      /* a pool below min_healthy: critical */
 	};
 	for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
 		struct rule *r = &x->rules[i];
-		int on = rule_metric(i) == ALERT_ERROR_RATE ? thr[i] >= 0 : thr[i] > 0;
+		int on = rule_metric(i) == ALERT_ERROR_RATE ? thr[i] >= 0 :
+		    rule_metric(i) == ALERT_HEALTHY ? thr[i] > 0 && x->tenant == NULL :
+		    thr[i] > 0;
 		if (on && !r->configured) {
 			r->state = ALERT_OK;
 			r->since_ms = wall_ms;
@@ -336,6 +339,16 @@ static void step(struct alert_set *s, struct subject *x, size_t i, double value,
 {
 	struct rule *r = &x->rules[i];
 
+	/* a count of replicas: under its threshold is bad, no sample size
+	 * applies, and reaching it again resolves (no hysteresis to a count) */
+	if (rule_metric(i) == ALERT_HEALTHY) {
+		over = value >= 0 && value < r->threshold;
+		if (r->state == ALERT_FIRING && !over) {
+			r->value = value;
+			resolve(s, x, i);
+			return;
+		}
+	}
 	r->value = value;
 	r->samples = samples;
 	switch (r->state) {
@@ -397,6 +410,10 @@ static void evaluate(struct alert_set *s, struct subject *x,
 			break;
 		case ALERT_STALLED:
 			continue;     /* alert_observe_stalled's */
+		case ALERT_HEALTHY:
+			n = 1;
+			v = f->healthy;
+			break;
 		default:
 			n = f->requests;
 			v = n ? (double)f->errors / (double)n : -1;
@@ -556,8 +573,9 @@ int alert_observe(struct alert_set *s, const char *route, const char *tenant,
 		if (x == NULL)
 			return -1;
 		for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
+			/* a stall count and a pool are the route's, not a tenant's */
 			x->rules[i].configured = parent->rules[i].configured &&
-			    rule_metric(i) != ALERT_STALLED;
+			    rule_metric(i) != ALERT_STALLED && rule_metric(i) != ALERT_HEALTHY;
 			x->rules[i].threshold = parent->rules[i].threshold;
 		}
 		if (list_add(&s->v, &s->n, &s->cap, x) < 0) {
@@ -599,7 +617,9 @@ static int idle(const struct subject *x)
 
 void alert_end(struct alert_set *s)
 {
-	static const struct alert_figures none = { 0, 0, 0, 0, -1, -1, 0, -1 };
+	static const struct alert_figures none = {
+		.ttft_us = -1, .tpot_us = -1, .ttfo_us = -1, .healthy = -1
+	};
 	size_t kept = 0;
 
 	for (size_t i = 0; i < s->n; i++)

@@ -19,10 +19,12 @@ struct promout;
 #define ALERT_TRANSITIONS_MAX 100
 
 /* StreamStalled (ALERT_STALLED) is a warning only; its value is the number
- * of the route's streams stalled now, its threshold alerts.min_stalled. */
+ * of the route's streams stalled now, its threshold alerts.min_stalled.
+ * ALERT_HEALTHY: a route's replicas that serve, against min_healthy
+ * (PoolUnhealthy, critical only): fires below it, resolves at it. */
 enum alert_metric {
 	ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_TTFO, ALERT_STALLED,
-	ALERT_METRIC_COUNT,
+	ALERT_HEALTHY, ALERT_METRIC_COUNT,
 	ALERT_BURN_RATE   /* SLOBurnRate: slo.c's rules, not a threshold rule here */
 };
 enum alert_severity { ALERT_WARNING, ALERT_CRITICAL, ALERT_SEVERITY_COUNT };
@@ -38,10 +40,12 @@ struct alert_figures {
 	double tpot_us;
 	uint64_t ttfo_count;
 	double ttfo_us;
+	double healthy;         /* replicas serving; < 0: no pool (a tenant's) */
 };
 
 /* A rule that started firing or resolved: all a notifier sends. Values and
- * thresholds are in ms for ttft / tpot and a fraction for error_rate. */
+ * thresholds are in ms for ttft / tpot, a fraction for error_rate and a
+ * count of replicas for healthy. */
 struct alert_transition {
 	int firing;             /* 0: resolved */
 	enum alert_metric metric;

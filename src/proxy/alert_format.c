@@ -25,6 +25,8 @@ static void value_text(const struct alert_transition *t, double v, char *buf,
 		snprintf(buf, len, "%.0f", v);
 	else if (t->metric == ALERT_ERROR_RATE)
 		snprintf(buf, len, "%.3g", v);
+	else if (t->metric == ALERT_HEALTHY)
+		snprintf(buf, len, "%.0f", v);
 	else
 		snprintf(buf, len, v >= 100 ? "%.0fms" : v >= 10 ? "%.1fms" : "%.2fms", v);
 }
@@ -176,7 +178,7 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 		snprintf(buf, len, "alert firing: %s severity=%s route=%s%s %s=%s %s %s "
 		    "(n=%llu, window %s)", alert_name(t->metric),
 		    alert_severity_name(t->severity), t->route, tenant, name, value,
-		    t->metric == ALERT_STALLED ? ">=" : ">", thr,
+		    t->metric == ALERT_HEALTHY ? "<" : ">", thr,
 		    (unsigned long long)t->samples, window);
 	else
 		snprintf(buf, len, "alert resolved: %s severity=%s route=%s%s %s=%s, "
@@ -221,7 +223,7 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
 {
 	char name[16], value[32], thr[32], window[32];
 	static const char *const metrics[ALERT_METRIC_COUNT] = {
-		"TTFT", "TPOT", "Error rate", "TTFO", "Stalled streams"
+		"TTFT", "TPOT", "Error rate", "TTFO", "Stalled streams", "Healthy replicas"
 	};
 	int rate = !alert_metric_is_time(t->metric);
 	const char *metric = metrics[t->metric];
@@ -231,6 +233,13 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
 		snprintf(summary, len, "Streams of route %s stalled", t->route);
 		snprintf(desc, len, "%s streams of route %s had no token for longer "
 		    "than the stall threshold (at least %s at once fire this alert).",
+		    value, t->route, thr);
+		return;
+	}
+	if (t->metric == ALERT_HEALTHY) {
+		snprintf(summary, len, "Route %s has fewer than %s healthy upstreams",
+		    t->route, thr);
+		snprintf(desc, len, "%s of the replicas of route %s serve; min_healthy is %s.",
 		    value, t->route, thr);
 		return;
 	}

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "notify.h"
 #include "slod.h"
+#include "poold.h"
 #include "stats.h"
 #include "util.h"
 
@@ -65,6 +66,12 @@ static void observe(const char *route, const char *tenant)
 	f.tpot_us = v.tpot_q;
 	f.ttfo_count = v.ttfo_count;
 	f.ttfo_us = v.ttfo_q;
+	f.healthy = -1;
+	if (tenant == NULL) {
+		size_t healthy, total;
+		if (poold_healthy(route, &healthy, &total) == 0 && total > 0)
+			f.healthy = (double)healthy;
+	}
 	alert_observe(rules, route, tenant, &f);
 }
 

@@ -42,8 +42,15 @@ static void route_free(struct conf_route *r)
 	free(r->match_path_prefix);
 	free(r->match_host);
 	kv_free(r->match_headers, r->n_match_headers);
+	for (size_t i = 0; i < r->n_upstreams; i++) {
+		free(r->upstreams[i].url);
+		free(r->upstreams[i].base);
+	}
+	free(r->upstreams);
 	free(r->upstream);
 	free(r->upstream_base);
+	free(r->hash_header);
+	free(r->health.path);
 	kv_free(r->set_headers, r->n_set_headers);
 	free(r->tls.ca_file);
 	free(r->tls.sni);

@@ -49,6 +49,8 @@ struct conf_timeouts {
 	uint64_t send_us;              /* a client that takes no bytes this long */
 	uint64_t upstream_keepalive_us; /* an idle pooled connection's life */
 	uint64_t token_idle_us;        /* no token this long ends a stream; 0: off */
+	uint64_t first_token_us;       /* a replica's first token by then, else the
+	                                * next replica (0: no deadline) */
 };
 
 /* A threshold that is not configured is 0 (durations) or < 0 (rates). */
@@ -63,6 +65,8 @@ struct conf_thresholds {
 	uint64_t ttfo_critical_us;
 	uint64_t stall_us;             /* a token-free gap this long is a stall; 0: off */
 	uint64_t min_stalled;          /* StreamStalled: streams stalled at once */
+	uint64_t min_healthy;   /* a route's: PoolUnhealthy below this many
+	                         * serving replicas (0: no rule) */
 };
 
 struct conf_tls {
@@ -74,6 +78,38 @@ struct conf_tls {
 	struct conf_pos at, ca_file_at, client_cert_at;   /* at: the tls map */
 };
 
+/* One replica of a route's pool as written: `upstream:`, or an item of
+ * `upstreams:`. A DNS name stands for every address it resolves to. */
+struct conf_upstream {
+	char *url;              /* as written */
+	uint64_t weight;        /* default 1 */
+	int tls;                /* https:// */
+	char host[256];
+	unsigned port;          /* default 80 / 443 */
+	char *base;             /* base path without trailing '/', "" if none */
+};
+
+enum conf_balance { BALANCE_LEAST_STREAMS, BALANCE_ROUND_ROBIN, BALANCE_HASH };
+
+#define CONF_UPSTREAMS_MAX 64   /* replicas a route lists */
+#define CONF_RETRIES_MAX   8    /* extra attempts a request may make */
+#define CONF_RETRY_ON_MAX  16
+
+/* A pool's health rules: passive (every request's fate), and active checks
+ * when path is set. */
+struct conf_health {
+	char *path;             /* GET this on every replica; NULL: no checks */
+	uint64_t interval_us;   /* 10s */
+	uint64_t timeout_us;    /* 2s */
+	uint64_t failures;      /* consecutive failures that eject: 1 */
+	uint64_t backoff_us;    /* the first ejection (1s), doubled each time */
+	uint64_t backoff_max_us; /* 30s */
+	double ttft_factor;     /* TTFT p95 over this many times the pool's
+	                         * median: a quarter of its share (3; 0: off) */
+};
+
+struct pool;
+
 struct conf_route {
 	char *name;
 	/* match: every key given must match; none given matches everything */
@@ -82,11 +118,23 @@ struct conf_route {
 	struct conf_kv *match_headers;
 	size_t n_match_headers;
 
+	/* the replicas; upstream* repeat the first one's (messages, -t) */
+	struct conf_upstream *upstreams;
+	size_t n_upstreams;
 	char *upstream;         /* as written */
-	int upstream_tls;       /* https:// */
+	int upstream_tls;       /* https:// (any replica's) */
 	char upstream_host[256];
 	unsigned upstream_port; /* default 80 / 443 */
 	char *upstream_base;    /* base path without trailing '/', "" if none */
+	enum conf_balance balance;     /* least_streams */
+	char *hash_header;      /* balance hash: this header's value, else the tenant */
+	uint64_t retries;       /* extra attempts on another replica: 1 */
+	unsigned retry_on[CONF_RETRY_ON_MAX];   /* 502 503 429 */
+	size_t n_retry_on;
+	uint64_t dns_ttl_us;    /* names are resolved again this often: 30s */
+	struct conf_health health;
+	struct pool *pool;      /* the replicas' shared state (poold.c attaches
+	                         * it; NULL in a config only checked) */
 
 	enum dialect_id dialect;
 	int strip_prefix;

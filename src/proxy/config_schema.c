@@ -96,14 +96,14 @@ static void notify_type_fn(struct yconf *ld, yaml_node_t *v, void *base,
 		nt->type = types[t];
 }
 
-/* The rule for a route's upstream URL (url.h): credentials are refused, as
+/* The rule for a replica's URL (url.h): credentials are refused, as
  * nginx refuses them in proxy_pass: the client's own Authorization goes to
  * the upstream and set_headers replaces it, and the URL is written in the
  * access log and the error log. A query has no place in a base path.
  * Returns NULL or the problem. */
 static const char *parse_upstream(const char *s, void *field)
 {
-	struct conf_route *r = field;
+	struct conf_upstream *up = field;
 	struct url u;
 	const char *problem = url_parse(s, &u);
 	size_t pl;
@@ -115,15 +115,15 @@ static const char *parse_upstream(const char *s, void *field)
 	} else if (u.query != NULL) {
 		problem = "must not contain a query or a fragment";
 	} else {
-		r->upstream_tls = u.tls;
-		memcpy(r->upstream_host, u.host, sizeof r->upstream_host);
-		r->upstream_port = u.port;
+		up->tls = u.tls;
+		memcpy(up->host, u.host, sizeof up->host);
+		up->port = u.port;
 		pl = strlen(u.path);
 		while (pl > 0 && u.path[pl - 1] == '/')
 			pl--;
-		free(r->upstream_base);
-		r->upstream_base = strndup(u.path, pl);
-		if (r->upstream_base == NULL)
+		free(up->base);
+		up->base = strndup(u.path, pl);
+		if (up->base == NULL)
 			problem = "out of memory";
 	}
 	url_free(&u);
@@ -164,10 +164,99 @@ static void url_key(struct yconf *ld, yaml_node_t *v, const char *path, char **u
 	*url = s;
 }
 
+/* `upstream: URL`: a pool of one. */
 static void upstream_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
-	url_key(ld, v, path, &r->upstream, parse_upstream, r);
+	struct conf_upstream *up;
+
+	if (r->n_upstreams == 0) {
+		if ((up = yconf_grow(ld, r->upstreams, 0, sizeof *up)) == NULL)
+			return;
+		memset(up, 0, sizeof *up);
+		up->weight = 1;
+		r->upstreams = up;
+	}
+	url_key(ld, v, path, &r->upstreams[0].url, parse_upstream, &r->upstreams[0]);
+	if (r->upstreams[0].url != NULL)
+		r->n_upstreams = 1;
+}
+
+static void upstream_item_url_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	struct conf_upstream *up = base;
+	url_key(ld, v, path, &up->url, parse_upstream, up);
+}
+
+static void upstream_item_init(struct yconf *ld, void *item)
+{
+	(void)ld;
+	((struct conf_upstream *)item)->weight = 1;
+}
+
+static const struct yconf_section upstream_item_section;
+
+/* `upstreams: [{url, weight}, ...]`: the replicas of a pool. */
+static void upstreams_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf_route *r = base;
+	void *arr = NULL;
+	size_t n = 0, items;
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "replicas"))
+		return;
+	items = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (items == 0 || items > CONF_UPSTREAMS_MAX) {
+		yconf_err(ld, v, "%s: between 1 and %d replicas, got %zu", path,
+		    CONF_UPSTREAMS_MAX, items);
+		return;
+	}
+	yconf_apply_list(ld, v, path, &arr, &n, sizeof *r->upstreams,
+	    &upstream_item_section, upstream_item_init);
+	/* `upstream` given too (an error route_check reports): it goes */
+	for (size_t i = 0; i < r->n_upstreams; i++) {
+		free(r->upstreams[i].url);
+		free(r->upstreams[i].base);
+	}
+	free(r->upstreams);
+	r->upstreams = arr;
+	r->n_upstreams = n;
+}
+
+static void balance_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	static const char *const names[] = { "least_streams", "round_robin", "hash" };
+	struct conf_route *r = base;
+	int b = yconf_enum(ld, v, path, "balance", names, UTIL_ARRAY_LEN(names));
+	if (b >= 0)
+		r->balance = (enum conf_balance)b;
+}
+
+/* retry_on: response statuses that send the request to another replica. */
+static void retry_on_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	static const struct yconf_key k = { .type = YCONF_UINT, .lo = 400, .hi = 599 };
+	struct conf_route *r = base;
+	yaml_node_item_t *it;
+	size_t n;
+	char sub[YCONF_PATH_LEN];
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "statuses"))
+		return;
+	it = v->data.sequence.items.start;
+	n = (size_t)(v->data.sequence.items.top - it);
+	if (n > CONF_RETRY_ON_MAX) {
+		yconf_err(ld, v, "%s: at most %d statuses", path, CONF_RETRY_ON_MAX);
+		return;
+	}
+	r->n_retry_on = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t st = 0;
+		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+		if (yconf_apply_value(ld, &k, yconf_node(ld, it[i]), &st, sub) == 0 && st != 0)
+			r->retry_on[r->n_retry_on++] = (unsigned)st;
+	}
 }
 
 static void notify_url_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
@@ -308,6 +397,17 @@ static void route_init(struct yconf *ld, void *item)
 	r->tls.verify = 1;
 	r->timeouts = c->timeouts;
 	r->thresholds = c->thresholds;
+	r->balance = BALANCE_LEAST_STREAMS;
+	r->retries = 1;
+	r->retry_on[0] = 502;
+	r->retry_on[1] = 503;
+	r->retry_on[2] = 429;
+	r->n_retry_on = 3;
+	r->dns_ttl_us = 30000000;
+	r->health = (struct conf_health){
+		.interval_us = 10000000, .timeout_us = 2000000, .failures = 1,
+		.backoff_us = 1000000, .backoff_max_us = 30000000, .ttft_factor = 3,
+	};
 }
 
 static void routes_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
@@ -324,7 +424,9 @@ static void routes_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *
 	c->routes = arr;
 	for (size_t i = 0; i < c->n_routes; i++) {
 		struct conf_route *r = &c->routes[i];
-		if (r->tls.sni == NULL && r->upstream_host[0] != '\0')
+		/* a pool of one names its peer; in a longer one each replica
+		 * is named by its own host */
+		if (r->tls.sni == NULL && r->n_upstreams == 1 && r->upstream_host[0] != '\0')
 			r->tls.sni = yconf_strdup(ld, r->upstream_host);
 		for (size_t j = 0; j < i && r->name != NULL; j++) {
 			yaml_node_t *first;
@@ -671,6 +773,57 @@ static void notify_check(struct yconf *ld, yaml_node_t *m, void *base, const cha
 		    nt->type == NOTIFY_WEBHOOK ? "webhook" : "alertmanager");
 }
 
+/* `upstream` or `upstreams`, one of them; the first replica's fields are
+ * the route's upstream* (messages, and a pool of one as before). */
+static void route_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct conf_route *r = base;
+	yaml_node_t *one = yconf_map_find(ld, m, "upstream");
+	yaml_node_t *many = yconf_map_find(ld, m, "upstreams");
+	const struct conf_upstream *u0;
+
+	if (one == NULL && many == NULL)
+		yconf_err(ld, m, "missing required key 'upstream' in %s", path);
+	if (one != NULL && many != NULL)
+		yconf_err(ld, many, "%s: give 'upstream' or 'upstreams', not both", path);
+	if (r->n_upstreams == 0 || r->upstreams[0].url == NULL)
+		return;     /* a problem was reported */
+	u0 = &r->upstreams[0];
+	free(r->upstream);
+	free(r->upstream_base);
+	r->upstream = yconf_strdup(ld, u0->url);
+	r->upstream_base = yconf_strdup(ld, u0->base ? u0->base : "");
+	memcpy(r->upstream_host, u0->host, sizeof r->upstream_host);
+	r->upstream_port = u0->port;
+	for (size_t i = 0; i < r->n_upstreams; i++) {
+		r->upstream_tls |= r->upstreams[i].tls;
+		for (size_t j = 0; j < i && many != NULL &&
+		    many->type == YAML_SEQUENCE_NODE; j++) {
+			if (r->upstreams[i].url == NULL || r->upstreams[j].url == NULL ||
+			    strcmp(r->upstreams[i].url, r->upstreams[j].url) != 0)
+				continue;
+			/* one replica, one name: weight says "twice as much" */
+			yconf_err(ld, yconf_node(ld, many->data.sequence.items.start[i]),
+			    "%s.upstreams[%zu]: %s is listed twice (use weight)", path, i,
+			    r->upstreams[i].url);
+			break;
+		}
+	}
+	if (r->balance != BALANCE_HASH && r->hash_header != NULL)
+		yconf_err(ld, yconf_map_find(ld, m, "hash_header"),
+		    "%s.hash_header: only with balance: hash", path);
+}
+
+static void health_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct conf_health *h = base;
+	if (h->path != NULL && h->path[0] != '/')
+		yconf_err(ld, yconf_map_find(ld, m, "path"), "%s.path: must start with '/'",
+		    path);
+	if (h->backoff_max_us < h->backoff_us)
+		yconf_err(ld, m, "%s: backoff_max is below backoff", path);
+}
+
 /* ---- the schema ---------------------------------------------------------- */
 
 #define DUR(n, st, f, min) \
@@ -699,6 +852,7 @@ static const struct yconf_key timeouts_keys[] = {
 	DUR("send", struct conf_timeouts, send_us, 1),
 	DUR("upstream_keepalive", struct conf_timeouts, upstream_keepalive_us, 1),
 	DUR("token_idle", struct conf_timeouts, token_idle_us, 0),
+	DUR("first_token", struct conf_timeouts, first_token_us, 0),
 };
 static const struct yconf_section timeouts_section = TABLE(timeouts_keys, NULL);
 
@@ -843,10 +997,35 @@ static const struct yconf_key route_tls_keys[] = {
 };
 static const struct yconf_section route_tls_section = TABLE(route_tls_keys, route_tls_check);
 
+static const struct yconf_key upstream_item_keys[] = {
+	FUNC("url", upstream_item_url_fn, YCONF_REQUIRED),
+	UINT("weight", struct conf_upstream, weight, 1, 1000),
+};
+static const struct yconf_section upstream_item_section = TABLE(upstream_item_keys, NULL);
+
+static const struct yconf_key health_keys[] = {
+	STR("path", struct conf_health, path, 0),
+	DUR("interval", struct conf_health, interval_us, 100000),
+	DUR("timeout", struct conf_health, timeout_us, 1000),
+	UINT("failures", struct conf_health, failures, 1, 1000),
+	DUR("backoff", struct conf_health, backoff_us, 1000),
+	DUR("backoff_max", struct conf_health, backoff_max_us, 1000),
+	FLOAT("ttft_factor", struct conf_health, ttft_factor, 0, 1000, 0),
+};
+static const struct yconf_section health_section = TABLE(health_keys, health_check);
+
 static const struct yconf_key route_keys[] = {
 	STR("name", struct conf_route, name, YCONF_REQUIRED),
 	SECTION("match", 0, match_section),
-	FUNC("upstream", upstream_fn, YCONF_REQUIRED),
+	FUNC("upstream", upstream_fn, 0),
+	FUNC("upstreams", upstreams_fn, 0),
+	FUNC("balance", balance_fn, 0),
+	STR("hash_header", struct conf_route, hash_header, YCONF_HEADER),
+	UINT("retries", struct conf_route, retries, 0, CONF_RETRIES_MAX),
+	FUNC("retry_on", retry_on_fn, 0),
+	UINT("min_healthy", struct conf_route, thresholds.min_healthy, 0, CONF_UPSTREAMS_MAX),
+	DUR("dns_ttl", struct conf_route, dns_ttl_us, 1000000),
+	SECTION("health", offsetof(struct conf_route, health), health_section),
 	FUNC("dialect", dialect_fn, 0),
 	BOOL("strip_prefix", struct conf_route, strip_prefix),
 	BOOL("preserve_host", struct conf_route, preserve_host),
@@ -857,7 +1036,7 @@ static const struct yconf_key route_keys[] = {
 	SECTION("thresholds", offsetof(struct conf_route, thresholds), thresholds_section),
 	SECTION("timeouts", offsetof(struct conf_route, timeouts), timeouts_section),
 };
-static const struct yconf_section route_section = TABLE(route_keys, NULL);
+static const struct yconf_section route_section = TABLE(route_keys, route_check);
 
 static const struct yconf_key top_keys[] = {
 	FUNC("listen", listen_fn, 0),

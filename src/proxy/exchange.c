@@ -7,6 +7,8 @@
 #include <event2/buffer.h>
 
 #include "accesslog.h"
+#include "balance.h"
+#include "failover.h"
 #include "httpcheck.h"
 #include "log.h"
 #include "rng.h"
@@ -363,6 +365,22 @@ static void request_fields(struct http_head *rq, const char *p, size_t len)
 	rq->path_len = q ? (size_t)(q - rq->target) : rq->target_len;
 }
 
+/* balance: hash: the key of the request's replica, from hash_header's
+ * value, else the tenant. */
+static void affinity(struct exchange *x, const struct http_head *rq)
+{
+	const struct http_header *h;
+
+	if (x->route->balance != BALANCE_HASH)
+		return;
+	h = x->route->hash_header == NULL ? NULL :
+	    httphead_find(rq->h, rq->n, x->route->hash_header);
+	if (h != NULL && h->value_len > 0)
+		x->affinity = balance_key(h->value, h->value_len);
+	else
+		x->affinity = balance_key(x->tenant, strlen(x->tenant));
+}
+
 /* Picks the dialect and the model sources known from the request. */
 static void route_meter(struct exchange *x, const struct http_head *rq)
 {
@@ -372,8 +390,11 @@ static void route_meter(struct exchange *x, const struct http_head *rq)
 	if (x->route->dialect == DIALECT_AUTO) {
 		enum dialect_id d = dialect_for_path(rq->target, rq->path_len);
 		meter_set_dialect(&x->meter, d, d == DIALECT_RAW);
+		x->req_dialect = d;
+		x->req_sniff = d == DIALECT_RAW;
 	} else {
 		meter_set_dialect(&x->meter, x->route->dialect, 0);
+		x->req_dialect = x->route->dialect;
 	}
 	if (dialect_path_model(rq->target, rq->path_len, &model, &len))
 		meter_offer_model(&x->meter, MODEL_PATH, model, len);
@@ -437,6 +458,8 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	if (x->route == NULL)
 		return rejected(v, 404, "no_route", "no route matches this request");
 	route_meter(x, rq);
+	x->req_keepalive = x->keepalive;
+	affinity(x, rq);
 	return 0;
 }
 
@@ -472,16 +495,127 @@ static void keep_copy(struct exchange *x, struct evbuffer *src, size_t n)
 		drop_copy(x);
 }
 
-void exchange_write_request(struct exchange *x, const struct http_head *rq,
-    struct evbuffer *out, const char *proto, int keep)
+/* The upstream head of *rq for replica `to`, its length kept: what a
+ * copy of the request starts with. */
+static void write_head(struct exchange *x, const struct http_head *rq,
+    const struct conf_upstream *to, struct evbuffer *out, const char *proto)
 {
 	size_t before = evbuffer_get_length(out);
 
-	httphead_write_request(out, rq, x->route, x->client_ip, proto,
-	    x->request_id, strlen(x->request_id),
-	    (x->buffered ? HTTPHEAD_DROP_EXPECT : 0) | (x->upgrade ? HTTPHEAD_UPGRADE : 0));
+	x->head_flags = (x->buffered ? HTTPHEAD_DROP_EXPECT : 0) |
+	    (x->upgrade ? HTTPHEAD_UPGRADE : 0);
+	httphead_write_request(out, rq, x->route, to, x->client_ip, proto,
+	    x->request_id, strlen(x->request_id), x->head_flags);
+	x->up_head_len = evbuffer_get_length(out) - before;
+}
+
+void exchange_write_request(struct exchange *x, const struct http_head *rq,
+    const struct conf_upstream *to, struct evbuffer *out, const char *proto, int keep)
+{
+	size_t before = evbuffer_get_length(out);
+
+	write_head(x, rq, to, out, proto);
 	if (keep && before == 0)
 		exchange_keep_request(x, out);
+}
+
+/* The client's head as parsed, its fields pointing into bytes[]. */
+struct exchange_head_copy {
+	struct http_head rq;
+	size_t len;
+	char bytes[];
+};
+
+/* A pointer into the head at from moves to the copy at to; one elsewhere
+ * (a string of httpcheck's own: "Host", "/") stays. */
+static const char *moved(const char *p, const char *from, size_t len, const char *to)
+{
+	if (p == NULL || p < from || p >= from + len)
+		return p;
+	return to + (p - from);
+}
+
+int exchange_keep_head(struct exchange *x, const struct http_head *rq,
+    struct evbuffer *in, size_t head_len)
+{
+	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)head_len);
+	struct exchange_head_copy *hc;
+	struct http_head *h;
+
+	if (x->head_copy != NULL)
+		return 0;
+	if (p == NULL || (hc = malloc(sizeof *hc + head_len)) == NULL)
+		return -1;
+	memcpy(hc->bytes, p, head_len);
+	hc->len = head_len;
+	h = &hc->rq;
+	memcpy(h, rq, offsetof(struct http_head, h) + rq->n * sizeof rq->h[0]);
+	h->n = rq->n;
+	h->start_line = moved(rq->start_line, p, head_len, hc->bytes);
+	h->method = moved(rq->method, p, head_len, hc->bytes);
+	h->target = moved(rq->target, p, head_len, hc->bytes);
+	for (size_t i = 0; i < rq->n; i++) {
+		h->h[i].name = moved(rq->h[i].name, p, head_len, hc->bytes);
+		h->h[i].value = moved(rq->h[i].value, p, head_len, hc->bytes);
+	}
+	x->head_copy = hc;
+	return 0;
+}
+
+int exchange_resendable(const struct exchange *x)
+{
+	return x->req_copy != NULL;
+}
+
+void exchange_write_kept(struct exchange *x, const struct conf_upstream *to,
+    const char *proto, struct evbuffer *out)
+{
+	write_head(x, &x->head_copy->rq, to, out, proto);
+}
+
+int exchange_redirect(struct exchange *x, const struct conf_upstream *to,
+    const char *proto, struct evbuffer *unsent, struct evbuffer *out, int keep)
+{
+	struct evbuffer *body = unsent;
+
+	if (body == NULL && x->req_copy == NULL)
+		return -1;
+	if (body == NULL) {
+		body = x->req_copy;
+		x->req_copy = NULL;
+	}
+	/* replicas of one URL share the head; of several, each has its own,
+	 * and the body is what follows the last one's */
+	if (x->head_copy != NULL) {
+		evbuffer_drain(body, x->up_head_len);
+		exchange_write_kept(x, to, proto, out);
+	}
+	evbuffer_add_buffer(out, body);
+	if (body != unsent)
+		evbuffer_free(body);
+	if (keep)
+		exchange_keep_request(x, out);
+	return 0;
+}
+
+void exchange_attempt(struct exchange *x, const char *upstream, const char *why,
+    unsigned status, uint64_t us)
+{
+	struct accesslog_attempt *a;
+
+	if (x->n_attempts == CONF_RETRIES_MAX)
+		return;
+	a = &x->attempts[x->n_attempts++];
+	a->upstream = upstream;
+	a->reason = why;
+	a->status = status;
+	a->us = us;
+}
+
+static void drop_head_copy(struct exchange *x)
+{
+	free(x->head_copy);
+	x->head_copy = NULL;
 }
 
 void exchange_keep_request(struct exchange *x, struct evbuffer *out)
@@ -575,6 +709,47 @@ struct evbuffer *exchange_take_retry(struct exchange *x)
 	return copy;
 }
 
+void exchange_forwarded(struct exchange *x)
+{
+	drop_copy(x);
+	drop_head_copy(x);
+}
+
+void exchange_restart(struct exchange *x)
+{
+	struct meter *m = &x->meter;
+	uint64_t t0 = m->t0, t_req = m->t_req;
+	char model[METER_MODEL_MAX];
+	size_t model_len = 0;
+	enum meter_model_src src = m->model_src;
+
+	if (x->active_counted) {
+		stats_active(x->stats, &x->active_key, -1);
+		x->active_counted = 0;
+	}
+	/* a model the request named stays; one the response named goes */
+	if (src > MODEL_RESPONSE) {
+		model_len = m->model_len;
+		memcpy(model, m->model, model_len);
+	}
+	meter_free(m);
+	meter_init(m, t0, DIALECT_RAW);
+	meter_set_dialect(m, x->req_dialect, x->req_sniff);
+	m->t_req = t_req;
+	if (model_len > 0)
+		meter_offer_model(m, src, model, model_len);
+	m->itl_fn = on_itl;
+	m->itl_arg = x;
+	x->n_itl = 0;
+	x->status = 0;
+	x->retry_status = 0;
+	x->head_sent = 0;
+	x->res_done = 0;
+	x->decode = 0;
+	x->client_out = NULL;
+	x->keepalive = x->req_keepalive;
+}
+
 /* ---- the response ------------------------------------------------------ */
 
 /* A response in a coding the meter cannot read (br, zstd, a list) is
@@ -630,6 +805,16 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 		return bad_gateway(v, hv.msg);
 	if (rs.status == 101)
 		return tunnel_head(x, in, head_len, &rs, out);
+	if (x->failover_ok && rs.status >= 200) {
+		const struct http_header *ra = httphead_find(rs.h, rs.n, "retry-after");
+		if (failover_status(x->route, rs.status, ra ? ra->value : NULL,
+		    ra ? ra->value_len : 0)) {
+			/* not passed on: the request goes to another replica */
+			x->retry_status = rs.status;
+			evbuffer_drain(in, head_len);
+			return EXCHANGE_RETRY;
+		}
+	}
 	if (rs.status < 200) {
 		/* interim response (100 Continue, 103 Early Hints): passed on,
 		 * but never to an HTTP/1.0 client (RFC 9110 §15.2); the backend
@@ -642,7 +827,8 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 		x->retried = 1;
 		return EXCHANGE_INTERIM;
 	}
-	drop_copy(x);
+	if (!x->held)
+		drop_copy(x);
 	x->status = rs.status;
 	ct = httphead_find(rs.h, rs.n, "content-type");
 	ce = httphead_find(rs.h, rs.n, "content-encoding");
@@ -779,6 +965,7 @@ static unsigned exceeded_bits(const struct exchange *x)
 void exchange_abandon(struct exchange *x)
 {
 	drop_copy(x);
+	drop_head_copy(x);
 	if (x->counted) {
 		atomic_fetch_sub(&tokentap_active_streams, 1);
 		x->counted = 0;
@@ -809,6 +996,12 @@ static void stats_key_of(const struct exchange *x, struct stats_key *k)
 	/* a tenant the backend refused, or a request that matched no route,
 	 * mints no tenant and no model */
 	k->unverified = x->status == 401 || x->status == 403 || x->route == NULL;
+	/* every 32 token gaps too: a copy, not a printf */
+	if (x->upstream != NULL) {
+		size_t n = strnlen(x->upstream, sizeof k->upstream - 1);
+		memcpy(k->upstream, x->upstream, n);
+		k->upstream[n] = '\0';
+	}
 }
 
 static void on_itl(void *arg, uint64_t gap)
@@ -843,7 +1036,9 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	e.target_len = x->target_len;
 	e.status = x->status;
 	e.outcome = meter_outcome(&x->meter, how);
-	e.upstream = x->route ? x->route->upstream : NULL;
+	e.upstream = x->upstream;
+	e.attempts = x->attempts;
+	e.n_attempts = x->n_attempts;
 	e.m = &x->meter;
 	e.bytes_in = x->bytes_in;
 	e.bytes_out = x->bytes_out;

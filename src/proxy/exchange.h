@@ -14,6 +14,7 @@
 
 #include <llhttp.h>
 
+#include "accesslog.h"
 #include "config.h"
 #include "health.h"
 #include "httphead.h"
@@ -42,8 +43,12 @@ enum exchange_head {
 	EXCHANGE_INTERIM,         /* a 1xx: the final head follows */
 	EXCHANGE_BODY,            /* a final head; its body follows */
 	EXCHANGE_DONE,            /* a final head that is the whole response */
-	EXCHANGE_TUNNEL           /* a 101 to an upgrade: bytes both ways now */
+	EXCHANGE_TUNNEL,          /* a 101 to an upgrade: bytes both ways now */
+	EXCHANGE_RETRY            /* a status in retry_on, with failover_ok: the
+	                           * head was read and not passed on */
 };
+
+struct exchange_head_copy;
 
 struct exchange {
 	/* what the request runs with; conf == NULL between requests */
@@ -58,6 +63,18 @@ struct exchange {
 	struct json_model_scan model_scan;
 	struct meter meter;
 	struct evbuffer *req_copy;    /* the request, kept for one retry */
+	struct exchange_head_copy *head_copy;  /* the client's head, kept so
+	                              * that another replica gets its own */
+	size_t up_head_len;           /* the upstream head that starts req_copy */
+	unsigned head_flags;          /* HTTPHEAD_* it was written with */
+
+	/* the replica (pool.h) and the attempts left before it */
+	const char *upstream;         /* its name: the log's and the statistics' */
+	uint64_t affinity;            /* balance hash: the key's hash */
+	struct accesslog_attempt attempts[CONF_RETRIES_MAX];
+	unsigned n_attempts;
+	unsigned retry_status;        /* the head that was EXCHANGE_RETRY */
+	enum dialect_id req_dialect;  /* what the request said, for a new attempt */
 
 	uint64_t body_bytes;          /* request body, as llhttp framed it */
 	uint64_t bytes_in, bytes_out;
@@ -89,6 +106,12 @@ struct exchange {
 	unsigned upgrade : 1;         /* the client asks to switch protocols */
 	unsigned counted : 1;         /* in tokentap_active_streams */
 	unsigned active_counted : 1;  /* in its group's `active` */
+	unsigned failover_ok : 1;     /* a status in retry_on may go elsewhere */
+	unsigned held : 1;            /* the response waits for its first token
+	                               * (timeouts.first_token): the request stays
+	                               * at hand past the head */
+	unsigned req_sniff : 1;
+	unsigned req_keepalive : 1;   /* keepalive as the request left it */
 	/* statistics: the group counted active, token gaps not yet sent */
 	struct stats_key active_key;
 	unsigned n_itl;
@@ -126,11 +149,41 @@ int exchange_request_line(struct exchange *x, struct evbuffer *in,
 int exchange_request_head(struct exchange *x, struct evbuffer *in,
     size_t head_len, uint64_t *rng, struct http_head *rq,
     struct exchange_verdict *v);
-/* Writes the upstream request head for *rq; keep_copy: keep the request
- * for one retry (a pooled connection may turn out closed). A buffered
- * request's head loses its Expect (tokentap answered it). */
+/* Writes the upstream request head for *rq to replica `to`; keep_copy:
+ * keep the request for one retry (a pooled connection may turn out
+ * closed, a replica may fail). A buffered request's head loses its Expect
+ * (tokentap answered it). */
 void exchange_write_request(struct exchange *x, const struct http_head *rq,
-    struct evbuffer *out, const char *proto, int keep_copy);
+    const struct conf_upstream *to, struct evbuffer *out, const char *proto,
+    int keep_copy);
+/* Keeps the client's request head (rq, head_len bytes at the front of in,
+ * before they are drained) so another replica's head can be written from
+ * it. 0 or -1 (no memory: then the request stays on its replica). */
+int exchange_keep_head(struct exchange *x, const struct http_head *rq,
+    struct evbuffer *in, size_t head_len);
+/* Writes the upstream head for replica `to` from the kept client head. */
+void exchange_write_kept(struct exchange *x, const struct conf_upstream *to,
+    const char *proto, struct evbuffer *out);
+/* The request again, for replica `to`, into out (empty): a head of its own,
+ * then the body: from unsent (the last attempt's output, of which nothing
+ * was written: it is emptied) or else from the kept copy. keep_copy: keep
+ * the new one for the next attempt. 0, or -1 when the request is not at
+ * hand (not kept, or too large). */
+int exchange_redirect(struct exchange *x, const struct conf_upstream *to,
+    const char *proto, struct evbuffer *unsent, struct evbuffer *out, int keep_copy);
+/* Is the request at hand for another attempt (kept, head and body)? */
+int exchange_resendable(const struct exchange *x);
+/* An attempt is left: upstream (its replica's name), why, the status that
+ * was its reason, how long it took. */
+void exchange_attempt(struct exchange *x, const char *upstream, const char *why,
+    unsigned status, uint64_t us);
+/* Forgets what the response of a left attempt set (its head, the meter's
+ * response part, the active count): the next attempt starts clean, t0
+ * and the request's part kept. */
+void exchange_restart(struct exchange *x);
+/* A response byte reached the client: nothing will be sent again, the
+ * copies go. */
+void exchange_forwarded(struct exchange *x);
 /* Keeps what out holds now (a held request on its way) for one retry. */
 void exchange_keep_request(struct exchange *x, struct evbuffer *out);
 /* Moves request body bytes from in to out as llhttp frames them (the

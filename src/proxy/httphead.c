@@ -74,7 +74,7 @@ static int is_set_header(const struct conf_route *r, const char *name, size_t le
 }
 
 static void write_target(struct evbuffer *out, const struct http_head *rq,
-    const struct conf_route *r)
+    const struct conf_route *r, const struct conf_upstream *to)
 {
 	const char *t = rq->target;
 	size_t len = rq->target_len;
@@ -89,7 +89,7 @@ static void write_target(struct evbuffer *out, const struct http_head *rq,
 			len -= plen;
 		}
 	}
-	evbuffer_add(out, r->upstream_base, strlen(r->upstream_base));
+	evbuffer_add(out, to->base, strlen(to->base));
 	if (len == 0 || (t[0] != '/' && t[0] != '?'))
 		evbuffer_add(out, "/", 1);
 	evbuffer_add(out, t, len);
@@ -126,14 +126,15 @@ static int hop_dropped(const struct http_head *m, const struct http_header *h,
 }
 
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
-    const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len, unsigned flags)
+    const struct conf_route *r, const struct conf_upstream *to,
+    const char *client_ip, const char *proto, const char *request_id,
+    size_t request_id_len, unsigned flags)
 {
 	const struct http_header *xff = NULL;
 
 	evbuffer_add(out, rq->method, rq->method_len);
 	evbuffer_add(out, " ", 1);
-	write_target(out, rq, r);
+	write_target(out, rq, r, to);
 	evbuffer_add(out, " HTTP/1.1\r\n", 11);
 
 	for (size_t i = 0; i < rq->n; i++) {
@@ -159,8 +160,8 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		evbuffer_add(out, "Connection: Upgrade\r\n", 21);
 	if (!r->preserve_host || httphead_find(rq->h, rq->n, "host") == NULL) {
 		char host[URL_HOST_LEN + 16];
-		int n = url_authority(host, sizeof host, r->upstream_host, r->upstream_port,
-		    url_default_port(r->upstream_tls));
+		int n = url_authority(host, sizeof host, to->host, to->port,
+		    url_default_port(to->tls));
 		evbuffer_add(out, "Host: ", 6);
 		evbuffer_add(out, host, n > 0 && (size_t)n < sizeof host ? (size_t)n : 0);
 		evbuffer_add(out, "\r\n", 2);

@@ -51,7 +51,8 @@ int httphead_list_has(const char *v, size_t vlen, const char *name, size_t len);
  * framing and is decided by the caller.) */
 int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
 
-/* Writes the upstream request head for a client request on route r.
+/* Writes the upstream request head for a client request on route r to
+ * replica `to` (its Host and base path).
  * client_ip goes to X-Forwarded-For, proto to X-Forwarded-Proto; request_id
  * is the X-Request-Id to send (the client's or a new one). flags:
  * HTTPHEAD_DROP_EXPECT: tokentap holds the body and answers Expect itself,
@@ -60,8 +61,9 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
 #define HTTPHEAD_DROP_EXPECT 1
 #define HTTPHEAD_UPGRADE     2
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
-    const struct conf_route *r, const char *client_ip, const char *proto,
-    const char *request_id, size_t request_id_len, unsigned flags);
+    const struct conf_route *r, const struct conf_upstream *to,
+    const char *client_ip, const char *proto, const char *request_id,
+    size_t request_id_len, unsigned flags);
 /* Does the request ask to switch protocols (Upgrade, named in
  * Connection): WebSocket and any other protocol but h2c, whose upgrade RFC
  * 9113 §3.1 deprecates and which would leave the streams in it unmeasured

@@ -18,6 +18,7 @@
 struct evdns_base;
 struct session;
 struct upool;
+struct pool_view;
 struct stats_ring;
 
 TAILQ_HEAD(session_list, session);
@@ -35,6 +36,7 @@ struct loop {
 	struct session_list sessions;
 	size_t n_sessions;
 	struct upool *pools;          /* upstream.c's */
+	struct pool_view *pool_views; /* pool.c's: the replica sets seen */
 	struct stats_ring *stats;     /* this loop's statistics records */
 	char *rbuf;                   /* LOOP_READ_MAX: direct upstream reads */
 	int draining;                 /* no new requests; end once idle */

@@ -19,6 +19,8 @@
 #include "config.h"
 #include "log.h"
 #include "net.h"
+#include "pool.h"
+#include "poold.h"
 #include "sdnotify.h"
 #include "slo_rules.h"
 #include "slod.h"
@@ -75,6 +77,14 @@ static void on_reload(void)
 		accesslog_open(c->access_log);
 	if (c->max_connections > current->max_connections)
 		net_reserve_fds(2 * c->max_connections + 1024);
+	/* the replicas first: a worker's first request on c picks from them */
+	if (poold_attach(c) < 0) {
+		log_error("reload: out of memory attaching the replica pools; "
+		    "keeping the running configuration");
+		poold_attach(current);
+		conf_unref(c);
+		return;
+	}
 	workers_reload(c);
 	stats_configure(c);
 	slod_reload(c);
@@ -171,11 +181,13 @@ static int run(void)
 	if (main_base == NULL)
 		return 1;
 	stats_configure(current);
+	stats_json_more = poold_json;
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
 	    slod_start(main_base, current) < 0 ||
-	    alertd_start(main_base, current) < 0)
+	    alertd_start(main_base, current) < 0 ||
+	    poold_start(main_base) < 0 || poold_attach(current) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
@@ -204,6 +216,8 @@ static int run(void)
 	    current->admin_address);
 	event_base_dispatch(main_base);
 	workers_stop();
+	poold_stop();
+	pool_free_all();
 	alertd_stop();
 	slod_stop();
 	admin_stop();

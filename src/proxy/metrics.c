@@ -147,7 +147,7 @@ struct mroute;
 struct mset {
 	struct mset *hnext, *next;
 	uint64_t hash;
-	char *tenant, *model;
+	char *tenant, *model, *upstream;
 	unsigned dialect, op;
 	int sink;                  /* its route's (_other, _other): reserved */
 	struct mroute *route;
@@ -395,11 +395,11 @@ static void set_hists_free(struct mset *m)
 /* ---- label sets ------------------------------------------------------------ */
 
 static uint64_t hash_of(const char *route, const char *tenant, const char *model,
-    unsigned dialect, unsigned op)
+    const char *upstream, unsigned dialect, unsigned op)
 {
 	uint64_t h = 1469598103934665603ull;
-	const char *parts[3] = { route, tenant, model };
-	for (int p = 0; p < 3; p++) {
+	const char *parts[4] = { route, tenant, model, upstream };
+	for (int p = 0; p < 4; p++) {
 		for (const unsigned char *c = (const unsigned char *)parts[p]; *c; c++)
 			h = (h ^ *c) * 1099511628211ull;
 		h = (h ^ 0xff) * 1099511628211ull;
@@ -427,24 +427,34 @@ static struct mroute *route_get(const char *name)
 }
 
 static struct mset *set_find(struct mroute *r, const char *tenant, const char *model,
-    unsigned dialect, unsigned op, uint64_t h)
+    const char *upstream, unsigned dialect, unsigned op, uint64_t h)
 {
 	for (struct mset *m = M.table[h % SET_BUCKETS]; m != NULL; m = m->hnext)
 		if (m->hash == h && m->route == r && m->dialect == dialect && m->op == op &&
-		    strcmp(m->tenant, tenant) == 0 && strcmp(m->model, model) == 0)
+		    strcmp(m->tenant, tenant) == 0 && strcmp(m->model, model) == 0 &&
+		    strcmp(m->upstream, upstream) == 0)
 			return m;
 	return NULL;
 }
 
+static void set_free(struct mset *m)
+{
+	set_hists_free(m);
+	free(m->tenant);
+	free(m->model);
+	free(m->upstream);
+	free(m);
+}
+
 static struct mset *set_new(struct mroute *r, const char *tenant, const char *model,
-    unsigned dialect, unsigned op, uint64_t h, int sink)
+    const char *upstream, unsigned dialect, unsigned op, uint64_t h, int sink)
 {
 	struct mset *m = calloc(1, sizeof *m);
-	if (m == NULL || (m->tenant = strdup(tenant)) == NULL ||
-	    (m->model = strdup(model)) == NULL) {
-		if (m != NULL)
-			free(m->tenant);
-		free(m);
+	if (m == NULL)
+		return NULL;
+	if ((m->tenant = strdup(tenant)) == NULL || (m->model = strdup(model)) == NULL ||
+	    (m->upstream = strdup(upstream)) == NULL) {
+		set_free(m);
 		return NULL;
 	}
 	m->hash = h;
@@ -466,14 +476,15 @@ static struct mset *sink_of(struct mroute *r)
 {
 	if (r->sink == NULL) {
 		unsigned d = M.names == METRICS_NAMES_TOKENTAP ? 0 : DIALECT_NONE;
-		r->sink = set_new(r, "_other", "_other", d, 0,
-		    hash_of(r->name, "_other", "_other", d, 0), 1);
+		r->sink = set_new(r, "_other", "_other", "_other", d, 0,
+		    hash_of(r->name, "_other", "_other", "_other", d, 0), 1);
 	}
 	return r->sink;
 }
 
 struct mset *metrics_resolve(const char *route, const char *tenant,
-    const char *model, unsigned dialect, unsigned op, int *folded)
+    const char *model, const char *upstream, unsigned dialect, unsigned op,
+    int *folded)
 {
 	struct mroute *r = route_get(route);
 	const char *tl;
@@ -490,15 +501,15 @@ struct mset *metrics_resolve(const char *route, const char *tenant,
 	cand[1][0] = tl;
 	cand[1][1] = "_other";
 	for (int i = 0; i < 2; i++) {
-		uint64_t h = hash_of(route, cand[i][0], cand[i][1], dialect, op);
-		struct mset *m = set_find(r, cand[i][0], cand[i][1], dialect, op, h);
+		uint64_t h = hash_of(route, cand[i][0], cand[i][1], upstream, dialect, op);
+		struct mset *m = set_find(r, cand[i][0], cand[i][1], upstream, dialect, op, h);
 		*folded = i > 0;
 		if (m != NULL)
 			return m;
 		if (strcmp(cand[i][0], "_other") == 0 && strcmp(cand[i][1], "_other") == 0)
 			break;
 		if (M.used + set_cost(0) <= M.max_series)
-			return set_new(r, cand[i][0], cand[i][1], dialect, op, h, 0);
+			return set_new(r, cand[i][0], cand[i][1], upstream, dialect, op, h, 0);
 	}
 	*folded = strcmp(cand[0][0], "_other") != 0 || strcmp(cand[0][1], "_other") != 0;
 	return sink_of(r);
@@ -683,10 +694,7 @@ void metrics_free(void)
 
 	for (m = M.sets; m != NULL; m = mn) {
 		mn = m->next;
-		set_hists_free(m);
-		free(m->tenant);
-		free(m->model);
-		free(m);
+		set_free(m);
 	}
 	for (r = M.routes; r != NULL; r = rn) {
 		rn = r->next;
@@ -762,6 +770,7 @@ static void set_labels(const struct mset *m, int otel_family, struct promout_lab
 	promout_label(l, "route", m->route->name);
 	promout_label(l, "tenant", m->tenant);
 	promout_label(l, otel_family ? "gen_ai_request_model" : "model", m->model);
+	promout_label(l, "upstream", m->upstream);
 	if (M.names != METRICS_NAMES_TOKENTAP) {
 		promout_label(l, "gen_ai_operation_name", metrics_operation_names[m->op]);
 		promout_label(l, "gen_ai_provider_name", provider_name(m->dialect));

@@ -1,6 +1,6 @@
 /* The Prometheus series of the requests (SPEC §5), kept on the main
  * thread beside the /stats groups: per label set (route, tenant, model,
- * and with OpenTelemetry names the operation and provider) cumulative
+ * upstream, and with OpenTelemetry names the operation and provider) cumulative
  * histograms with classic and native buckets, and counters; per route the
  * upstream connect histogram and the proxy's own overhead.
  *
@@ -40,10 +40,12 @@ struct metrics_obs {
 /* Bounds, names and the budget from c (kept: tenant labels read it). A
  * reload that changes the bounds or the names starts the series anew. */
 void metrics_configure(const struct conf *c);
-/* The label set of a statistics group; *folded: not its own (the budget
- * was spent), its requests are counted as folded. */
+/* The label set of a statistics group (upstream: the replica, "-":
+ * none); *folded: not its own (the budget was spent), its requests are
+ * counted as folded. */
 struct mset *metrics_resolve(const char *route, const char *tenant,
-    const char *model, unsigned dialect, unsigned op, int *folded);
+    const char *model, const char *upstream, unsigned dialect, unsigned op,
+    int *folded);
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);
 void metrics_active(struct mset *m, int delta);

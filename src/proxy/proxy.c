@@ -31,6 +31,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
+#include "attempt.h"
 #include "bodybuf.h"
 #include "exchange.h"
 #include "health.h"
@@ -48,6 +49,10 @@
 #define LOW_MARK  (64 * 1024)
 /* Bytes a client may pipeline while its previous response streams. */
 #define PIPELINE_MAX (64 * 1024)
+/* timeouts.first_token: the response head and the events before the first
+ * token are held back at most this much, then they go on (and the request
+ * stays on its replica). */
+#define HOLD_MAX (64 * 1024)
 
 enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT, C_TUNNEL };
 enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY, U_TUNNEL };
@@ -87,6 +92,14 @@ struct session {
 	struct upconn *up;
 	struct bodybuf held;          /* a request held until its body is whole */
 	struct exchange x;
+
+	/* replicas: the attempts of the request in flight, and on a route with
+	 * timeouts.first_token what of its response waits for the first token */
+	struct attempt att;
+	unsigned forwarded : 1;       /* a response byte went to the client */
+	unsigned ft_armed : 1;        /* the first-token deadline runs */
+	struct evbuffer *hold;
+	struct event *ft_timer;
 };
 
 static int client_process(struct session *s);
@@ -107,6 +120,9 @@ static int over_backlog(const struct session *s);
 static int tunnel_up(struct session *s);
 static int tunnel_client(struct session *s);
 static int tunnel_start(struct session *s);
+static void release_hold(struct session *s);
+static int failover(struct session *s, enum failover_reason why, unsigned status);
+static int try_another(struct session *s, enum failover_reason why, unsigned status);
 
 /* ---- upstream connection ---------------------------------------------- */
 
@@ -123,9 +139,15 @@ static void release_upstream(struct session *s)
  * can carry another request), the books closed. */
 static void request_end(struct session *s, enum meter_end how)
 {
+	/* an attempt not judged yet is by how it ended (a client that left
+	 * says nothing of the replica) */
+	if (how != METER_END_CLIENT && how != METER_END_REJECTED)
+		attempt_judge(&s->att, &s->x, how == METER_END_COMPLETE);
+	release_hold(s);       /* what waited for a token goes on as it is */
 	release_upstream(s);
 	bodybuf_free(&s->held);
 	exchange_end(&s->x, how);
+	attempt_end(&s->att);  /* after the log line: it names the replicas */
 }
 
 /* ---- teardown ---------------------------------------------------------- */
@@ -136,6 +158,11 @@ static int session_close(struct session *s)
 		request_end(s, METER_END_CLIENT);
 	release_upstream(s);
 	bodybuf_free(&s->held);
+	attempt_end(&s->att);
+	if (s->hold != NULL)
+		evbuffer_free(s->hold);
+	if (s->ft_timer != NULL)
+		event_free(s->ft_timer);
 	if (s->timer != NULL)
 		event_free(s->timer);
 	if (s->defer_ev != NULL)
@@ -321,6 +348,7 @@ static void request_begin(struct session *s, struct conf *conf)
 	s->us = U_NONE;
 	s->scan_pos = s->up_scan_pos = 0;
 	s->req_sent = s->client_paused = s->up_paused = 0;
+	s->forwarded = s->ft_armed = 0;
 	bodybuf_free(&s->held);
 	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, util_now_us());
 }
@@ -419,27 +447,69 @@ static void timer_request(struct session *s)
 		timer_idle(s);
 }
 
+/* May this request still go to another replica later? Then it is kept
+ * (up to 1 MiB) as it is sent. */
+static int may_fail_over(const struct session *s)
+{
+	return attempt_more(&s->att, &s->x, FAILOVER_CONNECT);
+}
+
+static void first_token_late(evutil_socket_t fd, short what, void *arg);
+
+/* timeouts.first_token: while another replica may take the request, its
+ * attempt gets that long for a first token (the head and what comes before
+ * the token are held meanwhile); on a pool of one nothing waits. */
+static void arm_first_token(struct session *s)
+{
+	uint64_t us = s->x.route->timeouts.first_token_us;
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+
+	s->ft_armed = 0;
+	if (us == 0 || s->forwarded || !attempt_more(&s->att, &s->x, FAILOVER_FIRST_TOKEN))
+		return;
+	if (s->ft_timer == NULL &&
+	    (s->ft_timer = evtimer_new(s->loop->base, first_token_late, s)) == NULL)
+		return;
+	evtimer_add(s->ft_timer, &tv);
+	s->ft_armed = 1;
+}
+
 /* Takes an upstream connection for the request (fresh: never a pooled
- * one). -1: answered with a 502, the session may be gone. */
+ * one), to the replica of the attempt, picked first if there is none. A
+ * connect refused at once moves on to the next replica while one may be
+ * tried. -1: answered with a 502, the session may be gone. */
 static int dispatch(struct session *s, int fresh)
 {
 	struct upconn *u;
 
-	/* libevent may report a failed connect from inside the connect call;
-	 * up_event then only notes it, and it is handled here. */
-	s->dispatching = 1;
-	s->connect_failed = 0;
-	u = upstream_get(s->loop, s->x.route, fresh, up_read, up_write, up_event, s);
-	s->dispatching = 0;
-	if (u != NULL && s->connect_failed) {
-		upstream_release(u, 0);
-		u = NULL;
+	for (;;) {
+		if (s->att.rep == NULL && attempt_pick(&s->att, s->loop, &s->x) < 0)
+			return respond_error(s, 502, "bad_gateway",
+			    "no upstream replica to send the request to", METER_END_CONNECT);
+		/* libevent may report a failed connect from inside the connect
+		 * call; up_event then only notes it, and it is handled here. */
+		s->dispatching = 1;
+		s->connect_failed = 0;
+		u = upstream_get(s->loop, s->x.route, s->att.rep, fresh, up_read, up_write,
+		    up_event, s);
+		s->dispatching = 0;
+		if (u != NULL && s->connect_failed) {
+			upstream_release(u, 0);
+			u = NULL;
+		}
+		if (u != NULL)
+			break;
+		attempt_judge(&s->att, &s->x, 0);
+		if (!attempt_more(&s->att, &s->x, FAILOVER_CONNECT))
+			return respond_error(s, 502, "bad_gateway",
+			    "cannot open a connection to the upstream", METER_END_CONNECT);
+		log_info("request %s: upstream %s: connection refused, trying another replica",
+		    s->x.request_id, s->att.rep->name);
+		attempt_leave(&s->att, &s->x, FAILOVER_CONNECT, 0);
 	}
-	if (u == NULL)
-		return respond_error(s, 502, "bad_gateway",
-		    "cannot open a connection to the upstream", METER_END_CONNECT);
 	s->up = u;
 	s->us = U_CONNECT;
+	arm_first_token(s);
 	if (u->connected) {
 		s->x.meter.t_conn = util_now_us();
 		s->x.meter.conn_reused = 1;
@@ -477,12 +547,15 @@ static int request_head(struct session *s)
 	s->x.health.ovh_from = util_now_us();
 	if (exchange_request_head(&s->x, in, head_len, &s->loop->rng, &rq, &v) < 0)
 		return respond(s, &v);
+	/* replicas of several URLs each get a head of their own */
+	if (s->x.route->n_upstreams > 1)
+		exchange_keep_head(&s->x, &rq, in, head_len);
 	if (!s->x.req_done && s->x.route->request_buffering)
 		return hold_request(s, &rq, head_len);
 	if (dispatch(s, 0) < 0)
 		return -1;
-	exchange_write_request(&s->x, &rq, bufferevent_get_output(s->up->bev),
-	    s->proto, s->up->reused);
+	exchange_write_request(&s->x, &rq, &s->att.rep->target,
+	    bufferevent_get_output(s->up->bev), s->proto, s->up->reused || may_fail_over(s));
 	evbuffer_drain(in, head_len);
 	if (s->x.req_done) {
 		s->x.meter.t_req = util_now_us();
@@ -532,7 +605,10 @@ static int hold_request(struct session *s, const struct http_head *rq,
 		return respond_error(s, 503, "overloaded",
 		    "cannot hold the request body", METER_END_REJECTED);
 	s->x.buffered = 1;
-	exchange_write_request(&s->x, rq, s->held.mem, s->proto, 0);
+	/* the head waits for its replica when replicas differ in host or path */
+	if (s->x.head_copy == NULL)
+		exchange_write_request(&s->x, rq, &s->x.route->upstreams[0], s->held.mem,
+		    s->proto, 0);
 	evbuffer_drain(in, head_len);
 	s->cs = C_BODY;
 	timer_idle(s);
@@ -550,14 +626,17 @@ static int hold_request(struct session *s, const struct http_head *rq,
 static int send_held(struct session *s)
 {
 	struct evbuffer *out;
+	int spilled = bodybuf_spilled(&s->held);
 
 	if (dispatch(s, 0) < 0)
 		return -1;
 	out = bufferevent_get_output(s->up->bev);
+	if (s->x.head_copy != NULL)
+		exchange_write_kept(&s->x, &s->att.rep->target, s->proto, out);
 	if (bodybuf_send(&s->held, out) < 0)
 		return respond_error(s, 503, "overloaded",
 		    "cannot send the request body", METER_END_REJECTED);
-	if (s->up->reused && !bodybuf_spilled(&s->held))
+	if ((s->up->reused || may_fail_over(s)) && !spilled)
 		exchange_keep_request(&s->x, out);
 	bodybuf_free(&s->held);
 	return 0;
@@ -698,6 +777,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 	if (s->x.conf != NULL && s->cs == C_HEAD && !s->x.head_parsed) {
 		release_upstream(s);
 		exchange_abandon(&s->x);
+		attempt_end(&s->att);
 	}
 	if (s->cs == C_TUNNEL && s->x.conf != NULL) {
 		/* the client ended the tunnel: a close, not an abort; what it
@@ -737,9 +817,110 @@ static int response_done(struct session *s)
 	return client_finish(s);
 }
 
+/* ---- timeouts.first_token: the response held until its first token ---- */
+
+/* A response byte reached the client: the request stays on its replica. */
+static void forwarded(struct session *s)
+{
+	if (s->forwarded)
+		return;
+	s->forwarded = 1;
+	exchange_forwarded(&s->x);
+}
+
+static void disarm_first_token(struct session *s)
+{
+	if (s->ft_armed)
+		event_del(s->ft_timer);
+	s->ft_armed = 0;
+	s->x.held = 0;
+}
+
+/* What was held goes to the client, and the deadline stops. */
+static void release_hold(struct session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	disarm_first_token(s);
+	if (s->hold == NULL)
+		return;
+	evbuffer_add_buffer(out, s->hold);
+	evbuffer_free(s->hold);
+	s->hold = NULL;
+	if (s->x.client_out != NULL)
+		s->x.client_out = out;      /* a decoded body goes there now */
+	forwarded(s);
+}
+
+/* A left attempt's held response never reached the client: it goes. */
+static void drop_hold(struct session *s)
+{
+	disarm_first_token(s);
+	if (s->hold == NULL)
+		return;
+	s->x.bytes_out -= evbuffer_get_length(s->hold);
+	evbuffer_free(s->hold);
+	s->hold = NULL;
+}
+
+/* Where the response goes: held while the deadline runs, else the client. */
+static struct evbuffer *response_out(struct session *s)
+{
+	if (s->ft_armed && (s->hold != NULL || (s->hold = evbuffer_new()) != NULL)) {
+		s->x.held = 1;
+		return s->hold;
+	}
+	return bufferevent_get_output(s->bev);
+}
+
+/* The held response goes on at its first token, at its end, past
+ * HOLD_MAX, or when it is no stream of a 2xx at all. */
+static void hold_check(struct session *s)
+{
+	if (s->hold != NULL && (s->x.meter.t_first_token != 0 || s->x.res_done ||
+	    !s->x.meter.stream || s->x.status < 200 || s->x.status >= 300 ||
+	    evbuffer_get_length(s->hold) > HOLD_MAX)) {
+		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
+		release_hold(s);
+	}
+}
+
+/* No token from this replica in time, and nothing reached the client: the
+ * attempt is closed (the backend stops) and the next replica gets the
+ * request; with none left, what was held goes on and the stream with it. */
+static void first_token_late(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)fd;
+	(void)what;
+
+	s->ft_armed = 0;
+	if (s->x.conf == NULL || s->forwarded)
+		return;
+	log_info("request %s: no token from upstream %s within timeouts.first_token",
+	    s->x.request_id, s->att.rep->name);
+	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
+		return;
+	release_hold(s);
+	client_flush(s);
+}
+
+/* A status in retry_on: the request goes to the next replica. */
+static int retry_status(struct session *s)
+{
+	int r = try_another(s, FAILOVER_STATUS, s->x.retry_status);
+	if (r != 1)
+		return r;
+	/* the replicas changed meanwhile (a reload): none is left */
+	return respond_error(s, 502, "bad_gateway",
+	    "the upstream answered a status of retry_on and no other replica is left",
+	    METER_END_MALFORMED);
+}
+
 static int response_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct evbuffer *out;
 	struct exchange_verdict v;
 	size_t head_len;
 	int r = exchange_find_head(in, &s->up_scan_pos, s->x.conf->max_header_bytes,
@@ -747,15 +928,34 @@ static int response_head(struct session *s)
 
 	if (r == 0)
 		return 0;
-	if (r < 0)
+	if (r < 0) {
+		attempt_judge(&s->att, &s->x, 0);
 		return respond_error(s, 502, "bad_gateway", r == -2 ?
 		    "bare CR in the upstream response head" :
 		    "upstream response head too large", METER_END_MALFORMED);
-	r = exchange_response_head(&s->x, in, head_len,
-	    bufferevent_get_output(s->bev), s->loop->draining, &v);
-	if (r < 0)
+	}
+	out = response_out(s);
+	s->x.failover_ok = !s->forwarded && exchange_resendable(&s->x) &&
+	    attempt_more(&s->att, &s->x, FAILOVER_STATUS);
+	r = exchange_response_head(&s->x, in, head_len, out, s->loop->draining, &v);
+	s->x.failover_ok = 0;
+	if (r < 0) {
+		attempt_judge(&s->att, &s->x, 0);
 		return respond(s, &v);
+	}
 	s->up_scan_pos = 0;
+	if (r == EXCHANGE_RETRY)
+		return retry_status(s);
+	if (out != s->hold || r != EXCHANGE_BODY)
+		release_hold(s);
+	else
+		hold_check(s);
+	/* a held stream is judged at its first token (hold_check), or by
+	 * missing it */
+	if (r != EXCHANGE_INTERIM && s->hold == NULL)
+		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
+	if (out != s->hold)
+		forwarded(s);
 	if (r == EXCHANGE_INTERIM)
 		return client_flush(s);
 	if (r == EXCHANGE_TUNNEL)
@@ -854,9 +1054,11 @@ static int response_body(struct session *s)
 	if (s->x.decode) {
 		evbuffer_drain(in, used);
 	} else {
-		evbuffer_remove_buffer(in, out, used);
+		evbuffer_remove_buffer(in, s->hold != NULL ? s->hold : out, used);
 		s->x.bytes_out += used;
 	}
+	if (s->hold != NULL)
+		hold_check(s);
 	return body_forwarded(s, r);
 }
 
@@ -898,7 +1100,11 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 
 	s->last_progress = s->x.meter.now;
 	r = exchange_parse_mem(&s->x, buf, n, &used);
-	if (used > 0) {
+	if (s->hold != NULL) {
+		evbuffer_add(s->hold, buf, used);
+		s->x.bytes_out += used;
+		hold_check(s);
+	} else if (used > 0) {
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
 			sent = w > 0 ? (size_t)w : 0;
@@ -1044,7 +1250,69 @@ static int retry(struct session *s)
 	}
 	evbuffer_add_buffer(bufferevent_get_output(s->up->bev), copy);
 	evbuffer_free(copy);
+	if (may_fail_over(s))
+		exchange_keep_request(&s->x, bufferevent_get_output(s->up->bev));
 	return 0;
+}
+
+/* The attempt in flight is left for the next replica, when that may be
+ * (failover.h) and the request is at hand: the last attempt's unwritten
+ * output, or the copy kept as it was sent. t0 stays the client's. 0: on
+ * its way; 1: not possible, nothing changed; -1: the session is gone. */
+static int failover(struct session *s, enum failover_reason why, unsigned status)
+{
+	struct evbuffer *unsent = NULL;
+	int unwritten = s->up != NULL && !s->up->connected;
+
+	if (s->forwarded || s->att.rep == NULL || !attempt_more(&s->att, &s->x, why))
+		return 1;
+	if (unwritten && (unsent = evbuffer_new()) != NULL)
+		evbuffer_add_buffer(unsent, bufferevent_get_output(s->up->bev));
+	else if (!exchange_resendable(&s->x))
+		return 1;
+	if (status != 0)
+		log_info("request %s: upstream %s answered %u, trying another replica",
+		    s->x.request_id, s->att.rep->name, status);
+	else
+		log_info("request %s: upstream %s: %s, trying another replica",
+		    s->x.request_id, s->att.rep->name, failover_reason_name(why));
+	attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
+	attempt_leave(&s->att, &s->x, why, status);
+	drop_hold(s);
+	exchange_restart(&s->x);
+	if (s->up != NULL)
+		upstream_release(s->up, 0);   /* closed: the backend stops */
+	s->up = NULL;
+	s->req_sent = s->up_paused = 0;
+	s->us = U_NONE;
+	s->up_scan_pos = 0;
+	timer_set(s, T_NONE, 0);
+	if (dispatch(s, 0) < 0) {
+		if (unsent != NULL)
+			evbuffer_free(unsent);
+		return -1;
+	}
+	if (exchange_redirect(&s->x, &s->att.rep->target, s->proto, unsent,
+	    bufferevent_get_output(s->up->bev), may_fail_over(s)) < 0) {
+		if (unsent != NULL)
+			evbuffer_free(unsent);
+		return respond_error(s, 502, "bad_gateway",
+		    "the request could not be sent again", METER_END_CONNECT);
+	}
+	if (unsent != NULL)
+		evbuffer_free(unsent);
+	request_flush(s);
+	return 0;
+}
+
+/* failover, and when there is none the attempt's failure is judged: 1
+ * tells the caller to answer as without replicas. */
+static int try_another(struct session *s, enum failover_reason why, unsigned status)
+{
+	int r = failover(s, why, status);
+	if (r == 1)
+		attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
+	return r;
 }
 
 /* The upstream closed: a close-delimited body ends here; anything else
@@ -1071,11 +1339,21 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 		char why[300];
 		upstream_tls_error(s->up, tls_err, why, sizeof why);
 		log_warn("request %s: upstream %s: %s", s->x.request_id,
-		    s->x.route->upstream, why);
+		    s->att.rep->name, why);
+		if ((r = try_another(s, FAILOVER_CONNECT, 0)) != 1)
+			return r;
 		return respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
 	}
-	r = retry(s);
-	if (r <= 0)
+	if (s->up->reused) {
+		/* a keep-alive race more likely than a sick replica: the same
+		 * one again on a new connection first, and no verdict */
+		if ((r = retry(s)) <= 0)
+			return r;
+		r = failover(s, FAILOVER_CLOSED, 0);
+	} else {
+		r = try_another(s, FAILOVER_CLOSED, 0);
+	}
+	if (r != 1)
 		return r;
 	return respond_error(s, 502, "bad_gateway",
 	    "upstream closed the connection before responding", METER_END_MALFORMED);
@@ -1086,9 +1364,10 @@ static void connect_failed(struct session *s, struct bufferevent *bev, short wha
 {
 	char why[512];
 
-	upstream_connect_error(bev, what, s->x.route->upstream_host, why, sizeof why);
-	log_warn("request %s: upstream %s: %s", s->x.request_id, s->x.route->upstream,
-	    why);
+	upstream_connect_error(bev, what, s->att.rep->target.host, why, sizeof why);
+	log_warn("request %s: upstream %s: %s", s->x.request_id, s->att.rep->name, why);
+	if (try_another(s, FAILOVER_CONNECT, 0) != 1)
+		return;
 	respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
 }
 
@@ -1145,10 +1424,14 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 		    METER_END_REJECTED);
 		return;
 	case T_CONNECT:
+		if (try_another(s, FAILOVER_CONNECT_TIMEOUT, 0) != 1)
+			return;
 		respond_error(s, 504, "gateway_timeout",
 		    "upstream connect timed out", METER_END_TIMEOUT);
 		return;
 	case T_FIRST_BYTE:
+		if (try_another(s, FAILOVER_FIRST_BYTE, 0) != 1)
+			return;
 		respond_error(s, 504, "gateway_timeout",
 		    "upstream response head not received within timeouts.first_byte",
 		    METER_END_TIMEOUT);

@@ -163,6 +163,7 @@ void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
 	memset(k, 0, sizeof *k);
 	key_part(k->route, sizeof k->route, route ? route : "-");
 	key_part(k->tenant, sizeof k->tenant, tenant ? tenant : "-");
+	k->upstream[0] = '-';       /* none; the exchange names its replica */
 	if (model_len >= sizeof k->model)
 		model_len = sizeof k->model - 1;
 	memcpy(k->model, model, model_len);
@@ -276,8 +277,8 @@ const struct stats_state *stats_state(void)
 static uint64_t hash_key(const struct stats_key *k)
 {
 	uint64_t h = 1469598103934665603ull;
-	const char *parts[3] = { k->route, k->tenant, k->model };
-	for (int p = 0; p < 3; p++) {
+	const char *parts[4] = { k->route, k->tenant, k->model, k->upstream };
+	for (int p = 0; p < 4; p++) {
 		for (const unsigned char *c = (const unsigned char *)parts[p]; *c; c++)
 			h = (h ^ *c) * 1099511628211ull;
 		h = (h ^ 0xff) * 1099511628211ull;
@@ -321,19 +322,23 @@ static struct group *group_get(const struct stats_key *in)
 	if (!name_seen(&state.models, k.model, state.max_models, !k.unverified))
 		snprintf(k.model, sizeof k.model, "_other");
 	k.unverified = 0;
+	/* replicas come from the config, but a DNS name's addresses change */
+	if (!name_seen(&state.upstreams, k.upstream, STATS_UPSTREAMS_MAX, 1))
+		snprintf(k.upstream, sizeof k.upstream, "_other");
 	h = hash_key(&k);
 	for (g = state.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
 		if (g->hash == h && strcmp(g->key.route, k.route) == 0 &&
 		    strcmp(g->key.tenant, k.tenant) == 0 &&
 		    strcmp(g->key.model, k.model) == 0 && g->key.dialect == k.dialect &&
-		    g->key.op == k.op)
+		    g->key.op == k.op && strcmp(g->key.upstream, k.upstream) == 0)
 			return g;
 	g = calloc(1, sizeof *g);
 	if (g == NULL)
 		return NULL;
 	g->key = k;
 	g->hash = h;
-	g->ms = metrics_resolve(k.route, k.tenant, k.model, k.dialect, k.op, &g->ms_folded);
+	g->ms = metrics_resolve(k.route, k.tenant, k.model, k.upstream, k.dialect, k.op,
+	    &g->ms_folded);
 	for (size_t w = 0; w < state.n_windows; w++)
 		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
 	g->hnext = state.table[h % GROUP_BUCKETS];
@@ -637,10 +642,13 @@ void stats_free(void)
 		free(state.tenants.names[i]);
 	for (size_t i = 0; i < state.models.n; i++)
 		free(state.models.names[i]);
+	for (size_t i = 0; i < state.upstreams.n; i++)
+		free(state.upstreams.names[i]);
 	free(state.tenants.names);
 	free(state.models.names);
 	free(state.warnings);
 	metrics_free();
+	free(state.upstreams.names);
 	for (int i = 0; i < atomic_load(&n_rings); i++)
 		free(rings[i]);
 	atomic_store(&n_rings, 0);

@@ -24,6 +24,7 @@ struct evbuffer;
 #define STATS_ROUTE_MAX  64
 #define STATS_TENANT_MAX 64
 #define STATS_MODEL_MAX  128
+#define STATS_UPSTREAM_MAX 200   /* a replica's name (pool.h) */
 #define STATS_ITL_BATCH  32
 
 /* The group key a worker sends with each record. */
@@ -37,6 +38,7 @@ struct stats_key {
 	 * model (answered 401 or 403, or refused by tokentap itself), so a
 	 * tenant or model not seen yet is counted as "_other", never minted */
 	uint8_t unverified;
+	char upstream[STATS_UPSTREAM_MAX];   /* the replica; "-": none */
 };
 
 /* Process-wide gauges, shared by all workers (atomics: one update per
@@ -93,10 +95,13 @@ void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *a
 /* Index of a configured window by its text ("1m"), or -1. */
 int stats_window_index(const char *text);
 
-enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4 };
+enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4, BY_UPSTREAM = 8 };
 
 /* /stats JSON for window wi grouped by the BY_* bits. */
 void stats_json(struct evbuffer *out, int wi, unsigned by);
+/* Members every /stats document gets after "groups", each with its
+ * leading comma (the replica pools', set by main: poold_json); NULL: none. */
+extern void (*stats_json_more)(struct evbuffer *out);
 /* /metrics, without the alert series. */
 struct promout;
 void stats_prometheus(struct promout *out);
@@ -119,6 +124,10 @@ struct stats_view {
 uint64_t stats_route_stalled(const char *route);
 void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
     double quantile, struct stats_view *out);
+/* The TTFT quantile q (µs) of one route's replica over the window closest
+ * to window_us, and its sample count (*value -1 without samples). */
+void stats_upstream_ttft(const char *route, const char *upstream, uint64_t window_us,
+    double q, uint64_t *count, double *value);
 /* Calls fn for each (route, tenant) pair seen in the window. */
 void stats_each_route_tenant(uint64_t window_us,
     void (*fn)(void *arg, const char *route, const char *tenant), void *arg);

@@ -9,6 +9,7 @@
 #define SLICES        6       /* sub-intervals per window */
 #define MAX_WINDOWS   8
 #define GROUP_BUCKETS 4096
+#define STATS_UPSTREAMS_MAX 1024  /* replica names kept; more are "_other" */
 
 /* Running sums for R² of TTFT (ms) against concurrency. */
 struct r2_sums {
@@ -61,7 +62,7 @@ struct stats_state {
 	struct group *table[GROUP_BUCKETS];
 	struct group *groups;
 	size_t n_groups;
-	struct name_set tenants, models;
+	struct name_set tenants, models, upstreams;
 	uint64_t dropped;
 	struct route_warning *warnings;   /* one per configured route */
 	size_t n_warnings;

@@ -234,6 +234,11 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 		jsonw_str(out, g->key.model);
 		ADD(out, ",");
 	}
+	if (by & BY_UPSTREAM) {
+		ADD(out, "\"upstream\":");
+		jsonw_str(out, g->key.upstream);
+		ADD(out, ",");
+	}
 	evbuffer_add_printf(out, "\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
 	    (unsigned long long)a->requests, (unsigned long long)a->errors);
 	jsonw_fixed(out, a->requests ? (double)a->errors / (double)a->requests : -1, 3);
@@ -269,6 +274,8 @@ static int cmp_groups(const void *x, const void *y)
 		c = strcmp(a->key.tenant, b->key.tenant);
 	if (c == 0 && (sort_by & BY_MODEL))
 		c = strcmp(a->key.model, b->key.model);
+	if (c == 0 && (sort_by & BY_UPSTREAM))
+		c = strcmp(a->key.upstream, b->key.upstream);
 	return c;
 }
 
@@ -298,15 +305,18 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	size_t i = 0;
 	int first = 1;
 
+	static const char *const fields[] = { "route", "tenant", "model", "upstream" };
+	int listed = 0;
+
 	util_rfc3339_ms(util_wall_ms(), ts);
 	util_duration_text(st->window_us[wi], wt, sizeof wt);
-	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[%s%s%s%s%s],"
+	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[", wt);
+	for (unsigned f = 0; f < 4; f++)
+		if (by & (1u << f))
+			evbuffer_add_printf(out, "%s\"%s\"", listed++ ? "," : "", fields[f]);
+	evbuffer_add_printf(out, "],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
-	    "\"groups\":[", wt, by & BY_ROUTE ? "\"route\"" : "",
-	    by & BY_ROUTE && by & (BY_TENANT | BY_MODEL) ? "," : "",
-	    by & BY_TENANT ? "\"tenant\"" : "", by & BY_TENANT && by & BY_MODEL ? "," : "",
-	    by & BY_MODEL ? "\"model\"" : "", ts,
-	    atomic_load(&tokentap_active_streams),
+	    "\"groups\":[", ts, atomic_load(&tokentap_active_streams),
 	    atomic_load(&tokentap_max_active_streams));
 	v = sorted_groups(by);
 	cur = stats_clock() / st->slice_us[wi];
@@ -324,8 +334,13 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 		i = j;
 	}
 	free(v);
-	ADD(out, "]}\n");
+	ADD(out, "]");
+	if (stats_json_more != NULL)
+		stats_json_more(out);
+	ADD(out, "}\n");
 }
+
+void (*stats_json_more)(struct evbuffer *out);
 
 /* ---- alert views ---------------------------------------------------------- */
 
@@ -386,6 +401,27 @@ uint64_t stats_route_stalled(const char *route)
 		if (strcmp(g->key.route, route) == 0)
 			n += g->stalled;
 	return n > 0 ? (uint64_t)n : 0;
+}
+
+void stats_upstream_ttft(const char *route, const char *upstream, uint64_t window_us,
+    double q, uint64_t *count, double *value)
+{
+	const struct stats_state *st = stats_state();
+	static struct agg a;
+	size_t w;
+
+	*count = 0;
+	*value = -1;
+	if (st->n_windows == 0)
+		return;
+	w = window_for(window_us);
+	agg_reset(&a);
+	for (struct group *g = st->groups; g != NULL; g = g->next)
+		if (strcmp(g->key.route, route) == 0 && strcmp(g->key.upstream, upstream) == 0)
+			agg_add(&a, g, w, stats_clock() / st->slice_us[w]);
+	*count = a.ttft.count;
+	if (a.ttft.count)
+		*value = hist_quantile(&a.ttft, q);
 }
 
 void stats_each_route_tenant(uint64_t window_us,

@@ -248,9 +248,8 @@ SSL *tls_client_ssl(SSL_CTX *ctx, const char *host)
 	return ssl;
 }
 
-SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume)
+SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume)
 {
-	const char *name = r->tls.sni ? r->tls.sni : r->upstream_host;
 	SSL *ssl = tls_client_ssl(r->tls_ctx, name);
 	struct tls_conn *tc = calloc(1, sizeof *tc);
 

@@ -21,9 +21,10 @@ int tls_prepare(struct conf *c, FILE *errs);
  * verify (an IP literal is checked against the certificate's IP entries
  * and sends no SNI). NULL when OpenSSL fails. */
 SSL *tls_client_ssl(SSL_CTX *ctx, const char *host);
-/* tls_client_ssl for route r's upstream (the name: route tls.sni, default
- * the upstream host), with the session to resume, if any. */
-SSL *tls_client_new(const struct conf_route *r, SSL_SESSION *resume);
+/* tls_client_ssl on route r's context for a connection to a replica (the
+ * name: route tls.sni, default the replica's host), with the session to
+ * resume, if any. */
+SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume);
 /* A client context that verifies peers against the system store (the
  * notifiers'), TLS 1.2 or later like the routes'. NULL when OpenSSL fails. */
 SSL_CTX *tls_client_ctx_new(void);

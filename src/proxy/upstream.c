@@ -34,7 +34,8 @@ TAILQ_HEAD(upconn_list, upconn);
 struct upool {
 	struct upool *next;
 	struct loop *w;
-	char host[256];
+	char host[256];            /* the replica's host: Host, and SNI by default */
+	char addr[64];             /* the address it connects to; "": by name */
 	unsigned port;
 	int tls;
 	char sni[256];
@@ -43,21 +44,33 @@ struct upool {
 	size_t n_idle;
 };
 
-static struct upool *pool_for(struct loop *w, const struct conf_route *r)
+/* The name a TLS connection to rep sends and verifies: route tls.sni, else
+ * the replica's host. */
+static const char *peer_name(const struct conf_route *r, const struct replica *rep)
+{
+	return r->tls.sni ? r->tls.sni : rep->target.host;
+}
+
+/* Connections are pooled per replica address and TLS peer name: a
+ * connection is only ever reused for the peer it was opened to. */
+static struct upool *pool_for(struct loop *w, const struct conf_route *r,
+    const struct replica *rep)
 {
 	struct upool *p;
-	const char *sni = r->upstream_tls && r->tls.sni ? r->tls.sni : "";
+	const char *sni = rep->target.tls ? peer_name(r, rep) : "";
 	for (p = w->pools; p != NULL; p = p->next)
-		if (p->port == r->upstream_port && p->tls == r->upstream_tls &&
-		    strcmp(p->host, r->upstream_host) == 0 && strcmp(p->sni, sni) == 0)
+		if (p->port == rep->target.port && p->tls == rep->target.tls &&
+		    strcmp(p->addr, rep->addr) == 0 &&
+		    strcmp(p->host, rep->target.host) == 0 && strcmp(p->sni, sni) == 0)
 			return p;
 	p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return NULL;
 	p->w = w;
-	snprintf(p->host, sizeof p->host, "%s", r->upstream_host);
-	p->port = r->upstream_port;
-	p->tls = r->upstream_tls;
+	snprintf(p->host, sizeof p->host, "%s", rep->target.host);
+	snprintf(p->addr, sizeof p->addr, "%s", rep->addr);
+	p->port = rep->target.port;
+	p->tls = rep->target.tls;
 	snprintf(p->sni, sizeof p->sni, "%s", sni);
 	TAILQ_INIT(&p->idle);
 	p->next = w->pools;
@@ -111,10 +124,10 @@ static void pooled_event(struct bufferevent *bev, short what, void *arg)
 }
 
 struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
-    int fresh, bufferevent_data_cb readcb, bufferevent_data_cb writecb,
-    bufferevent_event_cb eventcb, void *arg)
+    const struct replica *rep, int fresh, bufferevent_data_cb readcb,
+    bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg)
 {
-	struct upool *p = pool_for(w, r);
+	struct upool *p = pool_for(w, r, rep);
 	struct upconn *u;
 	uint64_t now = util_now_us();
 
@@ -140,8 +153,8 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 		return NULL;
 	u->pool = p;
 	u->keepalive_us = r->timeouts.upstream_keepalive_us;
-	if (r->upstream_tls) {
-		SSL *ssl = tls_client_new(r, p->session);
+	if (rep->target.tls) {
+		SSL *ssl = tls_client_new(r, peer_name(r, rep), p->session);
 		if (ssl == NULL)
 			goto fail;
 		u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl,
@@ -160,13 +173,24 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 	bufferevent_set_max_single_read(u->bev, 65536);
 	bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
 	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC,
-	    r->upstream_host, (int)r->upstream_port) < 0)
+	if (upstream_connect(u->bev, w->dns, rep) < 0)
 		goto fail;
 	return u;
 fail:
 	upconn_free(u);
 	return NULL;
+}
+
+int upstream_connect(struct bufferevent *bev, struct evdns_base *dns,
+    const struct replica *rep)
+{
+	/* an address poold resolved, or the name (evdns, before its first
+	 * answer) */
+	if (rep->salen > 0)
+		return bufferevent_socket_connect(bev, (const struct sockaddr *)&rep->sa,
+		    (int)rep->salen) < 0 ? -1 : 0;
+	return bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC,
+	    rep->target.host, (int)rep->target.port) < 0 ? -1 : 0;
 }
 
 void upstream_connected(struct upconn *u)

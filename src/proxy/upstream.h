@@ -9,6 +9,7 @@
 #include <sys/queue.h>
 
 #include "config.h"
+#include "pool.h"
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -27,13 +28,19 @@ struct upconn {
 	int direct;                 /* read by rd_ev, not by the bufferevent */
 };
 
-/* Takes an idle pooled connection to r's upstream, or starts connecting a
- * new one (connected == 0: wait for BEV_EVENT_CONNECTED), with the caller's
- * callbacks set before connecting (a refused connect may report at once).
- * fresh: skip the pool. NULL when a socket could not be created. */
+/* Takes an idle pooled connection to replica rep of route r, or starts
+ * connecting a new one (connected == 0: wait for BEV_EVENT_CONNECTED), with
+ * the caller's callbacks set before connecting (a refused connect may
+ * report at once). fresh: skip the pool. NULL when a socket could not be
+ * created. */
 struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
-    int fresh, bufferevent_data_cb readcb, bufferevent_data_cb writecb,
-    bufferevent_event_cb eventcb, void *arg);
+    const struct replica *rep, int fresh, bufferevent_data_cb readcb,
+    bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg);
+/* Starts bev's connection to replica rep: its address, or its name by
+ * evdns (dns) before poold has one. 0 or -1. */
+struct evdns_base;
+int upstream_connect(struct bufferevent *bev, struct evdns_base *dns,
+    const struct replica *rep);
 /* Marks a new connection connected (TCP_NODELAY set). */
 void upstream_connected(struct upconn *u);
 int upstream_is_tls(const struct upconn *u);

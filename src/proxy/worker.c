@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "pool.h"
 #include "proxy.h"
 #include "rng.h"
 #include "stats.h"
@@ -184,6 +185,7 @@ static void worker_free(struct worker *w)
 {
 	proxy_close_all(&w->loop);
 	upstream_free_all(&w->loop);
+	pool_views_free(&w->loop.pool_views);
 	close_listeners(w);
 	if (w->listen_retry != NULL)
 		event_free(w->listen_retry);

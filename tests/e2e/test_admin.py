@@ -194,8 +194,9 @@ def test_metrics_pass_promtool():
         status, text = get(t.admin, "/metrics")
         assert status == 200
         assert 'le="0.030000"' in text          # the threshold is a bucket bound
-        assert 'tokentap_threshold_exceeded_total{route="chat",tenant="-",model="m1",threshold="ttft_warning"} 3' in text, text
-        assert 'tokentap_requests_total{route="chat",tenant="-",model="m1",outcome="ok",code="2xx"} 5' in text
+        up = f'upstream="http://127.0.0.1:{b.port}"'
+        assert f'tokentap_threshold_exceeded_total{{route="chat",tenant="-",model="m1",{up},threshold="ttft_warning"}} 3' in text, text
+        assert f'tokentap_requests_total{{route="chat",tenant="-",model="m1",{up},outcome="ok",code="2xx"}} 5' in text
         r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr

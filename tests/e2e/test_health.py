@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -33,6 +34,10 @@ class Mock(Proc):
         super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
                           "--log", self.logfile, *args])
         wait_port(self.port)
+
+    def url(self):
+        """Its URL, as a route names it (and the upstream label shows it)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def lines(self):
         with open(self.logfile) as f:
@@ -114,7 +119,7 @@ def test_ttfo_waits_for_the_answer_in_each_dialect():
         assert g["ttft_ms"]["p50"] < 200, g["ttft_ms"]
         assert metric(t, "tokentap_time_to_first_output_token_seconds_count{") == 5
         assert metric(t, 'tokentap_time_to_first_output_token_seconds_bucket{route="llm",'
-                      'tenant="-",model="m",le="0.200000"}') == 0   # the threshold is a bound
+                      'tenant="-",model="m",upstream="' + m.url() + '",le="0.200000"}') == 0   # the threshold is a bound
         firing = wait_for(lambda: [r for r in json.loads(get(t.admin, "/alerts"))["rules"]
                                    if r["alertname"] == "TTFOHigh" and r["state"] == "firing"],
                           10, "TTFOHigh firing")
@@ -287,7 +292,7 @@ def test_requests_without_a_token_by_outcome():
             assert stats(t)[0]["no_token"] == want, stats(t)[0]
             for o, n in want.items():
                 got = metric(t, f'tokentap_no_token_requests_total{{route="llm",tenant="-",'
-                             f'model="m",outcome="{o}"}}')
+                             f'model="m",upstream="{m.url()}",outcome="{o}"}}')
                 assert got == n, (o, got)
 
 
@@ -445,7 +450,13 @@ def test_overhead_scraped_by_prometheus():
                      '(rate(tokentap_proxy_overhead_seconds_bucket[30s])))')
 
                 def answer():
-                    res = json.loads(get(prom, "/api/v1/query?query=" + urllib.parse.quote(q)))
+                    try:
+                        res = json.loads(get(prom, "/api/v1/query?query=" +
+                                             urllib.parse.quote(q)))
+                    except urllib.error.HTTPError as e:
+                        if e.code == 503:       # listening, not ready yet
+                            return None
+                        raise
                     got = {r["metric"]["stage"]: float(r["value"][1])
                            for r in res["data"]["result"] if r["value"][1] != "NaN"}
                     return got if set(got) == {"request", "read"} else None

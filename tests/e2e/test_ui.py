@@ -479,3 +479,33 @@ def test_stream_health_badges_and_hints():
         assert "warning" in f["cls"].split(), f          # over ttfo_warning 100ms
         assert cards["think"]["figs"]["overhead"]["text"].endswith("µs"), cards["think"]["figs"]
         assert not out["console"], out["console"]
+
+
+def test_dashboard_shows_a_pools_replicas():
+    """A route of several replicas: its card lists them with what /stats
+    says (state, open streams), an ejected one marked; PoolUnhealthy shows
+    in the alert list as below its minimum; a pool of one shows no list."""
+    with Mock() as a, Mock("--fault", "status:503") as b, Mock() as one:
+        yaml = (f"routes:\n  - name: pool\n    match: {{path_prefix: /pool/}}\n"
+                f"    upstreams: [{{url: http://127.0.0.1:{a.port}}}, {{url: http://127.0.0.1:{b.port}}}]\n"
+                f"    min_healthy: 2\n    health: {{path: /health, interval: 200ms, backoff: 30s, "
+                f"backoff_max: 30s}}\n"
+                f"  - name: one\n    upstream: http://127.0.0.1:{one.port}\n"
+                f"alerts: {{evaluate_every: 200ms}}\n")
+        with Tokentap(yaml) as t:
+            ua, ub = f"http://127.0.0.1:{a.port}", f"http://127.0.0.1:{b.port}"
+            wait_firing(t, "PoolUnhealthy", "critical", "pool")
+            out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["pool", "one"],
+                          "firing": {"alertname": "PoolUnhealthy", "severity": "critical",
+                                     "route": "pool"},
+                          "pool": {"route": "pool", "state": {ua: "healthy", ub: "ejected"}}})
+            pools = {p["route"]: p for p in get_json(t.admin, "/stats")["pools"]}
+    assert out["console"] == [], out["console"]
+    card = out["cards"]["pool"]
+    assert card["pool_shown"] and card["pool_title"].startswith("1 of 2 healthy"), card
+    want = [(u["upstream"], u["state"]) for u in pools["pool"]["upstreams"]]
+    assert [(r["upstream"], r["state"]) for r in card["replicas"]] == want
+    assert card["replicas"][1]["cells"][4] != "", card["replicas"]    # ejected for
+    assert not out["cards"]["one"]["pool_shown"]
+    (f,) = [f for f in out["firing"] if f["alertname"] == "PoolUnhealthy"]
+    assert "healthy replicas 1 < 2" in f["text"], f

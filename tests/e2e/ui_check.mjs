@@ -7,9 +7,11 @@
 // routes (cards to wait for), tokens (typed, in order, each time the page
 // asks), firing ({alertname, severity, route} to wait for), window (to
 // select), expand (route card to click), points (chart points to wait
-// for), wait (selectors to wait for), screenshot (paths), reload, mobile,
-// dark (extra checks), slos (SLO rows to wait for), slo_firing ({slo,
-// severity} of an SLOBurnRate to wait for, in the alerts and in its row).
+// for), wait (selectors to wait for), pool ({route, state: {upstream:
+// state}} a replica table to wait for), screenshot (paths), reload,
+// mobile, dark (extra checks), slos (SLO rows to wait for), slo_firing
+// ({slo, severity} of an SLOBurnRate to wait for, in the alerts and in its
+// row).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,7 +75,14 @@ async function readCards(page) {
 				key: tr.dataset.key, cells: [...tr.cells].map(td => td.dataset.value ?? td.textContent),
 			}));
 		}
-		return [c.dataset.route, { state: c.dataset.state, figs, charts, detail,
+		const pool = c.querySelector('.pool');
+		const replicas = [...c.querySelectorAll('.pool tbody tr')].map(tr => ({
+			upstream: tr.dataset.upstream, state: tr.dataset.state,
+			cells: [...tr.cells].map(td => td.textContent),
+		}));
+		return [c.dataset.route, { state: c.dataset.state, figs, charts, detail, replicas,
+			pool_shown: pool ? !pool.hidden : false,
+			pool_title: pool ? pool.querySelector('.pool-n').textContent : '',
 			expanded: c.getAttribute('aria-expanded') === 'true' }];
 	})));
 }
@@ -136,6 +145,12 @@ async function main() {
 			const cv = document.querySelector(`#cards .card[data-route="${r}"] canvas`);
 			return cv && Number(cv.dataset.points) >= n;
 		}), [plan.routes, plan.points], { timeout: WAIT });
+	}
+	if (plan.pool) {
+		step('pool');
+		await page.waitForFunction(({ route, state }) => Object.entries(state).every(([u, s]) =>
+			document.querySelector(`#cards .card[data-route="${route}"] .pool tbody `
+				+ `tr[data-upstream="${u}"][data-state="${s}"]`)), plan.pool, { timeout: WAIT });
 	}
 	if (plan.expand) {
 		step('expand');

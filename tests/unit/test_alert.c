@@ -90,19 +90,19 @@ static int teardown(void **state)
 
 static struct alert_figures ttft(double ms, uint64_t n)
 {
-	struct alert_figures f = { n, 0, n, 0, n ? ms * 1000 : -1, -1, 0, -1 };
+	struct alert_figures f = { n, 0, n, 0, n ? ms * 1000 : -1, -1, 0, -1, -1 };
 	return f;
 }
 
 static struct alert_figures tpot(double ms, uint64_t n)
 {
-	struct alert_figures f = { n, 0, 0, n, -1, n ? ms * 1000 : -1, 0, -1 };
+	struct alert_figures f = { n, 0, 0, n, -1, n ? ms * 1000 : -1, 0, -1, -1 };
 	return f;
 }
 
 static struct alert_figures errors(uint64_t errs, uint64_t requests)
 {
-	struct alert_figures f = { requests, errs, 0, 0, -1, -1, 0, -1 };
+	struct alert_figures f = { requests, errs, 0, 0, -1, -1, 0, -1, -1 };
 	return f;
 }
 
@@ -561,7 +561,7 @@ static void test_reconfigure_keeps_state(void **state)
 
 static struct alert_figures ttfo(double ms, uint64_t n)
 {
-	struct alert_figures f = { n, 0, n, 0, 100000, -1, n, n ? ms * 1000 : -1 };
+	struct alert_figures f = { n, 0, n, 0, 100000, -1, n, n ? ms * 1000 : -1, -1 };
 	return f;
 }
 
@@ -732,6 +732,57 @@ static void test_notification_formats(void **state)
 	evbuffer_free(b);
 }
 
+/* min_healthy: PoolUnhealthy (critical) fires below it, after `for`,
+ * whatever min_samples says, resolves at it; a tenant has no pool rule. */
+static void test_pool_unhealthy(void **state)
+{
+	(void)state;
+	struct alert_figures f = { .ttft_us = -1, .tpot_us = -1, .ttfo_us = -1, .healthy = 3 };
+	char yaml[512], *j, line[512];
+
+	conf = unit_conf("routes:\n  - name: p\n    upstreams: [{url: http://127.0.0.1:9}, "
+	    "{url: http://127.0.0.1:10}, {url: http://127.0.0.1:11}]\n"
+	    "    min_healthy: 2\n"
+	    "alerts: {min_samples: 10, for: 10s, per_tenant: true}\n");
+	(void)yaml;
+	n_seen = 0;
+	now_us = 5000000000ull;
+	wall_ms = T0_WALL;
+	set = alert_new(on_transition, NULL);
+	assert_int_equal(alert_configure(set, conf, now_us, wall_ms), 0);
+	round_of("p", NULL, f);
+	f.healthy = 1;
+	round_of("p", NULL, f);                /* pending: `for` applies */
+	assert_int_equal(n_seen, 0);
+	round_tenant("p", "acme", f);          /* the tenant's figures have no pool */
+	assert_int_equal(n_seen, 1);
+	assert_true(seen[0].firing);
+	assert_int_equal(seen[0].metric, ALERT_HEALTHY);
+	assert_int_equal(seen[0].severity, ALERT_CRITICAL);
+	assert_true(seen[0].value == 1 && seen[0].threshold == 2);
+	assert_string_equal(alert_name(ALERT_HEALTHY), "PoolUnhealthy");
+	j = text(alert_json);
+	assert_non_null(strstr(j, "\"alertname\":\"PoolUnhealthy\",\"severity\":\"critical\","
+	    "\"route\":\"p\",\"tenant\":null,\"metric\":\"healthy\","
+	    "\"state\":\"firing\",\"value\":1,\"threshold\":2"));
+	assert_null(strstr(j, "\"tenant\":\"acme\",\"metric\":\"healthy\""));
+	free(j);
+	{
+		struct alert_transition t = { .firing = 1, .metric = ALERT_HEALTHY,
+		    .severity = ALERT_CRITICAL, .route = "p", .value = 1, .threshold = 2,
+		    .samples = 1, .window_us = 60000000 };
+		alert_format_log(&t, line, sizeof line);
+		assert_string_equal(line, "alert firing: PoolUnhealthy severity=critical route=p "
+		    "healthy=1 < 2 (n=1, window 1m)");
+	}
+	/* back at min_healthy: resolved at once */
+	f.healthy = 2;
+	round_of("p", NULL, f);
+	assert_int_equal(n_seen, 2);
+	assert_false(seen[1].firing);
+	teardown(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -752,6 +803,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ttfo_rules, teardown),
 		cmocka_unit_test_teardown(test_stalled_rules, teardown),
 		cmocka_unit_test(test_notification_formats),
+		cmocka_unit_test(test_pool_unhealthy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

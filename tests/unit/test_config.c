@@ -1085,6 +1085,97 @@ static void test_load_file(void **state)
 	free(errs);
 }
 
+/* Replica pools: upstreams, balance, retries, retry_on, health,
+ * timeouts.first_token; upstream: is a pool of one. */
+static void test_pools(void **state)
+{
+	(void)state;
+	struct conf *c = load_ok("timeouts: {first_token: 4s}\n"
+	    "routes:\n"
+	    "  - name: pool\n"
+	    "    upstreams:\n"
+	    "      - {url: http://10.0.0.1:8000/v1, weight: 3}\n"
+	    "      - url: https://vllm.internal\n"
+	    "    balance: hash\n"
+	    "    hash_header: X-Session-Id\n"
+	    "    retries: 2\n"
+	    "    retry_on: [503, 500]\n"
+	    "    min_healthy: 2\n"
+	    "    dns_ttl: 5s\n"
+	    "    health: {path: /health, interval: 2s, timeout: 500ms, failures: 3,\n"
+	    "             backoff: 2s, backoff_max: 1m, ttft_factor: 2.5}\n"
+	    "    timeouts: {first_token: 8s}\n"
+	    "  - name: one\n"
+	    "    upstream: http://127.0.0.1:9000\n");
+	const struct conf_route *p = &c->routes[0], *o = &c->routes[1];
+
+	assert_int_equal(p->n_upstreams, 2);
+	assert_string_equal(p->upstreams[0].url, "http://10.0.0.1:8000/v1");
+	assert_int_equal(p->upstreams[0].weight, 3);
+	assert_string_equal(p->upstreams[0].base, "/v1");
+	assert_int_equal(p->upstreams[1].weight, 1);
+	assert_int_equal(p->upstreams[1].tls, 1);
+	assert_int_equal(p->upstreams[1].port, 443);
+	/* the first replica is the route's upstream; any https one needs TLS */
+	assert_string_equal(p->upstream, "http://10.0.0.1:8000/v1");
+	assert_int_equal(p->upstream_tls, 1);
+	assert_null(p->tls.sni);          /* each replica's own host */
+	assert_int_equal(p->balance, BALANCE_HASH);
+	assert_string_equal(p->hash_header, "X-Session-Id");
+	assert_int_equal(p->retries, 2);
+	assert_int_equal(p->n_retry_on, 2);
+	assert_int_equal(p->retry_on[1], 500);
+	assert_int_equal(p->thresholds.min_healthy, 2);
+	assert_int_equal(p->dns_ttl_us, 5000000);
+	assert_string_equal(p->health.path, "/health");
+	assert_int_equal(p->health.failures, 3);
+	assert_int_equal(p->health.backoff_max_us, 60000000);
+	assert_true(p->health.ttft_factor == 2.5);
+	assert_int_equal(p->timeouts.first_token_us, 8000000);
+	/* defaults */
+	assert_int_equal(o->n_upstreams, 1);
+	assert_string_equal(o->upstreams[0].url, "http://127.0.0.1:9000");
+	assert_int_equal(o->balance, BALANCE_LEAST_STREAMS);
+	assert_int_equal(o->retries, 1);
+	assert_int_equal(o->n_retry_on, 3);
+	assert_int_equal(o->retry_on[0], 502);
+	assert_int_equal(o->retry_on[2], 429);
+	assert_int_equal(o->thresholds.min_healthy, 0);
+	assert_int_equal(o->dns_ttl_us, 30000000);
+	assert_null(o->health.path);
+	assert_int_equal(o->health.failures, 1);
+	assert_int_equal(o->health.backoff_us, 1000000);
+	assert_int_equal(o->health.backoff_max_us, 30000000);
+	assert_int_equal(o->timeouts.first_token_us, 4000000);   /* the global one */
+	conf_unref(c);
+
+	expect_one("routes:\n  - name: a\n    upstream: http://a\n    upstreams: [{url: http://b}]\n",
+	    "t.yaml:4:16: routes[0]: give 'upstream' or 'upstreams', not both");
+	expect_one("routes:\n  - name: a\n    upstreams: []\n",
+	    "t.yaml:3:16: routes[0].upstreams: between 1 and 64 replicas, got 0");
+	expect_one("routes:\n  - name: a\n    upstreams: [{url: http://b}, {url: http://b, weight: 2}]\n",
+	    "t.yaml:3:34: routes[0].upstreams[1]: http://b is listed twice (use weight)");
+	expect_one("routes:\n  - name: a\n    upstreams: [{weight: 2}]\n",
+	    "t.yaml:3:17: missing required key 'url' in routes[0].upstreams[0]");
+	expect_one("routes:\n  - name: a\n    upstreams: [{url: ftp://b}]\n",
+	    "t.yaml:3:23: routes[0].upstreams[0].url: expected an http:// or https:// URL");
+	expect_one("routes:\n  - name: a\n    upstreams: [{url: http://b, weight: 0}]\n",
+	    "t.yaml:3:41: routes[0].upstreams[0].weight: 0 is out of range");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    balance: random\n",
+	    "t.yaml:4:14: routes[0].balance: unknown balance 'random'");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    hash_header: X-S\n",
+	    "t.yaml:4:18: routes[0].hash_header: only with balance: hash");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    retry_on: [200]\n",
+	    "t.yaml:4:16: routes[0].retry_on[0]:");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    retries: 9\n",
+	    "t.yaml:4:14: routes[0].retries:");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    health: {path: health}\n",
+	    "t.yaml:4:20: routes[0].health.path: must start with '/'");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n"
+	    "    health: {backoff: 5s, backoff_max: 1s}\n",
+	    "t.yaml:4:13: routes[0].health: backoff_max is below backoff");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1118,6 +1209,7 @@ int main(void)
 		cmocka_unit_test(test_slos),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_load_file),
+		cmocka_unit_test(test_pools),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

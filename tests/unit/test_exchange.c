@@ -116,7 +116,7 @@ static void test_upstream_head_and_retry_copy(void **state)
 	assert_string_equal(x.route->name, "chat");
 	assert_string_equal(x.request_id, "abc-1");
 	assert_string_equal(x.target, "/v1/models");   /* origin-form, for the log */
-	exchange_write_request(&x, &rq, out, "https", 1);
+	exchange_write_request(&x, &rq, &x.route->upstreams[0], out, "https", 1);
 	evbuffer_drain(in, len);
 	copy = exchange_take_retry(&x);
 	assert_non_null(copy);
@@ -295,11 +295,91 @@ static void test_books_take_the_one_outcome_rule(void **state)
 	    "upstream_error");
 }
 
+/* The request of test_another_replica as sent to a replica. */
+static void expect_sent(struct evbuffer *out, const char *base, const char *host)
+{
+	char want[512], *s = unit_take(out);
+	snprintf(want, sizeof want, "POST %s/v1/chat HTTP/1.1\r\nContent-Length: 5\r\n"
+	    "Host: %s\r\nX-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Proto: http\r\n"
+	    "X-Request-Id: r1\r\n\r\nhello", base, host);
+	assert_string_equal(s, want);
+	free(s);
+}
+
+/* Another replica gets the request with a head of its own (Host, base
+ * path), the body as it was sent, and a new copy for the attempt after;
+ * a status of retry_on is not passed on, one with Retry-After is. */
+static void test_another_replica(void **state)
+{
+	struct conf *keep = conf;
+	struct exchange x;
+	struct exchange_verdict v;
+	struct http_head rq;
+	struct evbuffer *in = evbuffer_new(), *out = evbuffer_new(), *out2 = evbuffer_new();
+	struct evbuffer *client = evbuffer_new();
+	size_t len;
+	char *s;
+	(void)state;
+
+	conf = unit_conf("routes:\n  - name: pool\n    upstreams:\n"
+	    "      - {url: http://10.0.0.1:8000/a}\n      - {url: http://10.0.0.2:9000/b/}\n");
+	assert_int_equal(request(&x, in, "POST http://api.example/v1/chat HTTP/1.1\r\n"
+	    "Host: other\r\nX-Request-Id: r1\r\nContent-Length: 5\r\n\r\nhello",
+	    &rq, &len), 0);
+	assert_int_equal(exchange_keep_head(&x, &rq, in, len), 0);
+	exchange_write_request(&x, &rq, &x.route->upstreams[0], out, "http", 1);
+	evbuffer_drain(in, len);
+	assert_int_equal(exchange_request_body(&x, in, out, &v), 0);
+	assert_true(x.req_done);
+	expect_sent(out, "/a", "10.0.0.1:8000");
+	assert_true(exchange_resendable(&x));
+	assert_int_equal(exchange_redirect(&x, &x.route->upstreams[1], "http", NULL, out2, 1), 0);
+	expect_sent(out2, "/b", "10.0.0.2:9000");
+	/* and back: the new copy starts with the second replica's head */
+	assert_true(exchange_resendable(&x));
+	assert_int_equal(exchange_redirect(&x, &x.route->upstreams[0], "http", NULL, out2, 0), 0);
+	s = unit_take(out2);
+	assert_non_null(strstr(s, "Host: 10.0.0.1:8000\r\n"));
+	assert_true(strncmp(s, "POST /a/v1/chat ", 16) == 0);
+	assert_true(strlen(s) > 5 && strcmp(s + strlen(s) - 5, "hello") == 0);
+	free(s);
+	assert_false(exchange_resendable(&x));
+
+	/* retry_on: with failover_ok a 503 head is read and not passed on */
+	exchange_keep_request(&x, out2);
+	evbuffer_add_printf(in, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+	x.failover_ok = 1;
+	assert_int_equal(exchange_response_head(&x, in, evbuffer_get_length(in), client, 0, &v),
+	    EXCHANGE_RETRY);
+	assert_int_equal(x.retry_status, 503);
+	assert_int_equal(evbuffer_get_length(client), 0);
+	assert_int_equal(evbuffer_get_length(in), 0);
+	assert_false(x.head_sent);
+	/* a 429 asking to wait is the client's to see */
+	exchange_restart(&x);
+	evbuffer_add_printf(in, "HTTP/1.1 429 Slow down\r\nRetry-After: 5\r\n"
+	    "Content-Length: 0\r\n\r\n");
+	assert_int_equal(exchange_response_head(&x, in, evbuffer_get_length(in), client, 0, &v),
+	    EXCHANGE_DONE);
+	assert_int_equal(x.status, 429);
+	assert_true(evbuffer_get_length(client) > 0);
+	exchange_attempt(&x, "http://10.0.0.1:8000/a", "status", 503, 1500);
+	assert_int_equal(x.n_attempts, 1);
+	exchange_abandon(&x);
+	conf_unref(conf);
+	conf = keep;
+	evbuffer_free(in);
+	evbuffer_free(out);
+	evbuffer_free(out2);
+	evbuffer_free(client);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_verdicts),
 		cmocka_unit_test(test_upstream_head_and_retry_copy),
+		cmocka_unit_test(test_another_replica),
 		cmocka_unit_test(test_request_body_trailers_and_limit),
 		cmocka_unit_test(test_response_heads),
 		cmocka_unit_test(test_books_take_the_one_outcome_rule),

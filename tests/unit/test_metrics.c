@@ -114,7 +114,7 @@ static void test_bucket_layout(void **state)
 	    "alerts: {thresholds: {ttft_warning: 1234ms, tpot_warning: 77ms}}\n"
 	    "slos:\n  - {name: s, ttft: 321ms, tpot: 43ms}\n"
 	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1, timeouts: {first_byte: 600s}}\n");
-	struct mset *m = metrics_resolve("r", "t", "m", 0, 0, &folded);
+	struct mset *m = metrics_resolve("r", "t", "m", "http://10.0.0.1:8000", 0, 0, &folded);
 	assert_non_null(m);
 	assert_false(folded);
 	observe(m, 100000, 200);
@@ -144,7 +144,7 @@ static void test_bucket_layout(void **state)
 	/* connect time is per route, not per tenant and model */
 	assert_non_null(strstr(s, "tokentap_upstream_connect_seconds_count{route=\"r\"} 1\n"));
 	assert_non_null(strstr(s, "tokentap_requests_total{route=\"r\",tenant=\"t\",model=\"m\","
-	    "outcome=\"ok\",code=\"2xx\"} 1\n"));
+	    "upstream=\"http://10.0.0.1:8000\",outcome=\"ok\",code=\"2xx\"} 1\n"));
 	free(s);
 }
 
@@ -155,12 +155,12 @@ static void test_tenant_labels(void **state)
 	/* sha256("k1") */
 	setup("tenant:\n  header_values: [acme]\n  header_pattern: 'team-[a-z]+'\n"
 	    "  api_keys: {named: 4a44dc15364204a80fe80e9039455cc1608281820fe2b24f1e5233ade6af1dd5}\n");
-	observe(metrics_resolve("-", "acme", "m", 0, 0, &f), 1000, 200);
-	observe(metrics_resolve("-", "team-x", "m", 0, 0, &f), 1000, 200);
-	observe(metrics_resolve("-", "team-X", "m", 0, 0, &f), 1000, 200);
-	observe(metrics_resolve("-", "named", "m", 0, 0, &f), 1000, 200);
-	observe(metrics_resolve("-", "key:12345678", "m", 0, 0, &f), 1000, 200);
-	observe(metrics_resolve("-", "intruder", "m", 0, 0, &f), 1000, 404);
+	observe(metrics_resolve("-", "acme", "m", "-", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "team-x", "m", "-", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "team-X", "m", "-", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "named", "m", "-", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "key:12345678", "m", "-", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "intruder", "m", "-", 0, 0, &f), 1000, 404);
 	char *s = exposition();
 	assert_non_null(strstr(s, "tenant=\"acme\""));
 	assert_non_null(strstr(s, "tenant=\"team-x\""));
@@ -169,10 +169,10 @@ static void test_tenant_labels(void **state)
 	assert_null(strstr(s, "key:"));
 	assert_null(strstr(s, "intruder"));
 	assert_non_null(strstr(s, "tokentap_requests_total{route=\"-\",tenant=\"_other\",model=\"m\","
-	    "outcome=\"ok\",code=\"4xx\"} 1\n"));
+	    "upstream=\"-\",outcome=\"ok\",code=\"4xx\"} 1\n"));
 	free(s);
 	setup("metrics: {tenants: hashed}\n");
-	observe(metrics_resolve("-", "key:12345678", "m", 0, 0, &f), 1000, 200);
+	observe(metrics_resolve("-", "key:12345678", "m", "-", 0, 0, &f), 1000, 200);
 	s = exposition();
 	assert_non_null(strstr(s, "tenant=\"key:12345678\""));
 	free(s);
@@ -196,7 +196,7 @@ static void test_series_budget(void **state)
 		struct mset *m;
 		snprintf(tenant, sizeof tenant, "key:%08x", (unsigned)(i * 2654435761u));
 		snprintf(model, sizeof model, "m%d", i);
-		m = metrics_resolve("r", tenant, model, 0, 0, &f);
+		m = metrics_resolve("r", tenant, model, "-", 0, 0, &f);
 		assert_non_null(m);
 		struct metrics_obs o = { .outcome = (unsigned)(i % OUTCOME_COUNT),
 			.status = 100 + (unsigned)(i % 5) * 100, .ttft_us = 1000 + i, .tpot_us = i,
@@ -226,19 +226,19 @@ static void test_otel_names(void **state)
 	int f;
 	(void)state;
 	setup("tenant: {header_values: [t]}\nmetrics: {names: both}\n");
-	struct mset *m = metrics_resolve("-", "t", "llama", 1 /* openai */,
+	struct mset *m = metrics_resolve("-", "t", "llama", "-", 1 /* openai */,
 	    metrics_operation("/v1/chat/completions?x=1", 24), &f);
 	observe(m, 5000, 200);
 	char *s = exposition();
 	assert_non_null(strstr(s, "gen_ai_server_time_to_first_token_seconds_count{route=\"-\","
-	    "tenant=\"t\",gen_ai_request_model=\"llama\",gen_ai_operation_name=\"chat\","
-	    "gen_ai_provider_name=\"openai\"} 1\n"));
+	    "tenant=\"t\",gen_ai_request_model=\"llama\",upstream=\"-\","
+	    "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\"} 1\n"));
 	assert_non_null(strstr(s, "gen_ai_client_token_usage_sum{route=\"-\",tenant=\"t\","
-	    "gen_ai_request_model=\"llama\",gen_ai_operation_name=\"chat\","
+	    "gen_ai_request_model=\"llama\",upstream=\"-\",gen_ai_operation_name=\"chat\","
 	    "gen_ai_provider_name=\"openai\",gen_ai_token_type=\"output\"} 10\n"));
 	assert_non_null(strstr(s, "# TYPE gen_ai_client_operation_duration_seconds histogram"));
 	assert_non_null(strstr(s, "tokentap_time_to_first_token_seconds_count{route=\"-\","
-	    "tenant=\"t\",model=\"llama\",gen_ai_operation_name=\"chat\","
+	    "tenant=\"t\",model=\"llama\",upstream=\"-\",gen_ai_operation_name=\"chat\","
 	    "gen_ai_provider_name=\"openai\"} 1\n"));
 	free(s);
 	assert_string_equal(metrics_operation_names[metrics_operation("/v1/completions", 15)],
@@ -247,7 +247,7 @@ static void test_otel_names(void **state)
 	    "/v1beta/models/g:streamGenerateContent", 38)], "generate_content");
 	assert_string_equal(metrics_operation_names[metrics_operation("/x", 2)], "_other");
 	setup("metrics: {names: otel}\n");
-	observe(metrics_resolve("-", "-", "m", 1, 1, &f), 5000, 200);
+	observe(metrics_resolve("-", "-", "m", "-", 1, 1, &f), 5000, 200);
 	s = exposition();
 	assert_null(strstr(s, "tokentap_time_to_first_token_seconds"));
 	assert_non_null(strstr(s, "tokentap_inter_token_latency_seconds"));

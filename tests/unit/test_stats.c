@@ -180,7 +180,7 @@ static void test_prometheus_buckets_include_thresholds(void **state)
 	char *s = malloc(n + 1);
 	evbuffer_remove(b, s, n);
 	s[n] = '\0';
-	const char *lbl = "{route=\"r\",tenant=\"t\",model=\"m\\\"x\"";
+	const char *lbl = "{route=\"r\",tenant=\"t\",model=\"m\\\"x\",upstream=\"-\"";
 #define assert_has(s, w) do { if (strstr((s), (w)) == NULL) { \
 	fprintf(stderr, "missing: %s\nin:\n%s\n", (w), (s)); fail(); } } while (0)
 	char want[256];
