@@ -1,9 +1,9 @@
 #include "goodput.h"
 
-static const char *const names[GOODPUT_TARGETS] = { "ttft", "tpot" };
+static const char *const names[GOODPUT_TARGETS] = { "ttft", "tpot", "ttfo" };
 
 /* First-output targets wait for something; a pace target does not. */
-static const int first_output[GOODPUT_TARGETS] = { 1, 0 };
+static const int first_output[GOODPUT_TARGETS] = { 1, 0, 1 };
 
 const char *goodput_target_name(enum goodput_target t)
 {

@@ -4,8 +4,8 @@
  * and the TPOT target", as vLLM's --goodput does. Pure.
  *
  * A target is one more entry of enum goodput_target: a first-output kind
- * (TTFT, later TTFO) waits for something to arrive, a pace kind (TPOT)
- * only judges what did. */
+ * (TTFT, TTFO: the first token that is not reasoning) waits for something
+ * to arrive, a pace kind (TPOT) only judges what did. */
 #ifndef TOKENTAP_GOODPUT_H
 #define TOKENTAP_GOODPUT_H
 
@@ -13,7 +13,7 @@
 
 #include "meter.h"
 
-enum goodput_target { GOODPUT_TTFT, GOODPUT_TPOT, GOODPUT_TARGETS };
+enum goodput_target { GOODPUT_TTFT, GOODPUT_TPOT, GOODPUT_TTFO, GOODPUT_TARGETS };
 
 enum goodput_verdict { GOODPUT_GOOD, GOODPUT_BAD, GOODPUT_UNCOUNTED };
 
@@ -30,7 +30,7 @@ struct goodput_request {
 	int64_t duration_us;     /* t_end - t0 */
 };
 
-/* "ttft", "tpot": the config key and the JSON name (with "_ms"). */
+/* "ttft", "tpot", "ttfo": the config key and the JSON name (with "_ms"). */
 const char *goodput_target_name(enum goodput_target t);
 /* 1 when any target is set. */
 int goodput_any(const struct goodput_targets *t);

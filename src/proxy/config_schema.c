@@ -518,7 +518,7 @@ static void slo_check(struct yconf *ld, yaml_node_t *m, void *base, const char *
 		yconf_err(ld, n, "%s.name: '%.64s' must be 1 to 63 of A-Z a-z 0-9 _ - . :",
 		    path, o->name);
 	if (!goodput_any(&o->targets))
-		yconf_err(ld, m, "%s: give a class or at least one target (ttft, tpot)", path);
+		yconf_err(ld, m, "%s: give a class or at least one target (ttft, tpot, ttfo)", path);
 }
 
 static void slo_init(struct yconf *ld, void *item)
@@ -967,7 +967,8 @@ static const struct yconf_key slo_match_keys[] = {
 };
 static const struct yconf_section slo_match_section = TABLE(slo_match_keys, NULL);
 
-/* ttft and tpot are applied after class, which they override */
+/* ttft, tpot and ttfo are applied after class, which they override (a
+ * class sets no ttfo: the brief's application kinds name TTFT and TPOT) */
 static const struct yconf_key slo_keys[] = {
 	STR("name", struct conf_slo, name, YCONF_REQUIRED),
 	SECTION("match", 0, slo_match_section),
@@ -976,6 +977,8 @@ static const struct yconf_key slo_keys[] = {
 	  .off = offsetof(struct conf_slo, targets.us[GOODPUT_TTFT]), .lo = 1 },
 	{ .name = "tpot", .type = YCONF_DURATION, .flags = YCONF_LATE,
 	  .off = offsetof(struct conf_slo, targets.us[GOODPUT_TPOT]), .lo = 1 },
+	{ .name = "ttfo", .type = YCONF_DURATION, .flags = YCONF_LATE,
+	  .off = offsetof(struct conf_slo, targets.us[GOODPUT_TTFO]), .lo = 1 },
 	FLOAT("objective", struct conf_slo, objective, 0, 1, YCONF_OPEN_LO | YCONF_OPEN_HI),
 	DUR("period", struct conf_slo, period_us, 60000000),
 };

@@ -293,6 +293,7 @@ static void thresholds_bounds(const struct conf *c, struct bset *b)
 	for (size_t i = 0; i < c->n_slos; i++) {
 		bounds_add(&b[B_TTFT], c->slos[i].targets.us[GOODPUT_TTFT]);
 		bounds_add(&b[B_TPOT], c->slos[i].targets.us[GOODPUT_TPOT]);
+		bounds_add(&b[B_TTFT], c->slos[i].targets.us[GOODPUT_TTFO]);
 	}
 }
 

@@ -44,7 +44,8 @@ static void on_request(void *arg, const struct stats_done *d)
 	uint64_t ago = now > d->t_us ? now - d->t_us : 0;
 	struct slo_request q = {
 		d->key->route, d->key->tenant, d->key->model,
-		{ (enum meter_outcome)d->outcome, { d->ttft_us, d->tpot_us }, d->duration_us },
+		{ (enum meter_outcome)d->outcome, { d->ttft_us, d->tpot_us, d->ttfo_us },
+		  d->duration_us },
 		wall > ago ? wall - ago : 0,
 	};
 	(void)arg;

@@ -477,7 +477,7 @@ void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *a
 static void tell_done(const struct stats_rec *x)
 {
 	struct stats_done d = { &x->key, x->outcome, x->ttft_us, x->tpot_us,
-		x->duration_us, x->t_us };
+		x->ttfo_us, x->duration_us, x->t_us };
 	if (on_request != NULL)
 		on_request(on_request_arg, &d);
 }

@@ -87,7 +87,7 @@ void stats_free(void);
 struct stats_done {
 	const struct stats_key *key;
 	int outcome;                  /* enum meter_outcome */
-	int64_t ttft_us, tpot_us, duration_us;   /* -1: undefined */
+	int64_t ttft_us, tpot_us, ttfo_us, duration_us;   /* -1: undefined */
 	uint64_t t_us;                /* when it ended (monotonic) */
 };
 void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *arg);

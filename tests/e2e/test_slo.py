@@ -54,15 +54,19 @@ def metric(t, prefix):
     raise AssertionError(f"no {prefix} in /metrics")
 
 
-def request(port, model="m", ttft="20ms", tpot="5ms", tokens=5, fault=None, abort_after=None):
+def request(port, model="m", ttft="20ms", tpot="5ms", tokens=5, fault=None, abort_after=None,
+            reasoning=0):
     """One streamed completion; abort_after: close the connection after so
-    many seconds, before anything came back. Returns the bytes received."""
+    many seconds, before anything came back; reasoning: that many reasoning
+    tokens first. Returns the bytes received."""
     body = json.dumps({"model": model, "stream": True}).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nX-Mock-TTFT: {ttft}\r\nX-Mock-TPOT: {tpot}\r\n"
             f"X-Mock-Tokens: {tokens}\r\n")
     if fault:
         head += f"X-Mock-Fault: {fault}\r\n"
+    if reasoning:
+        head += f"X-Mock-Reasoning: {reasoning}\r\n"
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body)
     if abort_after is not None:
@@ -164,6 +168,34 @@ def test_attainment_and_goodput_are_exact():
         uncounted = sum(1 for x in lines if x["outcome"] == "client_abort"
                         and x["duration_ms"] <= 150)
         assert good == 18 and uncounted == 2 and len(lines) - good - uncounted == 15
+
+
+def test_ttfo_target_judges_the_answer_not_the_reasoning():
+    """An SLO with a ttfo target: a stream whose first reasoning token is
+    fast but whose answer comes late is bad; the same without reasoning is
+    good; TTFT alone would have called both good."""
+    with Mock() as m, Tokentap(routes(m.port) + """stats: {windows: [1m]}
+slos:
+  - {name: think, ttft: 100ms, ttfo: 300ms, objective: 0.9}
+""") as t:
+        wait_port(t.admin)
+        # 20 ms to the first reasoning token, 40 ms a token: 10 reasoning
+        # tokens put the answer at 420 ms, 2 at 100 ms
+        # tokens (X-Mock-Tokens) count the reasoning ones too
+        run_all([dict(port=t.port, ttft="20ms", tpot="40ms", reasoning=10, tokens=14)] * 3
+                + [dict(port=t.port, ttft="20ms", tpot="40ms", reasoning=2, tokens=6)] * 2
+                + [dict(port=t.port, ttft="20ms", tpot="40ms")] * 2)
+        lines = t.access(7)
+        assert all(x["ttft_ms"] < 100 for x in lines), lines
+        assert sorted(x["ttfo_ms"] > 300 for x in lines) == [False] * 4 + [True] * 3, lines
+
+        def settled():
+            s = slo(t, "think")
+            return window(s, "1m")["eligible"] == 7 and s
+        s = wait_for(settled, 5, "all requests counted")
+        x = window(s, "1m")
+        assert (x["good"], x["bad"]) == (4, 3), x
+        assert s["targets"] == {"ttft_ms": 100, "ttfo_ms": 300}, s["targets"]
 
 
 # ---- burn-rate pairs ---------------------------------------------------------------

@@ -972,7 +972,7 @@ static void test_slos(void **state)
 	    "slos:\n"
 	    "  - {name: chat, class: chat, ttft: 250ms, match: {route: llm, tenant: acme}}\n"
 	    "  - {name: batch.v2, class: batch, objective: 0.999, period: 7d}\n"
-	    "  - {name: pace, tpot: 30ms}\n");
+	    "  - {name: pace, tpot: 30ms, ttfo: 4s}\n");
 	assert_int_equal(c->n_slos, 3);
 	assert_string_equal(c->slos[0].name, "chat");
 	assert_string_equal(c->slos[0].match_route, "llm");
@@ -988,6 +988,8 @@ static void test_slos(void **state)
 	assert_int_equal(c->slos[1].period_us, 7 * 86400 * S);
 	assert_int_equal(c->slos[2].targets.us[GOODPUT_TTFT], 0);
 	assert_int_equal(c->slos[2].targets.us[GOODPUT_TPOT], 30 * MS);
+	assert_int_equal(c->slos[2].targets.us[GOODPUT_TTFO], 4000 * MS);
+	assert_int_equal(c->slos[0].targets.us[GOODPUT_TTFO], 0);   /* a class has none */
 	assert_string_equal(c->slo_state, "/tmp/x.state");
 	assert_int_equal(c->n_burn_rates, 3);
 	assert_int_equal(c->burn_rates[0].long_us, 3600 * S);
@@ -1008,7 +1010,7 @@ static void test_slos(void **state)
 	conf_unref(c);
 
 	expect_one("slos:\n  - {name: a}\n",
-	    "t.yaml:2:5: slos[0]: give a class or at least one target (ttft, tpot)");
+	    "t.yaml:2:5: slos[0]: give a class or at least one target (ttft, tpot, ttfo)");
 	expect_one("slos:\n  - {name: a b, tpot: 1s}\n",
 	    "t.yaml:2:12: slos[0].name: 'a b' must be 1 to 63 of A-Z a-z 0-9 _ - . :");
 	expect_one("slos:\n  - {name: a, class: chatt, tpot: 1s}\n",

@@ -76,6 +76,29 @@ static void test_only_the_targets_given_count(void **state)
 	assert_string_equal(goodput_target_name(GOODPUT_TPOT), "tpot");
 }
 
+/* TTFO: the first token that is not reasoning. A fast first reasoning
+ * token does not make a late answer good; a client that left while the
+ * model was still thinking past the target had waited too long. */
+static void test_ttfo_target(void **state)
+{
+	const struct goodput_targets t = { { 300 * MS, 0, 2000 * MS } };
+	struct goodput_request r = { OUTCOME_OK, { 100 * MS, 20 * MS, 1500 * MS }, 4000 * MS };
+	(void)state;
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_GOOD);
+	r.value_us[GOODPUT_TTFO] = 2500 * MS;              /* thought too long */
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_BAD);
+	r.value_us[GOODPUT_TTFO] = -1;                      /* reasoning only */
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_BAD);
+	r.duration_us = 1800 * MS;                         /* ...but ended in time */
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_GOOD);
+	r.outcome = OUTCOME_CLIENT_ABORT;
+	r.duration_us = 2400 * MS;                         /* left while it thought */
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_BAD);
+	r.duration_us = 1200 * MS;
+	assert_int_equal(goodput_judge(&t, &r), GOODPUT_UNCOUNTED);
+	assert_string_equal(goodput_target_name(GOODPUT_TTFO), "ttfo");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -85,6 +108,7 @@ int main(void)
 		cmocka_unit_test(test_other_outcomes_are_bad),
 		cmocka_unit_test(test_client_abort),
 		cmocka_unit_test(test_only_the_targets_given_count),
+		cmocka_unit_test(test_ttfo_target),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
