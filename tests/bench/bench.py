@@ -11,8 +11,9 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
      --only    comma-separated: latency,stallfree,throughput,memory,instructions
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
-     --levels  latency: the stream counts (default 100,500,1000,5000)
+     --levels  latency: the stream counts (default 100,500,1000,3000)
      --workers proxy workers (default: one per CPU of the proxy's half)
+     --shared  no pinning: mock, client and proxy share every CPU
 
 Pinning: on a machine with 2 CPUs or more, the mock and the client share
 the lower half of the CPUs and the proxy under test (tokentap or nginx,
@@ -117,9 +118,12 @@ def machine(client, proxy, workers):
     }
 
 
-def cpu_sets():
+def cpu_sets(shared=False):
+    """The client's CPUs (mock and load) and the proxy's: halves, or all
+    of them for both with --shared (as a box that runs the backend, the
+    clients and the proxy together is)."""
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
+    if len(cpus) < 2 or shared:
         return set(cpus), set(cpus)
     half = len(cpus) // 2
     return set(cpus[:half]), set(cpus[half:])
@@ -132,7 +136,7 @@ class Bench:
             self.p["levels"] = [int(x) for x in a.levels.split(",")]
         self.runs = a.runs or self.p["runs"]
         self.quick = a.quick
-        self.client, self.proxy = cpu_sets()
+        self.client, self.proxy = cpu_sets(a.shared)
         self.workers = a.workers or len(self.proxy)
         self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
         self.mock = self.tokentap = self.nginx = self.floor = None
@@ -605,6 +609,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(procs.ROOT, "build", "bench.json"))
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument("--levels", help="latency: comma-separated stream counts")
+    ap.add_argument("--shared", action="store_true",
+                    help="no pinning: mock, client and proxy share every CPU")
     ap.add_argument("--workers", type=int, default=0,
                     help="proxy workers (default: one per CPU of the proxy's set)")
     a = ap.parse_args()
