@@ -170,28 +170,28 @@ void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
 	k->model[model_len] = '\0';
 }
 
-void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
+/* A gauge of the group moved by delta (kind: which one). */
+static void ring_delta(struct stats_ring *r, enum rec_kind kind,
+    const struct stats_key *k, int delta)
 {
 	struct stats_rec *x = ring_slot(r);
 	if (x == NULL)
 		return;
-	x->kind = REC_ACTIVE;
+	x->kind = (uint8_t)kind;
 	x->delta = delta;
 	x->key = *k;
 	x->t_us = stats_clock();
 	ring_publish(r);
 }
 
+void stats_active(struct stats_ring *r, const struct stats_key *k, int delta)
+{
+	ring_delta(r, REC_ACTIVE, k, delta);
+}
+
 void stats_stall(struct stats_ring *r, const struct stats_key *k, int delta)
 {
-	struct stats_rec *x = ring_slot(r);
-	if (x == NULL)
-		return;
-	x->kind = REC_STALL;
-	x->delta = delta;
-	x->key = *k;
-	x->t_us = stats_clock();
-	ring_publish(r);
+	ring_delta(r, REC_STALL, k, delta);
 }
 
 /* The stream health figures of a finished request. */

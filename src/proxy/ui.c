@@ -1,7 +1,9 @@
 /* The dashboard page and its config endpoint. */
 #include "ui.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -92,26 +94,30 @@ static int add_rate(struct evbuffer *out, const char *name, double v)
 
 static int add_thresholds(struct evbuffer *out, const struct conf_thresholds *t)
 {
+	static const struct {
+		const char *name;
+		size_t off;
+	} ms[] = {
+		{ "ttft_warning_ms", offsetof(struct conf_thresholds, ttft_warning_us) },
+		{ "ttft_critical_ms", offsetof(struct conf_thresholds, ttft_critical_us) },
+		{ "tpot_warning_ms", offsetof(struct conf_thresholds, tpot_warning_us) },
+		{ "tpot_critical_ms", offsetof(struct conf_thresholds, tpot_critical_us) },
+		{ "ttfo_warning_ms", offsetof(struct conf_thresholds, ttfo_warning_us) },
+		{ "ttfo_critical_ms", offsetof(struct conf_thresholds, ttfo_critical_us) },
+		{ "stall_ms", offsetof(struct conf_thresholds, stall_us) },
+	};
 	int r = 0;
 
 	r |= evbuffer_add_printf(out, "{");
-	r |= add_ms(out, "ttft_warning_ms", t->ttft_warning_us);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "ttft_critical_ms", t->ttft_critical_us);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "tpot_warning_ms", t->tpot_warning_us);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "tpot_critical_ms", t->tpot_critical_us);
-	r |= evbuffer_add_printf(out, ",");
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(ms); i++) {
+		uint64_t us;
+		memcpy(&us, (const char *)t + ms[i].off, sizeof us);
+		r |= add_ms(out, ms[i].name, us);
+		r |= evbuffer_add_printf(out, ",");
+	}
 	r |= add_rate(out, "error_rate_warning", t->error_rate_warning);
 	r |= evbuffer_add_printf(out, ",");
 	r |= add_rate(out, "error_rate_critical", t->error_rate_critical);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "ttfo_warning_ms", t->ttfo_warning_us);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "ttfo_critical_ms", t->ttfo_critical_us);
-	r |= evbuffer_add_printf(out, ",");
-	r |= add_ms(out, "stall_ms", t->stall_us);
 	r |= evbuffer_add_printf(out, ",\"min_stalled\":%llu}",
 	    (unsigned long long)t->min_stalled);
 	return r < 0 ? -1 : 0;
