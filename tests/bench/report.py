@@ -272,15 +272,18 @@ def stallfree_section(sf):
                      times(fg.ratio(m["streams"], fl)) if name != "floor" else "-",
                      times(fg.ratio(m["streams"], d)) if name != "direct" else "-",
                      ", ".join(f"{p['streams']} {'ok' if p['passed'] else p['why']}"
-                               for p in m["probes"])])
+                               for p in m["probes"]),
+                     num(m["probes"][-1]["gap_max_ms"], 0) if m["probes"] else "-"])
     return Section(
         f"Stall-free streams (paced at {sf['pace_ms']} ms, {sf['tokens']} events each: "
         f"every frame arrives, no gap over {sf['gap_ms']} ms, errors under "
         f"{100 * sf['errors']:.1f} %)",
-        ["path", "streams", "x floor", "x direct", "probes"], rows,
+        ["path", "streams", "x floor", "x direct", "probes", "gap max ms (last)"], rows,
         ["The largest number of concurrent streams that passed: doubling until "
          "a level fails, then halving the interval; + means the search stopped "
-         "at its cap before anything failed."])
+         "at its cap (the descriptor limit's) before anything failed. The last "
+         "column is the longest gap between two frames of any stream at the "
+         "last level probed: how close it came to the limit."])
 
 
 def memory_section(mem):

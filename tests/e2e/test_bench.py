@@ -132,7 +132,7 @@ def check_stallfree(sf, cap):
         assert m["streams"] == max(passed, default=0), (name, m)
         assert m["capped"] == all(p["passed"] for p in m["probes"]), (name, m)
         for p in m["probes"]:
-            assert p["streams"] <= cap and p["requests"] == 2 * p["streams"], (name, p)
+            assert p["streams"] <= cap and p["requests"] == p["streams"], (name, p)
             assert p["passed"] == (p["why"] == ""), (name, p)
 
 
