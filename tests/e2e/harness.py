@@ -150,6 +150,43 @@ def raw_request(port, data, timeout=5.0, host="127.0.0.1"):
     return b"".join(chunks)
 
 
+class Mock(Proc):
+    """tokentap-mock on a fresh port (or the one given), logging each request
+    it served to a file of its own; stop() and start(*flags) run it again on
+    the same port with other flags."""
+
+    def __init__(self, *flags, port=None):
+        self.port = port or free_port()
+        fd, self.log = tempfile.mkstemp(prefix="tt-mocklog-")
+        os.close(fd)
+        self.start(*flags)
+
+    def start(self, *flags):
+        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
+                          "--log", self.log, *flags])
+        wait_port(self.port, proc=self.p)
+
+    def url(self, path=""):
+        """Its URL, as a route names it (and the upstream label shows it)."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def served(self, n=None, timeout=3.0):
+        """The mock's log lines; waits (briefly) until there are n."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log) as f:
+                lines = [json.loads(x) for x in f if x.strip()]
+            if n is None or len(lines) >= n or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.02)
+
+    def __exit__(self, *exc):
+        try:
+            super().__exit__(*exc)
+        finally:
+            os.unlink(self.log)
+
+
 class Tokentap(Proc):
     """tokentap on a fresh port with the given YAML (routes and more).
 

@@ -19,25 +19,13 @@ import threading
 import time
 import urllib.request
 
-from harness import ROOT, Proc, Tokentap, free_port, raw_request, wait_port
+from harness import Mock, Proc, Tokentap, free_port, raw_request, wait_port
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 PROMTOOL = "/usr/bin/promtool"
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TOKEN = re.compile(rb'"content":"[^"]')
 EVERY = 0.5          # alerts.evaluate_every of these tests
-
-
-def mock_binary():
-    # read at call time: tests/run.py switches TOKENTAP_BUILD between passes
-    return os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"), "tokentap-mock")
-
-
-class Mock(Proc):
-    def __init__(self):
-        self.port = free_port()
-        super().__init__([mock_binary(), "-l", f"127.0.0.1:{self.port}"])
-        wait_port(self.port)
 
 
 class Hook:

@@ -5,7 +5,6 @@ import concurrent.futures
 import hashlib
 import os
 import resource
-import select
 import socket
 import subprocess
 import tempfile
@@ -13,7 +12,7 @@ import threading
 import time
 
 from backend import Backend
-from harness import Proc, Tokentap, binary, free_port, raw_request, wait_port
+from harness import Tokentap, raw_request
 
 # Slow peers by the hundred: the sanitizer build's own memory would be the
 # measure, and its speed the bottleneck.
@@ -46,13 +45,6 @@ def more_fds(n):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
-
-
-class Mock(Proc):
-    def __init__(self, *flags):
-        self.port = free_port()
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}", *flags])
-        wait_port(self.port)
 
 
 def stream_request(tokens, extra=b""):

@@ -18,30 +18,13 @@ import urllib.parse
 import urllib.request
 
 from backend import SSE_HEAD, Backend
-from harness import ROOT, Proc, Tokentap, binary, free_port, wait_port
+from harness import ROOT, Mock, Proc, Tokentap, binary, free_port, wait_port
 from relay import FlushingRelay
 from test_alerts import Hook, wait_for
 
 SANITIZER_SKIP = {"test_fast_model_at_100_streams_is_not_flagged",
                   "test_overhead_scraped_by_prometheus"}
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "streams")
-
-
-class Mock(Proc):
-    def __init__(self, *args):
-        self.port = free_port()
-        self.logfile = tempfile.NamedTemporaryFile(prefix="tt-mock-log-", delete=False).name
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
-                          "--log", self.logfile, *args])
-        wait_port(self.port)
-
-    def url(self):
-        """Its URL, as a route names it (and the upstream label shows it)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def lines(self):
-        with open(self.logfile) as f:
-            return [json.loads(x) for x in f if x.strip()]
 
 
 def route(port, extra="", name="llm"):
@@ -260,8 +243,8 @@ def test_token_idle_ends_a_stream_whose_tokens_stopped():
             e = t.access(1)[0]
             assert e["outcome"] == "timeout" and e["output_tokens"] == 2, e
             assert e["stalls"] == 0 and e["gap_max_ms"] > 1400, e
-            wait_for(lambda: m.lines(), 5, "the mock's log line")
-            assert m.lines()[0]["outcome"] == "client_abort", m.lines()
+            wait_for(lambda: m.served(), 5, "the mock's log line")
+            assert m.served()[0]["outcome"] == "client_abort", m.served()
             assert "no token for 1500 ms" in t.stderr()
 
 

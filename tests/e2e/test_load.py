@@ -16,41 +16,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, Proc, binary, free_port, wait_port  # noqa: E402
+import harness  # noqa: E402
+from harness import ROOT, binary, free_port  # noqa: E402
 
 CHAT = "/v1/chat/completions"
 SAN_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
-class Mock(Proc):
-    """tokentap-mock on a fresh port, logging each request it served."""
-
-    def __init__(self, *flags):
-        self.port = free_port()
-        fd, self.log = tempfile.mkstemp(prefix="tt-mocklog-")
-        os.close(fd)
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
-                          "--log", self.log, *flags])
-        wait_port(self.port)
-
+class Mock(harness.Mock):
     def url(self, path=CHAT):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def served(self, n=None, timeout=3.0):
-        """The mock's log lines; waits (briefly) until there are n."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with open(self.log) as f:
-                lines = [json.loads(x) for x in f if x.strip()]
-            if n is None or len(lines) >= n or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.02)
-
-    def __exit__(self, *exc):
-        try:
-            super().__exit__(*exc)
-        finally:
-            os.unlink(self.log)
+        return super().url(path)
 
 
 def load(*args, expect=0, timeout=60):

@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import Proc, Tokentap, binary, free_port, raw_request, wait_port
+from harness import Mock, Proc, Tokentap, binary, free_port, raw_request, wait_port
 from test_admin import check_grafana_dashboard
 
 # Prometheus under the sanitizer build adds nothing but minutes
@@ -43,13 +43,6 @@ def promtool_check(text):
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-
-
-class Mock(Proc):
-    def __init__(self, *flags):
-        self.port = free_port()
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}", *flags])
-        wait_port(self.port)
 
 
 def prometheus(d, name, target, native):

@@ -13,45 +13,15 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Proc, Tokentap, binary, free_port, wait_port  # noqa: E402
+from harness import Mock, Tokentap, binary  # noqa: E402
 
 CHAT = "/v1/chat/completions"
 TOKEN = re.compile(rb'"content":"[^"]')     # a delta with text: a token
 SAN_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
-class Mock(Proc):
-    """tokentap-mock on its own port, logging each request it served; it can
-    be stopped and started again on the same port with other flags."""
-
-    def __init__(self, *flags, port=None):
-        self.port = port or free_port()
-        fd, self.log = tempfile.mkstemp(prefix="tt-mocklog-")
-        os.close(fd)
-        self.start(*flags)
-
-    def start(self, *flags):
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
-                          "--log", self.log, *flags])
-        wait_port(self.port)
-
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def served(self):
-        with open(self.log) as f:
-            return [json.loads(x) for x in f if x.strip()]
-
-    def __exit__(self, *exc):
-        try:
-            super().__exit__(*exc)
-        finally:
-            os.unlink(self.log)
 
 
 def pool_yaml(mocks, extra="", route_extra=""):

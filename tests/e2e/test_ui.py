@@ -9,14 +9,14 @@ import http.client
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 
-from harness import ROOT, Proc, Tokentap, binary, free_port, node_modules, wait_port
+import harness
+from harness import ROOT, Tokentap, node_modules, wait_port
 from test_slo import staircase
 
 # The browser tests take about 10 s together, so they run in the sanitizer
@@ -29,12 +29,11 @@ PAGE_MAX = 64 * 1024
 TOKEN = "s3cret-tok"
 
 
-class Mock(Proc):
-    def __init__(self, *args):
-        self.port = free_port()
-        super().__init__([binary("tokentap-mock"), "-l", f"127.0.0.1:{self.port}",
-                          "--tpot", "4ms", "--tokens", "6", *args])
-        wait_port(self.port)
+class Mock(harness.Mock):
+    """The dashboard tests' mock: 6 tokens 4 ms apart unless told."""
+
+    def __init__(self, *flags):
+        super().__init__("--tpot", "4ms", "--tokens", "6", *flags)
 
 
 def config(fast, slow=None, extra=""):
