@@ -78,7 +78,8 @@ int util_parse_duration_us(const char *s, uint64_t *out_us)
 void util_duration_text(uint64_t us, char *buf, size_t len)
 {
 	static const struct { uint64_t us; const char *unit; } units[] = {
-		{ 3600000000ull, "h" }, { 60000000ull, "m" }, { 1000000ull, "s" },
+		{ 86400000000ull, "d" }, { 3600000000ull, "h" }, { 60000000ull, "m" },
+		{ 1000000ull, "s" },
 		{ 1000ull, "ms" }, { 1ull, "us" },
 	};
 	size_t i = 0;

@@ -18,8 +18,9 @@ void util_rfc3339_ms(uint64_t wall_ms, char out[32]);
  * Returns 0 on success, -1 when the text is not a duration. */
 int util_parse_duration_us(const char *s, uint64_t *out_us);
 /* Its inverse, the one duration text ("window": "1m"): us in the largest
- * of h, m, s, ms and us that divides it exactly ("1h", "90s", "1500ms",
- * "1500us"; 0 is "0s"), which util_parse_duration_us reads back as us.
+ * of d, h, m, s, ms and us that divides it exactly ("28d", "1h", "90s",
+ * "1500ms", "1500us"; 0 is "0s"), which util_parse_duration_us reads back
+ * as us.
  * 24 bytes always suffice. */
 void util_duration_text(uint64_t us, char *buf, size_t len);
 /* "16k", "1m", "4096" -> bytes. Returns 0 or -1. */

@@ -145,7 +145,7 @@ def test_attainment_and_goodput_are_exact():
         assert abs(b["allowed_bad"] - 3.3) < 1e-6 and abs(b["remaining"] - (1 - 15 / 3.3)) < 1e-6, b
         assert chat["targets"] == {"ttft_ms": 150, "tpot_ms": 30}
         assert chat["match"] == {"route": "llm", "tenant": None, "model": None}
-        assert chat["objective"] == 0.9 and chat["period"] == "672h"
+        assert chat["objective"] == 0.9 and chat["period"] == "28d"
 
         tr = slo(t, "translate")
         assert tr["targets"] == {"ttft_ms": 200, "tpot_ms": 30}, tr   # the class's
@@ -399,7 +399,7 @@ tests:
       - eval_time: 400m
         alertname: SLOBurnRate
         exp_alerts:
-{exp("fast", "critical", "1h", "5m", 14.4, 20)}{exp("fast", "critical", "6h", "30m", 6, 20)}{exp("fast", "warning", "72h", "6h", 1, 20)}{exp("slow", "warning", "72h", "6h", 1, 3)}{exp("rare", "warning", "72h", "6h", 1, 100)}"""
+{exp("fast", "critical", "1h", "5m", 14.4, 20)}{exp("fast", "critical", "6h", "30m", 6, 20)}{exp("fast", "warning", "3d", "6h", 1, 20)}{exp("slow", "warning", "3d", "6h", 1, 3)}{exp("rare", "warning", "3d", "6h", 1, 100)}"""
     path = os.path.join(d, "test.yaml")
     with open(path, "w") as f:
         f.write(test)

@@ -103,7 +103,7 @@ static void test_counts_windows_and_budget(void **state)
 	    "\"budget\":{\"eligible\":4,\"good\":1,\"bad\":3,\"attainment\":0.250000,"
 	    "\"allowed_bad\":0.400000,\"remaining\":-6.500000}");
 	has(doc, "{\"name\":\"acme\",\"match\":{\"route\":null,\"tenant\":\"acme\",\"model\":null},"
-	    "\"targets\":{\"tpot_ms\":20},\"objective\":0.99,\"period\":\"672h\","
+	    "\"targets\":{\"tpot_ms\":20},\"objective\":0.99,\"period\":\"28d\","
 	    "\"bucket\":\"5m\",\"burn_bucket\":\"400ms\"");   /* 28 days do not coarsen the burn */
 	has(doc, "\"eligible\":1,\"good\":0,\"bad\":1");
 	free(doc);

@@ -34,7 +34,9 @@ static void test_duration_text(void **state)
 	assert_string_equal(duration(300000000), "5m");
 	assert_string_equal(duration(5400000000ull), "90m");
 	assert_string_equal(duration(3600000000ull), "1h");
-	assert_string_equal(duration(86400000000ull), "24h");
+	assert_string_equal(duration(86400000000ull), "1d");
+	assert_string_equal(duration(90000000000ull), "25h");
+	assert_string_equal(duration(28 * 86400000000ull), "28d");
 	assert_int_equal(util_parse_duration_us("28d", &back), 0);
 	assert_int_equal(back, 28 * 86400000000ull);
 	for (size_t i = 0; i < sizeof us / sizeof us[0]; i++) {
