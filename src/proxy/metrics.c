@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -869,34 +870,20 @@ static void write_requests(struct promout *o)
 		}
 }
 
-static double output_tokens_of(const struct mset *m)
+/* The per-set series that are one number each: a counter (uint64_t) or a
+ * gauge (long, which may dip below 0 while deltas cross), by offset. */
+static double set_value(const struct mset *m, size_t off, enum promproto_type type)
 {
-	return (double)m->output_tokens;
-}
+	const char *p = (const char *)m + off;
+	uint64_t u;
+	long g;
 
-static double input_tokens_of(const struct mset *m)
-{
-	return (double)m->input_tokens;
-}
-
-static double active_of(const struct mset *m)
-{
-	return (double)m->active;
-}
-
-static double stalled_of(const struct mset *m)
-{
-	return (double)m->stalled;
-}
-
-static double stalls_of(const struct mset *m)
-{
-	return (double)m->stalls;
-}
-
-static double buffered_of(const struct mset *m)
-{
-	return (double)m->buffered;
+	if (type == PROMPROTO_GAUGE) {
+		memcpy(&g, p, sizeof g);
+		return (double)g;
+	}
+	memcpy(&u, p, sizeof u);
+	return (double)u;
 }
 
 static void write_set_series(struct promout *o)
@@ -904,19 +891,21 @@ static void write_set_series(struct promout *o)
 	static const struct {
 		const char *name, *help;
 		enum promproto_type type;
-		double (*value)(const struct mset *m);
+		size_t off;
 	} series[] = {
 		{ "tokentap_output_tokens_total", "Output tokens.", PROMPROTO_COUNTER,
-		  output_tokens_of },
+		  offsetof(struct mset, output_tokens) },
 		{ "tokentap_input_tokens_total", "Input (prompt) tokens reported.",
-		  PROMPROTO_COUNTER, input_tokens_of },
-		{ "tokentap_active_streams", "Streams in flight.", PROMPROTO_GAUGE, active_of },
+		  PROMPROTO_COUNTER, offsetof(struct mset, input_tokens) },
+		{ "tokentap_active_streams", "Streams in flight.", PROMPROTO_GAUGE,
+		  offsetof(struct mset, active) },
 		{ "tokentap_stalled_streams", "Streams whose tokens stopped for the stall "
-		  "threshold, now.", PROMPROTO_GAUGE, stalled_of },
+		  "threshold, now.", PROMPROTO_GAUGE, offsetof(struct mset, stalled) },
 		{ "tokentap_stalls_total", "Stalls: token-free gaps of an open stream of at "
-		  "least the stall threshold.", PROMPROTO_COUNTER, stalls_of },
+		  "least the stall threshold.", PROMPROTO_COUNTER, offsetof(struct mset, stalls) },
 		{ "tokentap_buffered_streams_total", "Streams whose tokens came in clumps "
-		  "far apart (a buffering hop).", PROMPROTO_COUNTER, buffered_of },
+		  "far apart (a buffering hop).", PROMPROTO_COUNTER,
+		  offsetof(struct mset, buffered) },
 	};
 	struct promout_labels l;
 
@@ -924,7 +913,7 @@ static void write_set_series(struct promout *o)
 		promout_family(o, series[i].name, series[i].help, series[i].type);
 		for (const struct mset *m = M.sets; m != NULL; m = m->next) {
 			set_labels(m, 0, &l);
-			promout_sample(o, &l, series[i].value(m));
+			promout_sample(o, &l, set_value(m, series[i].off, series[i].type));
 		}
 	}
 }

@@ -14,11 +14,10 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, Proc, free_port, wait_port  # noqa: E402
+import harness  # noqa: E402
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 BLANK = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
@@ -152,10 +151,6 @@ class Response:
             self.pending = self.pending[m.end():]
 
 
-def mock_binary():
-    # Read at call time: tests/run.py changes TOKENTAP_BUILD between its
-    # plain and sanitizer passes, after harness.BUILD was fixed.
-    return os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"), "tokentap-mock")
 
 
 def parse_sse(raw):
@@ -214,41 +209,22 @@ def request(port, path, body=None, headers=None, timeout=10.0):
         s.close()
 
 
-class Mock:
-    def __init__(self, *args, log=True):
-        self.port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="tt-mock-log-", delete=False).name
-        argv = [mock_binary(), "-l", f"127.0.0.1:{self.port}"] + list(args)
-        if log:
-            argv += ["--log", self.log]
-        self.proc = Proc(argv)
-        try:
-            wait_port(self.port)
-        except AssertionError:
-            self.proc.stop()
-            raise AssertionError("tokentap-mock did not start: " + self.proc.stderr())
+class Mock(harness.Mock):
+    """The harness's logged mock; its own tests also want it to exit 0."""
 
-    def log_lines(self, want=None, timeout=3.0):
-        """The request log; with `want`, waits until it has that many lines
-        (the mock writes a line just after the response's last byte)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with open(self.log) as f:
-                lines = [json.loads(x) for x in f if x.strip()]
-            if want is None or len(lines) >= want or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.01)
-
-    def __enter__(self):
+    @property
+    def proc(self):       # the tests reach the process as m.proc.p
         return self
 
+    def log_lines(self, want=None, timeout=3.0):
+        return self.served(want, timeout)
+
     def __exit__(self, *exc):
+        rc = self.stop()   # raises on a sanitizer report
         try:
-            rc = self.proc.stop()   # raises on a sanitizer report
-            assert rc == 0, f"tokentap-mock exited {rc}: {self.proc.stderr()[-3000:]}"
+            assert rc == 0, f"tokentap-mock exited {rc}: {self.stderr()[-3000:]}"
         finally:
-            os.unlink(self.proc.err.name)
-            os.unlink(self.log)
+            super().__exit__(*exc)
 
 
 # ------------------------------------------------------- dialect readers
