@@ -551,7 +551,114 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 	}
 }
 
-static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
+/* ---- the memo ------------------------------------------------------------ */
+
+_Thread_local uint64_t dialect_memo_taken;
+
+/* The byte before p that is not blank, or 0 at s. */
+static char solid_before(const char *s, const char *p)
+{
+	while (p > s && (p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\r' ||
+	    p[-1] == '\n'))
+		p--;
+	return p > s ? p[-1] : 0;
+}
+
+/* The string closed at q is followed by the end of a member or an element,
+ * so oa_scan never reads it as a key: its text can be anything. */
+static int ends_value(const char *q, const char *end)
+{
+	const char *v = skip_blank(q + 1, end);
+
+	return v < end && (*v == ',' || *v == '}' || *v == ']');
+}
+
+static void memo_keep(struct dialect_memo *m, size_t *at, const char *from,
+    const char *to)
+{
+	memcpy(m->text + *at, from, (size_t)(to - from));
+	*at += (size_t)(to - from);
+	m->seg_end[m->holes] = (uint16_t)*at;
+}
+
+/* The memo of a chunk the fast path read as a token (k, its keys): the
+ * content's text is hole 0, the string values after it the next holes,
+ * the rest is kept. None when the chunk does not fit or the model comes
+ * after the content (its place would move).
+ *
+ * Why the next chunk that differs only in the holes gets the same answer:
+ * oa_scan reads the same bytes up to each hole in the same state; a hole
+ * is one string to it (string_close finds the same quote the match found);
+ * what follows it is no ':' (ends_value), so its text is never compared
+ * with a key; only a top-level string is, with "choices", which the match
+ * refuses. So oa_scan walks the rest in the same states, and openai_fast
+ * differs only in the content being non-empty, which the match requires. */
+static void memo_build(struct dialect_memo *m, const struct sse_event *ev,
+    const struct oa_keys *k)
+{
+	const char *s = ev->data, *end = s + ev->data_len;
+	const char *run = s, *p = k->content + 1, *q;
+	size_t at = 0;
+	int depth = 4;             /* inside choices[i].delta */
+
+	m->holes = 0;
+	m->top = 0;
+	if (ev->data_len > DIALECT_MEMO_MAX ||
+	    (k->model != NULL && k->model > k->content) ||
+	    (q = string_close(p, end)) == NULL || !ends_value(q, end))
+		return;
+	memo_keep(m, &at, run, p);
+	m->holes = 1;
+	for (run = q, p = q + 1; p < end; ) {
+		int c = oa_class[(unsigned char)*p];
+
+		if (c != OA_QUOTE) {
+			depth += c;
+			p++;
+			continue;
+		}
+		if ((q = string_close(p + 1, end)) == NULL) {
+			m->holes = 0;
+			return;
+		}
+		if (m->holes < DIALECT_MEMO_HOLES && solid_before(s, p) == ':' &&
+		    ends_value(q, end)) {
+			memo_keep(m, &at, run, p + 1);
+			m->top |= (uint8_t)((depth == 1) << m->holes);
+			m->holes++;
+			run = q;
+		}
+		p = q + 1;
+	}
+	memo_keep(m, &at, run, end);
+	m->model_off = (uint16_t)(k->model != NULL ? k->model - s : 0);
+	m->model_len = (uint16_t)(k->model != NULL ? k->model_end - k->model : 0);
+}
+
+/* The chunk is the memo's but for the holes' text, the content's not
+ * empty (see memo_build). */
+static int memo_match(const struct dialect_memo *m, const struct sse_event *ev)
+{
+	const char *p = ev->data, *end = p + ev->data_len, *q;
+	size_t at = 0, n;
+
+	for (unsigned i = 0;; i++) {
+		n = m->seg_end[i] - at;
+		if ((size_t)(end - p) < n || memcmp(p, m->text + at, n) != 0)
+			return 0;
+		p += n;
+		at += n;
+		if (i == m->holes)
+			return p == end;
+		if ((q = string_close(p, end)) == NULL || (i == 0 && q == p) ||
+		    ((m->top >> i & 1) && q - p == 7 && key7(p, "choices")))
+			return 0;
+		p = q;
+	}
+}
+
+static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
+    struct dialect_info *out)
 {
 	struct oa_keys k;
 	const char *v;
@@ -568,6 +675,22 @@ static int openai_fast(const struct sse_event *ev, struct dialect_info *out)
 	}
 	out->token = 1;
 	dialect_fast_taken++;
+	if (memo != NULL)
+		memo_build(memo, ev, &k);
+	return 1;
+}
+
+static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
+    struct dialect_info *out)
+{
+	if (memo == NULL || memo->holes == 0 || !memo_match(memo, ev))
+		return 0;
+	if (memo->model_len > 0) {
+		out->model = ev->data + memo->model_off;
+		out->model_len = memo->model_len;
+	}
+	out->token = 1;
+	dialect_memo_taken++;
 	return 1;
 }
 
@@ -581,6 +704,12 @@ static void info_reset(struct dialect_info *out)
 
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
     struct dialect_info *out)
+{
+	dialect_classify_memo(d, ev, NULL, out);
+}
+
+void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out)
 {
 	jsmntok_t tok[TOK_MAX];
 	struct json j;
@@ -596,7 +725,8 @@ void dialect_classify(enum dialect_id d, const struct sse_event *ev,
 		out->end = 1;
 		return;
 	}
-	if (d == DIALECT_OPENAI && dialect_fast_path && openai_fast(ev, out))
+	if (d == DIALECT_OPENAI && dialect_fast_path &&
+	    (openai_memo(ev, memo, out) || openai_fast(ev, memo, out)))
 		return;
 	info_reset(out);
 	json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);

@@ -43,6 +43,27 @@ extern _Thread_local uint64_t dialect_fast_taken;
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
     struct dialect_info *out);
 
+/* A stream's chunks repeat their bytes but for a few string values (the
+ * token's text, OpenAI's "obfuscation"): the memo keeps the last chunk the
+ * fast path read as a token, without those values, and the next chunk
+ * that is the same but for them is the same answer, told by two or three
+ * memcmp. Per stream, caller-owned; holes == 0 is empty. */
+#define DIALECT_MEMO_MAX 384
+#define DIALECT_MEMO_HOLES 4
+struct dialect_memo {
+	uint8_t holes;           /* string values left out; 0: no memo */
+	uint8_t top;             /* bit i: hole i is a top-level value */
+	uint16_t seg_end[DIALECT_MEMO_HOLES + 1]; /* each run's end in text */
+	uint16_t model_off, model_len;            /* the model, in run 0 */
+	char text[DIALECT_MEMO_MAX];              /* the constant runs */
+};
+
+/* dialect_classify with a memo of the stream's events (NULL: none). */
+void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out);
+/* Events this thread classified by the memo (for tests). */
+extern _Thread_local uint64_t dialect_memo_taken;
+
 /* Reads the usage of a non-streaming JSON response body of dialect d:
  * the same fields as dialect_classify, token/end/error included. */
 void dialect_classify_body(enum dialect_id d, const char *json, size_t len,

@@ -23,6 +23,7 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
 	m->parse = METER_PARSE_NONE;
+	m->memo.holes = 0;
 }
 
 void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff)
@@ -113,7 +114,7 @@ static void on_event(void *arg, const struct sse_event *ev)
 		return;
 	}
 	m->t_last_event = m->now;
-	dialect_classify(m->dialect, ev, &info);
+	dialect_classify_memo(m->dialect, ev, &m->memo, &info);
 	if (info.token) {
 		if (m->token_events == 0)
 			m->t_first_token = m->now;

@@ -99,6 +99,7 @@ struct meter {
 	struct decoder *dec;         /* gzip / deflate: the meter reads it decoded */
 	char *body;                  /* non-stream JSON body, first 1 MiB */
 	size_t body_len, body_cap;
+	struct dialect_memo memo;    /* the stream's last token chunk */
 };
 
 void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect);

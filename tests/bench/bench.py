@@ -654,7 +654,10 @@ def main():
     res["elapsed_s"] = time.monotonic() - started
     res["targets"] = report.targets(res)
     report.write(res, a.out)
-    shutil.rmtree(bench.dir, ignore_errors=True)
+    if os.environ.get("TOKENTAP_BENCH_KEEP"):
+        log(f"bench: kept {bench.dir}")
+    else:
+        shutil.rmtree(bench.dir, ignore_errors=True)
     return 0
 
 

@@ -20,6 +20,7 @@ struct seen {
 	uint64_t hash;
 	uint64_t events;
 	int classify;       /* run the dialects too (on one of the ways) */
+	struct dialect_memo memo;   /* the stream's, as a meter keeps it */
 };
 
 static uint64_t fold(uint64_t h, const void *p, size_t n)
@@ -146,24 +147,32 @@ static int is_json_text(const char *p, size_t len)
 
 /* The OpenAI fast path must tell what the full parse tells on any JSON text
  * (on malformed text they may differ: the fast path does not validate). */
-static void fast_equals_full(const struct sse_event *ev)
+static int same_info(const struct dialect_info *a, const struct dialect_info *b)
 {
-	struct dialect_info fast, full;
+	return a->token == b->token && a->end == b->end &&
+	    a->error == b->error && a->output_tokens == b->output_tokens &&
+	    a->input_tokens == b->input_tokens &&
+	    a->reasoning == b->reasoning &&
+	    a->reasoning_tokens == b->reasoning_tokens &&
+	    a->model_len == b->model_len &&
+	    (a->model_len == 0 || a->model == b->model);
+}
 
+/* So must the memo, over the events of a stream in order (it is updated
+ * on every event, told apart only on JSON text). */
+static void fast_equals_full(struct seen *s, const struct sse_event *ev)
+{
+	struct dialect_info fast, memo, full;
+
+	dialect_fast_path = 1;
+	dialect_classify_memo(DIALECT_OPENAI, ev, &s->memo, &memo);
 	if (!is_json_text(ev->data, ev->data_len))
 		return;
-	dialect_fast_path = 1;
 	dialect_classify(DIALECT_OPENAI, ev, &fast);
 	dialect_fast_path = 0;
 	dialect_classify(DIALECT_OPENAI, ev, &full);
 	dialect_fast_path = 1;
-	if (fast.token != full.token || fast.end != full.end ||
-	    fast.error != full.error || fast.output_tokens != full.output_tokens ||
-	    fast.input_tokens != full.input_tokens ||
-	    fast.reasoning != full.reasoning ||
-	    fast.reasoning_tokens != full.reasoning_tokens ||
-	    fast.model_len != full.model_len ||
-	    (fast.model_len > 0 && fast.model != full.model))
+	if (!same_info(&fast, &full) || !same_info(&memo, &full))
 		__builtin_trap();
 }
 
@@ -187,7 +196,7 @@ static void on_event(void *arg, const struct sse_event *ev)
 			__builtin_trap();
 	}
 	if (s->classify)
-		fast_equals_full(ev);
+		fast_equals_full(s, ev);
 }
 
 static void feed_copy(struct sse_parser *p, const uint8_t *buf, size_t len)

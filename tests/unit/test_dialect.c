@@ -230,6 +230,20 @@ static void run_fixture(const struct fixture *fx, const char *buf, size_t len,
 	sse_free(&p);
 }
 
+static void same_answer(const struct dialect_info *a, const struct dialect_info *b)
+{
+	assert_int_equal(a->token, b->token);
+	assert_int_equal(a->end, b->end);
+	assert_int_equal(a->error, b->error);
+	assert_int_equal(a->output_tokens, b->output_tokens);
+	assert_int_equal(a->input_tokens, b->input_tokens);
+	assert_int_equal(a->reasoning, b->reasoning);
+	assert_int_equal(a->reasoning_tokens, b->reasoning_tokens);
+	assert_int_equal(a->model_len, b->model_len);
+	if (b->model_len > 0)
+		assert_memory_equal(a->model, b->model, b->model_len);
+}
+
 /* Every event of every recording, classified with and without the
  * byte-level fast path: the answers must be the same. */
 static int fast_hits, openai_tokens;
@@ -244,16 +258,7 @@ static void compare_event(void *arg, const struct sse_event *ev)
 	dialect_fast_path = 0;
 	dialect_classify(*d, ev, &full);
 	dialect_fast_path = 1;
-	assert_int_equal(fast.token, full.token);
-	assert_int_equal(fast.end, full.end);
-	assert_int_equal(fast.error, full.error);
-	assert_int_equal(fast.output_tokens, full.output_tokens);
-	assert_int_equal(fast.input_tokens, full.input_tokens);
-	assert_int_equal(fast.reasoning, full.reasoning);
-	assert_int_equal(fast.reasoning_tokens, full.reasoning_tokens);
-	assert_int_equal(fast.model_len, full.model_len);
-	if (full.model_len > 0)
-		assert_memory_equal(fast.model, full.model, full.model_len);
+	same_answer(&fast, &full);
 	fast_hits += fast.token;
 	if (*d == DIALECT_OPENAI)
 		openai_tokens += full.token;
@@ -336,6 +341,115 @@ static void test_fast_path_matches_full_parse(void **state)
 			assert_int_equal(dialect_fast_taken, taken + 1);
 		}
 	}
+}
+
+/* The memo: every event of every recording, classified in order with the
+ * stream's memo, against the full parse. */
+static struct dialect_memo fixture_memo;
+static int memo_tokens;
+
+static void memo_event(void *arg, const struct sse_event *ev)
+{
+	const enum dialect_id *d = arg;
+	struct dialect_info memo, full;
+
+	dialect_classify_memo(*d, ev, &fixture_memo, &memo);
+	dialect_fast_path = 0;
+	dialect_classify(*d, ev, &full);
+	dialect_fast_path = 1;
+	same_answer(&memo, &full);
+	if (*d == DIALECT_OPENAI)
+		memo_tokens += full.token;
+}
+
+/* One chunk through a memo, a copy of its exact length (a read past it
+ * shows under ASan); returns 1 when the memo answered. */
+static int memo_one(struct dialect_memo *m, const char *text)
+{
+	struct sse_event ev = { .type = "", .id = "" };
+	struct dialect_info memo, full;
+	uint64_t taken = dialect_memo_taken;
+	char *copy = malloc(strlen(text));
+
+	assert_non_null(copy);
+	memcpy(copy, text, strlen(text));
+	ev.data = copy;
+	ev.data_len = strlen(text);
+	dialect_classify_memo(DIALECT_OPENAI, &ev, m, &memo);
+	dialect_fast_path = 0;
+	dialect_classify(DIALECT_OPENAI, &ev, &full);
+	dialect_fast_path = 1;
+	same_answer(&memo, &full);
+	free(copy);
+	return dialect_memo_taken != taken;
+}
+
+static void test_memo_matches_full_parse(void **state)
+{
+	/* a chunk as OpenAI sends it, its content and obfuscation the holes */
+#define PRE "{\"id\":\"c1\",\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""
+#define MID "\"},\"finish_reason\":null}],\"usage\":null,\"obfuscation\":\""
+	static const struct { const char *text; int memo; } seq[] = {
+		{ PRE "Hi" MID "ab\"}", 0 },             /* builds the memo */
+		{ PRE " there" MID "xyz12\"}", 1 },
+		{ PRE "say \\\"x\\\"" MID "q\"}", 1 },   /* escaped quotes */
+		{ PRE "back\\\\" MID "\\\\\"}", 1 },     /* ends in a backslash */
+		{ PRE "" MID "ab\"}", 0 },               /* empty content: no token */
+		/* a top-level value "choices": the scan gives up, so must the memo */
+		{ PRE "x" MID "choices\"}", 0 },
+		{ PRE "x" MID "choice\"}", 1 },
+		/* text that closes the hole early: another structure (valid
+		 * JSON too, the fast path's, and the memo is now its) */
+		{ PRE "a\"},\"x\":{\"y\":\"" MID "ab\"}", 0 },
+		{ PRE "a\"},\"x\":{\"y\":\"" MID "cd\"}", 1 },
+		{ PRE "back" MID "ab\"}", 0 },
+		{ PRE "a" MID "b\",\"usage\":{\"completion_tokens\":3},\"z\":\"c\"}", 0 },
+		{ PRE "a" MID "b\",\"error\":\"e\"}", 0 },
+		/* cut short, or one byte longer */
+		{ PRE "a" MID "b\"", 0 },
+		{ PRE "a" MID "b\"} ", 0 },
+		{ PRE "again" MID "b\"}", 1 },
+		/* the constant part changes: a new memo from this one on */
+		{ "{\"id\":\"c2\",\"model\":\"m-2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"n\"}}]}", 0 },
+		{ "{\"id\":\"c2\",\"model\":\"m-2\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"o\"}}]}", 1 },
+		{ PRE "old" MID "ab\"}", 0 },
+		/* the model after the content: no memo, the scan each time */
+		{ "{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"model\":\"m\"}", 0 },
+		{ "{\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"model\":\"m\"}", 0 },
+		/* a value followed by ':' is no hole: the scan takes it for a
+		 * key (no valid JSON, but the same answer all the same) */
+		{ "{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"k\":\"abcde\":1}", 0 },
+		{ "{\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"k\":\"abcde\":1}", 1 },
+		{ "{\"choices\":[{\"delta\":{\"content\":\"c\"}}],\"k\":\"usage\":1}", 0 },
+		{ "{\"choices\":[{\"delta\":{\"content\":\"d\"}}],\"k\":\"error\":1}", 0 },
+	};
+#undef PRE
+#undef MID
+	struct dialect_memo m = { 0 };
+	uint64_t taken;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++)
+		if (memo_one(&m, seq[i].text) != seq[i].memo)
+			fail_msg("chunk %zu: memo %s", i, seq[i].memo ? "missed" : "answered");
+
+	/* the recordings, each stream with its memo */
+	memo_tokens = 0;
+	taken = dialect_memo_taken;
+	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+		const struct fixture *fx = &fixtures[i];
+		enum dialect_id d = fx->d;
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+
+		memset(&fixture_memo, 0, sizeof fixture_memo);
+		each_event(d, fx->lines, buf, len, memo_event, &d);
+		free(buf);
+	}
+	print_message("openai token events %d, by the memo %llu\n", memo_tokens,
+	    (unsigned long long)(dialect_memo_taken - taken));
+	/* all but each stream's first content chunk, tool calls and refusals */
+	assert_true((dialect_memo_taken - taken) * 10 >= (uint64_t)memo_tokens * 7);
 }
 
 static void test_fixtures(void **state)
@@ -999,6 +1113,7 @@ int main(void)
 		cmocka_unit_test(test_reasoning_fixtures),
 		cmocka_unit_test(test_reasoning),
 		cmocka_unit_test(test_fast_path_matches_full_parse),
+		cmocka_unit_test(test_memo_matches_full_parse),
 		cmocka_unit_test(test_openai),
 		cmocka_unit_test(test_responses),
 		cmocka_unit_test(test_anthropic),
