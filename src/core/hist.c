@@ -172,13 +172,13 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 
 /* ---- sparse --------------------------------------------------------------- */
 
-/* n values of us; inlined into both callers: hist_sparse_record runs for
- * every token gap the statistics get. */
-static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
-    uint64_t us, uint32_t n)
+/* The entry of bucket idx, found from entry `from` on (none before it has
+ * idx or more) and inserted if new; -1 when memory ran out. Inlined: it
+ * runs for every token gap the statistics get. */
+static inline __attribute__((always_inline)) int64_t sparse_slot(
+    struct hist_sparse *h, unsigned idx, uint32_t from)
 {
-	unsigned idx = hist_index(us);
-	uint32_t lo = 0, hi = h->n;
+	uint32_t lo = from, hi = h->n;
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -201,13 +201,31 @@ static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *
 		h->e[lo].count = 0;
 		h->n++;
 	}
-	h->e[lo].count += n;
-	if (h->count == 0 || us < h->min)
-		h->min = us;
-	if (us > h->max)
-		h->max = us;
+	return lo;
+}
+
+/* n values in [lo, hi] summing to sum went to entry at */
+static inline void sparse_count(struct hist_sparse *h, uint32_t at,
+    uint64_t lo, uint64_t hi, uint32_t n, uint64_t sum)
+{
+	h->e[at].count += n;
+	if (h->count == 0 || lo < h->min)
+		h->min = lo;
+	if (hi > h->max)
+		h->max = hi;
 	h->count += n;
-	h->sum += us * n;
+	h->sum += sum;
+}
+
+/* n values of us */
+static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
+    uint64_t us, uint32_t n)
+{
+	int64_t at = sparse_slot(h, hist_index(us), 0);
+
+	if (at < 0)
+		return -1;
+	sparse_count(h, (uint32_t)at, us, us, n, us * n);
 	return 0;
 }
 
@@ -219,6 +237,26 @@ int hist_sparse_record(struct hist_sparse *h, uint64_t us)
 int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n)
 {
 	return n == 0 ? 0 : sparse_add(h, us, n);
+}
+
+int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
+    unsigned n)
+{
+	uint32_t from = 0;
+	unsigned idx = n > 0 ? hist_index(us[0]) : 0, next = 0;
+
+	for (unsigned i = 0, j; i < n; i = j, idx = next) {
+		uint64_t sum = us[i];
+		int64_t at;
+
+		for (j = i + 1; j < n && (next = hist_index(us[j])) == idx; j++)
+			sum += us[j];
+		if ((at = sparse_slot(h, idx, from)) < 0)
+			return -1;
+		sparse_count(h, (uint32_t)at, us[i], us[j - 1], j - i, sum);
+		from = (uint32_t)at + 1;
+	}
+	return 0;
 }
 
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)

@@ -41,8 +41,6 @@ double hist_mean(const struct hist *h);
  * count is shared in proportion to the part of its width <= us. */
 uint64_t hist_count_le(const struct hist *h, uint64_t us);
 
-#endif
-
 /* A sparse histogram with the same buckets: only the buckets that hold
  * values, sorted, grown on demand. For the window slices kept per group,
  * where a dense one per slice would cost megabytes. Recording is O(log n)
@@ -65,8 +63,15 @@ struct hist_sparse {
 int hist_sparse_record(struct hist_sparse *h, uint64_t us);
 /* The same value n times (a coarse histogram's bucket, merged). */
 int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n);
+/* n values in ascending order (a batch of token gaps, sorted): as many
+ * hist_sparse_record, with one search per bucket they fall in, each from
+ * where the one before ended. */
+int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
+    unsigned n);
 /* dst += src */
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
 /* Empties h, keeping its memory for reuse. */
 void hist_sparse_clear(struct hist_sparse *h);
 void hist_sparse_free(struct hist_sparse *h);
+
+#endif

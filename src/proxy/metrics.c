@@ -593,10 +593,24 @@ void metrics_request(struct mset *m, int folded, const struct metrics_obs *o)
 		mhist_observe(&m->route->connect, B_CONNECT, (uint64_t)o->connect_us);
 }
 
+/* As many mhist_observe, the gaps ascending: the classic bucket of each
+ * is the one of the gap before or one after it. */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n)
 {
-	for (unsigned i = 0; m != NULL && i < n; i++)
-		mhist_observe(&m->h[H_ITL], B_TPOT, gaps[i]);
+	const struct bset *b = &M.b[B_TPOT];
+	struct mhist *h;
+	size_t lo = 0;
+
+	if (m == NULL || n == 0 || (h = &m->h[H_ITL])->counts == NULL)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		while (lo < b->n && b->v[lo] < gaps[i])   /* "le" is inclusive */
+			lo++;
+		h->counts[lo]++;
+		h->sum += gaps[i];
+	}
+	h->count += n;
+	nhist_record_sorted_us(&h->native, gaps, n);
 }
 
 void metrics_active(struct mset *m, int delta)
@@ -659,6 +673,8 @@ void metrics_configure(const struct conf *c)
 	struct bset nb[B_COUNT];
 
 	make_bounds(c, nb);
+	if (!M.configured)
+		nhist_prepare();
 	if (M.configured && c->metrics_names != (int)M.names)
 		log_warn("metrics: metrics.names changes on restart only; "
 		    "the names stay as they were");

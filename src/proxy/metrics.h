@@ -47,6 +47,7 @@ struct mset *metrics_resolve(const char *route, const char *tenant,
     const char *model, const char *upstream, unsigned dialect, unsigned op,
     int *folded);
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
+/* Token gaps in µs, in ascending order. */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);
 void metrics_active(struct mset *m, int delta);
 /* A stream stalled (+1: one stall more) or its stall ended (-1). */

@@ -31,12 +31,23 @@ struct nhist {
 
 /* The bucket index of v > 0 at NHIST_SCHEMA. */
 int32_t nhist_index(double v);
+/* nhist_index((double)us / 1e6), the same, for a whole number of µs >= 1:
+ * O(1) from a table (a cell per 1/128 of a power of two, narrower than a
+ * bucket, so at most one bound falls in a cell), built an octave at a time
+ * as values reach it. */
+int32_t nhist_index_us(uint64_t us);
+/* Builds all of that table now (at start: about a millisecond), not as
+ * values reach it. */
+void nhist_prepare(void);
 /* The upper bound of bucket idx. */
 double nhist_upper(int32_t idx);
 /* Returns 0, or -1 when memory ran out (the value is then not recorded). */
 int nhist_record(struct nhist *h, double v);
 /* n values of v at once. */
 int nhist_record_n(struct nhist *h, double v, uint64_t n);
+/* n values in µs, ascending, recorded in seconds: as many nhist_record of
+ * us / 1e6, with one search per bucket they fall in. */
+int nhist_record_sorted_us(struct nhist *h, const uint32_t *us, unsigned n);
 void nhist_free(struct nhist *h);
 
 #endif

@@ -378,13 +378,26 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 	return s;
 }
 
+/* A batch of token gaps, sorted: each histogram then searches once per
+ * bucket the gaps fall in, from where the last search ended, where a
+ * search per gap and histogram was most of the main thread's work. */
 static void apply_itl(struct group *g, const struct stats_rec *x)
 {
-	metrics_itl(g->ms, x->itl, x->n_itl);
+	uint32_t v[STATS_ITL_BATCH];
+	unsigned n = x->n_itl < STATS_ITL_BATCH ? x->n_itl : STATS_ITL_BATCH;
+
+	for (unsigned i = 0; i < n; i++) {        /* insertion: n <= 32 */
+		uint32_t t = x->itl[i];
+		unsigned j = i;
+		for (; j > 0 && v[j - 1] > t; j--)
+			v[j] = v[j - 1];
+		v[j] = t;
+	}
+	metrics_itl(g->ms, v, n);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
-		for (unsigned i = 0; s != NULL && i < x->n_itl; i++)
-			hist_sparse_record(&s->itl, x->itl[i]);
+		if (s != NULL)
+			hist_sparse_record_sorted(&s->itl, v, n);
 	}
 }
 

@@ -1,0 +1,97 @@
+/* Unit tests of nhist.c's whole-microsecond path: nhist_index_us against
+ * nhist_index of the value in seconds (every value below 2^22 µs, and the
+ * few values around every bucket bound up to 2^32), and a sorted batch
+ * against as many single records. */
+#include <math.h>
+
+#include "nhist.h"
+
+#include "unit.h"
+
+static uint64_t rng_state = 7;
+
+static uint64_t rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static int32_t ref(uint64_t us)
+{
+	return nhist_index((double)us / 1e6);
+}
+
+static void test_index_us_small(void **state)
+{
+	(void)state;
+	for (uint64_t us = 1; us < (1u << 22); us++)
+		if (nhist_index_us(us) != ref(us))
+			fail_msg("%llu us: %d, not %d", (unsigned long long)us,
+			    nhist_index_us(us), ref(us));
+}
+
+/* Around every bound from 2^22 µs to 2^32, where a cell spans many values
+ * and the cut inside it is what decides; and at random. */
+static void test_index_us_bounds(void **state)
+{
+	(void)state;
+	for (int32_t idx = ref(1u << 22) - 1; idx <= ref(UINT32_MAX); idx++) {
+		uint64_t b = (uint64_t)(nhist_upper(idx) * 1e6);
+		for (uint64_t us = b > 3 ? b - 3 : 1; us <= b + 3 && us <= UINT32_MAX; us++)
+			if (nhist_index_us(us) != ref(us))
+				fail_msg("%llu us: %d, not %d", (unsigned long long)us,
+				    nhist_index_us(us), ref(us));
+	}
+	for (int i = 0; i < 1000000; i++) {
+		uint64_t us = 1 + rng_next() % UINT32_MAX;
+		assert_int_equal(nhist_index_us(us), ref(us));
+	}
+	/* past the table: the slow way, the same answer */
+	assert_int_equal(nhist_index_us((uint64_t)1 << 33), ref((uint64_t)1 << 33));
+}
+
+static void test_record_sorted(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 2000; round++) {
+		struct nhist one = { 0 }, batch = { 0 };
+		uint32_t v[32];
+		unsigned n = (unsigned)(rng_next() % 33);
+		uint32_t base = (uint32_t)(rng_next() % 100000);
+
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t r = rng_next();
+			v[i] = round % 4 == 0 ? (uint32_t)r : round % 4 == 1 ?
+			    (uint32_t)(r % 3) : base + (uint32_t)(r % 2000);
+		}
+		for (unsigned i = 1; i < n; i++)
+			for (unsigned j = i; j > 0 && v[j - 1] > v[j]; j--) {
+				uint32_t t = v[j];
+				v[j] = v[j - 1];
+				v[j - 1] = t;
+			}
+		for (unsigned i = 0; i < n; i++)
+			assert_int_equal(nhist_record(&one, (double)v[i] / 1e6), 0);
+		assert_int_equal(nhist_record_sorted_us(&batch, v, n), 0);
+		assert_int_equal(batch.zero_count, one.zero_count);
+		assert_int_equal(batch.n, one.n);
+		for (uint32_t i = 0; i < one.n; i++) {
+			assert_int_equal(batch.b[i].idx, one.b[i].idx);
+			assert_int_equal(batch.b[i].count, one.b[i].count);
+		}
+		nhist_free(&one);
+		nhist_free(&batch);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_index_us_small),
+		cmocka_unit_test(test_index_us_bounds),
+		cmocka_unit_test(test_record_sorted),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
