@@ -2,9 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 /* Where a span lies. */
 enum { AT_NONE, AT_FEED, AT_SCRATCH };
@@ -414,53 +411,16 @@ static void line_end(struct sse_parser *p)
 	p->name_len = 0;
 }
 
-#if defined(__SSE2__)
-static inline __m128i eol_mask(const char *at, __m128i cr, __m128i lf)
+static size_t find(const char *buf, size_t from, size_t len, char c)
 {
-	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)at);
+	const char *hit = memchr(buf + from, c, len - from);
 
-	return _mm_or_si128(_mm_cmpeq_epi8(x, cr), _mm_cmpeq_epi8(x, lf));
-}
-#endif
-
-/* The first CR or LF in buf[from, len), or len. SSE2 (every x86-64) looks
- * for both in one pass, 16 bytes a step, the last step overlapping the one
- * before rather than reading past len; elsewhere two memchr, the second
- * only up to the first's hit. */
-static size_t find_eol(const char *buf, size_t from, size_t len)
-{
-#if defined(__SSE2__)
-	const __m128i cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n');
-	size_t i = from;
-
-	if (len - from < 16) {
-		for (; i < len && buf[i] != '\n' && buf[i] != '\r'; i++)
-			;
-		return i;
-	}
-	for (;; i += 16) {
-		unsigned m;
-		if (i + 16 > len) {
-			m = (unsigned)_mm_movemask_epi8(eol_mask(buf + len - 16, cr, lf)) >>
-			    (i - (len - 16));
-			return m != 0 ? i + (size_t)__builtin_ctz(m) : len;
-		}
-		m = (unsigned)_mm_movemask_epi8(eol_mask(buf + i, cr, lf));
-		if (m != 0)
-			return i + (size_t)__builtin_ctz(m);
-	}
-#else
-	const char *lf = memchr(buf + from, '\n', len - from);
-	size_t end = lf != NULL ? (size_t)(lf - buf) : len;
-	const char *cr = memchr(buf + from, '\r', end - from);
-
-	return cr != NULL ? (size_t)(cr - buf) : end;
-#endif
+	return hit ? (size_t)(hit - buf) : len;
 }
 
 static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 {
-	size_t pos = 0, eol;
+	size_t pos = 0, lf, cr, eol;
 
 	if (len == 0)
 		return;
@@ -469,8 +429,16 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 		if (buf[0] == '\n')
 			pos = 1;
 	}
+	/* CR is rare: each byte is searched once for each of CR and LF
+	 * (glibc's memchr takes 32 bytes a step where it can) */
+	lf = find(buf, pos, len, '\n');
+	cr = find(buf, pos, len, '\r');
 	while (pos < len) {
-		eol = find_eol(buf, pos, len);
+		if (lf < pos)
+			lf = find(buf, pos, len, '\n');
+		if (cr < pos)
+			cr = find(buf, pos, len, '\r');
+		eol = lf < cr ? lf : cr;
 		if (eol == len) {
 			spill(p);
 			line_part(p, buf + pos, len - pos);
