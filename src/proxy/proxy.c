@@ -1022,21 +1022,23 @@ static int backlogged(const struct session *s)
 
 /* After a piece of the body went to the client (r: the parse's result):
  * end on a framing error, flush, end the exchange at the response's end,
- * or pause the upstream while the client lags. */
-static int body_forwarded(struct session *s, int r)
+ * or pause the upstream while the client lags. drained: the client's
+ * output is known to be empty (the piece went out in one send), so there
+ * is nothing to flush and no backlog to look at. */
+static int body_forwarded(struct session *s, int r, int drained)
 {
 	if (r < 0) {
 		request_end(s, METER_END_MALFORMED);
 		return client_finish(s);
 	}
-	if (client_flush(s) < 0)
+	if (drained ? s->closing && close_or_linger(s) < 0 : client_flush(s) < 0)
 		return -1;
 	/* the proxy's own cost of this read: recv(2) (meter.now) to the
 	 * client's send(2); the one clock read per read it adds */
 	health_read(&s->x.health, util_now_us() - s->x.meter.now);
 	if (s->x.res_done)
 		return response_done(s);
-	if (backlogged(s))
+	if (!drained && backlogged(s))
 		pause_upstream(s);
 	return 0;
 }
@@ -1059,7 +1061,7 @@ static int response_body(struct session *s)
 	}
 	if (s->hold != NULL)
 		hold_check(s);
-	return body_forwarded(s, r);
+	return body_forwarded(s, r, 0);
 }
 
 static int upstream_process(struct session *s)
@@ -1096,7 +1098,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 {
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	size_t used, sent = 0;
-	int r;
+	int r, drained = 0;
 
 	s->last_progress = s->x.meter.now;
 	r = exchange_parse_mem(&s->x, buf, n, &used);
@@ -1108,6 +1110,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
 			sent = w > 0 ? (size_t)w : 0;
+			drained = sent == used;
 		}
 		if (sent < used)
 			evbuffer_add(out, buf + sent, used - sent);
@@ -1122,7 +1125,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		evbuffer_add(in, buf + used, n - used);
 		evbuffer_freeze(in, 0);
 	}
-	return body_forwarded(s, r);
+	return body_forwarded(s, r, drained);
 }
 
 /* One recv(2) per readiness into the worker's buffer: no FIONREAD ioctl,
