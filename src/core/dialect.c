@@ -696,10 +696,8 @@ static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
 
 static void info_reset(struct dialect_info *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->output_tokens = -1;
-	out->input_tokens = -1;
-	out->reasoning_tokens = -1;
+	*out = (struct dialect_info){ .output_tokens = -1, .input_tokens = -1,
+	    .reasoning_tokens = -1 };
 }
 
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
