@@ -22,17 +22,54 @@ uint64_t util_wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The civil date of day z since 1970-01-01 (proleptic Gregorian, UTC):
+ * H. Hinnant's civil_from_days, in whole numbers. */
+static void civil_from_days(uint64_t z, unsigned *y, unsigned *m, unsigned *d)
+{
+	uint64_t era, doe, yoe, doy, mp;
+
+	z += 719468;
+	era = z / 146097;
+	doe = z - era * 146097;                        /* [0, 146096] */
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);  /* [0, 365] */
+	mp = (5 * doy + 2) / 153;                       /* March = 0 */
+	*d = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
+	*m = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
+	*y = (unsigned)(yoe + era * 400 + (*m <= 2));
+}
+
+static char *digits(char *p, unsigned v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v /= 10)
+		p[i] = (char)('0' + v % 10);
+	return p + n;
+}
+
+/* Whole numbers, not gmtime_r and snprintf: it is in every access-log
+ * line, where those two were a fifth of the line's cost. */
 void util_rfc3339_ms(uint64_t wall_ms, char out[32])
 {
-	time_t secs = (time_t)(wall_ms / 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	/* the casts bound every field, so 24 bytes always suffice */
-	snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
-	    (unsigned)(tm.tm_year + 1900) % 10000u, (unsigned)(tm.tm_mon + 1) % 100u,
-	    (unsigned)tm.tm_mday % 100u, (unsigned)tm.tm_hour % 100u,
-	    (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u,
-	    (unsigned)(wall_ms % 1000));
+	uint64_t secs = wall_ms / 1000, sod = secs % 86400;
+	unsigned y, mo, d;
+	char *p = out;
+
+	civil_from_days(secs / 86400, &y, &mo, &d);
+	p = digits(p, y % 10000u, 4);
+	*p++ = '-';
+	p = digits(p, mo, 2);
+	*p++ = '-';
+	p = digits(p, d, 2);
+	*p++ = 'T';
+	p = digits(p, (unsigned)(sod / 3600), 2);
+	*p++ = ':';
+	p = digits(p, (unsigned)(sod / 60 % 60), 2);
+	*p++ = ':';
+	p = digits(p, (unsigned)(sod % 60), 2);
+	*p++ = '.';
+	p = digits(p, (unsigned)(wall_ms % 1000), 3);
+	*p++ = 'Z';
+	*p = '\0';
 }
 
 /* Parses a non-negative decimal with an optional fraction; returns the end. */
@@ -116,12 +153,6 @@ int util_parse_size(const char *s, uint64_t *out)
 		return -1;
 	*out = (uint64_t)v;
 	return 0;
-}
-
-int util_ieq(const char *a, size_t alen, const char *b)
-{
-	size_t blen = strlen(b);
-	return alen == blen && strncasecmp(a, b, alen) == 0;
 }
 
 size_t util_edit_distance(const char *a, const char *b)

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -26,8 +28,12 @@ void util_duration_text(uint64_t us, char *buf, size_t len);
 /* "16k", "1m", "4096" -> bytes. Returns 0 or -1. */
 int util_parse_size(const char *s, uint64_t *out);
 
-/* Case-insensitive comparison of a counted string with a C string. */
-int util_ieq(const char *a, size_t alen, const char *b);
+/* Case-insensitive comparison of a counted string with a C string. Inline:
+ * b is mostly a literal, whose length the compiler then knows. */
+static inline int util_ieq(const char *a, size_t alen, const char *b)
+{
+	return alen == strlen(b) && strncasecmp(a, b, alen) == 0;
+}
 /* Levenshtein distance, for "did you mean" hints (short strings only). */
 size_t util_edit_distance(const char *a, const char *b);
 

@@ -1,4 +1,6 @@
-/* util.c: the duration text, the inverse of util_parse_duration_us. */
+/* util.c: the duration text, the inverse of util_parse_duration_us; the
+ * RFC 3339 time against gmtime_r. */
+#include <time.h>
 
 #include "util.h"
 
@@ -45,10 +47,63 @@ static void test_duration_text(void **state)
 	}
 }
 
+/* What util_rfc3339_ms wrote before it did the arithmetic itself. */
+static void ref_rfc3339(uint64_t wall_ms, char out[32])
+{
+	time_t secs = (time_t)(wall_ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&secs, &tm);
+	snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
+	    (unsigned)(tm.tm_year + 1900) % 10000u, (unsigned)(tm.tm_mon + 1) % 100u,
+	    (unsigned)tm.tm_mday % 100u, (unsigned)tm.tm_hour % 100u,
+	    (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u,
+	    (unsigned)(wall_ms % 1000));
+}
+
+static void test_rfc3339(void **state)
+{
+	/* the epoch, leap days (2000 is one, 2100 is not), a year's end */
+	static const struct { uint64_t ms; const char *text; } known[] = {
+		{ 0, "1970-01-01T00:00:00.000Z" },
+		{ 951782400000ull, "2000-02-29T00:00:00.000Z" },
+		{ 1709251199999ull, "2024-02-29T23:59:59.999Z" },
+		{ 4107542400000ull, "2100-03-01T00:00:00.000Z" },
+		{ 1798761599123ull, "2026-12-31T23:59:59.123Z" },
+		{ 253402300799999ull, "9999-12-31T23:59:59.999Z" },
+	};
+	char a[32], b[32];
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+		util_rfc3339_ms(known[i].ms, a);
+		assert_string_equal(a, known[i].text);
+	}
+	/* every day's first and last millisecond to year 2400, and at random */
+	for (uint64_t day = 0; day < 157000; day++) {
+		for (int end = 0; end < 2; end++) {
+			uint64_t ms = day * 86400000ull + (end ? 86399999ull : 0);
+			util_rfc3339_ms(ms, a);
+			ref_rfc3339(ms, b);
+			assert_string_equal(a, b);
+		}
+	}
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		util_rfc3339_ms(x % 253402300800000ull, a);
+		ref_rfc3339(x % 253402300800000ull, b);
+		assert_string_equal(a, b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duration_text),
+		cmocka_unit_test(test_rfc3339),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
