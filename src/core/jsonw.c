@@ -189,21 +189,6 @@ void jsonw_buf_init(struct jsonw_buf *b, char *p, size_t cap)
 	b->cut = 0;
 }
 
-void jsonw_buf_add(struct jsonw_buf *b, const char *s, size_t n)
-{
-	if (b->cut || n > b->cap - b->len) {
-		b->cut = 1;
-		return;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-void jsonw_buf_puts(struct jsonw_buf *b, const char *s)
-{
-	jsonw_buf_add(b, s, strlen(s));
-}
-
 void jsonw_buf_printf(struct jsonw_buf *b, const char *fmt, ...)
 {
 	char tmp[256];
@@ -329,10 +314,19 @@ static size_t time_text(uint64_t wall_ms, char out[NUM_MAX])
 {
 	char ts[32];
 
-	if (wall_ms == 0)
-		return (size_t)snprintf(out, NUM_MAX, "null");
+	size_t n;
+
+	if (wall_ms == 0) {
+		memcpy(out, "null", 5);
+		return 4;
+	}
 	util_rfc3339_ms(wall_ms, ts);
-	return (size_t)snprintf(out, NUM_MAX, "\"%s\"", ts);
+	n = strlen(ts);                /* 24: NUM_MAX holds it quoted */
+	out[0] = '"';
+	memcpy(out + 1, ts, n);
+	out[n + 1] = '"';
+	out[n + 2] = '\0';
+	return n + 2;
 }
 
 /* Below 1e15 and at most 6 decimals, "%.*f" takes at most 23 bytes. */

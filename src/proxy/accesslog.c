@@ -72,27 +72,27 @@ void accesslog_close(void)
 
 /* ,"name": (names are the log's own: nothing to escape; no printf, which
  * costs more than the rest of a field) */
-static void field_name(struct jsonw_buf *b, const char *name)
+static inline void field_name(struct jsonw_buf *b, const char *name)
 {
 	jsonw_buf_add(b, ",\"", 2);
 	jsonw_buf_puts(b, name);
 	jsonw_buf_add(b, "\":", 2);
 }
 
-static void field_str(struct jsonw_buf *b, const char *name, const char *v)
+static inline void field_str(struct jsonw_buf *b, const char *name, const char *v)
 {
 	field_name(b, name);
 	jsonw_buf_str(b, v, v != NULL ? strlen(v) : 0);
 }
 
 /* Durations in ms with up to 3 decimals; negative means undefined. */
-static void field_ms(struct jsonw_buf *b, const char *name, int64_t us)
+static inline void field_ms(struct jsonw_buf *b, const char *name, int64_t us)
 {
 	field_name(b, name);
 	jsonw_buf_ms(b, us);
 }
 
-static void field_int(struct jsonw_buf *b, const char *name, int64_t v)
+static inline void field_int(struct jsonw_buf *b, const char *name, int64_t v)
 {
 	field_name(b, name);
 	jsonw_buf_int(b, v);
@@ -223,7 +223,11 @@ static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 	for (unsigned i = 0; i < UTIL_ARRAY_LEN(names); i++) {
 		if (!(bits & (1u << i)))
 			continue;
-		jsonw_buf_printf(b, "%s\"%s\"", first ? "" : ",", names[i]);
+		if (!first)
+			jsonw_buf_puts(b, ",");
+		jsonw_buf_puts(b, "\"");
+		jsonw_buf_puts(b, names[i]);
+		jsonw_buf_puts(b, "\"");
 		first = 0;
 	}
 	jsonw_buf_puts(b, "]");
@@ -245,8 +249,8 @@ static void put_health(struct jsonw_buf *b, const struct meter *m)
 	else
 		jsonw_buf_puts(b, ",\"clumped\":null");
 	field_ms(b, "clump_gap_ms", meter_clump_gap_us(m));
-	jsonw_buf_printf(b, ",\"buffered\":%s", buffered < 0 ? "null" :
-	    buffered ? "true" : "false");
+	jsonw_buf_puts(b, buffered < 0 ? ",\"buffered\":null" :
+	    buffered ? ",\"buffered\":true" : ",\"buffered\":false");
 }
 
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
@@ -269,7 +273,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	jsonw_buf_puts(&b, ",\"path\":");
 	put_target(&b, e->target, e->target_len, e->mask, e->n_mask);
 	field_int(&b, "status", e->status ? (int64_t)e->status : -1);
-	jsonw_buf_printf(&b, ",\"stream\":%s", m->stream ? "true" : "false");
+	jsonw_buf_puts(&b, m->stream ? ",\"stream\":true" : ",\"stream\":false");
 	field_str(&b, "dialect", dialect_names[m->dialect]);
 	field_str(&b, "outcome", meter_outcome_name(e->outcome));
 	field_ms(&b, "ttft_ms", meter_ttft_us(m));
