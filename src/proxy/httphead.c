@@ -73,7 +73,41 @@ static int is_set_header(const struct conf_route *r, const char *name, size_t le
 	return 0;
 }
 
-static void write_target(struct evbuffer *out, const struct http_head *rq,
+/* A head is written in pieces, a few dozen of them; each evbuffer_add
+ * costs about a hundred instructions, so they are gathered here and added
+ * at once (a piece that does not fit goes on its own, in order). */
+struct head_out {
+	struct evbuffer *out;
+	size_t len;
+	char buf[2048];
+};
+
+static void head_flush(struct head_out *o)
+{
+	if (o->len > 0)
+		evbuffer_add(o->out, o->buf, o->len);
+	o->len = 0;
+}
+
+static void put(struct head_out *o, const void *p, size_t n)
+{
+	if (o->len + n > sizeof o->buf) {
+		head_flush(o);
+		if (n > sizeof o->buf) {
+			evbuffer_add(o->out, p, n);
+			return;
+		}
+	}
+	memcpy(o->buf + o->len, p, n);
+	o->len += n;
+}
+
+static void put_str(struct head_out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void write_target(struct head_out *o, const struct http_head *rq,
     const struct conf_route *r, const struct conf_upstream *to)
 {
 	const char *t = rq->target;
@@ -89,10 +123,10 @@ static void write_target(struct evbuffer *out, const struct http_head *rq,
 			len -= plen;
 		}
 	}
-	evbuffer_add(out, to->base, strlen(to->base));
+	put(o, to->base, strlen(to->base));
 	if (len == 0 || (t[0] != '/' && t[0] != '?'))
-		evbuffer_add(out, "/", 1);
-	evbuffer_add(out, t, len);
+		put(o, "/", 1);
+	put(o, t, len);
 }
 
 int httphead_wants_upgrade(const struct http_head *rq)
@@ -131,11 +165,14 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     size_t request_id_len, unsigned flags)
 {
 	const struct http_header *xff = NULL;
+	struct head_out o;
 
-	evbuffer_add(out, rq->method, rq->method_len);
-	evbuffer_add(out, " ", 1);
-	write_target(out, rq, r, to);
-	evbuffer_add(out, " HTTP/1.1\r\n", 11);
+	o.out = out;
+	o.len = 0;
+	put(&o, rq->method, rq->method_len);
+	put(&o, " ", 1);
+	write_target(&o, rq, r, to);
+	put(&o, " HTTP/1.1\r\n", 11);
 
 	for (size_t i = 0; i < rq->n; i++) {
 		const struct http_header *h = &rq->h[i];
@@ -151,33 +188,40 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 			xff = h;
 			continue;
 		}
-		evbuffer_add(out, h->name, h->name_len);
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, "\r\n", 2);
+		put(&o, h->name, h->name_len);
+		put(&o, ": ", 2);
+		put(&o, h->value, h->value_len);
+		put(&o, "\r\n", 2);
 	}
 	if (flags & HTTPHEAD_UPGRADE)
-		evbuffer_add(out, "Connection: Upgrade\r\n", 21);
+		put(&o, "Connection: Upgrade\r\n", 21);
 	if (!r->preserve_host || httphead_find(rq->h, rq->n, "host") == NULL) {
 		char host[URL_HOST_LEN + 16];
 		int n = url_authority(host, sizeof host, to->host, to->port,
 		    url_default_port(to->tls));
-		evbuffer_add(out, "Host: ", 6);
-		evbuffer_add(out, host, n > 0 && (size_t)n < sizeof host ? (size_t)n : 0);
-		evbuffer_add(out, "\r\n", 2);
+		put(&o, "Host: ", 6);
+		put(&o, host, n > 0 && (size_t)n < sizeof host ? (size_t)n : 0);
+		put(&o, "\r\n", 2);
 	}
-	for (size_t i = 0; i < r->n_set_headers; i++)
-		evbuffer_add_printf(out, "%s: %s\r\n", r->set_headers[i].name,
-		    r->set_headers[i].value);
-	if (xff != NULL)
-		evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n",
-		    (int)xff->value_len, xff->value, client_ip);
-	else
-		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", client_ip);
-	evbuffer_add_printf(out, "X-Forwarded-Proto: %s\r\n", proto);
-	evbuffer_add(out, "X-Request-Id: ", 14);
-	evbuffer_add(out, request_id, request_id_len);
-	evbuffer_add(out, "\r\n\r\n", 4);
+	for (size_t i = 0; i < r->n_set_headers; i++) {
+		put_str(&o, r->set_headers[i].name);
+		put(&o, ": ", 2);
+		put_str(&o, r->set_headers[i].value);
+		put(&o, "\r\n", 2);
+	}
+	put(&o, "X-Forwarded-For: ", 17);
+	if (xff != NULL) {
+		put(&o, xff->value, xff->value_len);
+		put(&o, ", ", 2);
+	}
+	put_str(&o, client_ip);
+	put(&o, "\r\nX-Forwarded-Proto: ", 21);
+	put_str(&o, proto);
+	put(&o, "\r\n", 2);
+	put(&o, "X-Request-Id: ", 14);
+	put(&o, request_id, request_id_len);
+	put(&o, "\r\n\r\n", 4);
+	head_flush(&o);
 }
 
 void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
@@ -186,13 +230,16 @@ void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
 	/* 1xx and 204 have no body and may not say they have (RFC 9110 §8.6,
 	 * RFC 9112 §6.1); nginx drops the fields too */
 	int no_framing = rs->status < 200 || rs->status == 204;
+	struct head_out o;
 
+	o.out = out;
+	o.len = 0;
 	/* the version is tokentap's own (RFC 9110 §6.2): an HTTP/1.0
 	 * upstream's status line reaches HTTP/1.1 clients as 1.1 */
-	evbuffer_add(out, "HTTP/1.1", 8);
+	put(&o, "HTTP/1.1", 8);
 	if (rs->start_len > 8)
-		evbuffer_add(out, rs->start_line + 8, rs->start_len - 8);
-	evbuffer_add(out, "\r\n", 2);
+		put(&o, rs->start_line + 8, rs->start_len - 8);
+	put(&o, "\r\n", 2);
 	for (size_t i = 0; i < rs->n; i++) {
 		const struct http_header *h = &rs->h[i];
 		int framing = util_ieq(h->name, h->name_len, "transfer-encoding");
@@ -202,14 +249,15 @@ void httphead_write_response(struct evbuffer *out, const struct http_head *rs,
 			continue;
 		if (no_framing && util_ieq(h->name, h->name_len, "content-length"))
 			continue;
-		evbuffer_add(out, h->name, h->name_len);
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, "\r\n", 2);
+		put(&o, h->name, h->name_len);
+		put(&o, ": ", 2);
+		put(&o, h->value, h->value_len);
+		put(&o, "\r\n", 2);
 	}
 	if (rs->status == 101)
-		evbuffer_add(out, "Connection: Upgrade\r\n", 21);
+		put(&o, "Connection: Upgrade\r\n", 21);
 	else if (close)
-		evbuffer_add(out, "Connection: close\r\n", 19);
-	evbuffer_add(out, "\r\n", 2);
+		put(&o, "Connection: close\r\n", 19);
+	put(&o, "\r\n", 2);
+	head_flush(&o);
 }
