@@ -259,6 +259,28 @@ int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
 	return 0;
 }
 
+int hist_sparse_add(struct hist_sparse *dst, const struct hist_sparse *src)
+{
+	uint32_t from = 0;
+
+	if (src->count == 0)
+		return 0;
+	for (uint32_t i = 0; i < src->n; i++) {
+		int64_t at = sparse_slot(dst, src->e[i].idx, from);
+		if (at < 0)
+			return -1;
+		dst->e[at].count += src->e[i].count;
+		from = (uint32_t)at + 1;
+	}
+	if (dst->count == 0 || src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	dst->count += src->count;
+	dst->sum += src->sum;
+	return 0;
+}
+
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)
 {
 	if (src->count == 0)

@@ -70,6 +70,9 @@ int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
     unsigned n);
 /* dst += src */
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
+/* dst += src, both sparse: one search per bucket of src. Returns 0, or -1
+ * when memory ran out (what was added so far stays). */
+int hist_sparse_add(struct hist_sparse *dst, const struct hist_sparse *src);
 /* Empties h, keeping its memory for reuse. */
 void hist_sparse_clear(struct hist_sparse *h);
 void hist_sparse_free(struct hist_sparse *h);

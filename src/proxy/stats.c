@@ -349,11 +349,18 @@ static struct group *group_get(const struct stats_key *in)
 	return g;
 }
 
-/* The slice of window w that holds time t, emptied if it held an older one. */
+static void itl_flush(struct group *g);
+
+/* The slice of window w that holds time t, emptied if it held an older one.
+ * Pending token gaps of another slice go to theirs first, so that a slice
+ * never takes them after it was emptied for a later time. */
 static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 {
 	uint64_t idx = t / state.slice_us[w];
 	struct slice *s;
+
+	if (g->itl_pend.count != 0 && idx != g->itl_pend_t / state.slice_us[w])
+		itl_flush(g);
 	if (g->win[w] == NULL)
 		return NULL;
 	s = &g->win[w][idx % (2 * SLICES)];
@@ -378,9 +385,43 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 	return s;
 }
 
+/* Groups with token gaps pending, until the drain ends. */
+static struct group *pend_list;
+
+/* The pending gaps into the slices of their time, in every window. */
+static void itl_flush(struct group *g)
+{
+	struct hist_sparse pend = g->itl_pend;
+
+	if (pend.count == 0)
+		return;
+	g->itl_pend.count = 0;          /* slice_at below sees none pending */
+	for (size_t w = 0; w < state.n_windows; w++) {
+		struct slice *s = slice_at(g, w, g->itl_pend_t);
+		if (s != NULL)
+			hist_sparse_add(&s->itl, &pend);
+	}
+	g->itl_pend = pend;
+	hist_sparse_clear(&g->itl_pend);
+}
+
+static void itl_flush_all(void)
+{
+	struct group *g, *next;
+
+	for (g = pend_list; g != NULL; g = next) {
+		next = g->pend_next;
+		g->pend_next = NULL;
+		g->pend_listed = 0;
+		itl_flush(g);
+	}
+	pend_list = NULL;
+}
+
 /* A batch of token gaps, sorted: each histogram then searches once per
  * bucket the gaps fall in, from where the last search ended, where a
- * search per gap and histogram was most of the main thread's work. */
+ * search per gap and histogram was most of the main thread's work. The
+ * windows get them through the group's pending gaps (itl_flush). */
 static void apply_itl(struct group *g, const struct stats_rec *x)
 {
 	uint32_t v[STATS_ITL_BATCH];
@@ -394,11 +435,19 @@ static void apply_itl(struct group *g, const struct stats_rec *x)
 		v[j] = t;
 	}
 	metrics_itl(g->ms, v, n);
-	for (size_t w = 0; w < state.n_windows; w++) {
-		struct slice *s = slice_at(g, w, x->t_us);
-		if (s != NULL)
-			hist_sparse_record_sorted(&s->itl, v, n);
+	if (n == 0)
+		return;
+	for (size_t w = 0; g->itl_pend.count != 0 && w < state.n_windows; w++)
+		if (x->t_us / state.slice_us[w] != g->itl_pend_t / state.slice_us[w])
+			itl_flush(g);
+	if (g->itl_pend.count == 0)
+		g->itl_pend_t = x->t_us;
+	if (!g->pend_listed) {
+		g->pend_listed = 1;
+		g->pend_next = pend_list;
+		pend_list = g;
 	}
+	hist_sparse_record_sorted(&g->itl_pend, v, n);
 }
 
 /* The stream health part of a finished request, in the windows (the
@@ -551,6 +600,7 @@ void stats_drain(void)
 			    (unsigned long long)dropped);
 		}
 	}
+	itl_flush_all();
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -576,6 +626,7 @@ static void windows_free(struct group *g)
 static void group_free(struct group *g)
 {
 	windows_free(g);
+	hist_sparse_free(&g->itl_pend);
 	free(g);
 }
 
@@ -624,6 +675,7 @@ void stats_configure(const struct conf *c)
 	size_t n = windows_of(c, want);
 	int windows_changed = n != state.n_windows;
 
+	itl_flush_all();       /* none pend outside a drain; in case */
 	for (size_t i = 0; !windows_changed && i < n; i++)
 		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
@@ -647,6 +699,7 @@ void stats_configure(const struct conf *c)
 void stats_free(void)
 {
 	struct group *g, *next;
+	pend_list = NULL;
 	for (g = state.groups; g != NULL; g = next) {
 		next = g->next;
 		group_free(g);

@@ -88,6 +88,60 @@ static void test_counts_and_quantiles(void **state)
 	free(s);
 }
 
+/* Token gaps reach the windows through a group's pending gaps, flushed
+ * when a batch falls in other slices and at the end of each drain: the
+ * same sequence drained once must read as drained after every record,
+ * across slice boundaries of both windows, with a batch out of time order
+ * and a request between. */
+static void itl_sequence(int drain_each, char **one, char **five)
+{
+	/* gap 0: a request alone; the last, two rings of 1m slices on
+	 * (120 s), takes the place of the slice the gaps before it wait for */
+	static const struct { int64_t dt_s; uint32_t gap; int request; } seq[] = {
+		{ 0, 1000, 0 }, { 5, 2000, 0 }, { 20, 3000, 1 }, { 40, 4000, 0 },
+		{ -30, 5000, 0 }, { 31, 6000, 0 }, { 1, 7000, 1 }, { 0, 8000, 0 },
+		{ 120, 0, 1 },
+	};
+	struct stats_key k;
+
+	setup_conf("stats: {windows: [1m, 5m]}\n");
+	stats_key_set(&k, "r", "t", "m", 1);
+	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+		uint32_t gaps[STATS_ITL_BATCH];
+		fake_now = (uint64_t)((int64_t)fake_now + seq[i].dt_s * 1000000);
+		for (unsigned j = 0; j < STATS_ITL_BATCH; j++)
+			gaps[j] = seq[i].gap + (j * 37u) % 500u;
+		if (seq[i].gap != 0)
+			stats_itl(ring, &k, gaps, STATS_ITL_BATCH);
+		if (seq[i].request)
+			request("r", "t", "m", 1000, 1000, 2, 0, OUTCOME_OK);
+		if (drain_each)
+			stats_drain();
+	}
+	*one = json("1m", BY_ROUTE);
+	*five = json("5m", BY_ROUTE);
+	assert_non_null(strstr(*one, "\"requests\":1,"));
+}
+
+static void test_itl_pending_matches_direct(void **state)
+{
+	char *one_a, *five_a, *one_b, *five_b;
+
+	(void)state;
+	itl_sequence(1, &one_a, &five_a);
+	itl_sequence(0, &one_b, &five_b);
+	assert_non_null(strstr(five_a, "\"itl_ms\":{\"count\":"));
+	assert_null(strstr(five_a, "\"itl_ms\":{\"count\":0"));
+	/* from the groups on: generated_at is the wall clock's */
+	assert_non_null(strstr(one_a, "\"groups\":"));
+	assert_string_equal(strstr(one_a, "\"groups\":"), strstr(one_b, "\"groups\":"));
+	assert_string_equal(strstr(five_a, "\"groups\":"), strstr(five_b, "\"groups\":"));
+	free(one_a);
+	free(five_a);
+	free(one_b);
+	free(five_b);
+}
+
 static void test_window_expiry(void **state)
 {
 	struct stats_view v;
@@ -248,6 +302,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_counts_and_quantiles, teardown),
+		cmocka_unit_test_teardown(test_itl_pending_matches_direct, teardown),
 		cmocka_unit_test_teardown(test_window_expiry, teardown),
 		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),
 		cmocka_unit_test_teardown(test_r2_of_ttft_against_concurrency, teardown),
