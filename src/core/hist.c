@@ -27,10 +27,7 @@ _Static_assert(HIST_BUCKETS == HIST_SUB * (HIST_TOP_BITS - HIST_SUB_BITS + 1),
  */
 static inline unsigned hist_index(uint64_t us)
 {
-	uint64_t v = us < HIST_TOP ? us : HIST_TOP - 1;
-	unsigned s = 63u - (unsigned)__builtin_clzll(v | HIST_SUB) - HIST_SUB_BITS;
-
-	return (s << HIST_SUB_BITS) + (unsigned)(v >> s);
+	return hist_bucket(us);
 }
 
 /* Lowest value of bucket i; *shift gets log2 of its width. */
@@ -172,13 +169,12 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 
 /* ---- sparse --------------------------------------------------------------- */
 
-/* The entry of bucket idx, found from entry `from` on (none before it has
- * idx or more) and inserted if new; -1 when memory ran out. Inlined: it
- * runs for every token gap the statistics get. */
+/* The entry of bucket idx, inserted if new; -1 when memory ran out.
+ * Inlined: it runs for every token gap the statistics get. */
 static inline __attribute__((always_inline)) int64_t sparse_slot(
-    struct hist_sparse *h, unsigned idx, uint32_t from)
+    struct hist_sparse *h, unsigned idx)
 {
-	uint32_t lo = from, hi = h->n;
+	uint32_t lo = 0, hi = h->n;
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -204,28 +200,21 @@ static inline __attribute__((always_inline)) int64_t sparse_slot(
 	return lo;
 }
 
-/* n values in [lo, hi] summing to sum went to entry at */
-static inline void sparse_count(struct hist_sparse *h, uint32_t at,
-    uint64_t lo, uint64_t hi, uint32_t n, uint64_t sum)
-{
-	h->e[at].count += n;
-	if (h->count == 0 || lo < h->min)
-		h->min = lo;
-	if (hi > h->max)
-		h->max = hi;
-	h->count += n;
-	h->sum += sum;
-}
-
 /* n values of us */
 static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
     uint64_t us, uint32_t n)
 {
-	int64_t at = sparse_slot(h, hist_index(us), 0);
+	int64_t at = sparse_slot(h, hist_index(us));
 
 	if (at < 0)
 		return -1;
-	sparse_count(h, (uint32_t)at, us, us, n, us * n);
+	h->e[at].count += n;
+	if (h->count == 0 || us < h->min)
+		h->min = us;
+	if (us > h->max)
+		h->max = us;
+	h->count += n;
+	h->sum += us * n;
 	return 0;
 }
 
@@ -239,45 +228,24 @@ int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n)
 	return n == 0 ? 0 : sparse_add(h, us, n);
 }
 
-int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
-    unsigned n)
+int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
+    const uint16_t *used, unsigned n_used, uint64_t count, uint64_t sum,
+    uint64_t min, uint64_t max)
 {
-	uint32_t from = 0;
-	unsigned idx = n > 0 ? hist_index(us[0]) : 0, next = 0;
-
-	for (unsigned i = 0, j; i < n; i = j, idx = next) {
-		uint64_t sum = us[i];
-		int64_t at;
-
-		for (j = i + 1; j < n && (next = hist_index(us[j])) == idx; j++)
-			sum += us[j];
-		if ((at = sparse_slot(h, idx, from)) < 0)
-			return -1;
-		sparse_count(h, (uint32_t)at, us[i], us[j - 1], j - i, sum);
-		from = (uint32_t)at + 1;
-	}
-	return 0;
-}
-
-int hist_sparse_add(struct hist_sparse *dst, const struct hist_sparse *src)
-{
-	uint32_t from = 0;
-
-	if (src->count == 0)
+	if (count == 0)
 		return 0;
-	for (uint32_t i = 0; i < src->n; i++) {
-		int64_t at = sparse_slot(dst, src->e[i].idx, from);
+	for (unsigned i = 0; i < n_used; i++) {
+		int64_t at = sparse_slot(h, used[i]);
 		if (at < 0)
 			return -1;
-		dst->e[at].count += src->e[i].count;
-		from = (uint32_t)at + 1;
+		h->e[at].count += counts[used[i]];
 	}
-	if (dst->count == 0 || src->min < dst->min)
-		dst->min = src->min;
-	if (src->max > dst->max)
-		dst->max = src->max;
-	dst->count += src->count;
-	dst->sum += src->sum;
+	if (h->count == 0 || min < h->min)
+		h->min = min;
+	if (max > h->max)
+		h->max = max;
+	h->count += count;
+	h->sum += sum;
 	return 0;
 }
 

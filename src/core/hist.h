@@ -63,16 +63,24 @@ struct hist_sparse {
 int hist_sparse_record(struct hist_sparse *h, uint64_t us);
 /* The same value n times (a coarse histogram's bucket, merged). */
 int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n);
-/* n values in ascending order (a batch of token gaps, sorted): as many
- * hist_sparse_record, with one search per bucket they fall in, each from
- * where the one before ended. */
-int hist_sparse_record_sorted(struct hist_sparse *h, const uint32_t *us,
-    unsigned n);
+/* The bucket of us (0 .. HIST_BUCKETS - 1), by the formula hist.c tells
+ * (inline, for the callers that count by bucket themselves). */
+static inline unsigned hist_bucket(uint64_t us)
+{
+	uint64_t top = (uint64_t)1 << HIST_TOP_BITS;
+	uint64_t v = us < top ? us : top - 1;
+	unsigned s = 63u - (unsigned)__builtin_clzll(v | HIST_SUB) - HIST_SUB_BITS;
+
+	return (s << HIST_SUB_BITS) + (unsigned)(v >> s);
+}
+/* Values counted elsewhere by bucket: counts[used[i]] values in bucket
+ * used[i] (n_used buckets, each once), count of them in all, summing to
+ * sum, from min to max. As many hist_sparse_record; one search a bucket. */
+int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
+    const uint16_t *used, unsigned n_used, uint64_t count, uint64_t sum,
+    uint64_t min, uint64_t max);
 /* dst += src */
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
-/* dst += src, both sparse: one search per bucket of src. Returns 0, or -1
- * when memory ran out (what was added so far stays). */
-int hist_sparse_add(struct hist_sparse *dst, const struct hist_sparse *src);
 /* Empties h, keeping its memory for reuse. */
 void hist_sparse_clear(struct hist_sparse *h);
 void hist_sparse_free(struct hist_sparse *h);

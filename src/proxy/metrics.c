@@ -30,6 +30,7 @@ enum { B_TTFT, B_TPOT, B_DURATION, B_CONNECT, B_TOKENS, B_OVERHEAD, B_COUNT };
 struct bset {
 	size_t n;
 	uint64_t v[BOUNDS_MAX];
+	uint16_t octave[65];       /* the first bound >= 2^k (bounds_octaves) */
 };
 
 static const double ttft_table[] = { 0.001, 0.0025, 0.004, 0.005, 0.0075, 0.01, 0.015,
@@ -298,6 +299,19 @@ static void thresholds_bounds(const struct conf *c, struct bset *b)
 	}
 }
 
+/* Where a value's bucket is looked for from: the first bound at or above
+ * the value's power of two (the bounds before it are all below it). */
+static void bounds_octaves(struct bset *b)
+{
+	size_t i = 0;
+
+	for (unsigned k = 0; k <= 64; k++) {
+		while (i < b->n && k < 64 && b->v[i] < (1ull << k))
+			i++;
+		b->octave[k] = (uint16_t)(k < 64 ? i : b->n);
+	}
+}
+
 static void make_bounds(const struct conf *c, struct bset *b)
 {
 	uint64_t any = 0, idle = 0, connect = 0;
@@ -321,6 +335,8 @@ static void make_bounds(const struct conf *c, struct bset *b)
 	bounds_above(&b[B_TPOT], idle);
 	bounds_above(&b[B_CONNECT], connect);
 	qsort(b[B_TOKENS].v, b[B_TOKENS].n, sizeof b[B_TOKENS].v[0], cmp_u64);
+	for (int i = 0; i < B_COUNT; i++)
+		bounds_octaves(&b[i]);
 }
 
 /* ---- histograms ----------------------------------------------------------- */
@@ -593,24 +609,30 @@ void metrics_request(struct mset *m, int folded, const struct metrics_obs *o)
 		mhist_observe(&m->route->connect, B_CONNECT, (uint64_t)o->connect_us);
 }
 
-/* As many mhist_observe, the gaps ascending: the classic bucket of each
- * is the one of the gap before or one after it. */
+/* The classic buckets of token gaps (the native ones come through
+ * metrics_itl_native, counted by bucket): each found from the first bound
+ * of its power of two, a step or two. */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n)
 {
 	const struct bset *b = &M.b[B_TPOT];
 	struct mhist *h;
-	size_t lo = 0;
 
 	if (m == NULL || n == 0 || (h = &m->h[H_ITL])->counts == NULL)
 		return;
 	for (unsigned i = 0; i < n; i++) {
-		while (lo < b->n && b->v[lo] < gaps[i])   /* "le" is inclusive */
+		uint64_t v = gaps[i];
+		size_t lo = b->octave[v ? 63 - __builtin_clzll(v) : 0];
+		while (lo < b->n && b->v[lo] < v)    /* "le" is inclusive */
 			lo++;
 		h->counts[lo]++;
-		h->sum += gaps[i];
+		h->sum += v;
 	}
 	h->count += n;
-	nhist_record_sorted_us(&h->native, gaps, n);
+}
+
+struct nhist *metrics_itl_native(struct mset *m)
+{
+	return m != NULL && m->h[H_ITL].counts != NULL ? &m->h[H_ITL].native : NULL;
 }
 
 void metrics_active(struct mset *m, int delta)

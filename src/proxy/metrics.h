@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct nhist;
+
 struct conf;
 struct promout;
 struct mset;
@@ -47,8 +49,11 @@ struct mset *metrics_resolve(const char *route, const char *tenant,
     const char *model, const char *upstream, unsigned dialect, unsigned op,
     int *folded);
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
-/* Token gaps in µs, in ascending order. */
+/* Token gaps in µs: their classic buckets, sum and count. */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);
+/* The native histogram of m's token gaps (seconds), for gaps counted by
+ * bucket (nhist_index_us); NULL when m keeps none. */
+struct nhist *metrics_itl_native(struct mset *m);
 void metrics_active(struct mset *m, int delta);
 /* A stream stalled (+1: one stall more) or its stall ended (-1). */
 void metrics_stall(struct mset *m, int delta);

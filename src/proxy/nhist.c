@@ -138,11 +138,10 @@ int nhist_record(struct nhist *h, double v)
 	return nhist_record_n(h, v, 1);
 }
 
-/* The bucket idx, found from bucket `from` on (none before it has idx or
- * more) and inserted if new; -1 when memory ran out. */
-static int64_t bucket_slot(struct nhist *h, int32_t idx, uint32_t from)
+/* The bucket idx, inserted if new; -1 when memory ran out. */
+static int64_t bucket_slot(struct nhist *h, int32_t idx)
 {
-	uint32_t lo = from, hi = h->n;
+	uint32_t lo = 0, hi = h->n;
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -176,30 +175,19 @@ int nhist_record_n(struct nhist *h, double v, uint64_t n)
 		h->zero_count += n;
 		return 0;
 	}
-	if ((at = bucket_slot(h, nhist_index(v), 0)) < 0)
+	if ((at = bucket_slot(h, nhist_index(v))) < 0)
 		return -1;
 	h->b[at].count += n;
 	return 0;
 }
 
-int nhist_record_sorted_us(struct nhist *h, const uint32_t *us, unsigned n)
+int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n)
 {
-	unsigned i = 0, j;
-	uint32_t from = 0;
-	int32_t idx, next = 0;
+	int64_t at = bucket_slot(h, idx);
 
-	for (; i < n && us[i] == 0; i++)
-		h->zero_count++;
-	for (idx = i < n ? nhist_index_us(us[i]) : 0; i < n; i = j, idx = next) {
-		int64_t at;
-
-		for (j = i + 1; j < n && (next = nhist_index_us(us[j])) == idx; j++)
-			;
-		if ((at = bucket_slot(h, idx, from)) < 0)
-			return -1;
-		h->b[at].count += j - i;
-		from = (uint32_t)at + 1;
-	}
+	if (at < 0)
+		return -1;
+	h->b[at].count += n;
 	return 0;
 }
 

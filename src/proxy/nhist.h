@@ -45,9 +45,8 @@ double nhist_upper(int32_t idx);
 int nhist_record(struct nhist *h, double v);
 /* n values of v at once. */
 int nhist_record_n(struct nhist *h, double v, uint64_t n);
-/* n values in µs, ascending, recorded in seconds: as many nhist_record of
- * us / 1e6, with one search per bucket they fall in. */
-int nhist_record_sorted_us(struct nhist *h, const uint32_t *us, unsigned n);
+/* n values in bucket idx (of nhist_index), counted elsewhere. */
+int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n);
 void nhist_free(struct nhist *h);
 
 #endif

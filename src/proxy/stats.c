@@ -10,6 +10,7 @@
 #include "log.h"
 #include "meter.h"
 #include "metrics.h"
+#include "nhist.h"
 #include "stats_int.h"
 #include "util.h"
 
@@ -349,18 +350,44 @@ static struct group *group_get(const struct stats_key *in)
 	return g;
 }
 
-static void itl_flush(struct group *g);
+/* ---- token gaps: the drain's scratch ------------------------------------- */
+
+/* Native buckets of whole µs from 1 to 2^32 - 1 (nhist_index_us): 2,048. */
+#define NH_SPAN 2112
+
+/* During a drain, one group's token gaps gather here, counted by bucket
+ * (the windows' and the native histogram's) in dense arrays, with the
+ * buckets used listed; they go to the group once, when a batch is another
+ * group's or falls in other slices, when a slice of the group is taken
+ * for another time, and when the drain ends. A gap then costs two array
+ * increments, where it cost a search in each of three windows and in the
+ * native histogram. Outside a drain the scratch is empty. */
+static struct {
+	struct group *g;               /* whose gaps, NULL: none */
+	uint64_t t;                    /* a time inside their slices */
+	uint64_t count, sum, min, max;
+	uint32_t win[HIST_BUCKETS];
+	uint16_t win_used[HIST_BUCKETS];
+	unsigned n_win;
+	uint64_t zero;
+	int32_t nh_base;               /* nhist_index_us(1) */
+	uint32_t nh[NH_SPAN];
+	uint16_t nh_used[NH_SPAN];
+	unsigned n_nh;
+} scr;
+
+static void itl_flush(void);
 
 /* The slice of window w that holds time t, emptied if it held an older one.
- * Pending token gaps of another slice go to theirs first, so that a slice
- * never takes them after it was emptied for a later time. */
+ * Gaps of the group waiting for another slice go to theirs first, so that
+ * a slice never takes them after it was emptied for a later time. */
 static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 {
 	uint64_t idx = t / state.slice_us[w];
 	struct slice *s;
 
-	if (g->itl_pend.count != 0 && idx != g->itl_pend_t / state.slice_us[w])
-		itl_flush(g);
+	if (g == scr.g && idx != scr.t / state.slice_us[w])
+		itl_flush();
 	if (g->win[w] == NULL)
 		return NULL;
 	s = &g->win[w][idx % (2 * SLICES)];
@@ -385,69 +412,72 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 	return s;
 }
 
-/* Groups with token gaps pending, until the drain ends. */
-static struct group *pend_list;
-
-/* The pending gaps into the slices of their time, in every window. */
-static void itl_flush(struct group *g)
+/* The scratch's gaps into their group's windows and native histogram. */
+static void itl_flush(void)
 {
-	struct hist_sparse pend = g->itl_pend;
+	struct group *g = scr.g;
+	struct nhist *nh;
 
-	if (pend.count == 0)
+	if (g == NULL)
 		return;
-	g->itl_pend.count = 0;          /* slice_at below sees none pending */
+	scr.g = NULL;                  /* slice_at below sees nothing waiting */
 	for (size_t w = 0; w < state.n_windows; w++) {
-		struct slice *s = slice_at(g, w, g->itl_pend_t);
+		struct slice *s = slice_at(g, w, scr.t);
 		if (s != NULL)
-			hist_sparse_add(&s->itl, &pend);
+			hist_sparse_add_counts(&s->itl, scr.win, scr.win_used, scr.n_win,
+			    scr.count, scr.sum, scr.min, scr.max);
 	}
-	g->itl_pend = pend;
-	hist_sparse_clear(&g->itl_pend);
+	if ((nh = metrics_itl_native(g->ms)) != NULL) {
+		nh->zero_count += scr.zero;
+		for (unsigned i = 0; i < scr.n_nh; i++)
+			nhist_add_index(nh, scr.nh_base + scr.nh_used[i],
+			    scr.nh[scr.nh_used[i]]);
+	}
+	for (unsigned i = 0; i < scr.n_win; i++)
+		scr.win[scr.win_used[i]] = 0;
+	for (unsigned i = 0; i < scr.n_nh; i++)
+		scr.nh[scr.nh_used[i]] = 0;
+	scr.n_win = scr.n_nh = 0;
+	scr.count = scr.sum = scr.min = scr.max = scr.zero = 0;
 }
 
-static void itl_flush_all(void)
-{
-	struct group *g, *next;
-
-	for (g = pend_list; g != NULL; g = next) {
-		next = g->pend_next;
-		g->pend_next = NULL;
-		g->pend_listed = 0;
-		itl_flush(g);
-	}
-	pend_list = NULL;
-}
-
-/* A batch of token gaps, sorted: each histogram then searches once per
- * bucket the gaps fall in, from where the last search ended, where a
- * search per gap and histogram was most of the main thread's work. The
- * windows get them through the group's pending gaps (itl_flush). */
+/* A batch of token gaps: the classic Prometheus buckets now, the rest
+ * through the scratch. */
 static void apply_itl(struct group *g, const struct stats_rec *x)
 {
-	uint32_t v[STATS_ITL_BATCH];
 	unsigned n = x->n_itl < STATS_ITL_BATCH ? x->n_itl : STATS_ITL_BATCH;
 
-	for (unsigned i = 0; i < n; i++) {        /* insertion: n <= 32 */
-		uint32_t t = x->itl[i];
-		unsigned j = i;
-		for (; j > 0 && v[j - 1] > t; j--)
-			v[j] = v[j - 1];
-		v[j] = t;
-	}
-	metrics_itl(g->ms, v, n);
+	metrics_itl(g->ms, x->itl, n);
 	if (n == 0)
 		return;
-	for (size_t w = 0; g->itl_pend.count != 0 && w < state.n_windows; w++)
-		if (x->t_us / state.slice_us[w] != g->itl_pend_t / state.slice_us[w])
-			itl_flush(g);
-	if (g->itl_pend.count == 0)
-		g->itl_pend_t = x->t_us;
-	if (!g->pend_listed) {
-		g->pend_listed = 1;
-		g->pend_next = pend_list;
-		pend_list = g;
+	for (size_t w = 0; scr.g == g && w < state.n_windows; w++)
+		if (x->t_us / state.slice_us[w] != scr.t / state.slice_us[w])
+			itl_flush();
+	if (scr.g != g) {
+		itl_flush();
+		scr.g = g;
+		scr.t = x->t_us;
+		scr.nh_base = nhist_index_us(1);
 	}
-	hist_sparse_record_sorted(&g->itl_pend, v, n);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t v = x->itl[i];
+		unsigned b = hist_bucket(v);
+		if (scr.win[b]++ == 0)
+			scr.win_used[scr.n_win++] = (uint16_t)b;
+		if (scr.count == 0 || v < scr.min)
+			scr.min = v;
+		if (v > scr.max)
+			scr.max = v;
+		scr.count++;
+		scr.sum += v;
+		if (v == 0) {
+			scr.zero++;
+			continue;
+		}
+		b = (unsigned)(nhist_index_us(v) - scr.nh_base);
+		if (scr.nh[b]++ == 0)
+			scr.nh_used[scr.n_nh++] = (uint16_t)b;
+	}
 }
 
 /* The stream health part of a finished request, in the windows (the
@@ -600,7 +630,7 @@ void stats_drain(void)
 			    (unsigned long long)dropped);
 		}
 	}
-	itl_flush_all();
+	itl_flush();
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -626,7 +656,6 @@ static void windows_free(struct group *g)
 static void group_free(struct group *g)
 {
 	windows_free(g);
-	hist_sparse_free(&g->itl_pend);
 	free(g);
 }
 
@@ -675,7 +704,7 @@ void stats_configure(const struct conf *c)
 	size_t n = windows_of(c, want);
 	int windows_changed = n != state.n_windows;
 
-	itl_flush_all();       /* none pend outside a drain; in case */
+	itl_flush();           /* empty outside a drain; in case */
 	for (size_t i = 0; !windows_changed && i < n; i++)
 		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
@@ -699,7 +728,7 @@ void stats_configure(const struct conf *c)
 void stats_free(void)
 {
 	struct group *g, *next;
-	pend_list = NULL;
+	scr.g = NULL;          /* nothing waits outside a drain */
 	for (g = state.groups; g != NULL; g = next) {
 		next = g->next;
 		group_free(g);

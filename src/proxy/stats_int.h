@@ -39,13 +39,6 @@ struct group {
 	int ms_folded;
 	long stalled;                     /* streams stalled now */
 	struct slice *win[MAX_WINDOWS];   /* 2 * SLICES each */
-	/* token gaps not yet in the windows: during a drain, the batches
-	 * that fall in the same slices of every window gather here and go
-	 * to them once (stats.c: itl_flush), not three times a batch */
-	struct hist_sparse itl_pend;
-	uint64_t itl_pend_t;              /* a time inside those slices */
-	struct group *pend_next;          /* the drain's list of groups with */
-	int pend_listed;                  /* gaps pending */
 };
 
 struct name_set {

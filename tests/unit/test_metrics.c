@@ -12,6 +12,8 @@
 
 #include "unit.h"
 
+#define BOUNDS_MAX_TEST 128
+
 static void setup(const char *yaml)
 {
 	struct conf *c = unit_conf(yaml);
@@ -254,6 +256,56 @@ static void test_otel_names(void **state)
 	free(s);
 }
 
+/* Token gaps land in the classic bucket whose le is the first at or above
+ * them, exactly: on every bound, a microsecond either side, 0 and the
+ * largest gap. The exposition's cumulative counts are checked against a
+ * count of the gaps at or below each le. */
+static void test_itl_classic_buckets(void **state)
+{
+	double b[BOUNDS_MAX_TEST];
+	uint32_t gaps[3 * BOUNDS_MAX_TEST + 4];
+	size_t n, ng = 0;
+	int folded;
+	const char *p;
+	char *s;
+
+	(void)state;
+	setup("routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n");
+	struct mset *m = metrics_resolve("r", "-", "m", "-", 0, 0, &folded);
+	assert_non_null(m);
+	gaps[ng++] = 5000;             /* a first gap shows the histogram */
+	metrics_itl(m, gaps, 1);
+	s = exposition();
+	n = bounds_of(s, "tokentap_inter_token_latency_seconds", b, BOUNDS_MAX_TEST);
+	free(s);
+	assert_true(n > 10);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t us = (uint32_t)llround(b[i] * 1e6);
+		gaps[ng++] = us - 1;
+		gaps[ng++] = us;
+		gaps[ng++] = us + 1;
+	}
+	gaps[ng++] = 0;
+	gaps[ng++] = 1;
+	gaps[ng++] = UINT32_MAX;
+	metrics_itl(m, gaps + 1, (unsigned)ng - 1);
+	s = exposition();
+	p = strstr(s, "tokentap_inter_token_latency_seconds_bucket{");
+	assert_non_null(p);
+	for (size_t i = 0; i < n; i++, p = strchr(p, '\n') + 1) {
+		const char *le = strstr(p, "le=\"");
+		uint64_t want = 0, got;
+		double bound = strtod(le + 4, NULL);
+		for (size_t g = 0; g < ng; g++)
+			want += gaps[g] <= (uint64_t)llround(bound * 1e6);
+		got = strtoull(strstr(le, "} ") + 2, NULL, 10);
+		if (got != want)
+			fail_msg("le=%g: %llu, not %llu", bound, (unsigned long long)got,
+			    (unsigned long long)want);
+	}
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +313,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_tenant_labels, teardown),
 		cmocka_unit_test_teardown(test_series_budget, teardown),
 		cmocka_unit_test_teardown(test_otel_names, teardown),
+		cmocka_unit_test_teardown(test_itl_classic_buckets, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
