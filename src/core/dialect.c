@@ -417,9 +417,11 @@ static const signed char oa_class[256] = {
 };
 
 /* Where the first delta's own "content" and the first top-level "model"
- * values are (model: its text, without quotes). */
+ * values are (model: its text, without quotes); quiet: the chunk carries
+ * no text, provably (see oa_scan). */
 struct oa_keys {
 	const char *content, *model, *model_end;
+	int quiet;
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -476,13 +478,28 @@ static const char *string_close(const char *b, const char *end)
  * in the text; 0 otherwise (the full parse decides). The delta's members
  * are read in the same pass (depth 4 while it is open), so nothing is
  * scanned twice. */
+/* An empty string or null: a value that is no text. */
+static int no_text(const char *v, const char *end)
+{
+	return (end - v >= 2 && v[0] == '"' && v[1] == '"') ||
+	    (end - v >= 5 && memcmp(v, "null", 4) == 0 &&
+	    (v[4] == ',' || v[4] == '}' || v[4] == ' '));
+}
+
+/* quiet (the role chunk, the finish chunk): one choice, no "text" key of
+ * it (legacy completions), and a delta whose members are only "role" and
+ * "content" or "refusal" that are empty or null, nothing nested in it:
+ * what openai_event then finds is no token, no count, no error. Anything
+ * else leaves it 0 and the full parse decides. */
 static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 {
 	int depth = 0, delta = 0;     /* delta: 0 not seen, 1 open, 2 closed */
 	int choices = 0;              /* the top-level key now open is "choices" */
 	int seen = 0;                 /* "choices" keys met */
+	int elems = 0;                /* objects and arrays opened in choices */
 
 	memset(k, 0, sizeof *k);
+	k->quiet = 1;
 	/* A chunk is one object: '{' first, its '}' last. With a last byte of
 	 * non-zero class, the loop over class-0 bytes below stops inside the
 	 * text without testing the end at every byte; anything else takes the
@@ -498,11 +515,15 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 		while (oa_class[(unsigned char)*p] == 0)
 			p++;
 		if ((c = oa_class[(unsigned char)*p++]) != OA_QUOTE) {
+			if (c > 0 && depth == 2 && choices && ++elems > 1)
+				k->quiet = 0;
 			/* the top-level object closes at the end, not before */
 			if ((depth += c) <= 0 && p < end)
 				return 0;
 			if (depth < 4 && delta == 1)
 				delta = 2;
+			if (depth > 4 && delta == 1)
+				k->quiet = 0;
 			continue;
 		}
 		b = p;
@@ -515,6 +536,16 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 			choices = q - b == 7 && key7(b, "choices");
 			if (choices && seen++)
 				return 0;
+		}
+		/* a key of the open delta, or a choice's "text" */
+		if (k->quiet && ((delta == 1 && depth == 4) ||
+		    (depth == 3 && q - b == 4 && memcmp(b, "text", 4) == 0)) &&
+		    (v = skip_blank(p, end)) < end && *v == ':') {
+			v = skip_blank(v + 1, end);
+			if (depth == 3 || !((q - b == 4 && memcmp(b, "role", 4) == 0) ||
+			    ((q - b == 7 && (key7(b, "content") || key7(b, "refusal"))) &&
+			    no_text(v, end))))
+				k->quiet = 0;
 		}
 		/* the keys looked for are 5 or 7 bytes long */
 		if ((q - b != 5 && q - b != 7) ||
@@ -667,14 +698,16 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 		return 0;
 	/* a non-empty string; it lies inside the delta, which closed */
 	v = k.content;
-	if (v == NULL || *v != '"' || v[1] == '"')
+	if ((v == NULL || *v != '"' || v[1] == '"') && !k.quiet)
 		return 0;
 	if (k.model != NULL) {
 		out->model = k.model;
 		out->model_len = (size_t)(k.model_end - k.model);
 	}
-	out->token = 1;
 	dialect_fast_taken++;
+	if (k.quiet && (v == NULL || *v != '"' || v[1] == '"'))
+		return 1;           /* no token */
+	out->token = 1;
 	if (memo != NULL)
 		memo_build(memo, ev, &k);
 	return 1;

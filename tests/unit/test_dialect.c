@@ -313,12 +313,25 @@ static void test_fast_path_matches_full_parse(void **state)
 			"data: {\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
 			"{\"a\":1}{\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
 			"{\"choices\":\"x\",\"choices\":[{\"delta\":{\"content\":\"y\"}}]}",
+			/* chunks with no text that only look quiet: a second
+			 * choice, a choice's text, nesting, other members */
+			"{\"choices\":[{\"delta\":{}},{\"delta\":{\"content\":\"x\"}}]}",
+			"{\"choices\":[{\"delta\":{},\"text\":\"x\"}]}",
+			"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\"}]}}]}",
+			"{\"choices\":[{\"delta\":{\"reasoning_content\":\"r\"}}]}",
+			"{\"choices\":[{\"delta\":{\"content\":\"\",\"content\":\"x\"}}]}",
+			"{\"choices\":[{\"delta\":{\"role\":{\"content\":\"x\"}}}]}",
+			"{\"choices\":[{\"delta\":{\"content\":nullx}}]}",
+			"{\"choices\":[],\"usage\":{\"completion_tokens\":3}}",
 		};
 		/* and these are the fast path's, escapes and blanks included */
 		static const char *const fast[] = {
 			"{\"id\":\"a\\\\\",\"choices\":[{\"delta\":{\"content\":\"say \\\"hi\\\" \\\\\"}}],\"model\":\"m\"}",
 			"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"}]{\\\"content\\\":\"}}]}",
 			"{ \"model\" : \"m\" ,\r\n \"choices\" : [ { \"delta\" :\t{ \"content\" : \"x\" } } ] }",
+			/* and the quiet ones: a role chunk, a finish chunk */
+			"{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}",
+			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":\"stop\"}]}",
 		};
 		enum dialect_id d = DIALECT_OPENAI;
 		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
