@@ -310,12 +310,26 @@ static int name_seen(struct name_set *ns, const char *name, uint64_t max, int mi
 	return 1;
 }
 
+static struct group *group_find(const struct stats_key *k, uint64_t *h);
+static struct group *group_new(const struct stats_key *k, uint64_t h);
+
+/* The group the last record's key went to: records come in runs of one
+ * stream's. Where a key goes changes only when another key mints a name,
+ * and that call takes this one's place. Forgotten when the limits may
+ * change and when the state is reset. */
+static struct {
+	struct stats_key in;
+	struct group *g;
+} last_group;
+
 static struct group *group_get(const struct stats_key *in)
 {
 	struct stats_key k = *in;
 	struct group *g;
 	uint64_t h;
 
+	if (last_group.g != NULL && memcmp(&last_group.in, in, sizeof *in) == 0)
+		return last_group.g;
 	/* cardinality: new tenants and models beyond the limits, or named by
 	 * a request that proved nothing, are "_other" */
 	if (!name_seen(&state.tenants, k.tenant, state.max_tenants, !k.unverified))
@@ -326,19 +340,40 @@ static struct group *group_get(const struct stats_key *in)
 	/* replicas come from the config, but a DNS name's addresses change */
 	if (!name_seen(&state.upstreams, k.upstream, STATS_UPSTREAMS_MAX, 1))
 		snprintf(k.upstream, sizeof k.upstream, "_other");
-	h = hash_key(&k);
+	g = group_find(&k, &h);
+	if (g == NULL)
+		g = group_new(&k, h);
+	if (g != NULL) {
+		last_group.in = *in;
+		last_group.g = g;
+	}
+	return g;
+}
+
+static struct group *group_find(const struct stats_key *k, uint64_t *hp)
+{
+	uint64_t h = hash_key(k);
+	struct group *g;
+
+	*hp = h;
 	for (g = state.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
-		if (g->hash == h && strcmp(g->key.route, k.route) == 0 &&
-		    strcmp(g->key.tenant, k.tenant) == 0 &&
-		    strcmp(g->key.model, k.model) == 0 && g->key.dialect == k.dialect &&
-		    g->key.op == k.op && strcmp(g->key.upstream, k.upstream) == 0)
+		if (g->hash == h && strcmp(g->key.route, k->route) == 0 &&
+		    strcmp(g->key.tenant, k->tenant) == 0 &&
+		    strcmp(g->key.model, k->model) == 0 && g->key.dialect == k->dialect &&
+		    g->key.op == k->op && strcmp(g->key.upstream, k->upstream) == 0)
 			return g;
-	g = calloc(1, sizeof *g);
+	return NULL;
+}
+
+static struct group *group_new(const struct stats_key *k, uint64_t h)
+{
+	struct group *g = calloc(1, sizeof *g);
+
 	if (g == NULL)
 		return NULL;
-	g->key = k;
+	g->key = *k;
 	g->hash = h;
-	g->ms = metrics_resolve(k.route, k.tenant, k.model, k.upstream, k.dialect, k.op,
+	g->ms = metrics_resolve(k->route, k->tenant, k->model, k->upstream, k->dialect, k->op,
 	    &g->ms_folded);
 	for (size_t w = 0; w < state.n_windows; w++)
 		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
@@ -705,6 +740,7 @@ void stats_configure(const struct conf *c)
 	int windows_changed = n != state.n_windows;
 
 	itl_flush();           /* empty outside a drain; in case */
+	last_group.g = NULL;   /* the limits may change */
 	for (size_t i = 0; !windows_changed && i < n; i++)
 		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
@@ -729,6 +765,7 @@ void stats_free(void)
 {
 	struct group *g, *next;
 	scr.g = NULL;          /* nothing waits outside a drain */
+	last_group.g = NULL;
 	for (g = state.groups; g != NULL; g = next) {
 		next = g->next;
 		group_free(g);

@@ -272,6 +272,20 @@ static void test_refused_requests_mint_nothing(void **state)
 	assert_null(strstr(s, "0badc0de"));
 	assert_null(strstr(s, "m-random"));
 	free(s);
+	/* the same refused key once a verified request named it: its own
+	 * group from then on (the last key's group is remembered; what minted
+	 * the name took its place) */
+	unverified = 1;
+	request("r", "late", "m1", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	unverified = 0;
+	request("r", "late", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	unverified = 1;
+	request("r", "late", "m1", 1000, 1000, 2, 0, OUTCOME_UPSTREAM_ERROR);
+	unverified = 0;
+	s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"tenant\":\"late\",\"model\":\"m1\",\"requests\":2"));
+	assert_non_null(strstr(s, "\"tenant\":\"_other\",\"model\":\"m1\",\"requests\":1"));
+	free(s);
 }
 
 /* The alert rules leave users who pressed stop out of the error rate:
