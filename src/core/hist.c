@@ -23,12 +23,9 @@ _Static_assert(HIST_BUCKETS == HIST_SUB * (HIST_TOP_BITS - HIST_SUB_BITS + 1),
  * so value v lands in (s << HIST_SUB_BITS) + (v >> s), where
  * s = msb(v) - HIST_SUB_BITS is log2 of its bucket's width.
  * OR-ing HIST_SUB in keeps clz defined for 0 and makes s 0 for the exact
- * range, so one formula covers every value without a branch.
+ * range, so one formula covers every value without a branch: hist_bucket
+ * (hist.h, inline for the callers that count by bucket themselves).
  */
-static inline unsigned hist_index(uint64_t us)
-{
-	return hist_bucket(us);
-}
 
 /* Lowest value of bucket i; *shift gets log2 of its width. */
 static uint64_t hist_bucket_lo(unsigned i, unsigned *shift)
@@ -53,7 +50,7 @@ void hist_init(struct hist *h)
  * UINT64_MAX sentinel. */
 void hist_record(struct hist *h, uint64_t us)
 {
-	h->buckets[hist_index(us)]++;
+	h->buckets[hist_bucket(us)]++;
 	h->sum += us;
 	if (us > h->max)
 		h->max = us;
@@ -157,7 +154,7 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 		return 0;
 	if (us >= h->max)
 		return h->count;
-	last = hist_index(us);
+	last = hist_bucket(us);
 	for (i = 0; i < last; i++)
 		total += h->buckets[i];
 	lo = hist_bucket_lo(last, &shift);
@@ -204,7 +201,7 @@ static inline __attribute__((always_inline)) int64_t sparse_slot(
 static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
     uint64_t us, uint32_t n)
 {
-	int64_t at = sparse_slot(h, hist_index(us));
+	int64_t at = sparse_slot(h, hist_bucket(us));
 
 	if (at < 0)
 		return -1;

@@ -63,8 +63,7 @@ struct hist_sparse {
 int hist_sparse_record(struct hist_sparse *h, uint64_t us);
 /* The same value n times (a coarse histogram's bucket, merged). */
 int hist_sparse_record_n(struct hist_sparse *h, uint64_t us, uint32_t n);
-/* The bucket of us (0 .. HIST_BUCKETS - 1), by the formula hist.c tells
- * (inline, for the callers that count by bucket themselves). */
+/* The bucket of us (0 .. HIST_BUCKETS - 1); the layout is told in hist.c. */
 static inline unsigned hist_bucket(uint64_t us)
 {
 	uint64_t top = (uint64_t)1 << HIST_TOP_BITS;
