@@ -190,13 +190,18 @@ static int name_is(const char *name, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
+/* JSON's whitespace; comparisons, not strchr: this runs for every OpenAI
+ * event */
+static inline int blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 static int is_done(const struct sse_event *ev)
 {
 	size_t n = ev->data_len;
 
-	/* comparisons, not strchr: this runs for every OpenAI event */
-	while (n > 0 && (ev->data[n - 1] == ' ' || ev->data[n - 1] == '\t' ||
-	    ev->data[n - 1] == '\r' || ev->data[n - 1] == '\n'))
+	while (n > 0 && blank(ev->data[n - 1]))
 		n--;
 	return n == 6 && memcmp(ev->data, "[DONE]", 6) == 0;
 }
@@ -426,7 +431,7 @@ struct oa_keys {
 
 static const char *skip_blank(const char *p, const char *end)
 {
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+	while (p < end && blank(*p))
 		p++;
 	return p;
 }
@@ -471,13 +476,6 @@ static const char *string_close(const char *b, const char *end)
 	return q;
 }
 
-/* One pass over the chunk's strings, nesting counted between them, so that
- * a quote inside text is never taken for a key. Returns 1 when the chunk
- * has no "error" key anywhere, no top-level "usage" but null ones, and a
- * first "delta" at the depth of choices[i].delta that is an object closed
- * in the text; 0 otherwise (the full parse decides). The delta's members
- * are read in the same pass (depth 4 while it is open), so nothing is
- * scanned twice. */
 /* An empty string or null: a value that is no text. */
 static int no_text(const char *v, const char *end)
 {
@@ -486,9 +484,17 @@ static int no_text(const char *v, const char *end)
 	    (v[4] == ',' || v[4] == '}' || v[4] == ' '));
 }
 
-/* quiet (the role chunk, the finish chunk): one choice, no "text" key of
- * it (legacy completions), and a delta whose members are only "role" and
- * "content" or "refusal" that are empty or null, nothing nested in it:
+/* One pass over the chunk's strings, nesting counted between them, so that
+ * a quote inside text is never taken for a key. Returns 1 when the chunk
+ * has no "error" key anywhere, no top-level "usage" but null ones, and a
+ * first "delta" at the depth of choices[i].delta that is an object closed
+ * in the text; 0 otherwise (the full parse decides). The delta's members
+ * are read in the same pass (depth 4 while it is open), so nothing is
+ * scanned twice.
+ *
+ * k->quiet (the role chunk, the finish chunk): one choice, no "text" key
+ * of it (legacy completions), and a delta whose members are only "role"
+ * and "content" or "refusal" that are empty or null, nothing nested in it:
  * what openai_event then finds is no token, no count, no error. Anything
  * else leaves it 0 and the full parse decides. */
 static int oa_scan(const char *p, const char *end, struct oa_keys *k)
@@ -589,8 +595,7 @@ _Thread_local uint64_t dialect_memo_taken;
 /* The byte before p that is not blank, or 0 at s. */
 static char solid_before(const char *s, const char *p)
 {
-	while (p > s && (p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\r' ||
-	    p[-1] == '\n'))
+	while (p > s && blank(p[-1]))
 		p--;
 	return p > s ? p[-1] : 0;
 }
@@ -693,20 +698,22 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 {
 	struct oa_keys k;
 	const char *v;
+	int text;
 
 	if (!oa_scan(ev->data, ev->data + ev->data_len, &k))
 		return 0;
 	/* a non-empty string; it lies inside the delta, which closed */
 	v = k.content;
-	if ((v == NULL || *v != '"' || v[1] == '"') && !k.quiet)
+	text = v != NULL && *v == '"' && v[1] != '"';
+	if (!text && !k.quiet)
 		return 0;
 	if (k.model != NULL) {
 		out->model = k.model;
 		out->model_len = (size_t)(k.model_end - k.model);
 	}
 	dialect_fast_taken++;
-	if (k.quiet && (v == NULL || *v != '"' || v[1] == '"'))
-		return 1;           /* no token */
+	if (!text)
+		return 1;           /* quiet: no token */
 	out->token = 1;
 	if (memo != NULL)
 		memo_build(memo, ev, &k);

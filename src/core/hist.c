@@ -166,10 +166,8 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 
 /* ---- sparse --------------------------------------------------------------- */
 
-/* The entry of bucket idx, inserted if new; -1 when memory ran out.
- * Inlined: it runs for every token gap the statistics get. */
-static inline __attribute__((always_inline)) int64_t sparse_slot(
-    struct hist_sparse *h, unsigned idx)
+/* The entry of bucket idx, inserted if new; -1 when memory ran out. */
+static int64_t sparse_slot(struct hist_sparse *h, unsigned idx)
 {
 	uint32_t lo = 0, hi = h->n;
 
@@ -197,21 +195,27 @@ static inline __attribute__((always_inline)) int64_t sparse_slot(
 	return lo;
 }
 
+/* count values from min to max summing to sum were added to the buckets */
+static void sparse_totals(struct hist_sparse *h, uint64_t count, uint64_t sum,
+    uint64_t min, uint64_t max)
+{
+	if (h->count == 0 || min < h->min)
+		h->min = min;
+	if (max > h->max)
+		h->max = max;
+	h->count += count;
+	h->sum += sum;
+}
+
 /* n values of us */
-static inline __attribute__((always_inline)) int sparse_add(struct hist_sparse *h,
-    uint64_t us, uint32_t n)
+static int sparse_add(struct hist_sparse *h, uint64_t us, uint32_t n)
 {
 	int64_t at = sparse_slot(h, hist_bucket(us));
 
 	if (at < 0)
 		return -1;
 	h->e[at].count += n;
-	if (h->count == 0 || us < h->min)
-		h->min = us;
-	if (us > h->max)
-		h->max = us;
-	h->count += n;
-	h->sum += us * n;
+	sparse_totals(h, n, us * n, us, us);
 	return 0;
 }
 
@@ -237,12 +241,7 @@ int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
 			return -1;
 		h->e[at].count += counts[used[i]];
 	}
-	if (h->count == 0 || min < h->min)
-		h->min = min;
-	if (max > h->max)
-		h->max = max;
-	h->count += count;
-	h->sum += sum;
+	sparse_totals(h, count, sum, min, max);
 	return 0;
 }
 

@@ -30,7 +30,7 @@ enum { B_TTFT, B_TPOT, B_DURATION, B_CONNECT, B_TOKENS, B_OVERHEAD, B_COUNT };
 struct bset {
 	size_t n;
 	uint64_t v[BOUNDS_MAX];
-	uint16_t octave[65];       /* the first bound >= 2^k (bounds_octaves) */
+	uint16_t octave[65];       /* the first bound >= 2^k (bucket_of) */
 };
 
 static const double ttft_table[] = { 0.001, 0.0025, 0.004, 0.005, 0.0075, 0.01, 0.015,
@@ -356,21 +356,23 @@ static void mhist_free(struct mhist *h)
 }
 
 /* n values of v, their sum counted apart (mhist_observe adds v's). */
+/* The classic bucket of v: the first bound >= v ("le" is inclusive),
+ * looked for from the first bound of v's power of two, a step or two (the
+ * bounds crowd where values are: 4, 5, 6 ms). */
+static size_t bucket_of(const struct bset *b, uint64_t v)
+{
+	size_t lo = b->octave[v ? 63 - __builtin_clzll(v) : 0];
+
+	while (lo < b->n && b->v[lo] < v)
+		lo++;
+	return lo;
+}
+
 static void mhist_count(struct mhist *h, int bset, uint64_t v, uint64_t n)
 {
-	const struct bset *b = &M.b[bset];
-	size_t lo = 0, hi = b->n;
-
 	if (h->counts == NULL)
 		return;
-	while (lo < hi) {          /* the first bound >= v: "le" is inclusive */
-		size_t mid = (lo + hi) / 2;
-		if (b->v[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	h->counts[lo] += n;
+	h->counts[bucket_of(&M.b[bset], v)] += n;
 	h->count += n;
 	nhist_record_n(&h->native, bset == B_TOKENS ? (double)v : (double)v / 1e6, n);
 }
@@ -610,22 +612,16 @@ void metrics_request(struct mset *m, int folded, const struct metrics_obs *o)
 }
 
 /* The classic buckets of token gaps (the native ones come through
- * metrics_itl_native, counted by bucket): each found from the first bound
- * of its power of two, a step or two. */
+ * metrics_itl_native, counted by bucket). */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n)
 {
-	const struct bset *b = &M.b[B_TPOT];
 	struct mhist *h;
 
 	if (m == NULL || n == 0 || (h = &m->h[H_ITL])->counts == NULL)
 		return;
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t v = gaps[i];
-		size_t lo = b->octave[v ? 63 - __builtin_clzll(v) : 0];
-		while (lo < b->n && b->v[lo] < v)    /* "le" is inclusive */
-			lo++;
-		h->counts[lo]++;
-		h->sum += v;
+		h->counts[bucket_of(&M.b[B_TPOT], gaps[i])]++;
+		h->sum += gaps[i];
 	}
 	h->count += n;
 }

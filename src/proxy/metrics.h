@@ -16,11 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct nhist;
-
 struct conf;
-struct promout;
 struct mset;
+struct nhist;
+struct promout;
 
 enum metrics_names { METRICS_NAMES_TOKENTAP, METRICS_NAMES_OTEL, METRICS_NAMES_BOTH };
 

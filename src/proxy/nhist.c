@@ -53,7 +53,7 @@ struct us_cell {
 };
 
 static struct us_cell us_cells[US_CELLS];
-static uint8_t us_block_ready[US_BLOCKS];
+static int us_ready;
 
 static unsigned us_cell_of(uint64_t us)
 {
@@ -102,14 +102,15 @@ static void us_block_build(unsigned b)
 		 * the cut would say a + 1 where it is more: take the slow way */
 		us_cells[c].cut = z == a + 1 ? (uint32_t)hi : UINT32_MAX;
 	}
-	us_block_ready[b] = 1;
 }
 
 void nhist_prepare(void)
 {
+	if (us_ready)
+		return;
 	for (unsigned b = 0; b < US_BLOCKS; b++)
-		if (!us_block_ready[b])
-			us_block_build(b);
+		us_block_build(b);
+	us_ready = 1;
 }
 
 int32_t nhist_index_us(uint64_t us)
@@ -119,9 +120,9 @@ int32_t nhist_index_us(uint64_t us)
 
 	if (us >= ((uint64_t)1 << 32))
 		return us_index_slow(us);
+	if (!us_ready)
+		nhist_prepare();
 	c = us_cell_of(us);
-	if (!us_block_ready[c >> US_CELL_BITS])
-		us_block_build(c >> US_CELL_BITS);
 	cell = &us_cells[c];
 	if (cell->cut == 0 || us < cell->cut)
 		return cell->idx;
@@ -169,16 +170,11 @@ static int64_t bucket_slot(struct nhist *h, int32_t idx)
 
 int nhist_record_n(struct nhist *h, double v, uint64_t n)
 {
-	int64_t at;
-
 	if (!(v > 0)) {
 		h->zero_count += n;
 		return 0;
 	}
-	if ((at = bucket_slot(h, nhist_index(v))) < 0)
-		return -1;
-	h->b[at].count += n;
-	return 0;
+	return nhist_add_index(h, nhist_index(v), n);
 }
 
 int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n)

@@ -33,11 +33,10 @@ struct nhist {
 int32_t nhist_index(double v);
 /* nhist_index((double)us / 1e6), the same, for a whole number of µs >= 1:
  * O(1) from a table (a cell per 1/128 of a power of two, narrower than a
- * bucket, so at most one bound falls in a cell), built an octave at a time
- * as values reach it. */
+ * bucket, so at most one bound falls in a cell), built at the first use. */
 int32_t nhist_index_us(uint64_t us);
-/* Builds all of that table now (at start: about a millisecond), not as
- * values reach it. */
+/* Builds that table now (at start: about a millisecond), not at the first
+ * value. */
 void nhist_prepare(void);
 /* The upper bound of bucket idx. */
 double nhist_upper(int32_t idx);

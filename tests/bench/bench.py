@@ -14,6 +14,7 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
      --levels  latency: the stream counts (default 100,500,1000,3000)
      --workers proxy workers (default: one per CPU of the proxy's half)
      --shared  no pinning: mock, client and proxy share every CPU
+  TOKENTAP_BENCH_KEEP=1 keeps the run's directory (logs, callgrind dumps)
 
 Pinning: on a machine with 2 CPUs or more, the mock and the client share
 the lower half of the CPUs and the proxy under test (tokentap or nginx,

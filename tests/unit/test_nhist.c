@@ -5,18 +5,11 @@
 #include <math.h>
 
 #include "nhist.h"
+#include "rng.h"
 
 #include "unit.h"
 
-static uint64_t rng_state = 7;
-
-static uint64_t rng_next(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t seed = 7;
 
 static int32_t ref(uint64_t us)
 {
@@ -45,7 +38,7 @@ static void test_index_us_bounds(void **state)
 				    nhist_index_us(us), ref(us));
 	}
 	for (int i = 0; i < 1000000; i++) {
-		uint64_t us = 1 + rng_next() % UINT32_MAX;
+		uint64_t us = 1 + rng_next(&seed) % UINT32_MAX;
 		assert_int_equal(nhist_index_us(us), ref(us));
 	}
 	/* past the table: the slow way, the same answer */
@@ -59,11 +52,11 @@ static void test_add_index(void **state)
 	(void)state;
 	for (int round = 0; round < 2000; round++) {
 		struct nhist one = { 0 }, batch = { 0 };
-		unsigned n = (unsigned)(rng_next() % 33);
-		uint32_t base = (uint32_t)(rng_next() % 100000);
+		unsigned n = (unsigned)(rng_next(&seed) % 33);
+		uint32_t base = (uint32_t)(rng_next(&seed) % 100000);
 
 		for (unsigned i = 0; i < n; i++) {
-			uint64_t r = rng_next();
+			uint64_t r = rng_next(&seed);
 			uint32_t v = round % 4 == 0 ? (uint32_t)r : round % 4 == 1 ?
 			    (uint32_t)(r % 3) : base + (uint32_t)(r % 2000);
 			assert_int_equal(nhist_record(&one, (double)v / 1e6), 0);
