@@ -7,14 +7,22 @@
      (tests/conformance) against both builds;
   4. runs the fuzzer for a bounded time.
 
-  python3 tests/run.py [-k SUBSTRING] [--fast]
-     -k      only tests whose name contains SUBSTRING
-     --fast  plain build only, no fuzzing
+  python3 tests/run.py [-k SUBSTRING] [--fast | --check]
+     -k       only tests whose name contains SUBSTRING
+     --fast   plain build only, no fuzzing
+     --check  make check: the plain build's unit tests and the e2e tests
+              that need no browser, no bench, no demo and no valgrind
+              (a module's CHECK_SKIP names the tests left out, "*" all)
+
+Every e2e test runs under a time limit (TIME_LIMIT seconds, or a module's
+TIME_LIMITS[name]): a test that hangs fails with what it was doing, and
+the run goes on.
 """
 import argparse
 import glob
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +33,8 @@ SAN = "address,undefined"
 passed = 0
 failed = 0
 failures = []
+# seconds an e2e test may take; a module's TIME_LIMITS = {name: s} says more
+TIME_LIMIT = 120
 
 
 def result(name, ok, detail=""):
@@ -40,8 +50,30 @@ def result(name, ok, detail=""):
             print("     " + detail.rstrip().replace("\n", "\n     "), flush=True)
 
 
+class TestTimeout(BaseException):
+    """Not an Exception: a test's own "except Exception" must not swallow it."""
+
+
+def _alarm(signum, frame):
+    raise TestTimeout("the test's time limit passed")
+
+
+def call_limited(fn, seconds):
+    """fn() under a time limit: SIGALRM raises TestTimeout in it, wherever
+    it waits (sockets, subprocess, sleep), and its with/finally clauses
+    stop what it started."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def build(sanitizer):
-    args = ["make", "-s", "-j2", "all", "test-unit"]
+    # warnings are errors here (and in CI); a plain make leaves them warnings
+    args = ["make", "-s", "-j2", "WERROR=-Werror", "all", "test-unit"]
     if sanitizer:
         args.append(f"SANITIZER={sanitizer}")
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
@@ -83,7 +115,7 @@ def load_module(path):
     return mod
 
 
-def run_e2e(bdir, tag, only):
+def run_e2e(bdir, tag, only, check=False):
     os.environ["TOKENTAP_BUILD"] = bdir
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     paths = sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py")))
@@ -94,16 +126,19 @@ def run_e2e(bdir, tag, only):
         except Exception:
             result(f"e2e/{tag}/{os.path.basename(path)}", False, traceback.format_exc())
             continue
-        skip = getattr(mod, "SANITIZER_SKIP", set()) if tag == "san" else set()
+        skip = set(getattr(mod, "SANITIZER_SKIP", set())) if tag == "san" else set()
+        if check:
+            skip |= set(getattr(mod, "CHECK_SKIP", set()))
+        limits = getattr(mod, "TIME_LIMITS", {})
         for name in sorted(n for n in dir(mod) if n.startswith("test_")):
             full = f"e2e/{tag}/{os.path.basename(path)[:-3]}/{name}"
-            if (only and only not in full) or name in skip:
+            if (only and only not in full) or name in skip or "*" in skip:
                 continue
             t = time.monotonic()
             try:
-                getattr(mod, name)()
+                call_limited(getattr(mod, name), limits.get(name, TIME_LIMIT))
                 ok, detail = True, ""
-            except Exception:
+            except (Exception, TestTimeout):
                 ok, detail = False, traceback.format_exc()[-1500:]
             result(full + f" ({time.monotonic() - t:.1f}s)", ok, detail)
 
@@ -131,10 +166,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", default="")
     ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-build", action="store_true")
     a = ap.parse_args()
     start = time.monotonic()
-    builds = [("build", "plain", "")] + ([] if a.fast else [("build/san", "san", SAN)])
+    quick = a.fast or a.check
+    builds = [("build", "plain", "")] + ([] if quick else [("build/san", "san", SAN)])
     for bdir, tag, san in builds:
         if not a.no_build and not build(san):
             continue
@@ -143,10 +180,10 @@ def main():
             os.environ["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=66"
             os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
         run_unit(bdir, tag, a.k)
-        run_e2e(bdir, tag, a.k)
-        if tag == "plain" and not a.k:
+        run_e2e(bdir, tag, a.k, a.check)
+        if tag == "plain" and not a.k and not a.check:
             nginx_report()
-    if not a.fast and not a.k:
+    if not quick and not a.k:
         run_fuzz()
     print(f"# {time.monotonic() - start:.0f}s; failed: {', '.join(failures) or 'none'}")
     print(f"{passed} passed, {failed} failed")
