@@ -83,6 +83,14 @@ int logfile_open(struct logfile *l, const char *path)
 		}
 	}
 	pthread_mutex_lock(&l->mu);
+	/* losses not said yet belong to the file closed: said now (a reopen
+	 * is rare: logrotate, a reload) */
+	if (l->quiet_lines > 0 && l->path != NULL) {
+		log_warn("%s %s: %" PRIu64 " line(s) (%" PRIu64 " bytes) lost since the last "
+		    "message, before this reopen", l->what, l->path, l->quiet_lines,
+		    l->quiet_bytes);
+		l->quiet_lines = l->quiet_bytes = 0;
+	}
 	old = atomic_load(&l->fd);
 	atomic_store(&l->fd, fd);
 	if (copy != NULL) {
