@@ -1,71 +1,35 @@
 #include "accesslog.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "health.h"
 #include "jsonw.h"
-#include "log.h"
+#include "logfile.h"
 #include "meter.h"
 #include "util.h"
 
-/* The log's fd never changes number: a reopen dup2()s the new file onto it,
- * so worker threads writing at that moment write to one file or the other,
- * never to a closed or reused descriptor. */
-static int log_fd = -1;
-static char *log_path;
-
-static int open_file(const char *path)
-{
-	if (strcmp(path, "-") == 0)
-		return dup(STDOUT_FILENO);
-	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-}
+/* The file and its losses: logfile.c. */
+#define LOG (logfile_of(LOGFILE_ACCESS))
 
 int accesslog_open(const char *path)
 {
-	int fd;
-
 	if (path == NULL) {
 		accesslog_close();
 		return 0;
 	}
-	fd = open_file(path);
-	if (fd < 0) {
-		log_error("access log %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (log_fd >= 0) {
-		dup2(fd, log_fd);
-		close(fd);
-	} else {
-		log_fd = fd;
-	}
-	if (path != log_path) {     /* a reopen passes log_path itself */
-		free(log_path);
-		log_path = strdup(path);
-	}
-	return 0;
+	return logfile_open(LOG, path);
 }
 
 int accesslog_reopen(void)
 {
-	if (log_path == NULL)
-		return 0;
-	return accesslog_open(log_path);
+	return logfile_reopen(LOG);
 }
 
 void accesslog_close(void)
 {
-	if (log_fd >= 0)
-		close(log_fd);
-	log_fd = -1;
-	free(log_path);
-	log_path = NULL;
+	logfile_close(LOG);
 }
 
 /* ---- fields, written with the core's bounded JSON writer ---------------- */
@@ -310,9 +274,8 @@ void accesslog_write(const struct accesslog_entry *e)
 	char line[8192];
 	size_t n;
 
-	if (log_fd < 0)
+	if (!logfile_enabled(LOG))
 		return;
 	n = accesslog_format(e, line, sizeof line);
-	if (write(log_fd, line, n) < 0)
-		log_warn("access log: %s", strerror(errno));
+	logfile_write(LOG, line, n);
 }

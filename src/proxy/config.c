@@ -5,9 +5,11 @@
 
 #include <openssl/ssl.h>
 
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -233,30 +235,87 @@ struct conf *conf_load(const char *path, FILE *errs)
 	return load(path, NULL, 0, errs);
 }
 
-/* Why path cannot be written, or NULL. */
-static const char *unwritable(const char *path, char *why, size_t len)
+/* What a path names, in a few words. */
+static const char *kind_of(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ?
+	    "a socket" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" :
+	    S_ISLNK(m) ? "a symlink" : "not a regular file";
+}
+
+/* Why the directory dir cannot take a new file, or NULL. A component that
+ * is a file ("/etc/passwd/x") is named: access(2) alone let an executable
+ * one pass for root, and said "not writable" of the others. */
+static const char *bad_dir(const char *dir, char *why, size_t len)
+{
+	struct stat st;
+	int err = stat(dir, &st) == 0 ? 0 : errno;
+
+	if (err == 0 && S_ISDIR(st.st_mode)) {
+		if (access(dir, W_OK | X_OK) == 0)
+			return NULL;
+		snprintf(why, len, "the directory %s is not writable", dir);
+		return why;
+	}
+	if (err == ENOENT) {
+		snprintf(why, len, "the directory %s does not exist", dir);
+		return why;
+	}
+	/* the first component that is there and is not a directory */
+	for (size_t i = 1, n = strlen(dir); i <= n; i++) {
+		char part[4096];
+		if (i < n && dir[i] != '/')
+			continue;
+		snprintf(part, sizeof part, "%.*s", (int)i, dir);
+		if (stat(part, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			snprintf(why, len, "%s is %s, not a directory", part,
+			    S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode));
+			return why;
+		}
+	}
+	snprintf(why, len, "the directory %s: %s", dir, strerror(err ? err : ENOTDIR));
+	return why;
+}
+
+/* Why path cannot be written, or NULL. regular: the file is replaced by a
+ * rename (slo_state), so it must be a regular file, not a symlink (the
+ * rename would replace the link: refused, as logrotate refuses to rotate
+ * one), and its directory writable even when the file is there. The logs
+ * are appended to through whatever the path names, as nginx does: a
+ * symlink, /dev/stdout, a FIFO (opened non-blocking at start: one that no
+ * process reads fails it, said, instead of holding it). */
+static const char *unwritable(const char *path, int regular, char *why, size_t len)
 {
 	char dir[4096];
-	const char *slash;
+	const char *slash = strrchr(path, '/');
+	struct stat st;
 
-	if (access(path, F_OK) == 0)
-		return access(path, W_OK) == 0 ? NULL : "the file is not writable";
-	slash = strrchr(path, '/');
 	if (slash == NULL)
 		snprintf(dir, sizeof dir, ".");
 	else if (slash == path)
 		snprintf(dir, sizeof dir, "/");
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-	if (access(dir, F_OK) != 0) {
-		snprintf(why, len, "the directory %s does not exist", dir);
+	if (regular && lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		if (!S_ISLNK(st.st_mode))
+			snprintf(why, len, "%s, not a regular file", kind_of(st.st_mode));
+		else
+			snprintf(why, len, "a symlink: tokentap replaces the file by rename, "
+			    "which would replace the link; name the file itself");
 		return why;
 	}
-	if (access(dir, W_OK | X_OK) != 0) {
-		snprintf(why, len, "the directory %s is not writable", dir);
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return "a directory, not a file";
+		if (access(path, W_OK) != 0)
+			return "the file is not writable";
+		return regular ? bad_dir(dir, why, len) : NULL;
+	}
+	if (errno != ENOENT && errno != ENOTDIR) {
+		snprintf(why, len, "%s", strerror(errno));
 		return why;
 	}
-	return NULL;
+	return bad_dir(dir, why, len);
 }
 
 int conf_check_paths(const struct conf *c, FILE *errs)
@@ -264,10 +323,11 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 	const struct {
 		const char *key, *path;
 		struct conf_pos at;
+		int regular;
 	} files[] = {
-		{ "access_log", c->access_log, c->access_log_at },
-		{ "stats.file", c->stats_file, c->stats_file_at },
-		{ "slo_state", c->slo_state, c->slo_state_at },
+		{ "access_log", c->access_log, c->access_log_at, 0 },
+		{ "stats.file", c->stats_file, c->stats_file_at, 0 },
+		{ "slo_state", c->slo_state, c->slo_state_at, 1 },
 	};
 	char why[4200];
 	int bad = 0;
@@ -276,7 +336,7 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 		const char *w;
 		if (files[i].path == NULL || strcmp(files[i].path, "-") == 0)
 			continue;
-		if ((w = unwritable(files[i].path, why, sizeof why)) == NULL)
+		if ((w = unwritable(files[i].path, files[i].regular, why, sizeof why)) == NULL)
 			continue;
 		if (errs != NULL)
 			fprintf(errs, "%s:%zu:%zu: %s %s: %s\n", c->path ? c->path : "config",

@@ -258,10 +258,11 @@ struct conf {
  * as one line "FILE:LINE:COL: message" (FILE as given). Returns the config,
  * or NULL when there was any problem. */
 struct conf *conf_load(const char *path, FILE *errs);
-/* The files the config names that tokentap writes (access_log, stats.file)
- * can be: the file writable, or its directory there and writable. What
- * start would fail on, found by -t and by a reload, reported as
- * FILE:LINE:COL. 0 or -1. */
+/* The files the config names that tokentap writes (access_log, stats.file,
+ * slo_state) can be: the file writable and not a directory, or its
+ * directory there, a directory and writable; slo_state a regular file (not
+ * a symlink, FIFO, ...) in a writable directory. What start would fail on,
+ * found by -t and by a reload, reported as FILE:LINE:COL. 0 or -1. */
 int conf_check_paths(const struct conf *c, FILE *errs);
 
 /* The same from a string; name stands for the file in messages. */

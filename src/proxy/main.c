@@ -18,6 +18,7 @@
 #include "alertd.h"
 #include "config.h"
 #include "log.h"
+#include "logfile.h"
 #include "net.h"
 #include "pool.h"
 #include "poold.h"
@@ -170,6 +171,13 @@ static void yield_to_workers(void)
 		setpriority(PRIO_PROCESS, 0, nice + 10 > 19 ? 19 : nice + 10);
 }
 
+/* What /stats (and the stats file) adds after its groups. */
+static void stats_more(struct evbuffer *out)
+{
+	poold_json(out);
+	logfile_json(out);
+}
+
 static int run(void)
 {
 	static const int sigs[] = { SIGHUP, SIGUSR1, SIGTERM, SIGINT };
@@ -181,7 +189,7 @@ static int run(void)
 	if (main_base == NULL)
 		return 1;
 	stats_configure(current);
-	stats_json_more = poold_json;
+	stats_json_more = stats_more;
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
@@ -291,6 +299,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* a log past a file-size limit (ulimit -f, LimitFSIZE=) loses lines,
+	 * counted (logfile.h), as on a full disk: it does not end the proxy */
+	signal(SIGXFSZ, SIG_IGN);
 	/* two descriptors per stream: the hard limit, as nginx's
 	 * worker_rlimit_nofile would take */
 	net_raise_nofile();

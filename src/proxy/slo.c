@@ -82,7 +82,10 @@ static int ring_add(struct ring *r, uint64_t t_us, uint32_t good, uint32_t bad)
 }
 
 /* The counts of the last window_us at now: the bucket of now and those
- * before it, as many as the window spans. */
+ * before it, as many as the window spans. After the wall clock was
+ * stepped back the head may be ahead of now: the buckets after now are
+ * not in the window (summed from the head, they would blind every window
+ * until the clock caught up with it). */
 static struct sums ring_sum(struct ring *r, uint64_t now_us, uint64_t window_us)
 {
 	uint64_t now = now_us / r->bucket_us;
@@ -92,8 +95,11 @@ static struct sums ring_sum(struct ring *r, uint64_t now_us, uint64_t window_us)
 	ring_advance(r, now);
 	if (k > r->n)
 		k = r->n;
-	for (uint64_t i = 0; i < k && i <= r->head; i++) {
-		const struct count *c = &r->c[(r->head - i) % r->n];
+	for (uint64_t i = 0; i < k && i <= now; i++) {
+		const struct count *c;
+		if (now - i + r->n <= r->head)
+			break;                  /* older than the ring holds */
+		c = &r->c[(now - i) % r->n];
 		s.good += c->good;
 		s.bad += c->bad;
 	}
@@ -729,17 +735,67 @@ struct entry {
 	uint32_t good, bad;
 };
 
+/* The fields of a line: single spaces between, none after the last. */
+static int field_end(const char **p, const char *s)
+{
+	if (*s == ' ' && s[1] != '\0' && s[1] != ' ')
+		s++;
+	else if (*s != '\0')
+		return -1;
+	*p = s;
+	return 0;
+}
+
+/* A word of at most len - 1 bytes. */
+static int field_word(const char **p, char *out, size_t len)
+{
+	const char *s = *p;
+	size_t n = 0;
+
+	while (s[n] != '\0' && s[n] != ' ')
+		n++;
+	if (n == 0 || n >= len)
+		return -1;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return field_end(p, s + n);
+}
+
+/* A number: digits only, at most max. (sscanf's %lu took "-1" for
+ * 2^64 - 1 and wrapped what overflowed: a head of -1 froze a budget.) */
+static int field_u64(const char **p, uint64_t max, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t x = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (d > max || x > (max - d) / 10)
+			return -1;
+		x = x * 10 + d;
+	}
+	*v = x;
+	return field_end(p, s);
+}
+
 /* One SLO's section: its name, bucket length, newest bucket and entries
  * (*ev, made here), or -1 with why. */
 static int read_slo(struct lines *l, char name[64], int *ring, uint64_t *b,
     uint64_t *head, struct entry **ev, size_t *n, char *why, size_t wl)
 {
-	char kind[16], tail;
+	const char *p = l->line;
+	char word[4], kind[16];
+	uint64_t count;
 
 	*ev = NULL;
-	if (sscanf(l->line, "slo %63s %15s %" SCNu64 " %" SCNu64 " %zu%c", name, kind, b,
-	    head, n, &tail) != 5 || *b == 0 || *n > SLO_MAX_BUCKETS)
+	if (field_word(&p, word, sizeof word) < 0 || strcmp(word, "slo") != 0 ||
+	    field_word(&p, name, 64) < 0 || field_word(&p, kind, sizeof kind) < 0 ||
+	    field_u64(&p, UINT64_MAX, b) < 0 || field_u64(&p, UINT64_MAX, head) < 0 ||
+	    field_u64(&p, SLO_MAX_BUCKETS, &count) < 0 || *p != '\0' || *b == 0)
 		return fail(why, wl, l, "expected 'slo NAME RING BUCKET_US HEAD COUNT'");
+	*n = (size_t)count;
 	for (*ring = 0; *ring < RINGS && strcmp(kind, ring_names[*ring]) != 0; (*ring)++)
 		;
 	if (*ring == RINGS)
@@ -748,15 +804,59 @@ static int read_slo(struct lines *l, char name[64], int *ring, uint64_t *b,
 		return fail(why, wl, l, "out of memory");
 	for (size_t i = 0; i < *n; i++) {
 		struct entry *e = &(*ev)[i];
-		if (next_line(l) < 0 || sscanf(l->line, "%" SCNu64 " %" SCNu32 " %" SCNu32 "%c",
-		    &e->idx, &e->good, &e->bad, &tail) != 3 || e->idx > *head ||
-		    (i > 0 && e->idx <= (*ev)[i - 1].idx)) {
+		uint64_t good, bad;
+		int bad_line = next_line(l) < 0;
+		p = l->line;
+		if (bad_line || field_u64(&p, *head, &e->idx) < 0 ||
+		    field_u64(&p, UINT32_MAX, &good) < 0 || field_u64(&p, UINT32_MAX, &bad) < 0 ||
+		    *p != '\0' || (i > 0 && e->idx <= (*ev)[i - 1].idx)) {
 			free(*ev);
 			*ev = NULL;
 			return fail(why, wl, l, "expected 'INDEX GOOD BAD', ascending, at most HEAD");
 		}
+		e->good = (uint32_t)good;
+		e->bad = (uint32_t)bad;
 	}
 	return 0;
+}
+
+/* How far ahead, for people. */
+static void ahead_text(double us, char *out, size_t len)
+{
+	if (us >= 2 * 86400e6)
+		snprintf(out, len, "%.0f days", us / 86400e6);
+	else if (us >= 2 * 3600e6)
+		snprintf(out, len, "%.1f hours", us / 3600e6);
+	else if (us >= 120e6)
+		snprintf(out, len, "%.0f minutes", us / 60e6);
+	else
+		snprintf(out, len, "%.0f s", us / 1e6);
+}
+
+/* A section written on a clock ahead of this one (another host's, or this
+ * one's before it was stepped back), or impossible: its newest bucket
+ * begins more than SLO_STATE_AHEAD_US after now. Said; take_section drops
+ * the buckets past that. */
+static void say_ahead(const struct lines *l, const char *name, int ring, uint64_t b,
+    uint64_t head, const struct entry *ev, size_t n, const struct slo_state_clock *clk)
+{
+	uint64_t limit = (clk->now_us + SLO_STATE_AHEAD_US) / b, requests = 0;
+	size_t dropped = 0;
+	char msg[400], ahead[32];
+
+	for (size_t k = 0; k < n; k++)
+		if (ev[k].idx > limit) {
+			dropped++;
+			requests += (uint64_t)ev[k].good + ev[k].bad;
+		}
+	ahead_text((double)head * (double)b - (double)clk->now_us, ahead, sizeof ahead);
+	snprintf(msg, sizeof msg, "line %zu: slo %s %s: its newest bucket begins %s after "
+	    "this clock's now (the file was written on a clock ahead of this one, or this "
+	    "clock was stepped back); its %zu bucket(s) after now (%" PRIu64 " request(s)) "
+	    "dropped, the %zu older kept", l->no - n, name, ring_names[ring], ahead, dropped,
+	    requests, n - dropped);
+	if (clk->note != NULL)
+		clk->note(clk->arg, msg);
 }
 
 static void rings_free(struct ring *v, size_t n)
@@ -768,8 +868,8 @@ static void rings_free(struct ring *v, size_t n)
 
 /* The counts of one section into nr (RINGS per SLO), the ring of the SLO
  * of its name (none: skipped). 0 or -1. */
-static int take_section(struct slo_set *s, struct ring *nr, struct lines *l, char *why,
-    size_t wl)
+static int take_section(struct slo_set *s, struct ring *nr, struct lines *l,
+    const struct slo_state_clock *clk, char *why, size_t wl)
 {
 	char name[64];
 	uint64_t b, head;
@@ -792,22 +892,33 @@ static int take_section(struct slo_set *s, struct ring *nr, struct lines *l, cha
 			free(ev);
 			return fail(why, wl, l, "out of memory");
 		}
-		nr[i].head = head * b / cur->bucket_us;
-		for (size_t k = 0; k < n; k++)
-			ring_add(&nr[i], ev[k].idx * b, ev[k].good, ev[k].bad);
+		/* The ring's head is never left ahead of now: new requests would
+		 * land behind it, unseen by windows summed at now, and dropped
+		 * once it was a ring's length ahead (a head years on froze the
+		 * budget for good). Buckets up to SLO_STATE_AHEAD_US ahead are
+		 * counted as now's; those past it are dropped, said. */
+		uint64_t now_b = clk->now_us / b, limit = (clk->now_us + SLO_STATE_AHEAD_US) / b;
+		if (head > limit)
+			say_ahead(l, name, ring, b, head, ev, n, clk);
+		nr[i].head = (head < now_b ? head : now_b) * b / cur->bucket_us;
+		for (size_t k = 0; k < n && ev[k].idx <= limit; k++)
+			ring_add(&nr[i], (ev[k].idx < now_b ? ev[k].idx : now_b) * b, ev[k].good,
+			    ev[k].bad);
 	}
 	free(ev);
 	return 0;
 }
 
-int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
-    size_t why_len)
+int slo_state_read(struct slo_set *s, const char *text, size_t len,
+    const struct slo_state_clock *clk, char *why, size_t why_len)
 {
 	struct lines l = { text, text + len, 0, "" };
 	size_t nn = s->n * RINGS;
 	struct ring *nr = calloc(nn ? nn : 1, sizeof *nr);
-	size_t sections = 0, end_n;
-	char tail;
+	size_t sections = 0;
+	uint64_t end_n;
+	const char *p;
+	char word[4];
 
 	if (nr == NULL) {
 		snprintf(why, why_len, "out of memory");
@@ -824,14 +935,15 @@ int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
 		}
 		if (strncmp(l.line, "end ", 4) == 0)
 			break;
-		if (take_section(s, nr, &l, why, why_len) < 0) {
+		if (take_section(s, nr, &l, clk, why, why_len) < 0) {
 			rings_free(nr, nn);
 			return -1;
 		}
 		sections++;
 	}
-	if (sscanf(l.line, "end %zu%c", &end_n, &tail) != 1 || end_n != sections ||
-	    l.p != l.end) {
+	p = l.line;
+	if (field_word(&p, word, sizeof word) < 0 || field_u64(&p, UINT64_MAX, &end_n) < 0 ||
+	    *p != '\0' || end_n != sections || l.p != l.end) {
 		rings_free(nr, nn);
 		return fail(why, why_len, &l, "the 'end' line does not close the file");
 	}

@@ -67,11 +67,30 @@ void slo_alert_prometheus(void *set, struct promout *out);
 
 /* The budget and burn rings as text (the state file). Returns 0 or -1. */
 int slo_state_write(struct slo_set *s, FILE *f);
+/* How far ahead of now a state file's buckets may begin and still count
+ * (as now's): clocks of hosts that share a file drift apart by
+ * milliseconds under NTP, by seconds before it syncs. A minute is also the
+ * burn ring's bucket at the default pairs (a fifth of 5m): what it keeps
+ * moves by at most a bucket. */
+#define SLO_STATE_AHEAD_US (60 * 1000000ull)
+
+/* The clock a state file is read against, and who hears what was dropped
+ * for being ahead of it (note: one message per section, "line 2: ..."). */
+struct slo_state_clock {
+	uint64_t now_us;                        /* the wall clock */
+	void (*note)(void *arg, const char *msg);
+	void *arg;
+};
+
 /* Reads what slo_state_write wrote into the SLOs of the same names (their
  * counts replaced; buckets of another length are re-bucketed, those older
- * than a ring holds dropped). All or nothing: on -1 nothing changed and
- * why says what is wrong ("line 3: ..."). */
-int slo_state_read(struct slo_set *s, const char *text, size_t len, char *why,
-    size_t why_len);
+ * than a ring holds dropped). A number with a sign or past its type's
+ * range is an error. No ring is left ahead of clk->now_us: buckets up to
+ * SLO_STATE_AHEAD_US after it count as now's, later ones are dropped (said
+ * through clk->note, once per section), the older ones kept. Errors are
+ * all or nothing:
+ * on -1 nothing changed and why says what is wrong ("line 3: ..."). */
+int slo_state_read(struct slo_set *s, const char *text, size_t len,
+    const struct slo_state_clock *clk, char *why, size_t why_len);
 
 #endif

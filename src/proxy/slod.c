@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -71,17 +72,43 @@ static void fsync_dir(const char *path)
 	}
 }
 
-/* Write, fsync, rename: the file is the old one or the new one, whole. */
+/* The temporary file beside the state: made anew (O_EXCL), never through
+ * a link or into something planted there (O_NOFOLLOW: a symlink planted as
+ * <slo_state>.tmp would otherwise have had its target overwritten). One
+ * left behind (a crash between create and rename) is removed first:
+ * unlink removes a link, not what it names. */
+static FILE *tmp_create(const char *tmp)
+{
+	int fd = -1;
+
+	for (int i = 0; i < 2 && fd < 0; i++) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 && (errno != EEXIST || i > 0 || unlink(tmp) != 0))
+			return NULL;
+	}
+	return fdopen(fd, "w");
+}
+
+/* Write, fsync, rename: the file is the old one or the new one, whole.
+ * Only a regular file is replaced (or none): a symlink or anything else put
+ * at the path since the start is left as it is, said. */
 static void state_write(void)
 {
 	char tmp[4200];
+	struct stat st;
 	FILE *f;
 	int rc;
 
 	if (state_path == NULL || set == NULL)
 		return;
+	if (lstat(state_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		log_warn("slo_state %s: not written: %s", state_path,
+		    S_ISLNK(st.st_mode) ? "it is a symlink now (the rename would replace "
+		    "the link, not the file it names)" : "it is not a regular file now");
+		return;
+	}
 	snprintf(tmp, sizeof tmp, "%s.tmp", state_path);
-	f = fopen(tmp, "w");
+	f = tmp_create(tmp);
 	if (f == NULL) {
 		log_warn("slo_state %s: cannot write: %s", tmp, strerror(errno));
 		return;
@@ -98,15 +125,29 @@ static void state_write(void)
 	fsync_dir(state_path);
 }
 
+/* The state file's bytes; NULL with errno (ELOOP: a symlink; ENODEV: not
+ * a regular file). Opened non-blocking: a FIFO there held the start, before
+ * the listeners, until some process wrote to it. */
 static char *read_all(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE *f;
 	char *buf = NULL;
 	size_t cap = 0;
 
 	*len = 0;
-	if (f == NULL)
+	if (fd < 0)
 		return NULL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = ENODEV;
+		return NULL;
+	}
+	if ((f = fdopen(fd, "rb")) == NULL) {
+		close(fd);
+		return NULL;
+	}
 	for (;;) {
 		size_t n;
 		if (*len == cap) {
@@ -129,10 +170,17 @@ static char *read_all(const char *path, size_t *len)
 	return buf;
 }
 
+static void on_note(void *arg, const char *msg)
+{
+	log_warn("slo_state %s: %s", (const char *)arg, msg);
+}
+
 /* Never refuses to start: a file that is missing or wrong is said so, and
- * the budgets start empty. */
+ * the budgets start empty. (-t and the start refuse a path that is a
+ * symlink or not a regular file: conf_check_paths.) */
 static void state_load(void)
 {
+	struct slo_state_clock clk = { wall_us(), on_note, state_path };
 	char why[256];
 	size_t len;
 	char *text;
@@ -146,10 +194,11 @@ static void state_load(void)
 			    state_path);
 		else
 			log_warn("slo_state %s: cannot read (%s); the error budgets start empty",
-			    state_path, strerror(errno));
+			    state_path, errno == ELOOP ? "a symlink" : errno == ENODEV ?
+			    "not a regular file" : strerror(errno));
 		return;
 	}
-	if (slo_state_read(set, text, len, why, sizeof why) < 0)
+	if (slo_state_read(set, text, len, &clk, why, sizeof why) < 0)
 		log_warn("slo_state %s: corrupt, %s; the error budgets start empty",
 		    state_path, why);
 	else

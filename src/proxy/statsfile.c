@@ -1,17 +1,16 @@
 #include "statsfile.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 
-#include "log.h"
+#include "logfile.h"
 #include "stats.h"
 
-static int fd = -1;
+/* The file and its losses: logfile.c. */
+#define SF (logfile_of(LOGFILE_STATS))
+
 static char *path;
 static uint64_t interval_us, next_us;
 
@@ -29,29 +28,20 @@ int statsfile_configure(const struct conf *c)
 	next_us = 0;
 	if (path == NULL)
 		return -1;
-	statsfile_reopen();
-	return fd < 0 ? -1 : 0;
+	return logfile_open(SF, path);
 }
 
 void statsfile_reopen(void)
 {
-	int nfd;
-	if (path == NULL)
-		return;
-	nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (nfd < 0) {
-		log_error("stats file %s: %s", path, strerror(errno));
-		return;
-	}
-	if (fd >= 0)
-		close(fd);
-	fd = nfd;
+	logfile_reopen(SF);
 }
 
 void statsfile_tick(uint64_t now_us)
 {
 	struct evbuffer *b;
-	if (fd < 0)
+	unsigned char *text;
+
+	if (!logfile_enabled(SF))
 		return;
 	if (next_us == 0)
 		next_us = now_us + interval_us;
@@ -64,16 +54,16 @@ void statsfile_tick(uint64_t now_us)
 	if (b == NULL)
 		return;
 	stats_json(b, 0, BY_ROUTE);
-	if (evbuffer_write(b, fd) < 0)
-		log_warn("stats file %s: %s", path, strerror(errno));
+	/* one write: the snapshot is in the file whole or not at all */
+	text = evbuffer_pullup(b, -1);
+	if (text != NULL)
+		logfile_write(SF, text, evbuffer_get_length(b));
 	evbuffer_free(b);
 }
 
 void statsfile_close(void)
 {
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
+	logfile_close(SF);
 	free(path);
 	path = NULL;
 }

@@ -207,6 +207,7 @@ static char *state_text(struct slo_set *s)
 static void test_state_round_trip_and_corruption(void **state)
 {
 	struct slo_set *s = set_of(conf_text, T0), *r;
+	struct slo_state_clock clk = { T0 + 3 * S, NULL, NULL };
 	char why[200], *text, *doc, *bad;
 
 	(void)state;
@@ -218,7 +219,7 @@ static void test_state_round_trip_and_corruption(void **state)
 	assert_false(slo_dirty(s));
 	assert_non_null(strstr(text, "tokentap-slo-state 1\nslo chat budget 447000 "));
 	r = set_of(conf_text, T0);
-	assert_int_equal(slo_state_read(r, text, strlen(text), why, sizeof why), 0);
+	assert_int_equal(slo_state_read(r, text, strlen(text), &clk, why, sizeof why), 0);
 	doc = json(r, T0 + 3 * S);
 	has(doc, "\"budget\":{\"eligible\":3,\"good\":1,\"bad\":2,");
 	/* the windows start empty: only the budget is kept */
@@ -230,7 +231,7 @@ static void test_state_round_trip_and_corruption(void **state)
 	r = set_of("routes: [{name: llm, upstream: 'http://x'}]\n"
 	    "alerts:\n  burn_rates: [{severity: critical, long: 10s, short: 1s, rate: 5}]\n"
 	    "slos:\n  - {name: chat, ttft: 100ms, objective: 0.9, period: 1h}\n", T0);
-	assert_int_equal(slo_state_read(r, text, strlen(text), why, sizeof why), 0);
+	assert_int_equal(slo_state_read(r, text, strlen(text), &clk, why, sizeof why), 0);
 	doc = json(r, T0 + 3 * S);
 	has(doc, "\"bucket\":\"447ms\",\"burn_bucket\":\"200ms\"");
 	has(doc, "\"budget\":{\"eligible\":3,\"good\":1,\"bad\":2,");
@@ -238,25 +239,193 @@ static void test_state_round_trip_and_corruption(void **state)
 
 	/* cut short, a count that is not one, another file: refused, nothing changed */
 	bad = strndup(text, strlen(text) - 4);
-	assert_int_equal(slo_state_read(r, bad, strlen(bad), why, sizeof why), -1);
+	assert_int_equal(slo_state_read(r, bad, strlen(bad), &clk, why, sizeof why), -1);
 	assert_non_null(strstr(why, "line "));
 	free(bad);
 	bad = strdup(text);
 	*strrchr(bad, 'e') = 'x';
-	assert_int_equal(slo_state_read(r, bad, strlen(bad), why, sizeof why), -1);
+	assert_int_equal(slo_state_read(r, bad, strlen(bad), &clk, why, sizeof why), -1);
 	free(bad);
 	bad = strdup(text);
 	bad[strlen("tokentap-slo-state 1\nslo chat budget 447000 ") + 2] = 'z';
-	assert_int_equal(slo_state_read(r, bad, strlen(bad), why, sizeof why), -1);
+	assert_int_equal(slo_state_read(r, bad, strlen(bad), &clk, why, sizeof why), -1);
 	assert_string_equal(why, "line 2: expected 'slo NAME RING BUCKET_US HEAD COUNT'");
 	free(bad);
-	assert_int_equal(slo_state_read(r, "{}\n", 3, why, sizeof why), -1);
+	assert_int_equal(slo_state_read(r, "{}\n", 3, &clk, why, sizeof why), -1);
 	assert_string_equal(why, "line 1: not a tokentap SLO state file");
 	doc = json(r, T0 + 3 * S);
 	has(doc, "\"budget\":{\"eligible\":3,\"good\":1,\"bad\":2,");
 	free(doc);
 	free(text);
 	slo_free(r);
+	slo_free(s);
+}
+
+/* What a state read said about sections ahead of its clock. */
+struct notes {
+	int n;
+	char msg[4][400];
+};
+
+static void on_note(void *arg, const char *msg)
+{
+	struct notes *n = arg;
+	assert_true(n->n < 4);
+	snprintf(n->msg[n->n++], sizeof n->msg[0], "%s", msg);
+}
+
+/* A state read at clk: 0 or -1, why and the notes kept. */
+static int read_at(struct slo_set *r, const char *text, uint64_t now, struct notes *n,
+    char *why, size_t wl)
+{
+	struct slo_state_clock clk = { now, on_note, n };
+	memset(n, 0, sizeof *n);
+	why[0] = '\0';
+	return slo_state_read(r, text, strlen(text), &clk, why, wl);
+}
+
+/* The HEAD field of the "slo NAME RING" line of text. */
+static uint64_t head_of(const char *text, const char *section)
+{
+	const char *p = strstr(text, section);
+	unsigned long long b, head;
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + strlen(section), " %llu %llu", &b, &head), 2);
+	return head;
+}
+
+static void test_state_numbers_are_strict(void **state)
+{
+	static const struct {
+		const char *text;
+		int line;
+	} bad[] = {
+		{ "slo chat burn 400000 -1 1\n0 1 2\nend 1\n", 2 },          /* sscanf: 2^64 - 1 */
+		{ "slo chat burn 400000 +5 1\n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 400000 18446744073709551616 1\n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 0 5 1\n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 400000 5 -1\n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 400000  5 1\n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 400000 5 1 \n5 1 2\nend 1\n", 2 },
+		{ "slo chat burn 400000 5 1\n5 4294967296 2\nend 1\n", 3 },  /* past uint32 */
+		{ "slo chat burn 400000 5 1\n5 1 -2\nend 1\n", 3 },
+		{ "slo chat burn 400000 5 1\n6 1 2\nend 1\n", 3 },           /* past HEAD */
+		{ "slo chat burn 400000 5 1\n5 1 2\nend -1\n", 4 },
+		{ "slo chat burn 400000 5 1\n5 1 2\nend 1 \n", 4 },
+	};
+	struct slo_set *r = set_of(conf_text, T0);
+	struct notes n;
+	char why[200], text[300], line[16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(text, sizeof text, "tokentap-slo-state 1\n%s", bad[i].text);
+		snprintf(line, sizeof line, "line %d: ", bad[i].line);
+		if (read_at(r, text, T0, &n, why, sizeof why) != -1 || strncmp(why, line, strlen(line)))
+			fail_msg("accepted or misplaced (%s):\n%s", why, text);
+	}
+	/* the largest number is a number: a head 2^64 - 1 buckets on, impossible,
+	 * is dropped with a note, the rest of the file read */
+	assert_int_equal(read_at(r, "tokentap-slo-state 1\nslo chat burn 400000 "
+	    "18446744073709551615 1\n18446744073709551615 1 2\n"
+	    "slo chat budget 447000 5 1\n5 1 2\nend 2\n", T0, &n, why, sizeof why), 0);
+	assert_int_equal(n.n, 1);
+	assert_non_null(strstr(n.msg[0], "line 2: slo chat burn: its newest bucket begins "));
+	assert_non_null(strstr(n.msg[0], " days after"));
+	assert_non_null(strstr(n.msg[0], "its 1 bucket(s) after now (3 request(s)) dropped, "
+	    "the 0 older kept"));
+	slo_free(r);
+}
+
+static void test_state_ahead_of_the_clock(void **state)
+{
+	struct slo_set *s = set_of(conf_text, T0), *r;
+	struct seen seen = { 0 };
+	struct notes n;
+	char why[200], text[400], *saved, *again, *doc;
+	uint64_t now = T0 + 200 * S, ten_years = 3650 * 86400 * S;
+
+	(void)state;
+	/* written on a clock an hour ahead (or before this one was stepped
+	 * back an hour): two bad requests 100 s ago, three good in an hour */
+	rec(s, "llm", "-", 500, -1, OUTCOME_OK, T0 + 100 * S);
+	rec(s, "llm", "-", 500, -1, OUTCOME_OK, T0 + 100 * S);
+	for (int i = 0; i < 3; i++)
+		rec(s, "llm", "-", 50, -1, OUTCOME_OK, T0 + 3600 * S);
+	saved = state_text(s);
+	slo_free(s);
+	r = set_of(conf_text, now);
+	assert_int_equal(read_at(r, saved, now, &n, why, sizeof why), 0);
+	assert_int_equal(n.n, 2);
+	assert_non_null(strstr(n.msg[0], "line 2: slo chat budget: its newest bucket begins "
+	    "57 minutes after this clock's now"));
+	assert_non_null(strstr(n.msg[0], "its 1 bucket(s) after now (3 request(s)) dropped, "
+	    "the 1 older kept"));
+	assert_non_null(strstr(n.msg[1], "slo chat burn: "));
+	/* the budget keeps what is not ahead */
+	doc = json(r, now);
+	has(doc, "\"budget\":{\"eligible\":2,\"good\":0,\"bad\":2,");
+	free(doc);
+	/* new requests count, and the pair fires on them */
+	for (int i = 0; i < 10; i++)
+		rec(r, "llm", "-", 500, -1, OUTCOME_OK, now + (uint64_t)i * 50 * MS);
+	slo_evaluate(r, now + 600 * MS, on_t, &seen);
+	assert_true(seen.n >= 1 && seen.t[0].firing && seen.t[0].severity == ALERT_CRITICAL);
+	assert_int_equal(seen.t[0].samples, 10);
+	/* what is written back is not ahead */
+	again = state_text(r);
+	assert_true(head_of(again, "slo chat burn") * 400 * MS <= now + SLO_STATE_AHEAD_US);
+	assert_true(head_of(again, "slo chat budget") * 447 * MS <= now + SLO_STATE_AHEAD_US);
+	free(again);
+	free(saved);
+	slo_free(r);
+
+	/* ten years ahead: the same */
+	r = set_of(conf_text, T0);
+	snprintf(text, sizeof text, "tokentap-slo-state 1\nslo chat burn 400000 %llu 1\n"
+	    "%llu 0 5\nend 1\n", (unsigned long long)((T0 + ten_years) / (400 * MS)),
+	    (unsigned long long)((T0 + ten_years) / (400 * MS)));
+	assert_int_equal(read_at(r, text, T0, &n, why, sizeof why), 0);
+	assert_int_equal(n.n, 1);
+	assert_non_null(strstr(n.msg[0], "begins 3650 days after"));
+	memset(&seen, 0, sizeof seen);
+	for (int i = 0; i < 3; i++)
+		rec(r, "llm", "-", 500, -1, OUTCOME_OK, T0 + (uint64_t)i * MS);
+	slo_evaluate(r, T0 + 100 * MS, on_t, &seen);
+	assert_true(seen.n >= 1 && seen.t[0].firing && seen.t[0].samples == 3);
+	slo_free(r);
+
+	/* within SLO_STATE_AHEAD_US (another host's clock 30 s on): kept whole,
+	 * as now's */
+	r = set_of(conf_text, T0);
+	snprintf(text, sizeof text, "tokentap-slo-state 1\nslo chat burn 400000 %llu 1\n"
+	    "%llu 0 5\nend 1\n", (unsigned long long)((T0 + 30 * S) / (400 * MS)),
+	    (unsigned long long)((T0 + 30 * S) / (400 * MS)));
+	assert_int_equal(read_at(r, text, T0, &n, why, sizeof why), 0);
+	assert_int_equal(n.n, 0);
+	memset(&seen, 0, sizeof seen);
+	slo_evaluate(r, T0 + 500 * MS, on_t, &seen);
+	assert_true(seen.n >= 1 && seen.t[0].firing && seen.t[0].samples == 5);
+	again = state_text(r);
+	assert_true(head_of(again, "slo chat burn") == (T0 + 500 * MS) / (400 * MS));
+	free(again);
+	slo_free(r);
+}
+
+/* The wall clock stepped back while running: the windows are summed at
+ * now, not at the newest bucket (ahead of now until the clock catches up). */
+static void test_windows_at_now_after_a_step_back(void **state)
+{
+	struct slo_set *s = set_of(conf_text, T0);
+	struct seen seen = { 0 };
+
+	(void)state;
+	rec(s, "llm", "-", 50, -1, OUTCOME_OK, T0 + 90 * S);
+	for (int i = 0; i < 10; i++)
+		rec(s, "llm", "-", 500, -1, OUTCOME_OK, T0 + (uint64_t)i * 50 * MS);
+	slo_evaluate(s, T0 + 600 * MS, on_t, &seen);
+	assert_true(seen.n >= 1 && seen.t[0].firing && seen.t[0].severity == ALERT_CRITICAL);
+	assert_int_equal(seen.t[0].samples, 10);
 	slo_free(s);
 }
 
@@ -294,6 +463,9 @@ int main(void)
 		cmocka_unit_test(test_a_pair_fires_only_when_both_windows_burn),
 		cmocka_unit_test(test_reload_keeps_counts_and_resolves_dropped_pairs),
 		cmocka_unit_test(test_state_round_trip_and_corruption),
+		cmocka_unit_test(test_state_numbers_are_strict),
+		cmocka_unit_test(test_state_ahead_of_the_clock),
+		cmocka_unit_test(test_windows_at_now_after_a_step_back),
 		cmocka_unit_test(test_prometheus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
