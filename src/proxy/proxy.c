@@ -5,7 +5,9 @@
  *
  * The HTTP of the request and its books are the exchange's (exchange.c, a
  * lower layer that answers with verdicts); here are the sockets, the
- * timers, the upstream connection and backpressure.
+ * timers, the upstream connection and backpressure (the connection's
+ * state: session.h; its response held until the first token:
+ * firsttoken.c).
  *
  * A response head comes through the upstream's bufferevent. Its body, from a
  * plain TCP upstream, is then read directly: one recv(2) into the worker's
@@ -17,7 +19,6 @@
  * that may free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +35,7 @@
 #include "attempt.h"
 #include "bodybuf.h"
 #include "exchange.h"
+#include "firsttoken.h"
 #include "health.h"
 #include "log.h"
 #include "net.h"
@@ -49,58 +51,6 @@
 #define LOW_MARK  (64 * 1024)
 /* Bytes a client may pipeline while its previous response streams. */
 #define PIPELINE_MAX (64 * 1024)
-/* timeouts.first_token: the response head and the events before the first
- * token are held back at most this much, then they go on (and the request
- * stays on its replica). */
-#define HOLD_MAX (64 * 1024)
-
-enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT, C_TUNNEL };
-enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY, U_TUNNEL };
-enum session_timer {
-	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
-};
-
-/* One client connection. The request in flight on it has its I/O state
- * here (reset by request_begin) and its HTTP and books in x (reset by
- * exchange_begin); x.conf != NULL while there is one. */
-struct session {
-	TAILQ_ENTRY(session) link;
-	struct loop *loop;
-	struct bufferevent *bev;
-	int fd;
-	int tls;                      /* the client came over TLS */
-	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
-	char client_ip[64];
-	const char *proto;            /* "http" or "https" */
-
-	struct evbuffer_cb_entry *queued_cb; /* counts the output in the backlog */
-	struct event *timer;
-	enum session_timer tkind;
-	uint64_t tlen;
-	uint64_t last_progress;
-	unsigned closing : 1;         /* close once the output is flushed */
-	unsigned lingering : 1;       /* shut down, discarding late input */
-	unsigned dispatching : 1;     /* inside upstream_get() */
-	unsigned connect_failed : 1;
-
-	enum client_state cs;
-	enum up_state us;
-	size_t scan_pos, up_scan_pos;
-	unsigned req_sent : 1;
-	unsigned client_paused : 1;   /* backpressure on the request body */
-	unsigned up_paused : 1;       /* backpressure on the response */
-	struct upconn *up;
-	struct bodybuf held;          /* a request held until its body is whole */
-	struct exchange x;
-
-	/* replicas: the attempts of the request in flight, and on a route with
-	 * timeouts.first_token what of its response waits for the first token */
-	struct attempt att;
-	unsigned forwarded : 1;       /* a response byte went to the client */
-	unsigned ft_armed : 1;        /* the first-token deadline runs */
-	struct evbuffer *hold;
-	struct event *ft_timer;
-};
 
 static int client_process(struct session *s);
 static int upstream_process(struct session *s);
@@ -120,7 +70,6 @@ static int over_backlog(const struct session *s);
 static int tunnel_up(struct session *s);
 static int tunnel_client(struct session *s);
 static int tunnel_start(struct session *s);
-static void release_hold(struct session *s);
 static int failover(struct session *s, enum failover_reason why, unsigned status);
 static int try_another(struct session *s, enum failover_reason why, unsigned status);
 
@@ -143,7 +92,7 @@ static void request_end(struct session *s, enum meter_end how)
 	 * says nothing of the replica) */
 	if (how != METER_END_CLIENT && how != METER_END_REJECTED)
 		attempt_judge(&s->att, &s->x, how == METER_END_COMPLETE);
-	release_hold(s);       /* what waited for a token goes on as it is */
+	firsttoken_release(s);       /* what waited for a token goes on as it is */
 	release_upstream(s);
 	bodybuf_free(&s->held);
 	exchange_end(&s->x, how);
@@ -296,23 +245,6 @@ static int respond(struct session *s, const struct exchange_verdict *v)
 
 /* ---- accept ------------------------------------------------------------ */
 
-static void client_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, (socklen_t)len);
-			return;
-		}
-		inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
-	} else if (sa->sa_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
-		    (socklen_t)len);
-	} else {
-		snprintf(buf, len, "-");
-	}
-}
-
 /* Every byte added to or taken from a client's output buffer, in the
  * backlog (only a client that lags has any: what the socket takes at once
  * never enters the buffer). */
@@ -371,7 +303,7 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 	s->loop = w;
 	s->fd = fd;
 	bodybuf_clear(&s->held);
-	client_addr(sa, s->client_ip, sizeof s->client_ip);
+	net_peer_ip(sa, s->client_ip, sizeof s->client_ip);
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	w->n_sessions++;
@@ -456,24 +388,6 @@ static int may_fail_over(const struct session *s)
 
 static void first_token_late(evutil_socket_t fd, short what, void *arg);
 
-/* timeouts.first_token: while another replica may take the request, its
- * attempt gets that long for a first token (the head and what comes before
- * the token are held meanwhile); on a pool of one nothing waits. */
-static void arm_first_token(struct session *s)
-{
-	uint64_t us = s->x.route->timeouts.first_token_us;
-	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
-
-	s->ft_armed = 0;
-	if (us == 0 || s->forwarded || !attempt_more(&s->att, &s->x, FAILOVER_FIRST_TOKEN))
-		return;
-	if (s->ft_timer == NULL &&
-	    (s->ft_timer = evtimer_new(s->loop->base, first_token_late, s)) == NULL)
-		return;
-	evtimer_add(s->ft_timer, &tv);
-	s->ft_armed = 1;
-}
-
 /* Takes an upstream connection for the request (fresh: never a pooled
  * one), to the replica of the attempt, picked first if there is none. A
  * connect refused at once moves on to the next replica while one may be
@@ -509,7 +423,7 @@ static int dispatch(struct session *s, int fresh)
 	}
 	s->up = u;
 	s->us = U_CONNECT;
-	arm_first_token(s);
+	firsttoken_arm(s, first_token_late);
 	if (u->connected) {
 		s->x.meter.t_conn = util_now_us();
 		s->x.meter.conn_reused = 1;
@@ -817,73 +731,7 @@ static int response_done(struct session *s)
 	return client_finish(s);
 }
 
-/* ---- timeouts.first_token: the response held until its first token ---- */
-
-/* A response byte reached the client: the request stays on its replica. */
-static void forwarded(struct session *s)
-{
-	if (s->forwarded)
-		return;
-	s->forwarded = 1;
-	exchange_forwarded(&s->x);
-}
-
-static void disarm_first_token(struct session *s)
-{
-	if (s->ft_armed)
-		event_del(s->ft_timer);
-	s->ft_armed = 0;
-	s->x.held = 0;
-}
-
-/* What was held goes to the client, and the deadline stops. */
-static void release_hold(struct session *s)
-{
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-
-	disarm_first_token(s);
-	if (s->hold == NULL)
-		return;
-	evbuffer_add_buffer(out, s->hold);
-	evbuffer_free(s->hold);
-	s->hold = NULL;
-	if (s->x.client_out != NULL)
-		s->x.client_out = out;      /* a decoded body goes there now */
-	forwarded(s);
-}
-
-/* A left attempt's held response never reached the client: it goes. */
-static void drop_hold(struct session *s)
-{
-	disarm_first_token(s);
-	if (s->hold == NULL)
-		return;
-	s->x.bytes_out -= evbuffer_get_length(s->hold);
-	evbuffer_free(s->hold);
-	s->hold = NULL;
-}
-
-/* Where the response goes: held while the deadline runs, else the client. */
-static struct evbuffer *response_out(struct session *s)
-{
-	if (s->ft_armed && (s->hold != NULL || (s->hold = evbuffer_new()) != NULL)) {
-		s->x.held = 1;
-		return s->hold;
-	}
-	return bufferevent_get_output(s->bev);
-}
-
-/* The held response goes on at its first token, at its end, past
- * HOLD_MAX, or when it is no stream of a 2xx at all. */
-static void hold_check(struct session *s)
-{
-	if (s->hold != NULL && (s->x.meter.t_first_token != 0 || s->x.res_done ||
-	    !s->x.meter.stream || s->x.status < 200 || s->x.status >= 300 ||
-	    evbuffer_get_length(s->hold) > HOLD_MAX)) {
-		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
-		release_hold(s);
-	}
-}
+/* ---- timeouts.first_token (firsttoken.c) --------------------------------- */
 
 /* No token from this replica in time, and nothing reached the client: the
  * attempt is closed (the backend stops) and the next replica gets the
@@ -901,7 +749,7 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 	    s->x.request_id, s->att.rep->name);
 	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
 		return;
-	release_hold(s);
+	firsttoken_release(s);
 	client_flush(s);
 }
 
@@ -934,7 +782,7 @@ static int response_head(struct session *s)
 		    "bare CR in the upstream response head" :
 		    "upstream response head too large", METER_END_MALFORMED);
 	}
-	out = response_out(s);
+	out = firsttoken_out(s);
 	s->x.failover_ok = !s->forwarded && exchange_resendable(&s->x) &&
 	    attempt_more(&s->att, &s->x, FAILOVER_STATUS);
 	r = exchange_response_head(&s->x, in, head_len, out, s->loop->draining, &v);
@@ -947,15 +795,15 @@ static int response_head(struct session *s)
 	if (r == EXCHANGE_RETRY)
 		return retry_status(s);
 	if (out != s->hold || r != EXCHANGE_BODY)
-		release_hold(s);
+		firsttoken_release(s);
 	else
-		hold_check(s);
-	/* a held stream is judged at its first token (hold_check), or by
+		firsttoken_check(s);
+	/* a held stream is judged at its first token (firsttoken_check), or by
 	 * missing it */
 	if (r != EXCHANGE_INTERIM && s->hold == NULL)
 		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
 	if (out != s->hold)
-		forwarded(s);
+		firsttoken_forwarded(s);
 	if (r == EXCHANGE_INTERIM)
 		return client_flush(s);
 	if (r == EXCHANGE_TUNNEL)
@@ -1060,7 +908,7 @@ static int response_body(struct session *s)
 		s->x.bytes_out += used;
 	}
 	if (s->hold != NULL)
-		hold_check(s);
+		firsttoken_check(s);
 	return body_forwarded(s, r, 0);
 }
 
@@ -1105,7 +953,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	if (s->hold != NULL) {
 		evbuffer_add(s->hold, buf, used);
 		s->x.bytes_out += used;
-		hold_check(s);
+		firsttoken_check(s);
 	} else if (used > 0) {
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
@@ -1281,7 +1129,7 @@ static int failover(struct session *s, enum failover_reason why, unsigned status
 		    s->x.request_id, s->att.rep->name, failover_reason_name(why));
 	attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
 	attempt_leave(&s->att, &s->x, why, status);
-	drop_hold(s);
+	firsttoken_drop(s);
 	exchange_restart(&s->x);
 	if (s->up != NULL)
 		upstream_release(s->up, 0);   /* closed: the backend stops */
