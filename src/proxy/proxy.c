@@ -182,20 +182,31 @@ static int client_finish(struct session *s)
 
 /* ---- timers ------------------------------------------------------------ */
 
-static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+/* The timer goes off us from now; its kind and length stay. */
+static void timer_arm(struct session *s, uint64_t us)
 {
 	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	evtimer_add(s->timer, &tv);
+}
+
+/* A timer of this kind and length (tlen: what a lazy timer measures the
+ * silence against, whenever it re-arms). */
+static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+{
 	s->tkind = kind;
 	s->tlen = us;
 	if (kind == T_NONE) {
 		event_del(s->timer);
 		return;
 	}
-	evtimer_add(s->timer, &tv);
+	timer_arm(s, us);
 }
 
 /* The idle timer is lazy: progress only stamps last_progress, and the timer
- * re-arms itself for the rest when it fires early. No timer call per event. */
+ * re-arms itself for the rest when it fires early (timer_arm: the length
+ * stays what was configured; re-armed through timer_set, it shrank to that
+ * rest each time and cut streams that were never idle that long). No timer
+ * call per event. */
 static void timer_idle(struct session *s)
 {
 	s->last_progress = util_now_us();
@@ -1289,11 +1300,11 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	case T_IDLE:
 		if (now - s->last_progress < s->tlen) {
-			timer_set(s, T_IDLE, s->tlen - (now - s->last_progress));
+			timer_arm(s, s->tlen - (now - s->last_progress));
 			return;
 		}
 		log_info("request %s: upstream idle for %llu ms, closing",
-		    s->x.request_id, (unsigned long long)(s->tlen / 1000));
+		    s->x.request_id, (unsigned long long)((now - s->last_progress) / 1000));
 		respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
 		    METER_END_TIMEOUT);
 		return;
