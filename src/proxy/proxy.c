@@ -446,6 +446,24 @@ static int dispatch(struct session *s, int fresh)
 	return 0;
 }
 
+/* Expect: 100-continue, with the body still to come: tokentap answers it
+ * itself as it starts reading the body (as nginx does; an HTTP/1.0 client
+ * gets no 1xx), and the backend is not asked. Forwarded, it left the
+ * client waiting for a 100 from a backend that does not send one, and
+ * over a pooled connection for one that does (the head waits there for
+ * the first body bytes). */
+static int answer_continue(struct session *s)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!s->x.expect_continue || s->x.http10 ||
+	    evbuffer_get_length(bufferevent_get_input(s->bev)) != 0)
+		return 0;
+	evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
+	s->x.bytes_out += sizeof cont - 1;
+	return client_flush(s);
+}
+
 static int request_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->bev);
@@ -489,6 +507,7 @@ static int request_head(struct session *s)
 		/* its body is the client's to send: the head waits queued */
 		overhead_request(s, util_now_us());
 		s->cs = C_BODY;
+		return answer_continue(s);
 	}
 	return 0;
 }
@@ -516,9 +535,7 @@ static void request_flush(struct session *s)
 
 /* request_buffering: the request is held (its upstream head first, then
  * its body as it arrives) and no upstream connection is taken until the
- * body is whole, so slow uploads cost the backend nothing. tokentap
- * answers Expect: 100-continue itself when the body is still to come (an
- * HTTP/1.0 client gets no 1xx), and the backend is not asked. */
+ * body is whole, so slow uploads cost the backend nothing. */
 static int hold_request(struct session *s, const struct http_head *rq,
     size_t head_len)
 {
@@ -537,13 +554,7 @@ static int hold_request(struct session *s, const struct http_head *rq,
 	evbuffer_drain(in, head_len);
 	s->cs = C_BODY;
 	timer_idle(s);
-	if (s->x.expect_continue && !s->x.http10 && evbuffer_get_length(in) == 0) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
-		s->x.bytes_out += sizeof cont - 1;
-		return client_flush(s);
-	}
-	return 0;
+	return answer_continue(s);
 }
 
 /* The held request is whole: now an upstream connection, and all of it at
