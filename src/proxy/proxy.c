@@ -88,9 +88,10 @@ static void release_upstream(struct session *s)
  * can carry another request), the books closed. */
 static void request_end(struct session *s, enum meter_end how)
 {
-	/* an attempt not judged yet is by how it ended (a client that left
-	 * says nothing of the replica) */
-	if (how != METER_END_CLIENT && how != METER_END_REJECTED)
+	/* an attempt not judged yet is by how it ended (a client that left,
+	 * or was too slow, says nothing of the replica) */
+	if (how != METER_END_CLIENT && how != METER_END_CLIENT_TIMEOUT &&
+	    how != METER_END_REJECTED)
 		attempt_judge(&s->att, &s->x, how == METER_END_COMPLETE);
 	firsttoken_release(s);       /* what waited for a token goes on as it is */
 	release_upstream(s);
@@ -202,15 +203,20 @@ static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
 	timer_arm(s, us);
 }
 
-/* The idle timer is lazy: progress only stamps last_progress, and the timer
- * re-arms itself for the rest when it fires early (timer_arm: the length
- * stays what was configured; re-armed through timer_set, it shrank to that
- * rest each time and cut streams that were never idle that long). No timer
- * call per event. */
-static void timer_idle(struct session *s)
+/* The idle and body timers are lazy: progress only stamps last_progress,
+ * and the timer re-arms itself for the rest when it fires early (timer_arm:
+ * the length stays what was configured; re-armed through timer_set, it
+ * shrank to that rest each time and cut streams that were never idle that
+ * long). No timer call per event. */
+static void timer_lazy(struct session *s, enum session_timer kind, uint64_t us)
 {
 	s->last_progress = util_now_us();
-	timer_set(s, T_IDLE, s->x.route->timeouts.idle_us);
+	timer_set(s, kind, us);
+}
+
+static void timer_idle(struct session *s)
+{
+	timer_lazy(s, T_IDLE, s->x.route->timeouts.idle_us);
 }
 
 /* The request stage of the proxy's overhead ends: the request went up,
@@ -381,13 +387,14 @@ static void client_read(struct bufferevent *bev, void *arg)
 }
 
 /* The timer while the request is on its way: first_byte counts from the
- * request's last byte; before that, an upload only has to keep moving. */
+ * request's last byte; before that, an upload only has to keep moving
+ * (timeouts.client_body between two reads, as nginx's client_body_timeout). */
 static void timer_request(struct session *s)
 {
 	if (s->x.req_done)
 		timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
 	else
-		timer_idle(s);
+		timer_lazy(s, T_BODY, s->x.route->timeouts.client_body_us);
 }
 
 /* May this request still go to another replica later? Then it is kept
@@ -553,7 +560,7 @@ static int hold_request(struct session *s, const struct http_head *rq,
 		    s->proto, 0);
 	evbuffer_drain(in, head_len);
 	s->cs = C_BODY;
-	timer_idle(s);
+	timer_request(s);
 	return answer_continue(s);
 }
 
@@ -673,6 +680,7 @@ static void client_write(struct bufferevent *bev, void *arg)
 	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK &&
 	    (evbuffer_get_length(out) == 0 || !over_backlog(s))) {
 		s->up_paused = 0;
+		meter_unhold(&s->x.meter, s->last_progress);
 		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
 		if (s->up->direct)
 			upstream_direct_read(s->up, 1);
@@ -702,7 +710,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 		log_info("client %s took no bytes for %llu ms, closing", s->client_ip,
 		    (unsigned long long)(s->loop->conf->timeouts.send_us / 1000));
 		if (s->x.conf != NULL)
-			request_end(s, METER_END_TIMEOUT);
+			request_end(s, METER_END_CLIENT_TIMEOUT);
 		session_close(s);
 		return;
 	}
@@ -858,6 +866,7 @@ static void deferred_pause(evutil_socket_t fd, short what, void *arg)
 static void pause_upstream(struct session *s)
 {
 	s->up_paused = 1;
+	meter_hold(&s->x.meter, util_now_us());
 	bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
 	bufferevent_enable(s->bev, EV_WRITE);
 	if (s->up->direct) {
@@ -1277,6 +1286,26 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 
 /* ---- timers ------------------------------------------------------------ */
 
+/* Nothing moved for the timer's length: an upload that stopped is the
+ * client's (408; an upstream it streamed to goes, its request cut),
+ * unless tokentap stopped reading it because the backend took none of the
+ * body; anything else is the upstream's. */
+static void silence(struct session *s, uint64_t now)
+{
+	unsigned long long ms = (now - s->last_progress) / 1000;
+
+	if (s->tkind == T_BODY && !s->client_paused) {
+		log_info("request %s: no request body bytes for %llu ms, closing",
+		    s->x.request_id, ms);
+		respond_error(s, 408, "request_timeout", "request body not received "
+		    "within timeouts.client_body", METER_END_CLIENT_TIMEOUT);
+		return;
+	}
+	log_info("request %s: upstream idle for %llu ms, closing", s->x.request_id, ms);
+	respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
+	    METER_END_TIMEOUT);
+}
+
 static void session_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -1294,7 +1323,7 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 	case T_HEADER:
 		respond_error(s, 408, "request_timeout",
 		    "request head not received within timeouts.client_header",
-		    METER_END_REJECTED);
+		    METER_END_CLIENT_TIMEOUT);
 		return;
 	case T_CONNECT:
 		if (try_another(s, FAILOVER_CONNECT_TIMEOUT, 0) != 1)
@@ -1309,15 +1338,17 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 		    "upstream response head not received within timeouts.first_byte",
 		    METER_END_TIMEOUT);
 		return;
+	case T_BODY:
 	case T_IDLE:
-		if (now - s->last_progress < s->tlen) {
-			timer_arm(s, s->tlen - (now - s->last_progress));
+		/* the client takes nothing of what waits for it: the upstream is
+		 * not read meanwhile, its silence is no fault (timeouts.send is
+		 * the client's limit) */
+		if (now - s->last_progress < s->tlen || s->up_paused) {
+			timer_arm(s, s->up_paused ? s->tlen :
+			    s->tlen - (now - s->last_progress));
 			return;
 		}
-		log_info("request %s: upstream idle for %llu ms, closing",
-		    s->x.request_id, (unsigned long long)((now - s->last_progress) / 1000));
-		respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
-		    METER_END_TIMEOUT);
+		silence(s, now);
 		return;
 	}
 }

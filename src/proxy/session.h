@@ -22,7 +22,7 @@ struct upconn;
 enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT, C_TUNNEL };
 enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY, U_TUNNEL };
 enum session_timer {
-	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
+	T_NONE, T_KEEPALIVE, T_HEADER, T_BODY, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
 };
 
 /* One client connection. The request in flight on it has its I/O state
