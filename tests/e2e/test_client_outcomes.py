@@ -173,12 +173,13 @@ def flood(req, c):
 def test_a_client_that_stops_reading_is_no_stall_and_burns_no_budget():
     """Three clients that read a stream's head and stop: tokentap stops
     reading the upstream (backpressure), and that time is theirs. With
-    StreamStalled at 1 s, token_idle 1.5s, timeouts.send 3s and an SLO:
-    no stall, no alert, no token_idle cut, no budget burned; each is let go
-    by timeouts.send, logged 200 client_timeout with client_held_ms. Before:
-    StreamStalled fired, token_idle cut each as `timeout`, and the SLO
-    counted them bad."""
-    conf = f"""timeouts: {{send: 3s, token_idle: 1500ms}}
+    StreamStalled at 1 s, token_idle 1.5s, idle 1s, timeouts.send 3s and an
+    SLO: no stall, no alert, no token_idle cut, no upstream idle timeout,
+    no budget burned; each is let go by timeouts.send, logged 200
+    client_timeout with client_held_ms. Before: StreamStalled fired,
+    token_idle (or idle) cut each as `timeout`, and the SLO counted them
+    bad."""
+    conf = f"""timeouts: {{send: 3s, token_idle: 1500ms, idle: 1s}}
 routes:
   - name: llm
     upstream: http://127.0.0.1:{{port}}
@@ -208,3 +209,4 @@ routes:
         assert json.loads(get(t.admin, "/stats"))["groups"][0]["stalls"] == 0
         err = t.stderr()
         assert "took no bytes for 3000 ms" in err and "no token for" not in err, err
+        assert "upstream idle" not in err, err
