@@ -29,7 +29,9 @@ static int missed(const struct goodput_targets *t, const struct goodput_request 
 		return 0;
 	if (v >= 0)
 		return (uint64_t)v > lim;
-	if (!first_output[i])
+	/* a client too slow to send its request or take its answer waited on
+	 * itself, not on us */
+	if (!first_output[i] || r->outcome == OUTCOME_CLIENT_TIMEOUT)
 		return 0;
 	/* nothing came: waited the whole duration (a finished answer that is
 	 * not a stream delivers its first output with its body) */
@@ -41,7 +43,7 @@ enum goodput_verdict goodput_judge(const struct goodput_targets *t,
 {
 	int any_missed = 0;
 
-	if (r->outcome != OUTCOME_OK && r->outcome != OUTCOME_CLIENT_ABORT)
+	if (r->outcome != OUTCOME_OK && !meter_outcome_client(r->outcome))
 		return GOODPUT_BAD;
 	for (int i = 0; i < GOODPUT_TARGETS; i++)
 		any_missed |= missed(t, r, i);

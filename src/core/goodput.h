@@ -37,11 +37,13 @@ int goodput_any(const struct goodput_targets *t);
 
 /* Good: outcome ok and every target met (a pace figure that is undefined
  * meets its target; an ok response with no first output, not a stream,
- * took its duration to give it). A client_abort is judged on what had
- * happened when the client left: bad when a target had already been
- * missed (a first output later than its target, or none while the target
+ * took its duration to give it). A client's outcome (client_abort,
+ * client_timeout) is judged on what had happened when the client left or
+ * was let go: bad when a target had already been missed (a first output
+ * later than its target, or, for client_abort, none while the target
  * passed: they gave up waiting), else not counted (they left before we
- * could fail them). Any other outcome is bad. */
+ * could fail them; a client_timeout's wait was its own slowness). Any
+ * other outcome is bad. */
 enum goodput_verdict goodput_judge(const struct goodput_targets *t,
     const struct goodput_request *r);
 

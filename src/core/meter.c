@@ -100,6 +100,29 @@ static void next_token(struct meter *m, uint64_t gap)
 		m->itl_fn(m->itl_arg, gap);
 }
 
+/* The token-free time since the last token up to now, the client's holds
+ * left out: how long tokentap was reading and no token came. */
+static uint64_t reading_gap(const struct meter *m, uint64_t now)
+{
+	uint64_t held = meter_held_us(m, now) - m->held_last;
+	uint64_t gap = now > m->t_last_token ? now - m->t_last_token : 0;
+	return gap > held ? gap - held : 0;
+}
+
+/* A token after a hold: the gap is the client's as much as the model's
+ * (what was made meanwhile came in one read when reading resumed), so it
+ * is no ITL sample; only the time tokentap was reading counts as token-free
+ * (gap_max, stalls). */
+static void token_after_hold(struct meter *m)
+{
+	uint64_t gap = reading_gap(m, m->now);
+
+	if (gap > m->gap_max_us)
+		m->gap_max_us = gap;
+	if (m->stall_us != 0 && gap >= m->stall_us && !m->stalled)
+		m->stalls++;
+}
+
 /* One dispatched event, at the time of the read that completed it. */
 static void on_event(void *arg, const struct sse_event *ev)
 {
@@ -116,13 +139,18 @@ static void on_event(void *arg, const struct sse_event *ev)
 	m->t_last_event = m->now;
 	dialect_classify_memo(m->dialect, ev, &m->memo, &info);
 	if (info.token) {
-		if (m->token_events == 0)
+		if (m->token_events == 0) {
 			m->t_first_token = m->now;
-		else
+			m->held_first = m->held_us;
+		} else if (m->held_us != m->held_last) {
+			token_after_hold(m);
+		} else {
 			next_token(m, m->now - m->t_last_token);
+		}
 		if (m->t_first_output == 0 && !info.reasoning)
 			m->t_first_output = m->now;
 		m->t_last_token = m->now;
+		m->held_last = m->held_us;
 		m->token_events++;
 	}
 	/* counts are cumulative where a dialect repeats them: the last wins */
@@ -245,14 +273,18 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 
 void meter_end(struct meter *m, uint64_t now)
 {
+	meter_unhold(m, now);
 	m->t_end = now;
 	if (m->sniff > 0)
 		sniffed_raw(m, m->events);
 	if (m->stream && m->token_events > 0) {
 		/* the gap after the last token counts too: a stream cut while
-		 * its tokens had stopped */
-		uint64_t tail = now > m->t_last_token ? now - m->t_last_token : 0;
-		m->gap_max_us = tail > m->itl_max_us ? tail : m->itl_max_us;
+		 * its tokens had stopped (and tokentap was reading) */
+		uint64_t tail = reading_gap(m, now);
+		if (m->itl_max_us > m->gap_max_us)
+			m->gap_max_us = m->itl_max_us;
+		if (tail > m->gap_max_us)
+			m->gap_max_us = tail;
 		if (m->stall_us != 0 && tail >= m->stall_us && !m->stalled)
 			m->stalls++;
 	}
@@ -270,6 +302,31 @@ void meter_end(struct meter *m, uint64_t now)
 		if (info.model_len > 0)
 			meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
 	}
+}
+
+void meter_hold(struct meter *m, uint64_t now)
+{
+	if (m->held_from == 0 && m->t_end == 0)
+		m->held_from = now;
+}
+
+void meter_unhold(struct meter *m, uint64_t now)
+{
+	if (m->held_from == 0)
+		return;
+	m->held_us += now > m->held_from ? now - m->held_from : 0;
+	m->held_from = 0;
+}
+
+uint64_t meter_held_us(const struct meter *m, uint64_t now)
+{
+	return m->held_us + (m->held_from != 0 && now > m->held_from ?
+	    now - m->held_from : 0);
+}
+
+int meter_client_paced(const struct meter *m)
+{
+	return m->token_events > 1 && m->held_last != m->held_first;
 }
 
 void meter_free(struct meter *m)
@@ -325,7 +382,7 @@ int64_t meter_input_tokens(const struct meter *m)
 int64_t meter_tpot_us(const struct meter *m)
 {
 	int64_t n = meter_output_tokens(m);
-	if (!m->stream || m->t_first_token == 0 || n < 2)
+	if (!m->stream || m->t_first_token == 0 || n < 2 || meter_client_paced(m))
 		return -1;
 	return (int64_t)(m->t_last_token - m->t_first_token) / (n - 1);
 }
@@ -355,7 +412,8 @@ int64_t meter_clump_gap_us(const struct meter *m)
 
 int meter_buffered(const struct meter *m)
 {
-	if (!m->stream || m->unmeasured || m->token_events < BUFFERED_MIN_TOKENS)
+	if (!m->stream || m->unmeasured || m->token_events < BUFFERED_MIN_TOKENS ||
+	    meter_client_paced(m))
 		return -1;
 	return meter_clump_share(m) >= BUFFERED_SHARE &&
 	    meter_clump_gap_us(m) >= BUFFERED_GAP_US;
@@ -368,7 +426,7 @@ int64_t meter_token_gap_us(const struct meter *m, uint64_t now)
 	if (!m->stream || m->unmeasured || m->t_end != 0 || m->token_events == 0 ||
 	    now < m->t_last_token)
 		return -1;
-	return (int64_t)(now - m->t_last_token);
+	return (int64_t)reading_gap(m, now);
 }
 
 int meter_stall_sweep(struct meter *m, uint64_t now)
@@ -391,8 +449,8 @@ int meter_stall_sweep(struct meter *m, uint64_t now)
 }
 
 static const char *const outcome_names[OUTCOME_COUNT] = {
-	"ok", "client_abort", "upstream_abort", "upstream_error", "timeout",
-	"connect_error", "rejected"
+	"ok", "client_abort", "client_timeout", "upstream_abort", "upstream_error",
+	"timeout", "connect_error", "rejected"
 };
 
 const char *meter_outcome_name(enum meter_outcome o)
@@ -411,6 +469,8 @@ enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how)
 		return OUTCOME_REJECTED;
 	case METER_END_CLIENT:
 		return OUTCOME_CLIENT_ABORT;
+	case METER_END_CLIENT_TIMEOUT:
+		return OUTCOME_CLIENT_TIMEOUT;
 	default:
 		break;
 	}
@@ -427,6 +487,11 @@ enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how)
 	if (m->stream && dialect_has_end_marker(m->dialect) && !m->end_seen)
 		return OUTCOME_UPSTREAM_ABORT;
 	return OUTCOME_OK;
+}
+
+int meter_outcome_client(enum meter_outcome o)
+{
+	return o == OUTCOME_CLIENT_ABORT || o == OUTCOME_CLIENT_TIMEOUT;
 }
 
 int meter_no_token(const struct meter *m, enum meter_outcome o)

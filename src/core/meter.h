@@ -22,9 +22,10 @@ enum meter_parse { METER_PARSE_NONE, METER_PARSE_SSE, METER_PARSE_NDJSON };
 enum meter_model_src { MODEL_NONE, MODEL_RESPONSE, MODEL_PATH, MODEL_REQUEST };
 
 /* How a request ended (SPEC §4); the text only where it is written out
- * (meter_outcome_name). */
+ * (meter_outcome_name). client_abort and client_timeout are the client's
+ * doing (meter_outcome_client): it left, or it was too slow. */
 enum meter_outcome {
-	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_CLIENT_TIMEOUT, OUTCOME_UPSTREAM_ABORT,
 	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT, OUTCOME_CONNECT_ERROR,
 	OUTCOME_REJECTED, OUTCOME_COUNT
 };
@@ -36,6 +37,8 @@ enum meter_end {
 	METER_END_CLOSED,     /* the upstream closed before the response ended */
 	METER_END_MALFORMED,  /* the upstream broke the HTTP framing */
 	METER_END_CLIENT,     /* the client went away first */
+	METER_END_CLIENT_TIMEOUT, /* the client was too slow: its request, or
+	                       * taking its response, stopped for a timeout */
 	METER_END_TIMEOUT,
 	METER_END_CONNECT,    /* no upstream connection could be made */
 	METER_END_REJECTED    /* answered before any upstream (tokentap's 4xx) */
@@ -85,6 +88,14 @@ struct meter {
 	int stalled;
 	uint64_t stall_ref;          /* t_last_token when it stalled */
 
+	/* held: tokentap stopped reading the upstream because the client had
+	 * not taken what it was sent (backpressure). That time is the
+	 * client's: token gaps are measured without it (meter_hold) */
+	uint64_t held_us;            /* the holds that ended, in all */
+	uint64_t held_from;          /* the hold going on began, else 0 */
+	uint64_t held_first;         /* held_us at the first token */
+	uint64_t held_last;          /* held_us at the last token */
+
 	char model[METER_MODEL_MAX];
 	size_t model_len;
 	enum meter_model_src model_src;
@@ -121,6 +132,19 @@ void meter_response_head(struct meter *m, unsigned status,
 void meter_body(struct meter *m, const char *p, size_t len, uint64_t now);
 /* The response ended (or was aborted) at time now. */
 void meter_end(struct meter *m, uint64_t now);
+/* Backpressure: tokentap stops reading the upstream at now until the
+ * client takes what waits for it (hold), and reads again (unhold). The
+ * client's time, not the model's: a token-free gap counts only the time
+ * tokentap was reading (stalls, gap_max, token_idle); the gap across a hold
+ * is no ITL sample (what the model made meanwhile arrives at once when
+ * reading resumes), and a stream held between its first and last token
+ * has no TPOT and no clumping verdict (its pace was the client's). */
+void meter_hold(struct meter *m, uint64_t now);
+void meter_unhold(struct meter *m, uint64_t now);
+/* The time the client held the stream back, up to now (µs). */
+uint64_t meter_held_us(const struct meter *m, uint64_t now);
+/* 1 when the client held the stream between its first and last token. */
+int meter_client_paced(const struct meter *m);
 void meter_free(struct meter *m);
 
 /* The one outcome rule, for tokentap and tokentap-load alike: after
@@ -129,11 +153,15 @@ void meter_free(struct meter *m);
  * short (upstream_abort), whatever delimited it; one cut after it is ok. */
 enum meter_outcome meter_outcome(const struct meter *m, enum meter_end how);
 const char *meter_outcome_name(enum meter_outcome o);
+/* 1 for the client's outcomes (client_abort, client_timeout): an error of
+ * the request, no failure of the route, the replica or the model. */
+int meter_outcome_client(enum meter_outcome o);
 /* A request that ended without any token-bearing event, counted by its
  * outcome: ok (an empty answer: a stream without a token), client_abort,
  * upstream_abort, upstream_error, timeout. A response that was no stream
- * is no empty answer, an unmeasured one tells nothing, and connect_error
- * and rejected never reached a model. */
+ * is no empty answer, an unmeasured one tells nothing, connect_error and
+ * rejected never reached a model, and a client_timeout tells nothing of
+ * it (the client was too slow to send its request or take the answer). */
 int meter_no_token(const struct meter *m, enum meter_outcome o);
 
 /* Derived figures; -1 where undefined. */
@@ -160,8 +188,9 @@ int64_t meter_clump_gap_us(const struct meter *m);
 int meter_buffered(const struct meter *m);
 
 /* For a sweep over open streams now and then (never per event): the
- * token-free gap of an open stream since its last token at now, or -1
- * (not a measured stream, no token yet, or over). */
+ * token-free gap of an open stream since its last token at now, the time
+ * the client held it back left out, or -1 (not a measured stream, no
+ * token yet, or over). */
 int64_t meter_token_gap_us(const struct meter *m, uint64_t now);
 /* The stall state at now: +1 when the stream just stalled (a gap of
  * stall_us or more: counted), -1 when a token ended its stall, else 0. */

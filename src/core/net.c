@@ -1,8 +1,10 @@
 #include "net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +182,23 @@ static const struct {
 	/* not registered: Anthropic's "overloaded_error", which the mock sends */
 	{529, "Overloaded"},
 };
+
+void net_peer_ip(const struct sockaddr *sa, char *buf, size_t len)
+{
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, (socklen_t)len);
+			return;
+		}
+		inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
+	} else if (sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+		    (socklen_t)len);
+	} else {
+		snprintf(buf, len, "-");
+	}
+}
 
 const char *net_reason(unsigned status)
 {

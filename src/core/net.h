@@ -1,6 +1,7 @@
 /* The runtime helpers every program needs once: descriptors, the event
  * base, the listening socket and its pause when accept(2) runs dry, the
- * reason phrases, and writing a socket bufferevent's output now. */
+ * reason phrases, a peer's address as text, and writing a socket
+ * bufferevent's output now. */
 #ifndef TOKENTAP_NET_H
 #define TOKENTAP_NET_H
 
@@ -9,6 +10,7 @@
 struct bufferevent;
 struct event;
 struct event_base;
+struct sockaddr;
 
 /* How long accepting stops after accept(2) ran out of descriptors. */
 #define NET_ACCEPT_PAUSE_US 100000
@@ -43,6 +45,10 @@ int net_address_free(const char *host, unsigned port, const char *what);
  * second, and returns 1: the caller then disables its listeners. 0 for
  * any other error. */
 int net_accept_pause(struct event *resume, int err);
+
+/* A peer's IP address as text: an IPv4-mapped IPv6 address as the IPv4
+ * one, "-" for a family that has none. */
+void net_peer_ip(const struct sockaddr *sa, char *buf, size_t len);
 
 /* The RFC 9110 reason phrase of status ("Content Too Large" for 413);
  * "OK" below 400 and "Error" from 400 for a status it does not know. */

@@ -197,7 +197,8 @@ static void put_exceeded(struct jsonw_buf *b, unsigned bits)
 	jsonw_buf_puts(b, "]");
 }
 
-/* Stream health: the first answer token, reasoning, stalls, clumping. */
+/* Stream health: the first answer token, reasoning, stalls, the client's
+ * holds, clumping. */
 static void put_health(struct jsonw_buf *b, const struct meter *m)
 {
 	double share = meter_clump_share(m);
@@ -208,6 +209,9 @@ static void put_health(struct jsonw_buf *b, const struct meter *m)
 	field_int(b, "stalls", m->stream ? (int64_t)m->stalls : -1);
 	field_ms(b, "gap_max_ms", m->stream && m->token_events > 0 ?
 	    (int64_t)m->gap_max_us : -1);
+	/* the time the client held the response back (meter_hold) */
+	field_ms(b, "client_held_ms", m->t_head != 0 ?
+	    (int64_t)meter_held_us(m, m->t_end) : -1);
 	if (share >= 0)
 		jsonw_buf_printf(b, ",\"clumped\":%.3f", share);
 	else

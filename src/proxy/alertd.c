@@ -56,10 +56,11 @@ static void observe(const char *route, const char *tenant)
 
 	stats_name(route, key);
 	stats_route_view(key, tenant, conf->alerts_window_us, conf->alerts_quantile, &v);
-	/* a user who pressed stop is no failure of the route: such requests
-	 * are left out of the error rate (and of its samples) */
-	f.requests = v.requests - v.aborts;
-	f.errors = v.errors - v.aborts;
+	/* a user who pressed stop, or a client too slow to send its request
+	 * or take its answer, is no failure of the route: such requests are
+	 * left out of the error rate (and of its samples) */
+	f.requests = v.requests - v.by_client;
+	f.errors = v.errors - v.by_client;
 	f.ttft_count = v.ttft_count;
 	f.tpot_count = v.tpot_count;
 	f.ttft_us = v.ttft_q;

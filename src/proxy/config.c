@@ -143,7 +143,8 @@ struct conf *conf_default(void)
 	c->admin_port = 9464;
 	c->workers = conf_auto_workers();
 	c->timeouts = (struct conf_timeouts){
-		.client_header_us = 10000000, .connect_us = 5000000,
+		.client_header_us = 10000000, .client_body_us = 60000000,
+		.connect_us = 5000000,
 		.first_byte_us = 120000000, .idle_us = 60000000,
 		.shutdown_us = 30000000, .send_us = 60000000,
 		/* below uvicorn's 5 s (vLLM's server): ours close first */

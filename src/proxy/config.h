@@ -42,6 +42,8 @@ struct conf_listen {
 
 struct conf_timeouts {
 	uint64_t client_header_us;
+	uint64_t client_body_us;       /* the longest pause of a request body's
+	                                * upload (between two reads) */
 	uint64_t connect_us;
 	uint64_t first_byte_us;
 	uint64_t idle_us;

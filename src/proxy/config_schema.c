@@ -845,6 +845,7 @@ static void health_check(struct yconf *ld, yaml_node_t *m, void *base, const cha
 
 static const struct yconf_key timeouts_keys[] = {
 	DUR("client_header", struct conf_timeouts, client_header_us, 1),
+	DUR("client_body", struct conf_timeouts, client_body_us, 1),
 	DUR("connect", struct conf_timeouts, connect_us, 1),
 	DUR("first_byte", struct conf_timeouts, first_byte_us, 1),
 	DUR("idle", struct conf_timeouts, idle_us, 1),

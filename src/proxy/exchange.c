@@ -502,8 +502,9 @@ static void write_head(struct exchange *x, const struct http_head *rq,
 {
 	size_t before = evbuffer_get_length(out);
 
-	x->head_flags = (x->buffered ? HTTPHEAD_DROP_EXPECT : 0) |
-	    (x->upgrade ? HTTPHEAD_UPGRADE : 0);
+	/* Expect is tokentap's to answer (proxy.c), whether the body is held
+	 * or streams */
+	x->head_flags = HTTPHEAD_DROP_EXPECT | (x->upgrade ? HTTPHEAD_UPGRADE : 0);
 	httphead_write_request(out, rq, x->route, to, x->client_ip, proto,
 	    x->request_id, strlen(x->request_id), x->head_flags);
 	x->up_head_len = evbuffer_get_length(out) - before;

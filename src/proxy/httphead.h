@@ -55,7 +55,7 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
  * replica `to` (its Host and base path).
  * client_ip goes to X-Forwarded-For, proto to X-Forwarded-Proto; request_id
  * is the X-Request-Id to send (the client's or a new one). flags:
- * HTTPHEAD_DROP_EXPECT: tokentap holds the body and answers Expect itself,
+ * HTTPHEAD_DROP_EXPECT: tokentap answers Expect itself (always, as nginx),
  * so the backend is not asked; HTTPHEAD_UPGRADE: the client asks to switch
  * protocols (WebSocket), so Upgrade goes on, with Connection: Upgrade. */
 #define HTTPHEAD_DROP_EXPECT 1

@@ -5,7 +5,9 @@
  *
  * The HTTP of the request and its books are the exchange's (exchange.c, a
  * lower layer that answers with verdicts); here are the sockets, the
- * timers, the upstream connection and backpressure.
+ * timers, the upstream connection and backpressure (the connection's
+ * state: session.h; its response held until the first token:
+ * firsttoken.c).
  *
  * A response head comes through the upstream's bufferevent. Its body, from a
  * plain TCP upstream, is then read directly: one recv(2) into the worker's
@@ -17,7 +19,6 @@
  * that may free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +35,7 @@
 #include "attempt.h"
 #include "bodybuf.h"
 #include "exchange.h"
+#include "firsttoken.h"
 #include "health.h"
 #include "log.h"
 #include "net.h"
@@ -49,58 +51,6 @@
 #define LOW_MARK  (64 * 1024)
 /* Bytes a client may pipeline while its previous response streams. */
 #define PIPELINE_MAX (64 * 1024)
-/* timeouts.first_token: the response head and the events before the first
- * token are held back at most this much, then they go on (and the request
- * stays on its replica). */
-#define HOLD_MAX (64 * 1024)
-
-enum client_state { C_IDLE, C_HEAD, C_BODY, C_WAIT, C_TUNNEL };
-enum up_state { U_NONE, U_CONNECT, U_HEAD, U_BODY, U_TUNNEL };
-enum session_timer {
-	T_NONE, T_KEEPALIVE, T_HEADER, T_CONNECT, T_FIRST_BYTE, T_IDLE, T_LINGER
-};
-
-/* One client connection. The request in flight on it has its I/O state
- * here (reset by request_begin) and its HTTP and books in x (reset by
- * exchange_begin); x.conf != NULL while there is one. */
-struct session {
-	TAILQ_ENTRY(session) link;
-	struct loop *loop;
-	struct bufferevent *bev;
-	int fd;
-	int tls;                      /* the client came over TLS */
-	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
-	char client_ip[64];
-	const char *proto;            /* "http" or "https" */
-
-	struct evbuffer_cb_entry *queued_cb; /* counts the output in the backlog */
-	struct event *timer;
-	enum session_timer tkind;
-	uint64_t tlen;
-	uint64_t last_progress;
-	unsigned closing : 1;         /* close once the output is flushed */
-	unsigned lingering : 1;       /* shut down, discarding late input */
-	unsigned dispatching : 1;     /* inside upstream_get() */
-	unsigned connect_failed : 1;
-
-	enum client_state cs;
-	enum up_state us;
-	size_t scan_pos, up_scan_pos;
-	unsigned req_sent : 1;
-	unsigned client_paused : 1;   /* backpressure on the request body */
-	unsigned up_paused : 1;       /* backpressure on the response */
-	struct upconn *up;
-	struct bodybuf held;          /* a request held until its body is whole */
-	struct exchange x;
-
-	/* replicas: the attempts of the request in flight, and on a route with
-	 * timeouts.first_token what of its response waits for the first token */
-	struct attempt att;
-	unsigned forwarded : 1;       /* a response byte went to the client */
-	unsigned ft_armed : 1;        /* the first-token deadline runs */
-	struct evbuffer *hold;
-	struct event *ft_timer;
-};
 
 static int client_process(struct session *s);
 static int upstream_process(struct session *s);
@@ -120,7 +70,6 @@ static int over_backlog(const struct session *s);
 static int tunnel_up(struct session *s);
 static int tunnel_client(struct session *s);
 static int tunnel_start(struct session *s);
-static void release_hold(struct session *s);
 static int failover(struct session *s, enum failover_reason why, unsigned status);
 static int try_another(struct session *s, enum failover_reason why, unsigned status);
 
@@ -139,11 +88,12 @@ static void release_upstream(struct session *s)
  * can carry another request), the books closed. */
 static void request_end(struct session *s, enum meter_end how)
 {
-	/* an attempt not judged yet is by how it ended (a client that left
-	 * says nothing of the replica) */
-	if (how != METER_END_CLIENT && how != METER_END_REJECTED)
+	/* an attempt not judged yet is by how it ended (a client that left,
+	 * or was too slow, says nothing of the replica) */
+	if (how != METER_END_CLIENT && how != METER_END_CLIENT_TIMEOUT &&
+	    how != METER_END_REJECTED)
 		attempt_judge(&s->att, &s->x, how == METER_END_COMPLETE);
-	release_hold(s);       /* what waited for a token goes on as it is */
+	firsttoken_release(s);       /* what waited for a token goes on as it is */
 	release_upstream(s);
 	bodybuf_free(&s->held);
 	exchange_end(&s->x, how);
@@ -233,24 +183,40 @@ static int client_finish(struct session *s)
 
 /* ---- timers ------------------------------------------------------------ */
 
-static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+/* The timer goes off us from now; its kind and length stay. */
+static void timer_arm(struct session *s, uint64_t us)
 {
 	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	evtimer_add(s->timer, &tv);
+}
+
+/* A timer of this kind and length (tlen: what a lazy timer measures the
+ * silence against, whenever it re-arms). */
+static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+{
 	s->tkind = kind;
 	s->tlen = us;
 	if (kind == T_NONE) {
 		event_del(s->timer);
 		return;
 	}
-	evtimer_add(s->timer, &tv);
+	timer_arm(s, us);
 }
 
-/* The idle timer is lazy: progress only stamps last_progress, and the timer
- * re-arms itself for the rest when it fires early. No timer call per event. */
-static void timer_idle(struct session *s)
+/* The idle and body timers are lazy: progress only stamps last_progress,
+ * and the timer re-arms itself for the rest when it fires early (timer_arm:
+ * the length stays what was configured; re-armed through timer_set, it
+ * shrank to that rest each time and cut streams that were never idle that
+ * long). No timer call per event. */
+static void timer_lazy(struct session *s, enum session_timer kind, uint64_t us)
 {
 	s->last_progress = util_now_us();
-	timer_set(s, T_IDLE, s->x.route->timeouts.idle_us);
+	timer_set(s, kind, us);
+}
+
+static void timer_idle(struct session *s)
+{
+	timer_lazy(s, T_IDLE, s->x.route->timeouts.idle_us);
 }
 
 /* The request stage of the proxy's overhead ends: the request went up,
@@ -295,23 +261,6 @@ static int respond(struct session *s, const struct exchange_verdict *v)
 }
 
 /* ---- accept ------------------------------------------------------------ */
-
-static void client_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, (socklen_t)len);
-			return;
-		}
-		inet_ntop(AF_INET6, &a->sin6_addr, buf, (socklen_t)len);
-	} else if (sa->sa_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
-		    (socklen_t)len);
-	} else {
-		snprintf(buf, len, "-");
-	}
-}
 
 /* Every byte added to or taken from a client's output buffer, in the
  * backlog (only a client that lags has any: what the socket takes at once
@@ -371,7 +320,7 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 	s->loop = w;
 	s->fd = fd;
 	bodybuf_clear(&s->held);
-	client_addr(sa, s->client_ip, sizeof s->client_ip);
+	net_peer_ip(sa, s->client_ip, sizeof s->client_ip);
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	w->n_sessions++;
@@ -438,13 +387,14 @@ static void client_read(struct bufferevent *bev, void *arg)
 }
 
 /* The timer while the request is on its way: first_byte counts from the
- * request's last byte; before that, an upload only has to keep moving. */
+ * request's last byte; before that, an upload only has to keep moving
+ * (timeouts.client_body between two reads, as nginx's client_body_timeout). */
 static void timer_request(struct session *s)
 {
 	if (s->x.req_done)
 		timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
 	else
-		timer_idle(s);
+		timer_lazy(s, T_BODY, s->x.route->timeouts.client_body_us);
 }
 
 /* May this request still go to another replica later? Then it is kept
@@ -455,24 +405,6 @@ static int may_fail_over(const struct session *s)
 }
 
 static void first_token_late(evutil_socket_t fd, short what, void *arg);
-
-/* timeouts.first_token: while another replica may take the request, its
- * attempt gets that long for a first token (the head and what comes before
- * the token are held meanwhile); on a pool of one nothing waits. */
-static void arm_first_token(struct session *s)
-{
-	uint64_t us = s->x.route->timeouts.first_token_us;
-	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
-
-	s->ft_armed = 0;
-	if (us == 0 || s->forwarded || !attempt_more(&s->att, &s->x, FAILOVER_FIRST_TOKEN))
-		return;
-	if (s->ft_timer == NULL &&
-	    (s->ft_timer = evtimer_new(s->loop->base, first_token_late, s)) == NULL)
-		return;
-	evtimer_add(s->ft_timer, &tv);
-	s->ft_armed = 1;
-}
 
 /* Takes an upstream connection for the request (fresh: never a pooled
  * one), to the replica of the attempt, picked first if there is none. A
@@ -509,7 +441,7 @@ static int dispatch(struct session *s, int fresh)
 	}
 	s->up = u;
 	s->us = U_CONNECT;
-	arm_first_token(s);
+	firsttoken_arm(s, first_token_late);
 	if (u->connected) {
 		s->x.meter.t_conn = util_now_us();
 		s->x.meter.conn_reused = 1;
@@ -519,6 +451,24 @@ static int dispatch(struct session *s, int fresh)
 		timer_set(s, T_CONNECT, s->x.route->timeouts.connect_us);
 	}
 	return 0;
+}
+
+/* Expect: 100-continue, with the body still to come: tokentap answers it
+ * itself as it starts reading the body (as nginx does; an HTTP/1.0 client
+ * gets no 1xx), and the backend is not asked. Forwarded, it left the
+ * client waiting for a 100 from a backend that does not send one, and
+ * over a pooled connection for one that does (the head waits there for
+ * the first body bytes). */
+static int answer_continue(struct session *s)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!s->x.expect_continue || s->x.http10 ||
+	    evbuffer_get_length(bufferevent_get_input(s->bev)) != 0)
+		return 0;
+	evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
+	s->x.bytes_out += sizeof cont - 1;
+	return client_flush(s);
 }
 
 static int request_head(struct session *s)
@@ -564,6 +514,7 @@ static int request_head(struct session *s)
 		/* its body is the client's to send: the head waits queued */
 		overhead_request(s, util_now_us());
 		s->cs = C_BODY;
+		return answer_continue(s);
 	}
 	return 0;
 }
@@ -591,9 +542,7 @@ static void request_flush(struct session *s)
 
 /* request_buffering: the request is held (its upstream head first, then
  * its body as it arrives) and no upstream connection is taken until the
- * body is whole, so slow uploads cost the backend nothing. tokentap
- * answers Expect: 100-continue itself when the body is still to come (an
- * HTTP/1.0 client gets no 1xx), and the backend is not asked. */
+ * body is whole, so slow uploads cost the backend nothing. */
 static int hold_request(struct session *s, const struct http_head *rq,
     size_t head_len)
 {
@@ -611,14 +560,8 @@ static int hold_request(struct session *s, const struct http_head *rq,
 		    s->proto, 0);
 	evbuffer_drain(in, head_len);
 	s->cs = C_BODY;
-	timer_idle(s);
-	if (s->x.expect_continue && !s->x.http10 && evbuffer_get_length(in) == 0) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
-		s->x.bytes_out += sizeof cont - 1;
-		return client_flush(s);
-	}
-	return 0;
+	timer_request(s);
+	return answer_continue(s);
 }
 
 /* The held request is whole: now an upstream connection, and all of it at
@@ -737,6 +680,7 @@ static void client_write(struct bufferevent *bev, void *arg)
 	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK &&
 	    (evbuffer_get_length(out) == 0 || !over_backlog(s))) {
 		s->up_paused = 0;
+		meter_unhold(&s->x.meter, s->last_progress);
 		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
 		if (s->up->direct)
 			upstream_direct_read(s->up, 1);
@@ -766,7 +710,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 		log_info("client %s took no bytes for %llu ms, closing", s->client_ip,
 		    (unsigned long long)(s->loop->conf->timeouts.send_us / 1000));
 		if (s->x.conf != NULL)
-			request_end(s, METER_END_TIMEOUT);
+			request_end(s, METER_END_CLIENT_TIMEOUT);
 		session_close(s);
 		return;
 	}
@@ -817,73 +761,7 @@ static int response_done(struct session *s)
 	return client_finish(s);
 }
 
-/* ---- timeouts.first_token: the response held until its first token ---- */
-
-/* A response byte reached the client: the request stays on its replica. */
-static void forwarded(struct session *s)
-{
-	if (s->forwarded)
-		return;
-	s->forwarded = 1;
-	exchange_forwarded(&s->x);
-}
-
-static void disarm_first_token(struct session *s)
-{
-	if (s->ft_armed)
-		event_del(s->ft_timer);
-	s->ft_armed = 0;
-	s->x.held = 0;
-}
-
-/* What was held goes to the client, and the deadline stops. */
-static void release_hold(struct session *s)
-{
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-
-	disarm_first_token(s);
-	if (s->hold == NULL)
-		return;
-	evbuffer_add_buffer(out, s->hold);
-	evbuffer_free(s->hold);
-	s->hold = NULL;
-	if (s->x.client_out != NULL)
-		s->x.client_out = out;      /* a decoded body goes there now */
-	forwarded(s);
-}
-
-/* A left attempt's held response never reached the client: it goes. */
-static void drop_hold(struct session *s)
-{
-	disarm_first_token(s);
-	if (s->hold == NULL)
-		return;
-	s->x.bytes_out -= evbuffer_get_length(s->hold);
-	evbuffer_free(s->hold);
-	s->hold = NULL;
-}
-
-/* Where the response goes: held while the deadline runs, else the client. */
-static struct evbuffer *response_out(struct session *s)
-{
-	if (s->ft_armed && (s->hold != NULL || (s->hold = evbuffer_new()) != NULL)) {
-		s->x.held = 1;
-		return s->hold;
-	}
-	return bufferevent_get_output(s->bev);
-}
-
-/* The held response goes on at its first token, at its end, past
- * HOLD_MAX, or when it is no stream of a 2xx at all. */
-static void hold_check(struct session *s)
-{
-	if (s->hold != NULL && (s->x.meter.t_first_token != 0 || s->x.res_done ||
-	    !s->x.meter.stream || s->x.status < 200 || s->x.status >= 300 ||
-	    evbuffer_get_length(s->hold) > HOLD_MAX)) {
-		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
-		release_hold(s);
-	}
-}
+/* ---- timeouts.first_token (firsttoken.c) --------------------------------- */
 
 /* No token from this replica in time, and nothing reached the client: the
  * attempt is closed (the backend stops) and the next replica gets the
@@ -901,7 +779,7 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 	    s->x.request_id, s->att.rep->name);
 	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
 		return;
-	release_hold(s);
+	firsttoken_release(s);
 	client_flush(s);
 }
 
@@ -934,7 +812,7 @@ static int response_head(struct session *s)
 		    "bare CR in the upstream response head" :
 		    "upstream response head too large", METER_END_MALFORMED);
 	}
-	out = response_out(s);
+	out = firsttoken_out(s);
 	s->x.failover_ok = !s->forwarded && exchange_resendable(&s->x) &&
 	    attempt_more(&s->att, &s->x, FAILOVER_STATUS);
 	r = exchange_response_head(&s->x, in, head_len, out, s->loop->draining, &v);
@@ -947,15 +825,15 @@ static int response_head(struct session *s)
 	if (r == EXCHANGE_RETRY)
 		return retry_status(s);
 	if (out != s->hold || r != EXCHANGE_BODY)
-		release_hold(s);
+		firsttoken_release(s);
 	else
-		hold_check(s);
-	/* a held stream is judged at its first token (hold_check), or by
+		firsttoken_check(s);
+	/* a held stream is judged at its first token (firsttoken_check), or by
 	 * missing it */
 	if (r != EXCHANGE_INTERIM && s->hold == NULL)
 		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
 	if (out != s->hold)
-		forwarded(s);
+		firsttoken_forwarded(s);
 	if (r == EXCHANGE_INTERIM)
 		return client_flush(s);
 	if (r == EXCHANGE_TUNNEL)
@@ -988,6 +866,7 @@ static void deferred_pause(evutil_socket_t fd, short what, void *arg)
 static void pause_upstream(struct session *s)
 {
 	s->up_paused = 1;
+	meter_hold(&s->x.meter, util_now_us());
 	bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
 	bufferevent_enable(s->bev, EV_WRITE);
 	if (s->up->direct) {
@@ -1060,7 +939,7 @@ static int response_body(struct session *s)
 		s->x.bytes_out += used;
 	}
 	if (s->hold != NULL)
-		hold_check(s);
+		firsttoken_check(s);
 	return body_forwarded(s, r, 0);
 }
 
@@ -1105,7 +984,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	if (s->hold != NULL) {
 		evbuffer_add(s->hold, buf, used);
 		s->x.bytes_out += used;
-		hold_check(s);
+		firsttoken_check(s);
 	} else if (used > 0) {
 		if (!s->tls && evbuffer_get_length(out) == 0) {
 			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
@@ -1281,7 +1160,7 @@ static int failover(struct session *s, enum failover_reason why, unsigned status
 		    s->x.request_id, s->att.rep->name, failover_reason_name(why));
 	attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
 	attempt_leave(&s->att, &s->x, why, status);
-	drop_hold(s);
+	firsttoken_drop(s);
 	exchange_restart(&s->x);
 	if (s->up != NULL)
 		upstream_release(s->up, 0);   /* closed: the backend stops */
@@ -1407,6 +1286,26 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 
 /* ---- timers ------------------------------------------------------------ */
 
+/* Nothing moved for the timer's length: an upload that stopped is the
+ * client's (408; an upstream it streamed to goes, its request cut),
+ * unless tokentap stopped reading it because the backend took none of the
+ * body; anything else is the upstream's. */
+static void silence(struct session *s, uint64_t now)
+{
+	unsigned long long ms = (now - s->last_progress) / 1000;
+
+	if (s->tkind == T_BODY && !s->client_paused) {
+		log_info("request %s: no request body bytes for %llu ms, closing",
+		    s->x.request_id, ms);
+		respond_error(s, 408, "request_timeout", "request body not received "
+		    "within timeouts.client_body", METER_END_CLIENT_TIMEOUT);
+		return;
+	}
+	log_info("request %s: upstream idle for %llu ms, closing", s->x.request_id, ms);
+	respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
+	    METER_END_TIMEOUT);
+}
+
 static void session_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -1424,7 +1323,7 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 	case T_HEADER:
 		respond_error(s, 408, "request_timeout",
 		    "request head not received within timeouts.client_header",
-		    METER_END_REJECTED);
+		    METER_END_CLIENT_TIMEOUT);
 		return;
 	case T_CONNECT:
 		if (try_another(s, FAILOVER_CONNECT_TIMEOUT, 0) != 1)
@@ -1439,15 +1338,17 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 		    "upstream response head not received within timeouts.first_byte",
 		    METER_END_TIMEOUT);
 		return;
+	case T_BODY:
 	case T_IDLE:
-		if (now - s->last_progress < s->tlen) {
-			timer_set(s, T_IDLE, s->tlen - (now - s->last_progress));
+		/* the client takes nothing of what waits for it: the upstream is
+		 * not read meanwhile, its silence is no fault (timeouts.send is
+		 * the client's limit) */
+		if (now - s->last_progress < s->tlen || s->up_paused) {
+			timer_arm(s, s->up_paused ? s->tlen :
+			    s->tlen - (now - s->last_progress));
 			return;
 		}
-		log_info("request %s: upstream idle for %llu ms, closing",
-		    s->x.request_id, (unsigned long long)(s->tlen / 1000));
-		respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
-		    METER_END_TIMEOUT);
+		silence(s, now);
 		return;
 	}
 }

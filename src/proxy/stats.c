@@ -255,8 +255,9 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	out = meter_output_tokens(m);
 	x->output_tokens = out;
 	x->input_tokens = meter_input_tokens(m);
-	x->speed_tokens = out >= 2 && m->t_last_token > m->t_first_token ?
-	    (uint64_t)(out - 1) : 0;
+	/* a stream its client held back went at the client's pace */
+	x->speed_tokens = out >= 2 && m->t_last_token > m->t_first_token &&
+	    !meter_client_paced(m) ? (uint64_t)(out - 1) : 0;
 	x->speed_us = x->speed_tokens ? m->t_last_token - m->t_first_token : 0;
 	x->concurrency = e->concurrency;
 	x->n_itl = (uint8_t)n;
@@ -570,7 +571,7 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 			continue;
 		s->requests++;
 		s->errors += x->outcome != OUTCOME_OK;
-		s->aborts += x->outcome == OUTCOME_CLIENT_ABORT;
+		s->by_client += meter_outcome_client((enum meter_outcome)x->outcome);
 		s->output_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
 		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
 		s->speed_tokens += x->speed_tokens;

@@ -112,7 +112,8 @@ void stats_prometheus(struct promout *out);
 struct stats_view {
 	uint64_t requests;
 	uint64_t errors;
-	uint64_t aborts;          /* of the errors, client_abort */
+	uint64_t by_client;        /* of the errors, the client's: client_abort,
+	                            * client_timeout */
 	uint64_t ttft_count;
 	uint64_t tpot_count;
 	double ttft_q;

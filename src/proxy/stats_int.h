@@ -19,7 +19,8 @@ struct r2_sums {
 struct slice {
 	uint64_t index;           /* t / slice length */
 	uint64_t requests, errors;
-	uint64_t aborts;          /* client_abort: errors, but not the route's */
+	uint64_t by_client;        /* client_abort, client_timeout: errors, but
+	                            * not the route's */
 	uint64_t output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	struct r2_sums r2;

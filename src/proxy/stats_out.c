@@ -20,7 +20,7 @@
 
 /* One output row's window figures, merged from its groups. */
 struct agg {
-	uint64_t requests, errors, aborts, output_tokens, input_tokens;
+	uint64_t requests, errors, by_client, output_tokens, input_tokens;
 	uint64_t speed_tokens, speed_us;
 	long active, max_active;
 	struct r2_sums r2;
@@ -76,7 +76,7 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 		}
 		a->requests += s->requests;
 		a->errors += s->errors;
-		a->aborts += s->aborts;
+		a->by_client += s->by_client;
 		a->output_tokens += s->output_tokens;
 		a->input_tokens += s->input_tokens;
 		a->speed_tokens += s->speed_tokens;
@@ -381,7 +381,7 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 			agg_add(&a, g, w, cur);
 	out->requests = a.requests;
 	out->errors = a.errors;
-	out->aborts = a.aborts;
+	out->by_client = a.by_client;
 	out->ttft_count = a.ttft.count;
 	out->tpot_count = a.tpot.count;
 	out->ttfo_count = a.ttfo.count;

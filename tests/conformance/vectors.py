@@ -141,9 +141,15 @@ REQUEST = [
     Req("expect_continue_waits", "9110 §10.1.1 (tokentap answers 100 itself)",
         [POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", 0.1, b"{}"], 200,
         up(POST + b"Content-Length: 2\r\n", b"{}")),
-    Req("expect_continue_streaming_route", "9110 §10.1.1 (request_buffering: false)",
+    Req("expect_continue_streaming_route", "9110 §10.1.1 (request_buffering: false: "
+        "tokentap answers it, as nginx does)",
         POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", 200,
-        up(POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n", b"{}"),
+        up(POST + b"Content-Length: 2\r\n", b"{}"),
+        route={"request_buffering": "false"}),
+    Req("expect_continue_streaming_route_waits", "9110 §10.1.1 (request_buffering: false: "
+        "tokentap answers 100 itself)",
+        [POST + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", 0.1, b"{}"], 200,
+        up(POST + b"Content-Length: 2\r\n", b"{}"),
         route={"request_buffering": "false"}),
     Req("absolute_form", "9112 §3.2.2 (a server MUST accept absolute-form)",
         b"GET http://h/v1/models HTTP/1.1\r\nHost: other\r\n\r\n", 200,

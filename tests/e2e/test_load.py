@@ -142,7 +142,8 @@ def test_json_has_every_field():
     assert j["tool"] == "tokentap-load" and j["model"] == "m-1"
     assert j["dialect"] == "openai" and j["mode"] == "closed"
     assert j["prompt_tokens"] == [20, 40] and j["max_tokens"] == [5, 8]
-    assert set(j["outcomes"]) == {"ok", "client_abort", "upstream_abort", "upstream_error",
+    assert set(j["outcomes"]) == {"ok", "client_abort", "client_timeout", "upstream_abort",
+                                  "upstream_error",
                                   "rejected",
                                   "timeout", "connect_error"}
     for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):

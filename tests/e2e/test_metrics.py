@@ -295,16 +295,18 @@ def test_prometheus_rules_mirror_the_builtin_alerts():
     alerts fire (p95 over the thresholds, error rate over 5 % and 20 %) and
     not where they must not: route "-" (15 scanner requests to
     /wp-login.php fired ErrorRateHigh warning and critical in 30 s before),
-    users pressing stop (client_abort was counted as an error), fewer than
-    alerts.min_samples requests."""
+    users pressing stop (client_abort was counted as an error), clients too
+    slow to send or read (client_timeout), fewer than alerts.min_samples
+    requests."""
     r = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS: 7 rules found" in r.stdout, r.stdout + r.stderr
     # slow: p95 2.475s, both fire; fast: p95 0.475s; rare: slow but 4 < 10
     # samples a minute; "-": as slow, but no route
     series = (ttft_series("slow", 5, 2.5) + ttft_series("fast", 5, 0.5) +
               ttft_series("-", 5, 2.5) + ttft_series("rare", 1, 2.5) +
-              requests_series("chat", ok=10, client_abort=10) +
-              requests_series("bad", ok=7, upstream_error=3, client_abort=20) +
+              requests_series("chat", ok=10, client_abort=10, client_timeout=10) +
+              requests_series("bad", ok=7, upstream_error=3, client_abort=20,
+                              client_timeout=20) +
               requests_series("-", rejected=15) +
               requests_series("few", upstream_error=1))
     text = RULES_TEST.format(rules=os.path.abspath(RULES), series="\n".join(

@@ -113,6 +113,7 @@ static void test_defaults(void **state)
 	assert_null(c->admin_token);
 	assert_int_equal(c->workers, cpus > 256 ? 256 : cpus);
 	assert_int_equal(c->timeouts.client_header_us, 10 * S);
+	assert_int_equal(c->timeouts.client_body_us, 60 * S);
 	assert_int_equal(c->timeouts.connect_us, 5 * S);
 	assert_int_equal(c->timeouts.first_byte_us, 120 * S);
 	assert_int_equal(c->timeouts.idle_us, 60 * S);
@@ -351,7 +352,7 @@ static void test_units(void **state)
 
 	(void)state;
 	c = load_ok("timeouts: {client_header: 1500ms, connect: 2s, first_byte: 1m,"
-	    " idle: 1h, shutdown: 3}\n"
+	    " idle: 1h, shutdown: 3, client_body: 90s}\n"
 	    "limits: {max_header_bytes: 16k, max_body_bytes: 1m, max_event_bytes: 4096}\n"
 	    "workers: 3\n"
 	    "alerts: {per_tenant: yes, quantile: 0.5, hysteresis: 0, for: 0}\n"
@@ -361,6 +362,7 @@ static void test_units(void **state)
 	assert_int_equal(c->timeouts.first_byte_us, 60 * S);
 	assert_int_equal(c->timeouts.idle_us, 3600 * S);
 	assert_int_equal(c->timeouts.shutdown_us, 3 * S);
+	assert_int_equal(c->timeouts.client_body_us, 90 * S);
 	assert_int_equal(c->max_header_bytes, 16384);
 	assert_int_equal(c->max_body_bytes, 1048576);
 	assert_int_equal(c->max_event_bytes, 4096);
@@ -518,6 +520,10 @@ static void test_bad_duration_and_size(void **state)
 	    "t.yaml:2:12: timeouts.connect: expected a duration like 1500ms, 2s, 1m, got '-1s'");
 	expect_one("timeouts:\n  connect: 0\n",
 	    "t.yaml:2:12: timeouts.connect: must be greater than 0");
+	expect_one("timeouts:\n  client_body: 0s\n",
+	    "t.yaml:2:16: timeouts.client_body: must be greater than 0");
+	expect_one("routes:\n  - {name: a, upstream: http://h, timeouts: {client_body: 2x}}\n",
+	    "t.yaml:2:59: routes[0].timeouts.client_body: expected a duration like 1500ms, 2s, 1m, got '2x'");
 	expect_one("timeouts:\n  idle:\n  connect: 1s\n",
 	    "t.yaml:2:8: timeouts.idle: expected a duration like 1500ms, 2s, 1m, got an empty value");
 	expect_one("limits:\n  max_body_bytes: 16q\n",

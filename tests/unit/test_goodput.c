@@ -45,6 +45,29 @@ static void test_other_outcomes_are_bad(void **state)
 		    GOODPUT_BAD);
 }
 
+/* A client too slow to send its request (timeouts.client_header,
+ * client_body) or to take its answer (timeouts.send): its own wait is no
+ * missed target; a figure measured before it was let go still counts. */
+static void test_client_timeout(void **state)
+{
+	(void)state;
+	/* a stalled upload, a minute long, no token: not counted */
+	assert_int_equal(judge(&both, OUTCOME_CLIENT_TIMEOUT, -1, -1, 60000 * MS),
+	    GOODPUT_UNCOUNTED);
+	/* stopped reading a good stream: not counted */
+	assert_int_equal(judge(&both, OUTCOME_CLIENT_TIMEOUT, 100 * MS, 20 * MS, 60000 * MS),
+	    GOODPUT_UNCOUNTED);
+	/* the model was already late when the client stopped reading */
+	assert_int_equal(judge(&both, OUTCOME_CLIENT_TIMEOUT, 500 * MS, -1, 60000 * MS),
+	    GOODPUT_BAD);
+	assert_int_equal(judge(&both, OUTCOME_CLIENT_TIMEOUT, 100 * MS, 80 * MS, 60000 * MS),
+	    GOODPUT_BAD);
+	assert_true(meter_outcome_client(OUTCOME_CLIENT_TIMEOUT));
+	assert_true(meter_outcome_client(OUTCOME_CLIENT_ABORT));
+	assert_false(meter_outcome_client(OUTCOME_TIMEOUT));
+	assert_string_equal(meter_outcome_name(OUTCOME_CLIENT_TIMEOUT), "client_timeout");
+}
+
 static void test_client_abort(void **state)
 {
 	(void)state;
@@ -107,6 +130,7 @@ int main(void)
 		cmocka_unit_test(test_an_answer_without_tokens_took_its_duration),
 		cmocka_unit_test(test_other_outcomes_are_bad),
 		cmocka_unit_test(test_client_abort),
+		cmocka_unit_test(test_client_timeout),
 		cmocka_unit_test(test_only_the_targets_given_count),
 		cmocka_unit_test(test_ttfo_target),
 	};

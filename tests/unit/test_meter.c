@@ -477,6 +477,58 @@ static void test_stalls(void **state)
 	meter_free(&m);
 }
 
+/* The client holds the stream back (backpressure: tokentap reads nothing
+ * meanwhile): the hold's time is no token-free time of the model's (no
+ * stall, no token_idle, no gap_max), the gap across it is no ITL sample,
+ * and the stream's pace (TPOT, clumping) is the client's from then on. */
+static void test_client_hold(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	n_gaps = 0;
+	openai(&m, 0, SSE, 100);
+	m.itl_fn = on_gap;
+	m.stall_us = 10000;
+	feed(&m, TOK, 1000);
+	feed(&m, TOK, 2000);
+	meter_hold(&m, 3000);                    /* the client stops reading */
+	assert_int_equal(meter_token_gap_us(&m, 30000), 1000);
+	assert_int_equal(meter_stall_sweep(&m, 30000), 0);
+	assert_int_equal(meter_held_us(&m, 30000), 27000);
+	assert_int_equal(meter_tpot_us(&m), 1000);   /* no hold between its tokens yet */
+	meter_unhold(&m, 50000);                 /* and reads again: what was made comes */
+	feed(&m, TOK TOK TOK, 50500);
+	assert_int_equal(n_gaps, 3);             /* 1000, then the two clumped */
+	assert_int_equal(gaps[0], 1000);
+	assert_int_equal(gaps[1], 0);
+	assert_int_equal(m.stalls, 0);
+	assert_int_equal(meter_tpot_us(&m), -1);
+	assert_true(meter_client_paced(&m));
+	/* a stall of the model's own after the hold still counts, on the
+	 * reading clock */
+	assert_int_equal(meter_token_gap_us(&m, 55500), 5000);
+	assert_int_equal(meter_stall_sweep(&m, 61000), 1);
+	meter_hold(&m, 62000);
+	meter_end(&m, 90000);                    /* let go while held */
+	assert_int_equal(meter_held_us(&m, 90000), 47000 + 28000);
+	assert_int_equal(m.gap_max_us, 11500);
+	assert_int_equal(m.stalls, 1);
+	meter_free(&m);
+
+	/* a hold before the first token leaves the pace alone */
+	openai(&m, 0, SSE, 100);
+	meter_hold(&m, 200);
+	meter_unhold(&m, 900);
+	feed(&m, TOK, 1000);
+	feed(&m, TOK, 2000);
+	meter_end(&m, 2000);
+	assert_int_equal(meter_tpot_us(&m), 1000);
+	assert_false(meter_client_paced(&m));
+	assert_int_equal(meter_held_us(&m, 2000), 700);
+	meter_free(&m);
+}
+
 /* No token: by outcome; an empty stream is an empty answer, a JSON body is
  * not; unmeasured and never-sent requests are not counted. */
 static void test_no_token(void **state)
@@ -492,6 +544,7 @@ static void test_no_token(void **state)
 	assert_true(meter_no_token(&m, OUTCOME_CLIENT_ABORT));
 	assert_false(meter_no_token(&m, OUTCOME_CONNECT_ERROR));
 	assert_false(meter_no_token(&m, OUTCOME_REJECTED));
+	assert_false(meter_no_token(&m, OUTCOME_CLIENT_TIMEOUT));
 	meter_free(&m);
 
 	openai(&m, 0, SSE, 100);
@@ -536,6 +589,7 @@ int main(void)
 		cmocka_unit_test(test_no_tokens_and_error_event),
 		cmocka_unit_test(test_ttfo_and_reasoning_tokens),
 		cmocka_unit_test(test_clumping),
+		cmocka_unit_test(test_client_hold),
 		cmocka_unit_test(test_stalls),
 		cmocka_unit_test(test_no_token),
 	};
