@@ -63,7 +63,7 @@ void statsfile_tick(uint64_t now_us)
 	b = evbuffer_new();
 	if (b == NULL)
 		return;
-	stats_json(b, 0, BY_ROUTE);
+	stats_json(b, 0, BY_ROUTE, 0, STATS_ROWS_MAX);
 	if (evbuffer_write(b, fd) < 0)
 		log_warn("stats file %s: %s", path, strerror(errno));
 	evbuffer_free(b);
