@@ -342,3 +342,23 @@ def test_stats_paging_arguments():
         doc = json.loads(get(t.admin, "/stats?limit=1&offset=1"))
         assert doc["groups"] == [] and doc["total_groups"] == 1 and not doc["truncated"]
         assert (doc["offset"], doc["limit"]) == (1, 1)
+
+
+def test_listed_models_alone_get_labels():
+    """With models.names or models.pattern, those alone name models,
+    whatever the backend answers: tokentap-mock answers 2xx to any model,
+    as llama.cpp and TGI do; a listed model's 404 is its own."""
+    conf = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
+            "models: {names: [llama-3], pattern: 'qwen-[0-9a-z.]+'}\nroutes:\n"
+            "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
+    with Mock("--ttft", "0", "--tpot", "0") as m, Tokentap(conf % m.port) as t:
+        for model in (b"llama-3", b"qwen-2.5", b"random-x", b"qwen-"):
+            assert chat(t.port, b"acme", model) == 200
+        assert chat(t.port, b"acme", b"qwen-72b", b"X-Mock-Fault: status:404\r\n") == 404
+        text = until(t.admin, "/metrics", lambda x: 'code="4xx"} 1\n' in x and
+                     x.count('code="2xx"} ') >= 3)
+        models = set(re.findall(r'tokentap_requests_total\{[^}]*model="([^"]*)"', text))
+        assert models == {"llama-3", "qwen-2.5", "qwen-72b", "_other"}, models
+        rows = json.loads(get(t.admin, "/stats?by=model"))["groups"]
+        assert {g["model"]: g["requests"] for g in rows} == \
+            {"llama-3": 1, "qwen-2.5": 1, "qwen-72b": 1, "_other": 2}, rows
