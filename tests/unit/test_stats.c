@@ -413,6 +413,47 @@ static void test_idle_label_sets_and_groups_go(void **state)
 	free(s);
 }
 
+/* A group folded for want of room takes a label set of its own once idle
+ * ones have gone, while it is in use. */
+static void test_folded_group_finds_room(void **state)
+{
+#define FOLD_CONF "metrics: {expiration: 10s, max_series: %llu}\n" \
+	"stats: {windows: [1m]}\nalerts: {window: 1m}\ntenant: {header_values: [t]}\n" \
+	"routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n"
+	char yaml[512];
+	uint64_t base, cost;
+	char *s;
+
+	(void)state;
+	snprintf(yaml, sizeof yaml, FOLD_CONF, 100000ull);
+	setup_conf(yaml);
+	stats_drain();
+	base = metrics_series_used();
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	stats_drain();
+	cost = metrics_series_used() - base;
+	/* room for two label sets of one outcome each */
+	snprintf(yaml, sizeof yaml, FOLD_CONF, (unsigned long long)(base + 2 * cost));
+	setup_conf(yaml);
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m2", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+	s = prom_text();
+	assert_null(strstr(s, "model=\"m3\""));
+	assert_non_null(strstr(s, "tokentap_metrics_folded_requests_total 1\n"));
+	free(s);
+	for (int i = 0; i < 6; i++) {          /* m3 in use every 2 s, m1 and m2 idle */
+		fake_now += 2ull * 1000000;
+		request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+		stats_drain();
+	}
+	s = prom_text();
+	assert_null(strstr(s, "model=\"m1\""));
+	assert_non_null(strstr(s, "tokentap_requests_total{route=\"r\",tenant=\"t\",model=\"m3\","
+	    "upstream=\"-\",outcome=\"ok\",code=\"none\"} "));
+	free(s);
+}
+
 /* /stats pages: sorted rows from offset, at most limit, with the count
  * of all rows and whether more follow. */
 static void test_stats_pages(void **state)
@@ -465,6 +506,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
 		cmocka_unit_test_teardown(test_gauges_follow_their_stream, teardown),
 		cmocka_unit_test_teardown(test_idle_label_sets_and_groups_go, teardown),
+		cmocka_unit_test_teardown(test_folded_group_finds_room, teardown),
 		cmocka_unit_test_teardown(test_stats_pages, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
