@@ -169,27 +169,32 @@ uint64_t hist_count_le(const struct hist *h, uint64_t us)
 /* The entry of bucket idx, inserted if new; -1 when memory ran out. */
 static int64_t sparse_slot(struct hist_sparse *h, unsigned idx)
 {
+	struct hist_sparse_entry *e = hist_sparse_entries(h);
 	uint32_t lo = 0, hi = h->n;
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
-		if (h->e[mid].idx < idx)
+		if (e[mid].idx < idx)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == h->n || h->e[lo].idx != idx) {
-		if (h->n == h->cap) {
-			uint32_t cap = h->cap ? h->cap * 2 : 8;
-			struct hist_sparse_entry *e = realloc(h->e, cap * sizeof *e);
-			if (e == NULL)
+	if (lo == h->n || e[lo].idx != idx) {
+		if (h->n == (h->cap ? h->cap : 1)) {
+			uint32_t cap = h->cap ? h->cap * 2 : 4;
+			struct hist_sparse_entry *ne;
+			if (h->cap)
+				ne = realloc(h->u.e, cap * sizeof *ne);
+			else if ((ne = malloc(cap * sizeof *ne)) != NULL)
+				memcpy(ne, &h->u.one, h->n * sizeof *ne);
+			if (ne == NULL)
 				return -1;
-			h->e = e;
+			h->u.e = e = ne;
 			h->cap = cap;
 		}
-		memmove(&h->e[lo + 1], &h->e[lo], (h->n - lo) * sizeof *h->e);
-		h->e[lo].idx = (uint16_t)idx;
-		h->e[lo].count = 0;
+		memmove(&e[lo + 1], &e[lo], (h->n - lo) * sizeof *e);
+		e[lo].idx = (uint16_t)idx;
+		e[lo].count = 0;
 		h->n++;
 	}
 	return lo;
@@ -214,7 +219,7 @@ static int sparse_add(struct hist_sparse *h, uint64_t us, uint32_t n)
 
 	if (at < 0)
 		return -1;
-	h->e[at].count += n;
+	hist_sparse_entries(h)[at].count += n;
 	sparse_totals(h, n, us * n, us, us);
 	return 0;
 }
@@ -239,7 +244,7 @@ int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
 		int64_t at = sparse_slot(h, used[i]);
 		if (at < 0)
 			return -1;
-		h->e[at].count += counts[used[i]];
+		hist_sparse_entries(h)[at].count += counts[used[i]];
 	}
 	sparse_totals(h, count, sum, min, max);
 	return 0;
@@ -247,10 +252,13 @@ int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
 
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)
 {
+	const struct hist_sparse_entry *e;
+
 	if (src->count == 0)
 		return;
+	e = hist_sparse_entries(src);
 	for (uint32_t i = 0; i < src->n; i++)
-		dst->buckets[src->e[i].idx] += src->e[i].count;
+		dst->buckets[e[i].idx] += e[i].count;
 	if (dst->count == 0 || src->min < dst->min)
 		dst->min = src->min;
 	if (src->max > dst->max)
@@ -267,6 +275,7 @@ void hist_sparse_clear(struct hist_sparse *h)
 
 void hist_sparse_free(struct hist_sparse *h)
 {
-	free(h->e);
+	if (h->cap)
+		free(h->u.e);
 	memset(h, 0, sizeof *h);
 }

@@ -72,8 +72,12 @@ static void conf_free(struct conf *c)
 		free(c->tenant_header_values[i]);
 	free(c->tenant_header_values);
 	free(c->tenant_header_pattern);
-	if (c->tenant_header_re_ok)
-		regfree(&c->tenant_header_re);
+	ere_free(&c->tenant_header_re);
+	for (size_t i = 0; i < c->n_model_names; i++)
+		free(c->model_names[i]);
+	free(c->model_names);
+	free(c->model_pattern);
+	ere_free(&c->model_re);
 	for (size_t i = 0; i < c->n_routes; i++)
 		route_free(&c->routes[i]);
 	free(c->routes);
@@ -158,6 +162,7 @@ struct conf *conf_default(void)
 	c->max_tenants = 1000;
 	c->max_models = 100;
 	c->metrics_max_series = 20000;
+	c->metrics_expiration_us = 600000000;
 	c->stats_windows_us = malloc(sizeof windows);
 	if (c->stats_windows_us != NULL) {
 		memcpy(c->stats_windows_us, windows, sizeof windows);

@@ -5,11 +5,12 @@
 #ifndef TOKENTAP_CONFIG_H
 #define TOKENTAP_CONFIG_H
 
-#include <regex.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "ere.h"
 
 #include "dialect_names.h"
 #include "goodput.h"
@@ -214,13 +215,22 @@ struct conf {
 	 * these get their own label in /metrics */
 	char **tenant_header_values;
 	size_t n_tenant_header_values;
-	char *tenant_header_pattern;     /* POSIX extended, anchored by the writer */
-	regex_t tenant_header_re;        /* compiled, when the pattern is set */
+	char *tenant_header_pattern;     /* POSIX extended (ere.h), matched whole */
+	struct ere tenant_header_re;     /* compiled, when the pattern is set */
 	int tenant_header_re_ok;
+	/* models the operator names: with either set, only these get their
+	 * own label in /stats and /metrics; without, a model earns its label
+	 * with a response 2xx (stats.h, STATS_MINT_MODEL) */
+	char **model_names;
+	size_t n_model_names;
+	char *model_pattern;
+	struct ere model_re;
+	int model_re_ok;
 
 	uint64_t metrics_max_series;     /* 20000 */
 	int metrics_names;               /* enum metrics_names: tokentap */
 	int metrics_hashed_tenants;      /* metrics.tenants: hashed */
+	uint64_t metrics_expiration_us;  /* 10m: a label set idle this long goes; 0: never */
 
 	struct conf_route *routes;
 	size_t n_routes;

@@ -311,6 +311,13 @@ static void header_values_fn(struct yconf *ld, yaml_node_t *v, void *base,
 	    &c->n_tenant_header_values);
 }
 
+/* models.names: the models the operator names (models.pattern too). */
+static void model_names_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf *c = base;
+	string_list(ld, v, path, "model names", &c->model_names, &c->n_model_names);
+}
+
 static void metrics_names_fn(struct yconf *ld, yaml_node_t *v, void *base,
     const char *path)
 {
@@ -735,32 +742,40 @@ static void thresholds_check(struct yconf *ld, yaml_node_t *m, void *base,
 	}
 }
 
-/* header_pattern must compile; a header value names a tenant when the
- * whole value matches it. */
+/* A pattern of the config (tenant.header_pattern, models.pattern) into
+ * re, matched whole. ere.h, not regcomp: glibc backtracks on
+ * back-references and expands counted repetitions at compile time
+ * without a bound (seconds of the main thread and gigabytes, at -t too);
+ * ere refuses both and matches in linear time. */
+static void pattern_check(struct yconf *ld, yaml_node_t *m, const char *path,
+    const char *key, const char *pattern, struct ere *re, int *ok)
+{
+	char why[256];
+
+	if (pattern == NULL || *ok)
+		return;
+	if (ere_compile(re, pattern, why, sizeof why) != 0) {
+		yconf_err(ld, yconf_map_find(ld, m, key),
+		    "%s.%s: not a POSIX extended regular expression tokentap takes: %s",
+		    path, key, why);
+		return;
+	}
+	*ok = 1;
+}
+
+/* a header value names a tenant when the whole value matches */
 static void tenant_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
 {
 	struct conf *c = base;
-	char *anchored, why[256];
-	size_t n;
-	int rc;
+	pattern_check(ld, m, path, "header_pattern", c->tenant_header_pattern,
+	    &c->tenant_header_re, &c->tenant_header_re_ok);
+}
 
-	if (c->tenant_header_pattern == NULL || c->tenant_header_re_ok)
-		return;
-	n = strlen(c->tenant_header_pattern) + 5;
-	if ((anchored = malloc(n)) == NULL) {
-		yconf_oom(ld);
-		return;
-	}
-	snprintf(anchored, n, "^(%s)$", c->tenant_header_pattern);
-	rc = regcomp(&c->tenant_header_re, anchored, REG_EXTENDED | REG_NOSUB);
-	free(anchored);
-	if (rc != 0) {
-		regerror(rc, &c->tenant_header_re, why, sizeof why);
-		yconf_err(ld, yconf_map_find(ld, m, "header_pattern"),
-		    "%s.header_pattern: not a POSIX extended regular expression: %s", path, why);
-		return;
-	}
-	c->tenant_header_re_ok = 1;
+static void models_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
+{
+	struct conf *c = base;
+	pattern_check(ld, m, path, "pattern", c->model_pattern, &c->model_re,
+	    &c->model_re_ok);
 }
 
 static void notify_check(struct yconf *ld, yaml_node_t *m, void *base, const char *path)
@@ -913,13 +928,16 @@ static const struct yconf_key metrics_keys[] = {
 	UINT("max_series", struct conf, metrics_max_series, 1, 100000000),
 	FUNC("names", metrics_names_fn, 0),
 	FUNC("tenants", metrics_tenants_fn, 0),
+	DUR("expiration", struct conf, metrics_expiration_us, 0),
 };
 static const struct yconf_section metrics_section = TABLE(metrics_keys, NULL);
 
 static const struct yconf_key models_keys[] = {
 	UINT("max_models", struct conf, max_models, 1, 1000000),
+	FUNC("names", model_names_fn, 0),
+	STR("pattern", struct conf, model_pattern, 0),
 };
-static const struct yconf_section models_section = TABLE(models_keys, NULL);
+static const struct yconf_section models_section = TABLE(models_keys, models_check);
 
 static const struct yconf_key stats_keys[] = {
 	FUNC("windows", windows_fn, 0),

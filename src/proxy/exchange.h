@@ -86,6 +86,11 @@ struct exchange {
 	size_t target_len;
 	char tenant[EXCHANGE_TENANT_MAX + 1];
 	uint8_t op;                   /* its path's operation (metrics.h) */
+	/* the statistics' mint flags (stats.h): the tenant named by the
+	 * operator; the model, at the model source it was judged for */
+	uint8_t tenant_named;
+	uint8_t model_named, model_named_src;
+	uint64_t stream_id;           /* stats_stream_id: its gauges' group */
 
 	unsigned head_parsed : 1;     /* a request head was read */
 	unsigned line_checked : 1;    /* the request line passed its check */

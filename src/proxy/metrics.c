@@ -147,8 +147,10 @@ struct mhist {
 struct mroute;
 
 struct mset {
-	struct mset *hnext, *next;
+	struct mset *hnext, *next, *prev;
 	uint64_t hash;
+	uint64_t refs;             /* statistics groups that resolve to it */
+	uint64_t last_us;          /* when the last group that let it go used it */
 	char *tenant, *model, *upstream;
 	unsigned dialect, op;
 	int sink;                  /* its route's (_other, _other): reserved */
@@ -180,6 +182,7 @@ static struct {
 	unsigned n_thresholds;     /* 4, or 6 with a TTFO threshold */
 	uint64_t max_series, used;
 	uint64_t folded;
+	uint64_t epoch;            /* label sets that went: room again */
 	struct mset *table[SET_BUCKETS];
 	struct mset *sets;
 	struct mroute *routes;
@@ -486,6 +489,8 @@ static struct mset *set_new(struct mroute *r, const char *tenant, const char *mo
 	m->hnext = M.table[h % SET_BUCKETS];
 	M.table[h % SET_BUCKETS] = m;
 	m->next = M.sets;
+	if (M.sets != NULL)
+		M.sets->prev = m;
 	M.sets = m;
 	if (!sink)
 		M.used += set_cost(0);
@@ -524,15 +529,91 @@ struct mset *metrics_resolve(const char *route, const char *tenant,
 		uint64_t h = hash_of(route, cand[i][0], cand[i][1], upstream, dialect, op);
 		struct mset *m = set_find(r, cand[i][0], cand[i][1], upstream, dialect, op, h);
 		*folded = i > 0;
-		if (m != NULL)
-			return m;
-		if (strcmp(cand[i][0], "_other") == 0 && strcmp(cand[i][1], "_other") == 0)
+		if (m == NULL && strcmp(cand[i][0], "_other") == 0 &&
+		    strcmp(cand[i][1], "_other") == 0)
 			break;
-		if (M.used + set_cost(0) <= M.max_series)
-			return set_new(r, cand[i][0], cand[i][1], upstream, dialect, op, h, 0);
+		if (m == NULL && M.used + set_cost(0) <= M.max_series)
+			m = set_new(r, cand[i][0], cand[i][1], upstream, dialect, op, h, 0);
+		if (m != NULL) {
+			m->refs++;
+			return m;
+		}
 	}
 	*folded = strcmp(cand[0][0], "_other") != 0 || strcmp(cand[0][1], "_other") != 0;
 	return sink_of(r);
+}
+
+uint64_t metrics_epoch(void)
+{
+	return M.epoch;
+}
+
+void metrics_release(struct mset *m, uint64_t last_us)
+{
+	if (m == NULL || m->sink)
+		return;
+	if (m->refs > 0)
+		m->refs--;
+	if (last_us > m->last_us)
+		m->last_us = last_us;
+}
+
+void metrics_move(struct mset *from, struct mset *to, long active, long stalled)
+{
+	if (from != NULL) {
+		from->active -= active;
+		from->stalled -= stalled;
+	}
+	if (to != NULL) {
+		to->active += active;
+		to->stalled += stalled;
+	}
+}
+
+/* The series m takes from the budget: its own, and a requests_total pair
+ * each. */
+static uint64_t set_used(const struct mset *m)
+{
+	uint64_t n = set_cost(0);
+
+	for (int o = 0; o < OUTCOME_COUNT; o++)
+		for (int k = 0; k < CODE_COUNT; k++)
+			n += m->requests[o][k] != 0;
+	return n;
+}
+
+static void set_drop(struct mset *m)
+{
+	struct mset **p;
+
+	for (p = &M.table[m->hash % SET_BUCKETS]; *p != NULL; p = &(*p)->hnext)
+		if (*p == m) {
+			*p = m->hnext;
+			break;
+		}
+	if (m->prev != NULL)
+		m->prev->next = m->next;
+	else
+		M.sets = m->next;
+	if (m->next != NULL)
+		m->next->prev = m->prev;
+	M.used -= set_used(m);
+	set_free(m);
+	M.epoch++;
+}
+
+void metrics_sweep(uint64_t now_us, uint64_t expiration_us)
+{
+	struct mset *m, *next;
+
+	if (expiration_us == 0)
+		return;
+	for (m = M.sets; m != NULL; m = next) {
+		next = m->next;
+		if (!m->sink && m->refs == 0 && m->active == 0 && m->stalled == 0 &&
+		    now_us - m->last_us >= expiration_us)
+			set_drop(m);
+	}
 }
 
 static unsigned code_of(unsigned status)
@@ -665,14 +746,9 @@ static void recount(void)
 	M.used = 0;
 	for (struct mroute *r = M.routes; r != NULL; r = r->next)
 		M.used += route_cost();
-	for (struct mset *m = M.sets; m != NULL; m = m->next) {
-		if (m->sink)
-			continue;
-		M.used += set_cost(0);
-		for (int o = 0; o < OUTCOME_COUNT; o++)
-			for (int k = 0; k < CODE_COUNT; k++)
-				M.used += m->requests[o][k] != 0;
-	}
+	for (struct mset *m = M.sets; m != NULL; m = m->next)
+		if (!m->sink)
+			M.used += set_used(m);
 }
 
 static int ttfo_thresholds(const struct conf *c)

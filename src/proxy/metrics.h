@@ -4,12 +4,14 @@
  * histograms with classic and native buckets, and counters; per route the
  * upstream connect histogram and the proxy's own overhead.
  *
- * Cardinality is the operator's: a statistics group maps once to a label
- * set, the tenant label only for tenants the operator named (tenant.c),
- * and a label set is admitted only while the series it can export fit in
+ * Cardinality is the operator's: a statistics group maps to a label set,
+ * the tenant label only for tenants the operator named (tenant.c), the
+ * model only for models earned (stats.h, STATS_MINT_MODEL), and a label
+ * set is admitted only while the series it can export fit in
  * metrics.max_series; past that a request counts under its route's
  * (_other, _other) label set, reserved up front, and in
- * tokentap_metrics_folded_requests_total. */
+ * tokentap_metrics_folded_requests_total. Label sets idle for
+ * metrics.expiration go and give their series back. */
 #ifndef TOKENTAP_METRICS_H
 #define TOKENTAP_METRICS_H
 
@@ -43,10 +45,21 @@ struct metrics_obs {
 void metrics_configure(const struct conf *c);
 /* The label set of a statistics group (upstream: the replica, "-":
  * none); *folded: not its own (the budget was spent), its requests are
- * counted as folded. */
+ * counted as folded. The group holds it until metrics_release. */
 struct mset *metrics_resolve(const char *route, const char *tenant,
     const char *model, const char *upstream, unsigned dialect, unsigned op,
     int *folded);
+/* A group lets m go (NULL: nothing), last_us its last use of it. A label
+ * set no group holds goes at a metrics_sweep once idle for expiration_us
+ * (0: never), its series with it, and gives back its share of
+ * metrics.max_series; one that comes back starts from zero (a counter
+ * reset, which rate() and increase() take as such). */
+void metrics_release(struct mset *m, uint64_t last_us);
+void metrics_sweep(uint64_t now_us, uint64_t expiration_us);
+/* Counts up each time label sets went: a folded group may find room. */
+uint64_t metrics_epoch(void);
+/* A group's open streams and stalls move from one label set to another. */
+void metrics_move(struct mset *from, struct mset *to, long active, long stalled);
 void metrics_request(struct mset *m, int folded, const struct metrics_obs *o);
 /* Token gaps in µs: their classic buckets, sum and count. */
 void metrics_itl(struct mset *m, const uint32_t *gaps, unsigned n);

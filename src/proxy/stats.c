@@ -70,7 +70,13 @@ struct stats_ring {
 	pthread_mutex_t ovf_lock;
 	struct ovf_block *ovf_first, *ovf_last;   /* under ovf_lock */
 	size_t ovf_blocks;                         /* under ovf_lock */
+	/* set while the spill holds records the reader has not taken: the
+	 * worker's next records go there too, never into the ring ahead of
+	 * them (a stream's -1 must not be read before its +1) */
+	_Atomic int ovf_pending;
 	int filling_ovf;           /* the worker's: a slot taken in a block */
+	unsigned index;            /* among the rings */
+	uint64_t streams;          /* the worker's: stream ids handed out */
 	struct stats_rec recs[RING_CAP];
 };
 
@@ -90,10 +96,16 @@ struct stats_ring *stats_ring_new(void)
 		free(r);
 		return NULL;
 	}
-	rings[atomic_load(&n_rings)] = r;
+	r->index = (unsigned)atomic_load(&n_rings);
+	rings[r->index] = r;
 	atomic_fetch_add(&n_rings, 1);
 	pthread_mutex_unlock(&rings_lock);
 	return r;
+}
+
+uint64_t stats_stream_id(struct stats_ring *r)
+{
+	return r != NULL ? (uint64_t)(r->index + 1) << 48 | ++r->streams : 0;
 }
 
 /* A slot in a spill block, the lock held until ring_publish; NULL (the
@@ -120,6 +132,7 @@ static struct stats_rec *ovf_slot(struct stats_ring *r)
 		r->ovf_blocks++;
 	}
 	r->filling_ovf = 1;
+	atomic_store_explicit(&r->ovf_pending, 1, memory_order_relaxed);
 	return &b->recs[b->n];
 }
 
@@ -132,7 +145,7 @@ static struct stats_rec *ring_slot(struct stats_ring *r)
 		return NULL;
 	h = atomic_load_explicit(&r->head, memory_order_relaxed);
 	t = atomic_load_explicit(&r->tail, memory_order_acquire);
-	if (h - t >= RING_CAP)
+	if (h - t >= RING_CAP || atomic_load_explicit(&r->ovf_pending, memory_order_relaxed))
 		return ovf_slot(r);
 	return &r->recs[h % RING_CAP];
 }
@@ -162,6 +175,7 @@ void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
 {
 	/* no snprintf: a key is built for every batch of token gaps */
 	memset(k, 0, sizeof *k);
+	k->mint = STATS_MINT_TENANT | STATS_MINT_MODEL;
 	key_part(k->route, sizeof k->route, route ? route : "-");
 	key_part(k->tenant, sizeof k->tenant, tenant ? tenant : "-");
 	k->upstream[0] = '-';       /* none; the exchange names its replica */
@@ -243,7 +257,8 @@ void stats_request(struct stats_ring *r, const struct stats_key *k,
 	x->kind = REC_REQUEST;
 	x->key = *k;
 	x->t_us = m->t_end ? m->t_end : stats_clock();
-	x->key.unverified |= e->outcome == OUTCOME_REJECTED;
+	if (e->outcome == OUTCOME_REJECTED)
+		x->key.mint = 0;
 	x->outcome = (uint8_t)e->outcome;
 	x->exceeded = (uint8_t)e->exceeded;
 	x->status = (uint16_t)e->status;
@@ -274,116 +289,6 @@ static struct stats_state state;
 const struct stats_state *stats_state(void)
 {
 	return &state;
-}
-
-static uint64_t hash_key(const struct stats_key *k)
-{
-	uint64_t h = 1469598103934665603ull;
-	const char *parts[4] = { k->route, k->tenant, k->model, k->upstream };
-	for (int p = 0; p < 4; p++) {
-		for (const unsigned char *c = (const unsigned char *)parts[p]; *c; c++)
-			h = (h ^ *c) * 1099511628211ull;
-		h = (h ^ 0xff) * 1099511628211ull;
-	}
-	return ((h ^ k->dialect) * 1099511628211ull ^ k->op) * 1099511628211ull;
-}
-
-/* A name set for the cardinality limits; a name is added only when mint. */
-static int name_seen(struct name_set *ns, const char *name, uint64_t max, int mint)
-{
-	for (size_t i = 0; i < ns->n; i++)
-		if (strcmp(ns->names[i], name) == 0)
-			return 1;
-	if (ns->n >= max || !mint)
-		return 0;
-	if (ns->n == ns->cap) {
-		size_t cap = ns->cap ? ns->cap * 2 : 16;
-		char **v = realloc(ns->names, cap * sizeof *v);
-		if (v == NULL)
-			return 0;
-		ns->names = v;
-		ns->cap = cap;
-	}
-	ns->names[ns->n] = strdup(name);
-	if (ns->names[ns->n] == NULL)
-		return 0;
-	ns->n++;
-	return 1;
-}
-
-static struct group *group_find(const struct stats_key *k, uint64_t *h);
-static struct group *group_new(const struct stats_key *k, uint64_t h);
-
-/* The group the last record's key went to: records come in runs of one
- * stream's. Where a key goes changes only when another key mints a name,
- * and that call takes this one's place. Forgotten when the limits may
- * change and when the state is reset. */
-static struct {
-	struct stats_key in;
-	struct group *g;
-} last_group;
-
-static struct group *group_get(const struct stats_key *in)
-{
-	struct stats_key k = *in;
-	struct group *g;
-	uint64_t h;
-
-	if (last_group.g != NULL && memcmp(&last_group.in, in, sizeof *in) == 0)
-		return last_group.g;
-	/* cardinality: new tenants and models beyond the limits, or named by
-	 * a request that proved nothing, are "_other" */
-	if (!name_seen(&state.tenants, k.tenant, state.max_tenants, !k.unverified))
-		snprintf(k.tenant, sizeof k.tenant, "_other");
-	if (!name_seen(&state.models, k.model, state.max_models, !k.unverified))
-		snprintf(k.model, sizeof k.model, "_other");
-	k.unverified = 0;
-	/* replicas come from the config, but a DNS name's addresses change */
-	if (!name_seen(&state.upstreams, k.upstream, STATS_UPSTREAMS_MAX, 1))
-		snprintf(k.upstream, sizeof k.upstream, "_other");
-	g = group_find(&k, &h);
-	if (g == NULL)
-		g = group_new(&k, h);
-	if (g != NULL) {
-		last_group.in = *in;
-		last_group.g = g;
-	}
-	return g;
-}
-
-static struct group *group_find(const struct stats_key *k, uint64_t *hp)
-{
-	uint64_t h = hash_key(k);
-	struct group *g;
-
-	*hp = h;
-	for (g = state.table[h % GROUP_BUCKETS]; g != NULL; g = g->hnext)
-		if (g->hash == h && strcmp(g->key.route, k->route) == 0 &&
-		    strcmp(g->key.tenant, k->tenant) == 0 &&
-		    strcmp(g->key.model, k->model) == 0 && g->key.dialect == k->dialect &&
-		    g->key.op == k->op && strcmp(g->key.upstream, k->upstream) == 0)
-			return g;
-	return NULL;
-}
-
-static struct group *group_new(const struct stats_key *k, uint64_t h)
-{
-	struct group *g = calloc(1, sizeof *g);
-
-	if (g == NULL)
-		return NULL;
-	g->key = *k;
-	g->hash = h;
-	g->ms = metrics_resolve(k->route, k->tenant, k->model, k->upstream, k->dialect, k->op,
-	    &g->ms_folded);
-	for (size_t w = 0; w < state.n_windows; w++)
-		g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
-	g->hnext = state.table[h % GROUP_BUCKETS];
-	state.table[h % GROUP_BUCKETS] = g;
-	g->next = state.groups;
-	state.groups = g;
-	state.n_groups++;
-	return g;
 }
 
 /* ---- token gaps: the drain's scratch ------------------------------------- */
@@ -420,13 +325,22 @@ static void itl_flush(void);
 static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 {
 	uint64_t idx = t / state.slice_us[w];
-	struct slice *s;
+	struct slice *s, **sp;
 
 	if (g == scr.g && idx != scr.t / state.slice_us[w])
 		itl_flush();
-	if (g->win[w] == NULL)
+	/* the slot table and each slice when first used: a group costs what
+	 * its records touched */
+	if (g->slot == NULL &&
+	    (g->slot = calloc(state.n_windows * 2 * SLICES, sizeof *g->slot)) == NULL)
 		return NULL;
-	s = &g->win[w][idx % (2 * SLICES)];
+	sp = &g->slot[w * 2 * SLICES + idx % (2 * SLICES)];
+	if (*sp == NULL) {
+		if ((*sp = calloc(1, sizeof **sp)) == NULL)
+			return NULL;
+		(*sp)->index = idx;
+	}
+	s = *sp;
 	if (s->index != idx) {
 		struct hist_sparse keep[6] = { s->ttft, s->tpot, s->itl, s->ttfo,
 			s->ovh_request, s->ovh_read };
@@ -612,9 +526,18 @@ static void tell_done(const struct stats_rec *x)
 
 static void apply(const struct stats_rec *x)
 {
-	struct group *g = group_get(&x->key);
+	struct group *g;
+
+	if (x->kind == REC_ACTIVE || x->kind == REC_STALL)
+		g = stats_group_of_stream(&state, &x->key, x->kind == REC_ACTIVE ? x->delta : 0);
+	else
+		g = stats_group_get(&state, &x->key);
 	if (g == NULL)
 		return;
+	/* its waiting token gaps go to the label set they were counted for */
+	if (g == scr.g && stats_group_stale(g))
+		itl_flush();
+	stats_group_use(&state, g);
 	switch (x->kind) {
 	case REC_ACTIVE:
 		g->active += x->delta;
@@ -638,6 +561,8 @@ static void apply(const struct stats_rec *x)
 void stats_drain(void)
 {
 	int n = atomic_load(&n_rings);
+
+	state.now_us = stats_clock();
 	for (int i = 0; i < n; i++) {
 		struct stats_ring *r = rings[i];
 		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -653,6 +578,7 @@ void stats_drain(void)
 		b = r->ovf_first;
 		r->ovf_first = r->ovf_last = NULL;
 		r->ovf_blocks = 0;
+		atomic_store_explicit(&r->ovf_pending, 0, memory_order_relaxed);
 		pthread_mutex_unlock(&r->ovf_lock);
 		for (; b != NULL; b = next) {
 			next = b->next;
@@ -667,42 +593,10 @@ void stats_drain(void)
 		}
 	}
 	itl_flush();
+	stats_groups_sweep(&state);
 }
 
 /* ---- configuration ------------------------------------------------------ */
-
-static void windows_free(struct group *g)
-{
-	for (size_t w = 0; w < MAX_WINDOWS; w++) {
-		if (g->win[w] == NULL)
-			continue;
-		for (int s = 0; s < 2 * SLICES; s++) {
-			hist_sparse_free(&g->win[w][s].ttft);
-			hist_sparse_free(&g->win[w][s].tpot);
-			hist_sparse_free(&g->win[w][s].itl);
-			hist_sparse_free(&g->win[w][s].ttfo);
-			hist_sparse_free(&g->win[w][s].ovh_request);
-			hist_sparse_free(&g->win[w][s].ovh_read);
-		}
-		free(g->win[w]);
-		g->win[w] = NULL;
-	}
-}
-
-static void group_free(struct group *g)
-{
-	windows_free(g);
-	free(g);
-}
-
-static void groups_reset_windows(void)
-{
-	for (struct group *g = state.groups; g != NULL; g = g->next) {
-		windows_free(g);
-		for (size_t w = 0; w < state.n_windows; w++)
-			g->win[w] = calloc(2 * SLICES, sizeof(struct slice));
-	}
-}
 
 /* The windows kept: those /stats serves, and the alert rules' own when it
  * is not one of them (alerts.window is honoured whatever it is). */
@@ -741,7 +635,7 @@ void stats_configure(const struct conf *c)
 	int windows_changed = n != state.n_windows;
 
 	itl_flush();           /* empty outside a drain; in case */
-	last_group.g = NULL;   /* the limits may change */
+	stats_groups_forget(); /* the limits may change */
 	for (size_t i = 0; !windows_changed && i < n; i++)
 		windows_changed = want[i] != state.window_us[i];
 	state.max_tenants = c->max_tenants;
@@ -750,6 +644,9 @@ void stats_configure(const struct conf *c)
 	metrics_configure(c);
 	state.n_served = c->n_stats_windows < n ? c->n_stats_windows : n;
 	if (windows_changed) {
+		/* the slices go, with the slot tables sized by the old count */
+		for (struct group *g = state.newest; g != NULL; g = g->older)
+			stats_group_windows_free(&state, g);
 		state.n_windows = n;
 		for (size_t i = 0; i < state.n_windows; i++) {
 			state.window_us[i] = want[i];
@@ -757,31 +654,23 @@ void stats_configure(const struct conf *c)
 		}
 		if (state.configured)
 			log_warn("stats: windows changed; window statistics start anew");
-		groups_reset_windows();
 	}
+	/* a group goes when its windows, the trend's previous one included,
+	 * hold nothing (and not before its label set's expiration) */
+	state.release_us = c->metrics_expiration_us;
+	state.idle_us = state.release_us;
+	for (size_t i = 0; i < state.n_windows; i++)
+		if (2 * state.window_us[i] + state.slice_us[i] > state.idle_us)
+			state.idle_us = 2 * state.window_us[i] + state.slice_us[i];
 	state.configured = 1;
 }
 
 void stats_free(void)
 {
-	struct group *g, *next;
 	scr.g = NULL;          /* nothing waits outside a drain */
-	last_group.g = NULL;
-	for (g = state.groups; g != NULL; g = next) {
-		next = g->next;
-		group_free(g);
-	}
-	for (size_t i = 0; i < state.tenants.n; i++)
-		free(state.tenants.names[i]);
-	for (size_t i = 0; i < state.models.n; i++)
-		free(state.models.names[i]);
-	for (size_t i = 0; i < state.upstreams.n; i++)
-		free(state.upstreams.names[i]);
-	free(state.tenants.names);
-	free(state.models.names);
+	stats_groups_free(&state);
 	free(state.warnings);
 	metrics_free();
-	free(state.upstreams.names);
 	for (int i = 0; i < atomic_load(&n_rings); i++)
 		free(rings[i]);
 	atomic_store(&n_rings, 0);

@@ -27,6 +27,14 @@ struct evbuffer;
 #define STATS_UPSTREAM_MAX 200   /* a replica's name (pool.h) */
 #define STATS_ITL_BATCH  32
 
+/* A request may add its tenant or model to the names statistics groups
+ * (and so /metrics label sets) are keyed by only when it earned it: the
+ * backend accepted the request (2xx), or the operator named it (tenant.c);
+ * never when the backend answered 401 or 403 or tokentap refused it.
+ * A name not added is "_other"; one already there stays. */
+#define STATS_MINT_TENANT 1u
+#define STATS_MINT_MODEL  2u
+
 /* The group key a worker sends with each record. */
 struct stats_key {
 	char route[STATS_ROUTE_MAX];
@@ -34,11 +42,12 @@ struct stats_key {
 	char model[STATS_MODEL_MAX];
 	uint8_t dialect;           /* the stream's, and the operation of its */
 	uint8_t op;                /* path (metrics_operation): for OTel labels */
-	/* not part of the key: the request proved nothing about its tenant or
-	 * model (answered 401 or 403, or refused by tokentap itself), so a
-	 * tenant or model not seen yet is counted as "_other", never minted */
-	uint8_t unverified;
+	uint8_t mint;              /* STATS_MINT_*: not part of the key */
 	char upstream[STATS_UPSTREAM_MAX];   /* the replica; "-": none */
+	/* not part of the key, and last (compared apart): the stream's id
+	 * (stats_stream_id), 0: none. Its gauge records go to the group its
+	 * +1 went to. */
+	uint64_t stream;
 };
 
 /* Process-wide gauges, shared by all workers (atomics: one update per
@@ -56,6 +65,9 @@ struct stats_ring;
 
 /* A worker's ring, registered with the reader; lives until exit. */
 struct stats_ring *stats_ring_new(void);
+/* An id for a stream of r's worker, unique in the process, never 0. */
+uint64_t stats_stream_id(struct stats_ring *r);
+/* mint: both (the caller says otherwise), stream: none. */
 void stats_key_set(struct stats_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len);
 /* A stream of this group started (+1) or ended (-1): the `active` gauges. */
@@ -97,8 +109,12 @@ int stats_window_index(const char *text);
 
 enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4, BY_UPSTREAM = 8 };
 
-/* /stats JSON for window wi grouped by the BY_* bits. */
-void stats_json(struct evbuffer *out, int wi, unsigned by);
+/* /stats JSON for window wi grouped by the BY_* bits: the rows from
+ * offset, at most limit of them (sorted by key), with how many there are
+ * and whether more follow ("total_groups", "truncated"). */
+#define STATS_ROWS_DEFAULT 1000
+#define STATS_ROWS_MAX     10000
+void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t limit);
 /* Members every /stats document gets after "groups", each with its
  * leading comma (the replica pools', set by main: poold_json); NULL: none. */
 extern void (*stats_json_more)(struct evbuffer *out);

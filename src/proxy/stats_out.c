@@ -63,11 +63,9 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 	a->stalled += g->stalled;
 	if (g->max_active > a->max_active)
 		a->max_active = g->max_active;
-	if (g->win[w] == NULL)
-		return;
 	for (int i = 0; i < 2 * SLICES; i++) {
-		const struct slice *s = &g->win[w][i];
-		if (s->index + 2 * SLICES <= cur || s->index > cur)
+		const struct slice *s = group_slice(g, w, i);
+		if (s == NULL || s->index + 2 * SLICES <= cur || s->index > cur)
 			continue;
 		if (s->index + SLICES <= cur) {      /* the previous window */
 			hist_sparse_merge_into(&a->prev_ttft, &s->ttft);
@@ -221,22 +219,22 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
 	if (by & BY_ROUTE) {
 		ADD(out, "\"route\":");
-		jsonw_str(out, g->key.route);
+		jsonw_str(out, g->route->text);
 		ADD(out, ",");
 	}
 	if (by & BY_TENANT) {
 		ADD(out, "\"tenant\":");
-		jsonw_str(out, g->key.tenant);
+		jsonw_str(out, g->tenant->text);
 		ADD(out, ",");
 	}
 	if (by & BY_MODEL) {
 		ADD(out, "\"model\":");
-		jsonw_str(out, g->key.model);
+		jsonw_str(out, g->model->text);
 		ADD(out, ",");
 	}
 	if (by & BY_UPSTREAM) {
 		ADD(out, "\"upstream\":");
-		jsonw_str(out, g->key.upstream);
+		jsonw_str(out, g->upstream->text);
 		ADD(out, ",");
 	}
 	evbuffer_add_printf(out, "\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
@@ -254,7 +252,7 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	    3);
 	ADD(out, ",\"ttft_concurrency_r2\":");
 	jsonw_fixed(out, r2, 4);
-	json_headroom(out, &fit, by & BY_ROUTE ? g->key.route : NULL);
+	json_headroom(out, &fit, by & BY_ROUTE ? g->route->text : NULL);
 	json_health(out, a);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
@@ -265,17 +263,23 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 
 static unsigned sort_by;
 
+/* Names are kept once (stats_group.c): the same name, the same address. */
+static int cmp_name(const struct stats_name *a, const struct stats_name *b)
+{
+	return a == b ? 0 : strcmp(a->text, b->text);
+}
+
 static int cmp_groups(const void *x, const void *y)
 {
 	const struct group *a = *(const struct group *const *)x;
 	const struct group *b = *(const struct group *const *)y;
-	int c = sort_by & BY_ROUTE ? strcmp(a->key.route, b->key.route) : 0;
+	int c = sort_by & BY_ROUTE ? cmp_name(a->route, b->route) : 0;
 	if (c == 0 && (sort_by & BY_TENANT))
-		c = strcmp(a->key.tenant, b->key.tenant);
+		c = cmp_name(a->tenant, b->tenant);
 	if (c == 0 && (sort_by & BY_MODEL))
-		c = strcmp(a->key.model, b->key.model);
+		c = cmp_name(a->model, b->model);
 	if (c == 0 && (sort_by & BY_UPSTREAM))
-		c = strcmp(a->key.upstream, b->key.upstream);
+		c = cmp_name(a->upstream, b->upstream);
 	return c;
 }
 
@@ -287,14 +291,30 @@ static struct group **sorted_groups(unsigned by)
 	size_t i = 0;
 	if (v == NULL)
 		return NULL;
-	for (struct group *g = st->groups; g != NULL; g = g->next)
+	for (struct group *g = st->newest; g != NULL; g = g->older)
 		v[i++] = g;
 	sort_by = by;
 	qsort(v, st->n_groups, sizeof *v, cmp_groups);
 	return v;
 }
 
-void stats_json(struct evbuffer *out, int wi, unsigned by)
+/* Whether a row (its groups v[i..j)) shows: something in the window or
+ * open now. The cheap part of agg_add, for rows outside the page. */
+static int row_shows(struct group **v, size_t i, size_t j, size_t w, uint64_t cur)
+{
+	for (; i < j; i++) {
+		if (v[i]->active > 0)
+			return 1;
+		for (int k = 0; k < 2 * SLICES; k++) {
+			const struct slice *s = group_slice(v[i], w, k);
+			if (s != NULL && s->requests > 0 && s->index + SLICES > cur && s->index <= cur)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t limit)
 {
 	const struct stats_state *st = stats_state();
 
@@ -302,7 +322,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	struct group **v;
 	char ts[32], wt[32];
 	uint64_t cur;
-	size_t i = 0;
+	size_t i = 0, rows = 0;
 	int first = 1;
 
 	static const char *const fields[] = { "route", "tenant", "model", "upstream" };
@@ -320,21 +340,27 @@ void stats_json(struct evbuffer *out, int wi, unsigned by)
 	    atomic_load(&tokentap_max_active_streams));
 	v = sorted_groups(by);
 	cur = stats_clock() / st->slice_us[wi];
+	/* every row is counted, the page's alone are summed and written: the
+	 * work and the answer are bounded by limit, not by the groups */
 	while (v != NULL && i < st->n_groups) {
 		size_t j = i;
-		agg_reset(&a);
 		sort_by = by;
 		while (j < st->n_groups && cmp_groups(&v[i], &v[j]) == 0)
-			agg_add(&a, v[j++], (size_t)wi, cur);
+			j++;
 		/* a group with nothing in the window and nothing active is left out */
-		if (a.requests > 0 || a.active > 0) {
+		if (row_shows(v, i, j, (size_t)wi, cur) && rows++ >= offset &&
+		    rows <= offset + limit) {
+			agg_reset(&a);
+			for (size_t k = i; k < j; k++)
+				agg_add(&a, v[k], (size_t)wi, cur);
 			json_row(out, v[i], by, &a, first);
 			first = 0;
 		}
 		i = j;
 	}
 	free(v);
-	ADD(out, "]");
+	evbuffer_add_printf(out, "],\"total_groups\":%zu,\"offset\":%zu,\"limit\":%zu,"
+	    "\"truncated\":%s", rows, offset, limit, rows > offset + limit ? "true" : "false");
 	if (stats_json_more != NULL)
 		stats_json_more(out);
 	ADD(out, "}\n");
@@ -375,9 +401,9 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	w = window_for(window_us);
 	cur = stats_clock() / st->slice_us[w];
 	agg_reset(&a);
-	for (struct group *g = st->groups; g != NULL; g = g->next)
-		if (strcmp(g->key.route, route) == 0 &&
-		    (tenant == NULL || strcmp(g->key.tenant, tenant) == 0))
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0 &&
+		    (tenant == NULL || strcmp(g->tenant->text, tenant) == 0))
 			agg_add(&a, g, w, cur);
 	out->requests = a.requests;
 	out->errors = a.errors;
@@ -397,8 +423,8 @@ uint64_t stats_route_stalled(const char *route)
 {
 	long n = 0;
 
-	for (const struct group *g = stats_state()->groups; g != NULL; g = g->next)
-		if (strcmp(g->key.route, route) == 0)
+	for (const struct group *g = stats_state()->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0)
 			n += g->stalled;
 	return n > 0 ? (uint64_t)n : 0;
 }
@@ -416,8 +442,8 @@ void stats_upstream_ttft(const char *route, const char *upstream, uint64_t windo
 		return;
 	w = window_for(window_us);
 	agg_reset(&a);
-	for (struct group *g = st->groups; g != NULL; g = g->next)
-		if (strcmp(g->key.route, route) == 0 && strcmp(g->key.upstream, upstream) == 0)
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0 && strcmp(g->upstream->text, upstream) == 0)
 			agg_add(&a, g, w, stats_clock() / st->slice_us[w]);
 	*count = a.ttft.count;
 	if (a.ttft.count)
@@ -432,10 +458,9 @@ void stats_each_route_tenant(uint64_t window_us,
 	struct group **v = sorted_groups(BY_ROUTE | BY_TENANT);
 	(void)window_us;
 	for (size_t i = 0; v != NULL && i < st->n_groups; i++) {
-		if (i > 0 && strcmp(v[i]->key.route, v[i - 1]->key.route) == 0 &&
-		    strcmp(v[i]->key.tenant, v[i - 1]->key.tenant) == 0)
+		if (i > 0 && v[i]->route == v[i - 1]->route && v[i]->tenant == v[i - 1]->tenant)
 			continue;
-		fn(arg, v[i]->key.route, v[i]->key.tenant);
+		fn(arg, v[i]->route->text, v[i]->tenant->text);
 	}
 	free(v);
 }

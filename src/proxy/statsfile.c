@@ -53,7 +53,7 @@ void statsfile_tick(uint64_t now_us)
 	b = evbuffer_new();
 	if (b == NULL)
 		return;
-	stats_json(b, 0, BY_ROUTE);
+	stats_json(b, 0, BY_ROUTE, 0, STATS_ROWS_MAX);
 	/* one write: the snapshot is in the file whole or not at all */
 	text = evbuffer_pullup(b, -1);
 	if (text != NULL)

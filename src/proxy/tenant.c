@@ -57,7 +57,11 @@ void tenant_identify(const struct conf *c, const struct http_header *h,
 	snprintf(out, outlen, "key:%.8s", hex);
 }
 
-static int named(const struct conf *c, const char *tenant)
+/* The pattern's match is linear in the value (ere.h), and the value is at
+ * most the tenant's 64 bytes (exchange.h) whatever the header carried; it
+ * runs on a worker once per request (the statistics' mint flags) and on
+ * the main thread once per new statistics group (the /metrics label). */
+int tenant_named(const struct conf *c, const char *tenant)
 {
 	for (size_t i = 0; i < c->n_tenant_api_keys; i++)
 		if (strcmp(c->tenant_api_keys[i].name, tenant) == 0)
@@ -66,13 +70,26 @@ static int named(const struct conf *c, const char *tenant)
 		if (strcmp(c->tenant_header_values[i], tenant) == 0)
 			return 1;
 	return c->tenant_header_re_ok &&
-	    regexec(&c->tenant_header_re, tenant, 0, NULL, 0) == 0;
+	    ere_match(&c->tenant_header_re, tenant, strlen(tenant));
+}
+
+int tenant_model_named(const struct conf *c, const char *model, size_t len)
+{
+	for (size_t i = 0; i < c->n_model_names; i++)
+		if (strlen(c->model_names[i]) == len && memcmp(c->model_names[i], model, len) == 0)
+			return 1;
+	return c->model_re_ok && ere_match(&c->model_re, model, len);
+}
+
+int tenant_models_listed(const struct conf *c)
+{
+	return c->n_model_names > 0 || c->model_re_ok;
 }
 
 const char *tenant_metrics_label(const struct conf *c, const char *tenant)
 {
 	if (strcmp(tenant, "-") == 0 || strcmp(tenant, "_other") == 0 ||
-	    (c != NULL && named(c, tenant)))
+	    (c != NULL && tenant_named(c, tenant)))
 		return tenant;
 	if (c != NULL && c->metrics_hashed_tenants && strncmp(tenant, "key:", 4) == 0)
 		return tenant;

@@ -561,8 +561,10 @@ static void test_sparse_add_counts(void **state)
 			counts[used[i]] = 0;
 		assert_int_equal(batch.n, one.n);
 		for (uint32_t i = 0; i < one.n; i++) {
-			assert_int_equal(batch.e[i].idx, one.e[i].idx);
-			assert_int_equal(batch.e[i].count, one.e[i].count);
+			assert_int_equal(hist_sparse_entries(&batch)[i].idx,
+			    hist_sparse_entries(&one)[i].idx);
+			assert_int_equal(hist_sparse_entries(&batch)[i].count,
+			    hist_sparse_entries(&one)[i].count);
 		}
 		assert_int_equal(batch.count, one.count);
 		assert_int_equal(batch.sum, one.sum);

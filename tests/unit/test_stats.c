@@ -53,7 +53,8 @@ static void request(const char *route, const char *tenant, const char *model,
 	e.outcome = outcome;
 	e.concurrency = concurrency;
 	stats_key_set(&k, route, tenant, model, strlen(model));
-	k.unverified = (uint8_t)unverified;
+	if (unverified)
+		k.mint = 0;
 	stats_request(ring, &k, &e, NULL, 0);
 }
 
@@ -62,7 +63,7 @@ static char *json(const char *window, unsigned by)
 	struct evbuffer *b = evbuffer_new();
 	char *s;
 	stats_drain();
-	stats_json(b, stats_window_index(window), by);
+	stats_json(b, stats_window_index(window), by, 0, STATS_ROWS_MAX);
 	s = unit_take(b);
 	evbuffer_free(b);
 	return s;
@@ -306,6 +307,185 @@ static void test_client_aborts_counted_apart(void **state)
 	assert_int_equal(v.by_client, 8);
 }
 
+/* /metrics as text. */
+static char *prom_text(void)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct promout *o = promout_new(b, 0);
+	char *s;
+
+	stats_drain();
+	stats_prometheus(o);
+	promout_finish(o);
+	s = unit_take(b);
+	evbuffer_free(b);
+	return s;
+}
+
+/* A stream's gauge records with its id. */
+static void gauge(const char *tenant, const char *model, unsigned mint, uint64_t stream,
+    int delta)
+{
+	struct stats_key k;
+
+	stats_key_set(&k, "r", tenant, model, strlen(model));
+	k.mint = (uint8_t)mint;
+	k.stream = stream;
+	stats_active(ring, &k, delta);
+}
+
+/* A stream started while its model had no name yet (a 404: it earns
+ * none) counts under _other; another stream then earns the name. The
+ * first stream's end must leave the gauges where its start put them:
+ * resolved anew, its -1 went to the named group (active -1 there, +1 left
+ * in _other for good). */
+static void test_gauges_follow_their_stream(void **state)
+{
+	char *s;
+
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\ntenant: {header_values: [t]}\n");
+	gauge("t", "new", 0, 1, 1);
+	stats_drain();
+	gauge("t", "new", STATS_MINT_TENANT | STATS_MINT_MODEL, 2, 1);
+	request("r", "t", "new", 1000, 1000, 2, 0, OUTCOME_OK);
+	gauge("t", "new", STATS_MINT_TENANT | STATS_MINT_MODEL, 2, -1);
+	stats_drain();
+	gauge("t", "new", 0, 1, -1);
+	s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"tenant\":\"t\",\"model\":\"new\",\"requests\":1,"));
+	assert_null(strstr(s, "\"active\":-"));
+	assert_null(strstr(s, "\"active\":1"));
+	free(s);
+	s = prom_text();
+	assert_null(strstr(s, "tokentap_active_streams{route=\"r\",tenant=\"t\",model=\"new\","
+	    "upstream=\"-\"} -1"));
+	assert_null(strstr(s, "tenant=\"_other\",model=\"_other\",upstream=\"-\"} 1\n"));
+	free(s);
+}
+
+/* Label sets idle for metrics.expiration go and give their series back;
+ * one that comes back starts from zero. Groups go once their windows hold
+ * nothing, and with them their names' places under max_models. */
+static void test_idle_label_sets_and_groups_go(void **state)
+{
+	uint64_t base;
+	char *s;
+
+	(void)state;
+	setup_conf("metrics: {expiration: 10s}\nstats: {windows: [1m]}\nalerts: {window: 1m}\n"
+	    "models: {max_models: 2}\ntenant: {header_values: [t]}\n"
+	    "routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n");
+	stats_drain();
+	base = metrics_series_used();
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m2", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+	s = prom_text();
+	assert_true(metrics_series_used() > base);
+	assert_non_null(strstr(s, "model=\"m1\""));
+	assert_null(strstr(s, "model=\"m3\""));     /* max_models: 2 */
+	free(s);
+	fake_now += 9ull * 1000000;
+	stats_drain();
+	assert_true(metrics_series_used() > base);
+	fake_now += 2ull * 1000000;                 /* 11 s idle */
+	stats_drain();
+	assert_int_equal(metrics_series_used(), base);
+	s = prom_text();
+	assert_null(strstr(s, "model=\"m1\""));
+	assert_null(strstr(s, "tenant=\"t\""));
+	free(s);
+	s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);   /* the window still has them */
+	assert_non_null(strstr(s, "\"model\":\"m1\",\"requests\":1,"));
+	free(s);
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	s = prom_text();
+	assert_non_null(strstr(s, "tokentap_requests_total{route=\"r\",tenant=\"t\",model=\"m1\","
+	    "upstream=\"-\",outcome=\"ok\",code=\"none\"} 1\n"));
+	free(s);
+	/* two windows and a slice on: every group goes, m3 finds a place */
+	fake_now += 131ull * 1000000;
+	stats_drain();
+	request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+	s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
+	assert_non_null(strstr(s, "\"model\":\"m3\",\"requests\":1,"));
+	assert_null(strstr(s, "\"model\":\"_other\""));
+	free(s);
+}
+
+/* A group folded for want of room takes a label set of its own once idle
+ * ones have gone, while it is in use. */
+static void test_folded_group_finds_room(void **state)
+{
+#define FOLD_CONF "metrics: {expiration: 10s, max_series: %llu}\n" \
+	"stats: {windows: [1m]}\nalerts: {window: 1m}\ntenant: {header_values: [t]}\n" \
+	"routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n"
+	char yaml[512];
+	uint64_t base, cost;
+	char *s;
+
+	(void)state;
+	snprintf(yaml, sizeof yaml, FOLD_CONF, 100000ull);
+	setup_conf(yaml);
+	stats_drain();
+	base = metrics_series_used();
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	stats_drain();
+	cost = metrics_series_used() - base;
+	/* room for two label sets of one outcome each */
+	snprintf(yaml, sizeof yaml, FOLD_CONF, (unsigned long long)(base + 2 * cost));
+	setup_conf(yaml);
+	request("r", "t", "m1", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m2", 1000, 1000, 2, 0, OUTCOME_OK);
+	request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+	s = prom_text();
+	assert_null(strstr(s, "model=\"m3\""));
+	assert_non_null(strstr(s, "tokentap_metrics_folded_requests_total 1\n"));
+	free(s);
+	for (int i = 0; i < 6; i++) {          /* m3 in use every 2 s, m1 and m2 idle */
+		fake_now += 2ull * 1000000;
+		request("r", "t", "m3", 1000, 1000, 2, 0, OUTCOME_OK);
+		stats_drain();
+	}
+	s = prom_text();
+	assert_null(strstr(s, "model=\"m1\""));
+	assert_non_null(strstr(s, "tokentap_requests_total{route=\"r\",tenant=\"t\",model=\"m3\","
+	    "upstream=\"-\",outcome=\"ok\",code=\"none\"} "));
+	free(s);
+}
+
+/* /stats pages: sorted rows from offset, at most limit, with the count
+ * of all rows and whether more follow. */
+static void test_stats_pages(void **state)
+{
+	struct evbuffer *b;
+	char *s;
+	const char *models[] = { "e", "b", "d", "a", "c" };
+
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int i = 0; i < 5; i++)
+		request("r", "t", models[i], 1000, 1000, 2, 0, OUTCOME_OK);
+	stats_drain();
+	b = evbuffer_new();
+	stats_json(b, 0, BY_MODEL, 1, 2);
+	s = unit_take(b);
+	assert_non_null(strstr(s, "\"groups\":[{\"model\":\"b\","));
+	assert_non_null(strstr(s, "},{\"model\":\"c\","));
+	assert_null(strstr(s, "\"model\":\"a\""));
+	assert_null(strstr(s, "\"model\":\"d\""));
+	assert_non_null(strstr(s, "],\"total_groups\":5,\"offset\":1,\"limit\":2,"
+	    "\"truncated\":true}"));
+	free(s);
+	stats_json(b, 0, BY_MODEL, 4, 2);
+	s = unit_take(b);
+	assert_non_null(strstr(s, "\"groups\":[{\"model\":\"e\","));
+	assert_non_null(strstr(s, "\"truncated\":false}"));
+	free(s);
+	evbuffer_free(b);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -325,6 +505,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_client_aborts_counted_apart, teardown),
 		cmocka_unit_test_teardown(test_refused_requests_mint_nothing, teardown),
 		cmocka_unit_test_teardown(test_prometheus_buckets_include_thresholds, teardown),
+		cmocka_unit_test_teardown(test_gauges_follow_their_stream, teardown),
+		cmocka_unit_test_teardown(test_idle_label_sets_and_groups_go, teardown),
+		cmocka_unit_test_teardown(test_folded_group_finds_room, teardown),
+		cmocka_unit_test_teardown(test_stats_pages, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
