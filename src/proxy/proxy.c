@@ -1349,7 +1349,9 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 	}
 	if (s->up->reused) {
 		/* a keep-alive race more likely than a sick replica: the same
-		 * one again on a new connection first, and no verdict */
+		 * one again on a new connection first, and no verdict; the
+		 * pooled connections as old as this one are not reused */
+		upstream_stale(s->up, s->att.rep);
 		if ((r = retry(s)) <= 0)
 			return r;
 		r = failover(s, FAILOVER_CLOSED, 0);
