@@ -939,6 +939,7 @@ static const struct yconf_key limits_keys[] = {
 	SIZE("max_body_bytes", struct conf, max_body_bytes, 1, 0),
 	SIZE("max_event_bytes", struct conf, max_event_bytes, 1024, 1 << 30),
 	SIZE("client_backlog", struct conf, client_backlog, 1 << 20, 0),
+	SIZE("request_buffers", struct conf, request_buffers, 0, 0),
 };
 static const struct yconf_section limits_section = TABLE(limits_keys, NULL);
 

@@ -650,7 +650,8 @@ static int hold_body(struct session *s)
 	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), s->held.mem,
 	    &v) < 0)
 		return respond(s, &v);
-	if (bodybuf_settle(&s->held) < 0)
+	/* (a body whole now goes as it is) */
+	if (!s->x.req_done && bodybuf_settle(&s->held, s->x.conf->request_buffers) < 0)
 		return respond_error(s, 503, "overloaded",
 		    "cannot hold the request body", METER_END_REJECTED);
 	s->last_progress = util_now_us();

@@ -7,6 +7,7 @@
 
 #include <event2/buffer.h>
 
+#include "bodybuf.h"
 #include "headroom.h"
 #include "stats.h"
 #include "stats_int.h"
@@ -457,6 +458,13 @@ void stats_prometheus(struct promout *o)
 	promout_family(o, "tokentap_client_backlog_bytes", "Bytes waiting for "
 	    "slow clients (limits.client_backlog bounds them).", PROMPROTO_GAUGE);
 	promout_sample(o, &none, (double)atomic_load(&tokentap_client_backlog));
+	promout_family(o, "tokentap_request_buffer_bytes", "Bytes of request bodies "
+	    "held in memory (limits.request_buffers bounds them).", PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)bodybuf_memory());
+	promout_family(o, "tokentap_request_bodies_spilled_total", "Request bodies "
+	    "held in a temporary file (past 256 KiB, or past limits.request_buffers).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)bodybuf_spills());
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);
 	promout_sample(o, &version, 1);

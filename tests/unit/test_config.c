@@ -1203,10 +1203,25 @@ static void test_upgrades(void **state)
 	    "t.yaml:4:15: routes[0].upgrades: at most 8 protocols");
 }
 
+/* limits.request_buffers: 16m by default, 0 allowed (every body to a file) */
+static void test_request_buffers(void **state)
+{
+	(void)state;
+	struct conf *c = unit_conf("routes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->request_buffers, 16 * 1024 * 1024);
+	conf_unref(c);
+	c = unit_conf("limits: {request_buffers: 0}\nroutes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->request_buffers, 0);
+	conf_unref(c);
+	expect_one("limits: {request_buffers: lots}\nroutes:\n  - {name: a, upstream: http://b}\n",
+	    "t.yaml:1:27: limits.request_buffers:");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_upgrades),
+		cmocka_unit_test(test_request_buffers),
 		cmocka_unit_test(test_metrics_keys),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_empty_and_null_sections),
