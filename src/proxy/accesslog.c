@@ -283,6 +283,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "input_tokens", meter_input_tokens(m));
 	field_str(&b, "token_source", n < 0 ? NULL :
 	    meter_tokens_from_usage(m) ? "usage" : "events");
+	field_str(&b, "unmeasured", meter_unmeasured_name(meter_unmeasured(m)));
 	put_health(&b, m);
 	field_int(&b, "events", (int64_t)m->events);
 	field_int(&b, "bytes_in", (int64_t)e->bytes_in);

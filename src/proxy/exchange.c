@@ -754,15 +754,16 @@ void exchange_restart(struct exchange *x)
 
 /* ---- the response ------------------------------------------------------ */
 
-/* A response in a coding the meter cannot read (br, zstd, a list) is
- * forwarded unchanged and not measured: said once per route, counted in
- * the statistics. */
+/* A response in a coding the meter cannot read (compress, a list of
+ * codings) is forwarded unchanged and not measured: said once per route,
+ * counted by cause (tokentap_unmeasured_responses_total) and in the access
+ * log's unmeasured. */
 static void warn_unmeasured(struct exchange *x, const struct http_header *ce)
 {
 	struct conf_route *r = (struct conf_route *)x->route;
 	if (atomic_exchange(&r->warned_encoding, 1) == 0)
 		log_warn("route %s: responses with Content-Encoding \"%.*s\" are "
-		    "forwarded unmeasured (only gzip and deflate are decoded)",
+		    "forwarded unmeasured (gzip, deflate, br and zstd are decoded)",
 		    r->name, (int)(ce->value_len < 32 ? ce->value_len : 32), ce->value);
 }
 
@@ -1051,6 +1052,9 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	e.n_mask = x->conf->n_access_log_mask;
 	e.health = &x->health;
 	accesslog_write(&e);
+	if (meter_unmeasured(&x->meter) != METER_MEASURED)
+		atomic_fetch_add_explicit(&tokentap_unmeasured[meter_unmeasured(&x->meter)], 1,
+		    memory_order_relaxed);
 	stats_key_of(x, &key);
 	if (x->meter.stalled) {               /* it ended stalled */
 		x->meter.stalled = 0;
