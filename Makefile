@@ -12,7 +12,8 @@ SANITIZER ?=
 CC        ?= cc
 DEPS      ?= install
 
-PKGS      := libevent libevent_openssl libevent_pthreads openssl yaml-0.1 zlib
+PKGS      := libevent libevent_openssl libevent_pthreads openssl yaml-0.1 zlib \
+             libbrotlidec libzstd
 LLHTTP    := /usr/share/llhttp
 LLHTTP_H  := /usr/share/include/llhttp
 # llhttp's strict mode: no lenient parsing of whitespace, line ends, URL

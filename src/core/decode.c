@@ -1,18 +1,28 @@
 #include "decode.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <brotli/decode.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "util.h"
 
+/* What one call decodes into, before it is handed on. */
+#define DECODE_CHUNK 16384
+
 struct decoder {
 	z_stream z;
+	BrotliDecoderState *br;
+	ZSTD_DCtx *zstd;
+	size_t br_memory;       /* what the brotli decoder holds */
 	enum decode_kind kind;
 	int ready;              /* inflate set up (deflate: once its format is known) */
 	int failed;
+	int ended;              /* br: the stream ended; more bytes are an error */
 	unsigned char lead[2];  /* deflate: its first bytes, until they tell */
 	size_t n_lead;
 };
@@ -33,6 +43,10 @@ enum decode_kind decode_kind(const char *ce, size_t len)
 		return DECODE_GZIP;
 	if (util_ieq(ce, len, "deflate"))
 		return DECODE_DEFLATE;
+	if (util_ieq(ce, len, "br"))
+		return DECODE_BR;
+	if (util_ieq(ce, len, "zstd"))
+		return DECODE_ZSTD;
 	return DECODE_UNSUPPORTED;
 }
 
@@ -54,21 +68,122 @@ static int zlib_header(const unsigned char *b)
 	return (b[0] & 0x0f) == Z_DEFLATED && ((b[0] << 8) | b[1]) % 31 == 0;
 }
 
+/* The brotli decoder's allocations, counted against DECODE_BR_MEMORY: past
+ * it one fails, and so does the stream. */
+struct counted {
+	size_t size;
+	max_align_t align[];
+};
+
+static void *br_alloc(void *opaque, size_t size)
+{
+	struct decoder *d = opaque;
+	struct counted *c;
+
+	if (size > DECODE_BR_MEMORY - d->br_memory ||
+	    (c = malloc(sizeof *c + size)) == NULL)
+		return NULL;
+	c->size = size;
+	d->br_memory += size;
+	return c->align;
+}
+
+static void br_free(void *opaque, void *p)
+{
+	struct decoder *d = opaque;
+	struct counted *c;
+
+	if (p == NULL)
+		return;
+	c = (struct counted *)((char *)p - offsetof(struct counted, align));
+	d->br_memory -= c->size;
+	free(c);
+}
+
 struct decoder *decode_new(enum decode_kind k)
 {
 	struct decoder *d;
 
-	if (k != DECODE_GZIP && k != DECODE_DEFLATE)
+	if (k != DECODE_GZIP && k != DECODE_DEFLATE && k != DECODE_BR && k != DECODE_ZSTD)
 		return NULL;
 	d = calloc(1, sizeof *d);
 	if (d == NULL)
 		return NULL;
 	d->kind = k;
-	if (k == DECODE_GZIP && start(d, 0) < 0) {
-		free(d);
-		return NULL;
+	switch (k) {
+	case DECODE_GZIP:
+		if (start(d, 0) < 0)
+			goto fail;
+		break;
+	case DECODE_BR:
+		if ((d->br = BrotliDecoderCreateInstance(br_alloc, br_free, d)) == NULL)
+			goto fail;
+		break;
+	case DECODE_ZSTD:
+		if ((d->zstd = ZSTD_createDCtx()) == NULL ||
+		    ZSTD_isError(ZSTD_DCtx_setParameter(d->zstd, ZSTD_d_windowLogMax,
+		    DECODE_ZSTD_WINDOW_LOG)))
+			goto fail;
+		break;
+	default:
+		break;
 	}
 	return d;
+fail:
+	decode_free(d);
+	return NULL;
+}
+
+/* Decodes all of p (br); 0, or -1 when the bytes are not brotli (or need
+ * more than the bound). */
+static int brotli_all(struct decoder *d, const unsigned char *p, size_t len,
+    void (*out)(void *arg, const char *p, size_t n), void *arg)
+{
+	unsigned char buf[DECODE_CHUNK];
+
+	if (d->ended)
+		return len > 0 ? -1 : 0;
+	for (;;) {
+		unsigned char *next_out = buf;
+		size_t avail_out = sizeof buf;
+		BrotliDecoderResult r = BrotliDecoderDecompressStream(d->br, &len, &p,
+		    &avail_out, &next_out, NULL);
+
+		if (avail_out < sizeof buf)
+			out(arg, (const char *)buf, sizeof buf - avail_out);
+		switch (r) {
+		case BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT:
+			continue;
+		case BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT:
+			return 0;
+		case BROTLI_DECODER_RESULT_SUCCESS:
+			d->ended = 1;
+			return len > 0 ? -1 : 0;
+		default:
+			return -1;
+		}
+	}
+}
+
+/* Decodes all of p (zstd: one frame after another); 0 or -1. */
+static int zstd_all(struct decoder *d, const unsigned char *p, size_t len,
+    void (*out)(void *arg, const char *p, size_t n), void *arg)
+{
+	unsigned char buf[DECODE_CHUNK];
+	ZSTD_inBuffer in = { p, len, 0 };
+
+	for (;;) {
+		ZSTD_outBuffer o = { buf, sizeof buf, 0 };
+		size_t r = ZSTD_decompressStream(d->zstd, &o, &in);
+
+		if (ZSTD_isError(r))
+			return -1;
+		if (o.pos > 0)
+			out(arg, (const char *)buf, o.pos);
+		/* all taken, and nothing more to give out of what was */
+		if (in.pos == in.size && o.pos < o.size)
+			return 0;
+	}
 }
 
 /* Inflates all of p; 0, or -1 when the bytes are not of the coding. */
@@ -111,6 +226,13 @@ int decode_feed(struct decoder *d, const char *p, size_t len,
 
 	if (d->failed)
 		return -1;
+	if (d->br != NULL || d->zstd != NULL) {
+		if ((d->br != NULL ? brotli_all : zstd_all)(d, u, len, out, arg) < 0) {
+			d->failed = 1;
+			return -1;
+		}
+		return 0;
+	}
 	while (!d->ready && len > 0) {
 		d->lead[d->n_lead++] = *u++;
 		len--;
@@ -133,5 +255,8 @@ void decode_free(struct decoder *d)
 		return;
 	if (d->ready)
 		inflateEnd(&d->z);
+	if (d->br != NULL)
+		BrotliDecoderDestroyInstance(d->br);
+	ZSTD_freeDCtx(d->zstd);
 	free(d);
 }

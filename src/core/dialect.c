@@ -919,6 +919,11 @@ int dialect_path_model(const char *path, size_t len, const char **model,
 	if (start == colon || (size_t)(start - path) < 8 ||
 	    memcmp(start - 8, "/models/", 8) != 0)
 		return 0;
+	/* a parameter (/models/key=...:stream...) is no model name, and its
+	 * value may be a credential: no label of it */
+	if (memchr(start, '=', (size_t)(colon - start)) != NULL ||
+	    memchr(start, ';', (size_t)(colon - start)) != NULL)
+		return 0;
 	*model = start;
 	*model_len = (size_t)(colon - start);
 	return 1;

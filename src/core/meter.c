@@ -201,7 +201,9 @@ void meter_response_head(struct meter *m, unsigned status,
 	if (m->encoding != DECODE_IDENTITY) {
 		m->dec = decode_new(m->encoding);
 		if (m->dec == NULL) {
-			m->unmeasured = 1;  /* forwarded as it is, not parsed */
+			/* forwarded as it is, not parsed */
+			m->unmeasured = m->encoding == DECODE_UNSUPPORTED ?
+			    METER_UNMEASURED_CODING : METER_UNMEASURED_MEMORY;
 			return;
 		}
 	}
@@ -264,11 +266,28 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 	if (m->dec == NULL) {
 		if (!m->unmeasured)
 			decoded(m, p, len);
+		else
+			m->unmeasured_body |= len > 0;
 		return;
 	}
 	/* a body whose coding breaks is measured no further */
-	if (decode_feed(m->dec, p, len, decoded, m) < 0)
-		m->unmeasured = 1;
+	if (decode_feed(m->dec, p, len, decoded, m) < 0) {
+		m->unmeasured = METER_UNMEASURED_DECODE;
+		m->unmeasured_body = 1;
+	}
+}
+
+enum meter_unmeasured meter_unmeasured(const struct meter *m)
+{
+	return m->unmeasured_body ? m->unmeasured : METER_MEASURED;
+}
+
+const char *meter_unmeasured_name(enum meter_unmeasured u)
+{
+	static const char *const names[METER_UNMEASURED_COUNT] = {
+		NULL, "coding", "decode_error", "no_memory"
+	};
+	return (unsigned)u < METER_UNMEASURED_COUNT ? names[u] : NULL;
 }
 
 void meter_end(struct meter *m, uint64_t now)

@@ -47,6 +47,17 @@ enum meter_end {
 /* Called for every gap between consecutive token-bearing events (µs). */
 typedef void (*meter_itl_fn)(void *arg, uint64_t gap_us);
 
+/* Why a response body is not measured: it is forwarded as it came, and
+ * its figures stay null, never miscounted. */
+enum meter_unmeasured {
+	METER_MEASURED,
+	METER_UNMEASURED_CODING,     /* a Content-Encoding not decoded */
+	METER_UNMEASURED_DECODE,     /* bytes not of their coding, or past the
+	                              * decoder's memory bound */
+	METER_UNMEASURED_MEMORY,     /* no memory for a decoder */
+	METER_UNMEASURED_COUNT
+};
+
 struct meter {
 	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen */
 	uint64_t t0, t_req, t_conn, t_sent, t_head;
@@ -64,7 +75,8 @@ struct meter {
 	unsigned status;
 	int end_seen;                /* the dialect's end marker */
 	enum decode_kind encoding;   /* the response's Content-Encoding */
-	int unmeasured;              /* a coding not decoded, or broken */
+	enum meter_unmeasured unmeasured; /* why the body is not read, if it is not */
+	int unmeasured_body;         /* ... and body bytes came all the same */
 	int error_seen;              /* an in-stream error event */
 	uint64_t events;
 	uint64_t token_events;
@@ -122,8 +134,8 @@ void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff);
  * request body, then Gemini path, then first response chunk). */
 void meter_offer_model(struct meter *m, enum meter_model_src src,
     const char *model, size_t len);
-/* The response head: decides whether and how the body is parsed (a gzip
- * or deflate body is decoded for it; any other coding leaves it
+/* The response head: decides whether and how the body is parsed (a gzip,
+ * deflate, br or zstd body is decoded for it; any other coding leaves it
  * unmeasured). content_type / content_encoding may be NULL. */
 void meter_response_head(struct meter *m, unsigned status,
     const char *content_type, size_t ct_len, const char *content_encoding,
@@ -146,6 +158,12 @@ uint64_t meter_held_us(const struct meter *m, uint64_t now);
 /* 1 when the client held the stream between its first and last token. */
 int meter_client_paced(const struct meter *m);
 void meter_free(struct meter *m);
+/* Why the body that came was not measured; METER_MEASURED when it was, or
+ * when none came (a HEAD, a 304). */
+enum meter_unmeasured meter_unmeasured(const struct meter *m);
+/* "coding", "decode_error", "no_memory" (/metrics' cause, the access log's
+ * unmeasured); NULL for METER_MEASURED. */
+const char *meter_unmeasured_name(enum meter_unmeasured u);
 
 /* The one outcome rule, for tokentap and tokentap-load alike: after
  * meter_end, from what the meter saw and how the exchange stopped. A

@@ -34,6 +34,12 @@ static inline int util_ieq(const char *a, size_t alen, const char *b)
 {
 	return alen == strlen(b) && strncasecmp(a, b, alen) == 0;
 }
+/* An RFC 9110 §5.6.2 token character (header names, methods, protocols). */
+static inline int util_is_tchar(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
 /* Levenshtein distance, for "did you mean" hints (short strings only). */
 size_t util_edit_distance(const char *a, const char *b);
 

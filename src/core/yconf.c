@@ -248,8 +248,7 @@ static int is_token(const char *s)
 	if (*s == '\0')
 		return 0;
 	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		    (*s >= '0' && *s <= '9') || strchr("!#$%&'*+-.^_`|~", *s) != NULL))
+		if (!util_is_tchar((unsigned char)*s))
 			return 0;
 	return 1;
 }

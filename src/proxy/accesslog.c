@@ -96,23 +96,101 @@ static void put_phases(struct jsonw_buf *b, const struct meter *m)
 	jsonw_buf_puts(b, "}");
 }
 
-/* Query parameters whose values are credentials (SPEC §5): compared
- * without case; the config may name more (access_log_mask). */
+/* Parameters whose values are credentials (SPEC §5): compared without
+ * case; the config may name more (access_log_mask). */
 static const char *const credentials[] = {
 	"key", "api_key", "apikey", "api-key", "token", "access_token", "sig",
 	"signature", "auth", "password", "secret",
 };
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A parameter's name as a server reads it: its percent-escapes decoded
+ * (k%65y is key). 0 when it cannot be a credential's (too long). */
+static size_t decode_name(const char *p, size_t len, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = p[i];
+		if (c == '%' && i + 2 < len && hexval(p[i + 1]) >= 0 &&
+		    hexval(p[i + 2]) >= 0) {
+			c = (char)(hexval(p[i + 1]) * 16 + hexval(p[i + 2]));
+			i += 2;
+		}
+		if (o == cap)
+			return 0;
+		out[o++] = c;
+	}
+	return o;
+}
+
 static int is_credential(const char *name, size_t len, char *const *more,
     size_t n_more)
 {
+	char buf[64];
+
+	len = decode_name(name, len, buf, sizeof buf);
+	if (len == 0)
+		return 0;
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(credentials); i++)
-		if (util_ieq(name, len, credentials[i]))
+		if (util_ieq(buf, len, credentials[i]))
 			return 1;
 	for (size_t i = 0; i < n_more; i++)
-		if (util_ieq(name, len, more[i]))
+		if (util_ieq(buf, len, more[i]))
 			return 1;
 	return 0;
+}
+
+/* What ends a parameter: in the query '&' and ';' (as HTML 4 and many
+ * servers read it); in the path '/', ';' (matrix parameters) and the '?'. */
+static int ends_param(char c, int query)
+{
+	return c == '&' || c == ';' || (!query && (c == '/' || c == '?'));
+}
+
+size_t accesslog_mask_target(const char *t, size_t len, char *const *more,
+    size_t n_more, char *out, size_t cap)
+{
+	size_t o = 0, i = 0;
+	int query = 0;
+
+	if (cap < 8)
+		return 0;
+	cap -= 1;            /* room to cut within */
+	while (i < len && o < cap) {
+		size_t end = i, eq;
+		while (end < len && !ends_param(t[end], query))
+			end++;
+		for (eq = i; eq < end && t[eq] != '='; eq++)
+			;
+		if (eq < end && is_credential(t + i, eq - i, more, n_more)) {
+			size_t n = eq - i + 1;
+			if (o + n + 3 > cap)
+				break;           /* never half a value: nothing more */
+			memcpy(out + o, t + i, n);
+			memcpy(out + o + n, "***", 3);
+			o += n + 3;
+		} else {
+			size_t n = end - i;
+			if (o + n > cap)
+				n = cap - o;
+			memcpy(out + o, t + i, n);
+			o += n;
+		}
+		i = end;
+		if (i < len && o < cap) {
+			query |= t[i] == '?';
+			out[o++] = t[i++];
+		}
+	}
+	return o;
 }
 
 /* The request target with the values of credential parameters masked. */
@@ -120,43 +198,8 @@ static void put_target(struct jsonw_buf *b, const char *t, size_t len,
     char *const *more, size_t n_more)
 {
 	char out[2048];
-	size_t o = 0, i = 0;
-	const char *q = memchr(t, '?', len);
 
-	if (q == NULL) {
-		jsonw_buf_str(b, t, len);
-		return;
-	}
-	i = (size_t)(q - t) + 1;
-	if (i > sizeof out - 8)
-		i = sizeof out - 8;
-	memcpy(out, t, i);
-	o = i;
-	while (i < len && o < sizeof out - 8) {
-		size_t end = i, eq;
-		while (end < len && t[end] != '&')
-			end++;
-		for (eq = i; eq < end && t[eq] != '='; eq++)
-			;
-		if (eq < end && is_credential(t + i, eq - i, more, n_more)) {
-			size_t n = eq - i + 1;
-			if (o + n + 3 >= sizeof out - 8)
-				break;
-			memcpy(out + o, t + i, n);
-			memcpy(out + o + n, "***", 3);
-			o += n + 3;
-		} else {
-			size_t n = end - i;
-			if (o + n >= sizeof out - 8)
-				n = sizeof out - 8 - o;
-			memcpy(out + o, t + i, n);
-			o += n;
-		}
-		i = end;
-		if (i < len && o < sizeof out - 8)
-			out[o++] = t[i++];
-	}
-	jsonw_buf_str(b, out, o);
+	jsonw_buf_str(b, out, accesslog_mask_target(t, len, more, n_more, out, sizeof out));
 }
 
 /* "attempts": every attempt left for another replica, and why. */
@@ -251,6 +294,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "input_tokens", meter_input_tokens(m));
 	field_str(&b, "token_source", n < 0 ? NULL :
 	    meter_tokens_from_usage(m) ? "usage" : "events");
+	field_str(&b, "unmeasured", meter_unmeasured_name(meter_unmeasured(m)));
 	put_health(&b, m);
 	field_int(&b, "events", (int64_t)m->events);
 	field_int(&b, "bytes_in", (int64_t)e->bytes_in);

@@ -57,6 +57,15 @@ int accesslog_open(const char *path);
 int accesslog_reopen(void);
 void accesslog_close(void);
 void accesslog_write(const struct accesslog_entry *e);
+/* The request target t as the log shows it, into out (at most cap - 1
+ * bytes; the rest cut, never half a value): the value of each credential
+ * parameter (key, api_key, token, ... and the names in more: the config's
+ * access_log_mask) replaced by ***, its name compared without case and
+ * with its percent-escapes decoded; in the query (separated by & or ;) and
+ * in the path too, as a matrix parameter (/models;key=...) or a segment of
+ * its own (/models/key=...). Returns the length. */
+size_t accesslog_mask_target(const char *t, size_t len, char *const *more,
+    size_t n_more, char *out, size_t cap);
 /* Formats e into buf (no newline written past len-1); returns the length. */
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len);
 

@@ -97,6 +97,8 @@ enum conf_balance { BALANCE_LEAST_STREAMS, BALANCE_ROUND_ROBIN, BALANCE_HASH };
 #define CONF_UPSTREAMS_MAX 64   /* replicas a route lists */
 #define CONF_RETRIES_MAX   8    /* extra attempts a request may make */
 #define CONF_RETRY_ON_MAX  16
+#define CONF_UPGRADES_MAX  8
+#define CONF_UPGRADE_LEN   32
 
 /* A pool's health rules: passive (every request's fate), and active checks
  * when path is set. */
@@ -143,6 +145,10 @@ struct conf_route {
 	int strip_prefix;
 	int preserve_host;
 	int request_buffering;  /* read the body whole before connecting */
+	/* upgrades: the protocols a client may switch to (Upgrade, 101),
+	 * names without case: websocket */
+	char upgrades[CONF_UPGRADES_MAX][CONF_UPGRADE_LEN];
+	size_t n_upgrades;
 	struct conf_kv *set_headers;
 	size_t n_set_headers;
 	struct conf_tls tls;
@@ -205,6 +211,7 @@ struct conf {
 	uint64_t max_body_bytes;     /* 16m */
 	uint64_t max_event_bytes;
 	uint64_t client_backlog;     /* bytes queued to slow clients, in all */    /* 1m */
+	uint64_t request_buffers;    /* request bodies held in memory, in all: 16m */
 
 	char *tenant_header;         /* NULL: none */
 	struct conf_kv *tenant_api_keys; /* name -> sha256 hex (lowercase) */

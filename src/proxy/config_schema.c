@@ -259,6 +259,47 @@ static void retry_on_fn(struct yconf *ld, yaml_node_t *v, void *base, const char
 	}
 }
 
+/* upgrades: protocol names (RFC 9110 §7.8: a token, without the version);
+ * [] allows none. */
+static void upgrades_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf_route *r = base;
+	yaml_node_item_t *it;
+	size_t n;
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "protocol names"))
+		return;
+	it = v->data.sequence.items.start;
+	n = (size_t)(v->data.sequence.items.top - it);
+	if (n > CONF_UPGRADES_MAX) {
+		yconf_err(ld, v, "%s: at most %d protocols", path, CONF_UPGRADES_MAX);
+		return;
+	}
+	r->n_upgrades = 0;
+	for (size_t i = 0; i < n; i++) {
+		static const struct yconf_key k = { .type = YCONF_STRING };
+		yaml_node_t *e = yconf_node(ld, it[i]);
+		char *name = NULL, sub[YCONF_PATH_LEN];
+		size_t len;
+		int ok;
+
+		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+		if (yconf_apply_value(ld, &k, e, &name, sub) < 0 || name == NULL)
+			continue;
+		len = strlen(name);
+		ok = len > 0 && len < CONF_UPGRADE_LEN;
+		for (size_t j = 0; ok && j < len; j++)
+			ok = util_is_tchar((unsigned char)name[j]);
+		if (ok)
+			memcpy(r->upgrades[r->n_upgrades++], name, len + 1);
+		else
+			yconf_err(ld, e, "%s: '%.64s' is not a protocol name (a token of at "
+			    "most %d characters, without a version: websocket)", sub, name,
+			    CONF_UPGRADE_LEN - 1);
+		free(name);
+	}
+}
+
 static void notify_url_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_notify *nt = base;
@@ -410,6 +451,8 @@ static void route_init(struct yconf *ld, void *item)
 	r->retry_on[1] = 503;
 	r->retry_on[2] = 429;
 	r->n_retry_on = 3;
+	snprintf(r->upgrades[0], sizeof r->upgrades[0], "websocket");
+	r->n_upgrades = 1;
 	r->dns_ttl_us = 30000000;
 	r->health = (struct conf_health){
 		.interval_us = 10000000, .timeout_us = 2000000, .failures = 1,
@@ -912,6 +955,7 @@ static const struct yconf_key limits_keys[] = {
 	SIZE("max_body_bytes", struct conf, max_body_bytes, 1, 0),
 	SIZE("max_event_bytes", struct conf, max_event_bytes, 1024, 1 << 30),
 	SIZE("client_backlog", struct conf, client_backlog, 1 << 20, 0),
+	SIZE("request_buffers", struct conf, request_buffers, 0, 0),
 };
 static const struct yconf_section limits_section = TABLE(limits_keys, NULL);
 
@@ -1052,6 +1096,7 @@ static const struct yconf_key route_keys[] = {
 	BOOL("strip_prefix", struct conf_route, strip_prefix),
 	BOOL("preserve_host", struct conf_route, preserve_host),
 	BOOL("request_buffering", struct conf_route, request_buffering),
+	FUNC("upgrades", upgrades_fn, 0),
 	MAP("set_headers", struct conf_route, set_headers, n_set_headers, YCONF_HEADER,
 	    kv_put),
 	SECTION("tls", offsetof(struct conf_route, tls), route_tls_section),

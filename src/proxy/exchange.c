@@ -439,12 +439,6 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->keepalive = llhttp_should_keep_alive(&x->req) && !x->http10;
 	x->is_head_req = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	x->idempotent = idempotent(rq->method, rq->method_len);
-	/* a switch of protocols (a WebSocket handshake, RFC 6455 §4.1): on
-	 * HTTP/1.1, by a request without a body, whose bytes would otherwise
-	 * run into the tunnel's */
-	x->upgrade = !x->http10 && httphead_wants_upgrade(rq) &&
-	    !(x->req.flags & F_CHUNKED) &&
-	    (!(x->req.flags & F_CONTENT_LENGTH) || x->req.content_length == 0);
 	expect = httphead_find(rq->h, rq->n, "expect");
 	x->expect_continue = expect != NULL &&
 	    util_ieq(expect->value, expect->value_len, "100-continue");
@@ -458,6 +452,14 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 	x->route = route_match(x->conf, rq->target, rq->path_len, rq->h, rq->n);
 	if (x->route == NULL)
 		return rejected(v, 404, "no_route", "no route matches this request");
+	/* a switch of protocols (a WebSocket handshake, RFC 6455 §4.1): to a
+	 * protocol the route allows, on HTTP/1.1, by a request without a
+	 * body, whose bytes would otherwise run into the tunnel's */
+	if (!x->http10 && !(x->req.flags & F_CHUNKED) &&
+	    (!(x->req.flags & F_CONTENT_LENGTH) || x->req.content_length == 0))
+		x->upgrade_offer = httphead_upgrade_offer(rq, x->route) &
+		    ((1u << CONF_UPGRADES_MAX) - 1);
+	x->upgrade = x->upgrade_offer != 0;
 	route_meter(x, rq);
 	x->req_keepalive = x->keepalive;
 	affinity(x, rq);
@@ -754,15 +756,16 @@ void exchange_restart(struct exchange *x)
 
 /* ---- the response ------------------------------------------------------ */
 
-/* A response in a coding the meter cannot read (br, zstd, a list) is
- * forwarded unchanged and not measured: said once per route, counted in
- * the statistics. */
+/* A response in a coding the meter cannot read (compress, a list of
+ * codings) is forwarded unchanged and not measured: said once per route,
+ * counted by cause (tokentap_unmeasured_responses_total) and in the access
+ * log's unmeasured. */
 static void warn_unmeasured(struct exchange *x, const struct http_header *ce)
 {
 	struct conf_route *r = (struct conf_route *)x->route;
 	if (atomic_exchange(&r->warned_encoding, 1) == 0)
 		log_warn("route %s: responses with Content-Encoding \"%.*s\" are "
-		    "forwarded unmeasured (only gzip and deflate are decoded)",
+		    "forwarded unmeasured (gzip, deflate, br and zstd are decoded)",
 		    r->name, (int)(ce->value_len < 32 ? ce->value_len : 32), ce->value);
 }
 
@@ -801,9 +804,10 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	x->res.data = x;
 	r = parse_head(x, &x->res, &rs, p, head_len);
 	rs.status = x->res.status_code;
-	if (r < 0 || has_obs_fold(p, head_len) || (rs.status == 101 && !x->upgrade))
+	if (r < 0 || has_obs_fold(p, head_len))
 		return bad_gateway(v, "malformed upstream response head");
-	if (httpcheck_response(&rs, &hv) < 0)
+	if (httpcheck_response(&rs, &hv) < 0 || (rs.status == 101 &&
+	    httpcheck_switch(&rs, x->route, x->upgrade_offer, &hv) < 0))
 		return bad_gateway(v, hv.msg);
 	if (rs.status == 101)
 		return tunnel_head(x, in, head_len, &rs, out);
@@ -1079,6 +1083,9 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	e.n_mask = x->conf->n_access_log_mask;
 	e.health = &x->health;
 	accesslog_write(&e);
+	if (meter_unmeasured(&x->meter) != METER_MEASURED)
+		atomic_fetch_add_explicit(&tokentap_unmeasured[meter_unmeasured(&x->meter)], 1,
+		    memory_order_relaxed);
 	stats_key_of(x, &key);
 	if (x->meter.stalled) {               /* it ended stalled */
 		x->meter.stalled = 0;

@@ -109,6 +109,7 @@ struct exchange {
 	unsigned expect_continue : 1; /* Expect: 100-continue */
 	unsigned buffered : 1;        /* the body is held before connecting */
 	unsigned upgrade : 1;         /* the client asks to switch protocols */
+	unsigned upgrade_offer : CONF_UPGRADES_MAX; /* to these (route->upgrades) */
 	unsigned counted : 1;         /* in tokentap_active_streams */
 	unsigned active_counted : 1;  /* in its group's `active` */
 	unsigned failover_ok : 1;     /* a status in retry_on may go elsewhere */

@@ -24,13 +24,6 @@ static int bad_gateway(struct httpcheck_verdict *v, const char *msg)
 	return verdict(v, 502, "bad_gateway", msg);
 }
 
-/* RFC 9110 §5.6.2 token characters */
-static int is_tchar(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 static int hexval(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
@@ -100,7 +93,7 @@ int httpcheck_request_line(const char *line, size_t len,
 	size_t i = 0, t, sp;
 	const char *ver;
 
-	while (i < len && is_tchar((unsigned char)line[i]))
+	while (i < len && util_is_tchar((unsigned char)line[i]))
 		i++;
 	if (i == 0 || i == len || line[i] != ' ')
 		return bad(v, "malformed request line");
@@ -389,5 +382,33 @@ int httpcheck_response(const struct http_head *rs, struct httpcheck_verdict *v)
 	if (!httpcheck_bodiless_status(rs->status) && transfer_coding(rs) > 0)
 		return bad_gateway(v, "upstream response with a transfer coding "
 		    "other than chunked");
+	return 0;
+}
+
+int httpcheck_switch(const struct http_head *rs, const struct conf_route *r,
+    unsigned offer, struct httpcheck_verdict *v)
+{
+	int named = 0;
+
+	if (offer == 0)
+		return bad_gateway(v, "upstream switched protocols (101) but the "
+		    "client asked for no upgrade");
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct http_header *h = &rs->h[i];
+		const char *item;
+		size_t pos = 0, len;
+
+		if (!util_ieq(h->name, h->name_len, "upgrade"))
+			continue;
+		while (httphead_list_next(h->value, h->value_len, &pos, &item, &len)) {
+			int k = httphead_upgrade_index(r, item, len);
+			if (k < 0 || !(offer & (1u << k)))
+				return bad_gateway(v, "upstream switched to a protocol the "
+				    "client did not ask for");
+			named = 1;
+		}
+	}
+	if (!named)
+		return bad_gateway(v, "upstream 101 names no protocol (Upgrade)");
 	return 0;
 }

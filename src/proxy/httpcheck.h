@@ -44,6 +44,14 @@ int httpcheck_request(struct http_head *rq, struct httpcheck_verdict *v);
 /* A parsed response head (rs->status set). */
 int httpcheck_response(const struct http_head *rs, struct httpcheck_verdict *v);
 
+/* A 101 to a request on route r that offered the protocols of offer (bits
+ * of r->upgrades, httphead_upgrade_offer): its Upgrade must name protocols
+ * among those only (RFC 9110 §7.8: a server must not switch to one the
+ * client did not name, and must say which). Else a 502: the tunnel would
+ * carry bytes nobody asked for to the backend. */
+int httpcheck_switch(const struct http_head *rs, const struct conf_route *r,
+    unsigned offer, struct httpcheck_verdict *v);
+
 /* The path part of an origin-form target (up to '?'): no dot-segments,
  * raw or percent-encoded, between '/', '\' or their encodings; no encoded
  * NUL or control byte; percent signs followed by two hex digits. 0: fine. */

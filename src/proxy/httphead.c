@@ -129,28 +129,67 @@ static void write_target(struct head_out *o, const struct http_head *rq,
 	put(o, t, len);
 }
 
-int httphead_wants_upgrade(const struct http_head *rq)
+int httphead_upgrade_index(const struct conf_route *r, const char *item, size_t len)
 {
-	const struct http_header *u = httphead_find(rq->h, rq->n, "upgrade");
-	const char *item;
-	size_t pos = 0, len;
-	int other = 0;
+	const char *slash = memchr(item, '/', len);
+	size_t n = slash != NULL ? (size_t)(slash - item) : len;
 
-	if (u == NULL)
-		return 0;
-	while (httphead_list_next(u->value, u->value_len, &pos, &item, &len))
-		other |= !(len == 3 && strncasecmp(item, "h2c", 3) == 0);
-	if (!other)
-		return 0;
-	for (size_t i = 0; i < rq->n; i++)
-		if (util_ieq(rq->h[i].name, rq->h[i].name_len, "connection") &&
-		    httphead_list_has(rq->h[i].value, rq->h[i].value_len, "upgrade", 7))
-			return 1;
-	return 0;
+	for (size_t i = 0; i < r->n_upgrades; i++)
+		if (util_ieq(item, n, r->upgrades[i]))
+			return (int)i;
+	return -1;
 }
 
-/* Upgrade, when the exchange switches protocols: the one hop-by-hop field
- * that goes on. */
+unsigned httphead_upgrade_offer(const struct http_head *rq, const struct conf_route *r)
+{
+	unsigned offer = 0;
+	int asked = 0;
+
+	for (size_t i = 0; i < rq->n; i++) {
+		const struct http_header *h = &rq->h[i];
+		const char *item;
+		size_t pos = 0, len;
+		int k;
+
+		if (util_ieq(h->name, h->name_len, "connection"))
+			asked |= httphead_list_has(h->value, h->value_len, "upgrade", 7);
+		else if (util_ieq(h->name, h->name_len, "upgrade"))
+			while (httphead_list_next(h->value, h->value_len, &pos, &item, &len))
+				if ((k = httphead_upgrade_index(r, item, len)) >= 0)
+					offer |= 1u << k;
+	}
+	return asked ? offer : 0;
+}
+
+/* Upgrade, as the backend sees it, where the client's first one was: the
+ * client's items that the route allows, in the client's order (with their
+ * versions). */
+static void write_upgrade(struct head_out *o, const struct http_head *rq,
+    const struct conf_route *r)
+{
+	int first = 1;
+
+	put(o, "Upgrade: ", 9);
+	for (size_t i = 0; i < rq->n; i++) {
+		const struct http_header *h = &rq->h[i];
+		const char *item;
+		size_t pos = 0, len;
+
+		if (!util_ieq(h->name, h->name_len, "upgrade"))
+			continue;
+		while (httphead_list_next(h->value, h->value_len, &pos, &item, &len)) {
+			if (httphead_upgrade_index(r, item, len) < 0)
+				continue;
+			if (!first)
+				put(o, ", ", 2);
+			put(o, item, len);
+			first = 0;
+		}
+	}
+	put(o, "\r\n", 2);
+}
+
+/* Upgrade, in a 101: the one hop-by-hop field that goes on. */
 static int hop_dropped(const struct http_head *m, const struct http_header *h,
     int upgrade)
 {
@@ -166,6 +205,7 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 {
 	const struct http_header *xff = NULL;
 	struct head_out o;
+	int upgrade_written = 0;
 
 	o.out = out;
 	o.len = 0;
@@ -176,7 +216,13 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 
 	for (size_t i = 0; i < rq->n; i++) {
 		const struct http_header *h = &rq->h[i];
-		if (hop_dropped(rq, h, flags & HTTPHEAD_UPGRADE) ||
+		if ((flags & HTTPHEAD_UPGRADE) && !upgrade_written &&
+		    util_ieq(h->name, h->name_len, "upgrade")) {
+			write_upgrade(&o, rq, r);
+			upgrade_written = 1;
+			continue;
+		}
+		if (httphead_is_hop(rq, h->name, h->name_len) ||
 		    is_set_header(r, h->name, h->name_len) ||
 		    util_ieq(h->name, h->name_len, "x-forwarded-proto") ||
 		    util_ieq(h->name, h->name_len, "x-request-id") ||

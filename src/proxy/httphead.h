@@ -57,18 +57,24 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
  * is the X-Request-Id to send (the client's or a new one). flags:
  * HTTPHEAD_DROP_EXPECT: tokentap answers Expect itself (always, as nginx),
  * so the backend is not asked; HTTPHEAD_UPGRADE: the client asks to switch
- * protocols (WebSocket), so Upgrade goes on, with Connection: Upgrade. */
+ * protocols (WebSocket), so Upgrade goes on with the protocols the route
+ * allows only, and Connection: Upgrade. */
 #define HTTPHEAD_DROP_EXPECT 1
 #define HTTPHEAD_UPGRADE     2
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const struct conf_upstream *to,
     const char *client_ip, const char *proto, const char *request_id,
     size_t request_id_len, unsigned flags);
-/* Does the request ask to switch protocols (Upgrade, named in
- * Connection): WebSocket and any other protocol but h2c, whose upgrade RFC
- * 9113 §3.1 deprecates and which would leave the streams in it unmeasured
- * (ignored, as RFC 9110 §7.8 allows: its fields are hop-by-hop, dropped). */
-int httphead_wants_upgrade(const struct http_head *rq);
+/* The protocols of r->upgrades (a bit per index) that the request asks to
+ * switch to (Upgrade, named in Connection); 0: none, and the request is an
+ * ordinary one (RFC 9110 §7.8 lets a server ignore Upgrade: its fields are
+ * hop-by-hop, dropped). A protocol no route allows, h2c by default (RFC
+ * 9113 §3.1 deprecates its upgrade, and the streams in it would go
+ * unmeasured), never reaches the backend. */
+unsigned httphead_upgrade_offer(const struct http_head *rq, const struct conf_route *r);
+/* The index in r->upgrades of an Upgrade list item (protocol["/"version]:
+ * its name, without case), or -1. */
+int httphead_upgrade_index(const struct conf_route *r, const char *item, size_t len);
 
 /* Writes the response head for the client: status line and end-to-end
  * headers unchanged and in order. decode: the client gets the decoded body

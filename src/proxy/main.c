@@ -16,6 +16,7 @@
 #include "accesslog.h"
 #include "admin.h"
 #include "alertd.h"
+#include "bodybuf.h"
 #include "config.h"
 #include "log.h"
 #include "logfile.h"
@@ -153,6 +154,7 @@ static void on_stats_tick(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	stats_drain();
 	statsfile_tick(util_now_us());
+	bodybuf_trim(util_now_us());
 }
 
 /* This thread's work (statistics, admin, alerts) can wait; the workers'

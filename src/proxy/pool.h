@@ -46,6 +46,10 @@ struct replica {
 	atomic_int trial;             /* a returning replica's one request is out */
 	atomic_int slow;              /* TTFT p95 over health.ttft_factor x median */
 	atomic_ulong ejected_total;   /* every ejection, for /metrics */
+	/* µs: a pooled connection to it was found closed or reset by the
+	 * peer (a restart, likely): idle ones opened before are not reused,
+	 * on any worker (upstream.c) */
+	_Atomic uint64_t stale_before;
 
 	/* the main thread's */
 	double ttft_p95_ms;           /* over the last minute; < 0: no samples */

@@ -593,7 +593,8 @@ static int hold_body(struct session *s)
 	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), s->held.mem,
 	    &v) < 0)
 		return respond(s, &v);
-	if (bodybuf_settle(&s->held) < 0)
+	/* (a body whole now goes as it is) */
+	if (!s->x.req_done && bodybuf_settle(&s->held, s->x.conf->request_buffers) < 0)
 		return respond_error(s, 503, "overloaded",
 		    "cannot hold the request body", METER_END_REJECTED);
 	s->last_progress = util_now_us();
@@ -1228,7 +1229,9 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 	}
 	if (s->up->reused) {
 		/* a keep-alive race more likely than a sick replica: the same
-		 * one again on a new connection first, and no verdict */
+		 * one again on a new connection first, and no verdict; the
+		 * pooled connections as old as this one are not reused */
+		upstream_stale(s->up, s->att.rep);
 		if ((r = retry(s)) <= 0)
 			return r;
 		r = failover(s, FAILOVER_CLOSED, 0);

@@ -18,6 +18,7 @@ atomic_long tokentap_active_connections;
 atomic_long tokentap_active_streams;
 atomic_long tokentap_max_active_streams;
 atomic_long tokentap_client_backlog;
+atomic_ulong tokentap_unmeasured[METER_UNMEASURED_COUNT];
 
 uint64_t (*stats_clock)(void) = util_now_us;
 

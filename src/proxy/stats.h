@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "config.h"
+#include "meter.h"
 
 struct worker;
 struct accesslog_entry;
@@ -58,6 +59,8 @@ extern atomic_long tokentap_max_active_streams;
 /* Bytes waiting in client output buffers, all connections together (only
  * clients that lag have any), against limits.client_backlog. */
 extern atomic_long tokentap_client_backlog;
+/* Responses whose body was not measured, by cause (meter_unmeasured). */
+extern atomic_ulong tokentap_unmeasured[METER_UNMEASURED_COUNT];
 
 /* ---- worker side ---------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 
 #include <event2/buffer.h>
 
+#include "bodybuf.h"
 #include "headroom.h"
 #include "stats.h"
 #include "stats_int.h"
@@ -482,6 +483,22 @@ void stats_prometheus(struct promout *o)
 	promout_family(o, "tokentap_client_backlog_bytes", "Bytes waiting for "
 	    "slow clients (limits.client_backlog bounds them).", PROMPROTO_GAUGE);
 	promout_sample(o, &none, (double)atomic_load(&tokentap_client_backlog));
+	promout_family(o, "tokentap_request_buffer_bytes", "Bytes of request bodies "
+	    "held in memory (limits.request_buffers bounds them).", PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)bodybuf_memory());
+	promout_family(o, "tokentap_request_bodies_spilled_total", "Request bodies "
+	    "held in a temporary file (past 256 KiB, or past limits.request_buffers).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)bodybuf_spills());
+	promout_family(o, "tokentap_unmeasured_responses_total", "Response bodies "
+	    "forwarded but not measured, by cause: a Content-Encoding not decoded "
+	    "(coding), bytes not of their coding or past the decoder's memory bound "
+	    "(decode_error), no memory for a decoder (no_memory).", PROMPROTO_COUNTER);
+	for (int i = METER_MEASURED + 1; i < METER_UNMEASURED_COUNT; i++) {
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "cause", meter_unmeasured_name((enum meter_unmeasured)i));
+		promout_sample(o, &l, (double)atomic_load(&tokentap_unmeasured[i]));
+	}
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);
 	promout_sample(o, &version, 1);

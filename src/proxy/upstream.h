@@ -21,6 +21,7 @@ struct upconn {
 	struct upool *pool;
 	struct bufferevent *bev;
 	uint64_t idle_since;        /* µs, while pooled */
+	uint64_t born;              /* µs, when it connected */
 	uint64_t keepalive_us;      /* its route's timeouts.upstream_keepalive */
 	struct event *rd_ev;        /* direct reading (upstream_direct) */
 	int connected;
@@ -28,13 +29,14 @@ struct upconn {
 	int direct;                 /* read by rd_ev, not by the bufferevent */
 };
 
-/* Takes an idle pooled connection to replica rep of route r, or starts
- * connecting a new one (connected == 0: wait for BEV_EVENT_CONNECTED), with
+/* Takes an idle pooled connection to replica rep of route r (one still
+ * open, with nothing from the peer: checked before it is handed out), or
+ * starts connecting a new one (connected == 0: wait for BEV_EVENT_CONNECTED), with
  * the caller's callbacks set before connecting (a refused connect may
  * report at once). fresh: skip the pool. NULL when a socket could not be
  * created. */
 struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
-    const struct replica *rep, int fresh, bufferevent_data_cb readcb,
+    struct replica *rep, int fresh, bufferevent_data_cb readcb,
     bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg);
 /* Starts bev's connection to replica rep: its address, or its name by
  * evdns (dns) before poold has one. 0 or -1. */
@@ -65,6 +67,10 @@ void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
     size_t len);
 /* Direct reading paused (0) or resumed (1): backpressure. */
 void upstream_direct_read(struct upconn *u, int on);
+/* A connection taken from the pool closed or was reset before it answered:
+ * the peer restarted, likely, and the other idle connections to rep that
+ * are as old are as dead. None of them is reused, on any worker. */
+void upstream_stale(struct upconn *u, struct replica *rep);
 /* Gives a connection back: to the pool if reusable, else closed. */
 void upstream_release(struct upconn *u, int reusable);
 /* Closes every pooled connection of the worker and frees its pools. */

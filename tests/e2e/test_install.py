@@ -416,9 +416,17 @@ def test_docker_config_and_libraries():
         with open(os.path.join(fake, "e.sh"), "w") as f:
             f.write(script)
         sh = ["sh", os.path.join(fake, "e.sh")]
-        assert run(sh, env={"PATH": "/usr/bin:/bin"}).stdout == "-c /etc/tokentap/tokentap.yaml\n"
-        assert run(sh, env={"PATH": "/usr/bin:/bin", "TOKENTAP_ADMIN_TOKEN": "x"}).stdout == \
-            "-c /etc/tokentap/tokentap-admin.yaml\n"
+        r = run(sh, env={"PATH": "/usr/bin:/bin"})
+        assert r.stdout == "-c /etc/tokentap/tokentap.yaml\n"
+        # without a token, a published admin port reaches nothing: it says so
+        assert "TOKENTAP_ADMIN_TOKEN" in r.stderr and "loopback" in r.stderr, r.stderr
+        r = run(sh, env={"PATH": "/usr/bin:/bin", "TOKENTAP_ADMIN_TOKEN": "x"})
+        assert (r.stdout, r.stderr) == ("-c /etc/tokentap/tokentap-admin.yaml\n", ""), r
+        # and the README's docker run, which publishes 9464, sets the token
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        run_line = readme[readme.index("`docker run"):][:300]
+        assert "-p 9464:9464" in run_line and "TOKENTAP_ADMIN_TOKEN=" in run_line, run_line
         assert run(sh + ["-t", "-c", "/x.yaml"], env={"PATH": "/usr/bin:/bin"}).stdout == \
             "-t -c /x.yaml\n"
     finally:

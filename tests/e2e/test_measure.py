@@ -309,13 +309,14 @@ def test_gzip_stream_is_measured_and_passes_unchanged():
 
 
 def test_unmeasured_coding_is_said_once_per_route():
-    """A coding the meter does not decode (br) is forwarded unchanged and
-    left unmeasured, never miscounted; tokentap says so once per route."""
-    body = b"\x0b\x02\x80data: not really brotli\n\n"
+    """A coding the meter does not decode (compress) is forwarded unchanged
+    and left unmeasured, never miscounted; tokentap says so once per route
+    (br and zstd are decoded: test_encodings)."""
+    body = b"\x1f\x9d\x90data: not decoded\n\n"
 
     def handle(req, c):
         c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-               b"Content-Encoding: br\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+               b"Content-Encoding: compress\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         return "keep"
 
     with Backend(handle) as b, Tokentap(cfg(b.port)) as t:
@@ -325,4 +326,5 @@ def test_unmeasured_coding_is_said_once_per_route():
             assert out.endswith(body), out
         log = t.access(2)
         assert all(e["events"] == 0 and e["ttft_ms"] is None for e in log), log
-        assert t.stderr().count('Content-Encoding "br"') == 1, t.stderr()
+        assert all(e["unmeasured"] == "coding" for e in log), log
+        assert t.stderr().count('Content-Encoding "compress"') == 1, t.stderr()

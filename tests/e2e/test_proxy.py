@@ -301,8 +301,9 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
     """A request read from the client goes to a kept-alive upstream
     connection in the same loop turn: the worker's read of the request is
     followed by its write upstream, with no epoll_ctl (arming EPOLLOUT) or
-    epoll_wait between them; handing the connection back to the pool costs
-    one epoll_ctl."""
+    epoll_wait between them, only the pooled connection's check (one
+    recv MSG_PEEK: is it still open?); handing the connection back to the
+    pool costs one epoll_ctl."""
     import os
     import re
     import signal
@@ -348,8 +349,10 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
     assert len(reads) == 3, [c for _, c in lines][:20]
     for tid, i in reads:
         calls = [c for t2, c in lines[i + 1:] if t2 == tid]
-        assert calls and calls[0].startswith(("writev(", "sendto(")) and \
-            "GET /v1/req-" in calls[0], calls[:4]
+        assert calls and calls[0].startswith("recvfrom(") and "MSG_PEEK" in calls[0], \
+            calls[:4]
+        assert calls[1].startswith(("writev(", "sendto(")) and \
+            "GET /v1/req-" in calls[1], calls[:4]
     # handing the connection back to the pool swaps its read event: one
     # epoll_ctl a request (the changelist folds the delete and the add)
     ctl = [c for t2, c in lines[reads[0][1]:] if t2 == reads[0][0]

@@ -1199,9 +1199,50 @@ static void test_pools(void **state)
 	    "t.yaml:4:13: routes[0].health: backoff_max is below backoff");
 }
 
+/* upgrades: protocol names, websocket by default, [] none */
+static void test_upgrades(void **state)
+{
+	(void)state;
+	struct conf *c = unit_conf("routes:\n"
+	    "  - {name: a, upstream: http://b}\n"
+	    "  - {name: b, upstream: http://b, upgrades: [h2c, WebSocket]}\n"
+	    "  - {name: c, upstream: http://b, upgrades: []}\n");
+	assert_int_equal(c->routes[0].n_upgrades, 1);
+	assert_string_equal(c->routes[0].upgrades[0], "websocket");
+	assert_int_equal(c->routes[1].n_upgrades, 2);
+	assert_string_equal(c->routes[1].upgrades[1], "WebSocket");
+	assert_int_equal(c->routes[2].n_upgrades, 0);
+	conf_unref(c);
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    upgrades: [websocket/13]\n",
+	    "t.yaml:4:16: routes[0].upgrades[0]: 'websocket/13' is not a protocol name");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    upgrades: [ok, 'a b']\n",
+	    "t.yaml:4:20: routes[0].upgrades[1]: 'a b' is not a protocol name");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n    upgrades: websocket\n",
+	    "t.yaml:4:15: routes[0].upgrades:");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n"
+	    "    upgrades: [a, b, c, d, e, f, g, h, i]\n",
+	    "t.yaml:4:15: routes[0].upgrades: at most 8 protocols");
+}
+
+/* limits.request_buffers: 16m by default, 0 allowed (every body to a file) */
+static void test_request_buffers(void **state)
+{
+	(void)state;
+	struct conf *c = unit_conf("routes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->request_buffers, 16 * 1024 * 1024);
+	conf_unref(c);
+	c = unit_conf("limits: {request_buffers: 0}\nroutes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->request_buffers, 0);
+	conf_unref(c);
+	expect_one("limits: {request_buffers: lots}\nroutes:\n  - {name: a, upstream: http://b}\n",
+	    "t.yaml:1:27: limits.request_buffers:");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_upgrades),
+		cmocka_unit_test(test_request_buffers),
 		cmocka_unit_test(test_metrics_keys),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_empty_and_null_sections),

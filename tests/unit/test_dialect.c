@@ -1014,6 +1014,9 @@ static void test_path_model(void **state)
 		"/v1/chat/completions?x=/models/a:streamGenerateContent",
 		":streamGenerateContent",
 		"/g:streamGenerateContent",
+		/* a parameter, not a model: no label of a credential */
+		"/v1beta/models/key=sk-123:streamGenerateContent",
+		"/v1beta/models/m;key=sk-123:streamGenerateContent",
 	};
 	const char *m;
 	size_t n;

@@ -237,6 +237,47 @@ static void test_response_rules(void **state)
 	assert_false(httpcheck_bodiless_status(205));
 }
 
+static unsigned switched(const struct conf_route *r, unsigned offer,
+    const struct http_header *h, size_t n)
+{
+	struct http_head rs;
+	struct httpcheck_verdict v = { 0, NULL, NULL };
+	memset(&rs, 0, sizeof rs);
+	rs.http_major = rs.http_minor = 1;
+	rs.status = 101;
+	memcpy(rs.h, h, n * sizeof *h);
+	rs.n = n;
+	return httpcheck_switch(&rs, r, offer, &v) == 0 ? 0 : v.status;
+}
+
+#define SWITCH(r, offer, ...) ({ \
+	const struct http_header hh_[] = { __VA_ARGS__ }; \
+	switched(r, offer, hh_, sizeof hh_ / sizeof hh_[0]); })
+
+/* A 101 only to a protocol the client asked for and the route forwarded */
+static void test_switch(void **state)
+{
+	(void)state;
+	struct conf *c = unit_conf("routes:\n  - {name: a, upstream: http://127.0.0.1:1, "
+	    "upgrades: [websocket, example]}\n");
+	const struct conf_route *r = &c->routes[0];
+
+	assert_int_equal(SWITCH(r, 1, H("Upgrade", "websocket")), 0);
+	assert_int_equal(SWITCH(r, 1, H("Upgrade", "WebSocket/13")), 0);
+	assert_int_equal(SWITCH(r, 3, H("Upgrade", "example/2, websocket")), 0);
+	/* nobody asked */
+	assert_int_equal(SWITCH(r, 0, H("Upgrade", "websocket")), 502);
+	/* asked for the other one */
+	assert_int_equal(SWITCH(r, 2, H("Upgrade", "websocket")), 502);
+	/* never forwarded: h2c */
+	assert_int_equal(SWITCH(r, 1, H("Upgrade", "h2c")), 502);
+	assert_int_equal(SWITCH(r, 1, H("Upgrade", "websocket, h2c")), 502);
+	/* says nothing of where it goes */
+	assert_int_equal(SWITCH(r, 1, H("Connection", "Upgrade")), 502);
+	assert_int_equal(SWITCH(r, 1, H("Upgrade", " , ")), 502);
+	conf_unref(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +289,7 @@ int main(void)
 		cmocka_unit_test(test_request_rules),
 		cmocka_unit_test(test_absolute_form),
 		cmocka_unit_test(test_response_rules),
+		cmocka_unit_test(test_switch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

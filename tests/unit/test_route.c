@@ -148,6 +148,12 @@ static void test_response_hop_by_hop(void **state)
 static void test_upgrade(void **state)
 {
 	(void)state;
+	struct conf *c = unit_conf(
+	    "routes:\n"
+	    "  - {name: a, match: {path_prefix: /a/}, upstream: http://10.0.0.1:8000}\n"
+	    "  - {name: b, upstream: http://10.0.0.1:8000, upgrades: [Example, websocket]}\n"
+	    "  - {name: none, upstream: http://10.0.0.1:8000, upgrades: []}\n");
+	const struct conf_route *a = &c->routes[0], *b = &c->routes[1], *none = &c->routes[2];
 	struct http_head rq;
 	memset(&rq, 0, sizeof rq);
 	struct http_header ws[] = {
@@ -158,19 +164,56 @@ static void test_upgrade(void **state)
 	};
 	struct http_header unnamed[] = { H("Upgrade", "websocket") };
 
+	/* websocket by default, on every route that does not say otherwise */
 	memcpy(rq.h, ws, sizeof ws);
 	rq.n = 2;
-	assert_true(httphead_wants_upgrade(&rq));
+	assert_int_equal(httphead_upgrade_offer(&rq, a), 1);
+	assert_int_equal(httphead_upgrade_offer(&rq, b), 2);
+	assert_int_equal(httphead_upgrade_offer(&rq, none), 0);
+	/* h2c is no route's unless named; beside another, only that one */
 	memcpy(rq.h, h2c, sizeof h2c);
-	assert_false(httphead_wants_upgrade(&rq));
-	h2c[1].value = "h2c, example/2";
+	assert_int_equal(httphead_upgrade_offer(&rq, a), 0);
+	h2c[1].value = "h2c, example/2, websocket";
 	h2c[1].value_len = strlen(h2c[1].value);
 	memcpy(rq.h, h2c, sizeof h2c);
-	assert_true(httphead_wants_upgrade(&rq));
+	assert_int_equal(httphead_upgrade_offer(&rq, a), 1);
+	assert_int_equal(httphead_upgrade_offer(&rq, b), 3);
 	memcpy(rq.h, unnamed, sizeof unnamed);
 	rq.n = 1;
-	assert_false(httphead_wants_upgrade(&rq));
+	assert_int_equal(httphead_upgrade_offer(&rq, a), 0);
 
+	/* the backend gets the allowed protocols only, in the client's order */
+	struct http_header mixed[] = {
+		H("Host", "x"), H("Connection", "Upgrade"), H("Upgrade", "h2c, WebSocket/13"),
+		H("Upgrade", "example/2"),
+	};
+	memcpy(rq.h, mixed, sizeof mixed);
+	rq.n = 4;
+	rq.method = "GET";
+	rq.method_len = 3;
+	rq.target = "/chat";
+	rq.target_len = rq.path_len = 5;
+	struct evbuffer *out = evbuffer_new();
+	httphead_write_request(out, &rq, a, &a->upstreams[0], "127.0.0.1", "http", "r", 1,
+	    HTTPHEAD_UPGRADE);
+	char *s = drain(out);
+	assert_string_equal(s, "GET /chat HTTP/1.1\r\nUpgrade: WebSocket/13\r\n"
+	    "Connection: Upgrade\r\nHost: 10.0.0.1:8000\r\nX-Forwarded-For: 127.0.0.1\r\n"
+	    "X-Forwarded-Proto: http\r\nX-Request-Id: r\r\n\r\n");
+	/* (the forwarded Upgrade is where the client's first one was) */
+	free(s);
+	httphead_write_request(out, &rq, b, &b->upstreams[0], "127.0.0.1", "http", "r", 1,
+	    HTTPHEAD_UPGRADE);
+	s = drain(out);
+	assert_non_null(strstr(s, "\r\nUpgrade: WebSocket/13, example/2\r\n"));
+	free(s);
+	evbuffer_free(out);
+	conf_unref(c);
+}
+
+static void test_upgrade_response(void **state)
+{
+	(void)state;
 	/* the 101 keeps Upgrade and says Connection: Upgrade, once */
 	struct http_head rs;
 	memset(&rs, 0, sizeof rs);
@@ -200,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_preserve_host_and_default_port),
 		cmocka_unit_test(test_response_hop_by_hop),
 		cmocka_unit_test(test_upgrade),
+		cmocka_unit_test(test_upgrade_response),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
