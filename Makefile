@@ -54,7 +54,7 @@ LIBS      = $(PKG_LIBS) -lpthread -lm
 .DEFAULT_GOAL := all
 CONFIG     := build/config.mk
 TEST_DEPS  := build/deps-test.stamp
-NOPKG_GOALS := clean uninstall test-docker test-fresh
+NOPKG_GOALS := clean uninstall test-docker test-fresh print-%
 ifeq ($(MAKECMDGOALS),)
 include $(CONFIG)
 else ifneq ($(filter-out $(NOPKG_GOALS),$(MAKECMDGOALS)),)
@@ -84,11 +84,29 @@ $(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_
 # another program's folder does not build. The core and llhttp are an
 # archive (build/libtokentap.a): a program links only the objects it uses.
 DIRS       := core proxy mock load
+# tokentap's folders are its two thread planes and what they stand on
+# (README, "The house"): conf/ and wire/ below both; conn/, the worker
+# threads; stats/, alerts/ and pool/, the main thread's; the program shell
+# (main, admin, ui) at the root. A plane's include path leaves the other
+# plane out, so a worker-side file that includes a main-thread header does
+# not build (tests/e2e/test_house.py keeps the rule).
+P          := src/proxy
+PROXY_DIRS := conf wire conn stats alerts pool
 INC_core   := -Isrc/core
-INC_proxy  := -Isrc/core -Isrc/proxy
+INC_proxy_conf   := -Isrc/core -I$(P)/conf
+INC_proxy_wire   := $(INC_proxy_conf) -I$(P)/wire
+INC_proxy_conn   := $(INC_proxy_wire) -I$(P)/conn
+MAIN_PLANE       := $(INC_proxy_wire) -I$(P)/stats -I$(P)/alerts -I$(P)/pool
+INC_proxy_stats  := $(MAIN_PLANE)
+INC_proxy_alerts := $(MAIN_PLANE)
+INC_proxy_pool   := $(MAIN_PLANE)
+INC_proxy  := $(MAIN_PLANE) -I$(P)/conn -I$(P)
 INC_mock   := -Isrc/core -Isrc/mock
 INC_load   := -Isrc/core -Isrc/load
-$(foreach d,$(DIRS),$(eval OBJS_$(d) := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/$(d)/*.c))))
+# a source's include path is its folder's: src/proxy/conn/x.c -> INC_proxy_conn
+inc_of     = $(INC_$(subst /,_,$(patsubst %/,%,$(dir $(1)))))
+SRC_DIRS   := core $(P:src/%=%) $(PROXY_DIRS:%=proxy/%) mock load
+$(foreach d,$(DIRS),$(eval OBJS_$(d) := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/$(d)/*.c $(if $(filter proxy,$(d)),$(PROXY_DIRS:%=src/proxy/%/*.c))))))
 LL_OBJS    := $(B)/llhttp/llhttp.o $(B)/llhttp/api.o $(B)/llhttp/http.o
 CORE_LIB   := $(B)/libtokentap.a
 # a program's own objects but its entry file, for its unit tests
@@ -115,10 +133,10 @@ $(WERROR_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
-# the folder of an object decides its include path: build/obj/proxy/x.o
+# the folder of an object decides its include path: build/obj/proxy/conn/x.o
 $(B)/obj/%.o: src/%.c $(WERROR_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(XCFLAGS) $(INC_$(firstword $(subst /, ,$*))) $(CFLAGS) $(WARN) -c -o $@ $<
+	$(CC) $(XCFLAGS) $(call inc_of,$*) $(CFLAGS) $(WARN) -c -o $@ $<
 
 # llhttp's C sources come from Debian's node-llhttp; compiled, never copied.
 # (the Makefile holds its flags: strict mode)
@@ -153,11 +171,11 @@ $(B)/tokentap-load: $(OBJS_load) $(CORE_LIB)
 # A unit test is named for its module (test_sse: src/core/sse.c) and links
 # that module's folder (as an archive, its entry file left out) and the
 # core; it compiles with that folder's include path and tests/unit.
-test_dir = $(firstword $(foreach d,$(DIRS),$(if $(wildcard src/$(d)/$(1).c),$(d))))
+test_dir = $(firstword $(foreach d,$(SRC_DIRS),$(if $(wildcard src/$(d)/$(1).c),$(d))))
 define unit_test
-$(B)/tests/test_$(1): tests/unit/test_$(1).c $(LIB_$(call test_dir,$(1))) $(CORE_LIB) | $(TEST_DEPS)
+$(B)/tests/test_$(1): tests/unit/test_$(1).c $(LIB_$(firstword $(subst /, ,$(call test_dir,$(1))))) $(CORE_LIB) | $(TEST_DEPS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(XCFLAGS) $(INC_$(call test_dir,$(1))) -Itests/unit $$(CFLAGS) $$(WARN) \
+	$$(CC) $$(XCFLAGS) $(call inc_of,$(call test_dir,$(1))/x) -Itests/unit $$(CFLAGS) $$(WARN) \
 	    -o $$@ $$(filter %.c %.a,$$^) $$(LIBS) -lcmocka
 endef
 $(foreach t,$(UNIT_SRCS:tests/unit/test_%.c=%),$(eval $(call unit_test,$(t))))
@@ -194,6 +212,11 @@ fuzz: $(TEST_DEPS)
 # install, test-docker and the packaging targets live in mk/
 -include mk/*.mk
 
+# make print-VAR: a variable's value (tests/e2e/test_house.py reads the
+# folders' include paths so)
+print-%:
+	@echo '$($*)'
+
 # Never into a file system mounted under build/ (make test-fresh's root
 # has the host's /dev, /proc and /sys while it runs).
 clean:
@@ -203,4 +226,4 @@ clean:
 
 # this build's own dependency files only: build/ also holds other trees
 # (the fresh Debian root of make test-fresh, the fuzzer, npm's modules)
--include $(wildcard $(B)/obj/*/*.d $(B)/llhttp/*.d $(B)/tests/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/obj/proxy/*/*.d $(B)/llhttp/*.d $(B)/tests/*.d)

@@ -877,32 +877,61 @@ static int ends_with(const char *s, size_t len, const char *suffix)
 	return len >= n && memcmp(s + len - n, suffix, n) == 0;
 }
 
-enum dialect_id dialect_for_path(const char *path, size_t len)
-{
-	static const struct {
-		const char *suffix;
-		enum dialect_id d;
-	} table[] = {
-		{ "/completions", DIALECT_OPENAI },   /* and /chat/completions */
-		{ "/responses", DIALECT_OPENAI_RESPONSES },
-		{ "/messages", DIALECT_ANTHROPIC },
-		{ "/chat-messages", DIALECT_DIFY },
-		{ "/completion-messages", DIALECT_DIFY },
-		{ "/workflows/run", DIALECT_DIFY },
-		{ "/generate_stream", DIALECT_TGI },
-		{ "/api/chat", DIALECT_OLLAMA },
-		{ "/api/generate", DIALECT_OLLAMA },
-	};
+/* What a request path names: the API (dialect "auto") and the operation
+ * (OpenTelemetry's gen_ai.operation.name). The first suffix that fits
+ * wins; a path is read without its query and one trailing '/'. */
+static const struct path_rule {
+	const char *suffix;
+	enum dialect_id d;
+	enum dialect_op op;
+} path_rules[] = {
+	{ "/chat/completions", DIALECT_OPENAI, DIALECT_OP_CHAT },
+	{ "/completions", DIALECT_OPENAI, DIALECT_OP_TEXT },
+	{ "/responses", DIALECT_OPENAI_RESPONSES, DIALECT_OP_CHAT },
+	{ "/messages", DIALECT_ANTHROPIC, DIALECT_OP_CHAT },
+	{ "/chat-messages", DIALECT_DIFY, DIALECT_OP_CHAT },
+	{ "/completion-messages", DIALECT_DIFY, DIALECT_OP_TEXT },
+	{ "/workflows/run", DIALECT_DIFY, DIALECT_OP_OTHER },
+	{ "/generate_stream", DIALECT_TGI, DIALECT_OP_TEXT },
+	{ "/api/chat", DIALECT_OLLAMA, DIALECT_OP_CHAT },
+	{ "/api/generate", DIALECT_OLLAMA, DIALECT_OP_TEXT },
+	{ "/generate", DIALECT_RAW, DIALECT_OP_TEXT },
+	{ "/embeddings", DIALECT_RAW, DIALECT_OP_EMBEDDINGS },
+	{ "/api/embed", DIALECT_RAW, DIALECT_OP_EMBEDDINGS },
+};
 
+/* The rule of path, NULL for none; *gemini: a Gemini method path */
+static const struct path_rule *path_rule(const char *path, size_t len, int *gemini)
+{
 	len = path_len(path, len);
 	if (len > 1 && path[len - 1] == '/')
 		len--;
-	if (memmem(path, len, KEY(":streamGenerateContent")) != NULL)
+	*gemini = memmem(path, len, KEY(":streamGenerateContent")) != NULL ? 2 :
+	    memmem(path, len, KEY(":generateContent")) != NULL;
+	for (size_t i = 0; i < sizeof(path_rules) / sizeof(path_rules[0]); i++)
+		if (ends_with(path, len, path_rules[i].suffix))
+			return &path_rules[i];
+	return NULL;
+}
+
+enum dialect_id dialect_for_path(const char *path, size_t len)
+{
+	int gemini;
+	const struct path_rule *r = path_rule(path, len, &gemini);
+
+	if (gemini == 2)
 		return DIALECT_GEMINI;
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-		if (ends_with(path, len, table[i].suffix))
-			return table[i].d;
-	return DIALECT_RAW;
+	return r != NULL ? r->d : DIALECT_RAW;
+}
+
+enum dialect_op dialect_operation(const char *path, size_t len)
+{
+	int gemini;
+	const struct path_rule *r = path_rule(path, len, &gemini);
+
+	if (gemini)
+		return DIALECT_OP_GENERATE;
+	return r != NULL ? r->op : DIALECT_OP_OTHER;
 }
 
 int dialect_path_model(const char *path, size_t len, const char **model,

@@ -26,6 +26,9 @@ struct dialect_info {
 
 /* The dialect `auto` picks for a request path (query string allowed). */
 enum dialect_id dialect_for_path(const char *path, size_t len);
+/* The OpenTelemetry gen_ai.operation.name of a request path (an index
+ * into dialect_op_names), from the same table. */
+enum dialect_op dialect_operation(const char *path, size_t len);
 /* The dialect one event of a stream shows (`auto` on a path that names
  * none), or DIALECT_RAW when the event does not tell. */
 enum dialect_id dialect_sniff(const struct sse_event *ev);

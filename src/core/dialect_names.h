@@ -23,6 +23,21 @@ static const char *const dialect_names[DIALECT_COUNT] = {
 	"gemini", "tgi", "ollama", "raw"
 };
 
+/* What a request asks for, by its path (dialect_operation): the values
+ * of OpenTelemetry's gen_ai.operation.name, "_other" for none. */
+enum dialect_op {
+	DIALECT_OP_OTHER,
+	DIALECT_OP_CHAT,
+	DIALECT_OP_TEXT,
+	DIALECT_OP_GENERATE,
+	DIALECT_OP_EMBEDDINGS,
+	DIALECT_OP_COUNT
+};
+
+static const char *const dialect_op_names[DIALECT_OP_COUNT] = {
+	"_other", "chat", "text_completion", "generate_content", "embeddings"
+};
+
 /* Returns the dialect named s, or -1. */
 static inline int dialect_by_name(const char *s)
 {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* The index math below relies on these; a layout change that breaks them
  * must fail the build, not skew the quantiles. */
 _Static_assert(HIST_SUB_BITS >= 1 && HIST_SUB_BITS < HIST_TOP_BITS, "bad layout");
@@ -179,24 +181,24 @@ static int64_t sparse_slot(struct hist_sparse *h, unsigned idx)
 		else
 			hi = mid;
 	}
-	if (lo == h->n || e[lo].idx != idx) {
-		if (h->n == (h->cap ? h->cap : 1)) {
-			uint32_t cap = h->cap ? h->cap * 2 : 4;
-			struct hist_sparse_entry *ne;
-			if (h->cap)
-				ne = realloc(h->u.e, cap * sizeof *ne);
-			else if ((ne = malloc(cap * sizeof *ne)) != NULL)
-				memcpy(ne, &h->u.one, h->n * sizeof *ne);
-			if (ne == NULL)
-				return -1;
-			h->u.e = e = ne;
-			h->cap = cap;
-		}
-		memmove(&e[lo + 1], &e[lo], (h->n - lo) * sizeof *e);
-		e[lo].idx = (uint16_t)idx;
-		e[lo].count = 0;
-		h->n++;
+	if (lo < h->n && e[lo].idx == idx)
+		return lo;
+	if (h->cap == 0 && h->n == 1) {   /* the entry kept in place moves out */
+		if ((e = malloc(4 * sizeof *e)) == NULL)
+			return -1;
+		e[0] = h->u.one;
+		h->u.e = e;
+		h->cap = 4;
 	}
+	if (h->cap == 0) {                /* the first: in place */
+		h->n = 1;
+	} else {
+		if ((e = util_array_open(h->u.e, &h->n, &h->cap, sizeof *e, lo, 4)) == NULL)
+			return -1;
+		h->u.e = e;
+	}
+	e[lo].idx = (uint16_t)idx;
+	e[lo].count = 0;
 	return lo;
 }
 

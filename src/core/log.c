@@ -7,11 +7,6 @@
 
 static enum log_level current = LOG_LVL_INFO;
 
-void log_set_level(enum log_level level)
-{
-	current = level;
-}
-
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	/* sd-daemon(3) priority prefixes: journald reads them, people read the word. */

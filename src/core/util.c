@@ -6,8 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
 uint64_t util_now_us(void)
 {
 	struct timespec ts;
@@ -218,19 +216,6 @@ int util_split_hostport(const char *s, char *host, size_t hostlen, unsigned *por
 	return 0;
 }
 
-void util_sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-	static const char hex[] = "0123456789abcdef";
-	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = '\0';
-}
-
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
 	const unsigned char *x = a, *y = b;
@@ -240,4 +225,21 @@ int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 	for (size_t i = 0; i < alen; i++)
 		diff |= x[i] ^ y[i];
 	return diff == 0;
+}
+
+void *util_array_open(void *a, uint32_t *n, uint32_t *cap, size_t size,
+    uint32_t at, uint32_t min_cap)
+{
+	char *p = a;
+
+	if (*n == *cap) {
+		uint32_t c = *cap ? *cap * 2 : min_cap;
+		if ((p = realloc(a, (size_t)c * size)) == NULL)
+			return NULL;
+		*cap = c;
+	}
+	memmove(p + (size_t)(at + 1) * size, p + (size_t)at * size,
+	    (size_t)(*n - at) * size);
+	(*n)++;
+	return p;
 }

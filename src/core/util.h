@@ -40,15 +40,39 @@ static inline int util_is_tchar(unsigned char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 	    (c >= '0' && c <= '9') || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
+/* FNV-1a, 64 bits: the one hash of names and keys. Start from
+ * UTIL_FNV_INIT and feed bytes, small numbers (util_fnv_byte), or strings
+ * (util_fnv_str ends each with a 0xff, so "ab","c" and "a","bc" differ). */
+#define UTIL_FNV_INIT 1469598103934665603ull
+static inline uint64_t util_fnv_byte(uint64_t h, unsigned c)
+{
+	return (h ^ c) * 1099511628211ull;
+}
+static inline uint64_t util_fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = util_fnv_byte(h, ((const unsigned char *)p)[i]);
+	return h;
+}
+static inline uint64_t util_fnv_str(uint64_t h, const char *s)
+{
+	for (; s != NULL && *s; s++)
+		h = util_fnv_byte(h, (unsigned char)*s);
+	return util_fnv_byte(h, 0xff);
+}
+/* Opens slot at (<= *n) in an array of *n elements of size bytes kept
+ * sorted by its caller (a sparse histogram's buckets): grown to twice its
+ * *cap (min_cap at first; a NULL array with cap 0 is empty) when full,
+ * the elements from at moved up one, *n counted. The array (it may have
+ * moved), or NULL when memory ran out, the array unchanged. */
+void *util_array_open(void *a, uint32_t *n, uint32_t *cap, size_t size,
+    uint32_t at, uint32_t min_cap);
 /* Levenshtein distance, for "did you mean" hints (short strings only). */
 size_t util_edit_distance(const char *a, const char *b);
 
 /* Splits "host:port", "[v6]:port" or ":port" into host (empty for any) and
  * port. host must hold at least 256 bytes. Returns 0 or -1. */
 int util_split_hostport(const char *s, char *host, size_t hostlen, unsigned *port);
-
-/* Lowercase hex of a SHA-256 digest of data (out: 65 bytes). */
-void util_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* Constant-time equality of two byte strings (length leaks, content does not). */
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);

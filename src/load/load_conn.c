@@ -420,11 +420,6 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	return 0;
 }
 
-int load_conn_busy(const struct load_conn *c)
-{
-	return c->busy;
-}
-
 void load_conn_free(struct load_conn *c)
 {
 	if (c == NULL)

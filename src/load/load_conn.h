@@ -43,7 +43,6 @@ struct load_conn *load_conn_new(struct load_conn_ctx *ctx, void *arg);
  * call. Returns 0, or -1 if c is busy. */
 int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
     enum dialect_id dialect, struct evbuffer *req);
-int load_conn_busy(const struct load_conn *c);
 /* Closes the connection; a request in flight is dropped unreported. */
 void load_conn_free(struct load_conn *c);
 

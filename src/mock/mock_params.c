@@ -261,11 +261,6 @@ int mock_params_find(const char *name, size_t len)
 	return -1;
 }
 
-const char *mock_params_name(int idx)
-{
-	return knobs[idx].name;
-}
-
 int mock_params_set(struct mock_params *p, int idx, const char *value)
 {
 	struct mock_params tmp = *p;

@@ -54,7 +54,6 @@ void mock_params_init(struct mock_params *p);
 /* The knob called name ("ttft", "role-delay", ... as the long flag, and as
  * the header "X-Mock-<name>" in any case), as an index, or -1. */
 int mock_params_find(const char *name, size_t len);
-const char *mock_params_name(int idx);
 /* Sets knob idx from its text form. Returns 0, or -1 when value is invalid. */
 int mock_params_set(struct mock_params *p, int idx, const char *value);
 

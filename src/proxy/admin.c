@@ -11,7 +11,6 @@
 
 #include "alertd.h"
 #include "log.h"
-#include "logfile.h"
 #include "net.h"
 #include "procmetrics.h"
 #include "promout.h"
@@ -189,7 +188,7 @@ static void serve_metrics(struct evhttp_request *req)
 	poold_prometheus(o);
 	slod_prometheus(o);
 	alertd_prometheus(o);
-	logfile_prometheus(o);
+	procmetrics_logs(o);
 	procmetrics_write(o);
 	if (promout_finish(o) < 0) {
 		evbuffer_free(b);

@@ -19,7 +19,7 @@
 #include "bodybuf.h"
 #include "config.h"
 #include "log.h"
-#include "logfile.h"
+#include "procmetrics.h"
 #include "net.h"
 #include "pool.h"
 #include "poold.h"
@@ -177,7 +177,7 @@ static void yield_to_workers(void)
 static void stats_more(struct evbuffer *out)
 {
 	poold_json(out);
-	logfile_json(out);
+	procmetrics_logs_json(out);
 }
 
 static int run(void)

@@ -1,38 +1,129 @@
-"""The house (issue 15): layers call down. Within each program's folder and
-the core, the modules' includes form no cycle, so exchange.c cannot call
-up into proxy.c, nor upstream.c into the worker; the folders' boundaries
-themselves are the compiler's (each folder builds with the core's include
-path and its own only). A module is a .c/.h pair; a second file of the
-same module (config_schema, stats_out, stats_int) counts as that module.
+"""The house: the folders are the architecture, and the compiler keeps it.
 
-src/mock/ is left out: its connection and the stream it carries
-(mock_conn.c, mock_stream.c) still call each other, two halves of one
-connection that a later change may split into a verdict-returning layer."""
+tokentap (src/proxy/) is two thread planes and what they stand on:
+
+  conf/    the configuration, read-only once loaded        (below both)
+  wire/    what both planes stand on: TLS, HTTP heads, the framing rules,
+           the replicas and their dialing, tenants, the workers' records
+           (sample, ring), the process gauges, the log files  (below both)
+  conn/    the worker threads: connections, exchanges, upstream pools,
+           the access log                                   (data plane)
+  stats/   statistics, metrics and their exporters          (main plane)
+  alerts/  alert rules, notifiers, SLOs                     (main plane)
+  pool/    the replica pools' daemons: DNS, active checks   (main plane)
+  .        the program shell: main, admin, ui; it sees everything
+
+A folder may include the core, itself and what FOLDER_RULES lists; the
+Makefile gives each folder exactly that include path, so a worker-side
+file that includes a main-thread header does not build (checked here by
+compiling one), and this test states the same rule over the sources.
+Within the core, each folder and the load generator, the modules'
+includes form no cycle: layers call down. A module is a .c/.h pair; a
+second file of the same module (config_schema, stats_out, stats_int,
+stats_group) counts as that module.
+
+src/mock/ is left out of the cycle check: its connection and the stream it
+carries (mock_conn.c, mock_stream.c) still call each other."""
 import os
 import re
+import subprocess
+import tempfile
 
 from harness import ROOT
 
 SRC = os.path.join(ROOT, "src")
-FOLDED = re.compile(r"_(schema|out|int)$")
+PROXY = os.path.join(SRC, "proxy")
+FOLDED = re.compile(r"_(schema|out|int|group)$")
+MAIN_PLANE = {"stats", "alerts", "pool"}
+FOLDER_RULES = {
+    "conf": {"conf"},
+    "wire": {"conf", "wire"},
+    "conn": {"conf", "wire", "conn"},
+    **{d: {"conf", "wire"} | MAIN_PLANE for d in MAIN_PLANE},
+    "": {"conf", "wire", "conn", "", *MAIN_PLANE},
+}
+MAX_MODULES = 11        # "about ten" a folder
 
 
-def module_graph(folders):
-    graph = {}
+def sources(folder):
+    path = os.path.join(PROXY, folder) if folder is not None else None
+    return sorted(f for f in os.listdir(path) if f.endswith((".c", ".h")))
+
+
+def includes(path):
+    with open(path) as fh:
+        return re.findall(r'^\s*#\s*include\s+"([\w/]+)\.h"', fh.read(), re.M)
+
+
+def home_of(header, folders):
+    """The folder of src/proxy (or "core") that holds header, searched in
+    the order given; None: none of them."""
     for d in folders:
-        for f in os.listdir(os.path.join(SRC, d)):
+        base = os.path.join(SRC, "core") if d == "core" else os.path.join(PROXY, d)
+        if os.path.exists(os.path.join(base, header + ".h")):
+            return d
+    return None
+
+
+def proxy_folders():
+    return [""] + sorted(d for d in os.listdir(PROXY)
+                         if os.path.isdir(os.path.join(PROXY, d)) and d != "ui")
+
+
+def violations():
+    """Every include of src/proxy that reaches a folder its rule leaves out."""
+    out = []
+    everything = proxy_folders()
+    for d in everything:
+        allowed = FOLDER_RULES.get(d)
+        if allowed is None:
+            out.append(f"src/proxy/{d}/: a folder no rule names")
+            continue
+        for f in sources(d):
+            for inc in includes(os.path.join(PROXY, d, f)):
+                if home_of(inc, ["core"]) is not None:
+                    continue
+                home = home_of(inc, [d] + sorted(allowed - {d}))
+                if home is None:
+                    where = home_of(inc, everything)
+                    if where is not None:
+                        out.append(f"src/proxy/{d}/{f} includes {inc}.h of "
+                                   f"{where or 'the shell'}/")
+    return out
+
+
+def module_count(folder):
+    """Modules are .c files (a header alone, such as loop.h, declares)."""
+    return len({FOLDED.sub("", f.rsplit(".", 1)[0]) for f in sources(folder)
+                if f.endswith(".c")})
+
+
+def module_graph():
+    """{module: modules it includes} for the core, each proxy folder and
+    load; a header resolves as the compiler would find it."""
+    graph = {}
+    units = [("core", os.path.join(SRC, "core"), ["core"]),
+             ("load", os.path.join(SRC, "load"), ["load", "core"])]
+    for d in proxy_folders():
+        units.append((f"proxy/{d}".rstrip("/"), os.path.join(PROXY, d),
+                      [d] + sorted(FOLDER_RULES.get(d, set()) - {d}) + ["core"]))
+    for name, path, search in units:
+        for f in os.listdir(path):
             if not f.endswith((".c", ".h")):
                 continue
-            mod = FOLDED.sub("", f.rsplit(".", 1)[0])
-            with open(os.path.join(SRC, d, f)) as fh:
-                incs = re.findall(r'^#include "([\w/]+)\.h"', fh.read(), re.M)
-            for inc in incs:
-                home = d if os.path.exists(os.path.join(SRC, d, inc + ".h")) else "core"
-                if not os.path.exists(os.path.join(SRC, home, inc + ".h")):
-                    continue
-                tgt = f"{home}/{FOLDED.sub('', inc)}"
-                if tgt != f"{d}/{mod}":
-                    graph.setdefault(f"{d}/{mod}", set()).add(tgt)
+            mod = f"{name}/{FOLDED.sub('', f.rsplit('.', 1)[0])}"
+            for inc in includes(os.path.join(path, f)):
+                if name == "load":
+                    home = "load" if os.path.exists(os.path.join(path, inc + ".h")) else \
+                        ("core" if home_of(inc, ["core"]) else None)
+                    tgt = None if home is None else f"{home}/{FOLDED.sub('', inc)}"
+                else:
+                    home = home_of(inc, search)
+                    tgt = None if home is None else \
+                        f"{'core' if home == 'core' else ('proxy/' + home).rstrip('/')}/" \
+                        f"{FOLDED.sub('', inc)}"
+                if tgt is not None and tgt != mod:
+                    graph.setdefault(mod, set()).add(tgt)
     return graph
 
 
@@ -68,18 +159,73 @@ def cycles(graph):
     return out
 
 
+def test_folders_keep_their_planes():
+    assert violations() == [], "\n".join(violations())
+    for d in proxy_folders():
+        assert module_count(d) <= MAX_MODULES, (d, module_count(d))
+    assert not [f for f in os.listdir(PROXY) if f.endswith(".c") and
+                f[:-2] not in ("main", "admin", "ui", "sdnotify")], \
+        "only the program shell lives at src/proxy/'s root"
+
+
 def test_layers_call_down():
-    graph = module_graph(["core", "proxy", "load"])
+    graph = module_graph()
     assert cycles(graph) == [], cycles(graph)
-    # the seam issue 15 names: the exchange is below the proxy, and the
-    # core reaches into no program
-    assert "proxy/proxy" not in graph.get("proxy/exchange", set())
-    assert "proxy/worker" not in graph.get("proxy/upstream", set())
+    # the seams: the exchange is below the proxy, the upstream pool below
+    # the worker; the core reaches into no program
+    assert "proxy/conn/proxy" not in graph.get("proxy/conn/exchange", set())
+    assert "proxy/conn/worker" not in graph.get("proxy/conn/upstream", set())
     for mod, deps in graph.items():
         if mod.startswith("core/"):
             assert all(d.startswith("core/") for d in deps), (mod, deps)
 
 
-def test_the_cycle_check_sees_a_cycle():
-    """The check itself: a two-module cycle is found."""
+def test_the_checks_see_what_they_guard():
+    """Both checks on planted faults: a two-module cycle is found, and a
+    worker-side file that includes a main-thread header is named."""
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    path = os.path.join(PROXY, "conn", "zz_planted.c")
+    with open(path, "w") as f:
+        f.write('#include "alert.h"\n#include "stats.h"\n')
+    try:
+        found = violations()
+    finally:
+        os.unlink(path)
+    assert "src/proxy/conn/zz_planted.c includes alert.h of alerts/" in found, found
+    assert "src/proxy/conn/zz_planted.c includes stats.h of stats/" in found, found
+
+
+def compiles(folder, source, include_line):
+    """Does src/proxy/<folder>/<source>, with include_line on top, compile
+    with the include path the Makefile gives that folder?"""
+    flags = subprocess.run(["make", "-s", "--no-print-directory",
+                            f"print-INC_proxy_{folder}", "print-PKG_CFLAGS",
+                            "print-LLHTTP_H"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert flags.returncode == 0, flags.stderr
+    inc, pkg, llhttp = flags.stdout.splitlines()[:3]
+    with open(os.path.join(PROXY, folder, source)) as f:
+        text = f.read()
+    with tempfile.NamedTemporaryFile("w", suffix=".c", dir=os.path.join(PROXY, folder),
+                                     delete=False) as tmp:
+        tmp.write(include_line + "\n" + text)
+    try:
+        r = subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-fsyntax-only",
+                            "-DTOKENTAP_VERSION=\"0\"", f"-I{llhttp}", *inc.split(),
+                            *pkg.split(), tmp.name],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(tmp.name)
+    return r.returncode == 0, r.stderr
+
+
+def test_the_compiler_refuses_a_crossing():
+    """The rule is the compiler's: exchange.c builds as it is with the
+    worker plane's include path, and not with a main-thread header added;
+    stats.c likewise not with a worker-side one."""
+    ok, err = compiles("conn", "exchange.c", "")
+    assert ok, err
+    ok, err = compiles("conn", "exchange.c", '#include "alert.h"')
+    assert not ok and "alert.h" in err, err
+    ok, err = compiles("stats", "stats.c", '#include "proxy.h"')
+    assert not ok and "proxy.h" in err, err

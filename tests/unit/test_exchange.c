@@ -9,12 +9,12 @@
 #include "config.h"
 #include "exchange.h"
 #include "httphead.h"
-#include "stats.h"
+#include "ring.h"
 
 #include "unit.h"
 
 static struct conf *conf;
-static struct stats_ring *ring;
+static struct ring *ring;
 static uint64_t rng = 42;
 static char log_path[] = "/tmp/tt-exchange-XXXXXX";
 
@@ -27,7 +27,7 @@ static int setup(void **state)
 	conf = unit_conf("limits: {max_body_bytes: 1k}\n"
 	    "routes:\n"
 	    "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:9}\n");
-	ring = stats_ring_new();
+	ring = ring_new();
 	assert_non_null(ring);
 	assert_int_equal(accesslog_open(log_path), 0);
 	return 0;

@@ -18,8 +18,10 @@ static void feed(struct meter *m, const char *s, uint64_t at)
 
 static void head(struct meter *m, const char *ct, int encoded, uint64_t at)
 {
-	const char *ce = encoded ? "br" : NULL;
-	meter_response_head(m, 200, ct, ct ? strlen(ct) : 0, ce, ce ? 2 : 0,
+	/* a coding the meter cannot undo (decode.h reads gzip, deflate, br
+	 * and zstd) */
+	const char *ce = encoded ? "compress" : NULL;
+	meter_response_head(m, 200, ct, ct ? strlen(ct) : 0, ce, ce ? 8 : 0,
 	    1 << 20, at);
 }
 

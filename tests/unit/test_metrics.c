@@ -5,8 +5,10 @@
 #include <event2/buffer.h>
 
 #include "config.h"
+#include "dialect.h"
 #include "meter.h"
 #include "metrics.h"
+#include "sample.h"
 #include "promout.h"
 #include "util.h"
 
@@ -55,7 +57,7 @@ static size_t series(const char *s)
 
 static void observe(struct mset *m, int64_t ttft, unsigned status)
 {
-	struct metrics_obs o = { .outcome = OUTCOME_OK, .status = status, .ttft_us = ttft,
+	struct sample o = { .outcome = OUTCOME_OK, .status = status, .ttft_us = ttft,
 		.tpot_us = 20000, .duration_us = 2 * ttft, .connect_us = 300,
 		.output_tokens = 10, .input_tokens = 5 };
 	metrics_request(m, 0, &o);
@@ -200,7 +202,7 @@ static void test_series_budget(void **state)
 		snprintf(model, sizeof model, "m%d", i);
 		m = metrics_resolve("r", tenant, model, "-", 0, 0, &f);
 		assert_non_null(m);
-		struct metrics_obs o = { .outcome = (unsigned)(i % OUTCOME_COUNT),
+		struct sample o = { .outcome = (unsigned)(i % OUTCOME_COUNT),
 			.status = 100 + (unsigned)(i % 5) * 100, .ttft_us = 1000 + i, .tpot_us = i,
 			.duration_us = 5000, .connect_us = i, .output_tokens = 3,
 			.input_tokens = 2 };
@@ -229,7 +231,7 @@ static void test_otel_names(void **state)
 	(void)state;
 	setup("tenant: {header_values: [t]}\nmetrics: {names: both}\n");
 	struct mset *m = metrics_resolve("-", "t", "llama", "-", 1 /* openai */,
-	    metrics_operation("/v1/chat/completions?x=1", 24), &f);
+	    dialect_operation("/v1/chat/completions?x=1", 24), &f);
 	observe(m, 5000, 200);
 	char *s = exposition();
 	assert_non_null(strstr(s, "gen_ai_server_time_to_first_token_seconds_count{route=\"-\","
@@ -243,11 +245,11 @@ static void test_otel_names(void **state)
 	    "tenant=\"t\",model=\"llama\",upstream=\"-\",gen_ai_operation_name=\"chat\","
 	    "gen_ai_provider_name=\"openai\"} 1\n"));
 	free(s);
-	assert_string_equal(metrics_operation_names[metrics_operation("/v1/completions", 15)],
+	assert_string_equal(dialect_op_names[dialect_operation("/v1/completions", 15)],
 	    "text_completion");
-	assert_string_equal(metrics_operation_names[metrics_operation(
+	assert_string_equal(dialect_op_names[dialect_operation(
 	    "/v1beta/models/g:streamGenerateContent", 38)], "generate_content");
-	assert_string_equal(metrics_operation_names[metrics_operation("/x", 2)], "_other");
+	assert_string_equal(dialect_op_names[dialect_operation("/x", 2)], "_other");
 	setup("metrics: {names: otel}\n");
 	observe(metrics_resolve("-", "-", "m", "-", 1, 1, &f), 5000, 200);
 	s = exposition();

@@ -68,7 +68,7 @@ static struct replica *pick_done(struct pool_view **views, const struct conf_rou
 	struct replica *x = pool_pick(views, r, 0, tried, n_tried, rng, now, trial);
 	assert_non_null(x);
 	pool_leave(x, *trial);
-	replica_unref(x);
+	pool_replica_unref(x);
 	return x;
 }
 
@@ -125,7 +125,7 @@ static void test_rebuild_keeps_state(void **state)
 	assert_int_equal(atomic_load(&gone->open), 1);
 	pool_leave(held, trial);
 	assert_int_equal(atomic_load(&gone->open), 0);
-	replica_unref(held);
+	pool_replica_unref(held);
 	conf_unref(c2);
 	finish(&views, c1);
 }
@@ -150,14 +150,14 @@ static void test_pick_excludes_tried_and_counts(void **state)
 	assert_null(pool_pick(&views, r, 0, tried, 3, &rng, S, &trial));
 	for (int i = 0; i < 3; i++) {
 		pool_leave(tried[i], 0);
-		replica_unref(tried[i]);
+		pool_replica_unref(tried[i]);
 	}
 	/* 300 streams left open spread within a few of even */
 	for (int i = 0; i < 300; i++) {
 		struct replica *x = pool_pick(&views, r, 0, NULL, 0, &rng, S, &trial);
 		for (int k = 0; k < 3; k++)
 			counts[k] += x == s->m[k].r;
-		replica_unref(x);
+		pool_replica_unref(x);
 	}
 	for (int k = 0; k < 3; k++)
 		assert_in_range(counts[k], 95, 105);
@@ -208,7 +208,7 @@ static void test_eject_backoff_and_trial(void **state)
 	assert_int_equal(pool_report(x, &r->health, 0, 1, now, &us), POOL_EJECTED);
 	assert_int_equal(us, 2 * S);
 	pool_leave(x, 1);
-	replica_unref(x);
+	pool_replica_unref(x);
 	now += 2 * S;
 	x = pool_pick(&views, r, 0, &s->m[1].r, 1, &rng, now, &trial);
 	assert_true(trial);
@@ -217,7 +217,7 @@ static void test_eject_backoff_and_trial(void **state)
 	assert_true(pool_healthy(bad, now));
 	assert_int_equal(atomic_load(&bad->ejections), 0);
 	pool_leave(x, 1);
-	replica_unref(x);
+	pool_replica_unref(x);
 	/* an active check's success brings one back at once */
 	pool_report(bad, &r->health, 0, 0, now, &us);
 	assert_int_equal(pool_probe_result(bad, &r->health, 0, now, &us), POOL_EJECTED);
@@ -241,11 +241,11 @@ static void test_trial_given_back(void **state)
 	x = pool_pick(&views, r, 0, NULL, 0, &rng, S + us, &trial);
 	assert_true(trial);
 	pool_leave(x, trial);
-	replica_unref(x);
+	pool_replica_unref(x);
 	x = pool_pick(&views, r, 0, NULL, 0, &rng, S + us, &trial);
 	assert_true(trial);
 	pool_leave(x, trial);
-	replica_unref(x);
+	pool_replica_unref(x);
 	finish(&views, c);
 }
 
@@ -267,9 +267,9 @@ static void test_hash_keeps_a_key(void **state)
 		/* tried: the next one for that key, never the same */
 		struct replica *n = pool_pick(&views, r, key * 7919, &a, 1, &rng, S, &trial);
 		assert_ptr_not_equal(n, a);
-		replica_unref(a);
-		replica_unref(b);
-		replica_unref(n);
+		pool_replica_unref(a);
+		pool_replica_unref(b);
+		pool_replica_unref(n);
 	}
 	finish(&views, c);
 }

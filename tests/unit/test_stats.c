@@ -3,11 +3,11 @@
 
 #include <event2/buffer.h>
 
-#include "accesslog.h"
 #include "config.h"
 #include "meter.h"
 #include "metrics.h"
 #include "promout.h"
+#include "ring.h"
 #include "stats.h"
 
 #include "unit.h"
@@ -18,16 +18,16 @@ static uint64_t fake_clock(void)
 	return fake_now;
 }
 
-static struct stats_ring *ring;
+static struct ring *ring;
 
 static void setup_conf(const char *yaml)
 {
 	struct conf *c = unit_conf(yaml);
 	stats_free();
-	stats_clock = fake_clock;
+	stats_clock = ring_clock = fake_clock;
 	fake_now = 1000ull * 1000000;   /* a slice boundary far from 0 */
 	stats_configure(c);
-	ring = stats_ring_new();
+	ring = ring_new();
 	assert_non_null(ring);
 	conf_unref(c);
 }
@@ -39,8 +39,8 @@ static void request(const char *route, const char *tenant, const char *model,
     uint64_t ttft, uint64_t tpot, int n, long concurrency, enum meter_outcome outcome)
 {
 	struct meter m;
-	struct accesslog_entry e;
-	struct stats_key k;
+	struct sample smp;
+	struct sample_key k;
 
 	meter_init(&m, fake_now - ttft - tpot * (uint64_t)(n - 1) - 1000, DIALECT_OPENAI);
 	m.stream = 1;
@@ -48,14 +48,11 @@ static void request(const char *route, const char *tenant, const char *model,
 	m.t_last_token = m.t_first_token + tpot * (uint64_t)(n - 1);
 	m.token_events = (uint64_t)n;
 	m.t_end = fake_now;
-	memset(&e, 0, sizeof e);
-	e.m = &m;
-	e.outcome = outcome;
-	e.concurrency = concurrency;
-	stats_key_set(&k, route, tenant, model, strlen(model));
+	sample_fill(&smp, &m, NULL, outcome, 0, 0, concurrency);
+	sample_key_set(&k, route, tenant, model, strlen(model));
 	if (unverified)
 		k.mint = 0;
-	stats_request(ring, &k, &e, NULL, 0);
+	ring_request(ring, &k, &smp, NULL, 0);
 }
 
 static char *json(const char *window, unsigned by)
@@ -103,17 +100,17 @@ static void itl_sequence(int drain_each, char **one, char **five)
 		{ -30, 5000, 0 }, { 31, 6000, 0 }, { 1, 7000, 1 }, { 0, 8000, 0 },
 		{ 120, 0, 1 },
 	};
-	struct stats_key k;
+	struct sample_key k;
 
 	setup_conf("stats: {windows: [1m, 5m]}\n");
-	stats_key_set(&k, "r", "t", "m", 1);
+	sample_key_set(&k, "r", "t", "m", 1);
 	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
-		uint32_t gaps[STATS_ITL_BATCH];
+		uint32_t gaps[RING_ITL_BATCH];
 		fake_now = (uint64_t)((int64_t)fake_now + seq[i].dt_s * 1000000);
-		for (unsigned j = 0; j < STATS_ITL_BATCH; j++)
+		for (unsigned j = 0; j < RING_ITL_BATCH; j++)
 			gaps[j] = seq[i].gap + (j * 37u) % 500u;
 		if (seq[i].gap != 0)
-			stats_itl(ring, &k, gaps, STATS_ITL_BATCH);
+			ring_itl(ring, &k, gaps, RING_ITL_BATCH);
 		if (seq[i].request)
 			request("r", "t", "m", 1000, 1000, 2, 0, OUTCOME_OK);
 		if (drain_each)
@@ -326,12 +323,12 @@ static char *prom_text(void)
 static void gauge(const char *tenant, const char *model, unsigned mint, uint64_t stream,
     int delta)
 {
-	struct stats_key k;
+	struct sample_key k;
 
-	stats_key_set(&k, "r", tenant, model, strlen(model));
+	sample_key_set(&k, "r", tenant, model, strlen(model));
 	k.mint = (uint8_t)mint;
 	k.stream = stream;
-	stats_active(ring, &k, delta);
+	ring_active(ring, &k, delta);
 }
 
 /* A stream started while its model had no name yet (a 404: it earns
@@ -347,9 +344,9 @@ static void test_gauges_follow_their_stream(void **state)
 	setup_conf("stats: {windows: [1m]}\ntenant: {header_values: [t]}\n");
 	gauge("t", "new", 0, 1, 1);
 	stats_drain();
-	gauge("t", "new", STATS_MINT_TENANT | STATS_MINT_MODEL, 2, 1);
+	gauge("t", "new", SAMPLE_MINT_TENANT | SAMPLE_MINT_MODEL, 2, 1);
 	request("r", "t", "new", 1000, 1000, 2, 0, OUTCOME_OK);
-	gauge("t", "new", STATS_MINT_TENANT | STATS_MINT_MODEL, 2, -1);
+	gauge("t", "new", SAMPLE_MINT_TENANT | SAMPLE_MINT_MODEL, 2, -1);
 	stats_drain();
 	gauge("t", "new", 0, 1, -1);
 	s = json("1m", BY_ROUTE | BY_TENANT | BY_MODEL);
@@ -358,7 +355,7 @@ static void test_gauges_follow_their_stream(void **state)
 	assert_null(strstr(s, "\"active\":1"));
 	free(s);
 	s = prom_text();
-	assert_null(strstr(s, "tokentap_active_streams{route=\"r\",tenant=\"t\",model=\"new\","
+	assert_null(strstr(s, "gauge_streams{route=\"r\",tenant=\"t\",model=\"new\","
 	    "upstream=\"-\"} -1"));
 	assert_null(strstr(s, "tenant=\"_other\",model=\"_other\",upstream=\"-\"} 1\n"));
 	free(s);

@@ -1,0 +1,53 @@
+/* What the code of one worker thread runs in: its event base and
+ * resolver, its config, its statistics ring, the buffer direct reads land
+ * in, its sessions and its upstream pools. A worker (worker.c) owns one
+ * and runs it; proxy.c and upstream.c work in it and never see threads,
+ * listeners or the main thread's commands, so the layers go one way:
+ * worker -> proxy -> upstream -> loop. Data only. */
+#ifndef TOKENTAP_LOOP_H
+#define TOKENTAP_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+
+struct evdns_base;
+struct session;
+struct upool;
+struct pool_view;
+struct ring;
+
+TAILQ_HEAD(session_list, session);
+
+/* One read of a streaming response: what the upstream sent since the last
+ * turn of the loop, parsed and forwarded from this buffer in place. */
+#define LOOP_READ_MAX (64 * 1024)
+/* ... and while slow clients hold limits.client_backlog */
+#define LOOP_READ_SMALL (4 * 1024)
+
+struct loop {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct conf *conf;            /* current config, own reference */
+	struct session_list sessions;
+	size_t n_sessions;
+	struct upool *pools;          /* upstream.c's */
+	struct pool_view *pool_views; /* pool.c's: the replica sets seen */
+	struct ring *stats;     /* this loop's statistics records */
+	char *rbuf;                   /* LOOP_READ_MAX: direct upstream reads */
+	int draining;                 /* no new requests; end once idle */
+	uint64_t rng;                 /* request ids */
+};
+
+/* A draining loop ends once its last session is gone. */
+static inline void loop_idle_check(struct loop *l)
+{
+	if (l->draining && l->n_sessions == 0)
+		event_base_loopexit(l->base, NULL);
+}
+
+#endif

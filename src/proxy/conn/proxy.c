@@ -1,0 +1,1399 @@
+/* A client connection's I/O. Flow of one request on it:
+ *
+ *   C_IDLE --first byte--> C_HEAD --head parsed--> C_BODY --body done--> C_WAIT
+ *   upstream:   U_CONNECT --connected--> U_HEAD --head--> U_BODY --> done
+ *
+ * The HTTP of the request and its books are the exchange's (exchange.c, a
+ * lower layer that answers with verdicts); here are the sockets, the
+ * timers, the upstream connection and backpressure (the connection's
+ * state: session.h; its response held until the first token:
+ * firsttoken.c).
+ *
+ * A response head comes through the upstream's bufferevent. Its body, from a
+ * plain TCP upstream, is then read directly: one recv(2) into the worker's
+ * buffer, parsed there and sent to the client from there at once, in the
+ * callback that read it; only what the client socket does not take is
+ * copied to its output buffer. A TLS upstream's body moves from the
+ * bufferevent's input to the client's output (no copy when whole chains
+ * move) and is written at once too. Every function
+ * that may free the session returns -1 when it did; callers return at once. */
+#include "proxy.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+
+#include "attempt.h"
+#include "bodybuf.h"
+#include "exchange.h"
+#include "firsttoken.h"
+#include "vitals.h"
+#include "log.h"
+#include "net.h"
+#include "gauge.h"
+#include "ring.h"
+#include "tls.h"
+#include "loop.h"
+#include "upstream.h"
+#include "util.h"
+
+/* Backpressure: stop reading the upstream once this much waits for the
+ * client, resume when the client has taken all but LOW_MARK of it. */
+#define HIGH_MARK (256 * 1024)
+#define LOW_MARK  (64 * 1024)
+/* Bytes a client may pipeline while its previous response streams. */
+#define PIPELINE_MAX (64 * 1024)
+
+static int client_process(struct session *s);
+static int upstream_process(struct session *s);
+static void client_read(struct bufferevent *bev, void *arg);
+static void client_write(struct bufferevent *bev, void *arg);
+static void client_event(struct bufferevent *bev, short what, void *arg);
+static void up_read(struct bufferevent *bev, void *arg);
+static void up_write(struct bufferevent *bev, void *arg);
+static void up_event(struct bufferevent *bev, short what, void *arg);
+static void up_readable(evutil_socket_t fd, short what, void *arg);
+static int upstream_closed(struct session *s, unsigned long tls_err);
+static void read_direct(struct session *s);
+static void session_timer(evutil_socket_t fd, short what, void *arg);
+static int hold_request(struct session *s, const struct http_head *rq,
+    size_t head_len);
+static int over_backlog(const struct session *s);
+static int tunnel_up(struct session *s);
+static int tunnel_client(struct session *s);
+static int tunnel_start(struct session *s);
+static int failover(struct session *s, enum failover_reason why, unsigned status);
+static int try_another(struct session *s, enum failover_reason why, unsigned status);
+
+/* ---- upstream connection ---------------------------------------------- */
+
+static void release_upstream(struct session *s)
+{
+	if (s->up == NULL)
+		return;
+	upstream_release(s->up, s->us == U_BODY && exchange_reusable(&s->x) &&
+	    evbuffer_get_length(bufferevent_get_output(s->up->bev)) == 0);
+	s->up = NULL;
+}
+
+/* Ends the request in flight: the upstream released (to the pool when it
+ * can carry another request), the books closed. */
+static void request_end(struct session *s, enum meter_end how)
+{
+	/* an attempt not judged yet is by how it ended (a client that left,
+	 * or was too slow, says nothing of the replica) */
+	if (how != METER_END_CLIENT && how != METER_END_CLIENT_TIMEOUT &&
+	    how != METER_END_REJECTED)
+		attempt_judge(&s->att, &s->x, how == METER_END_COMPLETE);
+	firsttoken_release(s);       /* what waited for a token goes on as it is */
+	release_upstream(s);
+	bodybuf_free(&s->held);
+	exchange_end(&s->x, how);
+	attempt_end(&s->att);  /* after the log line: it names the replicas */
+}
+
+/* ---- teardown ---------------------------------------------------------- */
+
+static int session_close(struct session *s)
+{
+	if (s->x.conf != NULL)
+		request_end(s, METER_END_CLIENT);
+	release_upstream(s);
+	bodybuf_free(&s->held);
+	attempt_end(&s->att);
+	if (s->hold != NULL)
+		evbuffer_free(s->hold);
+	if (s->ft_timer != NULL)
+		event_free(s->ft_timer);
+	if (s->timer != NULL)
+		event_free(s->timer);
+	if (s->defer_ev != NULL)
+		event_free(s->defer_ev);
+	if (s->queued_cb != NULL) {
+		struct evbuffer *out = bufferevent_get_output(s->bev);
+		evbuffer_remove_cb_entry(out, s->queued_cb);
+		atomic_fetch_sub_explicit(&gauge_client_backlog,
+		    (long)evbuffer_get_length(out), memory_order_relaxed);
+	}
+	if (s->bev != NULL)
+		bufferevent_free(s->bev);
+	TAILQ_REMOVE(&s->loop->sessions, s, link);
+	s->loop->n_sessions--;
+	atomic_fetch_sub(&gauge_connections, 1);
+	loop_idle_check(s->loop);
+	free(s);
+	return -1;
+}
+
+/* Closing a socket with unread input makes the kernel send RST, which can
+ * destroy the response the client has not read yet. So when the request was
+ * not read whole, shut down our side and discard what still arrives for a
+ * moment before closing (nginx's lingering close). */
+static int close_or_linger(struct session *s)
+{
+	struct timeval tv = { 2, 0 };
+	int unread = s->cs == C_HEAD || s->cs == C_BODY ||
+	    evbuffer_get_length(bufferevent_get_input(s->bev)) > 0;
+
+	/* a shutdown(2) under TLS would cut the record layer: just close */
+	if (!unread || s->lingering || s->tls)
+		return session_close(s);
+	s->lingering = 1;
+	shutdown(s->fd, SHUT_WR);
+	evbuffer_drain(bufferevent_get_input(s->bev),
+	    evbuffer_get_length(bufferevent_get_input(s->bev)));
+	bufferevent_enable(s->bev, EV_READ);
+	s->tkind = T_LINGER;
+	evtimer_add(s->timer, &tv);
+	return 0;
+}
+
+/* Writes what waits in the client's output now, in this loop turn; what the
+ * socket does not take is left to the bufferevent. */
+static int client_flush(struct session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	/* plain TCP: write now; TLS: the OpenSSL bufferevent writes as soon as
+	 * bytes are added to its output */
+	if (!s->tls && evbuffer_get_length(out) > 0)
+		net_write_now(s->bev);
+	if (evbuffer_get_length(out) > 0) {
+		bufferevent_enable(s->bev, EV_WRITE);
+		return 0;
+	}
+	if (s->closing)
+		return close_or_linger(s);
+	return 0;
+}
+
+/* The client connection ends once its output is flushed. */
+static int client_finish(struct session *s)
+{
+	s->closing = 1;
+	return client_flush(s);
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+/* The timer goes off us from now; its kind and length stay. */
+static void timer_arm(struct session *s, uint64_t us)
+{
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	evtimer_add(s->timer, &tv);
+}
+
+/* A timer of this kind and length (tlen: what a lazy timer measures the
+ * silence against, whenever it re-arms). */
+static void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+{
+	s->tkind = kind;
+	s->tlen = us;
+	if (kind == T_NONE) {
+		event_del(s->timer);
+		return;
+	}
+	timer_arm(s, us);
+}
+
+/* The idle and body timers are lazy: progress only stamps last_progress,
+ * and the timer re-arms itself for the rest when it fires early (timer_arm:
+ * the length stays what was configured; re-armed through timer_set, it
+ * shrank to that rest each time and cut streams that were never idle that
+ * long). No timer call per event. */
+static void timer_lazy(struct session *s, enum session_timer kind, uint64_t us)
+{
+	s->last_progress = util_now_us();
+	timer_set(s, kind, us);
+}
+
+static void timer_idle(struct session *s)
+{
+	timer_lazy(s, T_IDLE, s->x.route->timeouts.idle_us);
+}
+
+/* The request stage of the proxy's overhead ends: the request went up,
+ * or waits queued for its connection or its body. */
+static void overhead_request(struct session *s, uint64_t now)
+{
+	vitals_request(&s->x.vitals, s->x.vitals.ovh_from, now);
+	s->x.vitals.ovh_from = 0;
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Answers the request with tokentap's own JSON error and ends the exchange.
+ * After response bytes went out, it can only close the connection. Returns
+ * -1: the caller must not touch the session again (it may be lingering). */
+static int respond_error(struct session *s, unsigned status, const char *type,
+    const char *msg, enum meter_end how)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	if (!s->x.head_sent) {
+		char body[1024];
+		size_t before = evbuffer_get_length(out);
+		int n = snprintf(body, sizeof body,
+		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
+		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+		    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
+		    status, net_reason(status), n,
+		    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
+		evbuffer_add(out, body, (size_t)n);
+		s->x.status = status;
+		s->x.bytes_out += evbuffer_get_length(out) - before;
+	}
+	if (s->x.conf != NULL)
+		request_end(s, how);
+	client_finish(s);
+	return -1;
+}
+
+static int respond(struct session *s, const struct exchange_verdict *v)
+{
+	return respond_error(s, v->status, v->type, v->msg, v->end);
+}
+
+/* ---- accept ------------------------------------------------------------ */
+
+/* Every byte added to or taken from a client's output buffer, in the
+ * backlog (only a client that lags has any: what the socket takes at once
+ * never enters the buffer). */
+static void queued(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)b;
+	(void)arg;
+	atomic_fetch_add_explicit(&gauge_client_backlog,
+	    (long)info->n_added - (long)info->n_deleted, memory_order_relaxed);
+}
+
+/* At max_connections: an idle keep-alive connection (or one that has not
+ * sent its first byte) of this loop, the oldest, makes room for a new
+ * client. 1 when one was closed. */
+static int reclaim_idle(struct loop *l, const struct session *self)
+{
+	struct session *t;
+	TAILQ_FOREACH(t, &l->sessions, link) {
+		if (t != self && t->cs == C_IDLE && !t->closing && t->x.conf == NULL &&
+		    evbuffer_get_length(bufferevent_get_output(t->bev)) == 0) {
+			session_close(t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The request in flight starts: its I/O state here, its books there. */
+static void request_begin(struct session *s, struct conf *conf)
+{
+	s->cs = C_HEAD;
+	s->us = U_NONE;
+	s->scan_pos = s->up_scan_pos = 0;
+	s->req_sent = s->client_paused = s->up_paused = 0;
+	s->forwarded = s->ft_armed = 0;
+	bodybuf_free(&s->held);
+	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, util_now_us());
+}
+
+void proxy_accept(struct loop *w, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen, SSL_CTX *tls)
+{
+	struct session *s;
+	int one = 1;
+	long active = atomic_fetch_add(&gauge_connections, 1) + 1;
+
+	(void)socklen;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		atomic_fetch_sub(&gauge_connections, 1);
+		evutil_closesocket(fd);
+		return;
+	}
+	s->loop = w;
+	s->fd = fd;
+	bodybuf_clear(&s->held);
+	net_peer_ip(sa, s->client_ip, sizeof s->client_ip);
+	s->proto = "http";
+	TAILQ_INSERT_TAIL(&w->sessions, s, link);
+	w->n_sessions++;
+	if (tls != NULL) {
+		SSL *ssl = SSL_new(tls);
+		s->tls = 1;
+		s->proto = "https";
+		s->bev = ssl == NULL ? NULL : bufferevent_openssl_socket_new(w->base,
+		    fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+		if (s->bev == NULL)
+			SSL_free(ssl);
+		else
+			bufferevent_openssl_set_allow_dirty_shutdown(s->bev, 1);
+	} else {
+		s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
+	s->timer = evtimer_new(w->base, session_timer, s);
+	if (s->bev == NULL || s->timer == NULL) {
+		if (s->bev == NULL)
+			evutil_closesocket(fd);
+		session_close(s);
+		return;
+	}
+	bufferevent_set_max_single_read(s->bev, 65536);
+	bufferevent_setcb(s->bev, client_read, client_write, client_event, s);
+	s->queued_cb = evbuffer_add_cb(bufferevent_get_output(s->bev), queued, s);
+	{
+		/* a client that takes nothing for timeouts.send is let go */
+		uint64_t us = w->conf->timeouts.send_us;
+		struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+		bufferevent_set_timeouts(s->bev, NULL, &tv);
+	}
+	bufferevent_enable(s->bev, s->tls ? EV_READ | EV_WRITE : EV_READ);
+	/* A new bufferevent starts with writing enabled: adding output would
+	 * then arm EPOLLOUT and write a loop turn later. Plain TCP clients are
+	 * written directly (client_flush); the bufferevent only finishes
+	 * partial writes. */
+	if (!s->tls)
+		bufferevent_disable(s->bev, EV_WRITE);
+	if ((uint64_t)active > w->conf->max_connections && !reclaim_idle(w, s)) {
+		/* Over the limit, and no idle connection to give up: answer 503
+		 * without reading the request (the connection lingers, as after
+		 * any unread request). */
+		request_begin(s, w->conf);
+		respond_error(s, 503, "overloaded", "too many connections",
+		    METER_END_REJECTED);
+		return;
+	}
+	/* the first request must come as soon as any request head must */
+	timer_set(s, T_KEEPALIVE, w->conf->timeouts.client_header_us);
+}
+
+/* ---- client side ------------------------------------------------------- */
+
+static void client_read(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	if (s->closing) {
+		struct evbuffer *in = bufferevent_get_input(bev);
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	client_process(s);
+}
+
+/* The timer while the request is on its way: first_byte counts from the
+ * request's last byte; before that, an upload only has to keep moving
+ * (timeouts.client_body between two reads, as nginx's client_body_timeout). */
+static void timer_request(struct session *s)
+{
+	if (s->x.req_done)
+		timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
+	else
+		timer_lazy(s, T_BODY, s->x.route->timeouts.client_body_us);
+}
+
+/* May this request still go to another replica later? Then it is kept
+ * (up to 1 MiB) as it is sent. */
+static int may_fail_over(const struct session *s)
+{
+	return attempt_more(&s->att, &s->x, FAILOVER_CONNECT);
+}
+
+static void first_token_late(evutil_socket_t fd, short what, void *arg);
+
+/* Takes an upstream connection for the request (fresh: never a pooled
+ * one), to the replica of the attempt, picked first if there is none. A
+ * connect refused at once moves on to the next replica while one may be
+ * tried. -1: answered with a 502, the session may be gone. */
+static int dispatch(struct session *s, int fresh)
+{
+	struct upconn *u;
+
+	for (;;) {
+		if (s->att.rep == NULL && attempt_pick(&s->att, s->loop, &s->x) < 0)
+			return respond_error(s, 502, "bad_gateway",
+			    "no upstream replica to send the request to", METER_END_CONNECT);
+		/* libevent may report a failed connect from inside the connect
+		 * call; up_event then only notes it, and it is handled here. */
+		s->dispatching = 1;
+		s->connect_failed = 0;
+		u = upstream_get(s->loop, s->x.route, s->att.rep, fresh, up_read, up_write,
+		    up_event, s);
+		s->dispatching = 0;
+		if (u != NULL && s->connect_failed) {
+			upstream_release(u, 0);
+			u = NULL;
+		}
+		if (u != NULL)
+			break;
+		attempt_judge(&s->att, &s->x, 0);
+		if (!attempt_more(&s->att, &s->x, FAILOVER_CONNECT))
+			return respond_error(s, 502, "bad_gateway",
+			    "cannot open a connection to the upstream", METER_END_CONNECT);
+		log_info("request %s: upstream %s: connection refused, trying another replica",
+		    s->x.request_id, s->att.rep->name);
+		attempt_leave(&s->att, &s->x, FAILOVER_CONNECT, 0);
+	}
+	s->up = u;
+	s->us = U_CONNECT;
+	firsttoken_arm(s, first_token_late);
+	if (u->connected) {
+		s->x.meter.t_conn = util_now_us();
+		s->x.meter.conn_reused = 1;
+		s->us = U_HEAD;
+		timer_request(s);
+	} else {
+		timer_set(s, T_CONNECT, s->x.route->timeouts.connect_us);
+	}
+	return 0;
+}
+
+/* Expect: 100-continue, with the body still to come: tokentap answers it
+ * itself as it starts reading the body (as nginx does; an HTTP/1.0 client
+ * gets no 1xx), and the backend is not asked. Forwarded, it left the
+ * client waiting for a 100 from a backend that does not send one, and
+ * over a pooled connection for one that does (the head waits there for
+ * the first body bytes). */
+static int answer_continue(struct session *s)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!s->x.expect_continue || s->x.http10 ||
+	    evbuffer_get_length(bufferevent_get_input(s->bev)) != 0)
+		return 0;
+	evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
+	s->x.bytes_out += sizeof cont - 1;
+	return client_flush(s);
+}
+
+static int request_head(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct exchange_verdict v;
+	struct http_head rq;
+	size_t head_len;
+	int r;
+
+	if (s->scan_pos == 0)
+		s->x.bytes_in += exchange_skip_blank(in);
+	r = exchange_find_head(in, &s->scan_pos, s->x.conf->max_header_bytes,
+	    &head_len);
+	if (r == -2)
+		return respond_error(s, 400, "bad_request",
+		    "bare CR in the request head", METER_END_REJECTED);
+	if (r < 0)
+		return respond_error(s, 431, "request_header_too_large",
+		    "request head exceeds limits.max_header_bytes", METER_END_REJECTED);
+	if (exchange_request_line(&s->x, in, &v) < 0)
+		return respond(s, &v);
+	if (r == 0)
+		return 0;
+	/* the request stage of the proxy's overhead starts: the head is here */
+	s->x.vitals.ovh_from = util_now_us();
+	if (exchange_request_head(&s->x, in, head_len, &s->loop->rng, &rq, &v) < 0)
+		return respond(s, &v);
+	/* replicas of several URLs each get a head of their own */
+	if (s->x.route->n_upstreams > 1)
+		exchange_keep_head(&s->x, &rq, in, head_len);
+	if (!s->x.req_done && s->x.route->request_buffering)
+		return hold_request(s, &rq, head_len);
+	if (dispatch(s, 0) < 0)
+		return -1;
+	exchange_write_request(&s->x, &rq, &s->att.rep->target,
+	    bufferevent_get_output(s->up->bev), s->proto, s->up->reused || may_fail_over(s));
+	evbuffer_drain(in, head_len);
+	if (s->x.req_done) {
+		s->x.meter.t_req = util_now_us();
+		s->cs = C_WAIT;
+	} else {
+		/* its body is the client's to send: the head waits queued */
+		overhead_request(s, util_now_us());
+		s->cs = C_BODY;
+		return answer_continue(s);
+	}
+	return 0;
+}
+
+/* The whole request has left: the first-byte timeout starts. */
+static void request_sent(struct session *s)
+{
+	if (s->x.req_done && !s->req_sent) {
+		s->req_sent = 1;
+		s->x.meter.t_sent = util_now_us();
+		if (s->us == U_HEAD)
+			timer_set(s, T_FIRST_BYTE, s->x.route->timeouts.first_byte_us);
+	}
+}
+
+/* Sends the request bytes at hand now; what is left, the bufferevent
+ * sends, and up_write follows. */
+static void request_flush(struct session *s)
+{
+	if (s->up != NULL && upstream_flush(s->up) == 0)
+		request_sent(s);
+	if (s->x.vitals.ovh_from != 0)
+		overhead_request(s, util_now_us());
+}
+
+/* request_buffering: the request is held (its upstream head first, then
+ * its body as it arrives) and no upstream connection is taken until the
+ * body is whole, so slow uploads cost the backend nothing. */
+static int hold_request(struct session *s, const struct http_head *rq,
+    size_t head_len)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+
+	/* the upload is the client's time: the stage restarts with the body */
+	s->x.vitals.ovh_from = 0;
+	if (bodybuf_open(&s->held) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot hold the request body", METER_END_REJECTED);
+	s->x.buffered = 1;
+	/* the head waits for its replica when replicas differ in host or path */
+	if (s->x.head_copy == NULL)
+		exchange_write_request(&s->x, rq, &s->x.route->upstreams[0], s->held.mem,
+		    s->proto, 0);
+	evbuffer_drain(in, head_len);
+	s->cs = C_BODY;
+	timer_request(s);
+	return answer_continue(s);
+}
+
+/* The held request is whole: now an upstream connection, and all of it at
+ * once (kept for one retry when it stayed in memory). */
+static int send_held(struct session *s)
+{
+	struct evbuffer *out;
+	int spilled = bodybuf_spilled(&s->held);
+
+	if (dispatch(s, 0) < 0)
+		return -1;
+	out = bufferevent_get_output(s->up->bev);
+	if (s->x.head_copy != NULL)
+		exchange_write_kept(&s->x, &s->att.rep->target, s->proto, out);
+	if (bodybuf_send(&s->held, out) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot send the request body", METER_END_REJECTED);
+	if ((s->up->reused || may_fail_over(s)) && !spilled)
+		exchange_keep_request(&s->x, out);
+	bodybuf_free(&s->held);
+	return 0;
+}
+
+/* A held request's body, as it arrives. */
+static int hold_body(struct session *s)
+{
+	struct exchange_verdict v;
+
+	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), s->held.mem,
+	    &v) < 0)
+		return respond(s, &v);
+	/* (a body whole now goes as it is) */
+	if (!s->x.req_done && bodybuf_settle(&s->held, s->x.conf->request_buffers) < 0)
+		return respond_error(s, 503, "overloaded",
+		    "cannot hold the request body", METER_END_REJECTED);
+	s->last_progress = util_now_us();
+	if (!s->x.req_done)
+		return 0;
+	s->x.meter.t_req = s->x.vitals.ovh_from = util_now_us();
+	s->cs = C_WAIT;
+	return send_held(s);
+}
+
+/* Moves request body bytes to the upstream as the exchange frames them. */
+static int request_body(struct session *s)
+{
+	struct evbuffer *up;
+	struct exchange_verdict v;
+
+	if (s->x.buffered)
+		return hold_body(s);
+	up = bufferevent_get_output(s->up->bev);
+	if (exchange_request_body(&s->x, bufferevent_get_input(s->bev), up, &v) < 0)
+		return respond(s, &v);
+	s->last_progress = util_now_us();
+	if (s->x.req_done) {
+		s->x.meter.t_req = util_now_us();
+		s->cs = C_WAIT;
+	}
+	request_flush(s);
+	if (evbuffer_get_length(up) > HIGH_MARK) {
+		bufferevent_disable(s->bev, EV_READ);
+		s->client_paused = 1;
+	}
+	return 0;
+}
+
+static int client_process(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+
+	for (;;) {
+		size_t avail = evbuffer_get_length(in);
+		switch (s->cs) {
+		case C_IDLE:
+			if (avail == 0)
+				return 0;
+			if (s->loop->draining)
+				return client_finish(s);
+			request_begin(s, s->loop->conf);
+			timer_set(s, T_HEADER, s->x.conf->timeouts.client_header_us);
+			break;
+		case C_HEAD:
+			if (request_head(s) < 0)
+				return -1;
+			if (s->cs == C_HEAD)
+				return 0;
+			break;
+		case C_BODY:
+			if (avail == 0)
+				return 0;
+			if (request_body(s) < 0)
+				return -1;
+			if (s->cs == C_BODY || s->client_paused)
+				return 0;
+			break;
+		case C_TUNNEL:
+			return tunnel_client(s);
+		case C_WAIT:
+			request_flush(s);
+			/* Pipelined bytes wait for the response to end. */
+			if (avail > PIPELINE_MAX)
+				bufferevent_disable(s->bev, EV_READ);
+			return 0;
+		}
+	}
+}
+
+static void client_write(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	s->last_progress = util_now_us();
+	/* past the backlog, a paused upstream waits until its client took
+	 * everything */
+	if (s->up_paused && evbuffer_get_length(out) <= LOW_MARK &&
+	    (evbuffer_get_length(out) == 0 || !over_backlog(s))) {
+		s->up_paused = 0;
+		meter_unhold(&s->x.meter, s->last_progress);
+		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+		if (s->up->direct)
+			upstream_direct_read(s->up, 1);
+		else
+			bufferevent_enable(s->up->bev, EV_READ);
+		if (upstream_process(s) < 0)
+			return;
+		read_direct(s);
+	}
+	if (evbuffer_get_length(out) == 0) {
+		if (!s->tls)
+			bufferevent_disable(bev, EV_WRITE);
+		if (s->closing)
+			close_or_linger(s);
+	}
+}
+
+static void client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED)
+		return;     /* a TLS listener's handshake completed */
+	if (what & BEV_EVENT_TIMEOUT) {
+		/* the client took nothing for timeouts.send: it is let go, and
+		 * its buffer with it */
+		log_info("client %s took no bytes for %llu ms, closing", s->client_ip,
+		    (unsigned long long)(s->loop->conf->timeouts.send_us / 1000));
+		if (s->x.conf != NULL)
+			request_end(s, METER_END_CLIENT_TIMEOUT);
+		session_close(s);
+		return;
+	}
+	/* EOF or error: whatever was in flight is a client abort. A client that
+	 * half-closes after its request gets the same treatment as nginx gives
+	 * it: the exchange cannot be delivered reliably. A partial request
+	 * head is nothing to log. */
+	if (s->x.conf != NULL && s->cs == C_HEAD && !s->x.head_parsed) {
+		release_upstream(s);
+		exchange_abandon(&s->x);
+		attempt_end(&s->att);
+	}
+	if (s->cs == C_TUNNEL && s->x.conf != NULL) {
+		/* the client ended the tunnel: a close, not an abort; what it
+		 * sent last goes out before the upstream closes */
+		if (s->up != NULL)
+			upstream_flush(s->up);
+		request_end(s, METER_END_COMPLETE);
+	}
+	session_close(s);
+}
+
+/* ---- the response ------------------------------------------------------ */
+
+/* The request is over and the connection carries on, or closes. */
+static int next_request(struct session *s)
+{
+	s->cs = C_IDLE;
+	s->us = U_NONE;
+	if (s->loop->draining)
+		return client_finish(s);
+	bufferevent_enable(s->bev, EV_READ);
+	timer_set(s, T_KEEPALIVE, s->loop->conf->timeouts.idle_us);
+	return client_process(s);
+}
+
+/* The response ended cleanly: account for it and carry on or close. A
+ * backend that answered before the request body ended leaves the rest of
+ * that body unread: it must not be read as the next request. */
+static int response_done(struct session *s)
+{
+	int keep = s->x.keepalive && s->x.req_done && !s->closing;
+
+	request_end(s, METER_END_COMPLETE);
+	timer_set(s, T_NONE, 0);
+	if (keep)
+		return next_request(s);
+	return client_finish(s);
+}
+
+/* ---- timeouts.first_token (firsttoken.c) --------------------------------- */
+
+/* No token from this replica in time, and nothing reached the client: the
+ * attempt is closed (the backend stops) and the next replica gets the
+ * request; with none left, what was held goes on and the stream with it. */
+static void first_token_late(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)fd;
+	(void)what;
+
+	s->ft_armed = 0;
+	if (s->x.conf == NULL || s->forwarded)
+		return;
+	log_info("request %s: no token from upstream %s within timeouts.first_token",
+	    s->x.request_id, s->att.rep->name);
+	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
+		return;
+	firsttoken_release(s);
+	client_flush(s);
+}
+
+/* A status in retry_on: the request goes to the next replica. */
+static int retry_status(struct session *s)
+{
+	int r = try_another(s, FAILOVER_STATUS, s->x.retry_status);
+	if (r != 1)
+		return r;
+	/* the replicas changed meanwhile (a reload): none is left */
+	return respond_error(s, 502, "bad_gateway",
+	    "the upstream answered a status of retry_on and no other replica is left",
+	    METER_END_MALFORMED);
+}
+
+static int response_head(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct evbuffer *out;
+	struct exchange_verdict v;
+	size_t head_len;
+	int r = exchange_find_head(in, &s->up_scan_pos, s->x.conf->max_header_bytes,
+	    &head_len);
+
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		attempt_judge(&s->att, &s->x, 0);
+		return respond_error(s, 502, "bad_gateway", r == -2 ?
+		    "bare CR in the upstream response head" :
+		    "upstream response head too large", METER_END_MALFORMED);
+	}
+	out = firsttoken_out(s);
+	s->x.failover_ok = !s->forwarded && exchange_resendable(&s->x) &&
+	    attempt_more(&s->att, &s->x, FAILOVER_STATUS);
+	r = exchange_response_head(&s->x, in, head_len, out, s->loop->draining, &v);
+	s->x.failover_ok = 0;
+	if (r < 0) {
+		attempt_judge(&s->att, &s->x, 0);
+		return respond(s, &v);
+	}
+	s->up_scan_pos = 0;
+	if (r == EXCHANGE_RETRY)
+		return retry_status(s);
+	if (out != s->hold || r != EXCHANGE_BODY)
+		firsttoken_release(s);
+	else
+		firsttoken_check(s);
+	/* a held stream is judged at its first token (firsttoken_check), or by
+	 * missing it */
+	if (r != EXCHANGE_INTERIM && s->hold == NULL)
+		attempt_judge(&s->att, &s->x, !failover_unhealthy_status(s->x.status));
+	if (out != s->hold)
+		firsttoken_forwarded(s);
+	if (r == EXCHANGE_INTERIM)
+		return client_flush(s);
+	if (r == EXCHANGE_TUNNEL)
+		return tunnel_start(s);
+	s->us = U_BODY;
+	if (r == EXCHANGE_DONE) {
+		if (client_flush(s) < 0)
+			return -1;
+		return response_done(s);
+	}
+	timer_idle(s);      /* a body follows */
+	return 0;
+}
+
+static void deferred_pause(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	(void)fd;
+	(void)what;
+	if (s->up_paused && s->up != NULL)
+		bufferevent_disable(s->up->bev, EV_READ);
+}
+
+/* Backpressure: stop reading the upstream until the client catches up.
+ * An OpenSSL bufferevent drains the records OpenSSL already decrypted only
+ * while reading stays enabled (libevent 2.1, #854): disabling it inside its
+ * read callback would strand them until more bytes arrive. So a TLS
+ * upstream is disabled just after the callback returns, and what it still
+ * delivers waits in its input buffer. */
+static void pause_upstream(struct session *s)
+{
+	s->up_paused = 1;
+	meter_hold(&s->x.meter, util_now_us());
+	bufferevent_setwatermark(s->bev, EV_WRITE, LOW_MARK, 0);
+	bufferevent_enable(s->bev, EV_WRITE);
+	if (s->up->direct) {
+		upstream_direct_read(s->up, 0);
+		return;
+	}
+	if (!upstream_is_tls(s->up)) {
+		bufferevent_disable(s->up->bev, EV_READ);
+		return;
+	}
+	if (s->defer_ev == NULL)
+		s->defer_ev = event_new(s->loop->base, -1, 0, deferred_pause, s);
+	if (s->defer_ev != NULL)
+		event_active(s->defer_ev, EV_TIMEOUT, 1);
+}
+
+/* Do the clients together hold limits.client_backlog? */
+static int over_backlog(const struct session *s)
+{
+	return (uint64_t)atomic_load_explicit(&gauge_client_backlog,
+	    memory_order_relaxed) > s->loop->conf->client_backlog;
+}
+
+/* Should the upstream wait for the client? When too much waits for this
+ * one, or when all clients together hold limits.client_backlog and this
+ * one holds any. */
+static int backlogged(const struct session *s)
+{
+	size_t out = evbuffer_get_length(bufferevent_get_output(s->bev));
+	return out > HIGH_MARK || (out > 0 && over_backlog(s));
+}
+
+/* After a piece of the body went to the client (r: the parse's result):
+ * end on a framing error, flush, end the exchange at the response's end,
+ * or pause the upstream while the client lags. drained: the client's
+ * output is known to be empty (the piece went out in one send), so there
+ * is nothing to flush and no backlog to look at. */
+static int body_forwarded(struct session *s, int r, int drained)
+{
+	if (r < 0) {
+		request_end(s, METER_END_MALFORMED);
+		return client_finish(s);
+	}
+	if (drained ? s->closing && close_or_linger(s) < 0 : client_flush(s) < 0)
+		return -1;
+	/* the proxy's own cost of this read: recv(2) (meter.now) to the
+	 * client's send(2); the one clock read per read it adds */
+	vitals_read(&s->x.vitals, util_now_us() - s->x.meter.now);
+	if (s->x.res_done)
+		return response_done(s);
+	if (!drained && backlogged(s))
+		pause_upstream(s);
+	return 0;
+}
+
+/* Forwards what the upstream sent: the same bytes, to the client, now. */
+static int response_body(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	size_t used;
+	int r;
+
+	s->last_progress = s->x.meter.now;
+	r = exchange_parse_body(&s->x, in, &used);
+	if (s->x.decode) {
+		evbuffer_drain(in, used);
+	} else {
+		evbuffer_remove_buffer(in, s->hold != NULL ? s->hold : out, used);
+		s->x.bytes_out += used;
+	}
+	if (s->hold != NULL)
+		firsttoken_check(s);
+	return body_forwarded(s, r, 0);
+}
+
+static int upstream_process(struct session *s)
+{
+	struct evbuffer *in;
+
+	if (s->up == NULL)
+		return 0;
+	in = bufferevent_get_input(s->up->bev);
+	s->x.meter.now = util_now_us();
+	while (evbuffer_get_length(in) > 0 && !s->up_paused) {
+		size_t before = evbuffer_get_length(in);
+		int r;
+		if (s->us == U_HEAD || s->us == U_CONNECT)
+			r = response_head(s);
+		else if (s->us == U_BODY)
+			r = response_body(s);
+		else if (s->us == U_TUNNEL)
+			r = tunnel_up(s);
+		else
+			return 0;
+		if (r < 0)
+			return -1;
+		if (s->up == NULL || evbuffer_get_length(in) == before)
+			return 0;
+	}
+	return 0;
+}
+
+/* The body of a streaming response, read by up_readable: parsed where it
+ * was read and written to the client from there; copied to the client's
+ * output buffer only when the socket does not take it all at once. */
+static int direct_body(struct session *s, const char *buf, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	size_t used, sent = 0;
+	int r, drained = 0;
+
+	s->last_progress = s->x.meter.now;
+	r = exchange_parse_mem(&s->x, buf, n, &used);
+	if (s->hold != NULL) {
+		evbuffer_add(s->hold, buf, used);
+		s->x.bytes_out += used;
+		firsttoken_check(s);
+	} else if (used > 0) {
+		if (!s->tls && evbuffer_get_length(out) == 0) {
+			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
+			sent = w > 0 ? (size_t)w : 0;
+			drained = sent == used;
+		}
+		if (sent < used)
+			evbuffer_add(out, buf + sent, used - sent);
+		s->x.bytes_out += used;
+	}
+	/* bytes past the response's end are not forwarded; kept in the input,
+	 * they keep the connection out of the pool. (A socket bufferevent
+	 * freezes its input's end so that only it adds there.) */
+	if (used < n) {
+		struct evbuffer *in = bufferevent_get_input(s->up->bev);
+		evbuffer_unfreeze(in, 0);
+		evbuffer_add(in, buf + used, n - used);
+		evbuffer_freeze(in, 0);
+	}
+	return body_forwarded(s, r, drained);
+}
+
+/* One recv(2) per readiness into the worker's buffer: no FIONREAD ioctl,
+ * no buffer chain allocated per read (libevent's bufferevent does both). */
+static void up_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	/* past the backlog, what one read may leave waiting is small */
+	ssize_t n = recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
+	    LOOP_READ_MAX, 0);
+	(void)what;
+
+	if (n > 0) {
+		s->x.meter.now = util_now_us();
+		direct_body(s, s->loop->rbuf, (size_t)n);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	upstream_closed(s, 0);
+}
+
+/* Once the head is through, the upstream is read directly (upstream_direct
+ * declines a TLS one). */
+static void read_direct(struct session *s)
+{
+	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->x.res_done &&
+	    !s->x.decode && !s->up_paused &&
+	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) == 0)
+		upstream_direct(s->up, up_readable, s);
+}
+
+static void up_read(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	(void)bev;
+	if (upstream_process(s) == 0)
+		read_direct(s);
+}
+
+static void up_write(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	if (s->client_paused && evbuffer_get_length(out) <= LOW_MARK) {
+		s->client_paused = 0;
+		bufferevent_enable(s->bev, EV_READ);
+		if (client_process(s) < 0)
+			return;
+	}
+	if (evbuffer_get_length(out) == 0)
+		request_sent(s);
+}
+
+/* ---- a tunnel (a 101 to an upgrade: WebSocket) ------------------------ */
+
+/* Upstream to client: the bytes as they come, with the response's own
+ * backpressure (pause_upstream; client_write resumes). */
+static int tunnel_up(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	size_t n = evbuffer_get_length(in);
+
+	s->last_progress = util_now_us();
+	evbuffer_add_buffer(bufferevent_get_output(s->bev), in);
+	s->x.bytes_out += n;
+	if (client_flush(s) < 0)
+		return -1;
+	if (evbuffer_get_length(bufferevent_get_output(s->bev)) > HIGH_MARK)
+		pause_upstream(s);
+	return 0;
+}
+
+/* Client to upstream, likewise (up_write resumes a paused client). */
+static int tunnel_client(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct evbuffer *up = bufferevent_get_output(s->up->bev);
+	size_t n = evbuffer_get_length(in);
+
+	if (n == 0)
+		return 0;
+	s->last_progress = util_now_us();
+	evbuffer_add_buffer(up, in);
+	s->x.bytes_in += n;
+	upstream_flush(s->up);
+	if (evbuffer_get_length(up) > HIGH_MARK) {
+		bufferevent_disable(s->bev, EV_READ);
+		s->client_paused = 1;
+	}
+	return 0;
+}
+
+/* The 101 went to the client: from here the connection carries the new
+ * protocol's bytes both ways until either side closes; both close then. */
+static int tunnel_start(struct session *s)
+{
+	s->us = U_TUNNEL;
+	s->cs = C_TUNNEL;
+	timer_idle(s);
+	bufferevent_enable(s->bev, EV_READ);
+	if (tunnel_up(s) < 0)
+		return -1;
+	return tunnel_client(s);
+}
+
+/* A reused connection that closed before answering: the request again, on
+ * a new connection, when the exchange still allows it. 0: on its way;
+ * 1: not possible; -1: the session is gone. */
+static int retry(struct session *s)
+{
+	struct evbuffer *copy = exchange_take_retry(&s->x);
+
+	if (copy == NULL)
+		return 1;
+	log_info("request %s: pooled upstream connection closed, retrying on a new one",
+	    s->x.request_id);
+	upstream_release(s->up, 0);
+	s->up = NULL;
+	s->req_sent = 0;
+	if (dispatch(s, 1) < 0) {
+		evbuffer_free(copy);
+		return -1;
+	}
+	evbuffer_add_buffer(bufferevent_get_output(s->up->bev), copy);
+	evbuffer_free(copy);
+	if (may_fail_over(s))
+		exchange_keep_request(&s->x, bufferevent_get_output(s->up->bev));
+	return 0;
+}
+
+/* The attempt in flight is left for the next replica, when that may be
+ * (failover.h) and the request is at hand: the last attempt's unwritten
+ * output, or the copy kept as it was sent. t0 stays the client's. 0: on
+ * its way; 1: not possible, nothing changed; -1: the session is gone. */
+static int failover(struct session *s, enum failover_reason why, unsigned status)
+{
+	struct evbuffer *unsent = NULL;
+	int unwritten = s->up != NULL && !s->up->connected;
+
+	if (s->forwarded || s->att.rep == NULL || !attempt_more(&s->att, &s->x, why))
+		return 1;
+	if (unwritten && (unsent = evbuffer_new()) != NULL)
+		evbuffer_add_buffer(unsent, bufferevent_get_output(s->up->bev));
+	else if (!exchange_resendable(&s->x))
+		return 1;
+	if (status != 0)
+		log_info("request %s: upstream %s answered %u, trying another replica",
+		    s->x.request_id, s->att.rep->name, status);
+	else
+		log_info("request %s: upstream %s: %s, trying another replica",
+		    s->x.request_id, s->att.rep->name, failover_reason_name(why));
+	attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
+	attempt_leave(&s->att, &s->x, why, status);
+	firsttoken_drop(s);
+	exchange_restart(&s->x);
+	if (s->up != NULL)
+		upstream_release(s->up, 0);   /* closed: the backend stops */
+	s->up = NULL;
+	s->req_sent = s->up_paused = 0;
+	s->us = U_NONE;
+	s->up_scan_pos = 0;
+	timer_set(s, T_NONE, 0);
+	if (dispatch(s, 0) < 0) {
+		if (unsent != NULL)
+			evbuffer_free(unsent);
+		return -1;
+	}
+	if (exchange_redirect(&s->x, &s->att.rep->target, s->proto, unsent,
+	    bufferevent_get_output(s->up->bev), may_fail_over(s)) < 0) {
+		if (unsent != NULL)
+			evbuffer_free(unsent);
+		return respond_error(s, 502, "bad_gateway",
+		    "the request could not be sent again", METER_END_CONNECT);
+	}
+	if (unsent != NULL)
+		evbuffer_free(unsent);
+	request_flush(s);
+	return 0;
+}
+
+/* failover, and when there is none the attempt's failure is judged: 1
+ * tells the caller to answer as without replicas. */
+static int try_another(struct session *s, enum failover_reason why, unsigned status)
+{
+	int r = failover(s, why, status);
+	if (r == 1)
+		attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
+	return r;
+}
+
+/* The upstream closed: a close-delimited body ends here; anything else
+ * ends too early. A reused connection that closes before answering is
+ * retried once on a new one, when the whole request is still at hand. */
+static int upstream_closed(struct session *s, unsigned long tls_err)
+{
+	int r;
+
+	if (s->us == U_TUNNEL) {
+		/* the backend ended the tunnel: what it sent reaches the client */
+		request_end(s, METER_END_COMPLETE);
+		return client_finish(s);
+	}
+	if (s->us == U_BODY) {
+		if (exchange_parse_eof(&s->x) == 0)
+			return response_done(s);
+		request_end(s, METER_END_CLOSED);
+		return client_finish(s);
+	}
+	/* TLS 1.3 finishes the client's handshake before the server has
+	 * checked the client certificate: its refusal arrives as an alert here */
+	if (upstream_is_tls(s->up) && tls_err != 0) {
+		char why[300];
+		upstream_tls_error(s->up, tls_err, why, sizeof why);
+		log_warn("request %s: upstream %s: %s", s->x.request_id,
+		    s->att.rep->name, why);
+		if ((r = try_another(s, FAILOVER_CONNECT, 0)) != 1)
+			return r;
+		return respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
+	}
+	if (s->up->reused) {
+		/* a keep-alive race more likely than a sick replica: the same
+		 * one again on a new connection first, and no verdict; the
+		 * pooled connections as old as this one are not reused */
+		upstream_stale(s->up, s->att.rep);
+		if ((r = retry(s)) <= 0)
+			return r;
+		r = failover(s, FAILOVER_CLOSED, 0);
+	} else {
+		r = try_another(s, FAILOVER_CLOSED, 0);
+	}
+	if (r != 1)
+		return r;
+	return respond_error(s, 502, "bad_gateway",
+	    "upstream closed the connection before responding", METER_END_MALFORMED);
+}
+
+/* The upstream could not be reached: why, in the log and in the 502. */
+static void connect_failed(struct session *s, struct bufferevent *bev, short what)
+{
+	char why[512];
+
+	upstream_connect_error(bev, what, s->att.rep->target.host, why, sizeof why);
+	log_warn("request %s: upstream %s: %s", s->x.request_id, s->att.rep->name, why);
+	if (try_another(s, FAILOVER_CONNECT, 0) != 1)
+		return;
+	respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
+}
+
+static void up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+	unsigned long tls_err;
+
+	if (s->dispatching) {
+		/* libevent defers CONNECTED, so only a failure comes here */
+		s->connect_failed = !(what & BEV_EVENT_CONNECTED);
+		return;
+	}
+	if (what & BEV_EVENT_CONNECTED) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		upstream_connected(s->up);
+		s->x.meter.t_conn = util_now_us();
+		if (ssl != NULL && tls_handshake_start(ssl) != 0)
+			s->x.meter.tls_us = s->x.meter.t_conn - tls_handshake_start(ssl);
+		s->us = U_HEAD;
+		timer_request(s);
+		return;
+	}
+	if (s->us == U_CONNECT) {
+		connect_failed(s, bev, what);
+		return;
+	}
+	/* EOF or error: read what is left first */
+	tls_err = upstream_is_tls(s->up) ? bufferevent_get_openssl_error(bev) : 0;
+	if (upstream_process(s) < 0 || s->up == NULL)
+		return;
+	upstream_closed(s, tls_err);
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+/* Nothing moved for the timer's length: an upload that stopped is the
+ * client's (408; an upstream it streamed to goes, its request cut),
+ * unless tokentap stopped reading it because the backend took none of the
+ * body; anything else is the upstream's. */
+static void silence(struct session *s, uint64_t now)
+{
+	unsigned long long ms = (now - s->last_progress) / 1000;
+
+	if (s->tkind == T_BODY && !s->client_paused) {
+		log_info("request %s: no request body bytes for %llu ms, closing",
+		    s->x.request_id, ms);
+		respond_error(s, 408, "request_timeout", "request body not received "
+		    "within timeouts.client_body", METER_END_CLIENT_TIMEOUT);
+		return;
+	}
+	log_info("request %s: upstream idle for %llu ms, closing", s->x.request_id, ms);
+	respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
+	    METER_END_TIMEOUT);
+}
+
+static void session_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	uint64_t now = util_now_us();
+	(void)fd;
+	(void)what;
+
+	switch (s->tkind) {
+	case T_NONE:
+		return;
+	case T_KEEPALIVE:
+	case T_LINGER:
+		session_close(s);
+		return;
+	case T_HEADER:
+		respond_error(s, 408, "request_timeout",
+		    "request head not received within timeouts.client_header",
+		    METER_END_CLIENT_TIMEOUT);
+		return;
+	case T_CONNECT:
+		if (try_another(s, FAILOVER_CONNECT_TIMEOUT, 0) != 1)
+			return;
+		respond_error(s, 504, "gateway_timeout",
+		    "upstream connect timed out", METER_END_TIMEOUT);
+		return;
+	case T_FIRST_BYTE:
+		if (try_another(s, FAILOVER_FIRST_BYTE, 0) != 1)
+			return;
+		respond_error(s, 504, "gateway_timeout",
+		    "upstream response head not received within timeouts.first_byte",
+		    METER_END_TIMEOUT);
+		return;
+	case T_BODY:
+	case T_IDLE:
+		/* the client takes nothing of what waits for it: the upstream is
+		 * not read meanwhile, its silence is no fault (timeouts.send is
+		 * the client's limit) */
+		if (now - s->last_progress < s->tlen || s->up_paused) {
+			timer_arm(s, s->up_paused ? s->tlen :
+			    s->tlen - (now - s->last_progress));
+			return;
+		}
+		silence(s, now);
+		return;
+	}
+}
+
+/* ---- the worker's calls ------------------------------------------------ */
+
+void proxy_sweep(struct loop *w, uint64_t now)
+{
+	struct session *s, *next;
+
+	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, link);
+		if (s->us != U_BODY || s->x.conf == NULL || !exchange_sweep(&s->x, now))
+			continue;
+		/* timeouts.token_idle: heartbeats kept it busy, tokens did not;
+		 * the upstream is closed so that the backend stops */
+		log_info("request %s: no token for %llu ms, closing",
+		    s->x.request_id,
+		    (unsigned long long)(s->x.route->timeouts.token_idle_us / 1000));
+		respond_error(s, 504, "gateway_timeout", "no token within "
+		    "timeouts.token_idle", METER_END_TIMEOUT);
+	}
+}
+
+void proxy_drain(struct loop *w)
+{
+	struct session *s, *next;
+	for (s = TAILQ_FIRST(&w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, link);
+		if (s->cs == C_IDLE && !s->closing)
+			session_close(s);
+	}
+}
+
+void proxy_close_all(struct loop *w)
+{
+	struct session *s;
+	while ((s = TAILQ_FIRST(&w->sessions)) != NULL) {
+		/* timeouts.shutdown ran out on it */
+		if (s->x.conf != NULL)
+			request_end(s, METER_END_TIMEOUT);
+		session_close(s);
+	}
+}

@@ -1,0 +1,368 @@
+#include "upstream.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "jsonw.h"
+#include "log.h"
+#include "net.h"
+#include "tls.h"
+#include "util.h"
+#include "loop.h"
+
+/* Backends close idle keep-alive connections after a few seconds (Node and
+ * uvicorn: 5 s). Dropping ours earlier (timeouts.upstream_keepalive,
+ * default 4 s) avoids sending a request on a connection the peer is
+ * closing: a request that is not idempotent is not sent again. */
+#define POOL_MAX_IDLE  256
+
+TAILQ_HEAD(upconn_list, upconn);
+
+struct upool {
+	struct upool *next;
+	struct loop *w;
+	char host[256];            /* the replica's host: Host, and SNI by default */
+	char addr[64];             /* the address it connects to; "": by name */
+	unsigned port;
+	int tls;
+	char sni[256];
+	SSL_SESSION *session;      /* resumed by the next new connection */
+	struct upconn_list idle;
+	size_t n_idle;
+};
+
+/* The name a TLS connection to rep sends and verifies: route tls.sni, else
+ * the replica's host. */
+static const char *peer_name(const struct conf_route *r, const struct replica *rep)
+{
+	return r->tls.sni ? r->tls.sni : rep->target.host;
+}
+
+/* Connections are pooled per replica address and TLS peer name: a
+ * connection is only ever reused for the peer it was opened to. */
+static struct upool *pool_for(struct loop *w, const struct conf_route *r,
+    const struct replica *rep)
+{
+	struct upool *p;
+	const char *sni = rep->target.tls ? peer_name(r, rep) : "";
+	for (p = w->pools; p != NULL; p = p->next)
+		if (p->port == rep->target.port && p->tls == rep->target.tls &&
+		    strcmp(p->addr, rep->addr) == 0 &&
+		    strcmp(p->host, rep->target.host) == 0 && strcmp(p->sni, sni) == 0)
+			return p;
+	p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return NULL;
+	p->w = w;
+	snprintf(p->host, sizeof p->host, "%s", rep->target.host);
+	snprintf(p->addr, sizeof p->addr, "%s", rep->addr);
+	p->port = rep->target.port;
+	p->tls = rep->target.tls;
+	snprintf(p->sni, sizeof p->sni, "%s", sni);
+	TAILQ_INIT(&p->idle);
+	p->next = w->pools;
+	w->pools = p;
+	return p;
+}
+
+/* Keeps the connection's newest TLS session for the next handshake. */
+static void keep_session(struct upconn *u)
+{
+	SSL *ssl;
+	SSL_SESSION *s;
+	if (!u->pool->tls || u->bev == NULL ||
+	    (ssl = bufferevent_openssl_get_ssl(u->bev)) == NULL ||
+	    (s = tls_take_session(ssl)) == NULL)
+		return;
+	SSL_SESSION_free(u->pool->session);
+	u->pool->session = s;
+}
+
+static void upconn_free(struct upconn *u)
+{
+	keep_session(u);
+	if (u->rd_ev != NULL)
+		event_free(u->rd_ev);
+	if (u->bev != NULL)
+		bufferevent_free(u->bev);
+	free(u);
+}
+
+static void unpool(struct upconn *u)
+{
+	TAILQ_REMOVE(&u->pool->idle, u, link);
+	u->pool->n_idle--;
+}
+
+/* A pooled connection must stay silent: data or EOF from it means the peer
+ * is done with it (or broke the protocol), so it is closed. */
+static void pooled_read(struct bufferevent *bev, void *arg)
+{
+	struct upconn *u = arg;
+	(void)bev;
+	unpool(u);
+	upconn_free(u);
+}
+
+static void pooled_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)what;
+	pooled_read(bev, arg);
+}
+
+/* The peer of a pooled connection closed or reset it (a restart, most
+ * likely): connections to rep opened until now are not reused. */
+static void mark_stale(struct replica *rep, uint64_t now)
+{
+	uint64_t was = atomic_load_explicit(&rep->stale_before, memory_order_relaxed);
+	while (was < now && !atomic_compare_exchange_weak_explicit(&rep->stale_before,
+	    &was, now, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* Is a pooled connection still open, with nothing from its peer? The
+ * pool's callbacks close one whose peer closed, reset or spoke, but only
+ * when the loop gets to it: after a backend's restart its FIN (or RST)
+ * may wait behind the very request that is about to use the connection,
+ * and a POST is not sent twice. One non-blocking recv(2) MSG_PEEK tells
+ * (about 1 µs, once per reuse; nothing per event). 1: open (and silent,
+ * or a TLS peer's records: a late session ticket is no reason to drop it);
+ * 0: closed or reset; -1: a plain peer spoke out of turn. */
+static int pooled_state(const struct upconn *u)
+{
+	char c;
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		return u->pool->tls ? 1 : -1;
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 1 : 0;
+}
+
+struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
+    struct replica *rep, int fresh, bufferevent_data_cb readcb,
+    bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg)
+{
+	struct upool *p = pool_for(w, r, rep);
+	struct upconn *u;
+	uint64_t now = util_now_us();
+	uint64_t stale = atomic_load_explicit(&rep->stale_before, memory_order_relaxed);
+
+	if (p == NULL)
+		return NULL;
+	/* newest first: the one the peer is least likely to have dropped; once
+	 * one is found dead, the older ones go without a look */
+	while (!fresh && (u = TAILQ_FIRST(&p->idle)) != NULL) {
+		int state = 0;
+		unpool(u);
+		if (now - u->idle_since < u->keepalive_us && u->born > stale &&
+		    (state = pooled_state(u)) == 0) {
+			log_info("upstream %s: a pooled connection was closed by the peer; "
+			    "not reusing the older ones", rep->name);
+			mark_stale(rep, now);
+			stale = now;
+		}
+		if (state == 1) {
+			bufferevent_set_timeouts(u->bev, NULL, NULL);
+			bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
+			/* plain TCP: the caller writes the request itself
+			 * (upstream_flush) and arms EV_WRITE only for what the
+			 * socket did not take */
+			bufferevent_enable(u->bev, p->tls ? EV_READ | EV_WRITE : EV_READ);
+			u->reused = 1;
+			u->keepalive_us = r->timeouts.upstream_keepalive_us;
+			return u;
+		}
+		upconn_free(u);
+	}
+	u = calloc(1, sizeof *u);
+	if (u == NULL)
+		return NULL;
+	u->pool = p;
+	u->keepalive_us = r->timeouts.upstream_keepalive_us;
+	if (rep->target.tls) {
+		SSL *ssl = tls_client_new(r, peer_name(r, rep), p->session);
+		if (ssl == NULL)
+			goto fail;
+		u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl,
+		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (u->bev == NULL) {
+			SSL_free(ssl);
+			goto fail;
+		}
+		/* a peer that closes without close_notify ends the stream */
+		bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+	} else {
+		u->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (u->bev == NULL)
+		goto fail;
+	bufferevent_set_max_single_read(u->bev, 65536);
+	bufferevent_setcb(u->bev, readcb, writecb, eventcb, arg);
+	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+	if (pool_dial(u->bev, w->dns, rep) < 0)
+		goto fail;
+	return u;
+fail:
+	upconn_free(u);
+	return NULL;
+}
+
+void upstream_connected(struct upconn *u)
+{
+	int one = 1;
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	u->connected = 1;
+	u->born = util_now_us();
+}
+
+void upstream_stale(struct upconn *u, struct replica *rep)
+{
+	struct upconn *o, *next;
+
+	if (!u->reused || rep == NULL)
+		return;
+	mark_stale(rep, util_now_us());
+	/* this worker's idle ones now; the other workers' when they look */
+	for (o = TAILQ_FIRST(&u->pool->idle); o != NULL; o = next) {
+		next = TAILQ_NEXT(o, link);
+		if (o->born <= rep->stale_before) {
+			unpool(o);
+			upconn_free(o);
+		}
+	}
+}
+
+int upstream_is_tls(const struct upconn *u)
+{
+	return u->pool->tls;
+}
+
+int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
+{
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+
+	if (u->pool->tls || fd < 0)
+		return -1;
+	if (u->rd_ev == NULL)
+		u->rd_ev = event_new(u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
+	else
+		event_assign(u->rd_ev, u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
+	if (u->rd_ev == NULL || event_add(u->rd_ev, NULL) != 0)
+		return -1;
+	bufferevent_disable(u->bev, EV_READ);
+	u->direct = 1;
+	return 0;
+}
+
+int upstream_flush(struct upconn *u)
+{
+	if (evbuffer_get_length(bufferevent_get_output(u->bev)) == 0)
+		return 0;
+	/* TLS, or still connecting: the bufferevent writes (EV_WRITE is on) */
+	if (u->pool->tls || !u->connected)
+		return 1;
+	if (net_write_now(u->bev) == 0)
+		return 0;
+	bufferevent_enable(u->bev, EV_WRITE);
+	return 1;
+}
+
+void upstream_direct_read(struct upconn *u, int on)
+{
+	if (on)
+		event_add(u->rd_ev, NULL);
+	else
+		event_del(u->rd_ev);
+}
+
+void upstream_release(struct upconn *u, int reusable)
+{
+	struct upool *p = u->pool;
+	struct timeval tv = { (time_t)(u->keepalive_us / 1000000),
+	    (suseconds_t)(u->keepalive_us % 1000000) };
+
+	if (u->direct) {
+		event_del(u->rd_ev);
+		u->direct = 0;
+	}
+	if (!reusable || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
+	    p->w->draining ||
+	    evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {
+		upconn_free(u);
+		return;
+	}
+	u->idle_since = util_now_us();
+	bufferevent_setcb(u->bev, pooled_read, NULL, pooled_event, u);
+	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	if (!p->tls)
+		bufferevent_disable(u->bev, EV_WRITE);
+	bufferevent_enable(u->bev, EV_READ);
+	TAILQ_INSERT_HEAD(&p->idle, u, link);
+	p->n_idle++;
+}
+
+void upstream_connect_error(struct bufferevent *bev, short what,
+    const char *host, char *why, size_t len)
+{
+	int sock_err = EVUTIL_SOCKET_ERROR();
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
+	int dns = bufferevent_socket_get_dns_error(bev);
+
+	if (dns)
+		snprintf(why, len, "cannot resolve %s: %s", host,
+		    evutil_gai_strerror(dns));
+	else if (ssl != NULL && (tls_err != 0 ||
+	    SSL_get_verify_result(ssl) != X509_V_OK))
+		tls_error_text(ssl, tls_err, why, len);
+	else if (what & BEV_EVENT_EOF)
+		snprintf(why, len, "connection closed during the TLS handshake");
+	else
+		snprintf(why, len, "cannot connect: %s",
+		    evutil_socket_error_to_string(sock_err));
+	ERR_clear_error();
+	jsonw_sanitize(why, '\'');    /* it goes into a JSON string as it is */
+}
+
+void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
+    size_t len)
+{
+	tls_error_text(bufferevent_openssl_get_ssl(u->bev), tls_err, why, len);
+	ERR_clear_error();
+	jsonw_sanitize(why, '\'');    /* it goes into a JSON string as it is */
+}
+
+void upstream_free_all(struct loop *w)
+{
+	struct upool *p, *next;
+	struct upconn *u;
+	for (p = w->pools; p != NULL; p = next) {
+		next = p->next;
+		while ((u = TAILQ_FIRST(&p->idle)) != NULL) {
+			unpool(u);
+			upconn_free(u);
+		}
+		SSL_SESSION_free(p->session);
+		free(p);
+	}
+	w->pools = NULL;
+}

@@ -1,0 +1,74 @@
+/* Upstream connections: asynchronous connect (evdns, never a blocking
+ * resolver in a worker loop) and a keep-alive pool per upstream and worker.
+ * While a connection serves an exchange its callbacks are the proxy's; in
+ * the pool its callbacks are ours and close it when the peer does. */
+#ifndef TOKENTAP_UPSTREAM_H
+#define TOKENTAP_UPSTREAM_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+#include "pool.h"
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+struct loop;
+
+struct upconn {
+	TAILQ_ENTRY(upconn) link;
+	struct upool *pool;
+	struct bufferevent *bev;
+	uint64_t idle_since;        /* µs, while pooled */
+	uint64_t born;              /* µs, when it connected */
+	uint64_t keepalive_us;      /* its route's timeouts.upstream_keepalive */
+	struct event *rd_ev;        /* direct reading (upstream_direct) */
+	int connected;
+	int reused;                 /* taken from the pool */
+	int direct;                 /* read by rd_ev, not by the bufferevent */
+};
+
+/* Takes an idle pooled connection to replica rep of route r (one still
+ * open, with nothing from the peer: checked before it is handed out), or
+ * starts connecting a new one (connected == 0: wait for BEV_EVENT_CONNECTED), with
+ * the caller's callbacks set before connecting (a refused connect may
+ * report at once). fresh: skip the pool. NULL when a socket could not be
+ * created. */
+struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
+    struct replica *rep, int fresh, bufferevent_data_cb readcb,
+    bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg);
+/* Marks a new connection connected (TCP_NODELAY set). */
+void upstream_connected(struct upconn *u);
+int upstream_is_tls(const struct upconn *u);
+/* Plain TCP only: from now on the caller reads the socket itself with cb
+ * (one recv(2) into its own buffer per readiness) and the bufferevent
+ * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
+ * large as the caller's buffer. -1: not possible (TLS, no memory). */
+int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
+/* Writes what waits in the output to a connected plain upstream now, in
+ * this loop turn: no EPOLLOUT round (two epoll_ctl and a loop turn) before
+ * a request leaves. 0: the output is empty; 1: bytes wait, and the
+ * bufferevent writes them (its write callback runs when they are gone). */
+int upstream_flush(struct upconn *u);
+/* Why a connect failed (BEV_EVENT_* in what): DNS, TCP, or TLS handshake
+ * or certificate verification; a JSON-safe text in why
+ * (jsonw_sanitize: a byte that would need escaping becomes an apostrophe). */
+void upstream_connect_error(struct bufferevent *bev, short what,
+    const char *host, char *why, size_t len);
+/* The text of a TLS error met after the handshake (a TLS 1.3 server's
+ * refusal of the client certificate arrives so), JSON-safe. */
+void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
+    size_t len);
+/* Direct reading paused (0) or resumed (1): backpressure. */
+void upstream_direct_read(struct upconn *u, int on);
+/* A connection taken from the pool closed or was reset before it answered:
+ * the peer restarted, likely, and the other idle connections to rep that
+ * are as old are as dead. None of them is reused, on any worker. */
+void upstream_stale(struct upconn *u, struct replica *rep);
+/* Gives a connection back: to the pool if reusable, else closed. */
+void upstream_release(struct upconn *u, int reusable);
+/* Closes every pooled connection of the worker and frees its pools. */
+void upstream_free_all(struct loop *l);
+
+#endif

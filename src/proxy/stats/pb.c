@@ -1,0 +1,123 @@
+#include "pb.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(struct pb *b, size_t more)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (b->oom)
+		return -1;
+	if (b->n + more <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->n + more)
+		cap *= 2;
+	if ((p = realloc(b->p, cap)) == NULL) {
+		b->oom = 1;
+		return -1;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+void pb_varint(struct pb *b, uint64_t v)
+{
+	if (grow(b, 10) < 0)
+		return;
+	while (v >= 0x80) {
+		b->p[b->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	b->p[b->n++] = (uint8_t)v;
+}
+
+void pb_tag(struct pb *b, unsigned field, unsigned wire_type)
+{
+	pb_varint(b, (uint64_t)field << 3 | wire_type);
+}
+
+void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n)
+{
+	pb_tag(b, field, PB_LEN);
+	pb_varint(b, n);
+	if (grow(b, n) < 0)
+		return;
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
+
+void pb_double(struct pb *b, unsigned field, double v)
+{
+	uint64_t u;
+
+	pb_tag(b, field, PB_I64);
+	if (grow(b, 8) < 0)
+		return;
+	memcpy(&u, &v, 8);
+	for (int i = 0; i < 8; i++)          /* little-endian whatever the host */
+		b->p[b->n++] = (uint8_t)(u >> (8 * i));
+}
+
+void pb_uint(struct pb *b, unsigned field, uint64_t v)
+{
+	pb_tag(b, field, PB_VARINT);
+	pb_varint(b, v);
+}
+
+void pb_sint(struct pb *b, unsigned field, int64_t v)
+{
+	pb_tag(b, field, PB_VARINT);
+	pb_varint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));   /* zigzag */
+}
+
+/* One byte is kept for the length; pb_close moves the body when the
+ * length needs more. */
+size_t pb_open(struct pb *b, unsigned field)
+{
+	size_t mark;
+
+	if (field != 0)
+		pb_tag(b, field, PB_LEN);
+	mark = b->n;
+	if (grow(b, 1) == 0)
+		b->p[b->n++] = 0;
+	return mark;
+}
+
+void pb_close(struct pb *b, size_t mark)
+{
+	size_t len, need;
+
+	if (b->oom)
+		return;
+	len = b->n - mark - 1;
+	need = varint_len(len);
+	if (need > 1) {
+		if (grow(b, need - 1) < 0)
+			return;
+		memmove(b->p + mark + need, b->p + mark + 1, len);
+	}
+	b->n = mark;
+	pb_varint(b, len);
+	b->n = mark + need + len;
+}
+
+void pb_free(struct pb *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof *b);
+}

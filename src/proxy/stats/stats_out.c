@@ -1,0 +1,505 @@
+/* What the statistics look like from outside: /stats JSON, /metrics text,
+ * and the window views the alert rules read. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "gauge.h"
+#include "headroom.h"
+#include "stats.h"
+#include "stats_int.h"
+#include "jsonw.h"
+#include "metrics.h"
+#include "promout.h"
+#include "util.h"
+
+/* A string literal, its length counted by the compiler. */
+#define ADD(b, lit) evbuffer_add((b), (lit), sizeof(lit) - 1)
+
+/* One output row's window figures, merged from its groups. */
+struct agg {
+	uint64_t requests, errors, by_client, output_tokens, input_tokens;
+	uint64_t speed_tokens, speed_us;
+	long active, max_active;
+	struct r2_sums r2;
+	long stalled;
+	uint64_t stalls, judged, buffered;
+	uint64_t no_token[OUTCOME_COUNT];
+	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
+	struct hist ttfo, ovh_request, ovh_read;
+};
+
+static void agg_reset(struct agg *a)
+{
+	memset(a, 0, offsetof(struct agg, ttft));
+	hist_init(&a->ttft);
+	hist_init(&a->tpot);
+	hist_init(&a->itl);
+	hist_init(&a->prev_ttft);
+	hist_init(&a->prev_tpot);
+	hist_init(&a->ttfo);
+	hist_init(&a->ovh_request);
+	hist_init(&a->ovh_read);
+}
+
+/* The stream health part of a slice in the window. */
+static void agg_health(struct agg *a, const struct slice *s)
+{
+	a->stalls += s->stalls;
+	a->judged += s->judged;
+	a->buffered += s->buffered;
+	for (int o = 0; o < OUTCOME_COUNT; o++)
+		a->no_token[o] += s->no_token[o];
+	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
+	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
+	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
+}
+
+static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur)
+{
+	a->active += g->active;
+	a->stalled += g->stalled;
+	if (g->max_active > a->max_active)
+		a->max_active = g->max_active;
+	for (int i = 0; i < 2 * SLICES; i++) {
+		const struct slice *s = group_slice(g, w, i);
+		if (s == NULL || s->index + 2 * SLICES <= cur || s->index > cur)
+			continue;
+		if (s->index + SLICES <= cur) {      /* the previous window */
+			hist_sparse_merge_into(&a->prev_ttft, &s->ttft);
+			hist_sparse_merge_into(&a->prev_tpot, &s->tpot);
+			continue;
+		}
+		a->requests += s->requests;
+		a->errors += s->errors;
+		a->by_client += s->by_client;
+		a->output_tokens += s->output_tokens;
+		a->input_tokens += s->input_tokens;
+		a->speed_tokens += s->speed_tokens;
+		a->speed_us += s->speed_us;
+		a->r2.n += s->r2.n;
+		a->r2.sx += s->r2.sx;
+		a->r2.sy += s->r2.sy;
+		a->r2.sxy += s->r2.sxy;
+		a->r2.sxx += s->r2.sxx;
+		a->r2.syy += s->r2.syy;
+		hist_sparse_merge_into(&a->ttft, &s->ttft);
+		hist_sparse_merge_into(&a->tpot, &s->tpot);
+		hist_sparse_merge_into(&a->itl, &s->itl);
+		agg_health(a, s);
+	}
+}
+
+/* The least-squares line of TTFT (ms) on concurrency; R² undefined with
+ * fewer than 3 points or no spread in either variable. */
+static void fit_of(const struct r2_sums *r, struct headroom_fit *f)
+{
+	headroom_fit(r->n, r->sx, r->sy, r->sxy, r->sxx, r->syy, f);
+}
+
+/* A route's ttft_warning in ms; 0 when it has none. */
+static double warning_ms(const char *route)
+{
+	const struct stats_state *st = stats_state();
+
+	for (size_t i = 0; i < st->n_warnings; i++)
+		if (strcmp(st->warnings[i].route, route) == 0)
+			return (double)st->warnings[i].ttft_warning_us / 1000.0;
+	return 0;
+}
+
+/* Slope, intercept and, per route, the concurrency at which the line
+ * reaches the route's ttft_warning; null where undefined. */
+static void json_headroom(struct evbuffer *out, const struct headroom_fit *f,
+    const char *route)
+{
+	ADD(out, ",\"ttft_concurrency_slope_ms\":");
+	if (f->ok)
+		evbuffer_add_printf(out, "%.4f", f->slope);
+	else
+		ADD(out, "null");
+	ADD(out, ",\"ttft_concurrency_intercept_ms\":");
+	if (f->ok)
+		evbuffer_add_printf(out, "%.4f", f->intercept);
+	else
+		ADD(out, "null");
+	ADD(out, ",\"headroom_streams\":");
+	jsonw_fixed(out, route ? headroom_streams(f, warning_ms(route)) : -1, 1);
+}
+
+/* ---- JSON ----------------------------------------------------------------- */
+
+/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale. */
+static void json_dist_of(struct evbuffer *out, const struct hist *h, double scale)
+{
+	evbuffer_add_printf(out, "{\"count\":%llu", (unsigned long long)h->count);
+	if (h->count == 0) {
+		evbuffer_add_printf(out, ",\"mean\":null,\"p50\":null,\"p90\":null,"
+		    "\"p95\":null,\"p99\":null,\"max\":null}");
+		return;
+	}
+	ADD(out, ",\"mean\":");
+	jsonw_fixed(out, hist_mean(h) / scale, 3);
+	ADD(out, ",\"p50\":");
+	jsonw_fixed(out, hist_quantile(h, 0.50) / scale, 3);
+	ADD(out, ",\"p90\":");
+	jsonw_fixed(out, hist_quantile(h, 0.90) / scale, 3);
+	ADD(out, ",\"p95\":");
+	jsonw_fixed(out, hist_quantile(h, 0.95) / scale, 3);
+	ADD(out, ",\"p99\":");
+	jsonw_fixed(out, hist_quantile(h, 0.99) / scale, 3);
+	ADD(out, ",\"max\":");
+	jsonw_fixed(out, (double)h->max / scale, 3);
+	ADD(out, "}");
+}
+
+static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
+{
+	evbuffer_add_printf(out, ",\"%s\":", name);
+	json_dist_of(out, h, 1000.0);
+}
+
+/* The outcomes a request without a token is counted by. */
+static const enum meter_outcome no_token_outcomes[] = {
+	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_UPSTREAM_ABORT,
+	OUTCOME_UPSTREAM_ERROR, OUTCOME_TIMEOUT
+};
+
+/* Stream health: TTFO, stalls now and in the window, requests without a
+ * token, the share of judged streams that looked buffered, and the
+ * proxy's own overhead (µs: request stage, and per read forwarded). */
+static void json_health(struct evbuffer *out, const struct agg *a)
+{
+	json_dist(out, "ttfo_ms", &a->ttfo);
+	evbuffer_add_printf(out, ",\"stalled\":%ld,\"stalls\":%llu,\"no_token\":{",
+	    a->stalled, (unsigned long long)a->stalls);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++)
+		evbuffer_add_printf(out, "%s\"%s\":%llu", i ? "," : "",
+		    meter_outcome_name(no_token_outcomes[i]),
+		    (unsigned long long)a->no_token[no_token_outcomes[i]]);
+	evbuffer_add_printf(out, "},\"buffered\":%llu,\"buffered_share\":",
+	    (unsigned long long)a->buffered);
+	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
+	ADD(out, ",\"overhead_us\":{\"request\":");
+	json_dist_of(out, &a->ovh_request, 1.0);
+	ADD(out, ",\"read\":");
+	json_dist_of(out, &a->ovh_read, 1.0);
+	ADD(out, "}");
+}
+
+static double trend(const struct hist *cur, const struct hist *prev, double q)
+{
+	double p, c;
+	if (cur->count == 0 || prev->count == 0)
+		return NAN;
+	p = hist_quantile(prev, q);
+	c = hist_quantile(cur, q);
+	return p > 0 ? (c - p) / p : NAN;
+}
+
+static void json_trend(struct evbuffer *out, const char *name, double v)
+{
+	evbuffer_add_printf(out, "\"%s\":", name);
+	if (isnan(v))
+		ADD(out, "null");
+	else
+		evbuffer_add_printf(out, "%.4f", v);
+}
+
+static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
+    const struct agg *a, int first)
+{
+	struct headroom_fit fit;
+	double r2;
+
+	fit_of(&a->r2, &fit);
+	r2 = fit.ok ? fit.r2 : -1;
+	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
+	if (by & BY_ROUTE) {
+		ADD(out, "\"route\":");
+		jsonw_str(out, g->route->text);
+		ADD(out, ",");
+	}
+	if (by & BY_TENANT) {
+		ADD(out, "\"tenant\":");
+		jsonw_str(out, g->tenant->text);
+		ADD(out, ",");
+	}
+	if (by & BY_MODEL) {
+		ADD(out, "\"model\":");
+		jsonw_str(out, g->model->text);
+		ADD(out, ",");
+	}
+	if (by & BY_UPSTREAM) {
+		ADD(out, "\"upstream\":");
+		jsonw_str(out, g->upstream->text);
+		ADD(out, ",");
+	}
+	evbuffer_add_printf(out, "\"requests\":%llu,\"errors\":%llu,\"error_rate\":",
+	    (unsigned long long)a->requests, (unsigned long long)a->errors);
+	jsonw_fixed(out, a->requests ? (double)a->errors / (double)a->requests : -1, 3);
+	evbuffer_add_printf(out, ",\"active\":%ld,\"max_active\":%ld", a->active,
+	    a->max_active);
+	json_dist(out, "ttft_ms", &a->ttft);
+	json_dist(out, "tpot_ms", &a->tpot);
+	json_dist(out, "itl_ms", &a->itl);
+	evbuffer_add_printf(out, ",\"output_tokens\":%llu,\"input_tokens\":%llu,"
+	    "\"output_tokens_per_s\":", (unsigned long long)a->output_tokens,
+	    (unsigned long long)a->input_tokens);
+	jsonw_fixed(out, a->speed_us ? (double)a->speed_tokens * 1e6 / (double)a->speed_us : -1,
+	    3);
+	ADD(out, ",\"ttft_concurrency_r2\":");
+	jsonw_fixed(out, r2, 4);
+	json_headroom(out, &fit, by & BY_ROUTE ? g->route->text : NULL);
+	json_health(out, a);
+	ADD(out, ",\"trend\":{");
+	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
+	ADD(out, ",");
+	json_trend(out, "tpot_p50", trend(&a->tpot, &a->prev_tpot, 0.50));
+	ADD(out, "}}");
+}
+
+static unsigned sort_by;
+
+/* Names are kept once (stats_group.c): the same name, the same address. */
+static int cmp_name(const struct stats_name *a, const struct stats_name *b)
+{
+	return a == b ? 0 : strcmp(a->text, b->text);
+}
+
+static int cmp_groups(const void *x, const void *y)
+{
+	const struct group *a = *(const struct group *const *)x;
+	const struct group *b = *(const struct group *const *)y;
+	int c = sort_by & BY_ROUTE ? cmp_name(a->route, b->route) : 0;
+	if (c == 0 && (sort_by & BY_TENANT))
+		c = cmp_name(a->tenant, b->tenant);
+	if (c == 0 && (sort_by & BY_MODEL))
+		c = cmp_name(a->model, b->model);
+	if (c == 0 && (sort_by & BY_UPSTREAM))
+		c = cmp_name(a->upstream, b->upstream);
+	return c;
+}
+
+static struct group **sorted_groups(unsigned by)
+{
+	const struct stats_state *st = stats_state();
+
+	struct group **v = malloc((st->n_groups + 1) * sizeof *v);
+	size_t i = 0;
+	if (v == NULL)
+		return NULL;
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		v[i++] = g;
+	sort_by = by;
+	qsort(v, st->n_groups, sizeof *v, cmp_groups);
+	return v;
+}
+
+/* Whether a row (its groups v[i..j)) shows: something in the window or
+ * open now. The cheap part of agg_add, for rows outside the page. */
+static int row_shows(struct group **v, size_t i, size_t j, size_t w, uint64_t cur)
+{
+	for (; i < j; i++) {
+		if (v[i]->active > 0)
+			return 1;
+		for (int k = 0; k < 2 * SLICES; k++) {
+			const struct slice *s = group_slice(v[i], w, k);
+			if (s != NULL && s->requests > 0 && s->index + SLICES > cur && s->index <= cur)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t limit)
+{
+	const struct stats_state *st = stats_state();
+
+	static struct agg a;       /* 35 KiB of histograms: not on the stack */
+	struct group **v;
+	char ts[32], wt[32];
+	uint64_t cur;
+	size_t i = 0, rows = 0;
+	int first = 1;
+
+	static const char *const fields[] = { "route", "tenant", "model", "upstream" };
+	int listed = 0;
+
+	util_rfc3339_ms(util_wall_ms(), ts);
+	util_duration_text(st->window_us[wi], wt, sizeof wt);
+	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[", wt);
+	for (unsigned f = 0; f < 4; f++)
+		if (by & (1u << f))
+			evbuffer_add_printf(out, "%s\"%s\"", listed++ ? "," : "", fields[f]);
+	evbuffer_add_printf(out, "],"
+	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
+	    "\"groups\":[", ts, atomic_load(&gauge_streams),
+	    atomic_load(&gauge_max_streams));
+	v = sorted_groups(by);
+	cur = stats_clock() / st->slice_us[wi];
+	/* every row is counted, the page's alone are summed and written: the
+	 * work and the answer are bounded by limit, not by the groups */
+	while (v != NULL && i < st->n_groups) {
+		size_t j = i;
+		sort_by = by;
+		while (j < st->n_groups && cmp_groups(&v[i], &v[j]) == 0)
+			j++;
+		/* a group with nothing in the window and nothing active is left out */
+		if (row_shows(v, i, j, (size_t)wi, cur) && rows++ >= offset &&
+		    rows <= offset + limit) {
+			agg_reset(&a);
+			for (size_t k = i; k < j; k++)
+				agg_add(&a, v[k], (size_t)wi, cur);
+			json_row(out, v[i], by, &a, first);
+			first = 0;
+		}
+		i = j;
+	}
+	free(v);
+	evbuffer_add_printf(out, "],\"total_groups\":%zu,\"offset\":%zu,\"limit\":%zu,"
+	    "\"truncated\":%s", rows, offset, limit, rows > offset + limit ? "true" : "false");
+	if (stats_json_more != NULL)
+		stats_json_more(out);
+	ADD(out, "}\n");
+}
+
+void (*stats_json_more)(struct evbuffer *out);
+
+/* ---- alert views ---------------------------------------------------------- */
+
+static size_t window_for(uint64_t us)
+{
+	const struct stats_state *st = stats_state();
+
+	size_t best = 0;
+	for (size_t i = 1; i < st->n_windows; i++) {
+		uint64_t d = st->window_us[i] > us ? st->window_us[i] - us : us - st->window_us[i];
+		uint64_t db = st->window_us[best] > us ? st->window_us[best] - us :
+		    us - st->window_us[best];
+		if (d < db)
+			best = i;
+	}
+	return best;
+}
+
+void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
+    double quantile, struct stats_view *out)
+{
+	const struct stats_state *st = stats_state();
+
+	static struct agg a;
+	size_t w;
+	uint64_t cur;
+
+	memset(out, 0, sizeof *out);
+	out->ttft_q = out->tpot_q = out->ttfo_q = -1;
+	if (st->n_windows == 0)
+		return;
+	w = window_for(window_us);
+	cur = stats_clock() / st->slice_us[w];
+	agg_reset(&a);
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0 &&
+		    (tenant == NULL || strcmp(g->tenant->text, tenant) == 0))
+			agg_add(&a, g, w, cur);
+	out->requests = a.requests;
+	out->errors = a.errors;
+	out->by_client = a.by_client;
+	out->ttft_count = a.ttft.count;
+	out->tpot_count = a.tpot.count;
+	out->ttfo_count = a.ttfo.count;
+	if (a.ttft.count)
+		out->ttft_q = hist_quantile(&a.ttft, quantile);
+	if (a.tpot.count)
+		out->tpot_q = hist_quantile(&a.tpot, quantile);
+	if (a.ttfo.count)
+		out->ttfo_q = hist_quantile(&a.ttfo, quantile);
+}
+
+uint64_t stats_route_stalled(const char *route)
+{
+	long n = 0;
+
+	for (const struct group *g = stats_state()->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0)
+			n += g->stalled;
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+void stats_upstream_ttft(const char *route, const char *upstream, uint64_t window_us,
+    double q, uint64_t *count, double *value)
+{
+	const struct stats_state *st = stats_state();
+	static struct agg a;
+	size_t w;
+
+	*count = 0;
+	*value = -1;
+	if (st->n_windows == 0)
+		return;
+	w = window_for(window_us);
+	agg_reset(&a);
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		if (strcmp(g->route->text, route) == 0 && strcmp(g->upstream->text, upstream) == 0)
+			agg_add(&a, g, w, stats_clock() / st->slice_us[w]);
+	*count = a.ttft.count;
+	if (a.ttft.count)
+		*value = hist_quantile(&a.ttft, q);
+}
+
+void stats_each_route_tenant(uint64_t window_us,
+    void (*fn)(void *arg, const char *route, const char *tenant), void *arg)
+{
+	const struct stats_state *st = stats_state();
+
+	struct group **v = sorted_groups(BY_ROUTE | BY_TENANT);
+	(void)window_us;
+	for (size_t i = 0; v != NULL && i < st->n_groups; i++) {
+		if (i > 0 && v[i]->route == v[i - 1]->route && v[i]->tenant == v[i - 1]->tenant)
+			continue;
+		fn(arg, v[i]->route->text, v[i]->tenant->text);
+	}
+	free(v);
+}
+
+/* ---- Prometheus ------------------------------------------------------------ */
+
+void stats_prometheus(struct promout *o)
+{
+	const struct stats_state *st = stats_state();
+	struct promout_labels none = { .n = 0 }, version = { .n = 0 };
+
+	metrics_write(o);
+	promout_family(o, "tokentap_active_connections", "Client connections open.",
+	    PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)atomic_load(&gauge_connections));
+	promout_family(o, "tokentap_stats_dropped_total", "Statistics records lost "
+	    "(a worker's spill full while the reader was away; logged).", PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)st->dropped);
+	promout_family(o, "tokentap_client_backlog_bytes", "Bytes waiting for "
+	    "slow clients (limits.client_backlog bounds them).", PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)atomic_load(&gauge_client_backlog));
+	promout_family(o, "tokentap_request_buffer_bytes", "Bytes of request bodies "
+	    "held in memory (limits.request_buffers bounds them).", PROMPROTO_GAUGE);
+	promout_sample(o, &none, (double)atomic_load(&gauge_body_bytes));
+	promout_family(o, "tokentap_request_bodies_spilled_total", "Request bodies "
+	    "held in a temporary file (past 256 KiB, or past limits.request_buffers).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)atomic_load(&gauge_body_spills));
+	promout_family(o, "tokentap_unmeasured_responses_total", "Response bodies "
+	    "forwarded but not measured, by cause: a Content-Encoding not decoded "
+	    "(coding), bytes not of their coding or past the decoder's memory bound "
+	    "(decode_error), no memory for a decoder (no_memory).", PROMPROTO_COUNTER);
+	for (int i = METER_MEASURED + 1; i < METER_UNMEASURED_COUNT; i++) {
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "cause", meter_unmeasured_name((enum meter_unmeasured)i));
+		promout_sample(o, &l, (double)atomic_load(&gauge_unmeasured[i]));
+	}
+	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
+	promout_label(&version, "version", TOKENTAP_VERSION);
+	promout_sample(o, &version, 1);
+}

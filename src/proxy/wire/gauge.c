@@ -1,0 +1,9 @@
+#include "gauge.h"
+
+atomic_long gauge_connections;
+atomic_long gauge_streams;
+atomic_long gauge_max_streams;
+atomic_long gauge_client_backlog;
+atomic_ullong gauge_body_bytes;
+atomic_ullong gauge_body_spills;
+atomic_ulong gauge_unmeasured[METER_UNMEASURED_COUNT];

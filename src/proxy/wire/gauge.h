@@ -1,0 +1,24 @@
+/* The process's gauges and counters that worker threads move and the main
+ * thread reads (/metrics, /stats, /healthz): atomics, one update per
+ * connection, request or held body, never per event. */
+#ifndef TOKENTAP_GAUGE_H
+#define TOKENTAP_GAUGE_H
+
+#include <stdatomic.h>
+
+#include "meter.h"
+
+extern atomic_long gauge_connections;      /* client connections open */
+extern atomic_long gauge_streams;          /* requests in flight */
+extern atomic_long gauge_max_streams;      /* the most at once */
+/* Bytes waiting in client output buffers, all connections together (only
+ * clients that lag have any), against limits.client_backlog. */
+extern atomic_long gauge_client_backlog;
+/* Request bodies held in memory (bodybuf.h), bytes, and those moved to a
+ * temporary file so far. */
+extern atomic_ullong gauge_body_bytes;
+extern atomic_ullong gauge_body_spills;
+/* Responses whose body was not measured, by cause (meter_unmeasured). */
+extern atomic_ulong gauge_unmeasured[METER_UNMEASURED_COUNT];
+
+#endif
