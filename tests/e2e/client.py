@@ -38,7 +38,8 @@ def _header_list(headers):
         return []
     if isinstance(headers, dict):
         return list(headers.items())
-    return [tuple(x.split(":", 1)) if isinstance(x, str) else x for x in headers]
+    return [tuple(p.strip() for p in x.split(":", 1)) if isinstance(x, str) else x
+            for x in headers]
 
 
 BLANK = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")

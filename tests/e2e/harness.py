@@ -21,6 +21,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -508,3 +509,33 @@ def promtool_check(text):
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+NODE_DIR = os.path.join(ROOT, "build", "node")
+NODE_PACKAGES = os.path.join(ROOT, "tests", "e2e", "package.json")
+
+
+def node_modules():
+    """build/node/node_modules holding the npm packages of tests/e2e/package.json
+    at their pinned versions; npm installs them when one is missing or differs."""
+    with open(NODE_PACKAGES) as f:
+        want = json.load(f)["dependencies"]
+    mods = os.path.join(NODE_DIR, "node_modules")
+
+    def version(name):
+        try:
+            with open(os.path.join(mods, name, "package.json")) as f:
+                return json.load(f)["version"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    if any(version(name) != v for name, v in want.items()):
+        os.makedirs(NODE_DIR, exist_ok=True)
+        shutil.copyfile(NODE_PACKAGES, os.path.join(NODE_DIR, "package.json"))
+        r = subprocess.run(["npm", "install", "--prefix", NODE_DIR, "--no-package-lock",
+                            "--no-audit", "--no-fund"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"npm install in {NODE_DIR}:\n{r.stderr[-2000:]}"
+        bad = {name: version(name) for name, v in want.items() if version(name) != v}
+        assert not bad, f"npm installed {bad}, not {want}"
+    return mods

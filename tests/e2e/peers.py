@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.parse
 
-from harness import ROOT, Proc, free_port, get, until, wait_port
+from harness import Proc, free_port, get, node_modules, until, wait_port
 
 SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -594,36 +594,6 @@ def curl(url, *args, data='{"model":"m","stream":true}', headers=(), timeout=60,
     if background:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     return subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
-
-
-NODE_DIR = os.path.join(ROOT, "build", "node")
-NODE_PACKAGES = os.path.join(ROOT, "tests", "e2e", "package.json")
-
-
-def node_modules():
-    """build/node/node_modules holding the npm packages of tests/e2e/package.json
-    at their pinned versions; npm installs them when one is missing or differs."""
-    with open(NODE_PACKAGES) as f:
-        want = json.load(f)["dependencies"]
-    mods = os.path.join(NODE_DIR, "node_modules")
-
-    def version(name):
-        try:
-            with open(os.path.join(mods, name, "package.json")) as f:
-                return json.load(f)["version"]
-        except (OSError, ValueError, KeyError):
-            return None
-
-    if any(version(name) != v for name, v in want.items()):
-        os.makedirs(NODE_DIR, exist_ok=True)
-        shutil.copyfile(NODE_PACKAGES, os.path.join(NODE_DIR, "package.json"))
-        r = subprocess.run(["npm", "install", "--prefix", NODE_DIR, "--no-package-lock",
-                            "--no-audit", "--no-fund"],
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"npm install in {NODE_DIR}:\n{r.stderr[-2000:]}"
-        bad = {name: version(name) for name, v in want.items() if version(name) != v}
-        assert not bad, f"npm installed {bad}, not {want}"
-    return mods
 
 
 def node(script, *args, timeout=60, env=None):

@@ -1,26 +1,17 @@
 """Forwarding: what the client gets is what the upstream sent, byte for byte,
 and what the upstream gets is the client's request with the proxy's few
 documented rewrites."""
+import os
+import re
+import resource
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 
-from backend import SSE_HEAD, Backend, sse_handler
-from harness import Tokentap, dechunk, raw_request, split_response
-
-
-def route(port, extra=""):
-    return f"""routes:
-  - name: r1
-    upstream: http://127.0.0.1:{port}
-{extra}"""
-
-
-def get(port, path="/v1/chat/completions", extra=b"", version=b"1.1"):
-    req = (b"POST " + path.encode() + b" HTTP/" + version + b"\r\nHost: x\r\n"
-           b"Content-Type: application/json\r\nContent-Length: 2\r\n"
-           b"Connection: close\r\n" + extra + b"\r\n{}")
-    return raw_request(port, req)
+from harness import CHAT, Tokentap, conf, dechunk, parse_response, report, request, until
+from peers import SSE_HEAD, Backend, sse_handler
 
 
 # Streams whose framing a careless proxy or parser would change.
@@ -33,26 +24,26 @@ ODD_STREAMS = [
 
 def test_byte_identical_odd_streams():
     for chunks in ODD_STREAMS:
-        with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
-            head, body = split_response(get(t.port))
-            assert b"200 OK" in head.split(b"\r\n")[0]
+        with Backend(sse_handler(chunks)) as b, Tokentap(conf(b)) as t:
+            r = request(t.port)
+            assert r.status_line == "HTTP/1.1 200 OK"
             expect = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
-            assert body == expect, (body, expect)
+            assert r.raw == expect and r.rest == b"", (r.raw, expect)
 
 
 def test_events_split_at_every_byte():
     stream = b"event: message\r\ndata: {\"x\": 1}\r\n\r\ndata: two\n\n"
     chunks = [stream[i:i + 1] for i in range(len(stream))]
-    with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
-        head, body = split_response(get(t.port))
-        assert dechunk(body) == stream
-        assert body.count(b"\r\n") == 2 * len(chunks) + 2   # framing kept as sent
+    with Backend(sse_handler(chunks)) as b, Tokentap(conf(b)) as t:
+        r = request(t.port)
+        assert r.body == stream
+        assert r.raw.count(b"\r\n") == 2 * len(chunks) + 2   # framing kept as sent
 
 
 def test_one_mib_event_and_curl():
     big = b"data: " + b"x" * (1 << 20) + b"\n\n"
-    with Backend(sse_handler([big[:300000], big[300000:]])) as b, Tokentap(route(b.port)) as t:
-        out = subprocess.run(["curl", "-sN", "--raw", "-d", "{}", t.url("/v1/chat/completions")],
+    with Backend(sse_handler([big[:300000], big[300000:]])) as b, Tokentap(conf(b)) as t:
+        out = subprocess.run(["curl", "-sN", "--raw", "-d", "{}", t.url(CHAT)],
                              capture_output=True, timeout=20).stdout
         assert dechunk(out) == big
 
@@ -72,10 +63,10 @@ def test_close_delimited_body():
             c.send(payload[5:])
             return "close"
 
-        with Backend(handle) as b, Tokentap(route(b.port)) as t:
-            head, body = split_response(get(t.port))
-            assert body == payload
-            assert b"connection: close" in head.lower()
+        with Backend(handle) as b, Tokentap(conf(b)) as t:
+            r = request(t.port)
+            assert r.body == payload
+            assert r.headers["connection"] == "close"
             log = t.access(1)[0]
             assert log["outcome"] == outcome, log
             assert log["events"] == 2 + bool(done), log
@@ -83,10 +74,10 @@ def test_close_delimited_body():
 
 def test_http10_client_gets_decoded_body():
     chunks = [b"data: 1\n\n", b"data: 2\n\n"]
-    with Backend(sse_handler(chunks)) as b, Tokentap(route(b.port)) as t:
-        head, body = split_response(get(t.port, version=b"1.0"))
-        assert body == b"".join(chunks)
-        assert b"transfer-encoding" not in head.lower()
+    with Backend(sse_handler(chunks)) as b, Tokentap(conf(b)) as t:
+        r = request(t.port, version="1.0")
+        assert r.body == b"".join(chunks)
+        assert "transfer-encoding" not in r.headers
 
 
 def test_upstream_request_rewrites():
@@ -99,14 +90,13 @@ def test_upstream_request_rewrites():
     set_headers: {Authorization: "Bearer upstream-key"}
 """
     with Backend(handle) as b:
-        cfg = route(b.port, extra).replace(f"127.0.0.1:{b.port}", f"127.0.0.1:{b.port}/base")
-        with Tokentap(cfg) as t:
-            resp = get(t.port, "/api/v1/chat?x=1", b"Authorization: Bearer client\r\n"
-                       b"X-Forwarded-For: 10.0.0.9\r\nConnection: close, X-Drop\r\nX-Drop: 1\r\n"
-                       b"Keep-Alive: 5\r\nTE: trailers\r\nX-Keep: yes\r\n")
-            head, _ = split_response(resp)
-            assert head.startswith(b"HTTP/1.1 204 No Content\r\n"), head
-            assert b"X-Up: 1" in head and b"Keep-Alive" not in head
+        with Tokentap(conf(f"http://127.0.0.1:{b.port}/base", extra)) as t:
+            r = request(t.port, "/api/v1/chat?x=1", headers=[
+                "Authorization: Bearer client", "X-Forwarded-For: 10.0.0.9",
+                "Connection: close, X-Drop", "X-Drop: 1", "Keep-Alive: 5", "TE: trailers",
+                "X-Keep: yes"])
+            assert r.status_line == "HTTP/1.1 204 No Content", r.head
+            assert ("X-Up", "1") in r.header_list and "keep-alive" not in r.headers
             r = b.requests[0]
             assert r.target == "/base/v1/chat?x=1", r.target
             assert r.header("Host") == f"127.0.0.1:{b.port}"
@@ -119,7 +109,7 @@ def test_upstream_request_rewrites():
             rid = r.header("X-Request-Id")
             assert rid and len(rid) == 32
             assert t.access(1)[0]["request_id"] == rid
-            get(t.port, "/api/x", b"X-Request-Id: abc-123\r\n")
+            request(t.port, "/api/x", headers=["X-Request-Id: abc-123"])
             assert b.requests[1].header("X-Request-Id") == "abc-123"
             assert b.requests[1].target == "/base/x"
 
@@ -132,7 +122,7 @@ def test_keepalive_reuse_both_sides():
                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         return "keep"
 
-    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+    with Backend(handle) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         s = socket.create_connection(("127.0.0.1", t.port))
         for i in range(3):
             s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -159,94 +149,47 @@ def test_a_post_is_never_sent_twice():
                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         return "keep"
 
-    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
-        def send(method, path):
-            s = socket.create_connection(("127.0.0.1", t.port))
-            s.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-                      b"Connection: close\r\n\r\n{}" % (method, path))
-            data = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                data += d
-            s.close()
-            return data
-
-        assert send(b"POST", b"/v1/completions").endswith(body)   # pools the connection
-        out = send(b"POST", b"/v1/completions/drop")
-        assert out.startswith(b"HTTP/1.1 502"), out
+    with Backend(handle) as b, Tokentap(conf(b, "workers: 1\n")) as t:
+        assert request(t.port, "/v1/completions").body == body    # pools the connection
+        assert request(t.port, "/v1/completions/drop").status == 502
         assert [r.target for r in b.requests].count("/v1/completions/drop") == 1
-        log = t.access(2)[1]
+        log = t.wait_logged(2)[1]
         assert log["outcome"] == "upstream_error" and log["status"] == 502, log
 
-        assert send(b"GET", b"/v1/models").endswith(body)         # pools again
-        out = send(b"GET", b"/v1/models/drop")
+        assert request(t.port, "/v1/models", method="GET").body == body   # pools again
+        out = request(t.port, "/v1/models/drop", method="GET")
         # retried once on a new connection, which the backend drops too
         assert [r.target for r in b.requests].count("/v1/models/drop") == 2
-        assert out.startswith(b"HTTP/1.1 502"), out
+        assert out.status == 502, out.head
 
 
-def test_client_disconnect_closes_upstream_fast():
+def test_client_disconnect_closes_the_upstream_at_once():
+    """A client that leaves mid-stream: tokentap closes the upstream while
+    the backend still streams (its 20 s stream is cut short), logged
+    client_abort. How soon is reported; a bound on it would be the host's."""
     state = {}
 
     def handle(req, c):
         c.send(SSE_HEAD)
-        for i in range(200):
+        for i in range(2000):
             c.chunk(b"data: %d\n\n" % i)
             if not c.sleep_watching(0.01):
                 break
+        state["sent"] = i + 1
         state["closed_at"] = c.peer_closed_at
         return "close"
 
-    with Backend(handle) as b, Tokentap(route(b.port)) as t:
+    with Backend(handle) as b, Tokentap(conf(b)) as t:
         s = socket.create_connection(("127.0.0.1", t.port))
         s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
         s.recv(100)
         time.sleep(0.1)
         gone = time.monotonic()
         s.close()
-        deadline = time.monotonic() + 2
-        while "closed_at" not in state and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert state.get("closed_at") is not None, "upstream never saw the close"
-        lag = state["closed_at"] - gone
-        assert lag < 0.1, f"upstream closed {lag * 1000:.0f} ms after the client"
-        assert t.access(1)[0]["outcome"] == "client_abort"
-
-
-def test_event_lag_is_small():
-    """Nagle or a flush timer would delay events by 40-200 ms."""
-    n = 30
-    sent = []
-
-    def handle(req, c):
-        c.send(SSE_HEAD)
-        for i in range(n):
-            time.sleep(0.02)
-            c.chunk(b"data: %d\n\n" % i)
-            sent.append(time.monotonic())
-        c.end_chunks()
-        return "keep"
-
-    with Backend(handle) as b, Tokentap(route(b.port)) as t:
-        s = socket.create_connection(("127.0.0.1", t.port))
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.sendall(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
-        got, buf = [], b""
-        while len(got) < n:
-            d = s.recv(65536)
-            assert d
-            buf += d
-            while b"\n\n" in buf:
-                _, buf = buf.split(b"\n\n", 1)
-                got.append(time.monotonic())
-        s.close()
-        lags = sorted(g - s_ for g, s_ in zip(got, sent))
-        assert lags[len(lags) // 2] < 0.005, f"median lag {lags[len(lags) // 2] * 1e3:.1f} ms"
-        # Nagle or a timer delays most events; the host of a virtual
-        # machine may take its CPU for a few ms once or twice a run
-        assert lags[-3] < 0.03, f"third-worst lag {lags[-3] * 1e3:.1f} ms"
+        until(lambda: "sent" in state, 30, "the backend's stream ending")
+        assert state["closed_at"] is not None and state["sent"] < 2000, state
+        report(f"upstream closed {(state['closed_at'] - gone) * 1000:.1f} ms after the client")
+        assert t.wait_logged(1)[0]["outcome"] == "client_abort"
 
 
 def test_each_read_is_written_in_the_same_loop_turn():
@@ -254,32 +197,31 @@ def test_each_read_is_written_in_the_same_loop_turn():
     read, without waiting a loop turn for write readiness: in the system
     calls, each upstream read (recvfrom, or libevent's readv) is followed by
     the client write (sendto or writev), and no epoll_ctl toggles interest
-    per event."""
-    import os
-    import re
-    import signal
-    import subprocess
-    import tempfile
+    per event. Both sockets have TCP_NODELAY: Nagle would hold a small
+    event until the last one's ACK (40 ms on a delayed ACK). (How many
+    microseconds an event takes through tokentap is the bench's figure,
+    make bench, latency.)"""
     n = 40
     chunks = [b"data: %d\n\n" % i for i in range(n)]
     trace = tempfile.mktemp(prefix="tt-strace-")
-    with Backend(sse_handler(chunks, gap=0.005)) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+    with Backend(sse_handler(chunks, gap=0.005)) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
                                "-e", "trace=readv,writev,recvfrom,sendto,"
-                               "epoll_ctl,epoll_wait,ioctl"],
+                               "epoll_ctl,epoll_wait,ioctl,setsockopt"],
                               stderr=subprocess.PIPE)
         st.stderr.readline()                 # "Process N attached"
         time.sleep(0.2)
-        head, body = split_response(get(t.port))
+        r = request(t.port)
         st.send_signal(signal.SIGINT)
         st.wait(10)
-        assert dechunk(body) == b"".join(chunks)
+        assert r.body == b"".join(chunks)
     # strace -f interleaves the threads' calls: the main thread's
     # epoll_wait can land between a worker's read and its write, so the
     # order is checked within the thread that reads the stream.
-    lines = [l.split(None, 1) for l in open(trace)
-             if re.match(r"\d+ +(readv|writev|recvfrom|sendto|epoll_ctl|epoll_wait|ioctl)\(", l)]
+    with open(trace) as f:
+        traced = [l.split(None, 1) for l in f if re.match(r"\d+ +\w+\(", l)]
     os.unlink(trace)
+    lines = [(tid, c) for tid, c in traced if not c.startswith("setsockopt(")]
     tids = {tid for tid, c in lines
             if c.startswith(("readv(", "recvfrom(")) and 'data: ' in c}
     assert len(tids) == 1, tids
@@ -295,6 +237,11 @@ def test_each_read_is_written_in_the_same_loop_turn():
     assert sum(c.startswith("epoll_ctl(") for c in during) == 0, during[:12]
     # the body is read without asking the kernel how much there is first
     assert sum(c.startswith("ioctl(") for c in during) == 0, during[:12]
+    # the client's socket (accepted) and the upstream's (connected) by the
+    # worker that streamed
+    nodelay = [c for tid, c in traced if tid in tids and c.startswith("setsockopt(") and
+               "TCP_NODELAY, [1]" in c]
+    assert len(nodelay) >= 2, [c for tid, c in traced if c.startswith("setsockopt(")]
 
 
 def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
@@ -304,10 +251,6 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
     epoll_wait between them, only the pooled connection's check (one
     recv MSG_PEEK: is it still open?); handing the connection back to the
     pool costs one epoll_ctl."""
-    import os
-    import re
-    import signal
-    import tempfile
     body = b"data: ok\n\n"
 
     def handle(req, c):
@@ -319,7 +262,7 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
         return "keep"
 
     trace = tempfile.mktemp(prefix="tt-strace-")
-    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+    with Backend(handle) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         s = socket.create_connection(("127.0.0.1", t.port))
 
         def exchange(i):
@@ -341,8 +284,8 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
         st.wait(10)
         s.close()
         assert len(b.conns) == 1, "the upstream connection was not reused"
-    lines = [l.split(None, 1) for l in open(trace)
-             if re.match(r"\d+ +\w+\(", l)]
+    with open(trace) as f:
+        lines = [l.split(None, 1) for l in f if re.match(r"\d+ +\w+\(", l)]
     os.unlink(trace)
     reads = [(tid, i) for i, (tid, c) in enumerate(lines)
              if c.startswith(("readv(", "recvfrom(")) and "GET /v1/req-" in c]
@@ -360,36 +303,28 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
     assert len(ctl) <= 3, ctl
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_plain_upstream_backpressure_bounds_memory_and_loses_nothing():
     """A client that stops reading behind a fast plain upstream: the proxy
     stops reading the upstream (its memory stays near the 256 KiB high
     mark, not the 24 MB sent) and, when the client reads again, resumes
     with every byte in order."""
     big = [b"data: " + (b"%06d" % i) * 2000 + b"\n\n" for i in range(2000)]   # ~24 MB
-    with Backend(sse_handler(big)) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
-        before = rss_kib(t.p.pid)
+    with Backend(sse_handler(big)) as b, Tokentap(conf(b, "workers: 1\n")) as t:
+        before = t.rss_kib()
         s = socket.create_connection(("127.0.0.1", t.port))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 131072)
         s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         s.settimeout(20)
         data = s.recv(1024)
         time.sleep(1.0)                     # the client stalls; the upstream is fast
-        stalled = rss_kib(t.p.pid)
+        stalled = t.rss_kib()
         while True:
             d = s.recv(65536)
             if not d:
                 break
             data += d
         s.close()
-        assert dechunk(split_response(data)[1]) == b"".join(big)
+        assert parse_response(data).body == b"".join(big)
         assert stalled - before < 4096, (before, stalled)
 
 
@@ -412,7 +347,7 @@ def test_bytes_after_the_response_are_not_forwarded():
             c.send(b"%x\r\n%s\r\n0\r\n\r\nMORE" % (len(body), body))
         return "keep"
 
-    with Backend(handle) as b, Tokentap(route(b.port) + "workers: 1\n") as t:
+    with Backend(handle) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         s = socket.create_connection(("127.0.0.1", t.port))
         got = []
         for i in range(2):
@@ -428,8 +363,9 @@ def test_bytes_after_the_response_are_not_forwarded():
         except socket.timeout:
             extra = b""
         s.close()
-        assert split_response(got[0])[1] == bodies[0], got[0]
-        assert dechunk(split_response(got[1])[1]) == bodies[1], got[1]
+        for data, body in zip(got, bodies):
+            r = parse_response(data)
+            assert r.complete and r.body == body and r.rest == b"", data
         assert extra == b"", extra
         assert len(b.conns) == 2, "a connection that sent stray bytes was reused"
 
@@ -439,10 +375,9 @@ def test_descriptor_table_is_grown_before_the_workers_start():
     (10-20 ms here) inside the accept(2) that crosses each power of two:
     tokentap grows it at startup for max_connections instead, so no worker
     ever waits there with streams in flight."""
-    import resource
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(2 * 3000 + 1024, soft)
-    with Tokentap(route(1) + "limits:\n  max_connections: 3000\n") as t:
+    with Tokentap(conf(1, "limits:\n  max_connections: 3000\n")) as t:
         with open(f"/proc/{t.p.pid}/status") as f:
             size = [int(l.split()[1]) for l in f if l.startswith("FDSize:")][0]
         assert size >= want, (size, want)
@@ -452,7 +387,6 @@ def test_main_thread_yields_to_the_workers():
     """The main thread (statistics, admin, alerts) runs 10 nice levels
     below the workers, so that its timer does not take a worker's CPU
     while streams are forwarded; the workers keep the process's own."""
-    import os
     own = os.getpriority(os.PRIO_PROCESS, 0)
     want = min(own + 10, 19)
 
@@ -463,7 +397,7 @@ def test_main_thread_yields_to_the_workers():
                 nice[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])
         return nice
 
-    with Tokentap(route(1) + "workers: 2\n") as t:
+    with Tokentap(conf(1, "workers: 2\n")) as t:
         # the listening socket is bound before the workers start, so the
         # port answers a moment before the threads exist: wait for them
         deadline = time.time() + 10
