@@ -74,7 +74,7 @@ class Response:
     raw (the body as framed on the wire, trailers included), chunks and
     events [(t, bytes)], complete (the body ended as its framing says),
     eof (the peer closed), rest (bytes after the response), t_head, t_end,
-    and t_sent when request() sent it."""
+    and t_sent when request() sent it (just before its first byte left)."""
 
     def __init__(self, head_request=False, interim_ends=False):
         self.head_request = head_request
@@ -258,15 +258,16 @@ def parse_response(data, head_request=False):
 def request(port, path=CHAT, body=b"{}", headers=None, method="POST", timeout=10.0,
             version="1.1", keep=False):
     """One request on a connection of its own (Connection: close unless
-    keep), read to its end: the Response, with t_sent the time the request
-    had left (so resp.after(b'"content"') is the client's TTFT). keep:
-    (Response, the open socket)."""
+    keep), read to its end: the Response, with t_sent the time just before
+    its first byte left (so resp.after(b'"content"') is the client's TTFT).
+    keep: (Response, the open socket)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        s.sendall(build_request(path, body, headers, method, close=not keep, version=version))
+        data = build_request(path, body, headers, method, close=not keep, version=version)
         resp = Response(head_request=method == "HEAD")
         resp.t_sent = time.monotonic()
+        s.sendall(data)
         read_response(s, resp, timeout=timeout)
     except BaseException:
         s.close()
