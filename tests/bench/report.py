@@ -332,6 +332,18 @@ def instructions_section(ins):
                    rows, notes)
 
 
+def timing_section(tm):
+    rows = [[p["name"], "-" if p["value"] is None else num(p["value"], 2) + " " + p["unit"],
+             p["goal"], {True: "met", False: "MISSED", None: "-"}[p["met"]]]
+            for p in tm["probes"]]
+    return Section("Timing: the wall-clock figures make test leaves to the bench",
+                   ["figure", "value", "goal", ""], rows,
+                   ["Each was a test's assertion; make test keeps what holds under any "
+                    "load (nothing early, in order, within brackets of causality) and "
+                    "these say how close to its time each came on this host "
+                    "(tests/bench/timing.py)."])
+
+
 def targets_section(tg):
     rows = []
     for t in tg:
@@ -357,6 +369,8 @@ def sections(res):
         out.append(memory_section(res["memory"]))
     if "instructions" in res:
         out.append(instructions_section(res["instructions"]))
+    if "timing" in res:
+        out.append(timing_section(res["timing"]))
     out.append(targets_section(res["targets"]))
     return out
 

@@ -300,9 +300,16 @@ class Mock(Proc):
 
     def __exit__(self, *exc):
         try:
-            super().__exit__(*exc)
+            running = self.p.poll() is None
+            rc = self.stop()
+            # SIGTERM ends it cleanly, streams open or not
+            assert exc[0] is not None or not running or rc == 0, \
+                f"tokentap-mock exited {rc}: {self.stderr()[-3000:]}"
         finally:
-            os.unlink(self.log)
+            try:
+                super().__exit__(*exc)
+            finally:
+                os.unlink(self.log)
 
 
 class Tokentap(Proc):
