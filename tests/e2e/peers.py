@@ -345,6 +345,10 @@ class Prometheus:
         assert r.status == 200, (expr, r.status, r.body[:2000])
         return r.json()["data"]["result"]
 
+    def get(self, path):
+        """An API document of Prometheus (JSON)."""
+        return get(self.port, path, json=True)
+
     def values(self, expr, label=None):
         """{the label's value (or None): float} of a query's result, NaN left out."""
         return {x["metric"].get(label): float(x["value"][1]) for x in self.query(expr)
