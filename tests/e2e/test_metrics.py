@@ -4,17 +4,14 @@ TPOT quantiles per route under a tokentap-load run, and one without them
 (the text format's classic buckets) within 25 %; random keys and models
 stay within metrics.max_series; gzip; process metrics."""
 import gzip
-import json
 import os
 import re
 import subprocess
 import tempfile
 import time
-import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
-from harness import Mock, Proc, Tokentap, binary, free_port, raw_request, wait_port
+from harness import CHAT, Mock, Tokentap, load, parallel, promtool_check, request, samples
+from peers import Prometheus
 from test_admin import check_grafana_dashboard
 
 # Prometheus under the sanitizer build adds nothing but minutes
@@ -22,62 +19,6 @@ SANITIZER_SKIP = {"test_prometheus_quantiles_agree_with_stats"}
 
 PROTO_ACCEPT = ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
                 "encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
-
-
-def get(port, path, headers=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return r.status, dict(r.headers), r.read()
-
-
-def query(port, expr):
-    _, _, body = get(port, "/api/v1/query?query=" + urllib.parse.quote(expr))
-    return json.loads(body)["data"]["result"]
-
-
-def series_count(text):
-    return sum(1 for l in text.splitlines() if l and not l.startswith("#"))
-
-
-def promtool_check(text):
-    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def prometheus(d, name, target, native):
-    port = free_port()
-    os.makedirs(os.path.join(d, name))
-    conf = os.path.join(d, name, "prometheus.yml")
-    with open(conf, "w") as f:
-        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                "scrape_configs:\n  - job_name: tokentap\n    static_configs:\n"
-                f"      - targets: ['127.0.0.1:{target}']\n")
-    args = ["prometheus", f"--config.file={conf}", f"--storage.tsdb.path={d}/{name}/data",
-            f"--web.listen-address=127.0.0.1:{port}"]
-    if native:
-        args.append("--enable-feature=native-histograms")
-    p = Proc(args)
-    p.port = port
-    return p
-
-
-def load(url, seconds, extra=()):
-    r = subprocess.run([binary("tokentap-load"), "-c", "8", "-d", f"{seconds}s",
-                        "--max-tokens", "12", "--model", "m1", *extra, url],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def wait_scraped(prom, expr, want, timeout=30):
-    """Until Prometheus's latest sample of expr (a count) reaches want."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        res = query(prom.port, expr)
-        if res and sum(float(r["value"][1]) for r in res) >= want:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"Prometheus did not see {want} for {expr}: {res}")
 
 
 def test_prometheus_quantiles_agree_with_stats():
@@ -94,35 +35,30 @@ def test_prometheus_quantiles_agree_with_stats():
                      f"    strip_prefix: true\n    upstream: http://127.0.0.1:{m.port}\n"
                      f"    set_headers: {{X-Mock-TTFT: {ttft}, X-Mock-TPOT: {tpot}, "
                      f"X-Mock-Jitter: '{jitter}'}}\n")
-        d = tempfile.mkdtemp(prefix="tt-prom-")
-        with Tokentap(conf) as t, prometheus(d, "native", t.admin, True) as pn, \
-                prometheus(d, "classic", t.admin, False) as pc:
-            wait_port(pn.port, 20)
-            wait_port(pc.port, 20)
+        with Tokentap(conf) as t, Prometheus(t, native=True) as pn, Prometheus(t) as pc:
             # client bytes that are not UTF-8 reach a label (the model): the
             # protobuf scrape must stay valid
-            body = b'{"model":"m\xff\xc3(","stream":true}'
-            raw_request(t.port, b"POST /fast/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                        b"X-Tenant-Id: t1\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                        % (len(body), body), timeout=10)
-            with ThreadPoolExecutor(2) as ex:
-                list(ex.map(lambda r: load(f"http://127.0.0.1:{t.port}/{r}/v1/chat/completions",
-                                           6, ("-H", "X-Tenant-Id: t1")), routes))
-            stats = {g["route"]: g for g in
-                     json.loads(get(t.admin, "/stats?window=1h&by=route")[2])["groups"]}
+            request(t.port, "/fast" + CHAT, b'{"model":"m\xff\xc3(","stream":true}',
+                    {"X-Tenant-Id": "t1"})
+            runs = parallel(lambda r: load("-c", "8", "-d", "6s", "--max-tokens", "12", "--model",
+                                           "m1", "-H", "X-Tenant-Id: t1", t.url(f"/{r}{CHAT}")),
+                            list(routes), 2)
+            t.wait_logged(1 + sum(r["requests"] for r in runs))
+            stats = {g["route"]: g for g in t.stats(window="1h", by="route")["groups"]}
             total = sum(g["ttft_ms"]["count"] for g in stats.values())
             assert all(stats[r]["ttft_ms"]["count"] >= 50 for r in routes), stats
-            wait_scraped(pn, "sum(histogram_count(tokentap_time_to_first_token_seconds))", total)
-            wait_scraped(pc, "sum(tokentap_time_to_first_token_seconds_count)", total)
+            pn.wait_count("sum(histogram_count(tokentap_time_to_first_token_seconds))", total)
+            pc.wait_count("sum(tokentap_time_to_first_token_seconds_count)", total)
             checks = (("ttft_ms", "tokentap_time_to_first_token_seconds", (0.5, 0.95, 0.99)),
                       ("tpot_ms", "tokentap_time_per_output_token_seconds", (0.5, 0.95)))
             worst = {"native": 0, "classic": 0}
             for field, metric, qs in checks:
                 for q in qs:
-                    native = {r["metric"]["route"]: float(r["value"][1]) * 1000 for r in query(
-                        pn.port, f"histogram_quantile({q}, sum by (route) ({metric}))")}
-                    classic = {r["metric"]["route"]: float(r["value"][1]) * 1000 for r in query(
-                        pc.port, f"histogram_quantile({q}, sum by (route, le) ({metric}_bucket))")}
+                    native = {k: v * 1000 for k, v in pn.values(
+                        f"histogram_quantile({q}, sum by (route) ({metric}))", "route").items()}
+                    classic = {k: v * 1000 for k, v in pc.values(
+                        f"histogram_quantile({q}, sum by (route, le) ({metric}_bucket))",
+                        "route").items()}
                     for route in routes:
                         want = stats[route][field]["p%d" % round(q * 100)]
                         en = abs(native[route] - want) / want
@@ -137,19 +73,18 @@ def test_prometheus_quantiles_agree_with_stats():
             print(f"worst relative error vs /stats: native {worst['native']:.2%}, "
                   f"classic {worst['classic']:.2%}")
             for p in (pn, pc):
-                _, _, body = get(p.port, "/api/v1/targets")
-                target = json.loads(body)["data"]["activeTargets"][0]
+                target = p.get("/api/v1/targets")["data"]["activeTargets"][0]
                 assert target["health"] == "up" and not target["lastError"], target
                 # the board's queries run on either, and it says which it plots
-                check_grafana_dashboard(p.port)
-                which = query(p.port, "clamp_max(count(histogram_count("
-                              "tokentap_time_to_first_token_seconds)), 1) or vector(0)")
-                assert float(which[0]["value"][1]) == (1 if p is pn else 0)
+                check_grafana_dashboard(p)
+                which = p.values("clamp_max(count(histogram_count("
+                                 "tokentap_time_to_first_token_seconds)), 1) or vector(0)")
+                assert which == {None: (1 if p is pn else 0)}, which
                 # the rules' latency expressions read either kind (threshold 0)
                 for rule in rule_exprs():
                     if "histogram_quantile" in rule:
                         expr = re.sub(r"\) > [0-9.]+\n", ") > 0\n", rule)
-                        got = {r["metric"]["route"] for r in query(p.port, expr)}
+                        got = {r["metric"]["route"] for r in p.query(expr)}
                         assert got == set(routes), (p is pn, expr, got)
 
 
@@ -164,19 +99,13 @@ def test_random_keys_and_models_stay_within_the_budget():
             "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
     with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "3") as m, \
             Tokentap(conf % m.port) as t:
-        before = series_count(get(t.admin, "/metrics")[2].decode())
-
-        def one(i):
-            body = b'{"model":"model-%d-%s","stream":true}' % (i, os.urandom(4).hex().encode())
-            raw_request(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                        b"Authorization: Bearer sk-%s\r\nContent-Length: %d\r\n"
-                        b"Connection: close\r\n\r\n%s" % (os.urandom(12).hex().encode(),
-                                                          len(body), body), timeout=10)
-        with ThreadPoolExecutor(8) as ex:
-            list(ex.map(one, range(1000)))
-        t.access(1000, timeout=30)
-        text = get(t.admin, "/metrics")[2].decode()
-        after = series_count(text)
+        before = len(samples(t.get("/metrics").text))
+        parallel(lambda i: request(t.port, CHAT, b'{"model":"model-%d-%s","stream":true}' % (
+            i, os.urandom(4).hex().encode()), {"Authorization": "Bearer sk-" + os.urandom(12).hex()}),
+                 range(1000))
+        t.wait_logged(1000, timeout=30)
+        text = t.get("/metrics").text
+        after = len(samples(text))
         assert after - before <= budget, (before, after)
         folded = float(re.search(r"^tokentap_metrics_folded_requests_total (\S+)$", text,
                                  re.M).group(1))
@@ -186,11 +115,10 @@ def test_random_keys_and_models_stay_within_the_budget():
         # 401s: no tenant from them, whatever the budget
         tenants = set(re.findall(r'tenant="([^"]*)"', text))
         for i in range(20):
-            raw_request(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                        b"X-Mock-Fault: status:401\r\nAuthorization: Bearer bad-%d\r\n"
-                        b"Content-Length: 2\r\nConnection: close\r\n\r\n{}" % i, timeout=10)
-        t.access(1020, timeout=30)
-        text = get(t.admin, "/metrics")[2].decode()
+            assert request(t.port, headers={"X-Mock-Fault": "status:401",
+                                            "Authorization": f"Bearer bad-{i}"}).status == 401
+        t.wait_logged(1020, timeout=30)
+        text = t.get("/metrics").text
         assert set(re.findall(r'tenant="([^"]*)"', text)) == tenants
         assert 'code="4xx"' in text
 
@@ -206,14 +134,12 @@ def test_gzip_and_process_metrics():
             "upstream: http://127.0.0.1:%d}\n")
     with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "3") as m, \
             Tokentap(conf % m.port) as t:
-        body = b'{"model":"m\\/\xed\xa0\x80\x01","stream":true}'
-        raw_request(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                    b"X-Tenant-Id: t\x80\xff\r\nContent-Length: %d\r\n"
-                    b"Connection: close\r\n\r\n%s" % (len(body), body))
-        t.access(1)
-        _, h, plain = get(t.admin, "/metrics")
+        request(t.port, CHAT, b'{"model":"m\\/\xed\xa0\x80\x01","stream":true}',
+                [("X-Tenant-Id", "t\x80\xff")])
+        t.wait_logged(1)
+        _, h, plain = t.get("/metrics")
         assert "Content-Encoding" not in h and h["Content-Type"].startswith("text/plain")
-        _, h, z = get(t.admin, "/metrics", {"Accept-Encoding": "gzip"})
+        _, h, z = t.get("/metrics", headers={"Accept-Encoding": "gzip"})
         assert h["Content-Encoding"] == "gzip"
         text = gzip.decompress(z).decode()
         # the same series (the process's own values move between scrapes)
@@ -227,7 +153,7 @@ def test_gzip_and_process_metrics():
         promtool_check(text)
         assert 'gen_ai_request_model="m/\ufffd\ufffd\ufffd?"' in text and 'tenant="t\ufffd\ufffd"' in text
         assert 'gen_ai_client_token_usage_count{' in text
-        _, h, body = get(t.admin, "/metrics", {"Accept": PROTO_ACCEPT})
+        _, h, body = t.get("/metrics", headers={"Accept": PROTO_ACCEPT})
         assert h["Content-Type"].startswith("application/vnd.google.protobuf"), h
         assert b"tokentap_requests_total" in body and b"# TYPE" not in body
 
