@@ -327,6 +327,8 @@ class Tokentap(Proc):
                 return
             try:
                 wait_port(self.port, start_timeout, proc=self.p)
+                if self.admin_ours:
+                    wait_port(self.admin, start_timeout, proc=self.p)
                 return
             except AssertionError as e:
                 if attempt == 2 or self.p.poll() is None or \
@@ -341,6 +343,8 @@ class Tokentap(Proc):
         self.dir = tempfile.mkdtemp(prefix="tt-")
         self.log = os.path.join(self.dir, "access.jsonl")
         self.conf = os.path.join(self.dir, "tokentap.yaml")
+        # the admin address is ours to wait for when we chose it
+        self.admin_ours = "admin:" not in yaml_text or "{admin}" in yaml_text
         self.write_conf(self._filled(yaml_text))
         super().__init__([*wrapper, binary("tokentap"), "-c", self.conf], env=env)
 
