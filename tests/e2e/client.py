@@ -256,11 +256,12 @@ def parse_response(data, head_request=False):
 
 
 def request(port, path=CHAT, body=b"{}", headers=None, method="POST", timeout=10.0,
-            version="1.1", keep=False):
+            version="1.1", keep=False, abort_after=None):
     """One request on a connection of its own (Connection: close unless
     keep), read to its end: the Response, with t_sent the time just before
     its first byte left (so resp.after(b'"content"') is the client's TTFT).
-    keep: (Response, the open socket)."""
+    keep: (Response, the open socket). abort_after: the client closes the
+    connection that many seconds after sending, reading nothing."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
@@ -268,6 +269,10 @@ def request(port, path=CHAT, body=b"{}", headers=None, method="POST", timeout=10
         resp = Response(head_request=method == "HEAD")
         resp.t_sent = time.monotonic()
         s.sendall(data)
+        if abort_after is not None:
+            time.sleep(abort_after)
+            s.close()
+            return resp
         read_response(s, resp, timeout=timeout)
     except BaseException:
         s.close()

@@ -430,6 +430,44 @@ def until(fn, timeout=5.0, what="the condition", every=0.05):
         time.sleep(every)
 
 
+def completion(port, path=CHAT, model="m", headers=None, timeout=10.0, abort_after=None,
+               **mock):
+    """One streamed completion (stream: true) through port, its schedule
+    asked of tokentap-mock with X-Mock-* headers: ttft="20ms" sends
+    X-Mock-ttft: 20ms, role_delay X-Mock-role-delay, and so on (the mock
+    reads them in any case). The Response (see request)."""
+    h = {"X-Mock-" + k.replace("_", "-"): str(v) for k, v in mock.items()}
+    h.update(headers or {})
+    return request(port, path, {"model": model, "stream": True}, h, timeout=timeout,
+                   abort_after=abort_after)
+
+
+def staircase(port, path, n, headers=None):
+    """n streams opened one by one, each once the ones before stream (its
+    first content came): the k-th starts with k - 1 others in flight. Reads
+    them all to the end: {the X-Request-Id each was sent with: its client
+    TTFT}."""
+    token = re.compile(rb'"content":"[^"]')
+    streams, ttft = [], {}
+    for k in range(n):
+        rid = f"stair-{k}-{os.urandom(4).hex()}"
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        r = Response()
+        r.t_sent = time.monotonic()
+        s.sendall(build_request(path, {"model": "m", "stream": True},
+                                {"X-Request-Id": rid, **(headers or {})}, close=True))
+        while r.after(token) is None:
+            d = s.recv(65536)
+            assert d, f"stream {k} ended before its first content"
+            r.feed(d)
+        ttft[rid] = r.after(token)
+        streams.append((s, r))
+    for s, r in streams:
+        read_response(s, r, timeout=30)
+        s.close()
+    return ttft
+
+
 def parallel(fn, items, threads=8):
     """fn(*item) (fn(item) if item is no tuple) for every item on a pool of
     threads: the results in order; the first exception is raised here."""
