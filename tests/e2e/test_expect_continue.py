@@ -4,31 +4,30 @@ starts reading the body, as nginx 1.22 does, and the backend gets no
 Expect; on a held body (the default) it always did."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 
-from backend import SSE_HEAD, Backend
-from harness import Mock, Tokentap
-from test_idle_timer import nginx
+from harness import Mock, Tokentap, read_response
+from peers import STREAM_HI, Backend, Nginx
 
 
-def ok(req, c):
-    body = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
-    c.send(SSE_HEAD)
-    c.chunk(body)
-    c.end_chunks()
-    return "keep"
-
-
-def routes(port, extra=""):
-    return f"""routes:
+def routes(port, extra="", mock_port=None):
+    """/s/ streamed (request_buffering false) to port, the rest held; with
+    mock_port, /m/ streamed to tokentap-mock (which answers 100 itself) on
+    one worker (one upstream pool)."""
+    mock = "" if mock_port is None else f"""  - name: mock
+    match: {{path_prefix: /m/}}
+    strip_prefix: true
+    request_buffering: false
+    upstream: http://127.0.0.1:{mock_port}
+"""
+    return f"""{"workers: 1" + chr(10) if mock else ""}routes:
   - name: streamed
     match: {{path_prefix: /s/}}
     strip_prefix: true
     request_buffering: false
     upstream: http://127.0.0.1:{port}
-  - name: llm
+{mock}  - name: llm
     upstream: http://127.0.0.1:{port}
 {extra}"""
 
@@ -45,28 +44,10 @@ def expect_continue(port, path, body):
         first = s.recv(25)
     except socket.timeout:
         first = b""
-    s.settimeout(10)
     s.sendall(body)
-    buf = b""
-    while b"0\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
+    r = read_response(s)
     s.close()
-    return first, buf.split(b"\r\n", 1)[0]
-
-
-def mock_routes(port, mock_port):
-    """routes(), and /m/ streamed to tokentap-mock (which answers 100 itself),
-    on one worker: one upstream pool."""
-    return "workers: 1\n" + routes(port).replace("  - name: llm\n", f"""  - name: mock
-    match: {{path_prefix: /m/}}
-    strip_prefix: true
-    request_buffering: false
-    upstream: http://127.0.0.1:{mock_port}
-  - name: llm
-""")
+    return first, r.status_line.encode()
 
 
 def test_expect_continue_on_a_streaming_route_is_answered_at_once():
@@ -78,7 +59,7 @@ def test_expect_continue_on_a_streaming_route_is_answered_at_once():
     the first body bytes) from one that does (tokentap-mock): curl 1 s,
     raw clients 3 s. nginx answers 100 itself too."""
     body = json.dumps({"model": "m", "stream": True, "pad": "x" * 2000}).encode()
-    with Backend(ok) as b, Mock() as m, Tokentap(mock_routes(b.port, m.port)) as t:
+    with Backend(STREAM_HI) as b, Mock() as m, Tokentap(routes(b.port, mock_port=m.port)) as t:
         for path in (b"/s/v1/chat/completions", b"/m/v1/chat/completions"):
             for _ in range(2):                       # the second on a pooled connection
                 assert expect_continue(t.port, path, body) == \
@@ -87,24 +68,22 @@ def test_expect_continue_on_a_streaming_route_is_answered_at_once():
         with open(big, "wb") as f:
             f.write(json.dumps({"model": "m", "pad": "x" * (1100 << 10)}).encode())
         for path in ("/s/v1/chat/completions", "/m/v1/chat/completions") * 2:
-            r = subprocess.run(["curl", "-sS", "-v", "-o", "/dev/null", "--data-binary",
-                                "@" + big, t.url(path)], capture_output=True, timeout=30)
+            # curl gives up waiting after 1 s by default: 10 here, so a busy
+            # host cannot pass for a 100 that never came
+            r = subprocess.run(["curl", "-sS", "-v", "-o", "/dev/null", "--expect100-timeout",
+                                "10", "--data-binary", "@" + big, t.url(path)],
+                               capture_output=True, timeout=30)
             assert r.returncode == 0, r.stderr[-2000:]
             assert b"> Expect: 100-continue" in r.stderr, r.stderr[-2000:]
             assert b"< HTTP/1.1 100 Continue" in r.stderr, r.stderr[-2000:]
             assert b"Done waiting for 100-continue" not in r.stderr, r.stderr[-2000:]
-        log = t.access(8)
+        log = t.wait_logged(8)
         assert [(e["status"], e["outcome"]) for e in log] == [(200, "ok")] * 8, log
         # the backend got every body, no Expect, all on one connection
         seen = [(r.header("expect"), len(r.body), r.conn_id) for r in b.requests]
         assert seen == [(None, len(body), 0)] * 2 + [(None, os.path.getsize(big), 0)] * 2, seen
 
-    with Backend(ok) as b:
-        ng, nport, d = nginx(b.port, "proxy_request_buffering off;")
-        try:
-            assert expect_continue(nport, b"/v1/chat/completions", body) == \
-                (b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 200 OK")
-        finally:
-            ng.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with Backend(STREAM_HI) as b, Nginx(b.port, "proxy_request_buffering off;") as ng:
+        assert expect_continue(ng.port, b"/v1/chat/completions", body) == \
+            (b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 200 OK")
         assert b.requests[0].header("expect") is None
