@@ -5,35 +5,17 @@ back is no stall of the model's.
 
 nginx 1.22 is the reference where it has a figure: a stalled upload gets
 408 at client_body_timeout, buffered or not."""
-import concurrent.futures
-import json
-import os
-import shutil
 import socket
 import threading
 import time
-import urllib.request
 
-from backend import SSE_HEAD, Backend
-from harness import Tokentap, wait_port
-from test_expect_continue import ok, routes
-from test_idle_timer import nginx
+from harness import Tokentap, conf, metric, parallel, until
+from peers import SSE_HEAD, STREAM_HI, Backend, Nginx
+from test_expect_continue import routes
 
 POST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
         b"Content-Type: application/json\r\n")
 TOKEN = b'data: {"choices":[{"delta":{"content":"tok"}}]}\n\n'
-
-
-def get(port, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-        return r.read().decode()
-
-
-def metric(t, prefix, *labels):
-    """The sum of the /metrics samples whose line starts with prefix and
-    holds each of labels."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in get(t.admin, "/metrics").splitlines()
-               if line.startswith(prefix) and all(x in line for x in labels))
 
 
 def stalled_upload(port, path=b"/v1/chat/completions", wait=10):
@@ -69,14 +51,11 @@ alerts:
 
 def quiet(t, n):
     """n requests were counted; none burned the budget, no alert moved."""
-    deadline = time.monotonic() + 5
-    while metric(t, "tokentap_requests_total{") < n:
-        assert time.monotonic() < deadline, get(t.admin, "/metrics")
-        time.sleep(0.1)
+    until(lambda: (metric(t, "tokentap_requests_total") or 0) >= n, 15, f"{n} requests counted")
     time.sleep(0.6)                                  # three evaluations
-    slo = json.loads(get(t.admin, "/slo"))["slos"][0]
+    slo = t.get("/slo", json=True)["slos"][0]
     assert (slo["budget"]["eligible"], slo["budget"]["bad"]) == (0, 0), slo
-    alerts = json.loads(get(t.admin, "/alerts"))
+    alerts = t.get("/alerts", json=True)
     assert alerts["transitions"] == [], alerts["transitions"]
     assert all(r["state"] == "ok" for r in alerts["rules"]), alerts["rules"]
 
@@ -90,43 +69,34 @@ def test_a_stalled_upload_is_the_clients_408():
     Together they fire no ErrorRateHigh and burn no budget (before: 504
     "upstream idle timeout", outcome timeout, counted bad). A backend that
     takes none of a streamed body is still the backend's: 504, timeout."""
-    with Backend(ok) as b, Tokentap(routes(b.port, "timeouts: {client_body: 1s, "
-                                          "client_header: 1s, idle: 10s}\n" + SLO)) as t:
-        wait_port(t.admin)
-        with concurrent.futures.ThreadPoolExecutor(5) as pool:
-            got = list(pool.map(stalled_upload, [t.port] * 5,
-                                [b"/v1/chat/completions", b"/s/v1/chat/completions"] * 2 +
-                                [None]))
+    with Backend(STREAM_HI) as b, Tokentap(routes(b.port, "timeouts: {client_body: 1s, "
+                                                "client_header: 1s, idle: 10s}\n" + SLO)) as t:
+        got = parallel(stalled_upload, [(t.port, p) for p in
+                                        [b"/v1/chat/completions", b"/s/v1/chat/completions"] * 2
+                                        + [None]], 5)
         for resp, took in got:
             assert resp.startswith(b"HTTP/1.1 408 Request Timeout"), resp
             assert 0.9 < took < 5, took
         assert [b"timeouts.client_body" in r for r, _ in got] == [True] * 4 + [False]
-        log = t.access(5)
+        log = t.wait_logged(5)
         assert sorted((e["route"] or "-", e["status"], e["outcome"]) for e in log) == \
             [("-", 408, "client_timeout")] + [("llm", 408, "client_timeout")] * 2 + \
             [("streamed", 408, "client_timeout")] * 2, log
         # only the streamed uploads went up, and their connections closed
-        deadline = time.monotonic() + 5
-        while any(c.sock.fileno() != -1 for c in b.conns) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: all(c.sock.fileno() == -1 for c in b.conns), 10,
+              "the streamed uploads' upstream connections closed")
         assert b.requests == [] and len(b.conns) == 2, b.conns
         assert all(c.sock.fileno() == -1 for c in b.conns)
-        assert metric(t, 'tokentap_requests_total{route="llm"', 'outcome="client_timeout"',
-                      'code="4xx"') == 2
+        assert metric(t, "tokentap_requests_total", route="llm", outcome="client_timeout",
+                      code="4xx") == 2
         quiet(t, 5)
         assert "no request body bytes for" in t.stderr()
 
     for streamed in ("", "proxy_request_buffering off;"):
-        with Backend(ok) as b:
-            ng, nport, d = nginx(b.port, "client_body_timeout 1s; " + streamed)
-            try:
-                resp, took = stalled_upload(nport)
-                ng.stop()
-                with open(os.path.join(d, "access.log")) as f:
-                    assert '"POST /v1/chat/completions HTTP/1.1" 408' in f.read()
-            finally:
-                ng.stop()
-                shutil.rmtree(d, ignore_errors=True)
+        with Backend(STREAM_HI) as b, Nginx(b.port, "client_body_timeout 1s; " + streamed) as ng:
+            resp, took = stalled_upload(ng.port)
+            ng.stop()
+            assert '"POST /v1/chat/completions HTTP/1.1" 408' in ng.access_log()
             assert 0.9 < took < 5, took
 
     # the backend takes none of a streamed body: tokentap stops reading the
@@ -151,7 +121,7 @@ def test_a_stalled_upload_is_the_clients_408():
             threading.Thread(target=push, daemon=True).start()
             head = s.recv(4096)
             s.close()
-            e = t.access(1)[0]
+            e = t.wait_logged(1)[0]
             assert head.startswith(b"HTTP/1.1 504"), head
             assert (e["status"], e["outcome"]) == (504, "timeout"), e
     finally:
@@ -179,14 +149,9 @@ def test_a_client_that_stops_reading_is_no_stall_and_burns_no_budget():
     client_timeout with client_held_ms. Before: StreamStalled fired,
     token_idle (or idle) cut each as `timeout`, and the SLO counted them
     bad."""
-    conf = f"""timeouts: {{send: 3s, token_idle: 1500ms, idle: 1s}}
-routes:
-  - name: llm
-    upstream: http://127.0.0.1:{{port}}
-    thresholds: {{stall: 1s}}
-""" + SLO
-    with Backend(flood) as b, Tokentap(conf.replace("{port}", str(b.port))) as t:
-        wait_port(t.admin)
+    with Backend(flood) as b, Tokentap(conf(b, "    thresholds: {stall: 1s}\n" + SLO,
+                                            top="timeouts: {send: 3s, token_idle: 1500ms, "
+                                                "idle: 1s}\n")) as t:
         socks = []
         for _ in range(3):
             s = socket.create_connection(("127.0.0.1", t.port))
@@ -195,7 +160,7 @@ routes:
             s.settimeout(5)
             assert s.recv(64).startswith(b"HTTP/1.1 200"), "no head"
             socks.append(s)                          # ...and read no more
-        log = t.access(3, timeout=10)
+        log = t.wait_logged(3, timeout=15)
         for s in socks:
             s.close()
         assert len(log) == 3, log
@@ -204,9 +169,9 @@ routes:
             assert e["client_held_ms"] > 2000 and e["gap_max_ms"] < 1000, e
             assert e["output_tokens"] > 1000 and e["tpot_ms"] is not None, e
         quiet(t, 3)
-        assert metric(t, "tokentap_requests_total{", 'outcome="client_timeout"') == 3
-        assert metric(t, "tokentap_stalls_total{") == 0
-        assert json.loads(get(t.admin, "/stats"))["groups"][0]["stalls"] == 0
+        assert metric(t, "tokentap_requests_total", outcome="client_timeout") == 3
+        assert metric(t, "tokentap_stalls_total") == 0
+        assert t.stats()["groups"][0]["stalls"] == 0
         err = t.stderr()
         assert "took no bytes for 3000 ms" in err and "no token for" not in err, err
         assert "upstream idle" not in err, err
