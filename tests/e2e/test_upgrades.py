@@ -3,17 +3,12 @@ to a protocol its route allows (`upgrades`, websocket by default), the
 backend sees only those in Upgrade, and a 101 to anything else is a 502,
 so that no bytes of another protocol (an HTTP/2 preface, a request for
 an internal path) reach the backend through a tunnel.
-
-Run alone with `python3 tests/e2e/test_upgrades.py [name-filter]`.
 """
-import os
 import socket
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend import Backend  # noqa: E402
-from harness import Tokentap  # noqa: E402
+from harness import Tokentap, conf, until
+from peers import Backend
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SMUGGLED = b"GET /internal/admin HTTP/1.1\r\nHost: internal\r\n\r\n"
@@ -21,11 +16,11 @@ SMUGGLED = b"GET /internal/admin HTTP/1.1\r\nHost: internal\r\n\r\n"
 
 def switching(protocol, raw):
     """A backend that answers every request 101 to protocol, then keeps
-    whatever bytes come through the tunnel in raw (for half a second)."""
+    whatever bytes come through the tunnel in raw (until 2 s of silence)."""
     def handle(req, c):
         c.send(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + protocol +
                b"\r\nConnection: Upgrade\r\n\r\n")
-        c.sock.settimeout(0.5)
+        c.sock.settimeout(2)
         try:
             while True:
                 d = c.sock.recv(65536)
@@ -36,11 +31,6 @@ def switching(protocol, raw):
             pass
         return "close"
     return handle
-
-
-def conf(port, extra=""):
-    return (f"routes:\n  - name: r\n    match: {{path_prefix: /}}\n"
-            f"    upstream: http://127.0.0.1:{port}\n{extra}")
 
 
 def attempt(port, upgrade):
@@ -73,7 +63,7 @@ def test_h2c_beside_websocket_reaches_no_backend_as_a_tunnel():
     and its 101 to h2c is a 502; the preface and the internal request
     that followed never reach it."""
     raw = []
-    with Backend(switching(b"h2c", raw)) as b, Tokentap(conf(b.port)) as t:
+    with Backend(switching(b"h2c", raw)) as b, Tokentap(conf(b, prefix="/")) as t:
         out = attempt(t.port, b"h2c, websocket")
         assert out.startswith(b"HTTP/1.1 502 "), out
         assert b"did not ask for" in out, out
@@ -81,7 +71,7 @@ def test_h2c_beside_websocket_reaches_no_backend_as_a_tunnel():
         assert b.requests[0].header("HTTP2-Settings") is None
         time.sleep(0.6)
         assert not any(PREFACE in d or b"/internal/admin" in d for d in raw), raw
-        [log] = t.access(1)
+        [log] = t.wait_logged(1)
         assert log["status"] == 502 and log["outcome"] == "upstream_error", log
 
 
@@ -89,7 +79,7 @@ def test_h2c_alone_is_an_ordinary_request():
     """`Upgrade: h2c` alone: the backend sees a plain GET, no Upgrade; its
     101 (nobody asked) is a 502, and nothing follows."""
     raw = []
-    with Backend(switching(b"h2c", raw)) as b, Tokentap(conf(b.port)) as t:
+    with Backend(switching(b"h2c", raw)) as b, Tokentap(conf(b, prefix="/")) as t:
         out = attempt(t.port, b"h2c")
         assert out.startswith(b"HTTP/1.1 502 "), out
         assert b.requests[0].header("Upgrade") is None, b.requests[0].headers
@@ -101,7 +91,7 @@ def test_a_101_to_another_protocol_than_asked_is_a_502():
     """The client asked for websocket; the backend switches to something
     else: 502, and the client's next bytes are not tunnelled."""
     raw = []
-    with Backend(switching(b"example/2", raw)) as b, Tokentap(conf(b.port)) as t:
+    with Backend(switching(b"example/2", raw)) as b, Tokentap(conf(b, prefix="/")) as t:
         out = attempt(t.port, b"websocket")
         assert out.startswith(b"HTTP/1.1 502 "), out
         time.sleep(0.6)
@@ -114,22 +104,15 @@ def test_route_upgrades_key():
     through, websocket included."""
     raw = []
     with Backend(switching(b"h2c", raw)) as b, \
-            Tokentap(conf(b.port, "    upgrades: [h2c]\n")) as t:
+            Tokentap(conf(b, "    upgrades: [h2c]\n", prefix="/")) as t:
         out = attempt(t.port, b"h2c, websocket")
         assert out.startswith(b"HTTP/1.1 101 "), out
         assert b.requests[0].all("Upgrade") == ["h2c"], b.requests[0].headers
-        time.sleep(0.6)
-        assert PREFACE + SMUGGLED in b"".join(raw), raw
+        until(lambda: PREFACE + SMUGGLED in b"".join(raw), 10, "the tunnelled bytes")
     raw = []
     with Backend(switching(b"websocket", raw)) as b, \
-            Tokentap(conf(b.port, "    upgrades: []\n")) as t:
+            Tokentap(conf(b, "    upgrades: []\n", prefix="/")) as t:
         out = attempt(t.port, b"websocket")
         assert out.startswith(b"HTTP/1.1 502 "), out
         assert b.requests[0].header("Upgrade") is None, b.requests[0].headers
 
-
-if __name__ == "__main__":
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and (len(sys.argv) < 2 or sys.argv[1] in name):
-            fn()
-            print("ok", name)
