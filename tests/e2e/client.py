@@ -255,13 +255,16 @@ def parse_response(data, head_request=False):
     return r
 
 
-def request(port, path=CHAT, body=b"{}", headers=None, method="POST", timeout=10.0,
+def request(port, path=CHAT, body=None, headers=None, method="POST", timeout=10.0,
             version="1.1", keep=False, abort_after=None):
     """One request on a connection of its own (Connection: close unless
     keep), read to its end: the Response, with t_sent the time just before
     its first byte left (so resp.after(b'"content"') is the client's TTFT).
-    keep: (Response, the open socket). abort_after: the client closes the
-    connection that many seconds after sending, reading nothing."""
+    body: as build_request's; none given, a POST sends {}. keep: (Response,
+    the open socket). abort_after: the client closes the connection that
+    many seconds after sending, reading nothing."""
+    if body is None:
+        body = b"{}" if method == "POST" else b""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
