@@ -3,30 +3,19 @@ in memory up to 256 KiB each while all of them stay within
 limits.request_buffers, else in a temporary file; the memory given back
 once they are gone. Judged by tokentap's own VmRSS and /metrics, and by
 what the backend receives.
-
-Run alone with `python3 tests/e2e/test_uploads.py [name-filter]`.
 """
 import hashlib
 import os
 import socket
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend import Backend  # noqa: E402
-from harness import Tokentap  # noqa: E402
-from test_bounds import metric, more_fds, rss_kib  # noqa: E402
+from harness import Tokentap, conf, metric, more_fds, until
+from peers import Backend
 
 # the sanitizer build's own memory (shadow, quarantine) would be the measure
 SANITIZER_SKIP = {"test_stalled_uploads_stay_under_the_bound_and_memory_returns"}
 
 KIB = 1024
-
-
-def conf(port, bound):
-    return (f"limits: {{request_buffers: {bound}}}\n"
-            f"routes:\n  - name: r\n    match: {{path_prefix: /v1/}}\n"
-            f"    upstream: http://127.0.0.1:{port}\n")
 
 
 def head(length):
@@ -36,15 +25,13 @@ def head(length):
 
 def settled(t, timeout=30):
     """Waits until tokentap has read what the clients sent: its memory,
-    the bodies in memory and the spills the same for a second."""
-    last, deadline = None, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = (rss_kib(t.p.pid) // 256, metric(t, "tokentap_request_buffer_bytes"),
-               metric(t, "tokentap_request_bodies_spilled_total"))
-        if now == last:
-            return
-        last = now
-        time.sleep(0.5)
+    the bodies in memory and the spills the same for a second (three
+    readings)."""
+    seen = []
+    until(lambda: seen.append((t.rss_kib() // 256, metric(t, "tokentap_request_buffer_bytes"),
+                               metric(t, "tokentap_request_bodies_spilled_total")))
+          or (len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]), timeout,
+          "tokentap's memory and bodies steady for a second", every=0.5)
 
 
 def stall(t, n, length, sent):
@@ -59,18 +46,16 @@ def stall(t, n, length, sent):
             s.sendall(head(length) + part)
             socks.append(s)
         settled(t)
-        during = rss_kib(t.p.pid)
+        during = t.rss_kib()
         held = metric(t, "tokentap_request_buffer_bytes")
         spilled = metric(t, "tokentap_request_bodies_spilled_total")
     finally:
         for s in socks:
             s.close()
-    deadline = time.monotonic() + 20
-    while metric(t, "tokentap_active_connections") > 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    until(lambda: metric(t, "tokentap_active_connections") == 0, 30, "the connections gone")
     assert metric(t, "tokentap_request_buffer_bytes") == 0
     time.sleep(1.5)                     # memory is given back a second later
-    return during, rss_kib(t.p.pid), held, spilled
+    return during, t.rss_kib(), held, spilled
 
 
 def test_stalled_uploads_stay_under_the_bound_and_memory_returns():
@@ -83,7 +68,8 @@ def test_stalled_uploads_stay_under_the_bound_and_memory_returns():
     chain of 8 KiB). Once the clients are gone, the memory goes back."""
     more_fds(8192)
     n = 1000
-    with Backend(lambda req, c: "close") as b, Tokentap(conf(b.port, "4m")) as t:
+    with Backend(lambda req, c: "close") as b, Tokentap(
+            conf(b, prefix="/v1/", top="limits: {request_buffers: 4m}\n")) as t:
         time.sleep(0.3)
         _, warm, _, _ = stall(t, n, 100, 50)
         during, after, held, spilled = stall(t, n, 300 * KIB, 160 * KIB)
@@ -109,7 +95,8 @@ def test_bodies_in_memory_and_in_files_arrive_whole():
         return "keep"
 
     bodies = [os.urandom(200 * KIB) for _ in range(20)]
-    with Backend(handle) as b, Tokentap(conf(b.port, "1m")) as t:
+    with Backend(handle) as b, Tokentap(
+            conf(b, prefix="/v1/", top="limits: {request_buffers: 1m}\n")) as t:
         socks = []
         for i, body in enumerate(bodies):
             s = socket.create_connection(("127.0.0.1", t.port), timeout=10)
@@ -129,9 +116,3 @@ def test_bodies_in_memory_and_in_files_arrive_whole():
                         for i, body in enumerate(bodies)}
         assert metric(t, "tokentap_request_buffer_bytes") == 0
 
-
-if __name__ == "__main__":
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and (len(sys.argv) < 2 or sys.argv[1] in name):
-            fn()
-            print("ok", name)
