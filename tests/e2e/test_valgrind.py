@@ -10,8 +10,9 @@ import socket
 import subprocess
 import time
 
-from backend import SSE_HEAD, Backend
-from harness import Proc, Tokentap, binary, free_port, raw_request, wait_port
+from harness import Proc, Tokentap, binary, build_request, free_port, raw_request, until, \
+    wait_port
+from peers import Backend
 
 # valgrind cannot run an AddressSanitizer build
 # make check leaves out what needs valgrind
@@ -32,14 +33,6 @@ def stop(proc):
         proc.p.kill()
         proc.p.wait()
     return proc.p.returncode
-
-
-def request(port, path="/v1/chat/completions", extra=b"", close=True):
-    return raw_request(port, b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
-                       b"Content-Type: application/json\r\n" + extra +
-                       (b"Connection: close\r\n" if close else b"") +
-                       b"Content-Length: 31\r\n\r\n"
-                       b'{"model":"m1","stream":true,"x"', timeout=20)
 
 
 def test_memcheck_proxy_mock_and_load():
@@ -88,9 +81,14 @@ routes:
                 s.recv(4096)
                 s.close()
                 # stray bytes after a response, an error, a bad request
-                assert request(t.port, "/stray").endswith(b"data: one\n\n")
+                body = b'{"model":"m1","stream":true,"x"'
+
+                def post(path="/v1/chat/completions", headers=None):
+                    return raw_request(t.port, build_request(path, body, headers, close=True),
+                                       timeout=20)
+                assert post("/stray").endswith(b"data: one\n\n")
                 assert b" 400 " in raw_request(t.port, b"GET / HTTP/1.1\r\n\r\n")
-                assert b"404" not in request(t.port)[:20]
+                assert b"404" not in post()[:20]
                 # the load generator through it, under memcheck too
                 load = subprocess.run(
                     [*MEMCHECK, binary("tokentap-load"), "-c", "4", "-n", "8",
@@ -99,13 +97,11 @@ routes:
                     capture_output=True, text=True, timeout=120)
                 assert load.returncode == 0, load.stderr[-3000:]
                 for path in ("/metrics", "/stats?by=route,tenant,model", "/alerts"):
-                    r = raw_request(t.admin, b"GET " + path.encode() +
-                                    b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                                    timeout=20)
-                    assert b" 200 " in r.split(b"\r\n")[0], (path, r[:200])
-                t.p.send_signal(signal.SIGHUP)
-                time.sleep(1.0)
-                assert b"[DONE]" in request(t.port, extra=b"X-Mock-Tokens: 5\r\n")
+                    r = t.get(path, timeout=20)
+                    assert r.status == 200, (path, r.body[:200])
+                t.reload()
+                until(lambda: "reload: configuration" in t.stderr(), 60, "the reload")
+                assert b"[DONE]" in post(headers={"X-Mock-Tokens": "5"})
                 assert t.access(8, timeout=20), t.stderr()
             finally:
                 rc = stop(t)
