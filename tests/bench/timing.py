@@ -292,7 +292,26 @@ def fast_model_not_flagged(quick):
                 gap < 10)]
 
 
-PROBES = [mock_schedule, mock_100_streams, mock_many_streams, proxy_event_lag,
+def load_closed_loop(quick):
+    """tokentap-load, 20 users against the mock at TTFT 150 ms and TPOT
+    20 ms: its P50s against the schedule (test_load asserted 4 ms, 2 %
+    and 3 %, and 4 ms from the mock's own account of its sends)."""
+    with Mock("--ttft", "150ms", "--tpot", "20ms") as m:
+        j = load("-c", "20", "-d", "2.5s", "--max-tokens", "16", m.url(CHAT))
+        served = m.served(j["requests"])
+    mock = statistics.median(x["first_token_us"] / 1000 for x in served)
+    ttft, tpot, itl = j["ttft_ms"]["p50"], j["tpot_ms"]["p50"], j["itl_ms"]["p50"]
+    return [row("tokentap-load, TTFT p50 against 150 ms", ttft - 150, "ms", "<= 4 ms",
+                abs(ttft - 150) <= 4),
+            row("tokentap-load, TTFT p50 against the mock's sends", ttft - mock, "ms", "<= 4 ms",
+                abs(ttft - mock) <= 4),
+            row("tokentap-load, TPOT p50 against 20 ms", 100 * (tpot - 20) / 20, "%", "<= 2 %",
+                abs(tpot - 20) <= 0.4),
+            row("tokentap-load, ITL p50 against 20 ms", 100 * (itl - 20) / 20, "%", "<= 3 %",
+                abs(itl - 20) <= 0.6)]
+
+
+PROBES = [mock_schedule, load_closed_loop, mock_100_streams, mock_many_streams, proxy_event_lag,
           fast_model_not_flagged]
 
 

