@@ -228,10 +228,12 @@ def sse_handler(chunks, gap=0.0, head=SSE_HEAD):
     return handle
 
 
-def answer(body=b"ok", ctype=None, status=b"200 OK"):
-    """A handler that answers every request with body (Content-Length)."""
+def answer(body=b"ok", ctype=None, status=b"200 OK", headers=()):
+    """A handler that answers every request with body (Content-Length), and
+    headers (b"Name: value" each)."""
     head = b"HTTP/1.1 " + status + b"\r\n" + \
-        (b"Content-Type: " + ctype + b"\r\n" if ctype else b"")
+        (b"Content-Type: " + ctype + b"\r\n" if ctype else b"") + \
+        b"".join(h + b"\r\n" for h in headers)
     data = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
     def handle(req, c):

@@ -6,30 +6,18 @@ by cause in the access log (`unmeasured`) and in /metrics
 made at test time by real encoders: node's zlib (brotli with a flush after
 each event, as a compressing server writes a stream), the brotli and zstd
 tools.
-
-Run alone with `python3 tests/e2e/test_encodings.py [name-filter]`.
 """
 import base64
 import json
-import os
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend import Backend  # noqa: E402
-from harness import Tokentap, raw_request  # noqa: E402
+from harness import CHAT, Tokentap, conf, metric, request, sse_data
+from peers import Backend, answer, curl
 
-CHAT = "/v1/chat/completions"
-
-
-def chunk(obj):
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
-EVENTS = ([chunk({"model": "m-z", "choices": [{"delta": {"role": "assistant"}}]})] +
-          [chunk({"choices": [{"delta": {"content": f"w{i} "}}]}) for i in range(5)] +
-          [chunk({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}),
+EVENTS = ([sse_data({"model": "m-z", "choices": [{"delta": {"role": "assistant"}}]})] +
+          [sse_data({"choices": [{"delta": {"content": f"w{i} "}}]}) for i in range(5)] +
+          [sse_data({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}),
            b"data: [DONE]\n\n"])
 
 NODE_BROTLI = r"""
@@ -70,12 +58,6 @@ def tool(args, data):
     return r.stdout
 
 
-def zstd_frames(parts):
-    """A zstd frame per part (the zstd tool): frames follow each other in
-    one body, as RFC 8878 allows."""
-    return [tool(["zstd", "-q", "-c"], p) for p in parts]
-
-
 def streaming(coding, pieces, first_gap=0.15):
     """A backend streaming the pieces (chunked), first_gap before the
     first token's."""
@@ -92,38 +74,15 @@ def streaming(coding, pieces, first_gap=0.15):
     return handle
 
 
-def whole(coding, ctype, body):
-    def handle(req, c):
-        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype + b"\r\nContent-Encoding: " +
-               coding + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        return "keep"
-    return handle
-
-
-def cfg(port):
-    return f"routes:\n  - name: llm\n    upstream: http://127.0.0.1:{port}\n"
-
-
-def curl(t):
-    """curl --compressed (it asks for deflate, gzip, br, zstd and decodes
-    them): what it read."""
-    r = subprocess.run(["curl", "-sS", "-N", "--compressed", "-H", "Content-Type: application/json",
-                        "-d", '{"model":"m","stream":true}', t.url(CHAT)],
-                       capture_output=True, timeout=30)
+def measured(t):
+    """The stream curl read (--compressed: it asks for deflate, gzip, br and
+    zstd and decodes them) is the events as sent, and the access log
+    measured them."""
+    r = curl(t.url(CHAT), "--compressed", headers=["Content-Type: application/json"],
+             timeout=30)
     assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def unmeasured_metric(t):
-    out = raw_request(t.admin, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    got = {}
-    for line in out.decode().splitlines():
-        if line.startswith("tokentap_unmeasured_responses_total{"):
-            got[line.split('cause="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return got
-
-
-def measured(e):
+    assert r.stdout == b"".join(EVENTS)
+    e = t.wait_logged(1)[0]
     assert e["outcome"] == "ok" and e["unmeasured"] is None, e
     assert e["events"] == 8 and e["output_tokens"] == 5 and e["token_source"] == "usage", e
     assert e["ttft_ms"] >= 145 and e["tpot_ms"] is not None, e
@@ -134,17 +93,18 @@ def test_brotli_stream_flushed_per_event_is_measured():
     events as sent, and the log measures them (before: ok, with TTFT,
     TPOT and tokens null)."""
     pieces = brotli_flushed(EVENTS)
-    with Backend(streaming(b"br", pieces)) as b, Tokentap(cfg(b.port)) as t:
-        assert curl(t) == b"".join(EVENTS)
-        measured(t.access(1)[0])
-        assert unmeasured_metric(t) == {"coding": 0, "decode_error": 0, "no_memory": 0}
+    with Backend(streaming(b"br", pieces)) as b, Tokentap(conf(b)) as t:
+        measured(t)
+        for cause in ("coding", "decode_error", "no_memory"):
+            assert metric(t, "tokentap_unmeasured_responses_total", cause=cause) == 0, cause
 
 
 def test_zstd_stream_frame_per_event_is_measured():
-    pieces = zstd_frames(EVENTS)
-    with Backend(streaming(b"zstd", pieces)) as b, Tokentap(cfg(b.port)) as t:
-        assert curl(t) == b"".join(EVENTS)
-        measured(t.access(1)[0])
+    # a zstd frame per event: frames follow each other in one body, as
+    # RFC 8878 allows
+    pieces = [tool(["zstd", "-q", "-c"], p) for p in EVENTS]
+    with Backend(streaming(b"zstd", pieces)) as b, Tokentap(conf(b)) as t:
+        measured(t)
 
 
 def test_compressed_json_bodies_report_their_usage():
@@ -154,12 +114,10 @@ def test_compressed_json_bodies_report_their_usage():
                        "usage": {"prompt_tokens": 7, "completion_tokens": 11}}).encode()
     for coding, data in ((b"br", tool(["brotli", "-c"], body)),
                          (b"zstd", tool(["zstd", "-q", "-c"], body))):
-        with Backend(whole(coding, b"application/json", data)) as b, \
-                Tokentap(cfg(b.port)) as t:
-            out = raw_request(t.port, b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\n"
-                              b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
-            assert out.endswith(data), out[-200:]          # passed unchanged
-            e = t.access(1)[0]
+        with Backend(answer(data, b"application/json", headers=[b"Content-Encoding: " + coding])) as b, \
+                Tokentap(conf(b)) as t:
+            assert request(t.port).body == data           # passed unchanged
+            e = t.wait_logged(1)[0]
             assert e["unmeasured"] is None and e["output_tokens"] == 11, (coding, e)
             assert e["input_tokens"] == 7 and e["model"] == "m-json", (coding, e)
 
@@ -174,25 +132,19 @@ def test_what_cannot_be_measured_is_counted_by_cause():
              (b"br", b"data: not really brotli\n\n", "decode_error"),
              (b"zstd", big_window, "decode_error")]
     for coding, body, cause in cases:
-        with Backend(whole(coding, b"text/event-stream", body)) as b, \
-                Tokentap(cfg(b.port)) as t:
-            for method in (b"POST", b"POST", b"HEAD"):
-                out = raw_request(t.port, method + b" " + CHAT.encode() + b" HTTP/1.1\r\n"
-                                  b"Host: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-                if method == b"POST":
-                    assert out.endswith(body), (coding, out[-100:])
-            log = t.access(3)
+        with Backend(answer(body, b"text/event-stream",
+                                   headers=[b"Content-Encoding: " + coding])) as b, \
+                Tokentap(conf(b)) as t:
+            for method in ("POST", "POST", "HEAD"):
+                r = request(t.port, body=b"{}", method=method)
+                if method == "POST":
+                    assert r.body == body, (coding, r.body[-100:])
+            log = t.wait_logged(3)
             assert [e["unmeasured"] for e in log] == [cause, cause, None], (coding, log)
             assert all(e["events"] == 0 and e["ttft_ms"] is None for e in log), log
-            want = {"coding": 0, "decode_error": 0, "no_memory": 0}
-            want[cause] = 2
-            assert unmeasured_metric(t) == want, (coding, unmeasured_metric(t))
+            for c in ("coding", "decode_error", "no_memory"):
+                assert metric(t, "tokentap_unmeasured_responses_total", cause=c) == \
+                    (2 if c == cause else 0), (coding, c)
             said = t.stderr().count('Content-Encoding "compress"')
             assert said == (1 if coding == b"compress" else 0), t.stderr()
 
-
-if __name__ == "__main__":
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and (len(sys.argv) < 2 or sys.argv[1] in name):
-            fn()
-            print("ok", name)
