@@ -406,6 +406,11 @@ class Tokentap(Proc):
         """get() on the admin address."""
         return get(self.admin, path, **kw)
 
+    def get_when(self, path, ok, timeout=15.0):
+        """The admin document at path (text) once ok(text) holds."""
+        return until(lambda: ok(text := self.get(path).text) and text, timeout,
+                     f"{path} as wanted")
+
     def stats(self, token=None, **query):
         """/stats?query as JSON."""
         q = "&".join(f"{k}={v}" for k, v in query.items())

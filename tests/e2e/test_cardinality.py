@@ -4,15 +4,11 @@ label budget, and groups by the hundred thousand."""
 import json
 import os
 import re
-import socket
-import subprocess
-import threading
 import time
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
-from backend import SSE_HEAD, Backend
-from harness import Mock, Tokentap, binary, raw_request
+from harness import CHAT, Mock, Tokentap, build_request, completion, conf, conf_file, metric, \
+    parallel, pipeline, promtool_check, run, samples, until
+from peers import SSE_HEAD, Backend
 
 # 100,000 requests, and the sanitizer's own memory would be the measure
 SANITIZER_SKIP = {"test_100k_groups_stay_within_the_stated_memory_and_stats_is_paged"}
@@ -22,35 +18,10 @@ SANITIZER_SKIP = {"test_100k_groups_stay_within_the_stated_memory_and_stats_is_p
 HEAVY = "(a?){255}" * 8
 
 
-def get(port, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
-        return r.read().decode()
-
-
-def until(port, path, ok, timeout=10):
-    """The admin document at path once ok(text) holds (a request's
-    statistics land just after its last byte reached the client)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = get(port, path)
-        if ok(text) or time.monotonic() > deadline:
-            return text
-        time.sleep(0.05)
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def chat(port, tenant=b"", model=b"m", extra=b""):
-    body = b'{"model":"%s","stream":true,"max_tokens":2}' % model
-    head = b"X-Tenant-Id: %s\r\n" % tenant if tenant else b""
-    out = raw_request(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + head + extra +
-                      b"Content-Type: application/json\r\nContent-Length: %d\r\n"
-                      b"Connection: close\r\n\r\n%s" % (len(body), body), timeout=30)
-    return int(out.split(b" ", 2)[1]) if out else 0
+def chat(port, tenant="", model="m", **mock):
+    """One stream for tenant naming model: its status."""
+    return completion(port, model=model, headers={"X-Tenant-Id": tenant} if tenant else {},
+                      timeout=30, **mock).status
 
 
 def test_tenant_patterns_refused_at_check_and_linear_when_matched():
@@ -65,47 +36,42 @@ def test_tenant_patterns_refused_at_check_and_linear_when_matched():
         r"(.*)(.*)(.*)(.*)(.*)\\2\\3\\4\\5\\6x": "back-reference \\2 refused",
         "((((a{30}){30}){30}){30}){10}": "more than 4096 positions",
     }
-    d = __import__("tempfile").mkdtemp(prefix="tt-re-")
     for pattern, why in refused.items():
-        conf = os.path.join(d, "bad.yaml")
-        with open(conf, "w") as f:
-            f.write(f'tenant:\n  header: X-Tenant-Id\n  header_pattern: "{pattern}"\n'
-                    "routes: []\n")
+        path = conf_file(f'tenant:\n  header: X-Tenant-Id\n  header_pattern: "{pattern}"\n'
+                         "routes: []\n", listen=False)
         t0 = time.monotonic()
-        r = subprocess.run([binary("tokentap"), "-t", "-c", conf], capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-        assert r.stderr.startswith(f"{conf}:3:19: tenant.header_pattern: "), r.stderr
+        r = run("tokentap", "-t", "-c", path, expect=1)
+        assert r.stderr.startswith(f"{path}:3:19: tenant.header_pattern: "), r.stderr
         assert why in r.stderr, r.stderr
         assert "configuration OK" not in r.stdout + r.stderr
         assert time.monotonic() - t0 < 10
-    conf = ("tenant:\n  header: X-Tenant-Id\n"
-            f"  header_pattern: 'team-[0-9]+|{HEAVY}'\n"
-            "routes:\n  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
-    with Mock("--ttft", "0", "--tpot", "0") as m, Tokentap(conf % m.port) as t:
-        assert chat(t.port, b"warm") == 200
-        get(t.admin, "/metrics")
-        before = cpu_seconds(t.p.pid)
+    text = (f"tenant:\n  header: X-Tenant-Id\n  header_pattern: 'team-[0-9]+|{HEAVY}'\n")
+    with Mock("--ttft", "0", "--tpot", "0") as m, \
+            Tokentap(conf(m, name="chat", prefix="/v1/", top=text)) as t:
+        assert chat(t.port, "warm") == 200
+        t.get("/metrics")
+        before = t.cpu_seconds()
         # 8 tenants of 56..63 a's, and a header of 16 KiB (the head may have 32): kept as 63 bytes
         for n in range(56, 64):
-            assert chat(t.port, b"a" * n) == 200
-        assert chat(t.port, b"a" * 16384) == 200
-        assert chat(t.port, b"team-7") == 200
-        assert chat(t.port, b"team-") == 200
-        text = until(t.admin, "/metrics", lambda x: 'tenant="team-7"' in x and
-                     all('tenant="%s"' % ("a" * n) in x for n in range(56, 64)))
+            assert chat(t.port, "a" * n) == 200
+        assert chat(t.port, "a" * 16384) == 200
+        assert chat(t.port, "team-7") == 200
+        assert chat(t.port, "team-") == 200
+        t.get_when("/metrics", lambda x: 'tenant="team-7"' in x and
+                   all('tenant="%s"' % ("a" * n) in x for n in range(56, 64)))
         start = time.monotonic()
-        text = get(t.admin, "/metrics")
-        healthz = get(t.admin, "/healthz")
+        text = t.get("/metrics").text
+        healthz = t.get("/healthz").text
         took = time.monotonic() - start
-        spent = cpu_seconds(t.p.pid) - before
+        spent = t.cpu_seconds() - before
         assert healthz.startswith("ok"), healthz
         tenants = set(re.findall(r'tenant="([^"]*)"', text))
         assert {"a" * n for n in range(56, 64)} <= tenants, tenants
         assert "team-7" in tenants and "team-" not in tenants and "_other" in tenants
         assert "a" * 64 not in text
-        # glibc: 0.83 s a value on the main thread, then again per label set
-        assert spent < 1.0 and took < 2.0, (spent, took)
+        # glibc: 0.83 s of CPU a value on the main thread, then again per
+        # label set; and /healthz waited seconds behind it (5: a busy host's)
+        assert spent < 1.0 and took < 5.0, (spent, took)
 
 
 # ---- the label budget: names are earned (issue 26, item 4) ------------------
@@ -133,23 +99,12 @@ def vllm(req, c):
     return "keep"
 
 
-def series(text):
-    return sum(1 for l in text.splitlines() if l and not l.startswith("#"))
-
-
-def gauge(text, name):
-    m = re.search(r"^%s (\S+)$" % name, text, re.M)
-    assert m, name
-    return float(m.group(1))
-
-
 def flood(port, n, tenants=True):
     """n requests naming random models (404 each), from random tenants."""
     def one(i):
-        tenant = b"t-%s" % os.urandom(4).hex().encode() if tenants else b"acme"
-        return chat(port, tenant, b"gpt-%s" % os.urandom(6).hex().encode())
-    with ThreadPoolExecutor(8) as ex:
-        return list(ex.map(one, range(n)))
+        tenant = "t-" + os.urandom(4).hex() if tenants else "acme"
+        return chat(port, tenant, "gpt-" + os.urandom(6).hex())
+    return parallel(one, range(n))
 
 
 def test_unknown_models_earn_no_label_and_a_real_one_still_gets_its_own():
@@ -160,43 +115,41 @@ def test_unknown_models_earn_no_label_and_a_real_one_still_gets_its_own():
     label with a 2xx now: the flood adds the route's _other series only,
     and the real model gets its own. (300 random models here: /stats
     keeps 100.)"""
-    conf = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\nroutes:\n"
-            "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
-    with Backend(vllm) as b, Tokentap(conf % b.port) as t:
-        assert chat(t.port, b"acme", b"llama-3") == 200
-        base = until(t.admin, "/metrics", lambda x: 'model="llama-3"' in x)
+    top = "tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
+    with Backend(vllm) as b, Tokentap(conf(b, name="chat", prefix="/v1/", top=top)) as t:
+        assert chat(t.port, "acme", "llama-3") == 200
+        base = t.get_when("/metrics", lambda x: 'model="llama-3"' in x)
         assert set(flood(t.port, 50)) == {404}
-        t.access(51, timeout=10)
-        fifty = until(t.admin, "/metrics", lambda x: ',code="4xx"} 50\n' in x)
+        t.wait_logged(51)
+        fifty = t.get_when("/metrics", lambda x: ',code="4xx"} 50\n' in x)
         assert set(flood(t.port, 250)) == {404}
         assert set(flood(t.port, 50, tenants=False)) == {404}   # acme's own typos
-        t.access(352 - 1, timeout=10)
-        text = until(t.admin, "/metrics", lambda x: 'code="4xx"} 50\n' in x)
-        added = (series(fifty) - series(base), series(text) - series(base))
-        used = gauge(text, "tokentap_metrics_series") - gauge(base, "tokentap_metrics_series")
-        used50 = gauge(fifty, "tokentap_metrics_series") - gauge(base, "tokentap_metrics_series")
+        t.wait_logged(352 - 1)
+        text = t.get_when("/metrics", lambda x: 'code="4xx"} 50\n' in x)
+        added = (len(samples(fifty)) - len(samples(base)),
+                 len(samples(text)) - len(samples(base)))
+        used = metric(text, "tokentap_metrics_series") - metric(base, "tokentap_metrics_series")
+        used50 = metric(fifty, "tokentap_metrics_series") - metric(base, "tokentap_metrics_series")
         print(f"after 50 404s: {added[0]} lines, tokentap_metrics_series +{used50:.0f}; "
               f"after 350: {added[1]} lines, +{used:.0f}")
         assert added[1] <= 400 and used <= 300, (added, used)
         assert "gpt-" not in text
-        assert chat(t.port, b"acme", b"qwen-new") == 200
-        text = until(t.admin, "/metrics", lambda x: 'model="qwen-new"' in x)
+        assert chat(t.port, "acme", "qwen-new") == 200
+        text = t.get_when("/metrics", lambda x: 'model="qwen-new"' in x)
         assert ('tokentap_requests_total{route="chat",tenant="acme",model="qwen-new",'
                 'upstream="http://127.0.0.1:%d",outcome="ok",code="2xx"} 1\n' % b.port) in text
         assert ('tenant="acme",model="_other",upstream="http://127.0.0.1:%d",'
                 'outcome="upstream_error",code="4xx"} 50\n' % b.port) in text
-        rows = json.loads(get(t.admin, "/stats?by=tenant,model&limit=10000"))
+        rows = t.stats(by="tenant,model", limit=10000)
         named = {(g["tenant"], g["model"]): g["requests"] for g in rows["groups"]}
         assert named[("acme", "qwen-new")] == 1 and named[("acme", "llama-3")] == 1, named
         assert named[("_other", "_other")] == 300 and named[("acme", "_other")] == 50, named
         assert not any(m.startswith("gpt-") for _, m in named)
         # every request is still in the access log, with the model it named
-        log = t.access(352, timeout=10)
+        log = t.wait_logged(352)
         assert len(log) == 352, len(log)
         assert sum(1 for l in log if l["model"].startswith("gpt-")) == 350
-        promtool = subprocess.run(["promtool", "check", "metrics"], input=text,
-                                  capture_output=True, text=True, timeout=60)
-        assert promtool.returncode == 0, promtool.stdout + promtool.stderr
+        promtool_check(text)
 
 
 def test_idle_label_sets_and_names_are_given_back():
@@ -205,40 +158,36 @@ def test_idle_label_sets_and_names_are_given_back():
     back starts from zero. A group goes once its windows hold nothing, and
     with it its model's place under max_models: a model that found none
     finds one then (before: `_other` until restart)."""
-    conf = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
-            "models: {max_models: 2}\nmetrics: {expiration: 2s}\n"
-            "stats: {windows: [1s]}\nalerts: {window: 1s}\nroutes:\n"
-            "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
-    with Backend(vllm) as b, Tokentap(conf % b.port) as t:
-        base = gauge(get(t.admin, "/metrics"), "tokentap_metrics_series")
+    top = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
+           "models: {max_models: 2}\nmetrics: {expiration: 2s}\n"
+           "stats: {windows: [1s]}\nalerts: {window: 1s}\n")
+    with Backend(vllm) as b, Tokentap(conf(b, name="chat", prefix="/v1/", top=top)) as t:
+        base = metric(t, "tokentap_metrics_series")
         # one at a time, each read before the next: which two names come
         # first is the drain's order otherwise (the workers' rings)
-        for n, model in enumerate((b"llama-3", b"qwen-new", b"mistral")):
-            assert chat(t.port, b"acme", model) == 200
-            text = until(t.admin, "/metrics",
-                         lambda x: x.count('outcome="ok",code="2xx"} 1\n') == n + 1)
+        for n, model in enumerate(("llama-3", "qwen-new", "mistral")):
+            assert chat(t.port, "acme", model) == 200
+            text = t.get_when("/metrics",
+                              lambda x: x.count('outcome="ok",code="2xx"} 1\n') == n + 1)
+        last = time.monotonic()
         assert 'model="llama-3"' in text and 'model="qwen-new"' in text, text
         assert 'model="mistral"' not in text                # max_models: 2
-        assert gauge(text, "tokentap_metrics_series") > base
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            text = get(t.admin, "/metrics")
-            if gauge(text, "tokentap_metrics_series") == base:
-                break
-            time.sleep(0.2)
-        assert gauge(text, "tokentap_metrics_series") == base, text
+        assert metric(text, "tokentap_metrics_series") > base
+        text = t.get_when("/metrics", lambda x: metric(x, "tokentap_metrics_series") == base)
         assert 'tenant="acme"' not in text
-        # the groups go once two windows hold nothing (2 x 1 s and a slice)
-        time.sleep(2.5)
-        for n, model in enumerate((b"mistral", b"llama-3")):
-            assert chat(t.port, b"acme", model) == 200
-            text = until(t.admin, "/metrics",
-                         lambda x: x.count('outcome="ok",code="2xx"} 1\n') == n + 1)
+        # the groups go once two windows hold nothing (2 x 1 s and a slice;
+        # nothing outside says when: 4 s after the last request, what the
+        # main thread's timer may be late by on a busy host included)
+        time.sleep(max(0.0, last + 4.0 - time.monotonic()))
+        for n, model in enumerate(("mistral", "llama-3")):
+            assert chat(t.port, "acme", model) == 200
+            text = t.get_when("/metrics",
+                              lambda x: x.count('outcome="ok",code="2xx"} 1\n') == n + 1)
         for model in ("mistral", "llama-3"):
             assert ('tokentap_requests_total{route="chat",tenant="acme",model="%s",'
                     'upstream="http://127.0.0.1:%d",outcome="ok",code="2xx"} 1\n'
                     % (model, b.port)) in text, text
-        rows = json.loads(get(t.admin, "/stats?by=tenant,model"))["groups"]
+        rows = t.stats(by="tenant,model")["groups"]
         assert {(g["tenant"], g["model"]) for g in rows} == \
             {("acme", "mistral"), ("acme", "llama-3")}, rows
 
@@ -249,40 +198,6 @@ TENANTS, MODELS = 1000, 100        # the default max_tenants x max_models
 PER_GROUP_KB = 3.0                 # README: about 2 KB a group of one request
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
-
-
-def pipelined(port, pairs, errors):
-    """One request per (tenant, model), keep-alive, 64 at a time."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.settimeout(60)
-    buf = b""
-    try:
-        for i in range(0, len(pairs), 64):
-            batch = pairs[i:i + 64]
-            out = b""
-            for tenant, model in batch:
-                body = b'{"model":"m%d","stream":true,"max_tokens":1}' % model
-                out += (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Tenant-Id: t%d\r\n"
-                        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                        % (tenant, len(body), body))
-            s.sendall(out)
-            seen = 0
-            while seen < len(batch):
-                d = s.recv(1 << 20)
-                if not d:
-                    raise AssertionError("tokentap closed the connection")
-                buf += d
-                seen += buf.count(b"\r\n0\r\n\r\n")
-                buf = buf[buf.rfind(b"\r\n0\r\n\r\n") + 7:] if b"\r\n0\r\n\r\n" in buf else buf
-    except Exception as e:         # noqa: BLE001 - reported by the test
-        errors.append(repr(e))
-    finally:
-        s.close()
-
-
 def test_100k_groups_stay_within_the_stated_memory_and_stats_is_paged():
     """100,000 (tenant, model) groups, the defaults' max_tenants x
     max_models, one request each through tokentap: RSS grows by at most
@@ -290,28 +205,22 @@ def test_100k_groups_stay_within_the_stated_memory_and_stats_is_paged():
     once /stats had read them), and /stats?by=route,tenant,model answers a
     page of 1,000 rows that says how many there are (before: 85 MB in one
     answer, 7.6 s of the main thread)."""
+    def req(tenant, model):
+        return build_request(CHAT, b'{"model":"m%d","stream":true,"max_tokens":1}' % model,
+                             {"X-Tenant-Id": f"t{tenant}", "Content-Type": "application/json"})
+
     with Mock("--ttft", "0", "--tpot", "0", "--tokens", "1") as m, \
-            Tokentap("tenant: {header: X-Tenant-Id}\nroutes:\n  - {name: chat, match: "
-                     "{path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n" % m.port) as t:
-        errors = []
-        pipelined(t.port, [(0, 0)], errors)           # the route's own series
-        get(t.admin, "/stats?by=route,tenant,model")
-        before = rss_kib(t.p.pid)
-        pairs = [(tn, md) for tn in range(TENANTS) for md in range(MODELS)]
-        ts = [threading.Thread(target=pipelined, args=(t.port, pairs[k::4], errors))
-              for k in range(4)]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join(600)
-        assert not errors, errors
-        deadline = time.monotonic() + 20
-        while True:
-            doc = json.loads(get(t.admin, "/stats?by=route,tenant,model"))
-            if doc["total_groups"] >= TENANTS * MODELS or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        grown = rss_kib(t.p.pid) - before
+            Tokentap(conf(m, name="chat", prefix="/v1/",
+                          top="tenant: {header: X-Tenant-Id}\n")) as t:
+        assert pipeline(t.port, [req(0, 0)]) == [200]          # the route's own series
+        t.get("/stats?by=route,tenant,model")
+        before = t.rss_kib()
+        reqs = [req(tn, md) for tn in range(TENANTS) for md in range(MODELS)]
+        statuses = parallel(lambda k: pipeline(t.port, reqs[k::4], 64, 60), range(4), 4)
+        assert all(x == [200] * len(reqs[k::4]) for k, x in enumerate(statuses))
+        doc = until(lambda: (d := t.stats(by="route,tenant,model"))["total_groups"] >=
+                    TENANTS * MODELS and d, 20, "100,000 groups in /stats", every=0.2)
+        grown = t.rss_kib() - before
         print(f"100,000 groups: RSS +{grown / 1024:.0f} MiB, "
               f"{grown * 1024 / (TENANTS * MODELS):.0f} bytes a group")
         assert grown <= PER_GROUP_KB * TENANTS * MODELS, grown
@@ -319,31 +228,27 @@ def test_100k_groups_stay_within_the_stated_memory_and_stats_is_paged():
         assert doc["total_groups"] == TENANTS * MODELS, doc["total_groups"]
         assert len(doc["groups"]) == 1000 and doc["truncated"] is True
         assert (doc["groups"][0]["tenant"], doc["groups"][0]["model"]) == ("t0", "m0")
-        raw = get(t.admin, "/stats?by=route,tenant,model&offset=99500&limit=10000")
+        raw = t.get("/stats?by=route,tenant,model&offset=99500&limit=10000").body
         page = json.loads(raw)
         assert len(page["groups"]) == 500 and page["truncated"] is False
         assert len(raw) < 4 * 1024 * 1024, len(raw)
         # reading them all, a page at a time, costs no memory that stays
-        assert rss_kib(t.p.pid) - before - grown < 64 * 1024
+        assert t.rss_kib() - before - grown < 64 * 1024
         # a group of every tenant and model: the metrics' budget held
-        text = get(t.admin, "/metrics")
-        assert gauge(text, "tokentap_metrics_series") <= 20000
+        assert metric(t, "tokentap_metrics_series") <= 20000
 
 
 def test_stats_paging_arguments():
     """limit is 1..10,000 and offset a count: anything else is a 400 that
     says what is valid."""
     with Mock("--ttft", "0", "--tpot", "0") as m, \
-            Tokentap("routes:\n  - {name: chat, match: {path_prefix: /v1/}, "
-                     "upstream: http://127.0.0.1:%d}\n" % m.port) as t:
+            Tokentap(conf(m, name="chat", prefix="/v1/")) as t:
         assert chat(t.port) == 200
-        until(t.admin, "/stats", lambda x: '"requests":1,' in x)
+        t.get_when("/stats", lambda x: '"requests":1,' in x)
         for q in ("limit=0", "limit=10001", "limit=x", "offset=-1", "offset=1e3"):
-            out = raw_request(t.admin, b"GET /stats?%s HTTP/1.1\r\nHost: x\r\n"
-                              b"Connection: close\r\n\r\n" % q.encode())
-            assert out.startswith(b"HTTP/1.1 400 "), (q, out[:200])
-            assert b"valid: " in out, out
-        doc = json.loads(get(t.admin, "/stats?limit=1&offset=1"))
+            r = t.get("/stats?" + q)
+            assert r.status == 400 and b"valid: " in r.body, (q, r.body[:200])
+        doc = t.stats(limit=1, offset=1)
         assert doc["groups"] == [] and doc["total_groups"] == 1 and not doc["truncated"]
         assert (doc["offset"], doc["limit"]) == (1, 1)
 
@@ -352,17 +257,17 @@ def test_listed_models_alone_get_labels():
     """With models.names or models.pattern, those alone name models,
     whatever the backend answers: tokentap-mock answers 2xx to any model,
     as llama.cpp and TGI do; a listed model's 404 is its own."""
-    conf = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
-            "models: {names: [llama-3], pattern: 'qwen-[0-9a-z.]+'}\nroutes:\n"
-            "  - {name: chat, match: {path_prefix: /v1/}, upstream: http://127.0.0.1:%d}\n")
-    with Mock("--ttft", "0", "--tpot", "0") as m, Tokentap(conf % m.port) as t:
-        for model in (b"llama-3", b"qwen-2.5", b"random-x", b"qwen-"):
-            assert chat(t.port, b"acme", model) == 200
-        assert chat(t.port, b"acme", b"qwen-72b", b"X-Mock-Fault: status:404\r\n") == 404
-        text = until(t.admin, "/metrics", lambda x: 'code="4xx"} 1\n' in x and
-                     x.count('code="2xx"} ') >= 3)
+    top = ("tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
+           "models: {names: [llama-3], pattern: 'qwen-[0-9a-z.]+'}\n")
+    with Mock("--ttft", "0", "--tpot", "0") as m, \
+            Tokentap(conf(m, name="chat", prefix="/v1/", top=top)) as t:
+        for model in ("llama-3", "qwen-2.5", "random-x", "qwen-"):
+            assert chat(t.port, "acme", model) == 200
+        assert chat(t.port, "acme", "qwen-72b", fault="status:404") == 404
+        text = t.get_when("/metrics", lambda x: 'code="4xx"} 1\n' in x and
+                          x.count('code="2xx"} ') >= 3)
         models = set(re.findall(r'tokentap_requests_total\{[^}]*model="([^"]*)"', text))
         assert models == {"llama-3", "qwen-2.5", "qwen-72b", "_other"}, models
-        rows = json.loads(get(t.admin, "/stats?by=model"))["groups"]
+        rows = t.stats(by="model")["groups"]
         assert {g["model"]: g["requests"] for g in rows} == \
             {"llama-3": 1, "qwen-2.5": 1, "qwen-72b": 1, "_other": 2}, rows
