@@ -32,6 +32,7 @@ from collections import namedtuple
 from client import (CHAT, Event, Response, build_request, dechunk, parse_response,  # noqa: F401
                     parse_sse, pipeline, raw_request, read_response, request,
                     split_response, sse_data)
+from client import _header_list
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The build at import time; prefer binary(), which follows the runner.
@@ -442,7 +443,7 @@ def completion(port, path=CHAT, model="m", headers=None, timeout=10.0, abort_aft
     X-Mock-ttft: 20ms, role_delay X-Mock-role-delay, and so on (the mock
     reads them in any case). The Response (see request)."""
     h = {"X-Mock-" + k.replace("_", "-"): str(v) for k, v in mock.items()}
-    h.update(headers or {})
+    h.update(_header_list(headers))
     return request(port, path, {"model": model, "stream": True}, h, timeout=timeout,
                    abort_after=abort_after)
 
