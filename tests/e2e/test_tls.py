@@ -5,140 +5,17 @@ import json
 import os
 import shutil
 import socket
-import ssl
-import subprocess
 import tempfile
-import threading
 import time
 
-from backend import SSE_HEAD, Backend, sse_handler
-from harness import ROOT, Proc, Tokentap, binary, dechunk, free_port, node_modules, \
-    raw_request, split_response, wait_port
+from harness import Mock, Tokentap, conf, parse_response, raw_request, request, run
+from peers import Backend, Nginx, TLSBackend, curl, node, pki, sse_handler
 
 SANITIZER_SKIP = {"test_openai_sdk_streams_through_plain_and_tls"}
 
-_PKI = {}
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def pki():
-    """A test CA, a server certificate for localhost / 127.0.0.1, a client
-    certificate, and a second CA nobody trusts: made once per run."""
-    if _PKI:
-        return _PKI
-    d = tempfile.mkdtemp(prefix="tt-pki-")
-    for ca in ("ca", "evil"):
-        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-subj", f"/CN=tokentap test {ca}", cwd=d)
-    with open(os.path.join(d, "san.ext"), "w") as f:
-        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for name, ca, ext in (("server", "ca", True), ("client", "ca", False), ("evilserver", "evil", True)):
-        cn = "tokentap-client" if name == "client" else "localhost"
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
-                "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
-        args = ["x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-                "-CAcreateserial", "-days", "2", "-out", f"{name}.crt"]
-        if ext:
-            args += ["-extfile", "san.ext"]
-        openssl(*args, cwd=d)
-    _PKI.update({k: os.path.join(d, k) for k in os.listdir(d)})
-    _PKI["dir"] = d
-    return _PKI
-
-
-class TLSBackend(Backend):
-    """The scriptable backend behind Python's OpenSSL server socket; it
-    records the client certificate each connection presented."""
-
-    def __init__(self, handler, cert, key, client_ca=None):
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        if client_ca:
-            ctx.verify_mode = ssl.CERT_REQUIRED
-            ctx.load_verify_locations(client_ca)
-        self.peer_certs = []
-        self.tls_ctx = ctx
-        super().__init__(handler)
-
-    def _accept(self):
-        while not self.stopped:
-            try:
-                raw, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handshake, args=(raw,), daemon=True).start()
-
-    def _handshake(self, raw):
-        from backend import Conn
-        try:
-            s = self.tls_ctx.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError):
-            raw.close()
-            return
-        self.peer_certs.append(s.getpeercert())
-        c = Conn(s)
-        with self.lock:
-            self.conns.append(c)
-            cid = len(self.conns) - 1
-        self._serve(c, cid)
-
-
-class Nginx:
-    """nginx terminating TLS in front of an HTTP backend, streaming."""
-
-    def __init__(self, backend_port):
-        p = pki()
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="tt-nginx-")
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""user root;
-worker_processes 1;
-error_log stderr warn;
-pid {self.dir}/nginx.pid;
-events {{ worker_connections 256; }}
-http {{
-  access_log off;
-  client_body_temp_path {self.dir}/body;
-  proxy_temp_path {self.dir}/proxy;
-  fastcgi_temp_path {self.dir}/fcgi;
-  uwsgi_temp_path {self.dir}/uwsgi;
-  scgi_temp_path {self.dir}/scgi;
-  server {{
-    listen 127.0.0.1:{self.port} ssl;
-    ssl_certificate {p['server.crt']};
-    ssl_certificate_key {p['server.key']};
-    location / {{
-      proxy_pass http://127.0.0.1:{backend_port};
-      proxy_buffering off;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }}
-  }}
-}}
-""")
-        self.proc = Proc(["nginx", "-p", self.dir, "-c", conf, "-g", "daemon off;"])
-        wait_port(self.port)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.__exit__(*exc)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
 
 def route(port, tls="", host="localhost"):
-    return (f"routes:\n  - name: secure\n    upstream: https://{host}:{port}\n"
-            + (f"    tls: {{{tls}}}\n" if tls else ""))
-
-
-def post(port):
-    return raw_request(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                       b"Content-Length: 2\r\n\r\n{}")
+    return conf(f"https://{host}:{port}", f"    tls: {{{tls}}}\n" if tls else "", "secure")
 
 
 STREAM = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(30)] + \
@@ -147,13 +24,12 @@ STREAM = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in ran
 
 def test_https_upstream_through_nginx_is_byte_identical():
     p = pki()
-    with Backend(sse_handler(STREAM, gap=0.002)) as b, Nginx(b.port) as n, \
+    with Backend(sse_handler(STREAM, gap=0.002)) as b, Nginx(b.port, tls=True) as n, \
             Tokentap("workers: 1\n" + route(n.port, f"ca_file: {p['ca.crt']}")) as t:
         for _ in range(2):
-            head, body = split_response(post(t.port))
-            assert head.startswith(b"HTTP/1.1 200"), head
-            assert dechunk(body) == b"".join(STREAM)
-        first, second = t.access(2)
+            r = request(t.port)
+            assert r.status == 200 and r.body == b"".join(STREAM), r.head
+        first, second = t.wait_logged(2)
         assert first["outcome"] == "ok" and first["output_tokens"] == 30
         assert first["phases"]["tls_ms"] is not None and first["phases"]["tls_ms"] > 0
         assert first["phases"]["tls_ms"] <= first["phases"]["connect_ms"] + 0.01
@@ -161,11 +37,11 @@ def test_https_upstream_through_nginx_is_byte_identical():
 
 
 def expect_502(t, words):
-    head, body = split_response(post(t.port))
-    assert head.startswith(b"HTTP/1.1 502"), head
-    msg = json.loads(body)["error"]["message"]
+    r = request(t.port)
+    assert r.status == 502, r.head
+    msg = r.json()["error"]["message"]
     assert any(w in msg for w in words), msg
-    line = t.access(1)[-1]
+    line = t.wait_logged(1)[-1]
     assert line["outcome"] == "connect_error", line
     return msg
 
@@ -186,11 +62,11 @@ def test_verify_false_passes_and_ip_literal_verifies():
     p = pki()
     with TLSBackend(sse_handler(STREAM), p["evilserver.crt"], p["evilserver.key"]) as b, \
             Tokentap(route(b.port, "verify: false")) as t:
-        assert dechunk(split_response(post(t.port))[1]) == b"".join(STREAM)
+        assert request(t.port).body == b"".join(STREAM)
         assert "tls.verify is false" in t.stderr()
     with TLSBackend(sse_handler(STREAM), p["server.crt"], p["server.key"]) as b, \
             Tokentap(route(b.port, f"ca_file: {p['ca.crt']}", host="127.0.0.1")) as t:
-        assert dechunk(split_response(post(t.port))[1]) == b"".join(STREAM)
+        assert request(t.port).body == b"".join(STREAM)
 
 
 def test_client_certificate_is_presented():
@@ -198,7 +74,7 @@ def test_client_certificate_is_presented():
     tls = f"ca_file: {p['ca.crt']}, client_cert: {p['client.crt']}, client_key: {p['client.key']}"
     with TLSBackend(sse_handler(STREAM), p["server.crt"], p["server.key"], client_ca=p["ca.crt"]) as b, \
             Tokentap(route(b.port, tls)) as t:
-        assert dechunk(split_response(post(t.port))[1]) == b"".join(STREAM)
+        assert request(t.port).body == b"".join(STREAM)
         subject = dict(x[0] for x in b.peer_certs[0]["subject"])
         assert subject["commonName"] == "tokentap-client"
     with TLSBackend(sse_handler(STREAM), p["server.crt"], p["server.key"], client_ca=p["ca.crt"]) as b, \
@@ -208,17 +84,17 @@ def test_client_certificate_is_presented():
 
 def test_bad_certificate_files_fail_the_config_check():
     d = tempfile.mkdtemp()
-    conf = os.path.join(d, "t.yaml")
-    with open(conf, "w") as f:
+    path = os.path.join(d, "t.yaml")
+    with open(path, "w") as f:
         f.write("listen:\n  - address: 127.0.0.1:1\n    tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n"
                 "routes:\n  - name: r\n    upstream: https://127.0.0.1:9\n"
                 "    tls:\n      ca_file: /nonexistent-ca.pem\n")
-    r = subprocess.run([binary("tokentap"), "-t", "-c", conf], capture_output=True, text=True)
+    r = run("tokentap", "-t", "-c", path)
     assert r.returncode != 0, r.stderr
     # FILE:LINE:COL of the key whose file does not load, as for any
     # other configuration error
-    assert f"{conf}:3:17: listen 127.0.0.1:1: tls: /nonexistent.crt:" in r.stderr, r.stderr
-    assert f"{conf}:8:16: route r: tls: /nonexistent-ca.pem:" in r.stderr, r.stderr
+    assert f"{path}:3:17: listen 127.0.0.1:1: tls: /nonexistent.crt:" in r.stderr, r.stderr
+    assert f"{path}:8:16: route r: tls: /nonexistent-ca.pem:" in r.stderr, r.stderr
     shutil.rmtree(d)
 
 
@@ -231,10 +107,9 @@ def tls_listener(extra=""):
 def test_curl_through_a_tls_listener():
     p = pki()
     with Backend(sse_handler(STREAM)) as b, \
-            Tokentap(tls_listener(f"routes:\n  - name: r\n    upstream: http://127.0.0.1:{b.port}\n")) as t:
-        out = subprocess.run(["curl", "-sN", "--cacert", p["ca.crt"], "-d", "{}",
-                              f"https://localhost:{t.port}/v1/chat/completions"],
-                             capture_output=True, timeout=20)
+            Tokentap(tls_listener(conf(b))) as t:
+        out = curl(f"https://localhost:{t.port}/v1/chat/completions", "--cacert", p["ca.crt"],
+                   data="{}", timeout=20)
         assert out.returncode == 0, out.stderr
         assert out.stdout == b"".join(STREAM)
         assert b.requests[0].header("X-Forwarded-Proto") == "https"
@@ -243,9 +118,8 @@ def test_curl_through_a_tls_listener():
             assert not raw_request(t.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", timeout=1).startswith(b"HTTP")
         except ConnectionResetError:
             pass
-        out = subprocess.run(["curl", "-s", "--cacert", p["ca.crt"], "-d", "{}",
-                              f"https://localhost:{t.port}/v1/chat/completions"],
-                             capture_output=True, timeout=20)
+        out = curl(f"https://localhost:{t.port}/v1/chat/completions", "--cacert", p["ca.crt"],
+                   data="{}", timeout=20)
         assert out.stdout == b"".join(STREAM)
 
 
@@ -269,7 +143,7 @@ def test_tls_upstream_backpressure_loses_nothing():
             if len(data) < 1 << 20:
                 time.sleep(0.002)        # slow at first, so backpressure engages
         s.close()
-        assert dechunk(split_response(data)[1]) == b"".join(big)
+        assert parse_response(data).body == b"".join(big)
 
 
 NODE_SCRIPT = r"""
@@ -290,29 +164,17 @@ main().catch(e => { console.error(e); process.exit(1); });
 
 def test_openai_sdk_streams_through_plain_and_tls():
     p = pki()
-    mods = node_modules()
-    script = os.path.join(os.path.dirname(mods), "stream.js")
-    with open(script, "w") as f:
-        f.write(NODE_SCRIPT)
-    mock_port = free_port()
-    env = dict(os.environ, NODE_EXTRA_CA_CERTS=p["ca.crt"], NODE_PATH=mods)
-
-    def run(url):
-        r = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=60, env=env)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    with Proc([binary("tokentap-mock"), "-l", f"127.0.0.1:{mock_port}"]):
-        wait_port(mock_port)
-        direct = run(f"http://127.0.0.1:{mock_port}/v1")
+    env = {"NODE_EXTRA_CA_CERTS": p["ca.crt"]}
+    with Mock() as m:
+        direct = json.loads(node(NODE_SCRIPT, m.url("/v1"), env=env).stdout)
         assert len(direct) >= 12 and direct[1]["choices"][0]["delta"]["content"]
-        plain_yaml = f"routes:\n  - name: r\n    upstream: http://127.0.0.1:{mock_port}\n"
-        with Tokentap(plain_yaml) as t:
-            assert run(f"http://127.0.0.1:{t.port}/v1") == direct
-        with Tokentap(tls_listener(plain_yaml)) as t:
+        with Tokentap(conf(m)) as t:
+            assert json.loads(node(NODE_SCRIPT, t.url("/v1"), env=env).stdout) == direct
+        with Tokentap(tls_listener(conf(m))) as t:
             # the listener is 127.0.0.1 only, and the certificate names that
             # address: Debian's /etc/hosts gives localhost ::1 too, which
             # Node 18 (no happy eyeballs) tries alone and is refused
-            assert run(f"https://127.0.0.1:{t.port}/v1") == direct
-            line = t.access(1)[0]
+            got = node(NODE_SCRIPT, f"https://127.0.0.1:{t.port}/v1", env=env).stdout
+            assert json.loads(got) == direct
+            line = t.wait_logged(1)[0]
             assert line["output_tokens"] == 12 and line["model"] == "mock-1"
