@@ -10,7 +10,6 @@ plus the lines counted lost are the requests made. A FIFO as the access log
 that no process reads fails the start at once, said, where it hung; one
 that is read works. `tokentap -t` names a log path whose "directory" is a
 file or which is a directory."""
-import http.client
 import json
 import os
 import resource
@@ -18,45 +17,16 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 
-from harness import Mock, Tokentap, binary, free_port, wait_port
+from harness import Mock, Tokentap, build_request, conf, conf_file, metric, pipeline, report, \
+    run, until
 
-BODY = json.dumps({"model": "m", "stream": True})
-HEADERS = {"Content-Type": "application/json", "X-Mock-TTFT": "0ms", "X-Mock-TPOT": "0ms",
-           "X-Mock-Tokens": "2"}
-
-
-def report(msg):
-    print("REPORT " + msg, flush=True)
+REQUEST = build_request("/v1/chat/completions", {"model": "m", "stream": True},
+                        {"X-Mock-TTFT": "0ms", "X-Mock-TPOT": "0ms", "X-Mock-Tokens": "2"})
 
 
-def requests(port, n):
-    """n streamed completions on one keep-alive connection, each answered 200."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    for _ in range(n):
-        c.request("POST", "/v1/chat/completions", BODY, HEADERS)
-        r = c.getresponse()
-        r.read()
-        assert r.status == 200, r.status
-    c.close()
-
-
-def lost(t):
-    """{(metric, log): value} of the tokentap_log_*_lost_total lines."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/metrics", timeout=5).read()
-    out = {}
-    for line in text.decode().splitlines():
-        if line.startswith("tokentap_log_") and "_lost_total{" in line:
-            name, rest = line.split("{", 1)
-            label, value = rest.split("} ")
-            out[(name, label.split('"')[1])] = int(float(value))
-    return out
-
-
-def stats_logs(t):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats", timeout=5) as r:
-        return json.loads(r.read())["logs"]
+def lost(t, what="lines", log="access"):
+    return metric(t, f"tokentap_log_{what}_lost_total", log=log)
 
 
 def whole_json_lines(path):
@@ -76,35 +46,32 @@ def run_out_of_room(t, log, stats, fill, free, n):
     """n requests while the logs have no room (fill() takes it), then 20
     once free() gives it back; checks the counts and the lines."""
     fill()
-    requests(t.port, n)
-    time.sleep(0.5)                         # a few stats snapshots lost too
+    assert pipeline(t.port, [REQUEST] * n, 1) == [200] * n
+    # every line written or counted lost, and a stats snapshot lost too
+    until(lambda: len(whole_json_lines(log)) + lost(t) == n and lost(t, log="stats") >= 1,
+          15, f"the {n} lines written or counted")
     during = len(whole_json_lines(log))
-    got = lost(t)
-    lines_lost = got[("tokentap_log_lines_lost_total", "access")]
-    bytes_lost = got[("tokentap_log_bytes_lost_total", "access")]
+    lines_lost, bytes_lost = lost(t), lost(t, "bytes")
     assert during + lines_lost == n, (during, lines_lost, n)
     assert during < n // 2 and lines_lost > n // 2, (during, lines_lost)
     sizes = [len(json.dumps(x)) for x in whole_json_lines(log)]
     # escaping aside, a lost line is as long as a written one
     assert min(sizes) * 0.8 * lines_lost <= bytes_lost <= max(sizes) * 1.2 * lines_lost, \
         (bytes_lost, lines_lost, min(sizes), max(sizes))
-    assert got[("tokentap_log_lines_lost_total", "stats")] >= 1, got
-    s = stats_logs(t)
+    s = t.stats()["logs"]
     assert s["access"] == {"lines_lost": lines_lost, "bytes_lost": bytes_lost}, s
     # one warning per file, not one a line (the next comes 10 s on at the earliest)
     w = warnings(t, "access log")
     assert len(w) == 1 and "lost; lost lines are counted in /metrics" in w[0], w
     assert len(warnings(t, "stats file")) == 1, t.stderr()[-2000:]
     free()
-    requests(t.port, 20)
-    time.sleep(0.4)
-    lines = whole_json_lines(log)
-    assert len(lines) == during + 20, (len(lines), during)
-    assert lost(t)[("tokentap_log_lines_lost_total", "access")] == lines_lost
-    snaps = whole_json_lines(stats)
-    assert snaps and all("groups" in x for x in snaps)
-    # the stats file's own snapshot says what it lost
-    assert snaps[-1]["logs"]["stats"]["lines_lost"] >= 1, snaps[-1]["logs"]
+    assert pipeline(t.port, [REQUEST] * 20, 1) == [200] * 20
+    until(lambda: len(whole_json_lines(log)) == during + 20, 15, "the 20 lines once there is room")
+    assert lost(t) == lines_lost
+    # the stats file's own snapshot, once it has room, says what it lost
+    snaps = until(lambda: (x := whole_json_lines(stats)) and
+                  x[-1]["logs"]["stats"]["lines_lost"] >= 1 and x, 15, "a snapshot after")
+    assert all("groups" in x for x in snaps)
 
 
 def test_full_tmpfs_loses_whole_lines_counted():
@@ -130,8 +97,8 @@ def test_full_tmpfs_loses_whole_lines_counted():
                     pass
             os.truncate(filler, os.path.getsize(filler) - 6000 - os.path.getsize(log))
 
-        with Mock() as m, Tokentap(f"access_log: {log}\nstats: {{file: {stats}, interval: 100ms}}\n"
-                                   f"routes:\n  - name: llm\n    upstream: {m.url()}\n") as t:
+        with Mock() as m, Tokentap(conf(m, top=f"access_log: {log}\n"
+                                                f"stats: {{file: {stats}, interval: 100ms}}\n")) as t:
             run_out_of_room(t, log, stats, fill, lambda: os.unlink(filler), 300)
             assert "No space left on device" in warnings(t, "access log")[0]
     finally:
@@ -145,8 +112,8 @@ def test_file_size_limit_loses_whole_lines_counted():
     which ended tokentap at the first write past the limit, is ignored."""
     d = tempfile.mkdtemp(prefix="tt-fsize-")
     log, stats = os.path.join(d, "access.jsonl"), os.path.join(d, "stats.jsonl")
-    with Mock() as m, Tokentap(f"access_log: {log}\nstats: {{file: {stats}, interval: 100ms}}\n"
-                               f"routes:\n  - name: llm\n    upstream: {m.url()}\n") as t:
+    with Mock() as m, Tokentap(conf(m, top=f"access_log: {log}\n"
+                                            f"stats: {{file: {stats}, interval: 100ms}}\n")) as t:
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 
         def fill():
@@ -167,62 +134,50 @@ def test_access_log_fifo():
     d = tempfile.mkdtemp(prefix="tt-fifo-")
     fifo = os.path.join(d, "access.fifo")
     os.mkfifo(fifo)
-    port = free_port()
-    conf = os.path.join(d, "tokentap.yaml")
-    with open(conf, "w") as f:
-        f.write(f"listen:\n  - address: 127.0.0.1:{port}\nadmin:\n  address: 127.0.0.1:"
-                f"{free_port()}\naccess_log: {fifo}\nroutes:\n  - name: llm\n"
-                f"    upstream: http://127.0.0.1:{free_port()}\n")
-    r = subprocess.run([binary("tokentap"), "-c", conf], capture_output=True, text=True,
-                       timeout=5)
+    path = conf_file(f"access_log: {fifo}\nroutes:\n  - name: llm\n"
+                     f"    upstream: http://127.0.0.1:9\n")
+    r = run("tokentap", "-c", path, timeout=5)
     assert r.returncode == 1 and f"access log {fifo}: a FIFO that no process reads" in \
         r.stderr, (r.returncode, r.stderr)
     # a reader (opened without waiting for a writer): the start goes on
     rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    got, done = [], threading.Event()
+    buf, done = bytearray(), threading.Event()
 
     def reader():
-        buf = b""
         while True:
             try:
                 b = os.read(rfd, 65536)
             except BlockingIOError:
                 b = None
             if b:
-                buf += b
+                buf.extend(b)
             elif done.is_set():
                 break
             else:
                 time.sleep(0.02)
-        got.extend(buf.splitlines())
 
     th = threading.Thread(target=reader, daemon=True)
     th.start()
     try:
-        with Mock() as m, Tokentap(f"access_log: {fifo}\nroutes:\n  - name: llm\n"
-                                   f"    upstream: {m.url()}\n") as t:
-            requests(t.port, 3)
-            time.sleep(0.2)
+        with Mock() as m, Tokentap(conf(m, top=f"access_log: {fifo}\n")) as t:
+            assert pipeline(t.port, [REQUEST] * 3, 1) == [200] * 3
+            until(lambda: buf.count(b"\n") >= 3, 10, "three lines through the FIFO")
     finally:
         done.set()
         th.join(5)
         os.close(rfd)
+    got = bytes(buf).splitlines()
     assert len(got) == 3 and all(json.loads(x)["status"] == 200 for x in got), got
 
 
 def check_t(conf_text, key, want):
     """tokentap -t fails and names key's FILE:LINE:COL with want."""
-    d = tempfile.mkdtemp(prefix="tt-logpath-")
-    path = os.path.join(d, "tokentap.yaml")
-    text = (f"listen:\n  - address: 127.0.0.1:{free_port()}\nadmin:\n  address: 127.0.0.1:"
-            f"{free_port()}\nroutes:\n  - name: llm\n    upstream: http://127.0.0.1:9\n"
-            + conf_text)
-    with open(path, "w") as f:
-        f.write(text)
+    path = conf_file("routes:\n  - name: llm\n    upstream: http://127.0.0.1:9\n" + conf_text)
+    with open(path) as f:
+        text = f.read()
     no = next(i for i, x in enumerate(text.splitlines(), 1) if x.lstrip().startswith(key + ":"))
     col = text.splitlines()[no - 1].index(key) + len(key) + 3
-    r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True, text=True,
-                       timeout=10)
+    r = run("tokentap", "-t", "-c", path)
     assert r.returncode == 1 and f"{path}:{no}:{col}: {want}" in r.stderr, (r.returncode,
                                                                             r.stderr, want)
 
