@@ -3,10 +3,7 @@ holds pooled connections to it: a POST is never sent twice, so a request
 must not go out on a pooled connection the old process left behind (one
 it has already closed or reset); nginx's figure for the same case is
 100/100.
-
-Run alone with `python3 tests/e2e/test_restart.py [name-filter]`.
 """
-import os
 import signal
 import socket
 import subprocess
@@ -14,9 +11,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend import Backend as ThreadBackend  # noqa: E402
-from harness import Tokentap, free_port  # noqa: E402
+from harness import Tokentap, build_request, conf, free_port, read_response, until
+from peers import Backend as ThreadBackend
 
 N = 100
 
@@ -90,28 +86,6 @@ POST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
 
 
-def read_response(s):
-    """(status, body) of one Content-Length response on a kept-alive socket."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = s.recv(65536)
-        if not d:
-            return 0, data
-        data += d
-    head, _, body = data.partition(b"\r\n\r\n")
-    n = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            n = int(v)
-    while len(body) < n:
-        d = s.recv(65536)
-        if not d:
-            break
-        body += d
-    return int(head.split(b" ")[1]), body
-
-
 def round_trip(clients):
     """One POST on each client connection at once; the statuses. A client
     tokentap closed (after a 502) is opened again for the next round."""
@@ -123,7 +97,7 @@ def round_trip(clients):
 def collect(clients):
     out = []
     for i, s in enumerate(clients):
-        status, _ = read_response(s)
+        status = read_response(s).status or 0
         out.append(status)
         if status != 200:
             s.close()
@@ -164,10 +138,8 @@ def test_backend_restart_within_25ms_every_post_answered():
     port = free_port()
     b = Backend(port, 0.05)
     b.go()
-    conf = (f"workers: 1\nroutes:\n  - name: r\n    match: {{path_prefix: /}}\n"
-            f"    upstream: http://127.0.0.1:{port}\n")
     try:
-        with Tokentap(conf) as t:
+        with Tokentap(conf(port, prefix="/", top="workers: 1\n")) as t:
             clients = Clients(t.port)
             try:
                 assert round_trip(clients) == [200] * N
@@ -190,7 +162,7 @@ def test_backend_restart_within_25ms_every_post_answered():
                 got = collect(clients)
                 assert got.count(200) == N, f"{got.count(200)}/{N} answered 200 when the " \
                     f"requests came before the close: {sorted(set(got))}"
-                log = t.access(4 * N)
+                log = t.wait_logged(4 * N)
                 assert [x["status"] for x in log].count(200) == 4 * N
             finally:
                 clients.close()
@@ -215,14 +187,11 @@ def test_one_reset_retires_its_siblings():
                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         return "keep"
 
-    conf = "workers: 1\nroutes:\n  - name: r\n    match: {path_prefix: /}\n" \
-           "    upstream: http://127.0.0.1:%d\n"
-    with ThreadBackend(handle) as b, Tokentap(conf % b.port) as t:
+    with ThreadBackend(handle) as b, Tokentap(conf(b, prefix="/", top="workers: 1\n")) as t:
         def send(path):
             s = socket.create_connection(("127.0.0.1", t.port), timeout=10)
-            s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-                      b"Connection: close\r\n\r\n{}" % path)
-            status, _ = read_response(s)
+            s.sendall(build_request(path.decode(), b"{}", close=True))
+            status = read_response(s).status
             s.close()
             return status
 
@@ -241,14 +210,6 @@ def test_one_reset_retires_its_siblings():
         # the sibling was closed by tokentap (the backend saw its end and
         # closed its side), not left to time out
         other = b.conns[1 - b.requests[-2].conn_id]
-        deadline = time.monotonic() + 2
-        while other.sock.fileno() != -1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert other.sock.fileno() == -1, "the sibling is still open"
+        # at once, not at upstream_keepalive's 4 s
+        until(lambda: other.sock.fileno() == -1, 3, "the sibling closed", every=0.01)
 
-
-if __name__ == "__main__":
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and (len(sys.argv) < 2 or sys.argv[1] in name):
-            fn()
-            print("ok", name)
