@@ -1,4 +1,6 @@
-"""The processes of a benchmark run and what /proc says about them.
+"""The processes of a benchmark run and what /proc says about them, on
+the harness of the end-to-end tests (tests/e2e/harness.py: Proc, ports,
+the build's programs).
 
 Every child is pinned to a CPU set and gets 20,000 descriptors (the soft
 limit raised to the machine's hard limit at most): the mock and the client
@@ -6,16 +8,15 @@ share one set, the proxy under test has the other to itself (see bench.py).
 """
 import json
 import os
-import resource
-import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import threading
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "e2e"))
+from harness import ROOT, Proc, binary, free_port, pinned, wait_port  # noqa: E402,F401
+
 NOFILE = 20000
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -24,57 +25,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 RELAY = os.path.join(ROOT, "build", "bench-relay")
 
 
-def binary(name):
-    return os.path.join(BUILD, name)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port, timeout=10.0, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            break
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
-
-
-def _preexec(cpus):
-    def run():
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        soft = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    return run
-
-
-class Child:
-    """A pinned child process; stderr goes to a file of the run's directory."""
+class Child(Proc):
+    """A pinned child process (the harness's Proc: pinned to cpus, 20,000
+    descriptors); stderr goes to a file of the run's directory."""
 
     def __init__(self, name, args, cpus, workdir, stdout=None):
         self.name = name
-        self.args = args
-        self.err_path = os.path.join(workdir, f"{name}.err")
-        with open(self.err_path, "ab") as err:
-            self.p = subprocess.Popen(args, stdout=stdout or subprocess.DEVNULL,
-                                      stderr=err, preexec_fn=_preexec(cpus),
-                                      cwd=workdir)
-        self.pid = self.p.pid
-
-    def stderr(self):
-        with open(self.err_path, "rb") as f:
-            return f.read().decode(errors="replace")
+        super().__init__(args, stdout=stdout, cpus=cpus, cwd=workdir, nofile=NOFILE,
+                         errfile=os.path.join(workdir, f"{name}.err"))
 
     def check(self):
         if self.p.poll() is not None:
@@ -82,36 +40,10 @@ class Child:
                                f"{self.stderr()[-2000:]}")
 
     def stop(self, timeout=15):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.returncode
-
-    def pids(self):
-        """This process and its children (nginx: master and workers)."""
-        out = [self.pid]
-        try:
-            with open(f"/proc/{self.pid}/task/{self.pid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        return out
+        return super().stop(timeout=timeout)
 
     def cpu_s(self):
-        """User + system CPU seconds of every thread of pids() so far."""
-        total = 0
-        for pid in self.pids():
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += int(fields[11]) + int(fields[12])   # utime, stime
-        return total / TICK
+        return self.cpu_seconds()
 
     def runq_wait_s(self):
         """Seconds the threads of pids() have waited, runnable, for a CPU
@@ -130,27 +62,6 @@ class Child:
                 except (OSError, IndexError, ValueError):
                     continue
         return total / 1e9
-
-    def rss_kib(self):
-        total = 0
-        for pid in self.pids():
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1])
-            except OSError:
-                continue
-        return total
-
-    def fds(self):
-        total = 0
-        for pid in self.pids():
-            try:
-                total += len(os.listdir(f"/proc/{pid}/fd"))
-            except OSError:
-                continue
-        return total
 
 
 class Mock(Child):
@@ -249,8 +160,7 @@ def run_load(cpus, workdir, url, args, timeout=600):
     os.close(fd)
     cmd = [binary("tokentap-load"), *args, "--json", out, url]
     with open(os.path.join(workdir, "load.err"), "ab") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                             preexec_fn=_preexec(cpus))
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=pinned(cpus, NOFILE))
     # wait4 for the child's rusage; a watchdog bounds a load that hangs
     timer = threading.Timer(timeout, p.kill)
     timer.start()

@@ -95,6 +95,19 @@ def more_fds(n):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
 
 
+def pinned(cpus=None, nofile=None):
+    """A preexec_fn that puts the child on cpus and raises its descriptor
+    limit to nofile (the hard limit at most)."""
+    def pin():
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if nofile:
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            soft = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return pin
+
+
 class Proc:
     """A child process whose stderr goes to a file, stopped on exit (SIGTERM,
     then SIGKILL); a sanitizer's report in that file fails the test. cpus
@@ -109,17 +122,9 @@ class Proc:
         e = dict(os.environ)
         if env:
             e.update(env)
-
-        def pin():
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-            if nofile:
-                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-                soft = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
-                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         self.p = subprocess.Popen(args, stdout=stdout or subprocess.DEVNULL, stderr=self.err,
                                   env=e, cwd=cwd,
-                                  preexec_fn=pin if cpus or nofile else None)
+                                  preexec_fn=pinned(cpus, nofile) if cpus or nofile else None)
         self.err.close()
         self.pid = self.p.pid
 
