@@ -7,84 +7,35 @@ another status than tokentap must, or lets the backend see other requests.
 Prints one table row per differing vector (every vector with --all). Not a
 test: nginx is the reference we compare with, not the judge; the corpus's
 own expectations are tokentap's contract. Needs nginx on the PATH."""
-import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 import corpus
 import peer
 import vectors
-
-CONF = """daemon off;
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log crit;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    fastcgi_temp_path {prefix}/fastcgi;
-    uwsgi_temp_path {prefix}/uwsgi;
-    scgi_temp_path {prefix}/scgi;
-    client_max_body_size {maxbody};
-    upstream backend {{ server 127.0.0.1:{upstream}; keepalive 4; }}
-    server {{
-        listen 127.0.0.1:{port};
-        location {prefix_path} {{
-            proxy_pass http://backend{base};
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $http_host;
-            proxy_buffering off;
-            proxy_read_timeout 2s;
-        }}
-    }}
-}}
-"""
-
+from peers import Nginx
 
 class NginxProxy:
     """nginx set up as tokentap is for the vector (prefix, base path, body
-    limit), in the foreground with its own prefix."""
+    limit): the harness's Nginx with the corpus's settings."""
     name = "nginx"
 
     def __init__(self, backend, v):
-        self.dir = tempfile.mkdtemp(prefix="tt-nginx-")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
         route = dict(path_prefix="/", strip_prefix="false", base="")
         route.update(getattr(v, "route", None) or {})
         strip = route["strip_prefix"] == "true"
         small = "max_body_bytes: 1k" in (getattr(v, "conf", None) or "")
-        conf = CONF.format(prefix=self.dir, upstream=backend.port, port=self.port,
-                           maxbody="1k" if small else "16m",
-                           prefix_path=route["path_prefix"],
-                           base=(route["base"] + "/") if strip else "")
-        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
-            f.write(conf)
-        self.p = subprocess.Popen(["nginx", "-p", self.dir + "/", "-c",
-                                   os.path.join(self.dir, "nginx.conf")],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.01)
+        self.nginx = Nginx(backend.port, "proxy_set_header Host $http_host; "
+                           "proxy_read_timeout 2s;", keepalive=4,
+                           http=f"client_max_body_size {'1k' if small else '16m'};",
+                           path=route["path_prefix"],
+                           proxy_pass="http://up" + ((route["base"] + "/") if strip else ""))
+        self.port = self.nginx.port
 
     def close(self):
-        self.p.terminate()
-        self.p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.nginx.__exit__(None, None, None)
 
 
 def main():

@@ -6,10 +6,17 @@ The backend frames what it receives as an ordinary HTTP/1.1 server would
 answer; what the tests judge is the raw byte stream of each upstream
 connection, and how many requests the backend found in it.
 """
+import os
 import re
 import socket
+import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "e2e"))
+from client import Response  # noqa: E402
+from client import read_response as read_http  # noqa: E402
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -161,77 +168,15 @@ class Backend:
 
 
 def read_response(sock, buf, head_req=False, deadline=None):
-    """Reads one response: (status, head bytes, body bytes, rest); status is
-    None when the peer closed first. 1xx heads come back as their own
-    responses."""
-    def more():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout()
-        sock.settimeout(left)
-        return sock.recv(65536)
-
-    while b"\r\n\r\n" not in buf:
-        d = more()
-        if not d:
-            return None, buf, b"", b""
-        buf += d
-    head, _, buf = buf.partition(b"\r\n\r\n")
-    m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
-    if not m:
-        return None, head, b"", buf
-    status = int(m.group(1))
-    h = head.lower()
-    if status < 200 or status in (204, 304) or head_req:
-        return status, head, b"", buf
-    cl = re.search(rb"\r\ncontent-length: *(\d+)", h)
-    if b"\r\ntransfer-encoding: chunked" in h:
-        # the body as it came, framing included: the tests compare bytes
-        pos = 0
-        while True:
-            nl = buf.find(b"\r\n", pos)
-            while nl < 0:
-                d = more()
-                if not d:
-                    return status, head, buf, b""
-                buf += d
-                nl = buf.find(b"\r\n", pos)
-            try:
-                size = int(buf[pos:nl].split(b";")[0], 16)
-            except ValueError:
-                return status, head, buf, b""
-            pos = nl + 2
-            if size == 0:
-                while True:       # trailers, up to the empty line
-                    nl = buf.find(b"\r\n", pos)
-                    while nl < 0:
-                        d = more()
-                        if not d:
-                            return status, head, buf, b""
-                        buf += d
-                        nl = buf.find(b"\r\n", pos)
-                    line, pos = buf[pos:nl], nl + 2
-                    if not line:
-                        return status, head, buf[:pos], buf[pos:]
-            while len(buf) < pos + size + 2:
-                d = more()
-                if not d:
-                    return status, head, buf, b""
-                buf += d
-            pos += size + 2
-    if cl:
-        n = int(cl.group(1))
-        while len(buf) < n:
-            d = more()
-            if not d:
-                return status, head, buf, b""
-            buf += d
-        return status, head, buf[:n], buf[n:]
-    while True:                  # close-delimited
-        d = more()
-        if not d:
-            return status, head, buf, b""
-        buf += d
+    """Reads one response with the harness's reader: (status, head bytes,
+    body bytes as framed, rest); status is None when the peer closed first
+    or sent no HTTP head. 1xx heads come back as their own responses."""
+    r = Response(head_request=head_req, interim_ends=True)
+    r.feed(buf)
+    read_http(sock, r, deadline=deadline)
+    if r.status is None:
+        return None, (r.head if r.head is not None else r.buf), b"", r.buf if r.head else b""
+    return r.status, r.head, r.raw, r.rest
 
 
 def exchange(port, data, n, head_req=False, timeout=3.0, gap=0.0):

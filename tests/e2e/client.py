@@ -70,10 +70,12 @@ class Response:
 
     status, reason, status_line, head (the raw head), headers (lower-case
     names; a repeated field's values joined by ", "), header_list (as
-    sent), interim [(status, head)] of 1xx heads before it, body (decoded),
-    raw (the body as framed on the wire, trailers included), chunks and
-    events [(t, bytes)], complete (the body ended as its framing says),
-    eof (the peer closed), rest (bytes after the response), t_head, t_end,
+    sent), interim [(status, head)] of 1xx heads before it (interim_ends:
+    a 1xx head is the response), body (decoded), raw (the body as framed on
+    the wire, trailers included; cut short or broken: all that came),
+    chunks and events [(t, bytes)], complete (the body ended as its framing
+    says), eof (the peer closed), broken (no HTTP head, or framing that is
+    none), rest (bytes after the response), t_head, t_end,
     and t_sent when request() sent it (just before its first byte left)."""
 
     def __init__(self, head_request=False, interim_ends=False):
@@ -87,7 +89,7 @@ class Response:
         self.chunked = False
         self.body = self.raw = self.pending = b""
         self.chunks, self.events = [], []
-        self.complete = self.eof = self.reset = False
+        self.complete = self.eof = self.reset = self.broken = False
         self.t_sent = self.t_head = self.t_end = None
 
     @property
@@ -107,6 +109,16 @@ class Response:
         if self.state == "close":
             self.complete, self.state, self.t_end = True, "done", t
             self._events(t, final=True)
+        elif self.state not in ("head", "done"):
+            # cut short: what came of the body stays in raw, as received
+            self.raw, self.buf = self.raw + self.buf, b""
+
+    def _broken(self):
+        """Framing no HTTP/1.1 peer sends: the rest is kept in raw, as
+        received, and nothing more is parsed."""
+        self.raw, self.buf = self.raw + self.buf, b""
+        self.state, self.broken = "done", True
+        return False
 
     def _done(self, t):
         self.state, self.complete, self.t_end = "done", True, t
@@ -119,6 +131,9 @@ class Response:
                 return False
             head, self.buf = self.buf[:i], self.buf[i + 4:]
             lines = head.decode("latin-1").split("\r\n")
+            if not re.match(r"HTTP/1\.[01] \d{3}( |$)", lines[0]):
+                self.head, self.state, self.broken = head, "done", True   # no HTTP head
+                return False
             status = int(lines[0].split()[1])
             if 100 <= status < 200 and status != 101 and not self.interim_ends:
                 self.interim.append((status, head))
@@ -147,7 +162,10 @@ class Response:
             i = self.buf.find(b"\r\n")
             if i < 0:
                 return False
-            size = int(self.buf[:i].split(b";")[0], 16)
+            try:
+                size = int(self.buf[:i].split(b";")[0], 16)
+            except ValueError:
+                return self._broken()
             if size == 0:
                 self.raw += self.buf[:i + 2]
                 self.buf, self.state = self.buf[i + 2:], "trailers"
@@ -155,7 +173,8 @@ class Response:
             if len(self.buf) < i + 2 + size + 2:
                 return False
             payload = self.buf[i + 2:i + 2 + size]
-            assert self.buf[i + 2 + size:i + 4 + size] == b"\r\n", "bad chunk end"
+            if self.buf[i + 2 + size:i + 4 + size] != b"\r\n":
+                return self._broken()
             self.raw += self.buf[:i + 4 + size]
             self.buf = self.buf[i + 4 + size:]
             self.chunks.append((t, payload))
@@ -230,7 +249,7 @@ def read_response(sock, resp=None, timeout=10.0, deadline=None, head_request=Fal
     pass resp, or Response().feed(rest) first. timeout: per read; deadline
     (monotonic): for the whole response. A timeout raises socket.timeout."""
     resp = resp or Response(head_request)
-    while not resp.complete:
+    while not resp.complete and not resp.broken:
         left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
         if left <= 0:
             raise socket.timeout("response not complete by the deadline")
