@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 import peer                     # noqa: E402
 import vectors                  # noqa: E402
-from harness import Tokentap    # noqa: E402
+from harness import Tokentap, conf    # noqa: E402
 
 NEXT = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext"
 RID = re.compile(rb"X-Request-Id: [0-9a-f]{32}\r\n")
@@ -22,14 +22,12 @@ RID = re.compile(rb"X-Request-Id: [0-9a-f]{32}\r\n")
 def tokentap_conf(port, v):
     route = dict(path_prefix="/", strip_prefix="false", base="", request_buffering="true")
     route.update(getattr(v, "route", None) or {})
-    return (f"workers: 1\n{getattr(v, 'conf', None) or ''}"
-            "timeouts: {client_header: 2s, idle: 2s, first_byte: 2s}\n"
-            "routes:\n  - name: all\n"
-            f"    match: {{path_prefix: {route['path_prefix']}}}\n"
-            f"    upstream: http://127.0.0.1:{port}{route['base']}\n"
-            f"    strip_prefix: {route['strip_prefix']}\n"
-            f"    request_buffering: {route['request_buffering']}\n"
-            "    preserve_host: true\n")
+    return conf(f"http://127.0.0.1:{port}{route['base']}",
+                f"    strip_prefix: {route['strip_prefix']}\n"
+                f"    request_buffering: {route['request_buffering']}\n"
+                "    preserve_host: true\n", "all", route["path_prefix"],
+                f"workers: 1\n{getattr(v, 'conf', None) or ''}"
+                "timeouts: {client_header: 2s, idle: 2s, first_byte: 2s}\n")
 
 
 class TokentapProxy:
