@@ -81,23 +81,39 @@ class Response:
     def __init__(self, head_request=False, interim_ends=False):
         self.head_request = head_request
         self.interim_ends = interim_ends
-        self.buf = b""
+        # what came and is not parsed yet: _buf from _pos on (an offset, so
+        # that a body of megabytes is not copied again for each chunk)
+        self._buf, self._pos = bytearray(), 0
+        self._body, self._raw = bytearray(), bytearray()
+        self._pending, self._scan = bytearray(), 0
         self.state = "head"
         self.status = self.reason = self.status_line = self.head = None
         self.headers, self.header_list, self.interim = {}, [], []
         self.length = None
         self.chunked = False
-        self.body = self.raw = self.pending = b""
         self.chunks, self.events = [], []
         self.complete = self.eof = self.reset = self.broken = False
         self.t_sent = self.t_head = self.t_end = None
 
     @property
+    def body(self):
+        return bytes(self._body)
+
+    @property
+    def raw(self):
+        return bytes(self._raw)
+
+    @property
     def rest(self):
-        return self.buf
+        return bytes(self._buf[self._pos:])
+
+    buf = rest
 
     def feed(self, data, t=None):
-        self.buf += data
+        if self._pos > 65536 and self._pos * 2 > len(self._buf):
+            del self._buf[:self._pos]
+            self._pos = 0
+        self._buf += data
         t = time.monotonic() if t is None else t
         while self.state != "done" and self._step(t):
             pass
@@ -111,12 +127,24 @@ class Response:
             self._events(t, final=True)
         elif self.state not in ("head", "done"):
             # cut short: what came of the body stays in raw, as received
-            self.raw, self.buf = self.raw + self.buf, b""
+            self._take(len(self._buf) - self._pos, raw=True)
+
+    def _take(self, n, raw=False):
+        """The next n unparsed bytes, consumed (and kept in raw)."""
+        out = self._buf[self._pos:self._pos + n]
+        self._pos += len(out)
+        if raw:
+            self._raw += out
+        return out
+
+    def _find(self, sep):
+        i = self._buf.find(sep, self._pos)
+        return -1 if i < 0 else i - self._pos
 
     def _broken(self):
         """Framing no HTTP/1.1 peer sends: the rest is kept in raw, as
         received, and nothing more is parsed."""
-        self.raw, self.buf = self.raw + self.buf, b""
+        self._take(len(self._buf) - self._pos, raw=True)
         self.state, self.broken = "done", True
         return False
 
@@ -125,11 +153,13 @@ class Response:
         self._events(t, final=True)
 
     def _step(self, t):
+        left = len(self._buf) - self._pos
         if self.state == "head":
-            i = self.buf.find(b"\r\n\r\n")
+            i = self._find(b"\r\n\r\n")
             if i < 0:
                 return False
-            head, self.buf = self.buf[:i], self.buf[i + 4:]
+            head = bytes(self._take(i))
+            self._take(4)
             lines = head.decode("latin-1").split("\r\n")
             if not re.match(r"HTTP/1\.[01] \d{3}( |$)", lines[0]):
                 self.head, self.state, self.broken = head, "done", True   # no HTTP head
@@ -159,73 +189,69 @@ class Response:
                 self.state = "close"
             return True
         if self.state == "size":
-            i = self.buf.find(b"\r\n")
+            i = self._find(b"\r\n")
             if i < 0:
                 return False
             try:
-                size = int(self.buf[:i].split(b";")[0], 16)
+                size = int(bytes(self._buf[self._pos:self._pos + i]).split(b";")[0], 16)
             except ValueError:
                 return self._broken()
             if size == 0:
-                self.raw += self.buf[:i + 2]
-                self.buf, self.state = self.buf[i + 2:], "trailers"
+                self._take(i + 2, raw=True)
+                self.state = "trailers"
                 return True
-            if len(self.buf) < i + 2 + size + 2:
+            if left < i + 2 + size + 2:
                 return False
-            payload = self.buf[i + 2:i + 2 + size]
-            if self.buf[i + 2 + size:i + 4 + size] != b"\r\n":
+            end = self._pos + i + 2 + size
+            if self._buf[end:end + 2] != b"\r\n":
                 return self._broken()
-            self.raw += self.buf[:i + 4 + size]
-            self.buf = self.buf[i + 4 + size:]
+            payload = bytes(self._take(i + 4 + size, raw=True)[i + 2:i + 2 + size])
             self.chunks.append((t, payload))
-            self._body(payload, t)
+            self._add(payload, t)
             return True
         if self.state == "trailers":
-            i = self.buf.find(b"\r\n")
+            i = self._find(b"\r\n")
             if i < 0:
                 return False
-            self.raw += self.buf[:i + 2]
-            line, self.buf = self.buf[:i], self.buf[i + 2:]
-            if not line:
+            if not self._take(i + 2, raw=True)[:i]:
                 self._done(t)
             return True
         if self.state == "length":
-            take = self.buf[:self.length - len(self.body)]
-            self.buf = self.buf[len(take):]
-            self.raw += take
-            self._body(take, t)
-            if len(self.body) == self.length:
+            take = self._take(self.length - len(self._body), raw=True)
+            self._add(take, t)
+            if len(self._body) == self.length:
                 self._done(t)
             return False
         if self.state == "close":
-            data, self.buf = self.buf, b""
-            if data:
-                self.raw += data
-                self._body(data, t)
+            if left:
+                self._add(self._take(left, raw=True), t)
             return False
         return False
 
-    def _body(self, data, t):
-        self.body += data
-        self.pending += data
+    def _add(self, data, t):
+        self._body += data
+        self._pending += data
         self._events(t)
 
     def _events(self, t, final=False):
         if "ndjson" in self.headers.get("content-type", ""):
-            *lines, self.pending = self.pending.split(b"\n")
+            *lines, last = bytes(self._pending).split(b"\n")
             self.events += [(t, ln) for ln in lines if ln.strip()]
-            if final and self.pending.strip():
-                self.events.append((t, self.pending))
-                self.pending = b""
+            self._pending = bytearray(last)
+            if final and last.strip():
+                self.events.append((t, last))
+                self._pending = bytearray()
             return
         while True:
-            m = BLANK.search(self.pending)
+            m = BLANK.search(self._pending, max(0, self._scan - 2))
             # a lone CR at the end may be the first half of CRLF
-            if m is None or (m.end() == len(self.pending) and
-                             self.pending.endswith(b"\r") and not final):
+            if m is None or (m.end() == len(self._pending) and
+                             self._pending.endswith(b"\r") and not final):
+                self._scan = len(self._pending)
                 return
-            self.events.append((t, self.pending[:m.start()]))
-            self.pending = self.pending[m.end():]
+            self.events.append((t, bytes(self._pending[:m.start()])))
+            del self._pending[:m.end()]
+            self._scan = 0
 
     def sse(self):
         """The events as Event(t, type, data, raw), comments included."""

@@ -10,7 +10,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import CHAT, Tokentap, conf, dechunk, parse_response, report, request, until
+from harness import CHAT, Response, Tokentap, conf, dechunk, parse_response, read_response, \
+    report, request, until
 from peers import SSE_HEAD, Backend, sse_handler
 
 
@@ -315,16 +316,13 @@ def test_plain_upstream_backpressure_bounds_memory_and_loses_nothing():
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 131072)
         s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         s.settimeout(20)
-        data = s.recv(1024)
+        r = Response()
+        r.feed(s.recv(1024))
         time.sleep(1.0)                     # the client stalls; the upstream is fast
         stalled = t.rss_kib()
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
+        read_response(s, r, timeout=20)
         s.close()
-        assert parse_response(data).body == b"".join(big)
+        assert r.complete and r.body == b"".join(big)
         assert stalled - before < 4096, (before, stalled)
 
 

@@ -8,7 +8,7 @@ import socket
 import tempfile
 import time
 
-from harness import Mock, Tokentap, conf, parse_response, raw_request, request, run
+from harness import Mock, Response, Tokentap, conf, raw_request, read_response, request, run
 from peers import Backend, Nginx, TLSBackend, curl, node, pki, sse_handler
 
 SANITIZER_SKIP = {"test_openai_sdk_streams_through_plain_and_tls"}
@@ -133,17 +133,14 @@ def test_tls_upstream_backpressure_loses_nothing():
         s = socket.create_connection(("127.0.0.1", t.port))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 131072)
         s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
+        r = Response()
         s.settimeout(10)
-        while True:
-            d = s.recv(8192)
-            if not d:
-                break
-            data += d
-            if len(data) < 1 << 20:
-                time.sleep(0.002)        # slow at first, so backpressure engages
+        while len(r.raw) < 1 << 20 and not r.complete:
+            r.feed(s.recv(8192))
+            time.sleep(0.002)            # slow at first, so backpressure engages
+        read_response(s, r)
         s.close()
-        assert parse_response(data).body == b"".join(big)
+        assert r.complete and r.body == b"".join(big)
 
 
 NODE_SCRIPT = r"""
