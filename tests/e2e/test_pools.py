@@ -129,12 +129,11 @@ def test_first_token_deadline_retries_on_a_healthy_replica():
             assert x["upstream"] == good.url() and x["outcome"] == "ok", x
             assert [(a["upstream"], a["reason"]) for a in x["attempts"]] == \
                 [(slow.url(), "first_token_timeout")], x
-            # the deadline (400 ms, never early), then the healthy TTFT (150
-            # ms after its request, which left once the first attempt ended);
-            # tokentap's TTFT within the client's own
+            # the deadline (400 ms from the attempt's start, never early),
+            # then the healthy TTFT (150 ms after its request, which left once
+            # the first attempt ended); tokentap's TTFT within the client's
             assert x["attempts"][0]["ms"] >= 395, x
-            assert x["attempts"][0]["ms"] + 150 <= x["ttft_ms"] + 0.01, x
-            assert 550 <= x["ttft_ms"] <= first * 1000, (first, x)
+            assert x["attempts"][0]["ms"] + 150 <= x["ttft_ms"] <= first * 1000, (first, x)
             s = until(lambda: slow.served(), 10, "the slow mock's log")
             assert s[0]["outcome"] == "client_abort" and s[0]["tokens"] == 0, s
             until(lambda: len(good.served()) == 1, 10, "the healthy mock's log")
