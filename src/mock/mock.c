@@ -327,9 +327,12 @@ int main(int argc, char **argv)
 	log_info("tokentap-mock: signal %d, exiting", sig);
 	rc = 0;
 out:
+	/* loopexit, not loopbreak: a worker may not have entered its loop yet
+	 * (the port answers before it does), and the loop's start clears a
+	 * break asked before it; loopexit is an event the loop then runs. */
 	for (int i = 0; i < n; i++)
 		if (workers[i].started)
-			event_base_loopbreak(workers[i].w.base);
+			event_base_loopexit(workers[i].w.base, NULL);
 	for (int i = 0; i < n; i++)
 		if (workers[i].started)
 			pthread_join(workers[i].thread, NULL);
