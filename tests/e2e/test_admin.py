@@ -133,13 +133,14 @@ def test_client_bytes_keep_outputs_valid():
 
 
 def test_metrics_pass_promtool():
-    with Mock() as m, Tokentap(conf(m, "alerts: {thresholds: {ttft_warning: 30ms}}\n",
+    with Mock() as m, Tokentap(conf(m, "alerts: {thresholds: {ttft_warning: 150ms}}\n",
                                     "chat", "/v1/")) as t:
-        for i in range(5):
-            post(t.port, 10 + 10 * i)
+        # two under the threshold by far, three over it by causality
+        for first in (10, 20, 200, 300, 400):
+            post(t.port, first)
         t.wait_logged(5)            # the last request's statistics are in
         text = t.get("/metrics").text
-        assert 'le="0.030000"' in text          # the threshold is a bucket bound
+        assert 'le="0.150000"' in text          # the threshold is a bucket bound
         up = f'upstream="{m.url()}"'
         assert f'tokentap_threshold_exceeded_total{{route="chat",tenant="-",model="m1",{up},threshold="ttft_warning"}} 3' in text, text
         assert f'tokentap_requests_total{{route="chat",tenant="-",model="m1",{up},outcome="ok",code="2xx"}} 5' in text
