@@ -41,7 +41,7 @@ routes:
     match: {{path_prefix: /fast/}}
     upstream: http://127.0.0.1:{fast}
     strip_prefix: true
-    thresholds: {{tpot_warning: 5ms}}
+    thresholds: {{tpot_warning: 10ms}}
 {slow_route}stats: {{windows: [1m, 5m]}}
 alerts:
   evaluate_every: 500ms
@@ -146,7 +146,7 @@ def test_page_served():
         assert cfg["alerts"] == {"window": "1m", "quantile": 0.95, "min_samples": 3}, cfg
         assert [r["name"] for r in cfg["routes"]] == ["fast"], cfg
         assert cfg["routes"][0]["thresholds"] == {
-            "ttft_warning_ms": 1000, "ttft_critical_ms": 2000, "tpot_warning_ms": 5,
+            "ttft_warning_ms": 1000, "ttft_critical_ms": 2000, "tpot_warning_ms": 10,
             "tpot_critical_ms": 200, "error_rate_warning": 0.05, "error_rate_critical": 0.5,
             "ttfo_warning_ms": None, "ttfo_critical_ms": None, "stall_ms": 10000,
             "min_stalled": 1}
@@ -165,7 +165,8 @@ def test_dashboard_in_browser():
             Tokentap(config(fast.port, slow.port)) as t:
         # spread out, so that every quantile differs from its neighbours
         jobs = [("fast", "m-fast", "acme" if i % 2 else "beta",
-                 {"ttft": f"{10 * i}ms", "tpot": f"{2 + i % 5}ms"}) for i in range(1, 21)]
+                 {"ttft": f"{10 * i}ms", "tpot": "30ms" if i % 4 == 0 else "2ms"})
+                for i in range(1, 21)]
         jobs += [("fast", "m-fast", "acme", {"fault": "status:500"})] * 2
         jobs += [("slow", "m-slow", "acme", None)] * 4
         statuses = traffic(t.port, jobs)
@@ -210,7 +211,7 @@ def test_dashboard_in_browser():
     assert q["p50"] < q["p90"] < q["p95"] < q["p99"] and p["p50"] < p["p95"], (q, p)
     cards = out["cards"]
     assert set(cards) == {"fast", "slow"}, cards.keys()
-    check_card(cards["fast"], group(stats, route="fast"), (1000, 2000), (5, 200), (0.05, 0.5))
+    check_card(cards["fast"], group(stats, route="fast"), (1000, 2000), (10, 200), (0.05, 0.5))
     check_card(cards["slow"], group(stats, route="slow"), (1000, 1200), (100, 200), (0.05, 0.5))
     # the route's own ttft_critical (1200ms) beats the global one (2000ms)
     assert "critical" in cards["slow"]["figs"]["ttft_p95"]["cls"].split()
@@ -218,7 +219,7 @@ def test_dashboard_in_browser():
         (cards["slow"]["state"], cards["fast"]["state"])
     assert "warning" in cards["fast"]["figs"]["error_rate"]["cls"].split()
     assert "ok" in cards["fast"]["figs"]["ttft_p95"]["cls"].split()
-    # the route's tpot_warning (5ms) lies between its TPOT P50 and P95
+    # the route's tpot_warning (10ms) lies between its TPOT P50 (2 ms) and P95 (30 ms)
     assert "ok" in cards["fast"]["figs"]["tpot_p50"]["cls"].split()
     assert "warning" in cards["fast"]["figs"]["tpot_p95"]["cls"].split()
     for name, c in cards.items():
@@ -299,8 +300,8 @@ def test_slo_panel_in_browser():
                 # them however long the browser takes to start
                 "  burn_rates:\n    - {severity: critical, long: 2m, short: 1m, rate: 4}\n"
                 "    - {severity: warning, long: 5m, short: 1m, rate: 2}\n")
-                .replace("    thresholds: {tpot_warning: 5ms}\n",
-                         "    thresholds: {tpot_warning: 5ms, ttft_warning: 250ms}\n") + slos) as t:
+                .replace("    thresholds: {tpot_warning: 10ms}\n",
+                         "    thresholds: {tpot_warning: 10ms, ttft_warning: 250ms}\n") + slos) as t:
         for _ in range(2):
             staircase(t.port, "/fast/v1/chat/completions", 6)
         assert traffic(t.port, [("slow", "m-slow", "acme", None)] * 5) == [200] * 5
