@@ -303,7 +303,7 @@ def test_man_pages():
         assert "SEE ALSO" in man_text(page)
 
     # every key of the schema is documented in tokentap.yaml(5)
-    with open(os.path.join(ROOT, "src", "proxy", "config_schema.c")) as f:
+    with open(os.path.join(ROOT, "src", "proxy", "conf", "config_schema.c")) as f:
         keys = set(re.findall(r'\b(?:DUR|SIZE|UINT|FLOAT|BOOL|STR|MAP|SECTION|FUNC)\("(\w+)"',
                               f.read()))
     assert len(keys) > 40, keys
