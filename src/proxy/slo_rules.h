@@ -1,7 +1,7 @@
-/* `tokentap --prometheus-rules -c FILE`: Prometheus recording and alerting
- * rules that compute the burn-rate alerts of alerts.burn_rates over the
- * tokentap_slo_requests_total of many instances, as tokentap evaluates
- * them itself (SLOBurnRate, the same labels). Pure: writes YAML to f. */
+/* The SLOBurnRate rules of `tokentap --prometheus-rules` (alert_rules.c
+ * writes the file): per instance, as each tokentap evaluates alerts.burn_rates
+ * over its own SLO counts, from tokentap_slo_requests_total and
+ * tokentap_slo_objective, with the labels tokentap's notifiers send. */
 #ifndef TOKENTAP_SLO_RULES_H
 #define TOKENTAP_SLO_RULES_H
 
@@ -9,7 +9,10 @@
 
 #include "config.h"
 
-/* Returns 0, or -1 when f could not be written. */
-int slo_rules_write(FILE *f, const struct conf *c);
+/* The recording rules: per window of the pairs, the requests and the burn
+ * rate of each (instance, slo). */
+void slo_rules_records(FILE *f, const struct conf *c);
+/* The alerting rules: one SLOBurnRate per pair. */
+void slo_rules_alerts(FILE *f, const struct conf *c);
 
 #endif

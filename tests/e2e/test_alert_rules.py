@@ -1,0 +1,258 @@
+"""One alerting path, one page: `tokentap --prometheus-rules -c FILE`
+writes every built-in alert as Prometheus rules with the config's own
+thresholds per route (and tenant), and the labels tokentap's notifiers
+send. promtool checks them and runs them on series of known values (per
+route thresholds, hysteresis, min_samples, route "-", client_abort, per
+tenant, stalls, pools, route names with regex characters, two instances);
+the shipped conf/prometheus-rules.yaml is their output for
+conf/tokentap.yaml; and with a real Prometheus evaluating them and
+tokentap's own Alertmanager notifier both on, a real Alertmanager holds
+exactly one alert per condition."""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+from harness import ROOT, Mock, Proc, Tokentap, binary, free_port, wait_port
+from test_alerts import ALERTMANAGER, wait_for
+
+PROMTOOL = "/usr/bin/promtool"
+# a real Prometheus and Alertmanager under the sanitizer build add only minutes
+SANITIZER_SKIP = {"test_both_paths_page_once_per_condition"}
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return r.read().decode()
+
+
+def rules_for(d, conf_text):
+    """The rules tokentap writes for conf_text, checked by promtool; their path."""
+    conf = os.path.join(d, "tokentap.yaml")
+    with open(conf, "w") as f:
+        f.write(conf_text)
+    r = subprocess.run([binary("tokentap"), "--prometheus-rules", "-c", conf],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    path = os.path.join(d, "rules.yaml")
+    with open(path, "w") as f:
+        f.write(r.stdout)
+    r = subprocess.run([PROMTOOL, "check", "rules", path], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    return path
+
+
+# ---- the shipped file ----------------------------------------------------------
+
+def test_shipped_rules_are_the_reference_configs():
+    """conf/prometheus-rules.yaml is what --prometheus-rules writes for
+    conf/tokentap.yaml (before, it was written by hand, with TTFT 1 s / 2 s
+    for every route whatever the config said), and promtool takes it."""
+    r = subprocess.run([binary("tokentap"), "--prometheus-rules", "-c", "conf/tokentap.yaml"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    with open(os.path.join(ROOT, "conf", "prometheus-rules.yaml")) as f:
+        assert f.read() == r.stdout, ("conf/prometheus-rules.yaml is out of date: "
+                                      "tokentap --prometheus-rules -c conf/tokentap.yaml")
+    r = subprocess.run([PROMTOOL, "check", "rules", "conf/prometheus-rules.yaml"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+# ---- promtool on series of known values ------------------------------------------
+
+# two scraped targets and the names tokentap gives itself on its alerts
+TARGETS = {"a": ("10.0.0.1:9464", "a.example/0.0.0.0:8080"),
+           "b": ("10.0.0.2:9464", "b.example/0.0.0.0:8080")}
+BOUNDS = ("0.05", "0.1", "0.25", "1", "2", "5", "+Inf")
+STEPS = 48                     # 15 s apart: 12 minutes, four phases of 3 minutes
+WEIRD = 'a.b|"c\\'             # a route name with regex metacharacters and a quote
+
+
+def promql_str(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def sel(name, target, **labels):
+    labels = {"instance": TARGETS[target][0], "job": "tokentap", **labels}
+    return name + "{" + ",".join(f"{k}={promql_str(v)}" for k, v in labels.items()) + "}"
+
+
+def info(target):
+    return (sel("tokentap_alert_instance_info", target, alert_instance=TARGETS[target][1]),
+            [1] * (STEPS + 1))
+
+
+def phases(*per_phase):
+    """A value per 15 s step from one value per 3-minute phase."""
+    out = []
+    for v in per_phase:
+        out += [v] * (STEPS // len(per_phase))
+    return out
+
+
+def counter(per_step):
+    """Cumulative values (from 0 at step 0) of increments per step."""
+    out, total = [0], 0
+    for n in per_step:
+        total += n
+        out.append(total)
+    return out
+
+
+def hist(family, target, obs, **labels):
+    """A classic histogram whose every step observes obs[i] = (n, value)
+    (n 0: nothing)."""
+    out = []
+    for le in BOUNDS:
+        inc = [n if le == "+Inf" or float(le) >= v else 0 for n, v in obs]
+        out.append((sel(family + "_bucket", target, le=le, **labels), counter(inc)))
+    out.append((sel(family + "_count", target, **labels), counter([n for n, _ in obs])))
+    return out
+
+
+def requests(target, route, tenant="-", **per_step):
+    return [(sel("tokentap_requests_total", target, route=route, tenant=tenant, model="m",
+                 upstream="u", outcome=k, code="2xx"), counter([n] * STEPS))
+            for k, n in per_step.items()]
+
+
+def gauge(name, target, values, **labels):
+    return (sel(name, target, **labels), values + values[-1:])
+
+
+TTFT = "tokentap_time_to_first_token_seconds"
+RULES_CONF = f"""tenant: {{header: X-Tenant-Id, header_values: [acme, globex]}}
+routes:
+  - name: strict
+    match: {{path_prefix: /s/}}
+    upstream: http://127.0.0.1:9
+    thresholds: {{ttft_warning: 50ms, ttft_critical: 100ms, stall: 1s, min_stalled: 2}}
+  - name: llm
+    match: {{path_prefix: /l/}}
+    upstream: http://127.0.0.1:9
+  - name: '{WEIRD}'
+    match: {{path_prefix: /w/}}
+    upstream: http://127.0.0.1:9
+  - name: a.b
+    match: {{path_prefix: /ab/}}
+    upstream: http://127.0.0.1:9
+  - name: rare
+    match: {{path_prefix: /r/}}
+    upstream: http://127.0.0.1:9
+  - name: pool
+    match: {{path_prefix: /p/}}
+    upstreams: [{{url: http://127.0.0.1:9}}, {{url: http://127.0.0.1:10}}]
+    min_healthy: 2
+alerts:
+  window: 1m
+  min_samples: 10
+  per_tenant: true
+  thresholds: {{error_rate_warning: 0.05, error_rate_critical: 0.2}}
+"""
+
+
+def firing(*alerts):
+    """ALERTS samples as promtool expects them: (alertname, severity,
+    target, route[, tenant])."""
+    out = []
+    for name, sev, target, route, *tenant in alerts:
+        labels = {"alertname": name, "alertstate": "firing", "severity": sev,
+                  "instance": TARGETS[target][1], "route": route}
+        if tenant:
+            labels["tenant"] = tenant[0]
+        body = ",".join(f"{k}={promql_str(v)}" for k, v in labels.items())
+        out.append(f"          - labels: '{('ALERTS{' + body + '}').replace(chr(39), chr(39) * 2)}'\n"
+                   f"            value: 1\n")
+    return "".join(out)
+
+
+def test_rules_fire_like_the_builtin_alerts():
+    """Four 3-minute phases of known series from two instances, evaluated
+    by promtool every 15 s; the alerts firing late in each phase (Prometheus'
+    ALERTS series: labels only) are exactly the ones tokentap fires:
+    - route strict (its own TTFT thresholds 50 / 100 ms) at p95 242 ms:
+      warning and critical, where route llm at the same p95 (the global
+      1 s / 2 s) has none; at p95 97.5 ms (under 100 ms, over 90 ms) both
+      stay (hysteresis 0.1); at 47.5 ms the warning stays (over 45 ms) and
+      the critical resolves; with no sample, both resolve. Before, the
+      rules said 1 s / 2 s for every route: strict was never critical.
+    - per tenant: tenant acme of strict and of llm too, each by its own
+      figures (llm's acme 30 % errors: critical; llm over all 15 %:
+      warning only); requests the user stopped (client_abort) count on
+      neither side; route "-" never; fewer than min_samples (route rare)
+      never; a route that is not configured (axb) never, though the
+      configured a.b would match it as a regex.
+    - instance a fires, instance b with the same routes but fast does not:
+      each alert names its instance as tokentap does (not the scrape
+      target), and has no job.
+    - StreamStalled: strict (min_stalled 2) fires at 2 stalled streams
+      summed over tenants, not at 1, stays at 1 while firing, resolves at
+      0; llm (min_stalled 1) fires at 1. PoolUnhealthy: one of pool's two
+      replicas down (min_healthy 2)."""
+    d = tempfile.mkdtemp(prefix="tt-rules-")
+    rules = rules_for(d, RULES_CONF)
+    slow = (10, 0.25)                     # p95 0.1 + 0.95 * 0.15 = 242.5 ms
+    series = [info("a"), info("b")]
+    strict_obs = phases(slow, (10, 0.1), (10, 0.05), (0, 0))
+    series += hist(TTFT, "a", strict_obs, route="strict", tenant="acme", model="m", upstream="u")
+    series += hist(TTFT, "b", [(10, 0.05)] * STEPS, route="strict", tenant="acme", model="m",
+                   upstream="u")
+    series += hist(TTFT, "a", [slow] * STEPS, route="llm", tenant="acme", model="m", upstream="u")
+    series += hist(TTFT, "a", [(10, 1.5)] * STEPS, route=WEIRD, tenant="-", model="m",
+                   upstream="u")
+    series += hist(TTFT, "a", [(10, 5)] * STEPS, route="axb", tenant="-", model="m", upstream="u")
+    series += hist(TTFT, "a", [(10, 5)] * STEPS, route="-", tenant="-", model="m", upstream="u")
+    series += hist(TTFT, "a", [(2, 5)] * STEPS, route="rare", tenant="-", model="m", upstream="u")
+    series += requests("a", "llm", "acme", ok=7, upstream_error=3, client_abort=20)
+    series += requests("a", "llm", "globex", ok=10)
+    series += requests("a", "strict", "acme", ok=10, client_abort=20)
+    series += requests("a", "-", rejected=15)
+    series += requests("a", "rare", upstream_error=2)
+    stalled = dict(tenant="acme", model="m", upstream="u")
+    series.append(gauge("tokentap_stalled_streams", "a", phases(1, 1, 1, 0), route="strict",
+                        **stalled))
+    series.append(gauge("tokentap_stalled_streams", "a", phases(0, 1, 0, 0), route="strict",
+                        **{**stalled, "tenant": "globex"}))
+    series.append(gauge("tokentap_stalled_streams", "a", phases(0, 0, 1, 0), route="llm",
+                        **stalled))
+    series.append(gauge("tokentap_upstream_up", "a", phases(1, 0, 1, 1), route="pool",
+                        upstream="http://127.0.0.1:9"))
+    series.append(gauge("tokentap_upstream_up", "a", phases(1, 1, 1, 1), route="pool",
+                        upstream="http://127.0.0.1:10"))
+    errors = [("ErrorRateHigh", "warning", "a", "llm"), ("ErrorRateHigh", "warning", "a", "llm", "acme"),
+              ("ErrorRateHigh", "critical", "a", "llm", "acme")]
+    weird = [("TTFTHigh", "warning", "a", WEIRD), ("TTFTHigh", "warning", "a", WEIRD, "-")]
+    strict = lambda sev: [("TTFTHigh", sev, "a", "strict"), ("TTFTHigh", sev, "a", "strict", "acme")]
+    expect = {
+        "2m45s": strict("warning") + strict("critical") + errors + weird,
+        "5m45s": strict("warning") + strict("critical") + errors + weird +
+        [("StreamStalled", "warning", "a", "strict"), ("PoolUnhealthy", "critical", "a", "pool")],
+        "8m45s": strict("warning") + errors + weird +
+        [("StreamStalled", "warning", "a", "strict"), ("StreamStalled", "warning", "a", "llm")],
+        "11m45s": errors + weird,
+    }
+    tests = "".join(f"""      - expr: ALERTS{{alertstate="firing"}}
+        eval_time: {at}
+        exp_samples:
+{firing(*alerts)}""" for at, alerts in expect.items())
+    text = f"""rule_files: [{rules}]
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+{chr(10).join(f"      - {{series: '{s.replace(chr(39), chr(39) * 2)}', values: '{' '.join(map(str, v))}'}}"
+              for s, v in series)}
+    promql_expr_test:
+{tests}"""
+    path = os.path.join(d, "test.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    r = subprocess.run([PROMTOOL, "test", "rules", path], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
