@@ -9,6 +9,8 @@ conf/tokentap.yaml; and with a real Prometheus evaluating them and
 tokentap's own Alertmanager notifier both on, a real Alertmanager holds
 exactly one alert per condition."""
 import json
+import re
+import socket
 import os
 import subprocess
 import tempfile
@@ -256,3 +258,186 @@ tests:
     r = subprocess.run([PROMTOOL, "test", "rules", path], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---- both paths, one page ----------------------------------------------------------
+
+LIVE = """tenant: {{header: X-Tenant-Id, header_values: [acme]}}
+stats: {{windows: [10s]}}
+routes:
+  - name: strict
+    match: {{path_prefix: /s/}}
+    strip_prefix: true
+    upstream: http://127.0.0.1:{mock}
+    thresholds: {{ttft_warning: 50ms, ttft_critical: 100ms, tpot_warning: 20ms,
+                 ttfo_warning: 150ms, stall: 1s}}
+  - name: llm
+    match: {{path_prefix: /l/}}
+    strip_prefix: true
+    upstream: http://127.0.0.1:{mock}
+  - name: pool
+    match: {{path_prefix: /p/}}
+    strip_prefix: true
+    upstreams: [{{url: 'http://127.0.0.1:{mock}'}}, {{url: 'http://127.0.0.1:{dead}'}}]
+    min_healthy: 2
+    health: {{path: /healthz, interval: 200ms, timeout: 500ms, backoff: 60s, backoff_max: 60s}}
+slos:
+  - {{name: chat, match: {{route: strict}}, ttft: 100ms, objective: 0.9}}
+alerts:
+  evaluate_every: 500ms
+  window: 10s
+  min_samples: 3
+  per_tenant: true
+  thresholds: {{error_rate_warning: 0.2}}
+  burn_rates: [{{severity: critical, long: 10s, short: 5s, rate: 2}}]
+  burn_min_requests: 3
+  notify:
+    - {{type: log}}
+    - {{type: alertmanager, url: 'http://127.0.0.1:{am}', repeat_interval: 1s}}
+"""
+
+# (alertname, severity, the other labels): every condition the traffic below
+# makes, each once
+LIVE_ALERTS = {
+    ("TTFTHigh", "warning", (("route", "strict"),)),
+    ("TTFTHigh", "critical", (("route", "strict"),)),
+    ("TTFTHigh", "warning", (("route", "strict"), ("tenant", "acme"))),
+    ("TTFTHigh", "critical", (("route", "strict"), ("tenant", "acme"))),
+    ("TPOTHigh", "warning", (("route", "strict"),)),
+    ("TPOTHigh", "warning", (("route", "strict"), ("tenant", "acme"))),
+    ("TTFOHigh", "warning", (("route", "strict"),)),
+    ("TTFOHigh", "warning", (("route", "strict"), ("tenant", "acme"))),
+    ("ErrorRateHigh", "warning", (("route", "llm"),)),
+    ("ErrorRateHigh", "warning", (("route", "llm"), ("tenant", "acme"))),
+    ("StreamStalled", "warning", (("route", "strict"),)),
+    ("PoolUnhealthy", "critical", (("route", "pool"),)),
+    ("SLOBurnRate", "critical", (("long_window", "10s"), ("short_window", "5s"), ("slo", "chat"))),
+}
+
+
+def key(labels, instance):
+    """An alert's labels as LIVE_ALERTS has them; asserts its instance."""
+    labels = dict(labels)
+    labels.pop("alertstate", None)
+    assert labels.pop("instance", None) == instance, (labels, instance)
+    name, sev = labels.pop("alertname"), labels.pop("severity")
+    return name, sev, tuple(sorted(labels.items()))
+
+
+def send(port, path, hdrs):
+    body = b'{"model":"m","stream":true}'
+    head = "".join(f"{h}\r\n" for h in ["X-Tenant-Id: acme", *hdrs])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{head}"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    while s.recv(65536):
+        pass
+    s.close()
+
+
+def test_both_paths_page_once_per_condition():
+    """tokentap's Alertmanager notifier and a real Prometheus 2.42 running
+    the rules --prometheus-rules wrote for the same config, both sending
+    to one real Alertmanager: for every condition the traffic makes (TTFT
+    over route strict's own 50 / 100 ms where route llm at the same TTFT
+    is under its 1 s, TPOT, TTFO, errors, per tenant too, a stalled
+    stream, a pool below min_healthy, an SLO burning), both paths fire the
+    same alerts, and Alertmanager holds each once: the same alertname,
+    severity and labels, instance included, and the same summary.
+    Before, the rules said warning where tokentap said critical, and an
+    SLOBurnRate from each path had its own labels: two pages."""
+    am_port, prom_port, dead = free_port(), free_port(), free_port()
+    d = tempfile.mkdtemp(prefix="tt-pages-")
+    with open(os.path.join(d, "am.yml"), "w") as f:
+        f.write('route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n')
+    am_args = [ALERTMANAGER, f"--config.file={d}/am.yml", f"--storage.path={d}/am",
+               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="]
+    stop = threading.Event()
+    with Proc(am_args) as am, Mock() as m:
+        conf = LIVE.format(mock=m.port, dead=dead, am=am_port)
+        with Tokentap(conf) as t:
+            rules = rules_for(d, open(t.conf).read())
+            with open(os.path.join(d, "prometheus.yml"), "w") as f:
+                f.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{rules}]
+alerting:
+  alertmanagers:
+    - static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]
+scrape_configs:
+  - job_name: tokentap
+    static_configs: [{{targets: ['127.0.0.1:{t.admin}']}}]
+""")
+            prom = Proc(["prometheus", f"--config.file={d}/prometheus.yml",
+                         f"--storage.tsdb.path={d}/data", "--rules.alert.resend-delay=1s",
+                         f"--web.listen-address=127.0.0.1:{prom_port}"])
+            # a stream whose tokens stop for a minute: stalled from 1 s on
+            stalled = socket.create_connection(("127.0.0.1", t.port), timeout=10)
+            stalled.sendall(b"POST /s/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                            b"X-Tenant-Id: acme\r\nX-Mock-Stall: 1:60s\r\nX-Mock-Tokens: 3\r\n"
+                            b"Content-Length: 2\r\n\r\n{}")
+
+            def traffic():
+                slow = ["X-Mock-TTFT: 200ms", "X-Mock-TPOT: 40ms", "X-Mock-Tokens: 3",
+                        "X-Mock-Reasoning: 1"]
+                fail = ["X-Mock-Fault: status:500"]
+                while not stop.is_set():
+                    send(t.port, "/s/v1/chat/completions", slow)
+                    send(t.port, "/l/v1/chat/completions", ["X-Mock-TTFT: 200ms"])
+                    send(t.port, "/l/v1/chat/completions", fail)
+
+            workers = [threading.Thread(target=traffic) for _ in range(2)]
+            try:
+                with prom:
+                    for w in workers:
+                        w.start()
+                    wait_port(am_port, 15)
+                    wait_port(prom_port, 20)
+                    text = get(t.admin, "/metrics")
+                    instance = re.search(r'tokentap_alert_instance_info\{alert_instance="([^"]+)"\}',
+                                         text).group(1)
+
+                    def ours():
+                        return {key(dict(alertname=r["alertname"], severity=r["severity"],
+                                         **{k: r[k] for k in ("route", "tenant", "slo",
+                                                              "long_window", "short_window")
+                                            if r.get(k) is not None}), None)
+                                for r in json.loads(get(t.admin, "/alerts"))["rules"]
+                                if r["state"] == "firing"}
+
+                    def prometheus():
+                        return {key(a["labels"], instance): a["annotations"]["summary"]
+                                for a in json.loads(get(prom_port, "/api/v1/alerts"))["data"]["alerts"]
+                                if a["state"] == "firing"}
+
+                    def alertmanager():
+                        return json.loads(get(am_port, "/api/v2/alerts"))
+
+                    wait_for(lambda: ours() == LIVE_ALERTS, 25, f"tokentap fires {LIVE_ALERTS}")
+                    wait_for(lambda: set(prometheus()) == LIVE_ALERTS, 25,
+                             "Prometheus fires the same")
+                    # both have sent (and go on re-sending every second)
+                    wait_for(lambda: float(re.search(
+                        r"^tokentap_notify_sent_total\{[^}]*\} (\S+)$", get(t.admin, "/metrics"),
+                        re.M).group(1)) >= len(LIVE_ALERTS) + 2, 10, "tokentap's sends")
+                    wait_for(lambda: sum(float(x) for x in re.findall(
+                        r"^prometheus_notifications_sent_total\{[^}]*\} (\S+)$",
+                        get(prom_port, "/metrics"), re.M)) >= 2 * len(LIVE_ALERTS), 10,
+                        "Prometheus' sends")
+                    time.sleep(2)
+                    got = alertmanager()
+                    keys = [key(a["labels"], instance) for a in got]
+                    assert len(keys) == len(set(keys)) and set(keys) == LIVE_ALERTS, \
+                        (len(keys), set(keys) - LIVE_ALERTS, LIVE_ALERTS - set(keys))
+                    summaries = prometheus()
+                    for a in got:
+                        k = key(a["labels"], instance)
+                        assert a["annotations"]["summary"] == summaries[k], (a, summaries[k])
+                    now = ours()
+                    assert now == LIVE_ALERTS, (now - LIVE_ALERTS, LIVE_ALERTS - now)
+            finally:
+                stop.set()
+                for w in workers:
+                    if w.is_alive():
+                        w.join(15)
+                stalled.close()
+        assert am.p.poll() is None, am.stderr()[-2000:]
