@@ -15,8 +15,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import Mock, Proc, Tokentap, binary, free_port, raw_request, wait_port
-from test_admin import check_grafana_dashboard
 from test_alert_rules import rules_for
+from test_grafana import check_board
 
 # Prometheus under the sanitizer build adds nothing but minutes
 SANITIZER_SKIP = {"test_prometheus_quantiles_agree_with_stats"}
@@ -148,7 +148,7 @@ def test_prometheus_quantiles_agree_with_stats():
                 target = json.loads(body)["data"]["activeTargets"][0]
                 assert target["health"] == "up" and not target["lastError"], target
                 # the board's queries run on either, and it says which it plots
-                check_grafana_dashboard(p.port)
+                check_board(p.port)
                 which = query(p.port, "clamp_max(count(histogram_count("
                               "tokentap_time_to_first_token_seconds)), 1) or vector(0)")
                 assert float(which[0]["value"][1]) == (1 if p is pn else 0)
