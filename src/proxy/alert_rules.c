@@ -7,7 +7,6 @@
 #include "alert_format.h"
 #include "meter.h"
 #include "metrics.h"
-#include "slo_rules.h"
 #include "util.h"
 
 /* A rule over one route's figures, or over one (route, tenant)'s. */
@@ -37,7 +36,11 @@ void alert_rules_range(uint64_t us, char *buf, size_t len)
 	util_duration_text((us + 999) / 1000 * 1000, buf, len);
 }
 
-void alert_rules_record_head(FILE *f, const char *name, const char *by)
+/* A recording rule named name: the caller writes between head and tail
+ * an expression by instance, job and by (lines indented 14 spaces); the
+ * record is by instance (tokentap's name, from tokentap_alert_instance_info)
+ * and by, without job. */
+static void record_head(FILE *f, const char *name, const char *by)
 {
 	fprintf(f,
 	    "      - record: %s\n"
@@ -46,7 +49,7 @@ void alert_rules_record_head(FILE *f, const char *name, const char *by)
 	    "            (\n", name, by);
 }
 
-void alert_rules_record_tail(FILE *f)
+static void record_tail(FILE *f)
 {
 	fprintf(f,
 	    "            )\n"
@@ -171,19 +174,19 @@ static void record_histogram(const struct ctx *x, enum alert_metric m, enum leve
 
 	snprintf(what, sizeof what, "%s_rate", x->q);
 	record_name(x, name, sizeof name, l, fam, what);
-	alert_rules_record_head(x->f, name, by);
+	record_head(x->f, name, by);
 	fprintf(x->f,
 	    "              histogram_quantile(%.15g, sum by (instance, job, %s) (rate(%s{route!=\"-\"}[%s])))\n"
 	    "              or histogram_quantile(%.15g, sum by (instance, job, %s, le) (rate(%s_bucket{route!=\"-\"}[%s])))\n",
 	    q, by, fam, w, q, by, fam, w);
-	alert_rules_record_tail(x->f);
+	record_tail(x->f);
 	record_name(x, name, sizeof name, l, fam, "count_increase");
-	alert_rules_record_head(x->f, name, by);
+	record_head(x->f, name, by);
 	fprintf(x->f,
 	    "              sum by (instance, job, %s) (histogram_count(increase(%s{route!=\"-\"}[%s])))\n"
 	    "              or sum by (instance, job, %s) (increase(%s_count{route!=\"-\"}[%s]))\n",
 	    by, fam, w, by, fam, w);
-	alert_rules_record_tail(x->f);
+	record_tail(x->f);
 }
 
 /* The error rate as alertd evaluates it: requests not ok over all, both
@@ -196,18 +199,18 @@ static void record_errors(const struct ctx *x, enum level l)
 	char name[256];
 
 	record_name(x, name, sizeof name, l, "tokentap_requests", "error_ratio_rate");
-	alert_rules_record_head(x->f, name, by);
+	record_head(x->f, name, by);
 	fprintf(x->f,
 	    "              sum by (instance, job, %s) (rate(tokentap_requests_total{route!=\"-\",outcome!~\"%s|%s\"}[%s]))\n"
 	    "              / sum by (instance, job, %s) (rate(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
 	    by, ok, abort, w, by, abort, w);
-	alert_rules_record_tail(x->f);
+	record_tail(x->f);
 	record_name(x, name, sizeof name, l, "tokentap_requests", "counted_increase");
-	alert_rules_record_head(x->f, name, by);
+	record_head(x->f, name, by);
 	fprintf(x->f,
 	    "              sum by (instance, job, %s) (increase(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
 	    by, abort, w);
-	alert_rules_record_tail(x->f);
+	record_tail(x->f);
 }
 
 static void records(const struct ctx *x)
@@ -223,15 +226,15 @@ static void records(const struct ctx *x)
 				record_histogram(x, m, (enum level)l);
 		}
 	if (used(x->c, ALERT_STALLED)) {
-		alert_rules_record_head(x->f, "instance_route:tokentap_stalled_streams:sum", "route");
+		record_head(x->f, "instance_route:tokentap_stalled_streams:sum", "route");
 		fprintf(x->f, "              sum by (instance, job, route) "
 		    "(tokentap_stalled_streams{route!=\"-\"})\n");
-		alert_rules_record_tail(x->f);
+		record_tail(x->f);
 	}
 	if (used(x->c, ALERT_HEALTHY)) {
-		alert_rules_record_head(x->f, "instance_route:tokentap_upstream_up:sum", "route");
+		record_head(x->f, "instance_route:tokentap_upstream_up:sum", "route");
 		fprintf(x->f, "              sum by (instance, job, route) (tokentap_upstream_up)\n");
-		alert_rules_record_tail(x->f);
+		record_tail(x->f);
 	}
 }
 
@@ -477,6 +480,98 @@ static void alerts(const struct ctx *x)
 			alert_rule(x, metrics[i], (enum alert_severity)s);
 }
 
+/* ---- SLOBurnRate: per instance, as each tokentap evaluates its own SLOs -- */
+
+#define MAX_WINDOWS 64
+
+/* The windows the pairs name, each once, in order of first use. */
+static size_t windows_of(const struct conf *c, uint64_t *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_burn_rates; i++) {
+		uint64_t pair[2] = { c->burn_rates[i].long_us, c->burn_rates[i].short_us };
+		for (int k = 0; k < 2; k++) {
+			size_t j = 0;
+			while (j < n && w[j] != pair[k])
+				j++;
+			if (j == n && n < MAX_WINDOWS)
+				w[n++] = pair[k];
+		}
+	}
+	return n;
+}
+
+/* Per window: the requests, and the burn rate (bad over all, against the
+ * budget 1 - objective), of each instance's SLOs. */
+static void slo_record(FILE *f, uint64_t w_us)
+{
+	char w[32], name[128];
+
+	util_duration_text(w_us, w, sizeof w);
+	snprintf(name, sizeof name, "instance_slo:tokentap_slo_requests:increase%s", w);
+	alert_rules_range(w_us, w, sizeof w);
+	record_head(f, name, "slo");
+	fprintf(f, "              sum by (instance, job, slo) "
+	    "(increase(tokentap_slo_requests_total[%s]))\n", w);
+	record_tail(f);
+	util_duration_text(w_us, w, sizeof w);
+	snprintf(name, sizeof name, "instance_slo:tokentap_slo_burn_rate:ratio_rate%s", w);
+	alert_rules_range(w_us, w, sizeof w);
+	record_head(f, name, "slo");
+	fprintf(f,
+	    "              sum by (instance, job, slo) (rate(tokentap_slo_requests_total{result=\"bad\"}[%s]))\n"
+	    "              / sum by (instance, job, slo) (rate(tokentap_slo_requests_total[%s]))\n"
+	    "              / (1 - max by (instance, job, slo) (tokentap_slo_objective))\n", w, w);
+	record_tail(f);
+}
+
+static void slo_alert(FILE *f, const struct conf *c, const struct conf_burn *b)
+{
+	char lw[32], sw[32], summary[512];
+	const char *sev = b->critical ? "critical" : "warning";
+	struct alert_transition t;
+
+	util_duration_text(b->long_us, lw, sizeof lw);
+	util_duration_text(b->short_us, sw, sizeof sw);
+	memset(&t, 0, sizeof t);
+	t.metric = ALERT_BURN_RATE;
+	t.slo = "{{ $labels.slo }}";
+	t.threshold = b->rate;
+	alert_format_summary(&t, summary, sizeof summary);
+	fprintf(f,
+	    "      - alert: SLOBurnRate\n"
+	    "        expr: |-\n"
+	    "          instance_slo:tokentap_slo_burn_rate:ratio_rate%s > %.15g\n"
+	    "          and instance_slo:tokentap_slo_burn_rate:ratio_rate%s > %.15g\n"
+	    "          and instance_slo:tokentap_slo_requests:increase%s >= %llu\n"
+	    "          and instance_slo:tokentap_slo_requests:increase%s >= %llu\n"
+	    "        labels: {severity: %s, long_window: \"%s\", short_window: \"%s\"}\n"
+	    "        annotations:\n"
+	    "          summary: \"%s\"\n"
+	    "          description: \"SLO {{ $labels.slo }} burned its error budget "
+	    "{{ $value | printf \\\"%%.3g\\\" }}x over the last %s, and faster than %.15gx "
+	    "over the last %s too; the %s rate is %.15gx.\"\n",
+	    lw, b->rate, sw, b->rate, lw, (unsigned long long)c->burn_min_requests, sw,
+	    (unsigned long long)c->burn_min_requests, sev, lw, sw, summary, lw, b->rate, sw,
+	    sev, b->rate);
+}
+
+static void slo_records(FILE *f, const struct conf *c)
+{
+	uint64_t w[MAX_WINDOWS];
+	size_t n = windows_of(c, w);
+
+	for (size_t i = 0; i < n; i++)
+		slo_record(f, w[i]);
+}
+
+static void slo_alerts(FILE *f, const struct conf *c)
+{
+	for (size_t i = 0; i < c->n_burn_rates; i++)
+		slo_alert(f, c, &c->burn_rates[i]);
+}
+
 /* ---- the file ------------------------------------------------------------ */
 
 static void header(const struct ctx *x)
@@ -535,10 +630,10 @@ int alert_rules_write(FILE *f, const struct conf *c)
 	 * this evaluation's */
 	records(&x);
 	if (c->n_slos > 0)
-		slo_rules_records(f, c);
+		slo_records(f, c);
 	alerts(&x);
 	if (c->n_slos > 0)
-		slo_rules_alerts(f, c);
+		slo_alerts(f, c);
 	if (!any)
 		fprintf(f, "      []\n");
 	return ferror(f) ? -1 : 0;

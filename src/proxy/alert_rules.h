@@ -24,11 +24,6 @@
 /* Returns 0, or -1 when f could not be written. */
 int alert_rules_write(FILE *f, const struct conf *c);
 
-/* A recording rule named name: the caller writes between head and tail
- * an expression by instance, job and by (lines indented 14 spaces); the
- * record is by instance (tokentap's name) and by. */
-void alert_rules_record_head(FILE *f, const char *name, const char *by);
-void alert_rules_record_tail(FILE *f);
 /* A range as PromQL reads it: "1m", "1500ms" (whole ms, rounded up). */
 void alert_rules_range(uint64_t us, char *buf, size_t len);
 
