@@ -408,8 +408,10 @@ static void annotation(const struct ctx *x, enum alert_metric m, enum alert_seve
 	char *buf = NULL, summary[512], desc[512], one[512] = "";
 	FILE *b = open_memstream(&buf, &len);
 
-	if (b == NULL)
+	if (b == NULL) {             /* out of memory: an empty text, valid YAML */
+		fprintf(x->f, "          %s: \"\"\n", key);
 		return;
+	}
 	/* groups whose texts read the same need no template */
 	for (size_t i = 0; i < c->n_routes && n > 1; i++) {
 		if (!group_first(c, m, s, i))
