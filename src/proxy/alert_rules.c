@@ -176,14 +176,17 @@ static void record_histogram(const struct ctx *x, enum alert_metric m, enum leve
 	record_name(x, name, sizeof name, l, fam, what);
 	record_head(x->f, name, by);
 	fprintf(x->f,
-	    "              histogram_quantile(%.15g, sum by (instance, job, %s) (rate(%s{route!=\"-\"}[%s])))\n"
-	    "              or histogram_quantile(%.15g, sum by (instance, job, %s, le) (rate(%s_bucket{route!=\"-\"}[%s])))\n",
+	    "              histogram_quantile(%.15g, sum by (instance, job, %s) "
+	    "(rate(%s{route!=\"-\"}[%s])))\n"
+	    "              or histogram_quantile(%.15g, sum by (instance, job, %s, le) "
+	    "(rate(%s_bucket{route!=\"-\"}[%s])))\n",
 	    q, by, fam, w, q, by, fam, w);
 	record_tail(x->f);
 	record_name(x, name, sizeof name, l, fam, "count_increase");
 	record_head(x->f, name, by);
 	fprintf(x->f,
-	    "              sum by (instance, job, %s) (histogram_count(increase(%s{route!=\"-\"}[%s])))\n"
+	    "              sum by (instance, job, %s) "
+	    "(histogram_count(increase(%s{route!=\"-\"}[%s])))\n"
 	    "              or sum by (instance, job, %s) (increase(%s_count{route!=\"-\"}[%s]))\n",
 	    by, fam, w, by, fam, w);
 	record_tail(x->f);
@@ -201,14 +204,17 @@ static void record_errors(const struct ctx *x, enum level l)
 	record_name(x, name, sizeof name, l, "tokentap_requests", "error_ratio_rate");
 	record_head(x->f, name, by);
 	fprintf(x->f,
-	    "              sum by (instance, job, %s) (rate(tokentap_requests_total{route!=\"-\",outcome!~\"%s|%s\"}[%s]))\n"
-	    "              / sum by (instance, job, %s) (rate(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
+	    "              sum by (instance, job, %s) "
+	    "(rate(tokentap_requests_total{route!=\"-\",outcome!~\"%s|%s\"}[%s]))\n"
+	    "              / sum by (instance, job, %s) "
+	    "(rate(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
 	    by, ok, abort, w, by, abort, w);
 	record_tail(x->f);
 	record_name(x, name, sizeof name, l, "tokentap_requests", "counted_increase");
 	record_head(x->f, name, by);
 	fprintf(x->f,
-	    "              sum by (instance, job, %s) (increase(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
+	    "              sum by (instance, job, %s) "
+	    "(increase(tokentap_requests_total{route!=\"-\",outcome!=\"%s\"}[%s]))\n",
 	    by, abort, w);
 	record_tail(x->f);
 }
@@ -522,7 +528,8 @@ static void slo_record(FILE *f, uint64_t w_us)
 	alert_rules_range(w_us, w, sizeof w);
 	record_head(f, name, "slo");
 	fprintf(f,
-	    "              sum by (instance, job, slo) (rate(tokentap_slo_requests_total{result=\"bad\"}[%s]))\n"
+	    "              sum by (instance, job, slo) "
+	    "(rate(tokentap_slo_requests_total{result=\"bad\"}[%s]))\n"
 	    "              / sum by (instance, job, slo) (rate(tokentap_slo_requests_total[%s]))\n"
 	    "              / (1 - max by (instance, job, slo) (tokentap_slo_objective))\n", w, w);
 	record_tail(f);
