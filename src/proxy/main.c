@@ -24,7 +24,7 @@
 #include "pool.h"
 #include "poold.h"
 #include "sdnotify.h"
-#include "slo_rules.h"
+#include "alert_rules.h"
 #include "slod.h"
 #include "stats.h"
 #include "tls.h"
@@ -47,8 +47,8 @@ static void usage(FILE *f)
 	    "usage: tokentap [-t | --prometheus-rules] [-c FILE]\n"
 	    "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
 	    "  -t, --test         check the configuration and exit\n"
-	    "  --prometheus-rules print Prometheus rules for the config's SLO burn-rate\n"
-	    "                     alerts and exit\n"
+	    "  --prometheus-rules print Prometheus rules for every built-in alert of the\n"
+	    "                     configuration and exit\n"
 	    "  -V, --version      print the version and exit\n"
 	    "  -h, --help         print this help and exit\n");
 }
@@ -287,7 +287,7 @@ int main(int argc, char **argv)
 	if (current == NULL)
 		return 1;
 	if (rules) {
-		rc = slo_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
+		rc = alert_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
 		conf_unref(current);
 		return rc;
 	}
