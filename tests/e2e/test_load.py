@@ -40,9 +40,18 @@ def load(*args, expect=0, timeout=60):
     return r.stdout, r.stderr
 
 
-def load_json(*args, expect=0):
+def load_doc(*args, expect=0):
+    """The whole JSON document (docs/load-schema.md) and stderr."""
     out, err = load(*args, "--json", "-", expect=expect)
     return json.loads(out), err
+
+
+def load_json(*args, expect=0):
+    """A single run's level and stderr."""
+    doc, err = load_doc(*args, expect=expect)
+    assert doc["schema_version"] == 1 and doc["kind"] == "run", doc.keys()
+    assert len(doc["levels"]) == 1
+    return doc["levels"][0], err
 
 
 def within(value, want, abs_tol, rel_tol=0.0):
@@ -81,7 +90,7 @@ def test_open_loop_sends_the_scheduled_requests():
     with Mock("--ttft", "20ms", "--tpot", "5ms") as m:
         j, _ = load_json("-r", "40", "-n", "50", "--arrivals", "uniform",
                          "--max-tokens", "4", "--samples", m.url())
-        assert j["mode"] == "open" and j["arrivals"] == "uniform"
+        assert j["config"]["mode"] == "open" and j["config"]["arrivals"] == "constant"
         assert j["requests"] == 50 and j["ok"] == 50
         assert len(m.served(50)) == 50
         starts = [s["start_ms"] for s in j["samples"]]
@@ -112,19 +121,33 @@ def test_open_loop_counts_queueing():
 
 # ------------------------------------------------------------------- outputs
 
-QUANT_KEYS = {"count", "mean", "p50", "p90", "p95", "p99", "max"}
-TOP_KEYS = {
-    "tool", "version", "target", "dialect", "model", "mode", "concurrency",
-    "rate", "arrivals", "duration_s", "count", "prompt_tokens", "max_tokens",
-    "elapsed_s", "interrupted", "requests", "ok", "errors", "error_rate",
-    "outcomes", "requests_per_s", "output_tokens_per_s", "output_tokens",
-    "input_tokens", "connections", "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms",
-    "itl_ms", "output_speed", "duration_ms", "samples",
+QUANT_KEYS = {"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
+DOC_KEYS = {
+    "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
+    "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
+    "interrupted", "sweep", "capacity", "levels",
+}
+LEVEL_KEYS = {
+    "index", "label", "key", "value", "search", "phase", "runs", "started_s", "config",
+    "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
+    "outcomes", "warmup_requests", "completed", "output_tokens", "input_tokens",
+    "request_throughput", "output_throughput", "input_throughput",
+    "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
+    "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms",
+    "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
+    "input_fit", "slices", "generator", "tokentap", "samples",
+}
+CONFIG_KEYS = {
+    "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
+    "warmup_s", "warmup_requests", "prompt_tokens", "max_tokens", "prompts", "trace",
+    "timeout_s", "seed", "continuous_usage", "ramp_s",
 }
 SAMPLE_KEYS = {
-    "start_ms", "outcome", "status", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_max_ms",
-    "duration_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
-    "output_speed", "prompt_tokens", "max_tokens",
+    "seq", "start_ms", "warmup", "outcome", "status", "ttft_ms", "ttfo_ms", "tpot_ms",
+    "itl_max_ms", "e2el_ms", "dispatch_lag_ms", "queued", "first_token_ms",
+    "last_token_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
+    "output_speed", "events", "token_chunks", "first_chunk_tokens", "prompt_tokens",
+    "max_tokens",
 }
 
 
@@ -136,23 +159,31 @@ def test_json_has_every_field():
                       "--max-tokens", "5-8", "--model", "m-1", "--json", path,
                       "--samples", m.url())
         with open(path) as f:
-            j = json.load(f)
-    assert set(j) == TOP_KEYS, set(j) ^ TOP_KEYS
+            doc = json.load(f)
+    assert set(doc) == DOC_KEYS, set(doc) ^ DOC_KEYS
+    j = doc["levels"][0]
+    assert set(j) == LEVEL_KEYS, set(j) ^ LEVEL_KEYS
+    assert set(j["config"]) == CONFIG_KEYS, set(j["config"]) ^ CONFIG_KEYS
     assert "TTFT ms" in out and "p95" in out       # the table still went to stdout
-    assert j["tool"] == "tokentap-load" and j["model"] == "m-1"
-    assert j["dialect"] == "openai" and j["mode"] == "closed"
-    assert j["prompt_tokens"] == [20, 40] and j["max_tokens"] == [5, 8]
+    assert doc["tool"] == "tokentap-load" and doc["model"] == "m-1"
+    assert doc["dialect"] == "openai" and j["config"]["mode"] == "closed"
+    assert doc["percentiles"] == [50, 90, 95, 99]
+    assert j["config"]["prompt_tokens"] == [20, 40] and j["config"]["max_tokens"] == [5, 8]
     assert set(j["outcomes"]) == {"ok", "client_abort", "upstream_abort", "upstream_error",
                                   "rejected",
                                   "timeout", "connect_error"}
-    for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):
+    for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "e2el_ms"):
         assert set(j[k]) == QUANT_KEYS, (k, j[k])
-        assert j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] <= j[k]["max"]
+        assert j[k]["min"] <= j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] \
+            <= j[k]["max"]
+    assert j["request_throughput"] == j["requests_per_s"] > 0
+    assert j["output_throughput"] == j["output_tokens_per_s"] > 0
+    assert j["total_token_throughput"] > j["output_throughput"]
     assert len(j["samples"]) == j["requests"] == 9
     total = 0
     for s in j["samples"]:
         assert set(s) == SAMPLE_KEYS, set(s) ^ SAMPLE_KEYS
-        assert s["outcome"] == "ok" and s["status"] == 200
+        assert s["outcome"] == "ok" and s["status"] == 200 and not s["warmup"]
         assert 20 <= s["prompt_tokens"] <= 40 and 5 <= s["max_tokens"] <= 8
         # the mock streams the max tokens asked for, and reports them
         assert s["output_tokens"] == s["max_tokens"] and s["token_source"] == "usage"
@@ -249,7 +280,7 @@ def test_connect_error_and_usage():
     j, _ = load_json("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
     assert j["requests"] > 0 and j["outcomes"]["connect_error"] == j["requests"]
     assert j["error_rate"] == 1.0
-    _, err = load("https://127.0.0.1/v1/chat/completions", expect=2)
+    _, err = load("--cacert", "/x", f"http://127.0.0.1:{port}/", expect=2)
     assert "https" in err
     _, err = load("-c", "0", f"http://127.0.0.1:{port}/", expect=2)
     assert "--concurrency" in err
@@ -259,7 +290,7 @@ def test_connect_error_and_usage():
     out, _ = load("-V")
     assert out.startswith("tokentap-load ")
     out, _ = load("-h")
-    assert "--scenarios" in out and "--rate" in out
+    assert "--scenarios" in out and "--rate" in out and "sweep" in out
 
 
 # ---------------------------------------------------------------- scenarios
