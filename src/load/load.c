@@ -200,8 +200,9 @@ static void usage(FILE *f)
 	    "\n"
 	    "Capacity (tokentap-load capacity --slo TARGETS):\n"
 	    "      --over KEYS         concurrency, rate, or both (default concurrency,rate)\n"
-	    "      --from V            the first level (concurrency 1; rate: from the\n"
-	    "                          concurrency found, else 1/s)\n"
+	    "      --from V            the first level, or concurrency=V,rate=V (default:\n"
+	    "                          concurrency 1; rate from the concurrency found by\n"
+	    "                          Little's law, else 1/s)\n"
 	    "      --max-concurrency N, --max-rate R  the largest levels tried\n"
 	    "      --resolution PCT    rate: stop when the interval is within PCT (5%)\n"
 	    "      --repeats N         runs more of a level within noise (default 2)\n"
@@ -372,6 +373,33 @@ static int parse_run(struct opts *o, int ch)
 	return 0;
 }
 
+/* --from V (every search) or --from concurrency=V,rate=V. */
+static void parse_from(struct load_plan *p, const char *s)
+{
+	char buf[128], *save = NULL, *eq;
+	double x;
+
+	if (strchr(s, '=') == NULL) {
+		parse_number("--from", s, 0.01, 1e6, &x);
+		p->cap_from[0] = p->cap_from[1] = x;
+		return;
+	}
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		eq = strchr(t, '=');
+		if (eq == NULL)
+			bad_value("--from", "expected V, or concurrency=V,rate=V");
+		*eq = '\0';
+		parse_number("--from", eq + 1, 0.01, 1e6, &x);
+		if (strcmp(t, "concurrency") == 0)
+			p->cap_from[0] = x;
+		else if (strcmp(t, "rate") == 0)
+			p->cap_from[1] = x;
+		else
+			bad_value("--from", "expected concurrency=V or rate=V");
+	}
+}
+
 /* Options of what to run and what to write. */
 static int parse_other(struct opts *o, int ch)
 {
@@ -447,8 +475,7 @@ static int parse_other(struct opts *o, int ch)
 		parse_share("--stop-error-rate", optarg, &p->stop_error_rate);
 		break;
 	case OPT_FROM:
-		parse_number("--from", optarg, 0.01, 1e6, &x);
-		p->cap_from[0] = p->cap_from[1] = x;
+		parse_from(p, optarg);
 		break;
 	case OPT_MAX_CONC:
 		parse_number("--max-concurrency", optarg, 1, 100000, &p->cap_max[0]);

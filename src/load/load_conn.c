@@ -265,6 +265,7 @@ static void finish(struct load_conn *c, enum meter_end how)
 	e.itl = c->itl;
 	e.nitl = c->nitl;
 	e.first_chunk_tokens = c->first_chunk;
+	e.reused = c->reused;
 	c->ctx->done(c->arg, c, &c->m, how, &e);
 }
 

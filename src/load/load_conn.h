@@ -24,6 +24,7 @@ struct load_conn_end {
 	const uint32_t *itl;        /* its gaps between token events (µs) */
 	size_t nitl;
 	int64_t first_chunk_tokens; /* from a usage seen by the first gap, or -1 */
+	int reused;                 /* sent on a kept-alive connection */
 };
 
 /* A request ended; m has been closed with meter_end. The callee may start

@@ -396,6 +396,7 @@ static void sample(struct emit *e, const struct loadstats *st,
 	ms(e, "e2el_ms", (double)s->duration_us);
 	ms(e, "dispatch_lag_ms", (double)s->lag_us);
 	boolean(e, "queued", s->queued);
+	ms(e, "connect_ms", (double)s->connect_us);
 	ms(e, "first_token_ms", (double)s->first_token_us);
 	ms(e, "last_token_ms", (double)s->last_token_us);
 	i64(e, "output_tokens", s->output_tokens);
@@ -442,6 +443,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	str(e, "phase", lv->phase);
 	u64(e, "runs", lv->runs);
 	num(e, "started_s", lv->started_s, 3);
+	u64(e, "monotonic_start_us", lv->info.start_us);
 	conf(e, &lv->conf);
 	num(e, "elapsed_s", (double)lv->info.elapsed_us / 1e6, 3);
 	obj(e, "window", 1);

@@ -434,7 +434,9 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 
 	c->key = k;
 	c->ran = 1;
-	v = p->cap_from[which] > 0 ? p->cap_from[which] :
+	size_t ki = k == LOAD_KEY_RATE;      /* cap_from, cap_max: by key */
+
+	v = p->cap_from[ki] > 0 ? p->cap_from[ki] :
 	    k == LOAD_KEY_CONCURRENCY ? 1 : rate_start(r);
 	if (k == LOAD_KEY_CONCURRENCY)
 		v = fmax(1, round(v));
@@ -478,7 +480,7 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 		}
 		if (isnan(hi)) {
 			v = step(k, v, 1);
-			if (v > p->cap_max[which]) {
+			if (v > p->cap_max[ki]) {
 				c->stopped = "max";
 				break;
 			}

@@ -49,8 +49,8 @@ struct load_plan {
 	/* capacity */
 	enum load_key search[2];
 	size_t nsearch;
-	double cap_from[2];          /* 0: the default start */
-	double cap_max[2];           /* the largest level tried */
+	double cap_from[2];          /* [0] concurrency, [1] rate; 0: the default start */
+	double cap_max[2];           /* the largest level tried, the same way */
 	double resolution;           /* rate: stop when hi / lo - 1 <= this */
 	unsigned repeats;            /* extra runs of a level within noise */
 	size_t max_levels;

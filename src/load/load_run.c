@@ -346,6 +346,9 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 	x.max_tokens = s->max_tokens;
 	x.warmup = s->warmup;
 	x.queued = s->queued;
+	/* sent at t0 + lag; a new connection was ready at t_conn */
+	if (!e->reused && m->t_conn != 0 && m->t_conn >= s->t0 + (uint64_t)s->lag_us)
+		x.connect_us = (int64_t)(m->t_conn - s->t0 - (uint64_t)s->lag_us);
 	if (loadstats_record(r->st, &x, e->itl, e->nitl) < 0 && !r->failed)
 		run_failed(r, "samples");
 	r->in_flight--;

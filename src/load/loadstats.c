@@ -38,6 +38,7 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	    (uint32_t)m->token_events;
 	s->tpot_us = -1;
 	s->output_speed = -1;
+	s->connect_us = -1;
 	/* SPEC §4's TPOT, undefined unless tokens came after the first chunk;
 	 * exact (a double), where the meter's integer µs would round down */
 	if (meter_tpot_us(m) >= 0 && n > k1) {

@@ -18,6 +18,7 @@ struct load_sample {
 	uint64_t seq;             /* the request's number in its level, from 0 */
 	uint64_t start_us;        /* intended send time, from the level's start */
 	int64_t lag_us;           /* dispatch lag: handed to a connection - intended */
+	int64_t connect_us;       /* a new connection's setup (TCP, TLS); -1: kept */
 	int64_t ttft_us;          /* from the intended send time; -1 undefined */
 	int64_t ttfo_us;          /* the first token that is not reasoning */
 	double tpot_us;           /* (last - first) / (N - first chunk's tokens) */
