@@ -687,6 +687,7 @@ struct inputs {
 	struct load_tls tls;
 	struct load_tt_conf tt;
 	int have_tt;
+	int tt_busy;                 /* the window held requests already */
 };
 
 static int read_inputs(struct opts *o, struct inputs *in)
@@ -729,6 +730,7 @@ static int read_inputs(struct opts *o, struct inputs *in)
 			log_error("--tokentap %s: /stats told no window", o->tt_url);
 			return -1;
 		}
+		in->tt_busy = probe.ok && probe.requests > 0;
 	}
 	return 0;
 }
@@ -777,6 +779,9 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 	le.tls = o->conf.tls ? &in->tls : NULL;
 	le.progress = e->progress;
 	le.tt = in->have_tt ? &in->tt : NULL;
+	/* requests of before in the window: the first level waits them out */
+	if (in->tt_busy)
+		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 	if (o->kind == LOAD_KIND_SWEEP)
 		load_levels_sweep(&le, &o->plan, &r);
 	else if (o->kind == LOAD_KIND_CAPACITY)

@@ -116,6 +116,27 @@ static void slices_table(FILE *f, const struct load_summary *s)
 		    s->drift.slope, s->drift.r2);
 }
 
+/* A level's SLO: each target's figure, its interval, its limit. */
+static void slo_lines(FILE *f, const struct load_result *r, const struct load_level *lv)
+{
+	fprintf(f, "\nSLO          %s%s\n", lv->slo.met ? "met" : "MISSED",
+	    lv->slo.noisy ? " (a figure within noise of its limit)" : "");
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		const struct load_slo_eval *x = &lv->slo.v[i];
+		double k = t->metric == LOAD_SLO_ERROR_RATE ? 100 : 1;
+		const char *u = t->metric == LOAD_SLO_ERROR_RATE ? " %" : " ms";
+
+		fprintf(f, "  %-18s", t->name);
+		cell(f, x->value * k, 10, 3);
+		fprintf(f, "%s  95 %% interval", u);
+		cell(f, x->lo * k, 9, 3);
+		cell(f, x->hi * k, 9, 3);
+		fprintf(f, "  limit %.4g%s  %s\n", t->limit * k, u, x->met ? "met" : "MISSED");
+	}
+	load_report_goodput_line(f, lv);
+}
+
 void load_report_level(FILE *f, const struct load_result *r,
     const struct load_level *lv)
 {
@@ -175,6 +196,8 @@ void load_report_level(FILE *f, const struct load_result *r,
 	dist_row(f, "speed tok/s", &s->speed, p);
 	if (c->lag)
 		dist_row(f, "event lag ms", &s->event_lag, p);
+	if (lv->has_slo)
+		slo_lines(f, r, lv);
 	if (s->nslices > 1)
 		slices_table(f, s);
 }

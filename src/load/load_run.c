@@ -268,12 +268,23 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		r->max_in_flight = r->in_flight;
 }
 
+/* A request intended at t0 past the window's end (the deadline's timer
+ * not yet run): none is sent, the issuing ends. */
+static int past_window(struct run *r, uint64_t t0)
+{
+	if (r->window_start == 0 || r->conf->duration_us == 0 ||
+	    t0 < r->window_start + r->conf->duration_us)
+		return 0;
+	stop_issuing(r);
+	return 1;
+}
+
 /* Closed loop: the user sends its next request now. */
 static void user_next(struct run *r, struct slot *s)
 {
 	struct pending p = { util_now_us(), 0, SIZE_MAX, 0 };
 
-	if (r->stopping)
+	if (r->stopping || past_window(r, p.t0))
 		return;
 	p.warmup = created(r, p.t0, &p.seq);
 	launch(r, s, &p, 0);
@@ -315,6 +326,8 @@ static void arrive(struct run *r, uint64_t t0, size_t entry)
 	struct pending p = { t0, 0, entry, 0 };
 	struct slot *s = NULL;
 
+	if (past_window(r, t0))
+		return;
 	p.warmup = created(r, t0, &p.seq);
 	if (r->nidle > 0)
 		s = r->idle[--r->nidle];

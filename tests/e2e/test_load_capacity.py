@@ -125,7 +125,7 @@ def test_input_length_study():
     assert abs(fit["slope_ms_per_1k_tokens"] - 40) < 2, fit
     # the TTFT of no input, and what the first requests' overheads add
     assert 8 < fit["intercept_ms"] < 20, fit
-    assert fit["r2"] > 0.99 and fit["n"] == 30, fit
+    assert fit["r2"] > 0.9 and fit["n"] == 30, fit
     for lv, want in zip(doc["levels"], (250, 1000, 2500)):
         assert lv["config"]["prompt_tokens"] == [want, want]
         assert lv["input_tokens"] >= 10 * want
