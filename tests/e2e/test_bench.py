@@ -149,7 +149,7 @@ def check_generator(g):
     assert c["ttft_err_ms"]["p50"] <= c["ttft_err_ms"]["p99"] <= c["ttft_err_ms"]["max"]
     assert 0 < c["cpu_us_per_event"] < 1000, c
     tp = g["throughput"]
-    assert tp["events"] == 200 * 2000, tp
+    assert 200 * 2000 <= tp["events"] <= 200 * 2010, tp      # and a few non-token events
     assert abs(tp["events_per_cpu_s"] * tp["cpu_us_per_event"] - 1e6) < 1, tp
 
 
