@@ -39,7 +39,7 @@ struct opts {
 	enum load_kind kind;
 	struct load_conf conf;
 	int url_given;
-	int duration_given, count_given, warmup_given;
+	int duration_given, count_given, warmup_given, cooldown_given;
 	const char *json_path, *csv_path;
 	int no_samples, itl_samples;
 	const char *scen_path;
@@ -65,7 +65,7 @@ enum {
 	OPT_CONTINUOUS, OPT_INSECURE, OPT_CACERT, OPT_SNI, OPT_TOKENTAP,
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
-	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS
+	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN
 };
 
 static const struct option long_opts[] = {
@@ -77,6 +77,7 @@ static const struct option long_opts[] = {
 	{"requests", required_argument, NULL, 'n'},
 	{"warmup", required_argument, NULL, OPT_WARMUP},
 	{"warmup-requests", required_argument, NULL, OPT_WARMUP_REQUESTS},
+	{"cooldown", required_argument, NULL, OPT_COOLDOWN},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"dialect", required_argument, NULL, OPT_DIALECT},
 	{"model", required_argument, NULL, OPT_MODEL},
@@ -152,6 +153,10 @@ static void usage(FILE *f)
 	    "      --warmup DUR        first send requests for DUR, in no figure (sweep\n"
 	    "                          and capacity: default 2s, else 0)\n"
 	    "      --warmup-requests N or the first N requests\n"
+	    "      --cooldown on|off   after the window, keep the load on until its last\n"
+	    "                          counted request ended, so it ends under the level's\n"
+	    "                          load (those in no figure; sweep and capacity: on,\n"
+	    "                          but off with --tokentap; else off)\n"
 	    "      --ramp DUR          closed loop: start the users evenly over DUR\n"
 	    "      --timeout DUR       per request, from its intended send (default 60s)\n"
 	    "      --trace FILE        open loop at a JSONL trace's offsets and token counts\n"
@@ -308,6 +313,15 @@ static int parse_run(struct opts *o, int ch)
 		if (util_parse_duration_us(optarg, &c->warmup_us) < 0)
 			bad_value("--warmup", "expected a duration (e.g. 2s, 0)");
 		o->warmup_given = 1;
+		break;
+	case OPT_COOLDOWN:
+		if (strcmp(optarg, "on") == 0)
+			c->cooldown = 1;
+		else if (strcmp(optarg, "off") == 0)
+			c->cooldown = 0;
+		else
+			bad_value("--cooldown", "on or off");
+		o->cooldown_given = 1;
 		break;
 	case OPT_WARMUP_REQUESTS:
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->warmup_count, &err) < 0)
@@ -629,6 +643,11 @@ static void check_options(struct opts *o)
 	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
 	    !o->warmup_given)
 		c->warmup_us = 2000000;
+	/* and its last requests end under its load; but tokentap's window
+	 * would count the cool-down's requests with the level's */
+	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
+	    !o->cooldown_given && o->tt_url == NULL)
+		c->cooldown = 1;
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)

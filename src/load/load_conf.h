@@ -55,6 +55,8 @@ struct load_conf {
 	int lag;                     /* time the events of tokentap-mock --stamp */
 	uint64_t warmup_us;          /* requests sent this long after the start, */
 	uint64_t warmup_count;       /* or the first this many, are in no figure */
+	int cooldown;                /* after the window, keep the load on until
+	                              * its last request ended (in no figure) */
 	int continuous_usage;        /* ask for a usage on every chunk (OpenAI) */
 	/* https */
 	int tls;                     /* from the URL */

@@ -188,6 +188,7 @@ static void conf(struct emit *e, const struct load_conf *c)
 	i64(e, "count", c->count ? (int64_t)c->count : -1);
 	num(e, "warmup_s", (double)c->warmup_us / 1e6, 3);
 	u64(e, "warmup_requests", c->warmup_count);
+	boolean(e, "cooldown", c->cooldown);
 	arr(e, "prompt_tokens", 1);
 	u64(e, NULL, c->prompt_tokens.min);
 	u64(e, NULL, c->prompt_tokens.max);
@@ -387,6 +388,7 @@ static void sample(struct emit *e, const struct loadstats *st,
 	u64(e, "seq", s->seq);
 	num(e, "start_ms", (double)s->start_us / 1e3, 3);
 	boolean(e, "warmup", s->warmup);
+	boolean(e, "cooldown", s->cooldown);
 	str(e, "outcome", meter_outcome_name(s->outcome));
 	i64(e, "status", s->status ? (int64_t)s->status : -1);
 	ms(e, "ttft_ms", (double)s->ttft_us);
@@ -461,6 +463,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 		u64(e, meter_outcome_name((enum meter_outcome)i), s->outcomes[i]);
 	end_obj(e);
 	u64(e, "warmup_requests", lv->info.warmup_requests);
+	u64(e, "cooldown_requests", lv->info.cooldown_requests);
 	u64(e, "completed", s->completed);
 	u64(e, "output_tokens", s->output_tokens);
 	u64(e, "input_tokens", s->input_tokens);

@@ -235,6 +235,7 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 			lv->info.connections += info.connections;
 			lv->info.queued += info.queued;
 			lv->info.warmup_requests += info.warmup_requests;
+			lv->info.cooldown_requests += info.cooldown_requests;
 			if (info.max_in_flight > lv->info.max_in_flight)
 				lv->info.max_in_flight = info.max_in_flight;
 			lv->info.interrupted = info.interrupted;
@@ -313,7 +314,7 @@ static void input_fit(struct load_result *r)
 			const struct loadstats *st = &r->levels[i].st;
 			for (size_t k = 0; k < st->n; k++) {
 				const struct load_sample *s = &st->v[k];
-				if (s->warmup || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
 					continue;
 				x[n] = (s->input_tokens >= 0 ? (double)s->input_tokens :
 				    (double)s->prompt_tokens) / 1e3;

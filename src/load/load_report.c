@@ -33,6 +33,8 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		fprintf(f, ", warm-up %.3g s", (double)c->warmup_us / 1e6);
 	if (c->warmup_count > 0)
 		fprintf(f, ", warm-up %" PRIu64 " requests", c->warmup_count);
+	if (c->cooldown)
+		fprintf(f, ", cool-down");
 	if (c->duration_us > 0)
 		fprintf(f, ", %.3g s", (double)c->duration_us / 1e6);
 	if (c->count > 0)
@@ -155,6 +157,9 @@ void load_report_level(FILE *f, const struct load_result *r,
 	if (lv->info.warmup_requests > 0)
 		fprintf(f, "; %" PRIu64 " warm-up requests not counted",
 		    lv->info.warmup_requests);
+	if (lv->info.cooldown_requests > 0)
+		fprintf(f, "; %" PRIu64 " cool-down requests not counted",
+		    lv->info.cooldown_requests);
 	fputc('\n', f);
 	for (int o = OUTCOME_OK + 1; o < OUTCOME_COUNT; o++) {
 		if (s->outcomes[o] == 0)

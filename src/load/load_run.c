@@ -31,11 +31,14 @@
 struct run;
 
 /* A request waiting for a connection (open loop). */
+/* What a request is to the figures. */
+enum phase { PH_COUNTED, PH_WARMUP, PH_COOLDOWN };
+
 struct pending {
 	uint64_t t0;
 	uint64_t seq;
 	size_t entry;                /* a trace's entry, or SIZE_MAX */
-	int warmup;
+	enum phase phase;
 };
 
 /* A virtual user (closed loop) or a connection slot (open loop). */
@@ -46,7 +49,7 @@ struct slot {
 	uint64_t t0;
 	int64_t lag_us;
 	uint32_t prompt_tokens, max_tokens;
-	uint8_t warmup, queued;
+	uint8_t phase, queued;
 };
 
 struct run {
@@ -68,6 +71,9 @@ struct run {
 	double next_at;              /* open loop: next arrival, µs */
 	size_t next_entry;           /* a trace's next entry */
 	uint64_t created, accepted, in_flight, max_in_flight, queued;
+	uint64_t counted_in_flight;  /* counted requests not ended (or queued) */
+	uint64_t cooled;             /* cool-down requests */
+	int cooling;                 /* past the window: cool-down requests */
 	uint64_t rng;
 	int stopping, failed;
 	int enough;                  /* the count is reached */
@@ -193,23 +199,38 @@ static void open_window(struct run *r, uint64_t t0)
 		    r->window_start + c->duration_us - now : 0);
 }
 
-/* A new request intended at t0: is it in the warm-up? Counts it; the
- * count past the warm-up may end the issuing. */
-static int created(struct run *r, uint64_t t0, uint64_t *seq)
+/* The window closed (its duration, or its count): with a cool-down, the
+ * load goes on until the counted requests in flight have ended. */
+static void window_closed(struct run *r)
+{
+	if (r->conf->cooldown && r->counted_in_flight > 0 && !r->stopping)
+		r->cooling = 1;
+	else
+		stop_issuing(r);
+}
+
+/* A new request intended at t0: in the warm-up, counted, or cool-down.
+ * Counts it; the count past the warm-up may close the window. */
+static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
 {
 	const struct load_conf *c = r->conf;
 	int warmup = c->warmup_us > 0 ? t0 < r->start + c->warmup_us :
 	    r->created < c->warmup_count;
 
 	*seq = r->created++;
+	if (r->cooling) {
+		r->cooled++;
+		return PH_COOLDOWN;
+	}
 	if (warmup)
-		return 1;
+		return PH_WARMUP;
+	r->counted_in_flight++;
 	open_window(r, t0);
 	/* the caller stops the issuing once this one is in flight, or the
 	 * run would end before it */
 	if (++r->accepted == c->count)
 		r->enough = 1;
-	return 0;
+	return PH_COUNTED;
 }
 
 /* Starts request seq, intended at t0, on slot s; entry: its trace entry. */
@@ -242,7 +263,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.max_tokens = load_conf_draw(&c->max_tokens, &r->rng);
 	s->seq = p->seq;
 	s->t0 = p->t0;
-	s->warmup = (uint8_t)p->warmup;
+	s->phase = (uint8_t)p->phase;
 	s->lag_us = now > p->t0 ? (int64_t)(now - p->t0) : 0;
 	s->queued = (uint8_t)queued;
 	s->prompt_tokens = rq.prompt_tokens;
@@ -268,15 +289,15 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		r->max_in_flight = r->in_flight;
 }
 
-/* A request intended at t0 past the window's end (the deadline's timer
- * not yet run): none is sent, the issuing ends. */
+/* A request intended at t0 past the window's end, the deadline's timer
+ * not yet run: the window closes now; none is sent unless in cool-down. */
 static int past_window(struct run *r, uint64_t t0)
 {
-	if (r->window_start == 0 || r->conf->duration_us == 0 ||
+	if (r->cooling || r->window_start == 0 || r->conf->duration_us == 0 ||
 	    t0 < r->window_start + r->conf->duration_us)
 		return 0;
-	stop_issuing(r);
-	return 1;
+	window_closed(r);
+	return !r->cooling;
 }
 
 /* Closed loop: the user sends its next request now. */
@@ -286,10 +307,10 @@ static void user_next(struct run *r, struct slot *s)
 
 	if (r->stopping || past_window(r, p.t0))
 		return;
-	p.warmup = created(r, p.t0, &p.seq);
+	p.phase = created(r, p.t0, &p.seq);
 	launch(r, s, &p, 0);
-	if (r->enough)
-		stop_issuing(r);
+	if (r->enough && !r->cooling)
+		window_closed(r);
 }
 
 static int queue_push(struct run *r, const struct pending *p)
@@ -328,7 +349,7 @@ static void arrive(struct run *r, uint64_t t0, size_t entry)
 
 	if (past_window(r, t0))
 		return;
-	p.warmup = created(r, t0, &p.seq);
+	p.phase = created(r, t0, &p.seq);
 	if (r->nidle > 0)
 		s = r->idle[--r->nidle];
 	else if (r->nslots < r->max_slots)
@@ -340,8 +361,8 @@ static void arrive(struct run *r, uint64_t t0, size_t entry)
 		if (queue_push(r, &p) < 0)
 			run_failed(r, "queue");
 	}
-	if (r->enough)
-		stop_issuing(r);
+	if (r->enough && !r->cooling)
+		window_closed(r);
 }
 
 static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
@@ -357,7 +378,8 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 	x.lag_us = s->lag_us;
 	x.prompt_tokens = s->prompt_tokens;
 	x.max_tokens = s->max_tokens;
-	x.warmup = s->warmup;
+	x.warmup = s->phase == PH_WARMUP;
+	x.cooldown = s->phase == PH_COOLDOWN;
 	x.queued = s->queued;
 	/* sent at t0 + lag; a new connection was ready at t_conn */
 	if (!e->reused && m->t_conn != 0 && m->t_conn >= s->t0 + (uint64_t)s->lag_us)
@@ -366,6 +388,9 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 		run_failed(r, "samples");
 	r->in_flight--;
 	r->last_end = util_now_us();
+	/* the last counted request ended: the cool-down has done its work */
+	if (s->phase == PH_COUNTED && --r->counted_in_flight == 0 && r->cooling)
+		stop_issuing(r);
 	if (!r->open_loop) {
 		user_next(r, s);
 	} else if (r->qlen > 0) {
@@ -434,7 +459,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	stop_issuing(arg);
+	window_closed(arg);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -452,7 +477,7 @@ static double recent_ttft_p95(const struct loadstats *st)
 
 	for (size_t i = st->n; i > 0 && n < PROGRESS_SAMPLES; i--) {
 		const struct load_sample *s = &st->v[i - 1];
-		if (!s->warmup && s->outcome == OUTCOME_OK && s->ttft_us >= 0)
+		if (loadstats_counted(s) && s->outcome == OUTCOME_OK && s->ttft_us >= 0)
 			v[n++] = (double)s->ttft_us / 1e3;
 	}
 	qsort(v, n, sizeof(*v), cmp_double);
@@ -470,6 +495,8 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (r->stopping)
 		snprintf(left, sizeof left, ", draining");
+	else if (r->cooling)
+		snprintf(left, sizeof left, ", cooling down");
 	else if (r->window_start == 0)
 		snprintf(left, sizeof left, ", warming up");
 	else if (c->duration_us > 0)
@@ -635,7 +662,7 @@ static void window(const struct run *r, struct load_run_info *info)
 	for (size_t i = 0; i < r->st->n; i++) {
 		const struct load_sample *s = &r->st->v[i];
 		uint64_t end = s->start_us + (s->duration_us > 0 ? (uint64_t)s->duration_us : 0);
-		if (!s->warmup && r->start + end > we)
+		if (loadstats_counted(s) && r->start + end > we)
 			we = r->start + end;
 	}
 	if (c->duration_us > 0) {
@@ -689,7 +716,8 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	info->max_in_flight = r.max_in_flight;
 	info->connections = r.ctx.opened;
 	info->queued = r.queued;
-	info->warmup_requests = r.created - r.accepted;
+	info->cooldown_requests = r.cooled;
+	info->warmup_requests = r.created - r.accepted - r.cooled;
 	info->interrupted = load_run_interrupted() > 0;
 	if (o->progress)
 		fputs("\r\033[K", stderr);

@@ -12,7 +12,10 @@
  *
  * The measurement window of a level: from the end of the warm-up (0
  * without one) for the duration; with a count instead of a duration,
- * until the last counted request ended. */
+ * until the last counted request ended. With a cool-down, requests go on
+ * after the window (flagged, in no figure) until every counted request
+ * has ended, so that the last ones see the level's load to their end,
+ * not a draining server. */
 #ifndef TOKENTAP_LOAD_RUN_H
 #define TOKENTAP_LOAD_RUN_H
 
@@ -34,6 +37,7 @@ struct load_run_info {
 	uint64_t connections;       /* connections opened */
 	uint64_t queued;            /* open loop: requests that waited for a connection */
 	uint64_t warmup_requests;
+	uint64_t cooldown_requests;
 	double cpu_s;               /* the generator's user + system CPU */
 	int interrupted;
 };

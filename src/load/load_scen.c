@@ -160,6 +160,7 @@ static void apply_limits(struct yconf *ld, yaml_node_t *m, struct load_conf *c)
 	{ .name = "arrivals", .type = YCONF_FUNC, .off = at, .fn = arrivals_fn }, \
 	{ .name = "burstiness", .type = YCONF_FUNC, .off = at, .fn = burstiness_fn }, \
 	{ .name = "warmup", .type = YCONF_DURATION, .off = RUN(at, warmup_us) }, \
+	{ .name = "cooldown", .type = YCONF_BOOL, .off = RUN(at, cooldown) }, \
 	{ .name = "warmup_requests", .type = YCONF_UINT, .off = RUN(at, warmup_count), \
 	    .hi = UINT64_MAX / 10 }, \
 	{ .name = "duration", .type = YCONF_DURATION, .off = RUN(at, duration_us), .lo = 1 }, \
@@ -479,7 +480,7 @@ int load_scen_value(const struct load_target *t, const struct loadstats *st,
 	if (t->stat == LOAD_S_RATE) {
 		uint64_t n = 0, bad = 0;
 		for (size_t i = 0; i < st->n; i++) {
-			if (st->v[i].warmup)
+			if (!loadstats_counted(&st->v[i]))
 				continue;
 			n++;
 			bad += st->v[i].outcome != OUTCOME_OK;

@@ -192,7 +192,7 @@ static size_t values(const struct loadstats *st, enum load_slo_metric m, double 
 		const struct load_sample *s = &st->v[i];
 		double x = -1;
 
-		if (s->warmup || s->outcome != OUTCOME_OK)
+		if (!loadstats_counted(s) || s->outcome != OUTCOME_OK)
 			continue;
 		if (m == LOAD_SLO_ITL) {
 			for (uint32_t k = 0; k < s->itl_n; k++)
@@ -224,7 +224,7 @@ static void eval_error_rate(const struct loadstats *st, struct load_slo_eval *e)
 	double n = 0, k = 0, p, d, c, h;
 
 	for (size_t i = 0; i < st->n; i++) {
-		if (st->v[i].warmup)
+		if (!loadstats_counted(&st->v[i]))
 			continue;
 		n++;
 		k += st->v[i].outcome != OUTCOME_OK;

@@ -137,12 +137,12 @@ void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
 
 static int measured(const struct load_sample *s)
 {
-	return !s->warmup;
+	return loadstats_counted(s);
 }
 
 static int ok(const struct load_sample *s)
 {
-	return !s->warmup && s->outcome == OUTCOME_OK;
+	return loadstats_counted(s) && s->outcome == OUTCOME_OK;
 }
 
 /* The tokens of s emitted in [a, b) (µs from the level's start), its

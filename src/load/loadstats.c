@@ -89,7 +89,7 @@ int loadstats_record(struct loadstats *st, const struct load_sample *s,
 	if (n > 0)
 		memcpy(st->itl + st->nitl, itl, n * sizeof(*itl));
 	st->nitl += n;
-	if (!s->warmup) {
+	if (loadstats_counted(s)) {
 		st->measured++;
 		st->errors += s->outcome != OUTCOME_OK;
 	}

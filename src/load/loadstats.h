@@ -41,6 +41,8 @@ struct load_sample {
 	enum meter_outcome outcome;
 	uint8_t tokens_from_usage;
 	uint8_t warmup;           /* sent in the warm-up: in no figure */
+	uint8_t cooldown;         /* sent after the window, to keep the load on
+	                           * while its last requests end: in no figure */
 	uint8_t queued;           /* open loop: waited for a free connection */
 };
 
@@ -63,6 +65,12 @@ struct loadstats {
  * the rest (seq, asks, lag, flags, gaps). */
 void loadstats_sample(struct load_sample *s, const struct meter *m,
     enum meter_end how, uint64_t level_start, int64_t first_chunk_tokens);
+
+/* A request the figures count: neither warm-up nor cool-down. */
+static inline int loadstats_counted(const struct load_sample *s)
+{
+	return !s->warmup && !s->cooldown;
+}
 
 void loadstats_init(struct loadstats *st);
 /* Adds one request with its n gaps (µs). Returns 0, or -1 when memory

@@ -132,7 +132,8 @@ LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
-    "outcomes", "warmup_requests", "completed", "output_tokens", "input_tokens",
+    "outcomes", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
+    "input_tokens",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms",
@@ -141,11 +142,13 @@ LEVEL_KEYS = {
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
-    "warmup_s", "warmup_requests", "prompt_tokens", "max_tokens", "prompts", "trace",
+    "warmup_s", "warmup_requests", "cooldown", "prompt_tokens", "max_tokens", "prompts",
+    "trace",
     "timeout_s", "seed", "continuous_usage", "ramp_s",
 }
 SAMPLE_KEYS = {
-    "seq", "start_ms", "warmup", "outcome", "status", "ttft_ms", "ttfo_ms", "tpot_ms",
+    "seq", "start_ms", "warmup", "cooldown", "outcome", "status", "ttft_ms", "ttfo_ms",
+    "tpot_ms",
     "itl_max_ms", "e2el_ms", "dispatch_lag_ms", "queued", "connect_ms", "first_token_ms",
     "last_token_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
     "output_speed", "events", "token_chunks", "first_chunk_tokens", "prompt_tokens",
