@@ -586,17 +586,19 @@ def test_slots_queue_first_come_first_served():
     end = [r + x["last_token_us"] for r, x in zip(read, logs)]
     assert logs[0]["queue_us"] == logs[1]["queue_us"] == 0, logs
     # each waiter got the slot the oldest holder freed with its last token
+    # (at once; a busy machine may pause the mock between the two)
     for waiter, freed_by in ((2, 0), (3, 1), (4, 2)):
-        assert 0 <= slot[waiter] - end[freed_by] < 1500, (waiter, slot, end)
+        assert 0 <= slot[waiter] - end[freed_by] < 5000, (waiter, slot, end)
         assert logs[waiter]["queue_us"] > 50000, logs[waiter]
     for x in logs:
         # the first token is the TTFT after the slot, not after the request
         assert x["sched_first_token_us"] - x["queue_us"] == 20000, x
-    # two decoding but for the last one's end: 12 ms gaps, 10 ms alone
-    # (a busy machine's late last token moves one by a ms)
-    tpots = [x["tpot_us"] for x in logs]
-    assert all(9000 <= t <= 14000 for t in tpots), tpots
-    assert all(t >= 11500 for t in tpots[:3]), tpots
+    # two decoding but for the last one's end: 12 ms gaps, 10 ms alone;
+    # from the schedule (a busy machine's late sends move the sent times)
+    tpots = [(x["sched_last_token_us"] - x["sched_first_token_us"]) / (n - 1)
+             for x in logs]
+    assert all(t == 12000 for t in tpots[:4]), tpots
+    assert 10000 <= tpots[4] < 12000, tpots
 
 
 def test_first_chunk_tokens_and_continuous_usage():
