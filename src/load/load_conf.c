@@ -22,6 +22,9 @@ int load_conf_init(struct load_conf *c)
 	c->prompt_tokens.min = c->prompt_tokens.max = 100;
 	c->max_tokens.min = c->max_tokens.max = 100;
 	c->seed = 1;
+	c->burstiness = 1;
+	c->tls_verify = 1;
+	c->trace_speed = 1;
 	c->model = strdup("tokentap-load");
 	return c->model != NULL ? 0 : -1;
 }
@@ -31,6 +34,8 @@ void load_conf_free(struct load_conf *c)
 	free(c->url);
 	free(c->path);
 	free(c->model);
+	free(c->ca_file);
+	free(c->sni);
 	for (size_t i = 0; i < c->nheaders; i++) {
 		free(c->headers[i].name);
 		free(c->headers[i].value);
@@ -56,6 +61,8 @@ int load_conf_copy(struct load_conf *dst, const struct load_conf *src)
 	rc |= dup_or_null(&dst->url, src->url);
 	rc |= dup_or_null(&dst->path, src->path);
 	rc |= dup_or_null(&dst->model, src->model);
+	rc |= dup_or_null(&dst->ca_file, src->ca_file);
+	rc |= dup_or_null(&dst->sni, src->sni);
 	for (size_t i = 0; i < src->nheaders; i++) {
 		rc |= dup_or_null(&dst->headers[i].name, src->headers[i].name);
 		rc |= dup_or_null(&dst->headers[i].value, src->headers[i].value);
@@ -67,8 +74,8 @@ int load_conf_copy(struct load_conf *dst, const struct load_conf *src)
 	return 0;
 }
 
-/* The target (url.h): plain HTTP only, and credentials go in a header,
- * since the URL is printed in the report. */
+/* The target (url.h): credentials go in a header, since the URL is
+ * printed in the report. */
 int load_conf_set_url(struct load_conf *c, const char *url, const char **err)
 {
 	struct url u;
@@ -76,9 +83,7 @@ int load_conf_set_url(struct load_conf *c, const char *url, const char **err)
 
 	if ((*err = url_parse(url, &u)) != NULL)
 		return -1;
-	if (u.tls) {
-		*err = "https targets are not supported yet: use an http:// URL";
-	} else if (u.user != NULL) {
+	if (u.user != NULL) {
 		*err = "credentials in the URL are not supported: give an Authorization "
 		    "header";
 	} else if (asprintf(&target, "%s%s%s", *u.path ? u.path : "/", u.query ? "?" : "",
@@ -95,6 +100,7 @@ int load_conf_set_url(struct load_conf *c, const char *url, const char **err)
 		c->path = target;
 		snprintf(c->host, sizeof(c->host), "%s", u.host);
 		c->port = u.port;
+		c->tls = u.tls;
 	} else {
 		free(target);
 	}
@@ -207,14 +213,77 @@ int load_conf_parse_rate(const char *s, double *out, const char **err)
 int load_conf_set_arrivals(struct load_conf *c, const char *s, const char **err)
 {
 	if (strcmp(s, "poisson") == 0) {
-		c->uniform = 0;
-	} else if (strcmp(s, "uniform") == 0) {
-		c->uniform = 1;
+		c->arrivals = LOAD_ARR_POISSON;
+	} else if (strcmp(s, "constant") == 0 || strcmp(s, "uniform") == 0) {
+		c->arrivals = LOAD_ARR_CONSTANT;
+	} else if (strcmp(s, "gamma") == 0) {
+		c->arrivals = LOAD_ARR_GAMMA;
 	} else {
-		*err = "arrivals: poisson or uniform";
+		*err = "arrivals: poisson, constant (or uniform) or gamma";
 		return -1;
 	}
 	return 0;
+}
+
+int load_conf_set_burstiness(struct load_conf *c, const char *s, const char **err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0 ||
+	    v > 1000) {
+		*err = "expected a number above 0 (1: Poisson, below 1: burstier, "
+		    "above 1: more regular), up to 1000";
+		return -1;
+	}
+	c->burstiness = v;
+	return 0;
+}
+
+const char *load_conf_arrivals_name(const struct load_conf *c)
+{
+	switch (c->arrivals) {
+	case LOAD_ARR_CONSTANT:
+		return "constant";
+	case LOAD_ARR_GAMMA:
+		return "gamma";
+	default:
+		return "poisson";
+	}
+}
+
+/* A string option replaced whole. */
+static int set_str(char **dst, const char *s, const char **err)
+{
+	char *v = strdup(s);
+
+	if (v == NULL) {
+		*err = "out of memory";
+		return -1;
+	}
+	free(*dst);
+	*dst = v;
+	return 0;
+}
+
+int load_conf_set_ca_file(struct load_conf *c, const char *path, const char **err)
+{
+	if (*path == '\0') {
+		*err = "expected a file name";
+		return -1;
+	}
+	return set_str(&c->ca_file, path, err);
+}
+
+int load_conf_set_sni(struct load_conf *c, const char *name, const char **err)
+{
+	if (*name == '\0' || strlen(name) > 253 || strpbrk(name, " \t\r\n/") != NULL) {
+		*err = "expected a host name";
+		return -1;
+	}
+	return set_str(&c->sni, name, err);
 }
 
 /* RFC 9110 token characters. */

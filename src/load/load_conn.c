@@ -9,10 +9,12 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <llhttp.h>
 
 #include "load_lag.h"
+#include "load_tls.h"
 #include "util.h"
 
 #define HNAME_MAX 32
@@ -50,6 +52,7 @@ struct load_conn {
 
 	uint32_t *itl;
 	size_t nitl, itl_cap;
+	int64_t first_chunk;         /* the usage's count at the first gap, or -1 */
 
 	struct load_lag lag;
 };
@@ -149,6 +152,11 @@ static void itl_gap(void *arg, uint64_t gap_us)
 {
 	struct load_conn *c = arg;
 
+	/* the second token chunk is here, not yet classified: a usage read by
+	 * now counted the first chunk's tokens (vLLM's continuous usage,
+	 * Gemini's usageMetadata on every chunk) */
+	if (c->nitl == 0 && c->first_chunk < 0 && c->m.reported_out >= 1)
+		c->first_chunk = c->m.reported_out;
 	if (c->nitl == c->itl_cap) {
 		size_t cap = c->itl_cap ? c->itl_cap * 2 : 256;
 		uint32_t *v = realloc(c->itl, cap * sizeof(*v));
@@ -164,7 +172,7 @@ static void lag_record(void *arg, uint64_t lag_us)
 {
 	struct load_conn *c = arg;
 
-	hist_record(c->ctx->lag, lag_us);
+	loadstats_lag(c->ctx->lag, lag_us);
 }
 
 static void close_bev(struct load_conn *c)
@@ -178,12 +186,43 @@ static void close_bev(struct load_conn *c)
 	c->connected = 0;
 }
 
+/* An https connection: libevent's OpenSSL bufferevent connects, then
+ * shakes hands; TCP_NODELAY is set once connected (as tokentap's
+ * upstreams do). */
+static int open_tls(struct load_conn *c)
+{
+	struct load_conn_ctx *x = c->ctx;
+	SSL *ssl = load_tls_ssl(x->tls);
+
+	if (ssl == NULL)
+		return -1;
+	c->bev = bufferevent_openssl_socket_new(x->base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		SSL_free(ssl);
+		return -1;
+	}
+	/* a server that closes without close_notify ends the response */
+	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	bufferevent_setcb(c->bev, conn_read, NULL, conn_event, c);
+	if (bufferevent_enable(c->bev, EV_READ | EV_WRITE) < 0 ||
+	    bufferevent_socket_connect(c->bev, (const struct sockaddr *)&x->addr,
+	    x->addrlen) < 0) {
+		close_bev(c);
+		return -1;
+	}
+	x->opened++;
+	return 0;
+}
+
 /* Opens a new connection with TCP_NODELAY set before connecting. */
 static int open_bev(struct load_conn *c)
 {
 	struct load_conn_ctx *x = c->ctx;
 	int fd, one = 1;
 
+	if (x->tls != NULL)
+		return open_tls(c);
 	fd = socket(x->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -210,8 +249,12 @@ static void finish(struct load_conn *c, enum meter_end how)
 {
 	int keep = how == METER_END_COMPLETE && c->bev != NULL &&
 	    llhttp_should_keep_alive(&c->parser);
+	struct load_conn_end e;
 
 	evtimer_del(c->timer);
+	/* by now a TLS 1.3 server has sent its session ticket */
+	if (c->ctx->tls != NULL && c->bev != NULL && how == METER_END_COMPLETE)
+		load_tls_connected(c->ctx->tls, bufferevent_openssl_get_ssl(c->bev));
 	meter_end(&c->m, util_now_us());
 	if (keep)
 		evbuffer_drain(bufferevent_get_input(c->bev),
@@ -219,7 +262,11 @@ static void finish(struct load_conn *c, enum meter_end how)
 	else
 		close_bev(c);
 	c->busy = 0;
-	c->ctx->done(c->arg, c, &c->m, how, c->itl, c->nitl);
+	e.itl = c->itl;
+	e.nitl = c->nitl;
+	e.first_chunk_tokens = c->first_chunk;
+	e.reused = c->reused;
+	c->ctx->done(c->arg, c, &c->m, how, &e);
 }
 
 /* Sends the request on the kept connection, or a new one. Returns 0 or -1. */
@@ -313,16 +360,16 @@ static void conn_readable(evutil_socket_t fd, short what, void *arg)
 	    (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
 }
 
-/* Until connected, or when the direct read event could not be set up, the
- * bufferevent reads (libevent takes at most 4 KiB a call, so its input
- * fits the loop's buffer). */
+/* Until connected, for https, or when the direct read event could not be
+ * set up, the bufferevent reads; its input goes through the loop's buffer
+ * until it is empty or the response ended (finish may have closed bev). */
 static void conn_read(struct bufferevent *bev, void *arg)
 {
 	struct load_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	int n = evbuffer_remove(in, c->ctx->rbuf, sizeof c->ctx->rbuf);
+	int n;
 
-	if (n > 0)
+	while (c->bev == bev && (n = evbuffer_remove(bufferevent_get_input(bev),
+	    c->ctx->rbuf, sizeof c->ctx->rbuf)) > 0)
 		feed(c, c->ctx->rbuf, (size_t)n);
 }
 
@@ -335,6 +382,12 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		c->connected = 1;
 		if (c->m.t_conn == 0)
 			c->m.t_conn = util_now_us();
+		if (c->ctx->tls != NULL) {
+			int one = 1;
+			setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one));
+			return;        /* OpenSSL reads: no direct recv(2) */
+		}
 		c->rev = event_new(c->ctx->base, bufferevent_getfd(bev),
 		    EV_READ | EV_PERSIST, conn_readable, c);
 		if (c->rev != NULL && event_add(c->rev, NULL) == 0)
@@ -348,6 +401,9 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (!c->connected) {
+		if (c->ctx->tls != NULL)
+			load_tls_failed(c->ctx->tls, bufferevent_openssl_get_ssl(bev),
+			    bufferevent_get_openssl_error(bev));
 		close_bev(c);
 		finish(c, METER_END_CONNECT);
 		return;
@@ -403,6 +459,7 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	c->m.itl_fn = itl_gap;
 	c->m.itl_arg = c;
 	c->nitl = 0;
+	c->first_chunk = -1;
 	load_lag_init(&c->lag, lag_record, c);
 	c->busy = 1;
 	c->retried = c->connect_failed = 0;

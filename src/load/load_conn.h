@@ -17,12 +17,20 @@
 struct event_base;
 struct evbuffer;
 struct load_conn;
+struct load_tls;
 
-/* A request ended; m has been closed with meter_end. itl holds its n gaps
- * between token events (µs). The callee may start the next request on c,
- * but must not free c. */
+/* What a request showed besides its meter. */
+struct load_conn_end {
+	const uint32_t *itl;        /* its gaps between token events (µs) */
+	size_t nitl;
+	int64_t first_chunk_tokens; /* from a usage seen by the first gap, or -1 */
+	int reused;                 /* sent on a kept-alive connection */
+};
+
+/* A request ended; m has been closed with meter_end. The callee may start
+ * the next request on c, but must not free c. */
 typedef void (*load_conn_done_fn)(void *arg, struct load_conn *c,
-    const struct meter *m, enum meter_end how, const uint32_t *itl, size_t n);
+    const struct meter *m, enum meter_end how, const struct load_conn_end *e);
 
 /* What every connection of a run shares; it must outlive them. */
 struct load_conn_ctx {
@@ -31,7 +39,8 @@ struct load_conn_ctx {
 	socklen_t addrlen;
 	size_t max_event_bytes;
 	load_conn_done_fn done;
-	struct hist *lag;           /* --lag: each stamped event's lag (µs), or NULL */
+	struct loadstats *lag;      /* --lag: each stamped event's trip, or NULL */
+	struct load_tls *tls;       /* https, or NULL */
 	uint64_t opened;            /* connections opened, for the report */
 	char rbuf[64 * 1024];       /* every read of this loop lands here */
 };

@@ -1,32 +1,19 @@
-/* What tokentap-load prints about a run: a table for people and a JSON
- * object for scripts, with the same figures (durations in ms, speeds in
- * tokens/s, null where undefined). */
+/* What tokentap-load prints for people: a single run's figures in detail,
+ * a sweep's or a capacity search's levels one a row, the capacity found,
+ * the generator's warnings, and with --tokentap the client's TTFT and
+ * TPOT beside tokentap's. The same figures as the JSON (load_json.h). */
 #ifndef TOKENTAP_LOAD_REPORT_H
 #define TOKENTAP_LOAD_REPORT_H
 
 #include <stdio.h>
 
-#include "load_conf.h"
-#include "load_run.h"
-#include "loadstats.h"
+#include "load_result.h"
 
-struct load_report {
-	const struct load_conf *conf;
-	const struct loadstats *st;
-	const struct load_run_info *info;
-};
-
-void load_report_table(FILE *f, const struct load_report *rp);
-/* Goodput and attainment against the run's per-request targets
- * (loadstats_goodput): one line of the table; nothing without targets. */
-void load_report_goodput_line(FILE *f, const struct load_report *rp);
-/* The same as a JSON member "goodput" (null without targets), after a
- * comma and a newline, indented. */
-void load_report_goodput_json(FILE *f, const struct load_report *rp, int indent);
-/* The run's members, without the braces, so a caller can add its own;
- * samples: add every request's measurements (kept in st). indent: spaces
- * before each member. */
-void load_report_json_members(FILE *f, const struct load_report *rp,
-    int samples, int indent);
+void load_report_table(FILE *f, const struct load_result *r);
+/* One level in detail (a single run, a scenario). */
+void load_report_level(FILE *f, const struct load_result *r,
+    const struct load_level *lv);
+/* Goodput and attainment of a level: one line; nothing without targets. */
+void load_report_goodput_line(FILE *f, const struct load_level *lv);
 
 #endif

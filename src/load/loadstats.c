@@ -3,127 +3,139 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int64_t rel(uint64_t t, uint64_t origin)
+{
+	if (t == 0)
+		return -1;
+	return t > origin ? (int64_t)(t - origin) : 0;
+}
+
 void loadstats_sample(struct load_sample *s, const struct meter *m,
-    enum meter_end how, uint64_t start_us)
+    enum meter_end how, uint64_t level_start, int64_t first_chunk_tokens)
 {
 	int64_t n = meter_output_tokens(m);
+	/* the tokens that arrived before the first gap: one, unless the
+	 * stream said its first chunk held more (a chunk is not a token) */
+	int64_t k1 = first_chunk_tokens >= 1 ? first_chunk_tokens : 1;
 
 	memset(s, 0, sizeof(*s));
-	s->start_us = start_us;
+	s->start_us = m->t0 > level_start ? m->t0 - level_start : 0;
 	s->outcome = meter_outcome(m, how);
 	s->status = m->t_head != 0 ? m->status : 0;
 	s->ttft_us = meter_ttft_us(m);
 	s->ttfo_us = meter_ttfo_us(m);
 	s->reasoning_tokens = meter_reasoning_tokens(m);
-	s->tpot_us = meter_tpot_us(m);
 	s->itl_max_us = m->token_events >= 2 ? (int64_t)m->itl_max_us : -1;
 	s->duration_us = m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1;
+	s->first_token_us = rel(m->t_first_token, level_start);
+	s->last_token_us = rel(m->t_last_token, level_start);
 	s->output_tokens = n;
 	s->input_tokens = meter_input_tokens(m);
-	s->tokens_from_usage = meter_tokens_from_usage(m);
+	s->first_chunk_tokens = first_chunk_tokens;
+	s->tokens_from_usage = (uint8_t)meter_tokens_from_usage(m);
+	s->events = m->events > UINT32_MAX ? UINT32_MAX : (uint32_t)m->events;
+	s->token_chunks = m->token_events > UINT32_MAX ? UINT32_MAX :
+	    (uint32_t)m->token_events;
+	s->tpot_us = -1;
 	s->output_speed = -1;
-	/* undefined, like TPOT, unless two tokens lie some time apart */
-	if (s->tpot_us >= 0 && m->t_last_token > m->t_first_token)
-		s->output_speed = (double)(n - 1) * 1e6 /
-		    (double)(m->t_last_token - m->t_first_token);
+	s->connect_us = -1;
+	/* SPEC §4's TPOT, undefined unless tokens came after the first chunk;
+	 * exact (a double), where the meter's integer µs would round down */
+	if (meter_tpot_us(m) >= 0 && n > k1) {
+		double span = (double)(m->t_last_token - m->t_first_token);
+		s->tpot_us = span / (double)(n - k1);
+		if (span > 0)
+			s->output_speed = (double)(n - k1) * 1e6 / span;
+	}
 }
 
-void loadstats_init(struct loadstats *st, int keep_samples)
+void loadstats_init(struct loadstats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->keep_samples = keep_samples;
 }
 
-static int keep(struct loadstats *st, const struct load_sample *s)
+/* Grows *v (of elem-sized items, *cap of them) to hold need. 0 or -1. */
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
 {
-	if (st->nsamples == st->cap) {
-		size_t cap = st->cap ? st->cap * 2 : 1024;
-		struct load_sample *v = realloc(st->samples, cap * sizeof(*v));
-		if (v == NULL)
-			return -1;
-		st->samples = v;
-		st->cap = cap;
-	}
-	st->samples[st->nsamples++] = *s;
+	size_t c = *cap ? *cap : 1024;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	p = realloc(*v, c * elem);
+	if (p == NULL)
+		return -1;
+	*v = p;
+	*cap = c;
 	return 0;
-}
-
-void loadstats_goodput(struct loadstats *st, const struct goodput_targets *t)
-{
-	st->goodput = *t;
-}
-
-/* The one rule tokentap's SLOs apply too. */
-static void judge(struct loadstats *st, const struct load_sample *s)
-{
-	struct goodput_request r = { s->outcome, { s->ttft_us, s->tpot_us }, s->duration_us };
-	enum goodput_verdict v;
-
-	if (!goodput_any(&st->goodput))
-		return;
-	v = goodput_judge(&st->goodput, &r);
-	st->judged += v != GOODPUT_UNCOUNTED;
-	st->good += v == GOODPUT_GOOD;
 }
 
 int loadstats_record(struct loadstats *st, const struct load_sample *s,
     const uint32_t *itl, size_t n)
 {
-	st->requests++;
-	judge(st, s);
-	st->outcomes[s->outcome < OUTCOME_COUNT ? s->outcome : OUTCOME_UPSTREAM_ABORT]++;
-	if (s->output_tokens > 0)
-		st->output_tokens += (uint64_t)s->output_tokens;
-	if (s->input_tokens > 0)
-		st->input_tokens += (uint64_t)s->input_tokens;
-	if (s->outcome == OUTCOME_OK) {
-		if (s->ttft_us >= 0)
-			hist_record(&st->ttft, (uint64_t)s->ttft_us);
-		if (s->ttfo_us >= 0)
-			hist_record(&st->ttfo, (uint64_t)s->ttfo_us);
-		if (s->tpot_us >= 0)
-			hist_record(&st->tpot, (uint64_t)s->tpot_us);
-		if (s->output_speed >= 0)
-			hist_record(&st->speed, (uint64_t)(s->output_speed * 1000.0 + 0.5));
-		if (s->duration_us >= 0)
-			hist_record(&st->duration, (uint64_t)s->duration_us);
-		for (size_t i = 0; i < n; i++)
-			hist_record(&st->itl, itl[i]);
+	struct load_sample *x;
+
+	if (grow((void **)&st->v, &st->cap, st->n + 1, sizeof(*st->v)) < 0 ||
+	    grow((void **)&st->itl, &st->itl_cap, st->nitl + n, sizeof(*st->itl)) < 0) {
+		st->failed = 1;
+		return -1;
 	}
-	if (st->keep_samples)
-		return keep(st, s);
+	x = &st->v[st->n++];
+	*x = *s;
+	x->itl_off = st->nitl;
+	x->itl_n = (uint32_t)n;
+	if (n > 0)
+		memcpy(st->itl + st->nitl, itl, n * sizeof(*itl));
+	st->nitl += n;
+	if (loadstats_counted(s)) {
+		st->measured++;
+		st->errors += s->outcome != OUTCOME_OK;
+	}
 	return 0;
 }
 
-uint64_t loadstats_errors(const struct loadstats *st)
+void loadstats_lag(struct loadstats *st, uint64_t lag_us)
 {
-	return st->requests - st->outcomes[OUTCOME_OK];
-}
-
-double loadstats_error_rate(const struct loadstats *st)
-{
-	if (st->requests == 0)
-		return 0;
-	return (double)loadstats_errors(st) / (double)st->requests;
-}
-
-void loadstats_quant(const struct hist *h, struct load_quant *q)
-{
-	memset(q, 0, sizeof(*q));
-	q->count = h->count;
-	if (h->count == 0)
+	if (grow((void **)&st->lag, &st->lag_cap, st->nlag + 1, sizeof(*st->lag)) < 0) {
+		st->failed = 1;
 		return;
-	q->mean = hist_mean(h) / 1000.0;
-	q->p50 = hist_quantile(h, 0.50) / 1000.0;
-	q->p90 = hist_quantile(h, 0.90) / 1000.0;
-	q->p95 = hist_quantile(h, 0.95) / 1000.0;
-	q->p99 = hist_quantile(h, 0.99) / 1000.0;
-	q->max = (double)h->max / 1000.0;
+	}
+	st->lag[st->nlag++] = lag_us > UINT32_MAX ? UINT32_MAX : (uint32_t)lag_us;
+}
+
+int loadstats_merge(struct loadstats *dst, struct loadstats *src)
+{
+	size_t base = dst->nitl;
+
+	if (grow((void **)&dst->v, &dst->cap, dst->n + src->n, sizeof(*dst->v)) < 0 ||
+	    grow((void **)&dst->itl, &dst->itl_cap, dst->nitl + src->nitl,
+	    sizeof(*dst->itl)) < 0 ||
+	    grow((void **)&dst->lag, &dst->lag_cap, dst->nlag + src->nlag,
+	    sizeof(*dst->lag)) < 0)
+		return -1;
+	for (size_t i = 0; i < src->n; i++) {
+		dst->v[dst->n] = src->v[i];
+		dst->v[dst->n++].itl_off += base;
+	}
+	if (src->nitl > 0)
+		memcpy(dst->itl + dst->nitl, src->itl, src->nitl * sizeof(*src->itl));
+	dst->nitl += src->nitl;
+	if (src->nlag > 0)
+		memcpy(dst->lag + dst->nlag, src->lag, src->nlag * sizeof(*src->lag));
+	dst->nlag += src->nlag;
+	dst->measured += src->measured;
+	dst->errors += src->errors;
+	dst->failed |= src->failed;
+	loadstats_free(src);
+	return 0;
 }
 
 void loadstats_free(struct loadstats *st)
 {
-	free(st->samples);
-	st->samples = NULL;
-	st->nsamples = st->cap = 0;
+	free(st->v);
+	free(st->itl);
+	free(st->lag);
+	memset(st, 0, sizeof(*st));
 }

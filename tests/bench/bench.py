@@ -8,7 +8,8 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
   python3 tests/bench/bench.py --report FILE
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
-     --only    comma-separated: latency,stallfree,throughput,memory,instructions
+     --only    comma-separated: latency,stallfree,throughput,memory,instructions,
+               generator
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,3000)
@@ -28,6 +29,13 @@ time (CLOCK_MONOTONIC µs) in an SSE comment; tokentap-load --lag takes the
 time the event was read and records the difference. Both run on this host,
 on one clock. Added latency = through a proxy minus direct, per quantile of
 the medians of the runs.
+
+The generator: tokentap-load's own accuracy, direct to the mock, against the
+mock's log of when it sent each request's first and last token (matched
+by the X-Request-Id tokentap-load sends), at 100 and 1,000 streams: the
+client's first-token read minus the mock's send (what the client adds to
+TTFT), its TPOT against the mock's; and the generator's CPU per event,
+with the events one core of it drives (TPOT 0: as fast as the mock sends).
 """
 import argparse
 import glob
@@ -64,6 +72,7 @@ FULL = {
     "mem_levels": [1000, 8000],
     "cg_streams": 20, "cg_tokens": 200,
     "sf_start": 250, "sf_max": 8000,
+    "client_levels": [100, 1000], "client_duration": "6s",
 }
 QUICK = {
     "runs": 1,
@@ -73,6 +82,7 @@ QUICK = {
     "mem_levels": [200],
     "cg_streams": 5, "cg_tokens": 50,
     "sf_start": 50, "sf_max": 100,
+    "client_levels": [100], "client_duration": "2s",
 }
 DISTURBED = 0.05              # share of CPU time other processes may take
 # A virtual machine's CPUs are taken by its host now and then (steal time):
@@ -82,7 +92,7 @@ STOLEN = 0.01
 # seconds that repeated runs may take in all: keeps `make bench` under ten
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
-SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions")
+SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator")
 # stall-free streams, as the public gateway boards count them: every frame
 # arrives, no gap between frames over 10x the pace, under 0.1 % errors
 SF_TOKENS = 100
@@ -336,6 +346,44 @@ class Bench:
         return [(t, by_id[t["request_id"]]) for t in tt
                 if t.get("request_id") in by_id]
 
+    # ---- the client's own accuracy and cost ----------------------------------
+
+    def client_run(self, args, whole=True):
+        """tokentap-load direct to the mock: its document and the mock's
+        log lines of the run, by request id; the load's CPU seconds."""
+        mark = procs.file_size(self.mock.log)
+        doc, cpu = procs.run_load(self.client, self.dir, self.url("direct"), args,
+                                  whole=whole)
+        time.sleep(0.3)     # the last lines are written as the streams end
+        mock, _ = procs.read_jsonl(self.mock.log, mark)
+        return doc, {m["request_id"]: m for m in mock if m.get("request_id")}, cpu
+
+    def generator(self):
+        out = {}
+        for n in self.p["client_levels"]:
+            log(f"generator: {n} streams")
+            doc, by_id, cpu = self.client_run(
+                ["-c", str(n), "--ramp", self.p["ramp"], "--warmup", "1s",
+                 "-d", self.p["client_duration"], "--max-tokens", str(TOKENS),
+                 "--timeout", "120s"])
+            out[str(n)] = client_accuracy(doc, by_id, cpu)
+        # the events one core of the generator drives: TPOT 0, 100 streams
+        # of 2,000 tokens, the generator's CPU seconds per event
+        log("generator: throughput, TPOT 0")
+        lv, _, cpu = self.client_run(
+            ["-c", "100", "-n", "200", "--max-tokens", "2000", "--timeout", "120s",
+             "-H", "X-Mock-TPOT: 0", "-H", "X-Mock-TTFT: 1ms", "--no-samples"],
+            whole=False)
+        events = lv["generator"]["events"]
+        out["throughput"] = {
+            "events": events, "elapsed_s": lv["elapsed_s"], "load_cpu_s": cpu,
+            "events_per_s": events / lv["elapsed_s"] if lv["elapsed_s"] else None,
+            "cpu_share": cpu / lv["elapsed_s"] if lv["elapsed_s"] else None,
+            "cpu_us_per_event": 1e6 * cpu / events if events else None,
+            "events_per_cpu_s": events / cpu if cpu else None,
+        }
+        return out
+
     # ---- stall-free streams -------------------------------------------------
 
     def stall_free_probe(self, name, n):
@@ -558,6 +606,34 @@ def accuracy(pairs):
     return {"matched": len(pairs), "ttft_abs_err_ms": stat(ttft),
             "tpot_abs_err_ms": stat(tpot), "tpot_rel_err_pct": stat(rel),
             "within_target": within / len(ttft) if ttft else None}
+
+
+def client_accuracy(doc, by_id, load_cpu_s):
+    """tokentap-load's TTFT and TPOT against the mock's own account of the
+    same requests: the first token read (the intended send + TTFT, on the
+    host's CLOCK_MONOTONIC) minus the mock's send of it, and the TPOT
+    error relative to the mock's (its send times, the same N - 1)."""
+    lv = doc["levels"][0]
+    base, prefix = lv["monotonic_start_us"], f"{doc['run_id']}-0-"
+    ttft, tpot = [], []
+    for s in lv["samples"]:
+        m = by_id.get(prefix + str(s["seq"]))
+        if s["warmup"] or s["outcome"] != "ok" or m is None or s["ttft_ms"] is None:
+            continue
+        read = base + 1000 * (s["start_ms"] + s["ttft_ms"])
+        ttft.append((read - (m["t_req_mono_us"] + m["first_token_us"])) / 1000)
+        if s["tpot_ms"] is not None and m.get("tpot_us"):
+            tpot.append(100 * abs(s["tpot_ms"] - m["tpot_us"] / 1000) / (m["tpot_us"] / 1000))
+
+    def stat(v):
+        return {"p50": fg.quantile(sorted(v), 0.5), "p99": fg.quantile(sorted(v), 0.99),
+                "max": max(v) if v else None}
+    events = lv["generator"]["events"]
+    return {"requests": lv["requests"], "matched": len(ttft),
+            "ttft_err_ms": stat(ttft), "tpot_err_pct": stat(tpot),
+            "events": events, "load_cpu_s": load_cpu_s,
+            "cpu_us_per_event": 1e6 * load_cpu_s / events if events else None,
+            "dispatch_lag_p99_ms": lv["dispatch_lag_ms"].get("p99")}
 
 
 def callgrind_total(path):

@@ -242,9 +242,9 @@ class Nginx(Child):
         return super().stop(timeout)
 
 
-def run_load(cpus, workdir, url, args, timeout=600):
-    """Runs tokentap-load pinned to cpus. Returns its JSON figures and the
-    CPU seconds it used."""
+def run_load(cpus, workdir, url, args, timeout=600, whole=False):
+    """Runs tokentap-load pinned to cpus. Returns its JSON figures (the one
+    level's; whole: the document) and the CPU seconds it used."""
     fd, out = tempfile.mkstemp(prefix="load-", suffix=".json", dir=workdir)
     os.close(fd)
     cmd = [binary("tokentap-load"), *args, "--json", out, url]
@@ -263,6 +263,8 @@ def run_load(cpus, workdir, url, args, timeout=600):
         raise RuntimeError(f"tokentap-load exited {p.returncode}: {' '.join(cmd)}")
     with open(out) as f:
         figures = json.load(f)
+    if not whole:
+        figures = figures["levels"][0]          # one run: one level
     os.unlink(out)
     return figures, usage.ru_utime + usage.ru_stime
 

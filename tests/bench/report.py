@@ -67,6 +67,7 @@ def targets(res):
                        get(tp, "nginx", "median", "cpu_s_per_M_events"))
         out.append(target("CPU per event vs nginx at the throughput ceiling",
                           "<= 1.5x", cpu, cpu is not None and cpu <= 1.5, "x"))
+    out += client_targets(res.get("generator") or {})
     mem = res.get("memory") or {}
     k = level_near(list(mem), MEMORY_LEVEL)
     if k is not None:
@@ -74,6 +75,58 @@ def targets(res):
         out.append(target(f"memory per open stream at {k} streams", "<= 32 KiB",
                           v, v is not None and v <= 32, "KiB"))
     return out
+
+
+CLIENT_LEVELS = (100, 1000)  # the issue's: the client's own accuracy there
+
+
+def client_targets(cl):
+    """tokentap-load against the mock's stamped schedule: TTFT error p99
+    <= 1 ms and TPOT error p99 <= 1 % at 100 and 1,000 streams."""
+    out = []
+    for want in CLIENT_LEVELS:
+        k = level_near([x for x in cl if x.isdigit()], want)
+        if k is None or (want != CLIENT_LEVELS[0] and k == level_near(
+                [x for x in cl if x.isdigit()], CLIENT_LEVELS[0])):
+            continue
+        e = get(cl, k, "ttft_err_ms", "p99")
+        out.append(target(f"client TTFT error p99 at {k} streams", "<= 1 ms", e,
+                          e is not None and e <= 1.0, "ms"))
+        e = get(cl, k, "tpot_err_pct", "p99")
+        out.append(target(f"client TPOT error p99 at {k} streams", "<= 1 %", e,
+                          e is not None and e <= 1.0, "%"))
+    return out
+
+
+def client_section(cl):
+    rows = []
+    for k in sorted((x for x in cl if x.isdigit()), key=int):
+        c = cl[k]
+        rows.append([k, num(c["matched"]), num(get(c, "ttft_err_ms", "p50"), 3),
+                     num(get(c, "ttft_err_ms", "p99"), 3),
+                     num(get(c, "ttft_err_ms", "max"), 3),
+                     num(get(c, "tpot_err_pct", "p50"), 3),
+                     num(get(c, "tpot_err_pct", "p99"), 3),
+                     num(get(c, "tpot_err_pct", "max"), 3),
+                     num(c["cpu_us_per_event"], 2),
+                     num(c["dispatch_lag_p99_ms"], 3)])
+    tp = cl.get("throughput") or {}
+    notes = ["TTFT error: the client's read of the first token (its intended send + "
+             "TTFT, CLOCK_MONOTONIC) minus the mock's send of it; TPOT error: "
+             "|client - mock| / mock, the mock's from its own send times.",
+             "CPU us/event: the generator's user + system CPU over the run / the "
+             "events it parsed."]
+    if tp:
+        notes.append(f"One core of the generator: {num(tp.get('events_per_cpu_s'))} "
+                     f"events per CPU second ({num(tp.get('cpu_us_per_event'), 2)} us "
+                     f"an event; {num(tp.get('events_per_s'))} events/s measured with "
+                     f"{num(100 * (tp.get('cpu_share') or 0))} % of a CPU, the mock "
+                     "on the same CPU set, TPOT 0).")
+    return Section("The client's own accuracy: tokentap-load direct to the mock, "
+                   "against the mock's send times",
+                   ["streams", "requests", "TTFT err p50 ms", "p99", "max",
+                    "TPOT err p50 %", "p99", "max", "CPU us/event",
+                    "dispatch lag p99 ms"], rows, notes)
 
 
 def floor_targets(res):
@@ -357,6 +410,8 @@ def sections(res):
         out.append(memory_section(res["memory"]))
     if "instructions" in res:
         out.append(instructions_section(res["instructions"]))
+    if "generator" in res:
+        out.append(client_section(res["generator"]))
     out.append(targets_section(res["targets"]))
     return out
 

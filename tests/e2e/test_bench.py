@@ -138,6 +138,23 @@ def check_stallfree(sf, cap):
             assert p["passed"] == (p["why"] == ""), (name, p)
 
 
+def check_generator(g):
+    """The client's own accuracy against the mock's send times: every
+    request matched, errors of a plausible size, the CPU per event and
+    the one-core ceiling from the same run."""
+    c = g["100"]
+    assert c["matched"] == c["requests"] > 0, c
+    for k in ("p50", "p99", "max"):
+        # the read follows the send: a small positive delay
+        assert -0.5 < c["ttft_err_ms"][k] < 1000, c
+        assert 0 <= c["tpot_err_pct"][k] < 100, c
+    assert c["ttft_err_ms"]["p50"] <= c["ttft_err_ms"]["p99"] <= c["ttft_err_ms"]["max"]
+    assert 0 < c["cpu_us_per_event"] < 1000, c
+    tp = g["throughput"]
+    assert 200 * 2000 <= tp["events"] <= 200 * 2010, tp      # and a few non-token events
+    assert abs(tp["events_per_cpu_s"] * tp["cpu_us_per_event"] - 1e6) < 1, tp
+
+
 def check_targets(tg):
     names = " | ".join(t["name"] for t in tg)
     for word in ("added latency p50", "added latency p99", "CPU per event",
@@ -154,7 +171,7 @@ def load_json(*args):
     assert r.returncode == 0, r.stderr[-3000:]
     for mark in ("ERROR: AddressSanitizer", "runtime error:"):
         assert mark not in r.stderr, r.stderr[-3000:]
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["levels"][0]
 
 
 def test_stamp_lag_and_ramp():
@@ -208,11 +225,13 @@ def test_bench_quick():
     check_memory(res["memory"])
     check_instructions(res["instructions"])
     check_stallfree(res["stallfree"], 100)
+    check_generator(res["generator"])
     check_targets(res["targets"])
     # the table people read says the same as the JSON
     assert "| streams | path | p50 |" in md, md[:2000]
     assert "Targets (SPEC section 7" in r.stdout, r.stdout[-3000:]
     assert "Ratios to the floor" in md and "Stall-free streams" in md, md[:2000]
+    assert "The client's own accuracy" in md and "client TTFT error p99" in md
 
 
 if __name__ == "__main__":

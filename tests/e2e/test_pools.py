@@ -37,7 +37,7 @@ def load(port, *args, timeout=120):
     for mark in SAN_MARKS:
         assert mark not in r.stderr, r.stderr[-6000:]
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["levels"][0]
 
 
 def get_json(port, path):
