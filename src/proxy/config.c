@@ -83,6 +83,8 @@ static void conf_free(struct conf *c)
 	free(c->access_log_mask);
 	free(c->stats_windows_us);
 	free(c->stats_file);
+	free(c->stats_history);
+	free(c->stats_history_file);
 	for (size_t i = 0; i < c->n_notify; i++) {
 		free(c->notify[i].url);
 		kv_free(c->notify[i].headers, c->notify[i].n_headers);
@@ -119,6 +121,12 @@ int conf_auto_workers(void)
 struct conf *conf_default(void)
 {
 	static const uint64_t windows[] = { 60000000, 300000000, 3600000000 };
+	/* 10 s: the alerts' evaluate_every, a Prometheus scrape's order; an
+	 * hour of them (360) is a chart's width. 1 min: alerts.window; a day
+	 * of them is 1,440 points. */
+	static const struct conf_history_step history[] = {
+		{ 10000000, 3600000000ull }, { 60000000, 86400000000ull },
+	};
 	/* the SRE Workbook's multi-window, multi-burn-rate pairs (ch. 5) */
 	static const struct conf_burn burns[] = {
 		{ 1, 3600000000ull, 300000000ull, 14.4 },
@@ -163,6 +171,11 @@ struct conf *conf_default(void)
 		c->n_stats_windows = UTIL_ARRAY_LEN(windows);
 	}
 	c->stats_interval_us = 10000000;
+	c->stats_history = malloc(sizeof history);
+	if (c->stats_history != NULL) {
+		memcpy(c->stats_history, history, sizeof history);
+		c->n_stats_history = UTIL_ARRAY_LEN(history);
+	}
 	c->alerts_evaluate_every_us = 10000000;
 	c->alerts_window_us = 60000000;
 	c->alerts_quantile = 0.95;
@@ -181,7 +194,7 @@ struct conf *conf_default(void)
 	}
 	c->burn_min_requests = 10;
 	if (c->listen == NULL || c->listen[0].address == NULL || c->admin_address == NULL ||
-	    c->stats_windows_us == NULL || c->burn_rates == NULL) {
+	    c->stats_windows_us == NULL || c->burn_rates == NULL || c->stats_history == NULL) {
 		conf_free(c);
 		return NULL;
 	}
@@ -328,6 +341,7 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 		{ "access_log", c->access_log, c->access_log_at, 0 },
 		{ "stats.file", c->stats_file, c->stats_file_at, 0 },
 		{ "slo_state", c->slo_state, c->slo_state_at, 1 },
+		{ "stats.history_file", c->stats_history_file, c->stats_history_file_at, 1 },
 	};
 	char why[4200];
 	int bad = 0;

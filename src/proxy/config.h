@@ -232,6 +232,16 @@ struct conf {
 	char *stats_file;            /* NULL: off */
 	struct conf_pos access_log_at, stats_file_at;   /* for conf_check_paths */
 	uint64_t stats_interval_us;  /* 10s */
+	/* the statistics' memory (history.h): its steps, finest first; none:
+	 * off. Default 10s for 1h, 1m for 24h. */
+	struct conf_history_step {
+		uint64_t step_us, keep_us;
+	} *stats_history;
+	size_t n_stats_history;
+	/* where it is kept across restarts: stats.history_file, else
+	 * slo_state + ".history", else stats.file + ".history"; NULL: memory only */
+	char *stats_history_file;
+	struct conf_pos stats_history_file_at;
 
 	uint64_t alerts_evaluate_every_us; /* 10s */
 	uint64_t alerts_window_us;         /* 1m */

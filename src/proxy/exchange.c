@@ -938,6 +938,10 @@ void exchange_begin(struct exchange *x, struct conf *conf,
 	while (c + 1 > max &&
 	    !atomic_compare_exchange_weak(&tokentap_max_active_streams, &max, c + 1))
 		;
+	max = atomic_load(&tokentap_peak_active_streams);
+	while (c + 1 > max &&
+	    !atomic_compare_exchange_weak(&tokentap_peak_active_streams, &max, c + 1))
+		;
 }
 
 static unsigned exceeded_bits(const struct exchange *x)

@@ -17,6 +17,7 @@
 #include "admin.h"
 #include "alertd.h"
 #include "config.h"
+#include "historyd.h"
 #include "log.h"
 #include "logfile.h"
 #include "net.h"
@@ -89,6 +90,7 @@ static void on_reload(void)
 	workers_reload(c);
 	stats_configure(c);
 	slod_reload(c);
+	historyd_reload(c);
 	alertd_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
@@ -194,6 +196,7 @@ static int run(void)
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
 	    slod_start(main_base, current) < 0 ||
+	    historyd_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0 ||
 	    poold_start(main_base) < 0 || poold_attach(current) < 0)
 		return 1;
@@ -227,6 +230,7 @@ static int run(void)
 	poold_stop();
 	pool_free_all();
 	alertd_stop();
+	historyd_stop();
 	slod_stop();
 	admin_stop();
 	event_free(stats_tick);

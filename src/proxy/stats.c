@@ -7,6 +7,7 @@
 
 #include "accesslog.h"
 #include "health.h"
+#include "history.h"
 #include "log.h"
 #include "meter.h"
 #include "metrics.h"
@@ -17,6 +18,7 @@
 atomic_long tokentap_active_connections;
 atomic_long tokentap_active_streams;
 atomic_long tokentap_max_active_streams;
+atomic_long tokentap_peak_active_streams;
 atomic_long tokentap_client_backlog;
 
 uint64_t (*stats_clock)(void) = util_now_us;
@@ -468,6 +470,10 @@ static void itl_flush(void)
 			nhist_add_index(nh, scr.nh_base + scr.nh_used[i],
 			    scr.nh[scr.nh_used[i]]);
 	}
+	/* a drain's gaps at most 50 ms apart: the step of the first holds them */
+	if (state.history != NULL)
+		history_itl(state.history, g->key.route, scr.t, scr.win, scr.win_used,
+		    scr.n_win, scr.count, scr.sum, scr.min, scr.max);
 	for (unsigned i = 0; i < scr.n_win; i++)
 		scr.win[scr.win_used[i]] = 0;
 	for (unsigned i = 0; i < scr.n_nh; i++)
@@ -544,6 +550,8 @@ static void apply_stall(struct group *g, const struct stats_rec *x)
 	metrics_stall(g->ms, x->delta);
 	if (x->delta <= 0)
 		return;
+	if (state.history != NULL)
+		history_stall(state.history, g->key.route, x->t_us);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		if (s != NULL)
@@ -590,6 +598,21 @@ static void apply_request(struct group *g, const struct stats_rec *x)
 	}
 	apply_itl(g, x);
 	apply_health(g, x);
+	if (state.history != NULL) {
+		struct history_req hr = {
+			(enum meter_outcome)x->outcome, x->ttft_us, x->tpot_us, x->ttfo_us,
+			x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0,
+			x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0,
+			x->speed_tokens, x->speed_us, x->concurrency, x->stalls,
+		};
+		history_request(state.history, g->key.route, x->t_us, &hr);
+	}
+}
+
+void stats_set_history(struct history *h)
+{
+	itl_flush();           /* empty outside a drain; in case */
+	state.history = h;
 }
 
 static void (*on_request)(void *arg, const struct stats_done *d);
@@ -620,6 +643,8 @@ static void apply(const struct stats_rec *x)
 		metrics_active(g->ms, x->delta);
 		if (g->active > g->max_active)
 			g->max_active = g->active;
+		if (state.history != NULL)
+			history_active(state.history, g->key.route, x->t_us, x->delta);
 		break;
 	case REC_ITL:
 		apply_itl(g, x);

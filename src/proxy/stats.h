@@ -46,6 +46,9 @@ struct stats_key {
 extern atomic_long tokentap_active_connections;
 extern atomic_long tokentap_active_streams;
 extern atomic_long tokentap_max_active_streams;
+/* The most streams active at once since the history last took it (and
+ * set it to 0): the instance's peak concurrency of each step. */
+extern atomic_long tokentap_peak_active_streams;
 /* Bytes waiting in client output buffers, all connections together (only
  * clients that lag have any), against limits.client_backlog. */
 extern atomic_long tokentap_client_backlog;
@@ -92,11 +95,21 @@ struct stats_done {
 };
 void stats_on_request(void (*fn)(void *arg, const struct stats_done *d), void *arg);
 
+/* The history (history.h) that drained records go to as well, and that
+ * /stats takes trend and R² from where it keeps the window twice over
+ * (historyd.c sets it); NULL: none. */
+struct history;
+void stats_set_history(struct history *h);
+
 /* Index of a configured window by its text ("1m"), or -1. */
 int stats_window_index(const char *text);
 
 enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4, BY_UPSTREAM = 8 };
 
+/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale: a /stats
+ * distribution (GET /stats/history's too). */
+struct hist;
+void stats_json_dist(struct evbuffer *out, const struct hist *h, double scale);
 /* /stats JSON for window wi grouped by the BY_* bits. */
 void stats_json(struct evbuffer *out, int wi, unsigned by);
 /* Members every /stats document gets after "groups", each with its
