@@ -1113,6 +1113,11 @@ static void history_file(struct yconf *ld, yaml_node_t *m, struct conf *c)
 		yconf_err(ld, at, "stats.history_file: a file, not '-'");
 		return;
 	}
+	if (c->n_stats_history == 0) {        /* no history: no file to keep */
+		free(c->stats_history_file);
+		c->stats_history_file = NULL;
+		return;
+	}
 	if (c->stats_history_file != NULL) {
 		c->stats_history_file_at = pos_of(at, m);
 	} else if (c->slo_state != NULL) {
@@ -1122,8 +1127,7 @@ static void history_file(struct yconf *ld, yaml_node_t *m, struct conf *c)
 		beside = c->stats_file;
 		c->stats_history_file_at = c->stats_file_at;
 	}
-	if (beside != NULL && c->n_stats_history > 0 &&
-	    asprintf(&c->stats_history_file, "%s.history", beside) < 0) {
+	if (beside != NULL && asprintf(&c->stats_history_file, "%s.history", beside) < 0) {
 		c->stats_history_file = NULL;
 		yconf_oom(ld);
 	}

@@ -228,11 +228,11 @@ void historyd_reload(const struct conf *c)
 
 void historyd_stop(void)
 {
-	stats_set_history(NULL);
-	if (hist != NULL && path != NULL) {
-		stats_drain();
-		history_set_offset(hist, history_offset(hist));
-		save();
+	if (hist != NULL) {
+		stats_drain();          /* the last records count, then none */
+		stats_set_history(NULL);
+		if (path != NULL)
+			save();
 	}
 	if (tick != NULL)
 		event_free(tick);
@@ -394,6 +394,7 @@ static void summary(struct evbuffer *out, const struct history_series *se,
 	static struct history_sum cur, prev;
 	uint64_t n = history_sum_requests(s), errors = n - s->outcomes[OUTCOME_OK];
 	struct headroom_fit fit;
+	const struct history_r2 *r2 = &s->r2;
 	double t_ttft = NAN, t_tpot = NAN;
 
 	evbuffer_add_printf(out, ",\"summary\":{\"requests\":%llu,\"errors\":%llu,"
@@ -411,8 +412,18 @@ static void summary(struct evbuffer *out, const struct history_series *se,
 	    "\"output_tokens_per_s\":", (unsigned long long)s->output_tokens,
 	    (unsigned long long)s->input_tokens);
 	jsonw_fixed(out, s->speed_us ? (double)s->speed_tokens * 1e6 / (double)s->speed_us : -1, 3);
-	headroom_fit((double)s->r2.n, (double)s->r2.sx, s->r2.sy, s->r2.sxy,
-	    (double)s->r2.sxx, s->r2.syy, &fit);
+	/* R² and the trend as /stats has them for a window of the range's
+	 * length (the same steps, the same sums); the points' own sums where
+	 * the history does not keep the range twice over */
+	history_sum_clear(&cur);
+	history_sum_clear(&prev);
+	if (history_window(hist, se, now_wall(), range_us, &cur, &prev) == 0) {
+		t_ttft = trend_of(&cur.ttft, &prev.ttft, 0.95);
+		t_tpot = trend_of(&cur.tpot, &prev.tpot, 0.50);
+		r2 = &cur.r2;
+	}
+	headroom_fit((double)r2->n, (double)r2->sx, r2->sy, r2->sxy, (double)r2->sxx, r2->syy,
+	    &fit);
 	evbuffer_add_printf(out, ",\"ttft_concurrency_r2\":");
 	jsonw_fixed(out, fit.ok ? fit.r2 : -1, 4);
 	evbuffer_add_printf(out, ",\"ttft_concurrency_slope_ms\":");
@@ -425,12 +436,6 @@ static void summary(struct evbuffer *out, const struct history_series *se,
 	for (int o = 0; o < OUTCOME_COUNT; o++)
 		evbuffer_add_printf(out, "%s\"%s\":%llu", o ? "," : "",
 		    meter_outcome_name((enum meter_outcome)o), (unsigned long long)s->outcomes[o]);
-	history_sum_clear(&cur);
-	history_sum_clear(&prev);
-	if (history_window(hist, se, now_wall(), range_us, &cur, &prev) == 0) {
-		t_ttft = trend_of(&cur.ttft, &prev.ttft, 0.95);
-		t_tpot = trend_of(&cur.tpot, &prev.tpot, 0.50);
-	}
 	evbuffer_add_printf(out, "},\"trend\":{");
 	json_trend(out, "ttft_p95", t_ttft);
 	evbuffer_add(out, ",", 1);
