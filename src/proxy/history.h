@@ -161,8 +161,10 @@ int history_window(const struct history *h, const struct history_series *se,
 
 /* ---- the file ------------------------------------------------------------- */
 
-/* The store as bytes (history_file.c); 0 or -1 (out of memory). */
-int history_save(const struct history *h, uint64_t now_wall, struct pb *out);
+/* The store as bytes (history_file.c), handed to write a piece at a time
+ * (it returns 0 or -1); 0, or -1 when write failed or memory ran out. */
+int history_save(const struct history *h, uint64_t now_wall,
+    int (*write)(void *arg, const void *p, size_t n), void *arg);
 /* How far ahead of now a file may have been written and still be read
  * (the hosts' clocks drift; as slo.h's SLO_STATE_AHEAD_US). */
 #define HISTORY_AHEAD_US (60 * 1000000ull)

@@ -54,10 +54,39 @@ static void put_open(struct pb *b, const struct history_sum *s)
 	put_blob(b, tmp.p, tmp.n);
 }
 
-int history_save(const struct history *h, uint64_t now_wall, struct pb *b)
+/* The bytes so far go out (and into the CRC) once they are this many: the
+ * file never needs its size in memory. */
+#define CHUNK (256 * 1024)
+
+struct sink {
+	struct pb b;
+	uLong crc;
+	int (*write)(void *arg, const void *p, size_t n);
+	void *arg;
+	int failed;
+};
+
+static void flush(struct sink *s)
 {
+	s->crc = crc32(s->crc, s->b.p, (uInt)s->b.n);
+	if (s->b.oom || (s->b.n > 0 && s->write(s->arg, s->b.p, s->b.n) < 0))
+		s->failed = 1;
+	s->b.n = 0;
+}
+
+int history_save(const struct history *h, uint64_t now_wall,
+    int (*write)(void *arg, const void *p, size_t n), void *arg)
+{
+	static struct sink s;
+	struct pb *b = &s.b;
 	uint8_t crc[4];
-	uLong c;
+
+	b->n = 0;
+	b->oom = 0;
+	s.crc = crc32(0L, Z_NULL, 0);
+	s.write = write;
+	s.arg = arg;
+	s.failed = 0;
 
 	pb_raw(b, MAGIC, MAGIC_LEN);
 	pb_varint(b, now_wall);
@@ -97,15 +126,15 @@ int history_save(const struct history *h, uint64_t now_wall, struct pb *b)
 					continue;
 				pb_varint(b, h->closed[k] - 1 - idx);
 				put_blob(b, x->b, x->len);
+				if (b->n >= CHUNK)
+					flush(&s);
 			}
 		}
 	}
-	c = crc32(0L, Z_NULL, 0);
-	c = crc32(c, b->p, (uInt)b->n);
+	flush(&s);
 	for (int i = 0; i < 4; i++)
-		crc[i] = (uint8_t)(c >> (8 * i));
-	pb_raw(b, crc, sizeof crc);
-	return b->oom ? -1 : 0;
+		crc[i] = (uint8_t)(s.crc >> (8 * i));
+	return s.failed || write(arg, crc, sizeof crc) < 0 ? -1 : 0;
 }
 
 /* ---- reading -------------------------------------------------------------- */

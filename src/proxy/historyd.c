@@ -85,23 +85,21 @@ static void on_slo_total(void *arg, const char *name, uint64_t good, uint64_t ba
 
 /* ---- the file ------------------------------------------------------------- */
 
+static int to_file(void *arg, const void *p, size_t n)
+{
+	return fwrite(p, 1, n, arg) == n ? 0 : -1;
+}
+
 static int fill_file(void *arg, FILE *f)
 {
-	const struct pb *b = arg;
-	return fwrite(b->p, 1, b->n, f) == b->n ? 0 : -1;
+	(void)arg;
+	return history_save(hist, now_wall(), to_file, f);
 }
 
 static void save(void)
 {
-	struct pb b = { 0 };
-
-	if (path == NULL || hist == NULL)
-		return;
-	if (history_save(hist, now_wall(), &b) < 0)
-		log_warn("stats.history_file %s: not written: out of memory", path);
-	else
-		statefile_write(path, "stats.history_file", fill_file, &b);
-	pb_free(&b);
+	if (path != NULL && hist != NULL)
+		statefile_write(path, "stats.history_file", fill_file, NULL);
 	saved_at = stats_clock();
 }
 

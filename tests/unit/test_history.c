@@ -5,6 +5,9 @@
  * future, re-bucketed into other steps. On a clock of our own (offset 0:
  * the feeder's clock is the wall clock). */
 
+#include <math.h>
+#include <time.h>
+
 #include "history.h"
 #include "promproto.h"
 #include "rng.h"
@@ -15,6 +18,13 @@
 
 /* Steps of 1 s for 30 s, of 5 s for 2 min. */
 static const struct history_tier tiers[] = { { 1 * S, 30 * S }, { 5 * S, 120 * S } };
+
+/* history_save's pieces gathered in a pb. */
+static int to_pb(void *arg, const void *p, size_t n)
+{
+	pb_raw(arg, p, n);
+	return ((struct pb *)arg)->oom ? -1 : 0;
+}
 
 static struct history *fresh(void)
 {
@@ -374,11 +384,11 @@ static void test_file_round_trip(void **state)
 	history_slo(h, "chat", t0 + 3 * S, 10, 2);
 	history_active(h, "a", t0 + 79 * S, 2);
 	history_advance(h, t0 + 80 * S);
-	assert_int_equal(history_save(h, t0 + 80 * S, &a), 0);
+	assert_int_equal(history_save(h, t0 + 80 * S, to_pb, &a), 0);
 	/* read at once: the same store, written again the same */
 	g = loaded(&a, tiers, 2, t0 + 80 * S, why);
 	assert_non_null(g);
-	assert_int_equal(history_save(g, t0 + 80 * S, &b), 0);
+	assert_int_equal(history_save(g, t0 + 80 * S, to_pb, &b), 0);
 	assert_int_equal(a.n, b.n);
 	assert_memory_equal(a.p, b.p, a.n);
 	range_sum(h, "a", t0 + 80 * S, 120 * S, 0, &s);
@@ -424,7 +434,7 @@ static void test_file_refused(void **state)
 	history_advance(h, t0);
 	history_request(h, "a", t0 + S, &r);
 	history_advance(h, t0 + 3 * S);
-	assert_int_equal(history_save(h, t0 + 3 * S, &a), 0);
+	assert_int_equal(history_save(h, t0 + 3 * S, to_pb, &a), 0);
 	/* any byte changed: the checksum */
 	for (size_t i = 0; i < a.n; i += 7) {
 		a.p[i] ^= 0x10;
@@ -450,6 +460,86 @@ static void test_file_refused(void **state)
 	pb_free(&a);
 }
 
+/* Lognormal around median m (µs), spread sigma: latencies as they come. */
+static uint64_t lognormal(uint64_t *seed, double m, double sigma)
+{
+	double u = rng_unit_open(seed), v = rng_unit_open(seed);
+	double z = sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+	return (uint64_t)(m * exp(sigma * z));
+}
+
+/* What a day of one busy route costs, with the shipped steps (10 s for an
+ * hour, 1 min for a day): HISTORY_DAY_RATE requests a second (default 2),
+ * TTFT around 400 ms, 50 tokens 20 ms apart, every hundredth an error.
+ * The figure the README gives; the test holds it under a bound. */
+static void test_memory_of_a_day(void **state)
+{
+	static const struct history_tier shipped[] = { { 10 * S, 3600 * S }, { 60 * S, 86400 * S } };
+	const char *env = getenv("HISTORY_DAY_RATE");
+	double rate = env ? atof(env) : 2;
+	struct history *h = history_new(shipped, 2);
+	struct history *idle = history_new(shipped, 2);
+	uint64_t seed = 11, t0 = 1000000 * S, t = t0, n = 0;
+	uint32_t counts[HIST_BUCKETS] = { 0 };
+	uint16_t used[64];
+	size_t empty;
+
+	(void)state;
+	assert_non_null(h);
+	history_advance(h, t);
+	history_advance(idle, t);
+	empty = history_bytes(h);
+	while (t < t0 + 86400 * S) {
+		uint64_t ttft = lognormal(&seed, 400000, 0.5), tpot = lognormal(&seed, 20000, 0.25);
+		struct history_req r = { n % 100 ? OUTCOME_OK : OUTCOME_UPSTREAM_ERROR,
+			(int64_t)ttft, (int64_t)tpot, (int64_t)ttft, 50, 400, 49, 49 * tpot,
+			(int64_t)(n % 8), 0 };
+		uint64_t sum = 0, min = UINT64_MAX, max = 0;
+		unsigned n_used = 0;
+		for (int i = 0; i < 49; i++) {
+			uint64_t g = lognormal(&seed, (double)tpot, 0.4);
+			unsigned b = hist_bucket(g);
+			if (counts[b]++ == 0 && n_used < 64)
+				used[n_used++] = (uint16_t)b;
+			sum += g;
+			min = g < min ? g : min;
+			max = g > max ? g : max;
+		}
+		history_request(h, "chat", t, &r);
+		history_itl(h, "chat", t, counts, used, n_used, 49, sum, min, max);
+		for (unsigned i = 0; i < n_used; i++)
+			counts[used[i]] = 0;
+		n++;
+		t += (uint64_t)(-log(rng_unit_open(&seed)) / rate * 1e6);
+		if (n % 64 == 0)
+			history_advance(h, t);
+	}
+	history_advance(h, t);
+	history_advance(idle, t);
+	/* the instance holds the same: half of it is the route's */
+	size_t route = (history_bytes(h) - empty) / 2;
+	fprintf(stderr, "# history: %zu bytes for a route over a day at %g requests/s "
+	    "(%llu requests); %zu bytes with none\n", route, rate, (unsigned long long)n,
+	    history_bytes(idle));
+	if (env == NULL)
+		assert_true(route < 3 * 1024 * 1024);
+	else {                          /* and what writing its file takes */
+		struct pb b = { 0 };
+		struct timespec a, z;
+		for (int i = 0; i < 3; i++) {
+			b.n = 0;
+			clock_gettime(CLOCK_MONOTONIC, &a);
+			assert_int_equal(history_save(h, t, to_pb, &b), 0);
+			clock_gettime(CLOCK_MONOTONIC, &z);
+		}
+		fprintf(stderr, "# history: its file %zu bytes, encoded in %.1f ms\n", b.n,
+		    (double)(z.tv_sec - a.tv_sec) * 1e3 + (double)(z.tv_nsec - a.tv_nsec) / 1e6);
+		pb_free(&b);
+	}
+	history_free(h);
+	history_free(idle);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -462,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_window_pair),
 		cmocka_unit_test(test_file_round_trip),
 		cmocka_unit_test(test_file_refused),
+		cmocka_unit_test(test_memory_of_a_day),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

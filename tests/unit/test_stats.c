@@ -309,6 +309,13 @@ static void test_client_aborts_counted_apart(void **state)
 	assert_int_equal(v.aborts, 6);
 }
 
+/* history_save's pieces gathered in a pb. */
+static int to_pb(void *arg, const void *p, size_t n)
+{
+	pb_raw(arg, p, n);
+	return ((struct pb *)arg)->oom ? -1 : 0;
+}
+
 static double field(const char *s, const char *after, const char *name)
 {
 	const char *p = strstr(s, after);
@@ -357,7 +364,7 @@ static void test_trend_and_r2_from_the_history(void **state)
 	assert_true(field(s, "\"instance\":", "ttft_p95") == trend);
 	free(s);
 	history_advance(h, fake_now);
-	assert_int_equal(history_save(h, fake_now, &saved), 0);
+	assert_int_equal(history_save(h, fake_now, to_pb, &saved), 0);
 	stats_set_history(NULL);
 	history_free(h);
 	/* a restart: new windows, the history read back */
