@@ -16,7 +16,6 @@
 #include "history.h"
 #include "jsonw.h"
 #include "log.h"
-#include "promproto.h"
 #include "slod.h"
 #include "statefile.h"
 #include "stats.h"
