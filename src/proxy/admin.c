@@ -10,6 +10,8 @@
 #include <event2/keyvalq_struct.h>
 
 #include "alertd.h"
+#include "historyd.h"
+#include "jsonw.h"
 #include "log.h"
 #include "net.h"
 #include "procmetrics.h"
@@ -168,6 +170,44 @@ static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri
 	send_buffer(req, "application/json", b);
 }
 
+/* GET /stats/history: a day of steps is large, so gzipped when the
+ * client takes it (a browser does). */
+static void serve_history(struct evhttp_request *req, const struct evhttp_uri *uri)
+{
+	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	struct evbuffer *b = evbuffer_new(), *z = NULL;
+	char why[256], body[512];
+
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	if (historyd_json(b, evhttp_uri_get_query(uri), why, sizeof why) < 0) {
+		evbuffer_free(b);
+		jsonw_sanitize(why, '?');
+		snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
+		    "\"message\":\"%s\"}}\n", why);
+		reply(req, 400, "application/json", body);
+		return;
+	}
+	if (promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) &&
+	    (z = evbuffer_new()) != NULL) {
+		if (promout_gzip(b, z) == 0) {
+			evbuffer_free(b);
+			b = z;
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+			    "Content-Encoding", "gzip");
+		} else {
+			evbuffer_free(z);
+			evbuffer_free(b);
+			evhttp_send_error(req, 500, NULL);
+			return;
+		}
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary", "Accept-Encoding");
+	send_buffer(req, "application/json", b);
+}
+
 /* The format the scraper asked for (protobuf brings native histograms),
  * gzipped when it takes gzip (a scrape of many series is mostly labels). */
 static void serve_metrics(struct evhttp_request *req)
@@ -271,6 +311,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	if (strcmp(path, "/stats") == 0) {
 		serve_stats(req, uri);
+		return;
+	}
+	if (strcmp(path, "/stats/history") == 0) {
+		serve_history(req, uri);
 		return;
 	}
 	if (strcmp(path, "/alerts") == 0) {

@@ -18,6 +18,7 @@
 #include "alertd.h"
 #include "bodybuf.h"
 #include "config.h"
+#include "historyd.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "net.h"
@@ -90,6 +91,7 @@ static void on_reload(void)
 	workers_reload(c);
 	stats_configure(c);
 	slod_reload(c);
+	historyd_reload(c);
 	alertd_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
@@ -196,6 +198,7 @@ static int run(void)
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
 	    slod_start(main_base, current) < 0 ||
+	    historyd_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0 ||
 	    poold_start(main_base) < 0 || poold_attach(current) < 0)
 		return 1;
@@ -229,6 +232,7 @@ static int run(void)
 	poold_stop();
 	pool_free_all();
 	alertd_stop();
+	historyd_stop();
 	slod_stop();
 	admin_stop();
 	event_free(stats_tick);

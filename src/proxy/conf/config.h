@@ -251,6 +251,17 @@ struct conf {
 	char *stats_file;            /* NULL: off */
 	struct conf_pos access_log_at, stats_file_at;   /* for conf_check_paths */
 	uint64_t stats_interval_us;  /* 10s */
+	/* the statistics' memory (history.h): its steps, finest first; none:
+	 * off. Default 10s for 1h, 1m for 24h. */
+	struct conf_history_step {
+		uint64_t step_us;
+		uint64_t keep_us;      /* a whole number of steps */
+	} *stats_history;
+	size_t n_stats_history;
+	/* where it is kept across restarts: stats.history_file, else
+	 * slo_state + ".history", else stats.file + ".history"; NULL: memory only */
+	char *stats_history_file;
+	struct conf_pos stats_history_file_at;
 
 	uint64_t alerts_evaluate_every_us; /* 10s */
 	uint64_t alerts_window_us;         /* 1m */
@@ -298,5 +309,14 @@ int conf_auto_workers(void);
 /* Reference counting: conf_load returns a config holding one reference. */
 struct conf *conf_ref(struct conf *c);
 void conf_unref(struct conf *c);
+
+#define CONF_HISTORY_STEPS_MAX      4       /* stats.history's steps */
+#define CONF_HISTORY_KEEP_STEPS_MAX 100000  /* what one keeps, in its steps */
+
+/* Whether stats.history's steps t can be kept: steps of whole seconds,
+ * each coarser one a multiple of the finer one's and no longer than its
+ * span, spans growing, at most CONF_HISTORY_KEEP_STEPS_MAX steps each.
+ * NULL, or what is wrong. */
+const char *conf_history_check(const struct conf_history_step *t, size_t n);
 
 #endif

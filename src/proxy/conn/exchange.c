@@ -946,6 +946,10 @@ void exchange_begin(struct exchange *x, struct conf *conf,
 	while (c + 1 > max &&
 	    !atomic_compare_exchange_weak(&gauge_max_streams, &max, c + 1))
 		;
+	max = atomic_load(&gauge_peak_streams);
+	while (c + 1 > max &&
+	    !atomic_compare_exchange_weak(&gauge_peak_streams, &max, c + 1))
+		;
 }
 
 static unsigned exceeded_bits(const struct exchange *x)

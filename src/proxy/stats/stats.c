@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history.h"
 #include "log.h"
 #include "meter.h"
 #include "metrics.h"
@@ -114,6 +115,10 @@ static void itl_flush(void)
 			nhist_add_index(nh, scr.nh_base + scr.nh_used[i],
 			    scr.nh[scr.nh_used[i]]);
 	}
+	/* a drain's gaps at most 50 ms apart: the step of the first holds them */
+	if (state.history != NULL)
+		history_itl(state.history, g->route->text, scr.t, scr.win, scr.win_used,
+		    scr.n_win, scr.count, scr.sum, scr.min, scr.max);
 	for (unsigned i = 0; i < scr.n_win; i++)
 		scr.win[scr.win_used[i]] = 0;
 	for (unsigned i = 0; i < scr.n_nh; i++)
@@ -190,6 +195,8 @@ static void apply_stall(struct group *g, const struct ring_rec *x)
 	metrics_stall(g->ms, x->delta);
 	if (x->delta <= 0)
 		return;
+	if (state.history != NULL)
+		history_stall(state.history, g->route->text, x->t_us);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		if (s != NULL)
@@ -228,6 +235,21 @@ static void apply_request(struct group *g, const struct ring_rec *r)
 	}
 	apply_itl(g, r);
 	apply_health(g, r->t_us, x);
+	if (state.history != NULL) {
+		struct history_req hr = {
+			(enum meter_outcome)x->outcome, x->ttft_us, x->tpot_us, x->ttfo_us,
+			x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0,
+			x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0,
+			x->speed_tokens, x->speed_us, x->concurrency, x->stalls,
+		};
+		history_request(state.history, g->route->text, r->t_us, &hr);
+	}
+}
+
+void stats_set_history(struct history *h)
+{
+	itl_flush();           /* empty outside a drain; in case */
+	state.history = h;
 }
 
 static void (*on_request)(void *arg, const struct sample_key *k,
@@ -262,6 +284,8 @@ static void apply(void *arg, const struct ring_rec *x)
 		metrics_active(g->ms, x->delta);
 		if (g->active > g->max_active)
 			g->max_active = g->active;
+		if (state.history != NULL)
+			history_active(state.history, g->route->text, x->t_us, x->delta);
 		break;
 	case RING_ITL:
 		apply_itl(g, x);

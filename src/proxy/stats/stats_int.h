@@ -103,6 +103,7 @@ struct stats_state {
 	uint64_t dropped;
 	struct route_warning *warnings;   /* one per configured route */
 	size_t n_warnings;
+	struct history *history;          /* stats_set_history's; NULL: none */
 };
 
 /* The one state of the statistics (stats.c owns it), for stats_out.c. */

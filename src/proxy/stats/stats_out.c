@@ -9,6 +9,7 @@
 
 #include "gauge.h"
 #include "headroom.h"
+#include "history.h"
 #include "stats.h"
 #include "stats_int.h"
 #include "jsonw.h"
@@ -132,8 +133,7 @@ static void json_headroom(struct evbuffer *out, const struct headroom_fit *f,
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale. */
-static void json_dist_of(struct evbuffer *out, const struct hist *h, double scale)
+void stats_json_dist(struct evbuffer *out, const struct hist *h, double scale)
 {
 	evbuffer_add_printf(out, "{\"count\":%llu", (unsigned long long)h->count);
 	if (h->count == 0) {
@@ -159,7 +159,7 @@ static void json_dist_of(struct evbuffer *out, const struct hist *h, double scal
 static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
 {
 	evbuffer_add_printf(out, ",\"%s\":", name);
-	json_dist_of(out, h, 1000.0);
+	stats_json_dist(out, h, 1000.0);
 }
 
 /* The outcomes a request without a token is counted by. */
@@ -184,9 +184,9 @@ static void json_health(struct evbuffer *out, const struct agg *a)
 	    (unsigned long long)a->buffered);
 	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
 	ADD(out, ",\"overhead_us\":{\"request\":");
-	json_dist_of(out, &a->ovh_request, 1.0);
+	stats_json_dist(out, &a->ovh_request, 1.0);
 	ADD(out, ",\"read\":");
-	json_dist_of(out, &a->ovh_read, 1.0);
+	stats_json_dist(out, &a->ovh_read, 1.0);
 	ADD(out, "}");
 }
 
@@ -200,6 +200,43 @@ static double trend(const struct hist *cur, const struct hist *prev, double q)
 	return p > 0 ? (c - p) / p : NAN;
 }
 
+static double trend_sparse(const struct hist_sparse *cur, const struct hist_sparse *prev,
+    double q)
+{
+	double p, c;
+	if (cur->count == 0 || prev->count == 0)
+		return NAN;
+	p = hist_sparse_quantile(prev, q);
+	c = hist_sparse_quantile(cur, q);
+	return p > 0 ? (c - p) / p : NAN;
+}
+
+/* R² (its line) and the trend of a route's row, or the instance's (route
+ * NULL), from the history where it keeps the window twice over: there
+ * they outlive a restart, and the previous hour is there for a 1h window.
+ * 0, or -1: the window's own slices say them. */
+static int from_history(const char *route, uint64_t window_us, struct headroom_fit *fit,
+    double *t_ttft, double *t_tpot)
+{
+	static struct history_sum cur, prev;
+	struct history *h = stats_state()->history;
+	const struct history_series *se;
+
+	if (h == NULL)
+		return -1;
+	se = route ? history_find(h, HISTORY_ROUTE, route) : history_find(h, HISTORY_INSTANCE, "");
+	history_sum_clear(&cur);
+	history_sum_clear(&prev);
+	if (history_window(h, se, (uint64_t)((int64_t)stats_clock() + history_offset(h)),
+	    window_us, &cur, &prev) < 0)
+		return -1;
+	headroom_fit((double)cur.r2.n, (double)cur.r2.sx, cur.r2.sy, cur.r2.sxy,
+	    (double)cur.r2.sxx, cur.r2.syy, fit);
+	*t_ttft = trend_sparse(&cur.ttft, &prev.ttft, 0.95);
+	*t_tpot = trend_sparse(&cur.tpot, &prev.tpot, 0.50);
+	return 0;
+}
+
 static void json_trend(struct evbuffer *out, const char *name, double v)
 {
 	evbuffer_add_printf(out, "\"%s\":", name);
@@ -209,15 +246,23 @@ static void json_trend(struct evbuffer *out, const char *name, double v)
 		evbuffer_add_printf(out, "%.4f", v);
 }
 
+/* A row of the groups g's key by selects (g NULL: the instance's). */
 static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
-    const struct agg *a, int first)
+    const struct agg *a, int first, uint64_t window_us)
 {
 	struct headroom_fit fit;
-	double r2;
+	double r2, t_ttft, t_tpot;
 
-	fit_of(&a->r2, &fit);
+	if ((by != BY_ROUTE && g != NULL) ||
+	    from_history(g ? g->route->text : NULL, window_us, &fit, &t_ttft, &t_tpot) < 0) {
+		fit_of(&a->r2, &fit);
+		t_ttft = trend(&a->ttft, &a->prev_ttft, 0.95);
+		t_tpot = trend(&a->tpot, &a->prev_tpot, 0.50);
+	}
 	r2 = fit.ok ? fit.r2 : -1;
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
+	if (g == NULL)
+		by = 0;
 	if (by & BY_ROUTE) {
 		ADD(out, "\"route\":");
 		jsonw_str(out, g->route->text);
@@ -256,9 +301,9 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	json_headroom(out, &fit, by & BY_ROUTE ? g->route->text : NULL);
 	json_health(out, a);
 	ADD(out, ",\"trend\":{");
-	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
+	json_trend(out, "ttft_p95", t_ttft);
 	ADD(out, ",");
-	json_trend(out, "tpot_p50", trend(&a->tpot, &a->prev_tpot, 0.50));
+	json_trend(out, "tpot_p50", t_tpot);
 	ADD(out, "}}");
 }
 
@@ -337,10 +382,18 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 			evbuffer_add_printf(out, "%s\"%s\"", listed++ ? "," : "", fields[f]);
 	evbuffer_add_printf(out, "],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
-	    "\"groups\":[", ts, atomic_load(&gauge_streams),
+	    "\"instance\":", ts, atomic_load(&gauge_streams),
 	    atomic_load(&gauge_max_streams));
-	v = sorted_groups(by);
 	cur = stats_clock() / st->slice_us[wi];
+	/* every group together; its concurrency the streams', as above */
+	agg_reset(&a);
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		agg_add(&a, g, (size_t)wi, cur);
+	a.active = atomic_load(&gauge_streams);
+	a.max_active = atomic_load(&gauge_max_streams);
+	json_row(out, NULL, 0, &a, 1, st->window_us[wi]);
+	ADD(out, ",\"groups\":[");
+	v = sorted_groups(by);
 	/* every row is counted, the page's alone are summed and written: the
 	 * work and the answer are bounded by limit, not by the groups */
 	while (v != NULL && i < st->n_groups) {
@@ -354,7 +407,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 			agg_reset(&a);
 			for (size_t k = i; k < j; k++)
 				agg_add(&a, v[k], (size_t)wi, cur);
-			json_row(out, v[i], by, &a, first);
+			json_row(out, v[i], by, &a, first, st->window_us[wi]);
 			first = 0;
 		}
 		i = j;

@@ -3,6 +3,7 @@
 atomic_long gauge_connections;
 atomic_long gauge_streams;
 atomic_long gauge_max_streams;
+atomic_long gauge_peak_streams;
 atomic_long gauge_client_backlog;
 atomic_ullong gauge_body_bytes;
 atomic_ullong gauge_body_spills;

@@ -11,6 +11,9 @@
 extern atomic_long gauge_connections;      /* client connections open */
 extern atomic_long gauge_streams;          /* requests in flight */
 extern atomic_long gauge_max_streams;      /* the most at once */
+/* The most streams active at once since the history last took it (and
+ * set it to 0): the instance's peak concurrency of each step. */
+extern atomic_long gauge_peak_streams;
 /* Bytes waiting in client output buffers, all connections together (only
  * clients that lag have any), against limits.client_backlog. */
 extern atomic_long gauge_client_backlog;

@@ -45,6 +45,14 @@ void pb_varint(struct pb *b, uint64_t v)
 	b->p[b->n++] = (uint8_t)v;
 }
 
+void pb_raw(struct pb *b, const void *p, size_t n)
+{
+	if (n == 0 || grow(b, n) < 0)
+		return;
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
+
 void pb_tag(struct pb *b, unsigned field, unsigned wire_type)
 {
 	pb_varint(b, (uint64_t)field << 3 | wire_type);

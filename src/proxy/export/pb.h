@@ -20,6 +20,9 @@ struct pb {
 
 void pb_varint(struct pb *b, uint64_t v);
 void pb_tag(struct pb *b, unsigned field, unsigned wire_type);
+/* n bytes as they are (no tag, no length): for other formats built on
+ * these varints (history.c's steps). */
+void pb_raw(struct pb *b, const void *p, size_t n);
 void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n);
 void pb_double(struct pb *b, unsigned field, double v);
 void pb_uint(struct pb *b, unsigned field, uint64_t v);
