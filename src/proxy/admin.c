@@ -55,6 +55,28 @@ static void send_buffer(struct evhttp_request *req, const char *type,
 	evbuffer_free(b);
 }
 
+/* *b gzipped in its place when the client takes gzip (a large document
+ * is mostly repeated names); -1: no memory, answered 500 and freed. */
+static int send_gzipped(struct evhttp_request *req, struct evbuffer **b)
+{
+	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	struct evbuffer *z;
+
+	if (!promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) ||
+	    (z = evbuffer_new()) == NULL)
+		return 0;
+	if (promout_gzip(*b, z) < 0) {
+		evbuffer_free(z);
+		evbuffer_free(*b);
+		evhttp_send_error(req, 500, NULL);
+		return -1;
+	}
+	evbuffer_free(*b);
+	*b = z;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding", "gzip");
+	return 0;
+}
+
 static void bad_query(struct evhttp_request *req, const char *what)
 {
 	char body[1024], valid[512];
@@ -174,8 +196,7 @@ static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri
  * client takes it (a browser does). */
 static void serve_history(struct evhttp_request *req, const struct evhttp_uri *uri)
 {
-	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-	struct evbuffer *b = evbuffer_new(), *z = NULL;
+	struct evbuffer *b = evbuffer_new();
 	char why[256], body[512];
 
 	if (b == NULL) {
@@ -190,20 +211,8 @@ static void serve_history(struct evhttp_request *req, const struct evhttp_uri *u
 		reply(req, 400, "application/json", body);
 		return;
 	}
-	if (promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) &&
-	    (z = evbuffer_new()) != NULL) {
-		if (promout_gzip(b, z) == 0) {
-			evbuffer_free(b);
-			b = z;
-			evhttp_add_header(evhttp_request_get_output_headers(req),
-			    "Content-Encoding", "gzip");
-		} else {
-			evbuffer_free(z);
-			evbuffer_free(b);
-			evhttp_send_error(req, 500, NULL);
-			return;
-		}
-	}
+	if (send_gzipped(req, &b) < 0)
+		return;
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary", "Accept-Encoding");
 	send_buffer(req, "application/json", b);
 }
@@ -214,7 +223,7 @@ static void serve_metrics(struct evhttp_request *req)
 {
 	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
 	int proto = promout_wants_protobuf(evhttp_find_header(h, "Accept"));
-	struct evbuffer *b = evbuffer_new(), *z = NULL;
+	struct evbuffer *b = evbuffer_new();
 	struct promout *o = b ? promout_new(b, proto) : NULL;
 
 	if (o == NULL) {
@@ -235,20 +244,8 @@ static void serve_metrics(struct evhttp_request *req)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	if (promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) &&
-	    (z = evbuffer_new()) != NULL) {
-		if (promout_gzip(b, z) == 0) {
-			evbuffer_free(b);
-			b = z;
-			evhttp_add_header(evhttp_request_get_output_headers(req),
-			    "Content-Encoding", "gzip");
-		} else {
-			evbuffer_free(z);
-			evbuffer_free(b);
-			evhttp_send_error(req, 500, NULL);
-			return;
-		}
-	}
+	if (send_gzipped(req, &b) < 0)
+		return;
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary",
 	    "Accept, Accept-Encoding");
 	send_buffer(req, proto ? PROMOUT_PROTO_TYPE : PROMOUT_TEXT_TYPE, b);
