@@ -243,8 +243,9 @@ static void usage(FILE *f)
 	    "                          exits 1 when B regressed beyond it\n"
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
-	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target,\n"
-	    "2 usage or input error, 130 interrupted (the levels done are written).\n", f);
+	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target\n"
+	    "(compare: a --fail-on rule failed), 2 usage or input error, 130 interrupted\n"
+	    "(the levels done are written).\n", f);
 }
 
 static void bad_value(const char *opt, const char *err)

@@ -46,8 +46,9 @@ static const char css[] =
     ".panel.wide{grid-column:1/-1}.verdict li{margin:2px 0}\n"
     ".scroll{overflow-x:auto}table{border-collapse:collapse;font-variant-numeric:"
     "tabular-nums;font-size:13px}th,td{padding:3px 8px;text-align:right;white-space:nowrap}"
-    "th:first-child,td:first-child{text-align:left}thead th{border-bottom:1px solid var(--grid)}"
-    "tr.knee td{font-weight:600}tr.cap td:first-child::after{content:' \\25C6'}\n"
+    "th:first-child,td:first-child,td[data-k=label],#levels th:nth-child(2){text-align:left}"
+    "thead th{border-bottom:1px solid var(--grid)}"
+    "tr.knee td{font-weight:600}tr.cap td[data-k=label]::after{content:' \\25C6'}\n"
     ".missed{color:var(--bad)}\n"
     "svg.chart{width:100%;height:auto;display:block;font-size:11px}"
     "svg.chart text{fill:var(--mute)}svg .grid line{stroke:var(--grid)}"
@@ -109,6 +110,27 @@ static const char *axis_name(enum load_key k)
 		return "prompt tokens";
 	default:
 		return "level";
+	}
+}
+
+/* A level in a legend or under a bar: its load, short ("16 users"). */
+static void short_label(const struct load_level *lv, char *buf, size_t len)
+{
+	char v[32];
+
+	load_svg_num(v, sizeof v, lv->value);
+	switch (lv->key) {
+	case LOAD_KEY_CONCURRENCY:
+		snprintf(buf, len, "%s users", v);
+		break;
+	case LOAD_KEY_RATE:
+		snprintf(buf, len, "%s/s", v);
+		break;
+	case LOAD_KEY_PROMPT_TOKENS:
+		snprintf(buf, len, "%s tokens", v);
+		break;
+	default:
+		snprintf(buf, len, "%s", lv->label);
 	}
 }
 
@@ -342,7 +364,7 @@ static void levels_table(struct page *pg)
 
 	section(pg, "levels", "Levels", 1, "Latencies in ms over the measured ok requests; "
 	    "throughput inside each level's window.");
-	fputs("<div class=\"scroll\"><table id=\"levels\"><thead><tr><th>level</th>"
+	fputs("<div class=\"scroll\"><table id=\"levels\"><thead><tr><th>#</th><th>level</th>"
 	    "<th>requests</th>", f);
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(cols); i++)
 		fprintf(f, "<th>%s</th>", cols[i].head);
@@ -354,8 +376,8 @@ static void levels_table(struct page *pg)
 			cap |= r->capacity[k].ran && r->capacity[k].found &&
 			    lv->search == r->capacity[k].key && lv->value == r->capacity[k].lo;
 		fprintf(f, "<tr data-level=\"%zu\" data-key=\"%s\" data-value=\"%.9g\"%s>"
-		    "<td data-k=\"label\">", i, load_key_name(lv->key), lv->value,
-		    (int)i == r->knee ? " class=\"knee\"" : cap ? " class=\"cap\"" : "");
+		    "<td>%zu</td><td data-k=\"label\">", i, load_key_name(lv->key), lv->value,
+		    (int)i == r->knee ? " class=\"knee\"" : cap ? " class=\"cap\"" : "", i);
 		text(pg, lv->label);
 		fprintf(f, "</td><td data-k=\"requests\" data-value=\"%" PRIu64 "\">%" PRIu64
 		    "</td>", lv->sum.requests, lv->sum.requests);
@@ -672,7 +694,8 @@ static void panel_errors(struct page *pg)
 	for (size_t i = 1; i < r->nlevels; i++)
 		one_key &= r->levels[i].key == r->levels[0].key;
 	load_plot_open(&p, "errors-chart", "Error rate by cause per level",
-	    one_key && r->nlevels ? axis_name(r->levels[0].key) : "level", "error rate (%)");
+	    one_key && r->nlevels && r->nlevels <= 10 ? axis_name(r->levels[0].key) :
+	    "level (#, as in the table)", "error rate (%)");
 	for (size_t i = 0; i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
 		double x = load_plot_x(&p, (double)i), w = fmin(40, 0.7 * (p.w - p.ml - p.mr) /
@@ -695,7 +718,8 @@ static void panel_errors(struct page *pg)
 			    lv->sum.outcomes[o], meter_outcome_name((enum meter_outcome)o), share);
 			acc += share;
 		}
-		if (lv->key != LOAD_KEY_NONE)
+		/* the load under its bar while they fit, else the level's index */
+		if (lv->key != LOAD_KEY_NONE && one_key && r->nlevels <= 10)
 			load_svg_num(v, sizeof v, lv->value);
 		else
 			snprintf(v, sizeof v, "%zu", i);
@@ -724,6 +748,7 @@ static void panel_itl_cdf(struct page *pg)
 	double lo = INFINITY, hi = 0, y[LOAD_CDF_POINTS];
 	struct load_plot p;
 	const char *names[LOAD_HTML_CDF_LEVELS];
+	char shortl[LOAD_HTML_CDF_LEVELS][96];
 	int cls[LOAD_HTML_CDF_LEVELS];
 
 	for (size_t i = 0; have != NULL && i < r->nlevels; i++)
@@ -748,7 +773,13 @@ static void panel_itl_cdf(struct page *pg)
 	}
 	for (size_t i = 0; i < LOAD_CDF_POINTS; i++)
 		y[i] = (double)i / (LOAD_CDF_POINTS - 1);
+	for (size_t i = 0; i < n; i++) {
+		short_label(&r->levels[with[i]], shortl[i], sizeof shortl[i]);
+		names[i] = shortl[i];
+		cls[i] = (int)i;
+	}
 	load_plot_init(&p, pg->f, lo, hi * 1.15, 0, 0, 1);
+	p.mt += 14 * (double)(load_plot_legend_rows(&p, names, n) - 1);
 	load_plot_open(&p, "itl-cdf", "ITL CDF per level", "ITL (ms)",
 	    "share of gaps at or below");
 	for (size_t i = 0; i < n; i++) {
@@ -761,8 +792,6 @@ static void panel_itl_cdf(struct page *pg)
 		load_plot_series(&p, name, lv->label, (int)i, LOAD_SVG_NOPTS, lv->sum.itl_cdf,
 		    y, LOAD_CDF_POINTS, NULL);
 		fputs("</g>\n", pg->f);
-		names[i] = lv->label;
-		cls[i] = (int)i;
 	}
 	load_plot_legend(&p, names, cls, NULL, n);
 	load_plot_close(&p);

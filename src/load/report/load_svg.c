@@ -259,19 +259,45 @@ void load_plot_hline(struct load_plot *p, double y, const char *label,
 	fputs("</text></g>\n", p->f);
 }
 
+/* The width of a legend's entry, and where the next one goes. */
+static double entry_w(const char *name)
+{
+	return 30 + 6.2 * (double)strlen(name);
+}
+
+size_t load_plot_legend_rows(const struct load_plot *p, const char *const *names,
+    size_t n)
+{
+	double x = p->ml;
+	size_t rows = n > 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (x > p->ml && x + entry_w(names[i]) > p->w - p->mr) {
+			x = p->ml;
+			rows++;
+		}
+		x += entry_w(names[i]);
+	}
+	return rows;
+}
+
 void load_plot_legend(struct load_plot *p, const char *const *names, const int *cls,
     const int *dashed, size_t n)
 {
-	double x = p->ml;
+	double x = p->ml, y = 14;
 
 	fputs("<g class=\"legend\">", p->f);
 	for (size_t i = 0; i < n; i++) {
+		if (x > p->ml && x + entry_w(names[i]) > p->w - p->mr) {
+			x = p->ml;
+			y += 14;
+		}
 		fprintf(p->f, "<g class=\"s%d\"><line class=\"line%s\" x1=\"%.1f\" x2=\"%.1f\" "
-		    "y1=\"14\" y2=\"14\"/><text x=\"%.1f\" y=\"18\">", cls[i] % 8,
-		    dashed && dashed[i] ? " dash" : "", x, x + 18, x + 22);
+		    "y1=\"%.1f\" y2=\"%.1f\"/><text x=\"%.1f\" y=\"%.1f\">", cls[i] % 8,
+		    dashed && dashed[i] ? " dash" : "", x, x + 18, y, y, x + 22, y + 4);
 		load_svg_esc(p->f, names[i]);
 		fputs("</text></g>", p->f);
-		x += 30 + 6.5 * (double)strlen(names[i]);
+		x += entry_w(names[i]);
 	}
 	fputs("</g>\n", p->f);
 }

@@ -66,8 +66,13 @@ void load_plot_series(struct load_plot *p, const char *name, const char *label,
 /* A horizontal line at y (an SLO limit) with its label. */
 void load_plot_hline(struct load_plot *p, double y, const char *label,
     const char *attrs);
-/* A legend of n names in the colours 0..n-1 (dashed where dashed[i]),
- * along the plot's top. */
+/* A legend of n names in the colours cls[] (dashed where dashed[i]),
+ * along the plot's top, in as many rows as it takes (legend_rows: how
+ * many; a caller with more than one makes the top margin 14 px a row
+ * taller before it opens the plot). */
+size_t load_plot_legend_rows(const struct load_plot *p, const char *const *names,
+    size_t n);
+/* The legend itself. */
 void load_plot_legend(struct load_plot *p, const char *const *names, const int *cls,
     const int *dashed, size_t n);
 
