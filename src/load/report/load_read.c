@@ -14,7 +14,21 @@
 /* A saved document is read whole: past this it is not one of ours. */
 #define MAX_DOC_BYTES (1ull << 30)
 
+/* The members of the objects being read, indexed once each: a sample's
+ * thirty members are then found by name without a walk of the document's
+ * tokens each (a level, a sample and its gaps are open at once). */
+#define IDX_SLOTS 4
+#define IDX_MAX 96
+
+struct idx {
+	int obj;                     /* -1: empty */
+	int n;
+	int keys[IDX_MAX];
+};
+
 struct rd {
+	struct idx idx[IDX_SLOTS];
+	unsigned next_idx;
 	const char *path;
 	char *s;
 	size_t len;
@@ -63,7 +77,30 @@ static void bad(struct rd *c, int tok, const char *member, const char *what)
 
 static int get(struct rd *c, int obj, const char *key)
 {
-	return obj < 0 ? -1 : load_jl_get(&c->j, obj, key);
+	struct idx *x = NULL;
+	int k = -1;
+
+	if (obj < 0)
+		return -1;
+	for (size_t i = 0; i < IDX_SLOTS && x == NULL; i++)
+		if (c->idx[i].obj == obj)
+			x = &c->idx[i];
+	if (x == NULL) {
+		x = &c->idx[c->next_idx++ % IDX_SLOTS];
+		x->obj = obj;
+		x->n = 0;
+		while (load_jl_next(&c->j, obj, &k)) {
+			if (x->n == IDX_MAX) {
+				x->obj = -1;         /* not one of ours: read it the long way */
+				return load_jl_get(&c->j, obj, key);
+			}
+			x->keys[x->n++] = k;
+		}
+	}
+	for (int i = 0; i < x->n; i++)
+		if (load_jl_is(&c->j, x->keys[i], key))
+			return x->keys[i] + 1;
+	return -1;
 }
 
 static int present(struct rd *c, int tok)
@@ -884,6 +921,8 @@ int load_read(struct load_doc *d, const char *path, FILE *err)
 
 	memset(d, 0, sizeof(*d));
 	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < IDX_SLOTS; i++)
+		c.idx[i].obj = -1;
 	c.path = path;
 	c.err = err;
 	c.d = d;
