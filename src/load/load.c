@@ -18,11 +18,13 @@
 
 #include "jsonw.h"
 #include "load_conf.h"
+#include "load_html.h"
 #include "load_json.h"
 #include "load_levels.h"
 #include "load_prompts.h"
 #include "load_report.h"
 #include "load_run.h"
+#include "load_saved.h"
 #include "load_scen.h"
 #include "load_tls.h"
 #include "load_trace.h"
@@ -40,7 +42,7 @@ struct opts {
 	struct load_conf conf;
 	int url_given;
 	int duration_given, count_given, warmup_given, cooldown_given;
-	const char *json_path, *csv_path;
+	const char *json_path, *csv_path, *html_path;
 	int no_samples, itl_samples;
 	const char *scen_path;
 	const char *only;
@@ -65,7 +67,7 @@ enum {
 	OPT_CONTINUOUS, OPT_INSECURE, OPT_CACERT, OPT_SNI, OPT_TOKENTAP,
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
-	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN
+	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +97,7 @@ static const struct option long_opts[] = {
 	{"sni", required_argument, NULL, OPT_SNI},
 	{"json", required_argument, NULL, OPT_JSON},
 	{"csv", required_argument, NULL, OPT_CSV},
+	{"report", required_argument, NULL, OPT_REPORT},
 	{"samples", no_argument, NULL, OPT_SAMPLES},
 	{"no-samples", no_argument, NULL, OPT_NO_SAMPLES},
 	{"itl-samples", no_argument, NULL, OPT_ITL_SAMPLES},
@@ -132,6 +135,8 @@ static void usage(FILE *f)
 	    "       tokentap-load sweep --over KEY --levels LEVELS [options] URL\n"
 	    "       tokentap-load capacity --slo TARGETS [--over KEY[,KEY]] [options] URL\n"
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
+	    "       tokentap-load report RUN.json [--html FILE] [--csv FILE]\n"
+	    "       tokentap-load compare [--fail-on RULES] A.json B.json\n"
 	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
 	    "that is not reasoning), TPOT, ITL, end-to-end latency and throughput on\n"
 	    "the client side (the definitions tokentap uses), exactly from every request.\n"
@@ -220,6 +225,9 @@ static void usage(FILE *f)
 	    "      --itl-samples       with each request's gaps too\n"
 	    "      --samples           (the default)\n"
 	    "      --csv FILE          one line per level\n"
+	    "      --report FILE.html  one self-contained HTML page: charts of every level\n"
+	    "                          (latency, TPOT, throughput against load, the knee,\n"
+	    "                          errors, ITL CDF, input length, slices, a timeline)\n"
 	    "      --scenarios FILE    run the YAML scenarios of FILE and check their\n"
 	    "                          targets; the URL, if given, replaces their target\n"
 	    "      --only NAME         only that scenario (and its baseline)\n"
@@ -227,9 +235,17 @@ static void usage(FILE *f)
 	    "  -h, --help              this text\n"
 	    "  -V, --version           print the version\n"
 	    "\n"
+	    "\n"
+	    "Saved documents (--json FILE; `tokentap-load report --help`, `compare --help`):\n"
+	    "  report RUN.json         its table, and --html FILE its HTML page, --csv FILE\n"
+	    "  compare A.json B.json   each level and figure of B beside A's, the change and\n"
+	    "                          its 95 % bootstrap interval; --fail-on 'tpot_p50>+10%'\n"
+	    "                          exits 1 when B regressed beyond it\n"
+	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
-	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target,\n"
-	    "2 usage or input error, 130 interrupted (the levels done are written).\n", f);
+	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target\n"
+	    "(compare: a --fail-on rule failed), 2 usage or input error, 130 interrupted\n"
+	    "(the levels done are written).\n", f);
 }
 
 static void bad_value(const char *opt, const char *err)
@@ -429,6 +445,9 @@ static int parse_other(struct opts *o, int ch)
 	case OPT_CSV:
 		o->csv_path = optarg;
 		break;
+	case OPT_REPORT:
+		o->html_path = optarg;
+		break;
 	case OPT_SAMPLES:
 		o->no_samples = 0;
 		break;
@@ -586,6 +605,13 @@ static void check_options(struct opts *o)
 		fail_usage("--only and --check go with --scenarios");
 	if (o->scen_path != NULL && o->kind != LOAD_KIND_RUN)
 		fail_usage("--scenarios runs on its own, not with sweep or capacity");
+	if (o->scen_path != NULL && o->html_path != NULL)
+		fail_usage("--report goes with a run, a sweep or a capacity search, not "
+		    "with --scenarios");
+	if (o->html_path != NULL && strcmp(o->html_path, "-") == 0 &&
+	    ((o->json_path && strcmp(o->json_path, "-") == 0) ||
+	    (o->csv_path && strcmp(o->csv_path, "-") == 0)))
+		fail_usage("--report -, --json - and --csv -: one of them on stdout");
 	if (o->scen_path == NULL && !o->url_given)
 		fail_usage("no target URL");
 	if (c->ramp_us > 0 && c->rate > 0)
@@ -671,34 +697,6 @@ static void parse_options(int argc, char **argv, struct opts *o)
 	check_options(o);
 }
 
-/* An output file: stdout for "-". NULL (reported) on failure. */
-static FILE *out_open(const char *opt, const char *path)
-{
-	FILE *f;
-
-	if (strcmp(path, "-") == 0)
-		return stdout;
-	f = fopen(path, "w");
-	if (f == NULL)
-		log_error("%s %s: %s", opt, path, strerror(errno));
-	return f;
-}
-
-static int out_close(FILE *f, const char *opt, const char *path)
-{
-	int rc = ferror(f) ? -1 : 0;
-
-	if (f == stdout) {
-		if (fflush(f) != 0)
-			rc = -1;
-	} else if (fclose(f) != 0) {
-		rc = -1;
-	}
-	if (rc < 0)
-		log_error("%s %s: write failed", opt, path);
-	return rc;
-}
-
 /* Inputs read before anything runs: a problem there is a usage error. */
 struct inputs {
 	struct load_prompts prompts;
@@ -776,21 +774,24 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 	struct load_result r;
 	struct load_env le;
 	struct load_json_opts jo = { !o->no_samples, o->itl_samples };
-	FILE *table = stdout, *json = NULL, *csv = NULL;
+	FILE *table = stdout, *json = NULL, *csv = NULL, *html = NULL;
 	int rc = 0;
 
 	load_result_init(&r, o->kind, &o->conf, argc, argv);
 	r.pcts = o->pcts;
 	r.slo = o->slo;
 	r.slice_us = o->slice_us;
-	if (o->json_path != NULL && (json = out_open("--json", o->json_path)) == NULL)
+	if (o->json_path != NULL && (json = load_out_open("--json", o->json_path)) == NULL)
 		return EXIT_USAGE;
-	if (o->csv_path != NULL && (csv = out_open("--csv", o->csv_path)) == NULL) {
+	if ((o->csv_path != NULL && (csv = load_out_open("--csv", o->csv_path)) == NULL) ||
+	    (o->html_path != NULL && (html = load_out_open("--report", o->html_path)) == NULL)) {
 		if (json != NULL && json != stdout)
 			fclose(json);
+		if (csv != NULL && csv != stdout)
+			fclose(csv);
 		return EXIT_USAGE;
 	}
-	if (json == stdout || csv == stdout)
+	if (json == stdout || csv == stdout || html == stdout)
 		table = stderr;
 	memset(&le, 0, sizeof(le));
 	le.base = e->base;
@@ -816,14 +817,18 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 		load_json_write(json, &r, &jo);
 	if (csv != NULL)
 		load_csv_write(csv, &r);
+	if (html != NULL)
+		load_html_write(html, &r);
 	if (r.interrupted && o->kind != LOAD_KIND_RUN)
 		rc = EXIT_INTERRUPTED;
 	else if (r.failed)
 		rc = EXIT_MISSED;
 done:
-	if (json != NULL && out_close(json, "--json", o->json_path) < 0 && rc == 0)
+	if (json != NULL && load_out_close(json, "--json", o->json_path) < 0 && rc == 0)
 		rc = EXIT_MISSED;
-	if (csv != NULL && out_close(csv, "--csv", o->csv_path) < 0 && rc == 0)
+	if (csv != NULL && load_out_close(csv, "--csv", o->csv_path) < 0 && rc == 0)
+		rc = EXIT_MISSED;
+	if (html != NULL && load_out_close(html, "--report", o->html_path) < 0 && rc == 0)
 		rc = EXIT_MISSED;
 	load_result_free(&r);
 	return rc;
@@ -1062,7 +1067,7 @@ static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int a
 		status = 0;
 		goto done;
 	}
-	if (o->json_path != NULL && (json = out_open("--json", o->json_path)) == NULL) {
+	if (o->json_path != NULL && (json = load_out_open("--json", o->json_path)) == NULL) {
 		status = EXIT_USAGE;
 		goto done;
 	}
@@ -1085,7 +1090,7 @@ static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int a
 			first = 0;
 		}
 		fprintf(json, "\n  ],\n  \"passed\": %s\n}\n", all ? "true" : "false");
-		if (out_close(json, "--json", o->json_path) < 0 && status == 0)
+		if (load_out_close(json, "--json", o->json_path) < 0 && status == 0)
 			status = EXIT_MISSED;
 	}
 done:
@@ -1111,6 +1116,15 @@ int main(int argc, char **argv)
 	load_pcts_default(&o.pcts);
 	load_plan_init(&o.plan);
 	o.slice_us = 10000000;
+	/* the commands on saved documents read no target */
+	if (argc > 1 && strcmp(argv[1], "report") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_report(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_compare(argc - 1, argv + 1);
+	}
 	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
 		o.kind = LOAD_KIND_SWEEP;
 		shift = 1;

@@ -136,7 +136,7 @@ LEVEL_KEYS = {
     "input_tokens",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
-    "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms",
+    "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
     "input_fit", "slices", "generator", "tokentap", "samples",
 }
@@ -180,6 +180,13 @@ def test_json_has_every_field():
         assert set(j[k]) == QUANT_KEYS, (k, j[k])
         assert j[k]["min"] <= j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] \
             <= j[k]["max"]
+    # the ITL's quantile function: its ends and middle are the distribution's
+    cdf = j["itl_cdf_ms"]
+    assert len(cdf) == 101 and cdf == sorted(cdf), cdf
+    assert (cdf[0], cdf[50], cdf[100]) == (j["itl_ms"]["min"], j["itl_ms"]["p50"],
+                                          j["itl_ms"]["max"])
+    assert (cdf[90], cdf[95], cdf[99]) == (j["itl_ms"]["p90"], j["itl_ms"]["p95"],
+                                          j["itl_ms"]["p99"])
     assert j["request_throughput"] == j["requests_per_s"] > 0
     assert j["output_throughput"] == j["output_tokens_per_s"] > 0
     assert j["total_token_throughput"] > j["output_throughput"]

@@ -480,6 +480,10 @@ static void level_members(struct emit *e, const struct load_result *r,
 	dist(e, "ttfo_ms", &s->ttfo, p, 3);
 	dist(e, "tpot_ms", &s->tpot, p, 3);
 	dist(e, "itl_ms", &s->itl, p, 3);
+	arr(e, "itl_cdf_ms", 1);
+	for (size_t i = 0; i < LOAD_CDF_POINTS; i++)
+		num(e, NULL, s->itl_cdf[i], 3);
+	end_arr(e);
 	dist(e, "e2el_ms", &s->e2e, p, 3);
 	dist(e, "output_speed", &s->speed, p, 3);
 	dist(e, "dispatch_lag_ms", &s->lag, p, 3);

@@ -299,7 +299,7 @@ static void counts(const struct load_sum_in *in, struct load_summary *sum)
 }
 
 static void itl(const struct loadstats *st, double *buf, const struct load_pcts *p,
-    struct load_dist *d)
+    struct load_dist *d, double cdf[LOAD_CDF_POINTS])
 {
 	size_t n = 0;
 
@@ -311,6 +311,9 @@ static void itl(const struct loadstats *st, double *buf, const struct load_pcts 
 			buf[n++] = (double)st->itl[s->itl_off + k] / 1e3;
 	}
 	load_dist_of(buf, n, p, d);
+	/* buf is sorted now */
+	for (size_t i = 0; i < LOAD_CDF_POINTS; i++)
+		cdf[i] = load_quantile(buf, n, 100.0 * (double)i / (LOAD_CDF_POINTS - 1));
 }
 
 /* A value of the slice k, for the slices' quantiles. */
@@ -509,7 +512,7 @@ int load_summary(const struct load_sum_in *in, struct load_summary *sum)
 	dist(st, buf, ok, g_chunks, p, &sum->token_chunks);
 	dist(st, buf, ok, g_per_chunk, p, &sum->tokens_per_chunk);
 	dist(st, buf, ok, g_first_chunk, p, &sum->first_chunk_tokens);
-	itl(st, buf, p, &sum->itl);
+	itl(st, buf, p, &sum->itl, sum->itl_cdf);
 	for (size_t i = 0; i < st->nlag; i++)
 		buf[i] = (double)st->lag[i] / 1e3;
 	load_dist_of(buf, st->nlag, p, &sum->event_lag);

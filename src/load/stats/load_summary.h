@@ -28,6 +28,9 @@
 
 #define LOAD_MAX_PCTS 16
 #define LOAD_MAX_SLICES 4096
+/* The ITL's quantile function at every whole percent, 0 to 100: the
+ * CDF a report draws, without every gap. */
+#define LOAD_CDF_POINTS 101
 
 /* The percentiles reported, in ascending order (50, 90, 95, 99). */
 struct load_pcts {
@@ -85,6 +88,7 @@ struct load_summary {
 	double total_tokens_per_s;
 	/* latency (ms), speed (tokens/s), over the ok measured requests */
 	struct load_dist ttft, ttfo, tpot, itl, e2e, speed;
+	double itl_cdf[LOAD_CDF_POINTS];   /* ITL (ms) at 0, 1, ..., 100 %; NaN: none */
 	struct load_dist lag;       /* dispatch lag (ms), every measured request */
 	struct load_dist event_lag; /* --lag trips (ms) */
 	/* chunks are not tokens */

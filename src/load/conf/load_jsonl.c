@@ -288,16 +288,33 @@ size_t load_jl_off(const struct load_jl *j, int i)
 	return (size_t)s;
 }
 
-/* The next direct child of parent after token after (-1: the first). */
+/* The first token after k that is not inside it: tokens are in the order
+ * they start, so a binary search skips k's subtree (a saved document's
+ * thousands of samples) in one step. */
+static int skip(const struct load_jl *j, int k)
+{
+	int lo = k + 1, hi = j->n, end = tok(j, k)->end;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (tok(j, mid)->start < end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The next direct child of parent after token after (-1: the first). A
+ * member's value is its key's child: skipped like any other subtree. */
 static int next_child(const struct load_jl *j, int parent, int after)
 {
-	int i = after < 0 ? parent + 1 : after + 1;
+	int i = after < 0 ? parent + 1 : skip(j, after);
 
-	for (; i < j->n; i++) {
-		if (tok(j, i)->start >= tok(j, parent)->end)
-			return -1;
+	while (i < j->n && tok(j, i)->start < tok(j, parent)->end) {
 		if (tok(j, i)->parent == parent)
 			return i;
+		i = skip(j, i);
 	}
 	return -1;
 }

@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "load_conf.h"
-#include "load_run.h"
 #include "load_slo.h"
 #include "load_summary.h"
 #include "loadstats.h"
@@ -27,6 +26,21 @@ enum load_kind { LOAD_KIND_RUN, LOAD_KIND_SWEEP, LOAD_KIND_CAPACITY };
 /* What a sweep varies, or a capacity search looks for. */
 enum load_key { LOAD_KEY_NONE, LOAD_KEY_CONCURRENCY, LOAD_KEY_RATE,
 	LOAD_KEY_PROMPT_TOKENS };
+
+/* What one run of a level reports about itself (load_run.h fills it). */
+struct load_run_info {
+	uint64_t start_us;          /* CLOCK_MONOTONIC µs: the level's origin */
+	uint64_t elapsed_us;        /* start to the end of the last request */
+	uint64_t window_start_us;   /* from start */
+	uint64_t window_end_us;
+	uint64_t max_in_flight;
+	uint64_t connections;       /* connections opened */
+	uint64_t queued;            /* open loop: requests that waited for a connection */
+	uint64_t warmup_requests;
+	uint64_t cooldown_requests;
+	double cpu_s;               /* the generator's user + system CPU */
+	int interrupted;
+};
 
 /* tokentap's /stats over a level's window (--tokentap). */
 struct load_tt {

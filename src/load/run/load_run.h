@@ -22,25 +22,12 @@
 #include <stdint.h>
 
 #include "load_conf.h"
+#include "load_result.h"
 #include "loadstats.h"
 
 struct event_base;
 struct evdns_base;
 struct load_tls;
-
-struct load_run_info {
-	uint64_t start_us;          /* CLOCK_MONOTONIC µs: the level's origin */
-	uint64_t elapsed_us;        /* start to the end of the last request */
-	uint64_t window_start_us;   /* from start */
-	uint64_t window_end_us;
-	uint64_t max_in_flight;
-	uint64_t connections;       /* connections opened */
-	uint64_t queued;            /* open loop: requests that waited for a connection */
-	uint64_t warmup_requests;
-	uint64_t cooldown_requests;
-	double cpu_s;               /* the generator's user + system CPU */
-	int interrupted;
-};
 
 /* How a run shows itself and what it shares with the others. */
 struct load_run_opts {
