@@ -21,6 +21,7 @@
 #include "log.h"
 #include "procmetrics.h"
 #include "net.h"
+#include "otel.h"
 #include "pool.h"
 #include "poold.h"
 #include "sdnotify.h"
@@ -91,6 +92,7 @@ static void on_reload(void)
 	stats_configure(c);
 	slod_reload(c);
 	alertd_reload(c);
+	otel_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
 	current = c;
@@ -178,6 +180,7 @@ static void stats_more(struct evbuffer *out)
 {
 	poold_json(out);
 	procmetrics_logs_json(out);
+	otel_json(out);
 }
 
 static int run(void)
@@ -197,7 +200,8 @@ static int run(void)
 	    admin_start(main_base, current) < 0 ||
 	    slod_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0 ||
-	    poold_start(main_base) < 0 || poold_attach(current) < 0)
+	    poold_start(main_base) < 0 || poold_attach(current) < 0 ||
+	    otel_start(main_base, current, admin_series) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
@@ -228,6 +232,7 @@ static int run(void)
 	workers_stop();
 	poold_stop();
 	pool_free_all();
+	otel_stop();
 	alertd_stop();
 	slod_stop();
 	admin_stop();

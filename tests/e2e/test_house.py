@@ -11,6 +11,7 @@ tokentap (src/proxy/) is two thread planes and what they stand on:
   stats/   statistics, metrics and their exporters          (main plane)
   alerts/  alert rules, notifiers, SLOs                     (main plane)
   pool/    the replica pools' daemons: DNS, active checks   (main plane)
+  otel/    the OTLP export of spans and metrics              (main plane)
   .        the program shell: main, admin, ui; it sees everything
 
 A folder may include the core, itself and what FOLDER_RULES lists; the
@@ -34,7 +35,7 @@ from harness import ROOT
 SRC = os.path.join(ROOT, "src")
 PROXY = os.path.join(SRC, "proxy")
 FOLDED = re.compile(r"_(schema|out|int|group)$")
-MAIN_PLANE = {"stats", "alerts", "pool"}
+MAIN_PLANE = {"stats", "alerts", "pool", "otel"}
 FOLDER_RULES = {
     "conf": {"conf"},
     "wire": {"conf", "wire"},

@@ -145,7 +145,7 @@ static const struct yconf_key traces_keys[] = {
 	{ .name = "sample", .type = YCONF_FLOAT, .off = offsetof(struct conf_otel, sample),
 	  .flo = 0, .fhi = 1 },
 	KEY("queue", YCONF_UINT, queue, 0, 1, 1000000),
-	KEY("batch", YCONF_UINT, batch, 0, 1, 100000),
+	KEY("batch", YCONF_UINT, batch, 0, 1, 4096),
 	KEY("delay", YCONF_DURATION, delay_us, 0, 1000, 0),
 	FUNC("endpoint", traces_url_fn),
 };
@@ -419,7 +419,7 @@ static void env_apply(struct env *e, struct conf_otel *o)
 	env_choice(e, "OTEL_METRICS_EXPORTER", &o->metrics, none, none_v, 2,
 	    "expected otlp or none");
 	env_uint(e, "OTEL_BSP_MAX_QUEUE_SIZE", &o->queue, 1000000);
-	env_uint(e, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o->batch, 100000);
+	env_uint(e, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o->batch, 4096);
 	env_ms(e, "OTEL_BSP_SCHEDULE_DELAY", &o->delay_us, 1000);
 	env_ms(e, "OTEL_METRIC_EXPORT_INTERVAL", &o->interval_us, 100000);
 	env_choice(e, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", &o->delta,

@@ -72,6 +72,29 @@ void pb_double(struct pb *b, unsigned field, double v)
 		b->p[b->n++] = (uint8_t)(u >> (8 * i));
 }
 
+void pb_raw64(struct pb *b, uint64_t v)
+{
+	if (grow(b, 8) < 0)
+		return;
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+void pb_fixed32(struct pb *b, unsigned field, uint32_t v)
+{
+	pb_tag(b, field, PB_I32);
+	if (grow(b, 4) < 0)
+		return;
+	for (int i = 0; i < 4; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+void pb_fixed64(struct pb *b, unsigned field, uint64_t v)
+{
+	pb_tag(b, field, PB_I64);
+	pb_raw64(b, v);
+}
+
 void pb_uint(struct pb *b, unsigned field, uint64_t v)
 {
 	pb_tag(b, field, PB_VARINT);

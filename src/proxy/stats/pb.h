@@ -1,16 +1,20 @@
 /* The Protocol Buffers wire format, written (never read): varints, tags,
  * fixed and length-delimited fields into a growable byte buffer, messages
  * nested by marking where one starts and writing its length at its end.
- * By hand, for the few messages tokentap writes (the Prometheus
- * exposition, promproto.h): a schema compiler would bring a runtime for
- * what is a hundred lines. Pure. */
+ * By hand, for the messages tokentap writes: the Prometheus exposition
+ * (promproto.h) and OTLP (otel/otlpenc.h). Not protobuf-c: it builds a
+ * tree of allocated message structs from generated code, then packs it
+ * (a schema compiler at build time, an allocation per attribute, two
+ * passes); this writes each field once, in order, into one buffer, which
+ * OTLP's spans and metrics need and nothing more (README, "OpenTelemetry":
+ * the measured cost of both). Pure. */
 #ifndef TOKENTAP_PB_H
 #define TOKENTAP_PB_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-enum pb_wire_type { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2 };
+enum pb_wire_type { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
 
 struct pb {
 	uint8_t *p;
@@ -24,6 +28,11 @@ void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n);
 void pb_double(struct pb *b, unsigned field, double v);
 void pb_uint(struct pb *b, unsigned field, uint64_t v);
 void pb_sint(struct pb *b, unsigned field, int64_t v);
+/* fixed64 (OTLP's timestamps and counts); pb_raw64 the 8 bytes alone, a
+ * packed repeated fixed64's or double's element. */
+void pb_fixed64(struct pb *b, unsigned field, uint64_t v);
+void pb_raw64(struct pb *b, uint64_t v);
+void pb_fixed32(struct pb *b, unsigned field, uint32_t v);
 /* A length-delimited message: pb_open returns where it starts (field 0:
  * no tag, the length alone, as "delimited" frames a family); pb_close
  * writes its length there. Nest freely. */
