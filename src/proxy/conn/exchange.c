@@ -831,6 +831,9 @@ void exchange_restart(struct exchange *x)
 	meter_init(m, t0, DIALECT_RAW);
 	meter_set_dialect(m, x->req_dialect, x->req_sniff);
 	m->t_req = t_req;
+	/* the route's stall threshold, which meter_init cleared: a stream
+	 * served by the next replica has its stalls counted too */
+	m->stall_us = x->route->thresholds.stall_us;
 	if (model_len > 0)
 		meter_offer_model(m, src, model, model_len);
 	m->itl_fn = on_itl;
