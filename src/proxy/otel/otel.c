@@ -103,7 +103,7 @@ static int metrics_on(const struct conf *c)
 static void take_span(void *arg, const struct span *s)
 {
 	(void)arg;
-	if (O.q == NULL || O.n == O.cap) {      /* ring_span_drain takes no more */
+	if (O.q == NULL || O.n == O.cap) {      /* full: the span is dropped */
 		O.spans_dropped++;
 		return;
 	}
@@ -152,9 +152,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	/* spans of a config without traces (a reload turned them off) are
-	 * taken and let go */
-	O.spans_dropped += ring_span_drain(take_span, NULL, O.q != NULL ? O.cap - O.n : 4096);
+	/* every span the workers queued is taken: into the queue, or, past
+	 * it, dropped and counted; spans of a config without traces (a
+	 * reload turned them off) are let go */
+	O.spans_dropped += ring_span_drain(take_span, NULL, UINT64_MAX);
 	if (O.q == NULL)
 		O.n = 0;
 	if (O.traces != NULL && O.q != NULL)
@@ -361,11 +362,12 @@ static void json_sender(struct evbuffer *out, const char *signal,
 		return;
 	n = otlphttp_counts(h);
 	evbuffer_add_printf(out, "%s\"%s\":{\"exports_ok\":%llu,\"exports_failed\":%llu,"
-	    "\"retries\":%llu,\"sent\":%llu,\"failed\":%llu,\"rejected\":%llu}",
-	    *first ? "" : ",", signal, (unsigned long long)n->exports_ok,
-	    (unsigned long long)n->exports_failed, (unsigned long long)n->retries,
-	    (unsigned long long)n->items_ok, (unsigned long long)n->items_failed,
-	    (unsigned long long)n->items_rejected);
+	    "\"retries\":%llu,\"sent\":%llu,\"failed\":%llu,\"rejected\":%llu,"
+	    "\"in_flight\":%llu}", *first ? "" : ",", signal,
+	    (unsigned long long)n->exports_ok, (unsigned long long)n->exports_failed,
+	    (unsigned long long)n->retries, (unsigned long long)n->items_ok,
+	    (unsigned long long)n->items_failed, (unsigned long long)n->items_rejected,
+	    (unsigned long long)otlphttp_in_flight(h));
 	*first = 0;
 }
 

@@ -153,6 +153,11 @@ const struct otlphttp_counts *otlphttp_counts(const struct otlphttp *h)
 	return &h->n;
 }
 
+uint64_t otlphttp_in_flight(const struct otlphttp *h)
+{
+	return h->body != NULL ? h->items : 0;
+}
+
 /* A failure is logged at once, then at most once a minute with the
  * number not logged in between: a dead collector fills no log. */
 static void log_failure(struct otlphttp *h, const char *fmt, ...)

@@ -44,6 +44,8 @@ int otlphttp_idle(const struct otlphttp *h);
  * the items are counted failed). */
 int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n);
 const struct otlphttp_counts *otlphttp_counts(const struct otlphttp *h);
+/* The items of the export in flight or waiting to retry. */
+uint64_t otlphttp_in_flight(const struct otlphttp *h);
 void otlphttp_free(struct otlphttp *h);
 
 /* Retry-After: delay-seconds or an HTTP-date (RFC 9110 §10.2.3), from
