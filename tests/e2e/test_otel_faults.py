@@ -154,7 +154,9 @@ def heal_ok(col, port):
 def test_collector_healthy():
     """The reference row: every span sent, nothing dropped."""
     def check(row, t, col):
-        assert row["sent"] == row["requests"] and row["dropped"] == row["failed"] == 0, row
+        assert row["dropped"] == row["failed"] == 0, row
+        # all of them and the three of the recovery (those waited for)
+        assert otel_stats(t)["traces"]["sent"] == row["requests"] + 3
     run_fault("none (healthy)", lambda port: Collector(port=port), heal_ok, check)
 
 
