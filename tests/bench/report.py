@@ -67,6 +67,14 @@ def targets(res):
                        get(tp, "nginx", "median", "cpu_s_per_M_events"))
         out.append(target("CPU per event vs nginx at the throughput ceiling",
                           "<= 1.5x", cpu, cpu is not None and cpu <= 1.5, "x"))
+    ot = res.get("otel") or {}
+    for cname in ("traces", "traces+metrics"):
+        r = fg.ratio(get(ot, cname, "median", "cpu_s_per_M_events"),
+                     get(ot, "off", "median", "cpu_s_per_M_events"))
+        if ot:
+            out.append(target(f"CPU per event, OTel {cname} (100 % sampled) vs off at "
+                              f"{ot['streams']} streams", "<= 1.05x", r,
+                              None if r is None else r <= 1.05, "x"))
     mem = res.get("memory") or {}
     k = level_near(list(mem), MEMORY_LEVEL)
     if k is not None:
@@ -332,6 +340,32 @@ def instructions_section(ins):
                    rows, notes)
 
 
+def otel_section(ot):
+    rows = []
+    off = ot.get("off", {}).get("median", {})
+    for cname in ("off", "traces", "traces+metrics"):
+        if cname not in ot:
+            continue
+        m = ot[cname]["median"]
+        ins, ins0 = ot[cname].get("instructions_per_event"), \
+            ot.get("off", {}).get("instructions_per_event")
+        rows.append([cname, num(m["events"]), num(m["requests"]),
+                     num(m["cpu_s_per_M_events"], 2),
+                     times(fg.ratio(m["cpu_s_per_M_events"], off.get("cpu_s_per_M_events")))
+                     if cname != "off" else "-",
+                     num(ins) if ins is not None else "-",
+                     times(fg.ratio(ins, ins0)) if cname != "off" and ins else "-",
+                     num(m["spans_sent"]), num(m["spans_dropped"])])
+    return Section(f"OpenTelemetry export's cost ({ot['streams']} streams x "
+                   f"{ot['tokens_per_stream']} events, every request a span)",
+                   ["tokentap", "events", "requests", "CPU s/M events", "x off",
+                    "instr/event", "x off", "spans sent", "dropped"], rows,
+                   ["otel.traces.sample 1 (no client sends a traceparent), to a "
+                    "collector that takes every export; traces+metrics adds "
+                    "otel.metrics.interval 1s. Instructions: callgrind, "
+                    "20 streams x 200 events."])
+
+
 def targets_section(tg):
     rows = []
     for t in tg:
@@ -357,6 +391,8 @@ def sections(res):
         out.append(memory_section(res["memory"]))
     if "instructions" in res:
         out.append(instructions_section(res["instructions"]))
+    if "otel" in res:
+        out.append(otel_section(res["otel"]))
     out.append(targets_section(res["targets"]))
     return out
 

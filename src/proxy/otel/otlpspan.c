@@ -76,16 +76,26 @@ static unsigned status_of(unsigned outcome)
 	}
 }
 
-/* server.address and server.port of the replica that answered. */
+/* server.address and server.port of the replica that answered, its name
+ * parsed once for the spans that follow (most go to the replica before). */
 static void server_attrs(struct otlpenc *e, const struct span *s)
 {
+	static char last[SAMPLE_UPSTREAM_MAX], host[URL_HOST_LEN];
+	static unsigned port;
 	struct url u;
 
-	if (strcmp(s->key.upstream, "-") == 0 || url_parse(s->key.upstream, &u) != NULL)
+	if (strcmp(s->key.upstream, "-") == 0)
 		return;
-	otlpenc_attr_str(e, 9, "server.address", u.host);
-	otlpenc_attr_int(e, 9, "server.port", u.port);
-	url_free(&u);
+	if (strcmp(s->key.upstream, last) != 0) {
+		if (url_parse(s->key.upstream, &u) != NULL)
+			return;
+		snprintf(host, sizeof host, "%s", u.host);
+		port = u.port;
+		url_free(&u);
+		snprintf(last, sizeof last, "%s", s->key.upstream);
+	}
+	otlpenc_attr_str(e, 9, "server.address", host);
+	otlpenc_attr_int(e, 9, "server.port", port);
 }
 
 static void attributes(struct otlpenc *e, const struct span *s)

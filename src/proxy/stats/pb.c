@@ -34,10 +34,9 @@ static size_t varint_len(uint64_t v)
 	return n;
 }
 
-void pb_varint(struct pb *b, uint64_t v)
+/* v at b->p + b->n, room made by the caller. */
+static void put_varint(struct pb *b, uint64_t v)
 {
-	if (grow(b, 10) < 0)
-		return;
 	while (v >= 0x80) {
 		b->p[b->n++] = (uint8_t)(v | 0x80);
 		v >>= 7;
@@ -45,17 +44,26 @@ void pb_varint(struct pb *b, uint64_t v)
 	b->p[b->n++] = (uint8_t)v;
 }
 
+void pb_varint(struct pb *b, uint64_t v)
+{
+	if (grow(b, 10) < 0)
+		return;
+	put_varint(b, v);
+}
+
 void pb_tag(struct pb *b, unsigned field, unsigned wire_type)
 {
 	pb_varint(b, (uint64_t)field << 3 | wire_type);
 }
 
+/* one growth for the tag, the length and the bytes: OTLP writes a few
+ * dozen short strings a span */
 void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n)
 {
-	pb_tag(b, field, PB_LEN);
-	pb_varint(b, n);
-	if (grow(b, n) < 0)
+	if (grow(b, n + 20) < 0)
 		return;
+	put_varint(b, (uint64_t)field << 3 | PB_LEN);
+	put_varint(b, n);
 	memcpy(b->p + b->n, p, n);
 	b->n += n;
 }
