@@ -537,13 +537,15 @@ class Bench:
         return {"events": fig["output_tokens"], "instructions": total,
                 "per_event": total / fig["output_tokens"] if fig["output_tokens"] else None,
                 "self": callgrind_profile(dumps[0], False),
-                "inclusive": callgrind_profile(dumps[0], True)}
+                "inclusive": callgrind_profile(dumps[0], True),
+                "inclusive_all": callgrind_profile(dumps[0], True, top=400)}
 
     def instructions(self):
         out = {"streams": self.p["cg_streams"], "tokens_per_stream": self.p["cg_tokens"]}
         for kind in (k for k in PROXIES if k != "nginx" or self.has_nginx):
             log(f"instructions: {kind} under callgrind")
             out[kind] = self.callgrind_run(kind)
+            out[kind].pop("inclusive_all")
         return out
 
 
@@ -571,7 +573,10 @@ class Bench:
                         exports = sink.exports
                         fig, cpu = self.measure_quiet("tokentap", args)
                         time.sleep(1.5)            # the last batch goes out
-                        st = procs.http_json(self.tokentap.admin, "/stats").get("otel", {})
+                        stats = procs.http_json(self.tokentap.admin, "/stats?window=1m")
+                        st = stats.get("otel", {})
+                        # every attempt's requests (measure_quiet may run again)
+                        served = sum(g.get("requests", 0) for g in stats.get("groups", []))
                     finally:
                         self.tokentap.stop()
                         self.tokentap = None
@@ -582,6 +587,8 @@ class Bench:
                         "cpu_s_per_M_events": cpu["proxy"] / (ev / 1e6) if ev else None,
                         "other_share": cpu["other_share"], "attempts": cpu["attempts"],
                         "spans_sent": (st.get("traces") or {}).get("sent", 0),
+                        "spans_per_request": (st.get("traces") or {}).get("sent", 0) /
+                        served if served else None,
                         "spans_dropped": st.get("spans_dropped", 0),
                         "exports": sink.exports - exports})
         finally:
@@ -592,10 +599,21 @@ class Bench:
         if self.has_valgrind:
             for cname, extra in OTEL_CONFIGS.items():
                 log(f"otel: instructions, {cname}, under callgrind")
+                exports = sink.exports
                 cg = self.callgrind_run("tokentap", extra.format(sink=sink.port),
                                         tag="-otel-" + cname.replace("+", "-"))
                 out[cname]["instructions_per_event"] = cg["per_event"]
                 out[cname]["callgrind_events"] = cg["events"]
+                # what one export costs, whatever the slowdown of callgrind
+                # (which makes a 1 s interval come ~50 times as often per
+                # event as it does in real time)
+                shares = {p["function"]: p["share"] for p in cg["inclusive_all"]}
+                n = sink.exports - exports
+                for fn, key in (("flush", "instructions_per_traces_export"),
+                                ("on_metrics", "instructions_per_metrics_export")):
+                    if fn in shares and n:
+                        out[cname][key] = shares[fn] * cg["instructions"] / n
+                out[cname]["callgrind_exports"] = n
         sink.stop()
         return out
 
