@@ -2,12 +2,13 @@
  * fixed and length-delimited fields into a growable byte buffer, messages
  * nested by marking where one starts and writing its length at its end.
  * By hand, for the messages tokentap writes: the Prometheus exposition
- * (promproto.h) and OTLP (otel/otlpenc.h). Not protobuf-c: it builds a
- * tree of allocated message structs from generated code, then packs it
- * (a schema compiler at build time, an allocation per attribute, two
- * passes); this writes each field once, in order, into one buffer, which
- * OTLP's spans and metrics need and nothing more (README, "OpenTelemetry":
- * the measured cost of both). Pure. */
+ * (promproto.h) and OTLP (otel/otlpenc.h). Not protobuf-c: it packs a tree
+ * of message structs built first from generated code (a schema compiler
+ * at build time, a struct per attribute, two passes) and writes no JSON;
+ * this writes each field once, in order, into one buffer. Measured on an
+ * OTLP span (tests/bench/otlp_encode.sh): 1.6 us here, 2.2 us with
+ * protobuf-c at its best (one arena), 18 us allocating per message
+ * (README, "One protobuf writer"). Pure. */
 #ifndef TOKENTAP_PB_H
 #define TOKENTAP_PB_H
 
