@@ -609,10 +609,16 @@ class Bench:
                 # event as it does in real time)
                 shares = {p["function"]: p["share"] for p in cg["inclusive_all"]}
                 n = sink.exports - exports
-                for fn, key in (("flush", "instructions_per_traces_export"),
-                                ("on_metrics", "instructions_per_metrics_export")):
-                    if fn in shares and n:
-                        out[cname][key] = shares[fn] * cg["instructions"] / n
+                spans = p["cg_streams"]          # one request a stream
+                # a span's cost on its worker (filling its record) and on
+                # the main thread (encoding it), per span; one metrics
+                # export's
+                for fn, key, per in (("trace_span", "worker_instructions_per_span", spans),
+                                     ("otlpspan_request", "main_instructions_per_span",
+                                      spans),
+                                     ("on_metrics", "instructions_per_metrics_export", n)):
+                    if fn in shares and per:
+                        out[cname][key] = shares[fn] * cg["instructions"] / per
                 out[cname]["callgrind_exports"] = n
         sink.stop()
         return out

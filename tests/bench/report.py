@@ -367,11 +367,30 @@ def otel_section(ot):
                     "20 streams x 200 events; callgrind slows tokentap ~50x, so "
                     "the 1 s metrics export comes ~50x as often per event there as "
                     "in real time: its cost per export is below."] + [
-                       f"{c}: {num(ot[c][k])} instructions per {what} export"
+                       f"{c}: {num(ot[c][k])} instructions {what}"
                        for c in ("traces", "traces+metrics") if c in ot
-                       for k, what in (("instructions_per_traces_export", "traces"),
-                                       ("instructions_per_metrics_export", "metrics"))
-                       if ot[c].get(k)])
+                       for k, what in (("worker_instructions_per_span",
+                                        "per span on its worker"),
+                                       ("main_instructions_per_span",
+                                        "per span encoded on the main thread"),
+                                       ("instructions_per_metrics_export",
+                                        "per metrics export"))
+                       if ot[c].get(k)] + span_share(ot))
+
+
+def span_share(ot):
+    """A span's instructions over its request's: what tracing every
+    request adds per event, from per-span costs that callgrind's timing
+    does not move (the per-event ratio above moves with how many events
+    a read carries)."""
+    t, off = ot.get("traces", {}), ot.get("off", {})
+    w, m = t.get("worker_instructions_per_span"), t.get("main_instructions_per_span")
+    per_event = off.get("instructions_per_event")
+    if not (w and m and per_event):
+        return []
+    return [f"a span adds {num(w + m)} instructions to a request of "
+            f"{ot['tokens_per_stream']} events: {100 * (w + m) / ot['tokens_per_stream'] / per_event:.1f} % "
+            f"per event at {num(per_event)} instructions per event"]
 
 
 def targets_section(tg):

@@ -144,7 +144,7 @@ static const struct yconf_key traces_keys[] = {
 	KEY("enabled", YCONF_BOOL, traces, 0, 0, 0),
 	{ .name = "sample", .type = YCONF_FLOAT, .off = offsetof(struct conf_otel, sample),
 	  .flo = 0, .fhi = 1 },
-	KEY("queue", YCONF_UINT, queue, 0, 1, 1000000),
+	KEY("queue", YCONF_UINT, queue, 0, 1, 65536),
 	KEY("batch", YCONF_UINT, batch, 0, 1, 4096),
 	KEY("delay", YCONF_DURATION, delay_us, 0, 1000, 0),
 	FUNC("endpoint", traces_url_fn),
@@ -418,7 +418,7 @@ static void env_apply(struct env *e, struct conf_otel *o)
 	    "expected otlp or none");
 	env_choice(e, "OTEL_METRICS_EXPORTER", &o->metrics, none, none_v, 2,
 	    "expected otlp or none");
-	env_uint(e, "OTEL_BSP_MAX_QUEUE_SIZE", &o->queue, 1000000);
+	env_uint(e, "OTEL_BSP_MAX_QUEUE_SIZE", &o->queue, 65536);
 	env_uint(e, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o->batch, 4096);
 	env_ms(e, "OTEL_BSP_SCHEDULE_DELAY", &o->delay_us, 1000);
 	env_ms(e, "OTEL_METRIC_EXPORT_INTERVAL", &o->interval_us, 100000);

@@ -158,8 +158,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	O.spans_dropped += ring_span_drain(take_span, NULL, UINT64_MAX);
 	if (O.q == NULL)
 		O.n = 0;
-	if (O.traces != NULL && O.q != NULL)
+	if (O.traces != NULL && O.q != NULL && traces_on(O.conf))
 		flush(now);
+	else if (!traces_on(O.conf))
+		O.n = 0;                /* a reload turned them off: let go */
 }
 
 /* ---- metrics ---------------------------------------------------------------------- */
