@@ -12,6 +12,7 @@ import codecs
 import gzip
 import json
 import os
+import ssl
 import subprocess
 import threading
 import time
@@ -256,9 +257,10 @@ class Collector:
     retry_after or None) for every export; "garbage" (bytes that are no
     HTTP); ("partial", n, message); delay: seconds before each answer."""
 
-    def __init__(self, mode="ok", delay=0.0, port=None):
+    def __init__(self, mode="ok", delay=0.0, port=None, tls=None):
         self.mode = mode
         self.delay = delay
+        self.tls = tls               # (cert, key): HTTPS
         self.exports = []            # every decoded export, in order
         self.attempts = []           # (monotonic time, path, status answered)
         self.lock = threading.Lock()
@@ -328,6 +330,10 @@ class Collector:
                 pass                 # tokentap gave up on a slow answer: expected
 
         self.server = Server(("127.0.0.1", self.port), Handler)
+        if self.tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -338,7 +344,7 @@ class Collector:
             self.server = None
 
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def of(self, path):
         with self.lock:

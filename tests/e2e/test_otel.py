@@ -306,3 +306,30 @@ def test_metric_quantiles_within_3_percent_of_stats():
             for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
                 got = exp_quantile(pts, q) * 1000
                 assert abs(got - st[key]) / st[key] <= 0.03, (q, got, st[key])
+
+
+def test_tls_to_the_collector_as_to_upstreams():
+    """An https collector: verified against otel.tls.ca_file as a route's
+    upstream is; a certificate from a CA not trusted fails each export,
+    counted, and the requests go on."""
+    from test_tls import pki
+    p = pki()
+    with Backend(chat_handler(ttft=0)) as b, \
+            Collector(tls=(p["server.crt"], p["server.key"])) as col:
+        with Tokentap(conf(b.port, col, f"""  tls: {{ca_file: {p["ca.crt"]}}}
+  traces: {{delay: 100ms}}""")) as t:
+            post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+            assert col.wait_spans(1)[0]["trace_id"] == CLIENT_TP.split("-")[1]
+        with Tokentap(conf(b.port, col, f"""  tls: {{ca_file: {p["evil.crt"]}}}
+  traces: {{delay: 100ms}}""")) as t:
+            r = post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+            assert b" 200 OK" in r.split(b"\r\n")[0]
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats") as s:
+                    tr = json.load(s)["otel"]["traces"]
+                if tr["failed"] == 1:
+                    break
+                time.sleep(0.1)
+            assert tr["failed"] == 1 and tr["sent"] == 0, tr
+            assert len(col.spans()) == 1
