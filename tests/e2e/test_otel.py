@@ -210,6 +210,7 @@ otel:
             names = [e["name"] for e in s["events"]]
             line = [x for x in lines if x["span_id"] == s["span_id"]][0]
             assert names.count("tokentap.stall.start") == line["stalls"] == 1, names
+            assert s["attrs"]["tokentap.stalls"] == 1
             assert names.count("tokentap.stall.end") == 1
             ev = {e["name"]: e["time"] for e in s["events"]}
             gap = (ev["tokentap.stall.end"] - ev["tokentap.stall.start"]) / 1e9

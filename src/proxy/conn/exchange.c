@@ -1168,6 +1168,10 @@ static void on_itl(void *arg, uint64_t gap)
  * worker's span queue filled in place, or nothing when it is full (the
  * drop is counted there). Out of line, once a request: make bench's
  * callgrind names what it costs. */
+_Static_assert(sizeof ((struct span *)0)->request_id == EXCHANGE_ID_MAX + 1 &&
+    sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
+    "a span's request id and method are the exchange's, copied whole");
+
 __attribute__((noinline))
 static void trace_span(struct exchange *x, const struct sample_key *key,
     const struct sample *smp)
@@ -1186,8 +1190,9 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;
-	snprintf(sp->method, sizeof sp->method, "%s", x->method);
-	snprintf(sp->request_id, sizeof sp->request_id, "%s", x->request_id);
+	/* both NUL-terminated and no longer than these (exchange.h) */
+	memcpy(sp->method, x->method, sizeof sp->method);
+	memcpy(sp->request_id, x->request_id, sizeof sp->request_id);
 	sp->model_src = (uint8_t)m->model_src;
 	sp->mono_end_us = m->t_end;
 	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;
@@ -1209,6 +1214,7 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 		o->t_us = x->attempt_t[i];
 		o->us = a->us;
 	}
+	sp->stalls = m->stalls;
 	sp->reasoning_tokens = meter_reasoning_tokens(m);
 	n = m->response_model_len < sizeof sp->response_model ? m->response_model_len :
 	    sizeof sp->response_model - 1;

@@ -66,6 +66,12 @@ static void js_key(struct otlpenc *e, unsigned field, const char *name, int rep)
 	}
 }
 
+void otlpenc_reserve(struct otlpenc *e, size_t bytes)
+{
+	if (!e->json)
+		pb_reserve(&e->pb, bytes);
+}
+
 int otlpenc_finish(struct otlpenc *e, struct evbuffer *out)
 {
 	int oom = e->oom || e->pb.oom;
@@ -328,14 +334,10 @@ void otlpenc_doubles(struct otlpenc *e, unsigned field, const char *name,
 
 /* ---- attributes ----------------------------------------------------------- */
 
-/* Keys are tokentap's own literals: no check. */
 static size_t attr_open(struct otlpenc *e, unsigned field, const char *key, size_t *val)
 {
 	size_t kv = otlpenc_open(e, field, "attributes", 1);
-	if (e->json)
-		otlpenc_str(e, 1, "key", key, strlen(key));
-	else
-		pb_bytes(&e->pb, 1, key, strlen(key));
+	otlpenc_str(e, 1, "key", key, strlen(key));
 	*val = otlpenc_open(e, 2, "value", 0);
 	return kv;
 }
@@ -346,32 +348,122 @@ static void attr_close(struct otlpenc *e, size_t kv, size_t val)
 	otlpenc_close(e, kv);
 }
 
+/* A KeyValue {1 key, 2 AnyValue {value}} in protobuf, its sizes known up
+ * front: one reservation, no length written back (a span has two dozen
+ * of them). value: the AnyValue's one field, tag and payload, vlen
+ * bytes (vstr: a string of slen bytes follows them). Keys are tokentap's
+ * own literals: not checked. */
+static void pb_attr(struct otlpenc *e, unsigned field, const char *key,
+    const uint8_t *value, size_t vlen, const char *vstr, size_t slen)
+{
+	struct pb *b = &e->pb;
+	size_t klen = strlen(key), av = vlen + slen;
+	size_t kv = 1 + pb_varint_len(klen) + klen + 1 + pb_varint_len(av) + av;
+
+	if (pb_reserve(b, kv + 20) < 0)
+		return;
+	pb_put_varint(b, (uint64_t)field << 3 | PB_LEN);
+	pb_put_varint(b, kv);
+	pb_put_varint(b, 1 << 3 | PB_LEN);
+	pb_put_varint(b, klen);
+	pb_put_bytes(b, key, klen);
+	pb_put_varint(b, 2 << 3 | PB_LEN);
+	pb_put_varint(b, av);
+	pb_put_bytes(b, value, vlen);
+	if (slen > 0)
+		pb_put_bytes(b, vstr, slen);
+}
+
+/* a varint field at out; returns its length */
+static size_t scalar(uint8_t *out, unsigned field, uint64_t v)
+{
+	size_t n = 0;
+	out[n++] = (uint8_t)(field << 3 | PB_VARINT);
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}
+
+static void attr_str(struct otlpenc *e, unsigned field, const char *key, const char *v,
+    int checked)
+{
+	char clean[STR_MAX];
+	uint8_t head[11];
+	size_t n = strlen(v), h;
+
+	if (e->json) {
+		size_t val, kv = attr_open(e, field, key, &val);
+		otlpenc_str(e, 1, "stringValue", v, n);
+		attr_close(e, kv, val);
+		return;
+	}
+	if (n > STR_MAX - 1)
+		n = STR_MAX - 1;
+	if (checked && jsonw_plain_len(v, n) != n) {
+		n = jsonw_clean(clean, sizeof clean, v, n);
+		v = clean;
+	}
+	/* AnyValue.string_value: tag, length, then the bytes */
+	h = scalar(head, 1, n);
+	head[0] = 1 << 3 | PB_LEN;
+	pb_attr(e, field, key, head, h, v, n);
+}
+
 void otlpenc_attr_str(struct otlpenc *e, unsigned field, const char *key, const char *v)
 {
-	size_t val, kv = attr_open(e, field, key, &val);
-	otlpenc_str(e, 1, "stringValue", v, strlen(v));
-	attr_close(e, kv, val);
+	attr_str(e, field, key, v, 1);
+}
+
+void otlpenc_attr_clean(struct otlpenc *e, unsigned field, const char *key, const char *v)
+{
+	attr_str(e, field, key, v, 0);
 }
 
 void otlpenc_attr_int(struct otlpenc *e, unsigned field, const char *key, int64_t v)
 {
-	size_t val, kv = attr_open(e, field, key, &val);
-	otlpenc_i64(e, 3, "intValue", v);
-	attr_close(e, kv, val);
+	uint8_t val[11];
+
+	if (e->json) {
+		size_t av, kv = attr_open(e, field, key, &av);
+		otlpenc_i64(e, 3, "intValue", v);
+		attr_close(e, kv, av);
+		return;
+	}
+	pb_attr(e, field, key, val, scalar(val, 3, (uint64_t)v), NULL, 0);
 }
 
 void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key, double v)
 {
-	size_t val, kv = attr_open(e, field, key, &val);
-	otlpenc_double(e, 4, "doubleValue", v);
-	attr_close(e, kv, val);
+	uint8_t val[9];
+	uint64_t u;
+
+	if (e->json) {
+		size_t av, kv = attr_open(e, field, key, &av);
+		otlpenc_double(e, 4, "doubleValue", v);
+		attr_close(e, kv, av);
+		return;
+	}
+	memcpy(&u, &v, 8);
+	val[0] = 4 << 3 | PB_I64;
+	for (int i = 0; i < 8; i++)            /* little-endian whatever the host */
+		val[1 + i] = (uint8_t)(u >> (8 * i));
+	pb_attr(e, field, key, val, sizeof val, NULL, 0);
 }
 
 void otlpenc_attr_bool(struct otlpenc *e, unsigned field, const char *key, int v)
 {
-	size_t val, kv = attr_open(e, field, key, &val);
-	otlpenc_bool(e, 2, "boolValue", v);
-	attr_close(e, kv, val);
+	uint8_t val[2] = { 2 << 3 | PB_VARINT, v != 0 };
+
+	if (e->json) {
+		size_t av, kv = attr_open(e, field, key, &av);
+		otlpenc_bool(e, 2, "boolValue", v);
+		attr_close(e, kv, av);
+		return;
+	}
+	pb_attr(e, field, key, val, sizeof val, NULL, 0);
 }
 
 void otlpenc_attr_strs(struct otlpenc *e, unsigned field, const char *key,

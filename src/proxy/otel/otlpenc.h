@@ -32,6 +32,9 @@ struct otlpenc {
 
 /* Starts a message (the request); json: OTLP/JSON, else protobuf. */
 int otlpenc_begin(struct otlpenc *e, int json);
+/* Room for about `bytes` of protobuf up front (a batch's spans), so the
+ * buffer is not grown, and copied, step by step. */
+void otlpenc_reserve(struct otlpenc *e, size_t bytes);
 /* The encoded request into out (taken from e); -1 when memory ran out
  * anywhere on the way. e is empty again either way. */
 int otlpenc_finish(struct otlpenc *e, struct evbuffer *out);
@@ -67,6 +70,10 @@ void otlpenc_doubles(struct otlpenc *e, unsigned field, const char *name,
 /* KeyValue {1 key, 2 value AnyValue {1 string, 2 bool, 3 int, 4 double}}
  * as an element of the repeated field `field` ("attributes"). */
 void otlpenc_attr_str(struct otlpenc *e, unsigned field, const char *key,
+    const char *v);
+/* The same for a value already clean (jsonw_clean'd where it came in, or
+ * tokentap's own): a span's model, tenant and names, written unchecked. */
+void otlpenc_attr_clean(struct otlpenc *e, unsigned field, const char *key,
     const char *v);
 void otlpenc_attr_int(struct otlpenc *e, unsigned field, const char *key, int64_t v);
 void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key, double v);

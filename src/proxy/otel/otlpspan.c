@@ -94,17 +94,21 @@ static void server_attrs(struct otlpenc *e, const struct span *s)
 		url_free(&u);
 		snprintf(last, sizeof last, "%s", s->key.upstream);
 	}
-	otlpenc_attr_str(e, 9, "server.address", host);
+	otlpenc_attr_clean(e, 9, "server.address", host);
 	otlpenc_attr_int(e, 9, "server.port", port);
 }
 
+/* The client's text (the models, the tenant: cleaned where they came in,
+ * but a group key may cut them short inside a character) is checked; the
+ * rest is clean by its making: the request id and the method are tokens,
+ * the names the configuration's or tokentap's own. */
 static void attributes(struct otlpenc *e, const struct span *s)
 {
 	const struct sample *o = &s->s;
 	const char *op = dialect_op_names[s->key.op < DIALECT_OP_COUNT ? s->key.op : 0];
 
-	otlpenc_attr_str(e, 9, "gen_ai.operation.name", op);
-	otlpenc_attr_str(e, 9, "gen_ai.provider.name", metrics_provider_name(s->key.dialect));
+	otlpenc_attr_clean(e, 9, "gen_ai.operation.name", op);
+	otlpenc_attr_clean(e, 9, "gen_ai.provider.name", metrics_provider_name(s->key.dialect));
 	if (request_model(s))
 		otlpenc_attr_str(e, 9, "gen_ai.request.model", s->key.model);
 	if (s->response_model[0] != '\0')
@@ -121,16 +125,16 @@ static void attributes(struct otlpenc *e, const struct span *s)
 		otlpenc_attr_int(e, 9, "gen_ai.usage.reasoning.output_tokens",
 		    s->reasoning_tokens);
 	server_attrs(e, s);
-	otlpenc_attr_str(e, 9, "http.request.method", s->method);
+	otlpenc_attr_clean(e, 9, "http.request.method", s->method);
 	if (o->status != 0)
 		otlpenc_attr_int(e, 9, "http.response.status_code", o->status);
 	if (status_of(o->outcome) == STATUS_ERROR)
-		otlpenc_attr_str(e, 9, "error.type", meter_outcome_name(o->outcome));
-	otlpenc_attr_str(e, 9, "tokentap.route", s->key.route);
+		otlpenc_attr_clean(e, 9, "error.type", meter_outcome_name(o->outcome));
+	otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);
 	otlpenc_attr_str(e, 9, "tokentap.tenant", s->key.tenant);
-	otlpenc_attr_str(e, 9, "tokentap.upstream", s->key.upstream);
-	otlpenc_attr_str(e, 9, "tokentap.request_id", s->request_id);
-	otlpenc_attr_str(e, 9, "tokentap.outcome", meter_outcome_name(o->outcome));
+	otlpenc_attr_clean(e, 9, "tokentap.upstream", s->key.upstream);
+	otlpenc_attr_clean(e, 9, "tokentap.request_id", s->request_id);
+	otlpenc_attr_clean(e, 9, "tokentap.outcome", meter_outcome_name(o->outcome));
 	otlpenc_attr_int(e, 9, "tokentap.attempts", (int64_t)s->n_attempts + 1);
 	if (o->ttft_us >= 0)
 		otlpenc_attr_double(e, 9, "tokentap.time_to_first_token", seconds(o->ttft_us));
@@ -140,7 +144,7 @@ static void attributes(struct otlpenc *e, const struct span *s)
 	if (o->tpot_us >= 0)
 		otlpenc_attr_double(e, 9, "tokentap.time_per_output_token", seconds(o->tpot_us));
 	if (s->stream)
-		otlpenc_attr_int(e, 9, "tokentap.stalls", (int64_t)o->stalls);
+		otlpenc_attr_int(e, 9, "tokentap.stalls", (int64_t)s->stalls);
 }
 
 static size_t event_open(struct otlpenc *e, const struct span *s, uint64_t t,
@@ -164,8 +168,8 @@ static void events(struct otlpenc *e, const struct span *s)
 	for (unsigned i = 0; i < s->n_attempts; i++) {
 		const struct span_attempt *a = &s->attempts[i];
 		size_t m = event_open(e, s, a->t_us, "tokentap.failover");
-		otlpenc_attr_str(e, 3, "tokentap.upstream", a->upstream);
-		otlpenc_attr_str(e, 3, "tokentap.failover.reason", a->reason);
+		otlpenc_attr_clean(e, 3, "tokentap.upstream", a->upstream);
+		otlpenc_attr_clean(e, 3, "tokentap.failover.reason", a->reason);
 		if (a->status != 0)
 			otlpenc_attr_int(e, 3, "http.response.status_code", a->status);
 		otlpenc_attr_double(e, 3, "tokentap.attempt.duration", seconds((int64_t)a->us));
@@ -217,7 +221,10 @@ static void one_span(struct otlpenc *e, const struct span *s)
 void otlpspan_request(struct otlpenc *e, const struct otlp_kv *res, size_t n_res,
     const struct span *const *spans, size_t n)
 {
-	size_t rs = otlpenc_open(e, 1, "resourceSpans", 1), ss;
+	size_t rs, ss;
+
+	otlpenc_reserve(e, 1024 + n * 1280);     /* a span takes about 1 KiB */
+	rs = otlpenc_open(e, 1, "resourceSpans", 1);
 
 	otlp_resource(e, 1, res, n_res);
 	ss = otlpenc_open(e, 2, "scopeSpans", 1);

@@ -147,6 +147,11 @@ void pb_close(struct pb *b, size_t mark)
 	b->n = mark + need + len;
 }
 
+int pb_grow(struct pb *b, size_t more)
+{
+	return grow(b, more);
+}
+
 void pb_free(struct pb *b)
 {
 	free(b->p);

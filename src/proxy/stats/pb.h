@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum pb_wire_type { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
 
@@ -40,5 +41,31 @@ void pb_fixed32(struct pb *b, unsigned field, uint32_t v);
 size_t pb_open(struct pb *b, unsigned field);
 void pb_close(struct pb *b, size_t mark);
 void pb_free(struct pb *b);
+/* For a message whose size the caller knows (OTLP's attributes, a few
+ * dozen a span): room for `more` bytes (0, or -1 when memory ran out),
+ * then the writers that check no room. */
+int pb_grow(struct pb *b, size_t more);
+static inline int pb_reserve(struct pb *b, size_t more)
+{
+	return !b->oom && b->n + more <= b->cap ? 0 : pb_grow(b, more);
+}
+static inline size_t pb_varint_len(uint64_t v)
+{
+	size_t n = 1;
+	for (; v >= 0x80; v >>= 7)
+		n++;
+	return n;
+}
+static inline void pb_put_varint(struct pb *b, uint64_t v)
+{
+	for (; v >= 0x80; v >>= 7)
+		b->p[b->n++] = (uint8_t)(v | 0x80);
+	b->p[b->n++] = (uint8_t)v;
+}
+static inline void pb_put_bytes(struct pb *b, const void *p, size_t n)
+{
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
 
 #endif

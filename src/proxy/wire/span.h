@@ -43,6 +43,8 @@ struct span {
 	uint64_t t0, t_first_event, t_first_token, t_first_output;
 	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
 	struct span_attempt attempts[SPAN_ATTEMPTS_MAX];
+	uint64_t stalls;                /* all of the stream's (the sample's
+	                                 * are those not reported live) */
 	int64_t reasoning_tokens;       /* -1: not reported */
 	char response_model[128];       /* "": the response named none */
 	struct sample_key key;
