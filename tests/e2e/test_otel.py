@@ -3,6 +3,7 @@ OTLP metrics, each export decoded by the collector stand-in (protoc, or a
 JSON parser) and checked against what the client, the backend stand-in,
 the access log and /stats saw."""
 import json
+import os
 import time
 import urllib.request
 
@@ -334,3 +335,40 @@ def test_tls_to_the_collector_as_to_upstreams():
                 time.sleep(0.1)
             assert tr["failed"] == 1 and tr["sent"] == 0, tr
             assert len(col.spans()) == 1
+
+
+def test_config_check_names_otel_problems():
+    """tokentap -t: otel's keys checked with FILE:LINE:COL, the SDKs'
+    variables named; a header's value or a URL's password never echoed;
+    the file's value wins over the environment's."""
+    import subprocess
+    import tempfile
+    from harness import binary
+    d = tempfile.mkdtemp(prefix="tt-otel-t-")
+    path = f"{d}/t.yaml"
+
+    def check(text, env=None):
+        with open(path, "w") as f:
+            f.write(text)
+        e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        e.update(env or {})
+        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
+                           text=True, env=e, timeout=30)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = check("otel:\n  endpoint: http://u:hunter2@h:4318\n  protocol: grpc\n"
+                    "  traces: {sample: 2, batch: 9000}\n  metrics: {temporality: sum}\n")
+    assert rc == 1
+    for where in ("t.yaml:2:13: otel.endpoint: must not contain credentials",
+                  "t.yaml:3:13: otel.protocol: unknown protocol 'grpc'",
+                  "t.yaml:4:20: otel.traces.sample", "t.yaml:4:30: otel.traces.batch",
+                  "t.yaml:5:26: otel.metrics.temporality"):
+        assert where in out, (where, out)
+    assert "hunter2" not in out
+    rc, out = check("workers: 1\n", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                                     "OTEL_EXPORTER_OTLP_HEADERS": "bad key=hunter2"})
+    assert rc == 1 and "environment: OTEL_EXPORTER_OTLP_PROTOCOL" in out and \
+        "environment: OTEL_EXPORTER_OTLP_HEADERS" in out and "hunter2" not in out, out
+    # the file's protocol wins: the environment's grpc is never read
+    rc, out = check("otel: {protocol: json}\n", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                                                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:1"})
+    assert (rc, out) == (0, "configuration OK\n"), out
