@@ -538,7 +538,7 @@ class Bench:
                 "per_event": total / fig["output_tokens"] if fig["output_tokens"] else None,
                 "self": callgrind_profile(dumps[0], False),
                 "inclusive": callgrind_profile(dumps[0], True),
-                "inclusive_all": callgrind_profile(dumps[0], True, top=400)}
+                "inclusive_all": callgrind_profile(dumps[0], True, top=5000)}
 
     def instructions(self):
         out = {"streams": self.p["cg_streams"], "tokens_per_stream": self.p["cg_tokens"]}

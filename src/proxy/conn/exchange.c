@@ -1168,9 +1168,8 @@ static void on_itl(void *arg, uint64_t gap)
  * worker's span queue filled in place, or nothing when it is full (the
  * drop is counted there). Out of line, once a request: make bench's
  * callgrind names what it costs. */
-_Static_assert(sizeof ((struct span *)0)->request_id == EXCHANGE_ID_MAX + 1 &&
-    sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
-    "a span's request id and method are the exchange's, copied whole");
+_Static_assert(sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
+    "a span's method is the exchange's, copied whole");
 
 __attribute__((noinline))
 static void trace_span(struct exchange *x, const struct sample_key *key,
@@ -1190,9 +1189,7 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;
-	/* both NUL-terminated and no longer than these (exchange.h) */
-	memcpy(sp->method, x->method, sizeof sp->method);
-	memcpy(sp->request_id, x->request_id, sizeof sp->request_id);
+	memcpy(sp->method, x->method, sizeof sp->method);   /* NUL-terminated */
 	sp->model_src = (uint8_t)m->model_src;
 	sp->mono_end_us = m->t_end;
 	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;

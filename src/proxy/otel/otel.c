@@ -292,6 +292,7 @@ void otel_stop(void)
 	if (O.conf != NULL)
 		conf_unref(O.conf);
 	free(O.q);
+	otlpenc_release();
 	memset(&O, 0, sizeof O);
 }
 

@@ -12,12 +12,22 @@
 #include "jsonw.h"
 #include "tracectx.h"
 
+/* The buffer of the last protobuf request, kept for the next: an export
+ * of 512 spans is half a megabyte, grown step by step and freed again
+ * each time otherwise. The main thread's alone (the exporters run there). */
+static struct pb spare;
+#define SPARE_MAX (8u << 20)
+
 int otlpenc_begin(struct otlpenc *e, int json)
 {
 	memset(e, 0, sizeof *e);
 	e->json = json;
-	if (!json)
+	if (!json) {
+		e->pb = spare;
+		e->pb.n = 0;
+		memset(&spare, 0, sizeof spare);
 		return 0;
+	}
 	if ((e->js = evbuffer_new()) == NULL) {
 		e->oom = 1;
 		return -1;
@@ -93,8 +103,18 @@ void otlpenc_free(struct otlpenc *e)
 {
 	if (e->js != NULL)
 		evbuffer_free(e->js);
-	pb_free(&e->pb);
+	if (!e->pb.oom && e->pb.cap <= SPARE_MAX && spare.p == NULL) {
+		spare = e->pb;
+		spare.n = 0;
+	} else {
+		pb_free(&e->pb);
+	}
 	memset(e, 0, sizeof *e);
+}
+
+void otlpenc_release(void)
+{
+	pb_free(&spare);
 }
 
 size_t otlpenc_open(struct otlpenc *e, unsigned field, const char *name, int rep)
@@ -334,10 +354,11 @@ void otlpenc_doubles(struct otlpenc *e, unsigned field, const char *name,
 
 /* ---- attributes ----------------------------------------------------------- */
 
-static size_t attr_open(struct otlpenc *e, unsigned field, const char *key, size_t *val)
+static size_t attr_open(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    size_t *val)
 {
 	size_t kv = otlpenc_open(e, field, "attributes", 1);
-	otlpenc_str(e, 1, "key", key, strlen(key));
+	otlpenc_str(e, 1, "key", key, klen);
 	*val = otlpenc_open(e, 2, "value", 0);
 	return kv;
 }
@@ -352,12 +373,12 @@ static void attr_close(struct otlpenc *e, size_t kv, size_t val)
  * front: one reservation, no length written back (a span has two dozen
  * of them). value: the AnyValue's one field, tag and payload, vlen
  * bytes (vstr: a string of slen bytes follows them). Keys are tokentap's
- * own literals: not checked. */
-static void pb_attr(struct otlpenc *e, unsigned field, const char *key,
+ * own names: not checked. */
+static void pb_attr(struct otlpenc *e, unsigned field, const char *key, size_t klen,
     const uint8_t *value, size_t vlen, const char *vstr, size_t slen)
 {
 	struct pb *b = &e->pb;
-	size_t klen = strlen(key), av = vlen + slen;
+	size_t av = vlen + slen;
 	size_t kv = 1 + pb_varint_len(klen) + klen + 1 + pb_varint_len(av) + av;
 
 	if (pb_reserve(b, kv + 20) < 0)
@@ -387,15 +408,15 @@ static size_t scalar(uint8_t *out, unsigned field, uint64_t v)
 	return n;
 }
 
-static void attr_str(struct otlpenc *e, unsigned field, const char *key, const char *v,
-    int checked)
+void otlpenc_attr_str_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    const char *v, int checked)
 {
 	char clean[STR_MAX];
 	uint8_t head[11];
 	size_t n = strlen(v), h;
 
 	if (e->json) {
-		size_t val, kv = attr_open(e, field, key, &val);
+		size_t val, kv = attr_open(e, field, key, klen, &val);
 		otlpenc_str(e, 1, "stringValue", v, n);
 		attr_close(e, kv, val);
 		return;
@@ -409,39 +430,31 @@ static void attr_str(struct otlpenc *e, unsigned field, const char *key, const c
 	/* AnyValue.string_value: tag, length, then the bytes */
 	h = scalar(head, 1, n);
 	head[0] = 1 << 3 | PB_LEN;
-	pb_attr(e, field, key, head, h, v, n);
+	pb_attr(e, field, key, klen, head, h, v, n);
 }
 
-void otlpenc_attr_str(struct otlpenc *e, unsigned field, const char *key, const char *v)
-{
-	attr_str(e, field, key, v, 1);
-}
-
-void otlpenc_attr_clean(struct otlpenc *e, unsigned field, const char *key, const char *v)
-{
-	attr_str(e, field, key, v, 0);
-}
-
-void otlpenc_attr_int(struct otlpenc *e, unsigned field, const char *key, int64_t v)
+void otlpenc_attr_int_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    int64_t v)
 {
 	uint8_t val[11];
 
 	if (e->json) {
-		size_t av, kv = attr_open(e, field, key, &av);
+		size_t av, kv = attr_open(e, field, key, klen, &av);
 		otlpenc_i64(e, 3, "intValue", v);
 		attr_close(e, kv, av);
 		return;
 	}
-	pb_attr(e, field, key, val, scalar(val, 3, (uint64_t)v), NULL, 0);
+	pb_attr(e, field, key, klen, val, scalar(val, 3, (uint64_t)v), NULL, 0);
 }
 
-void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key, double v)
+void otlpenc_attr_double_n(struct otlpenc *e, unsigned field, const char *key,
+    size_t klen, double v)
 {
 	uint8_t val[9];
 	uint64_t u;
 
 	if (e->json) {
-		size_t av, kv = attr_open(e, field, key, &av);
+		size_t av, kv = attr_open(e, field, key, klen, &av);
 		otlpenc_double(e, 4, "doubleValue", v);
 		attr_close(e, kv, av);
 		return;
@@ -450,26 +463,27 @@ void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key, dou
 	val[0] = 4 << 3 | PB_I64;
 	for (int i = 0; i < 8; i++)            /* little-endian whatever the host */
 		val[1 + i] = (uint8_t)(u >> (8 * i));
-	pb_attr(e, field, key, val, sizeof val, NULL, 0);
+	pb_attr(e, field, key, klen, val, sizeof val, NULL, 0);
 }
 
-void otlpenc_attr_bool(struct otlpenc *e, unsigned field, const char *key, int v)
+void otlpenc_attr_bool_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    int v)
 {
 	uint8_t val[2] = { 2 << 3 | PB_VARINT, v != 0 };
 
 	if (e->json) {
-		size_t av, kv = attr_open(e, field, key, &av);
+		size_t av, kv = attr_open(e, field, key, klen, &av);
 		otlpenc_bool(e, 2, "boolValue", v);
 		attr_close(e, kv, av);
 		return;
 	}
-	pb_attr(e, field, key, val, sizeof val, NULL, 0);
+	pb_attr(e, field, key, klen, val, sizeof val, NULL, 0);
 }
 
 void otlpenc_attr_strs(struct otlpenc *e, unsigned field, const char *key,
     const char *const *v, size_t n)
 {
-	size_t val, kv = attr_open(e, field, key, &val);
+	size_t val, kv = attr_open(e, field, key, strlen(key), &val);
 	size_t arr = otlpenc_open(e, 5, "arrayValue", 0);
 
 	for (size_t i = 0; i < n; i++) {

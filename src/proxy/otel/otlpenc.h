@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pb.h"
 
@@ -39,6 +40,8 @@ void otlpenc_reserve(struct otlpenc *e, size_t bytes);
  * anywhere on the way. e is empty again either way. */
 int otlpenc_finish(struct otlpenc *e, struct evbuffer *out);
 void otlpenc_free(struct otlpenc *e);
+/* Frees the buffer kept between requests (at exit). */
+void otlpenc_release(void);
 
 /* A nested message: returns the mark for otlpenc_close. rep: a repeated
  * field (JSON: an element of its array). */
@@ -68,16 +71,43 @@ void otlpenc_doubles(struct otlpenc *e, unsigned field, const char *name,
     const double *v, size_t n);
 
 /* KeyValue {1 key, 2 value AnyValue {1 string, 2 bool, 3 int, 4 double}}
- * as an element of the repeated field `field` ("attributes"). */
-void otlpenc_attr_str(struct otlpenc *e, unsigned field, const char *key,
-    const char *v);
-/* The same for a value already clean (jsonw_clean'd where it came in, or
- * tokentap's own): a span's model, tenant and names, written unchecked. */
-void otlpenc_attr_clean(struct otlpenc *e, unsigned field, const char *key,
-    const char *v);
-void otlpenc_attr_int(struct otlpenc *e, unsigned field, const char *key, int64_t v);
-void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key, double v);
-void otlpenc_attr_bool(struct otlpenc *e, unsigned field, const char *key, int v);
+ * as an element of the repeated field `field` ("attributes"). The _n
+ * forms take the key's length; the inline ones let the compiler count a
+ * literal key's. otlpenc_attr_clean: a value already clean (tokentap's
+ * own, or jsonw_clean'd where it came in), written unchecked. */
+void otlpenc_attr_str_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    const char *v, int checked);
+void otlpenc_attr_int_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    int64_t v);
+void otlpenc_attr_double_n(struct otlpenc *e, unsigned field, const char *key,
+    size_t klen, double v);
+void otlpenc_attr_bool_n(struct otlpenc *e, unsigned field, const char *key, size_t klen,
+    int v);
+static inline void otlpenc_attr_str(struct otlpenc *e, unsigned field, const char *key,
+    const char *v)
+{
+	otlpenc_attr_str_n(e, field, key, strlen(key), v, 1);
+}
+static inline void otlpenc_attr_clean(struct otlpenc *e, unsigned field, const char *key,
+    const char *v)
+{
+	otlpenc_attr_str_n(e, field, key, strlen(key), v, 0);
+}
+static inline void otlpenc_attr_int(struct otlpenc *e, unsigned field, const char *key,
+    int64_t v)
+{
+	otlpenc_attr_int_n(e, field, key, strlen(key), v);
+}
+static inline void otlpenc_attr_double(struct otlpenc *e, unsigned field, const char *key,
+    double v)
+{
+	otlpenc_attr_double_n(e, field, key, strlen(key), v);
+}
+static inline void otlpenc_attr_bool(struct otlpenc *e, unsigned field, const char *key,
+    int v)
+{
+	otlpenc_attr_bool_n(e, field, key, strlen(key), v);
+}
 /* an array of strings (AnyValue 5 ArrayValue {1 values}) */
 void otlpenc_attr_strs(struct otlpenc *e, unsigned field, const char *key,
     const char *const *v, size_t n);

@@ -36,17 +36,32 @@ static int request_model(const struct span *s)
 	return s->model_src == MODEL_REQUEST || s->model_src == MODEL_PATH;
 }
 
+/* a + " " + b (b NULL: a alone) into buf, cut to len - 1 */
+static void join(char *buf, size_t len, const char *a, const char *b)
+{
+	size_t n = strnlen(a, len - 1), m;
+
+	memcpy(buf, a, n);
+	if (b != NULL && n + 1 < len) {
+		buf[n++] = ' ';
+		m = strnlen(b, len - 1 - n);
+		memcpy(buf + n, b, m);
+		n += m;
+	}
+	buf[n] = '\0';
+}
+
 void otlpspan_name(const struct span *s, char *buf, size_t len)
 {
 	const char *op = dialect_op_names[s->key.op < DIALECT_OP_COUNT ? s->key.op : 0];
 
 	/* a request that is no GenAI operation is named as HTTP names it */
 	if (strcmp(op, "_other") == 0)
-		snprintf(buf, len, "%s", s->method);
+		join(buf, len, s->method, NULL);
 	else if (request_model(s) || s->model_src == MODEL_RESPONSE)
-		snprintf(buf, len, "%s %s", op, s->key.model);
+		join(buf, len, op, s->key.model);
 	else
-		snprintf(buf, len, "%s", op);
+		join(buf, len, op, NULL);
 }
 
 /* A monotonic moment as Unix nanoseconds: the end was read on both. */
@@ -125,15 +140,12 @@ static void attributes(struct otlpenc *e, const struct span *s)
 		otlpenc_attr_int(e, 9, "gen_ai.usage.reasoning.output_tokens",
 		    s->reasoning_tokens);
 	server_attrs(e, s);
-	otlpenc_attr_clean(e, 9, "http.request.method", s->method);
 	if (o->status != 0)
 		otlpenc_attr_int(e, 9, "http.response.status_code", o->status);
 	if (status_of(o->outcome) == STATUS_ERROR)
 		otlpenc_attr_clean(e, 9, "error.type", meter_outcome_name(o->outcome));
 	otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);
 	otlpenc_attr_str(e, 9, "tokentap.tenant", s->key.tenant);
-	otlpenc_attr_clean(e, 9, "tokentap.upstream", s->key.upstream);
-	otlpenc_attr_clean(e, 9, "tokentap.request_id", s->request_id);
 	otlpenc_attr_clean(e, 9, "tokentap.outcome", meter_outcome_name(o->outcome));
 	otlpenc_attr_int(e, 9, "tokentap.attempts", (int64_t)s->n_attempts + 1);
 	if (o->ttft_us >= 0)

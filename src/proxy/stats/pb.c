@@ -3,7 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(struct pb *b, size_t more)
+static int grow_slow(struct pb *b, size_t more);
+
+/* Inline: every field's write asks, and the answer is almost always yes. */
+static inline int grow(struct pb *b, size_t more)
+{
+	if (!b->oom && b->n + more <= b->cap)
+		return 0;
+	return grow_slow(b, more);
+}
+
+__attribute__((noinline))
+static int grow_slow(struct pb *b, size_t more)
 {
 	size_t cap;
 	uint8_t *p;
@@ -99,8 +110,11 @@ void pb_fixed32(struct pb *b, unsigned field, uint32_t v)
 
 void pb_fixed64(struct pb *b, unsigned field, uint64_t v)
 {
-	pb_tag(b, field, PB_I64);
-	pb_raw64(b, v);
+	if (grow(b, 18) < 0)
+		return;
+	put_varint(b, (uint64_t)field << 3 | PB_I64);
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
 void pb_uint(struct pb *b, unsigned field, uint64_t v)

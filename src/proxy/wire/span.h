@@ -38,7 +38,6 @@ struct span {
 	char tracestate[SPAN_TRACESTATE_MAX];
 	uint8_t model_src;              /* enum meter_model_src of key.model */
 	char method[16];
-	char request_id[65];
 	uint64_t mono_end_us, wall_end_ns;
 	uint64_t t0, t_first_event, t_first_token, t_first_output;
 	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
