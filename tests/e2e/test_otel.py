@@ -371,3 +371,20 @@ def test_config_check_names_otel_problems():
     rc, out = check("otel: {protocol: json}\n", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
                                                  "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:1"})
     assert (rc, out) == (0, "configuration OK\n"), out
+
+
+def test_client_bytes_reach_the_span_as_valid_utf8():
+    """A model and a tenant of bytes that are not UTF-8 (and control
+    bytes) reach the span cleaned, as every other output has them: protoc
+    decodes the export (a string field must be UTF-8)."""
+    body = b'{"model":"m\xff\\u0001x","stream":true,"messages":[]}'
+    with Collector() as col, Backend(chat_handler(ttft=0, n=1)) as b, \
+            Tokentap(conf(b.port, col) + "tenant: {header: x-tenant}\n") as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\nx-tenant: t\xc3\x28\r\n",
+             body=body)
+        s = col.wait_spans(1)[0]
+        assert s["attrs"]["gen_ai.request.model"] == "m\ufffd?x", s["attrs"]
+        assert s["attrs"]["tokentap.tenant"] == "t\ufffd(", s["attrs"]
+        assert s["name"] == "chat m\ufffd?x"
+        line = t.access(1)[0]
+        assert line["model"] == s["attrs"]["gen_ai.request.model"]

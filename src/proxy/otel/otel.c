@@ -293,6 +293,7 @@ void otel_stop(void)
 		conf_unref(O.conf);
 	free(O.q);
 	otlpenc_release();
+	otlpspan_release();
 	memset(&O, 0, sizeof O);
 }
 

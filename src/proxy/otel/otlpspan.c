@@ -1,12 +1,19 @@
 #include "otlpspan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dialect_names.h"
 #include "meter.h"
 #include "metrics.h"
 #include "url.h"
+#include "util.h"
+
+/* the models go unchecked (attributes()): no buffer on their way cuts them */
+_Static_assert(SAMPLE_MODEL_MAX == METER_MODEL_MAX &&
+    sizeof ((struct span *)0)->response_model == METER_MODEL_MAX,
+    "a model is copied whole from the meter to the span");
 
 /* Span.SpanKind, Status.StatusCode (trace.proto) */
 enum { KIND_CLIENT = 3 };
@@ -113,21 +120,113 @@ static void server_attrs(struct otlpenc *e, const struct span *s)
 	otlpenc_attr_int(e, 9, "server.port", port);
 }
 
-/* The client's text (the models, the tenant: cleaned where they came in,
- * but a group key may cut them short inside a character) is checked; the
- * rest is clean by its making: the request id and the method are tokens,
- * the names the configuration's or tokentap's own. */
-static void attributes(struct otlpenc *e, const struct span *s)
+/* The client's text was cleaned where it came in (meter.c, tenant.c) and
+ * the models are copied whole since (the meter's, the key's and the
+ * span's buffers are one size); the tenant may be cut short inside a
+ * character by the key's smaller buffer: it alone is checked. The rest
+ * is clean by its making: tokens, the configuration's names, tokentap's. */
+/* What a span has in common with every span of its statistics group:
+ * the operation, the provider, the model the request named, the replica,
+ * the route and the tenant. */
+static void group_attrs(struct otlpenc *e, const struct span *s)
 {
-	const struct sample *o = &s->s;
 	const char *op = dialect_op_names[s->key.op < DIALECT_OP_COUNT ? s->key.op : 0];
 
 	otlpenc_attr_clean(e, 9, "gen_ai.operation.name", op);
 	otlpenc_attr_clean(e, 9, "gen_ai.provider.name", metrics_provider_name(s->key.dialect));
 	if (request_model(s))
-		otlpenc_attr_str(e, 9, "gen_ai.request.model", s->key.model);
+		otlpenc_attr_clean(e, 9, "gen_ai.request.model", s->key.model);
+	server_attrs(e, s);
+	otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);
+	otlpenc_attr_str(e, 9, "tokentap.tenant", s->key.tenant);
+}
+
+/* Those, in protobuf, encoded once per group and copied into each span
+ * (about a third of a span's encoding); a few dozen groups kept, the
+ * slot of a hash taken by the newest. The main thread's. */
+#define GROUP_SLOTS 64
+#define GROUP_BYTES 1024
+
+struct group_block {
+	uint64_t hash;
+	struct sample_key key;
+	uint8_t named;            /* request_model() */
+	size_t n;                 /* 0: empty */
+	uint8_t bytes[GROUP_BYTES];
+};
+
+static struct group_block *groups;
+
+static uint64_t group_hash(const struct span *s)
+{
+	uint64_t h = UTIL_FNV_INIT;
+	h = util_fnv_str(h, s->key.route);
+	h = util_fnv_str(h, s->key.tenant);
+	h = util_fnv_str(h, s->key.model);
+	h = util_fnv_str(h, s->key.upstream);
+	return util_fnv_byte(util_fnv_byte(util_fnv_byte(h, s->key.dialect), s->key.op),
+	    (unsigned)request_model(s));
+}
+
+static int group_same(const struct group_block *g, const struct span *s)
+{
+	return g->key.dialect == s->key.dialect && g->key.op == s->key.op &&
+	    g->named == request_model(s) && strcmp(g->key.route, s->key.route) == 0 &&
+	    strcmp(g->key.tenant, s->key.tenant) == 0 &&
+	    strcmp(g->key.model, s->key.model) == 0 &&
+	    strcmp(g->key.upstream, s->key.upstream) == 0;
+}
+
+static void group_cached(struct otlpenc *e, const struct span *s)
+{
+	uint64_t h;
+	struct group_block *g;
+	struct otlpenc tmp;
+
+	if (e->json || (groups == NULL &&
+	    (groups = calloc(GROUP_SLOTS, sizeof *groups)) == NULL)) {
+		group_attrs(e, s);
+		return;
+	}
+	h = group_hash(s);
+	g = &groups[h % GROUP_SLOTS];
+	if (g->n == 0 || g->hash != h || !group_same(g, s)) {
+		memset(&tmp, 0, sizeof tmp);        /* protobuf, a buffer of its own */
+		group_attrs(&tmp, s);
+		g->n = 0;
+		if (!tmp.pb.oom && tmp.pb.n <= GROUP_BYTES) {
+			memcpy(g->bytes, tmp.pb.p, tmp.pb.n);
+			g->n = tmp.pb.n;
+			g->hash = h;
+			g->key = s->key;
+			g->named = (uint8_t)request_model(s);
+		}
+		if (g->n == 0) {
+			/* too long to keep: written as it is */
+			if (pb_reserve(&e->pb, tmp.pb.n) == 0)
+				pb_put_bytes(&e->pb, tmp.pb.p, tmp.pb.n);
+			pb_free(&tmp.pb);
+			return;
+		}
+		pb_free(&tmp.pb);
+	}
+	if (pb_reserve(&e->pb, g->n) == 0)
+		pb_put_bytes(&e->pb, g->bytes, g->n);
+}
+
+void otlpspan_release(void)
+{
+	free(groups);
+	groups = NULL;
+}
+
+static void attributes(struct otlpenc *e, const struct span *s)
+{
+	const struct sample *o = &s->s;
+
+	group_cached(e, s);
 	if (s->response_model[0] != '\0')
-		otlpenc_attr_str(e, 9, "gen_ai.response.model", s->response_model);
+		otlpenc_attr_clean(e, 9, "gen_ai.response.model", s->response_model);
 	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream);
 	if (s->stream && s->t_first_event > s->t0)
 		otlpenc_attr_double(e, 9, "gen_ai.response.time_to_first_chunk",
@@ -139,13 +238,10 @@ static void attributes(struct otlpenc *e, const struct span *s)
 	if (s->reasoning_tokens >= 0)
 		otlpenc_attr_int(e, 9, "gen_ai.usage.reasoning.output_tokens",
 		    s->reasoning_tokens);
-	server_attrs(e, s);
 	if (o->status != 0)
 		otlpenc_attr_int(e, 9, "http.response.status_code", o->status);
 	if (status_of(o->outcome) == STATUS_ERROR)
 		otlpenc_attr_clean(e, 9, "error.type", meter_outcome_name(o->outcome));
-	otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);
-	otlpenc_attr_str(e, 9, "tokentap.tenant", s->key.tenant);
 	otlpenc_attr_clean(e, 9, "tokentap.outcome", meter_outcome_name(o->outcome));
 	otlpenc_attr_int(e, 9, "tokentap.attempts", (int64_t)s->n_attempts + 1);
 	if (o->ttft_us >= 0)

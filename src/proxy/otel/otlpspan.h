@@ -28,6 +28,8 @@ void otlp_scope(struct otlpenc *e, unsigned field);
 /* A whole ExportTraceServiceRequest of n spans under one resource. */
 void otlpspan_request(struct otlpenc *e, const struct otlp_kv *res, size_t n_res,
     const struct span *const *spans, size_t n);
+/* Frees what the encoder keeps between requests (at exit). */
+void otlpspan_release(void);
 /* The span's name: "{gen_ai.operation.name} {gen_ai.request.model}". */
 void otlpspan_name(const struct span *s, char *buf, size_t len);
 

@@ -45,7 +45,7 @@ struct span {
 	uint64_t stalls;                /* all of the stream's (the sample's
 	                                 * are those not reported live) */
 	int64_t reasoning_tokens;       /* -1: not reported */
-	char response_model[128];       /* "": the response named none */
+	char response_model[METER_MODEL_MAX];  /* "": the response named none */
 	struct sample_key key;
 	struct sample s;
 };
