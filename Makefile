@@ -86,21 +86,22 @@ $(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_
 DIRS       := core proxy mock load
 # tokentap's folders are its two thread planes and what they stand on
 # (README, "The house"): conf/ and wire/ below both; conn/, the worker
-# threads; stats/, export/, alerts/ and pool/, the main thread's; the program shell
+# threads; stats/, export/, alerts/, pool/ and otel/, the main thread's; the program shell
 # (main, admin, ui) at the root. A plane's include path leaves the other
 # plane out, so a worker-side file that includes a main-thread header does
 # not build (tests/e2e/test_house.py keeps the rule).
 P          := src/proxy
-PROXY_DIRS := conf wire conn stats export alerts pool
+PROXY_DIRS := conf wire conn stats export alerts pool otel
 INC_core   := -Isrc/core
 INC_proxy_conf   := -Isrc/core -I$(P)/conf
 INC_proxy_wire   := $(INC_proxy_conf) -I$(P)/wire
 INC_proxy_conn   := $(INC_proxy_wire) -I$(P)/conn
-MAIN_PLANE       := $(INC_proxy_wire) -I$(P)/stats -I$(P)/export -I$(P)/alerts -I$(P)/pool
+MAIN_PLANE       := $(INC_proxy_wire) -I$(P)/stats -I$(P)/export -I$(P)/alerts -I$(P)/pool -I$(P)/otel
 INC_proxy_stats  := $(MAIN_PLANE)
 INC_proxy_export := $(MAIN_PLANE)
 INC_proxy_alerts := $(MAIN_PLANE)
 INC_proxy_pool   := $(MAIN_PLANE)
+INC_proxy_otel   := $(MAIN_PLANE)
 INC_proxy  := $(MAIN_PLANE) -I$(P)/conn -I$(P)
 INC_mock   := -Isrc/core -Isrc/mock
 # tokentap-load's folders by role (README, "Layout"): conf/, what to send

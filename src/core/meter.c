@@ -82,6 +82,20 @@ void meter_offer_model(struct meter *m, enum meter_model_src src,
 	m->model_src = src;
 }
 
+/* The model a response names: kept apart, once (a stream names it in
+ * every chunk), and offered as the label. */
+static void response_model(struct meter *m, const char *model, size_t len)
+{
+	char text[4 * METER_MODEL_MAX];
+	size_t n = json_unescape(text, sizeof text, model, len < sizeof text ? len :
+	    sizeof text);
+
+	m->response_model_len = jsonw_clean(m->response_model, sizeof m->response_model,
+	    text, n);
+	if (m->model_src < MODEL_RESPONSE)
+		meter_offer_model(m, MODEL_RESPONSE, model, len);
+}
+
 /* A token event after the first, gap µs after the token before it. The
  * read's timestamp is the read's identity: the same one means the same
  * read, so clumps are counted with no clock read and no counter per read. */
@@ -164,8 +178,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->end_seen = 1;
 	if (info.error)
 		m->error_seen = 1;
-	if (info.model_len > 0 && m->model_src < MODEL_RESPONSE)
-		meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+	if (info.model_len > 0 && m->response_model_len == 0)
+		response_model(m, info.model, info.model_len);
 }
 
 /* "text/event-stream" with any parameters, compared without case. */
@@ -319,7 +333,7 @@ void meter_end(struct meter *m, uint64_t now)
 		if (info.error)
 			m->error_seen = 1;
 		if (info.model_len > 0)
-			meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+			response_model(m, info.model, info.model_len);
 	}
 }
 

@@ -111,6 +111,10 @@ struct meter {
 	char model[METER_MODEL_MAX];
 	size_t model_len;
 	enum meter_model_src model_src;
+	/* the model the response itself named, whatever the label's source
+	 * (OpenTelemetry's gen_ai.response.model); "" until one did */
+	char response_model[METER_MODEL_MAX];
+	size_t response_model_len;
 
 	meter_itl_fn itl_fn;
 	void *itl_arg;

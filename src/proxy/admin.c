@@ -14,6 +14,7 @@
 #include "jsonw.h"
 #include "log.h"
 #include "net.h"
+#include "otel.h"
 #include "procmetrics.h"
 #include "promout.h"
 #include "slod.h"
@@ -217,6 +218,18 @@ static void serve_history(struct evhttp_request *req, const struct evhttp_uri *u
 	send_buffer(req, "application/json", b);
 }
 
+void admin_series(struct promout *o)
+{
+	stats_drain();
+	stats_prometheus(o);
+	poold_prometheus(o);
+	slod_prometheus(o);
+	alertd_prometheus(o);
+	otel_prometheus(o);
+	procmetrics_logs(o);
+	procmetrics_write(o);
+}
+
 /* The format the scraper asked for (protobuf brings native histograms),
  * gzipped when it takes gzip (a scrape of many series is mostly labels). */
 static void serve_metrics(struct evhttp_request *req)
@@ -232,13 +245,7 @@ static void serve_metrics(struct evhttp_request *req)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	stats_drain();
-	stats_prometheus(o);
-	poold_prometheus(o);
-	slod_prometheus(o);
-	alertd_prometheus(o);
-	procmetrics_logs(o);
-	procmetrics_write(o);
+	admin_series(o);
 	if (promout_finish(o) < 0) {
 		evbuffer_free(b);
 		evhttp_send_error(req, 500, NULL);

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "procmetrics.h"
 #include "net.h"
+#include "otel.h"
 #include "pool.h"
 #include "poold.h"
 #include "sdnotify.h"
@@ -93,6 +94,7 @@ static void on_reload(void)
 	slod_reload(c);
 	historyd_reload(c);
 	alertd_reload(c);
+	otel_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
 	current = c;
@@ -180,6 +182,7 @@ static void stats_more(struct evbuffer *out)
 {
 	poold_json(out);
 	procmetrics_logs_json(out);
+	otel_json(out);
 }
 
 static int run(void)
@@ -200,7 +203,8 @@ static int run(void)
 	    slod_start(main_base, current) < 0 ||
 	    historyd_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0 ||
-	    poold_start(main_base) < 0 || poold_attach(current) < 0)
+	    poold_start(main_base) < 0 || poold_attach(current) < 0 ||
+	    otel_start(main_base, current, admin_series) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
@@ -231,6 +235,7 @@ static int run(void)
 	workers_stop();
 	poold_stop();
 	pool_free_all();
+	otel_stop();
 	alertd_stop();
 	historyd_stop();
 	slod_stop();

@@ -9,7 +9,7 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
      --only    comma-separated: latency,stallfree,throughput,memory,instructions,
-               generator
+               generator,otel
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,3000)
@@ -73,6 +73,7 @@ FULL = {
     "cg_streams": 20, "cg_tokens": 200,
     "sf_start": 250, "sf_max": 8000,
     "client_levels": [100, 1000], "client_duration": "6s",
+    "otel_streams": 1000, "otel_duration": "4s",
 }
 QUICK = {
     "runs": 1,
@@ -83,6 +84,7 @@ QUICK = {
     "cg_streams": 5, "cg_tokens": 50,
     "sf_start": 50, "sf_max": 100,
     "client_levels": [100], "client_duration": "2s",
+    "otel_streams": 100, "otel_duration": "2s",
 }
 DISTURBED = 0.05              # share of CPU time other processes may take
 # A virtual machine's CPUs are taken by its host now and then (steal time):
@@ -92,7 +94,18 @@ STOLEN = 0.01
 # seconds that repeated runs may take in all: keeps `make bench` under ten
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
-SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator")
+SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator",
+            "otel")
+# the OpenTelemetry export's cost: tokentap without it, with a span for
+# every request (no client sends a traceparent: otel.traces.sample 1), and
+# with the metrics export on too, to a collector that takes everything
+OTEL_CONFIGS = {
+    "off": "",
+    "traces": "otel:\n  endpoint: http://127.0.0.1:{sink}\n  traces: {{sample: 1}}\n"
+              "  metrics: {{enabled: false}}\n",
+    "traces+metrics": "otel:\n  endpoint: http://127.0.0.1:{sink}\n"
+                      "  traces: {{sample: 1}}\n  metrics: {{interval: 1s}}\n",
+}
 # stall-free streams, as the public gateway boards count them: every frame
 # arrives, no gap between frames over 10x the pace, under 0.1 % errors
 SF_TOKENS = 100
@@ -536,13 +549,13 @@ class Bench:
 
     # ---- instructions per event (callgrind) ---------------------------------
 
-    def callgrind_run(self, kind):
-        outfile = os.path.join(self.dir, f"callgrind-{kind}.out")
+    def callgrind_run(self, kind, extra="", tag=""):
+        outfile = os.path.join(self.dir, f"callgrind-{kind}{tag}.out")
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outfile}"]
         if kind == "tokentap":
             proxy = procs.Tokentap(self.proxy, self.dir, self.mock.port,
-                                   wrapper=wrapper, name="tokentap-cg",
-                                   start_timeout=120)
+                                   wrapper=wrapper, name="tokentap-cg" + tag,
+                                   start_timeout=120, extra=extra)
         elif kind == "floor":
             proxy = procs.Relay(self.proxy, self.dir, self.mock.port,
                                 wrapper=wrapper, name="floor-cg", start_timeout=120)
@@ -573,13 +586,93 @@ class Bench:
         return {"events": fig["output_tokens"], "instructions": total,
                 "per_event": total / fig["output_tokens"] if fig["output_tokens"] else None,
                 "self": callgrind_profile(dumps[0], False),
-                "inclusive": callgrind_profile(dumps[0], True)}
+                "inclusive": callgrind_profile(dumps[0], True),
+                "inclusive_all": callgrind_profile(dumps[0], True, top=5000)}
 
     def instructions(self):
         out = {"streams": self.p["cg_streams"], "tokens_per_stream": self.p["cg_tokens"]}
         for kind in (k for k in PROXIES if k != "nginx" or self.has_nginx):
             log(f"instructions: {kind} under callgrind")
             out[kind] = self.callgrind_run(kind)
+            out[kind].pop("inclusive_all")
+        return out
+
+
+    # ---- the OpenTelemetry export's cost ------------------------------------
+
+    def otel(self):
+        """CPU per event (and, under callgrind, instructions per event) of
+        tokentap with spans for every request, and with the metrics export
+        too, against tokentap without, alternating, medians of the runs."""
+        p = self.p
+        n = p["otel_streams"]
+        args = ["-c", str(n), "--ramp", self.p["ramp"], "-d", p["otel_duration"],
+                "--max-tokens", str(TOKENS), "--timeout", "120s"]
+        sink = procs.Sink()
+        runs = {c: [] for c in OTEL_CONFIGS}
+        saved = self.tokentap
+        try:
+            for i in range(self.runs):
+                for cname, extra in OTEL_CONFIGS.items():
+                    log(f"otel: {n} streams, {cname}, run {i + 1}/{self.runs}")
+                    self.tokentap = procs.Tokentap(
+                        self.proxy, self.dir, self.mock.port, workers=self.workers,
+                        extra=extra.format(sink=sink.port))
+                    try:
+                        exports = sink.exports
+                        fig, cpu = self.measure_quiet("tokentap", args)
+                        time.sleep(1.5)            # the last batch goes out
+                        stats = procs.http_json(self.tokentap.admin, "/stats?window=1m")
+                        st = stats.get("otel", {})
+                        # every attempt's requests (measure_quiet may run again)
+                        served = sum(g.get("requests", 0) for g in stats.get("groups", []))
+                    finally:
+                        self.tokentap.stop()
+                        self.tokentap = None
+                    ev = fig["output_tokens"]
+                    runs[cname].append({
+                        "events": ev, "requests": fig["requests"],
+                        "errors": fig["errors"], "proxy_cpu_s": cpu["proxy"],
+                        "cpu_s_per_M_events": cpu["proxy"] / (ev / 1e6) if ev else None,
+                        "other_share": cpu["other_share"], "attempts": cpu["attempts"],
+                        "spans_sent": (st.get("traces") or {}).get("sent", 0),
+                        "spans_per_request": (st.get("traces") or {}).get("sent", 0) /
+                        served if served else None,
+                        "spans_dropped": st.get("spans_dropped", 0),
+                        "exports": sink.exports - exports})
+        finally:
+            self.tokentap = saved
+        out = {"streams": n, "tokens_per_stream": TOKENS}
+        for cname, rs in runs.items():
+            out[cname] = {"median": fg.medians(rs, list(rs[0].keys())), "runs": rs}
+        if self.has_valgrind:
+            for cname, extra in OTEL_CONFIGS.items():
+                log(f"otel: instructions, {cname}, under callgrind")
+                exports = sink.exports
+                cg = self.callgrind_run("tokentap", extra.format(sink=sink.port),
+                                        tag="-otel-" + cname.replace("+", "-"))
+                out[cname]["instructions_per_event"] = cg["per_event"]
+                out[cname]["callgrind_events"] = cg["events"]
+                # what one export costs, whatever the slowdown of callgrind
+                # (which makes a 1 s interval come ~50 times as often per
+                # event as it does in real time)
+                # (GCC may name a static function trace_span.isra.0)
+                shares = {}
+                for row in cg["inclusive_all"]:
+                    shares.setdefault(row["function"].split(".")[0], row["share"])
+                n = sink.exports - exports
+                spans = p["cg_streams"]          # one request a stream
+                # a span's cost on its worker (filling its record) and on
+                # the main thread (encoding it), per span; one metrics
+                # export's
+                for fn, key, per in (("trace_span", "worker_instructions_per_span", spans),
+                                     ("otlpspan_request", "main_instructions_per_span",
+                                      spans),
+                                     ("on_metrics", "instructions_per_metrics_export", n)):
+                    if fn in shares and per:
+                        out[cname][key] = shares[fn] * cg["instructions"] / per
+                out[cname]["callgrind_exports"] = n
+        sink.stop()
         return out
 
 

@@ -186,7 +186,7 @@ class Tokentap(Child):
     """tokentap with its access log and statistics on (the defaults)."""
 
     def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
-                 name="tokentap", start_timeout=10.0):
+                 name="tokentap", start_timeout=10.0, extra=""):
         self.port = free_port()
         self.admin = free_port()
         self.log = os.path.join(workdir, f"{name}-access.jsonl")
@@ -194,7 +194,7 @@ class Tokentap(Child):
         with open(conf, "w") as f:
             f.write(TOKENTAP_YAML.format(port=self.port, admin=self.admin,
                                          workers=workers, log=self.log,
-                                         upstream=upstream))
+                                         upstream=upstream) + extra)
         super().__init__(name, [*wrapper, binary("tokentap"), "-c", conf],
                          cpus, workdir)
         wait_port(self.port, start_timeout, proc=self.p)
@@ -240,6 +240,51 @@ class Nginx(Child):
     def stop(self, timeout=15):
         # SIGQUIT is nginx's graceful stop; SIGTERM its fast one: we want fast
         return super().stop(timeout)
+
+
+class Sink:
+    """An OTLP/HTTP collector that takes every export and answers 200
+    (the otel section's: decoding is the tests' job, not the bench's),
+    counting exports and bytes; a thread of the bench's own process."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        sink = self
+        self.exports = self.bytes = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                self.rfile.read(n)
+                sink.exports += 1
+                sink.bytes += n
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.port = free_port()
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def http_json(port, path):
+    """GET http://127.0.0.1:port/path as JSON ({} when it fails)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return json.load(r)
+    except (OSError, ValueError):
+        return {}
 
 
 def run_load(cpus, workdir, url, args, timeout=600, whole=False):

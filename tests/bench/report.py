@@ -68,6 +68,14 @@ def targets(res):
         out.append(target("CPU per event vs nginx at the throughput ceiling",
                           "<= 1.5x", cpu, cpu is not None and cpu <= 1.5, "x"))
     out += client_targets(res.get("generator") or {})
+    ot = res.get("otel") or {}
+    for cname in ("traces", "traces+metrics"):
+        r = fg.ratio(get(ot, cname, "median", "cpu_s_per_M_events"),
+                     get(ot, "off", "median", "cpu_s_per_M_events"))
+        if ot:
+            out.append(target(f"CPU per event, OTel {cname} (100 % sampled) vs off at "
+                              f"{ot['streams']} streams", "<= 1.05x", r,
+                              None if r is None else r <= 1.05, "x"))
     mem = res.get("memory") or {}
     k = level_near(list(mem), MEMORY_LEVEL)
     if k is not None:
@@ -385,6 +393,59 @@ def instructions_section(ins):
                    rows, notes)
 
 
+def otel_section(ot):
+    rows = []
+    off = ot.get("off", {}).get("median", {})
+    for cname in ("off", "traces", "traces+metrics"):
+        if cname not in ot:
+            continue
+        m = ot[cname]["median"]
+        ins, ins0 = ot[cname].get("instructions_per_event"), \
+            ot.get("off", {}).get("instructions_per_event")
+        rows.append([cname, num(m["events"]), num(m["requests"]),
+                     num(m["cpu_s_per_M_events"], 2),
+                     times(fg.ratio(m["cpu_s_per_M_events"], off.get("cpu_s_per_M_events")))
+                     if cname != "off" else "-",
+                     num(ins) if ins is not None else "-",
+                     times(fg.ratio(ins, ins0)) if cname != "off" and ins else "-",
+                     num(m["spans_per_request"], 2) if m.get("spans_per_request")
+                     is not None else "-", num(m["spans_dropped"])])
+    return Section(f"OpenTelemetry export's cost ({ot['streams']} streams x "
+                   f"{ot['tokens_per_stream']} events, every request a span)",
+                   ["tokentap", "events", "requests", "CPU s/M events", "x off",
+                    "instr/event", "x off", "spans/request", "dropped"], rows,
+                   ["otel.traces.sample 1 (no client sends a traceparent), to a "
+                    "collector that takes every export; traces+metrics adds "
+                    "otel.metrics.interval 1s. Instructions: callgrind, "
+                    "20 streams x 200 events; callgrind slows tokentap ~50x, so "
+                    "the 1 s metrics export comes ~50x as often per event there as "
+                    "in real time: its cost per export is below."] + [
+                       f"{c}: {num(ot[c][k])} instructions {what}"
+                       for c in ("traces", "traces+metrics") if c in ot
+                       for k, what in (("worker_instructions_per_span",
+                                        "per span on its worker"),
+                                       ("main_instructions_per_span",
+                                        "per span encoded on the main thread"),
+                                       ("instructions_per_metrics_export",
+                                        "per metrics export"))
+                       if ot[c].get(k)] + span_share(ot))
+
+
+def span_share(ot):
+    """A span's instructions over its request's: what tracing every
+    request adds per event, from per-span costs that callgrind's timing
+    does not move (the per-event ratio above moves with how many events
+    a read carries)."""
+    t, off = ot.get("traces", {}), ot.get("off", {})
+    w, m = t.get("worker_instructions_per_span"), t.get("main_instructions_per_span")
+    per_event = off.get("instructions_per_event")
+    if not (w and m and per_event):
+        return []
+    return [f"a span adds {num(w + m)} instructions to a request of "
+            f"{ot['tokens_per_stream']} events: {100 * (w + m) / ot['tokens_per_stream'] / per_event:.1f} % "
+            f"per event at {num(per_event)} instructions per event"]
+
+
 def targets_section(tg):
     rows = []
     for t in tg:
@@ -412,6 +473,8 @@ def sections(res):
         out.append(instructions_section(res["instructions"]))
     if "generator" in res:
         out.append(client_section(res["generator"]))
+    if "otel" in res:
+        out.append(otel_section(res["otel"]))
     out.append(targets_section(res["targets"]))
     return out
 

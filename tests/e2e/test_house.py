@@ -12,6 +12,7 @@ tokentap (src/proxy/) is two thread planes and what they stand on:
   export/  /metrics' exposition: text, protobuf, gzip      (main plane)
   alerts/  alert rules, notifiers, SLOs                     (main plane)
   pool/    the replica pools' daemons: DNS, active checks   (main plane)
+  otel/    the OTLP export of spans and metrics              (main plane)
   .        the program shell: main, admin, ui; it sees everything
 
 tokentap-load (src/load/) is folders by role:
@@ -45,7 +46,7 @@ from harness import ROOT
 SRC = os.path.join(ROOT, "src")
 PROXY = os.path.join(SRC, "proxy")
 FOLDED = re.compile(r"_(schema|out|int|group|file)$")
-MAIN_PLANE = {"stats", "export", "alerts", "pool"}
+MAIN_PLANE = {"stats", "export", "alerts", "pool", "otel"}
 FOLDER_RULES = {
     "conf": {"conf"},
     "wire": {"conf", "wire"},

@@ -103,6 +103,8 @@ static void conf_free(struct conf *c)
 	free(c->slos);
 	free(c->slo_state);
 	free(c->burn_rates);
+	conf_otel_free(&c->otel);
+	SSL_CTX_free(c->otel.tls_ctx);
 	free(c->path);
 	free(c);
 }
@@ -200,6 +202,7 @@ struct conf *conf_default(void)
 		c->n_burn_rates = UTIL_ARRAY_LEN(burns);
 	}
 	c->burn_min_requests = 10;
+	conf_otel_init(&c->otel);
 	if (c->listen == NULL || c->listen[0].address == NULL || c->admin_address == NULL ||
 	    c->stats_windows_us == NULL || c->burn_rates == NULL || c->stats_history == NULL) {
 		conf_free(c);
@@ -223,6 +226,13 @@ void conf_unref(struct conf *c)
 
 /* ---- loading ----------------------------------------------------------- */
 
+/* getenv, typed for conf_otel_finish: a file's config takes the OTel
+ * SDKs' variables; one from a string (tests) does not. */
+static const char *getenv_const(const char *name)
+{
+	return getenv(name);
+}
+
 /* text NULL: read the file called name. */
 static struct conf *load(const char *name, const char *text, size_t len, FILE *errs)
 {
@@ -238,7 +248,8 @@ static struct conf *load(const char *name, const char *text, size_t len, FILE *e
 		else
 			yconf_parse_file(&ld, &conf_schema, c);
 	}
-	if (yconf_finish(&ld, errs) > 0) {
+	if (yconf_finish(&ld, errs) > 0 ||
+	    conf_otel_finish(c, text == NULL ? getenv_const : NULL, errs) < 0) {
 		conf_unref(c);
 		return NULL;
 	}

@@ -190,6 +190,36 @@ struct conf_burn {
 	double rate;
 };
 
+/* OpenTelemetry export (otel:, otelconf.h): spans and metrics over
+ * OTLP/HTTP. Unset values are filled from the OTel SDKs' environment
+ * variables, then the defaults. */
+enum conf_otel_protocol { OTEL_PROTOBUF, OTEL_JSON };
+
+struct conf_otel {
+	char *endpoint;              /* base URL (/v1/traces, /v1/metrics); NULL: none */
+	char *traces_url, *metrics_url;   /* the full URLs */
+	int protocol;                /* enum conf_otel_protocol */
+	int gzip;
+	struct conf_kv *headers;     /* sent with every export; never logged */
+	size_t n_headers;
+	uint64_t timeout_us;         /* one export request: 10s */
+	struct conf_tls tls;         /* as a route's */
+	void *tls_ctx;               /* SSL_CTX, by tls_prepare() */
+	char *service_name;          /* tokentap */
+	struct conf_kv *resource;    /* more resource attributes */
+	size_t n_resource;
+	int traces;                  /* spans exported (with an endpoint) */
+	double sample;               /* requests without a traceparent: 0 */
+	uint64_t queue;              /* spans waiting for export, in all: 2048 */
+	uint64_t batch;              /* spans per export request: 512 */
+	uint64_t delay_us;           /* a batch waits at most this: 1s */
+	int metrics;                 /* metrics exported (with an endpoint) */
+	uint64_t interval_us;        /* 60s */
+	int delta;                   /* temporality: cumulative (0) or delta */
+	int explicit_buckets;        /* histograms: exponential (0) or explicit */
+	struct conf_pos at;          /* the otel: map */
+};
+
 struct conf {
 	char *path;                  /* the file it was loaded from */
 	atomic_int refs;
@@ -282,6 +312,8 @@ struct conf {
 	struct conf_burn *burn_rates;      /* default: the SRE Workbook's three */
 	size_t n_burn_rates;
 	uint64_t burn_min_requests;        /* per window, 10 */
+
+	struct conf_otel otel;             /* default: no export */
 };
 
 /* Loads and validates a config file. Every problem found is written to errs

@@ -1104,6 +1104,14 @@ static const struct yconf_key route_tls_keys[] = {
 	STR("client_key", struct conf_tls, client_key, 0),
 };
 static const struct yconf_section route_tls_section = TABLE(route_tls_keys, route_tls_check);
+/* the same rules for otel.tls (config_otel.c) */
+const struct yconf_section conf_tls_section = TABLE(route_tls_keys, route_tls_check);
+
+void conf_kv_put(struct yconf *ld, const struct yconf_key *k, void *base,
+    struct yconf_entry *e)
+{
+	kv_put(ld, k, base, e);
+}
 
 static const struct yconf_key upstream_item_keys[] = {
 	FUNC("url", upstream_item_url_fn, YCONF_REQUIRED),
@@ -1163,6 +1171,7 @@ static const struct yconf_key top_keys[] = {
 	SECTION("alerts", 0, alerts_section),
 	FUNC("slos", slos_fn, 0),
 	STR("slo_state", struct conf, slo_state, 0),
+	SECTION("otel", offsetof(struct conf, otel), conf_otel_section),
 };
 /* Where the history is kept: stats.history_file, else beside slo_state,
  * else beside stats.file (a file, not stdout); none when the history is. */

@@ -8,6 +8,7 @@
 #include "jsonw.h"
 #include "logfile.h"
 #include "meter.h"
+#include "tracectx.h"
 #include "util.h"
 
 /* The file and its losses: logfile.c. */
@@ -265,6 +266,22 @@ static void put_health(struct jsonw_buf *b, const struct meter *m,
 	    buffered ? ",\"buffered\":true" : ",\"buffered\":false");
 }
 
+/* "trace_id", "span_id": the trace the request was in, as hex (the W3C
+ * form every tracing backend searches by), null without one. */
+static void put_trace(struct jsonw_buf *b, const struct accesslog_entry *e)
+{
+	char hex[33];
+
+	if (e->trace_id == NULL || e->span_id == NULL) {
+		jsonw_buf_puts(b, ",\"trace_id\":null,\"span_id\":null");
+		return;
+	}
+	tracectx_hex(e->trace_id, 16, hex);
+	field_str(b, "trace_id", hex);
+	tracectx_hex(e->span_id, 8, hex);
+	field_str(b, "span_id", hex);
+}
+
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 {
 	struct jsonw_buf b;
@@ -277,6 +294,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	jsonw_buf_puts(&b, "{\"ts\":");
 	jsonw_buf_time(&b, util_wall_ms());
 	field_str(&b, "request_id", e->request_id);
+	put_trace(&b, e);
 	field_str(&b, "client", e->client);
 	field_str(&b, "route", e->route);
 	field_str(&b, "tenant", e->tenant);

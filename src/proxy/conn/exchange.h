@@ -21,6 +21,7 @@
 #include "jsonscan.h"
 #include "meter.h"
 #include "ring.h"
+#include "span.h"
 
 struct evbuffer;
 
@@ -123,7 +124,24 @@ struct exchange {
 	unsigned n_itl;
 	uint32_t itl[RING_ITL_BATCH];
 	struct vitals vitals;         /* overhead, live stalls */
+	/* W3C trace context (tracectx.h): the trace the request is in, the
+	 * client's span (parent_id) and tokentap's (span_id, when it takes
+	 * part: otel.traces); the stall events and the attempts' moments a
+	 * sampled request's span (span.h) shows; a tracestate kept for it */
+	uint8_t trace_id[16], span_id[8], parent_id[8];
+	uint8_t trace_flags;          /* what goes upstream */
+	uint8_t n_stalls;
+	unsigned traced : 2;          /* EXCHANGE_TRACE_* */
+	unsigned trace_drop : 1;      /* a malformed traceparent: not passed on */
+	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
+	uint64_t attempt_t[CONF_RETRIES_MAX];
+	char *tracestate;             /* a sampled request's, NULL: none */
 };
+
+/* x->traced: no trace context; the client's passed on untouched (tokentap
+ * takes no part: no otel.traces); tokentap's span in the client's trace
+ * or in one it started. */
+enum { EXCHANGE_TRACE_NONE, EXCHANGE_TRACE_CLIENT, EXCHANGE_TRACE_OWN };
 
 /* Starts the books of a request whose first byte came at t0: resets every
  * field (one memset), takes a reference on conf, counts the stream. */

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(struct pb *b, size_t more)
+/* pb_reserve (pb.h) is the inline check every field's write makes; the
+ * answer is almost always yes, and this is the rest. */
+int pb_grow(struct pb *b, size_t more)
 {
 	size_t cap;
 	uint8_t *p;
@@ -24,33 +26,19 @@ static int grow(struct pb *b, size_t more)
 	return 0;
 }
 
-static size_t varint_len(uint64_t v)
+void pb_raw(struct pb *b, const void *p, size_t n)
 {
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	if (n == 0 || pb_reserve(b, n) < 0)
+		return;
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
 }
 
 void pb_varint(struct pb *b, uint64_t v)
 {
-	if (grow(b, 10) < 0)
+	if (pb_reserve(b, 10) < 0)
 		return;
-	while (v >= 0x80) {
-		b->p[b->n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b->p[b->n++] = (uint8_t)v;
-}
-
-void pb_raw(struct pb *b, const void *p, size_t n)
-{
-	if (n == 0 || grow(b, n) < 0)
-		return;
-	memcpy(b->p + b->n, p, n);
-	b->n += n;
+	pb_put_varint(b, v);
 }
 
 void pb_tag(struct pb *b, unsigned field, unsigned wire_type)
@@ -58,12 +46,14 @@ void pb_tag(struct pb *b, unsigned field, unsigned wire_type)
 	pb_varint(b, (uint64_t)field << 3 | wire_type);
 }
 
+/* one growth for the tag, the length and the bytes: OTLP writes a few
+ * dozen short strings a span */
 void pb_bytes(struct pb *b, unsigned field, const void *p, size_t n)
 {
-	pb_tag(b, field, PB_LEN);
-	pb_varint(b, n);
-	if (grow(b, n) < 0)
+	if (pb_reserve(b, n + 20) < 0)
 		return;
+	pb_put_varint(b, (uint64_t)field << 3 | PB_LEN);
+	pb_put_varint(b, n);
 	memcpy(b->p + b->n, p, n);
 	b->n += n;
 }
@@ -73,11 +63,37 @@ void pb_double(struct pb *b, unsigned field, double v)
 	uint64_t u;
 
 	pb_tag(b, field, PB_I64);
-	if (grow(b, 8) < 0)
+	if (pb_reserve(b, 8) < 0)
 		return;
 	memcpy(&u, &v, 8);
 	for (int i = 0; i < 8; i++)          /* little-endian whatever the host */
 		b->p[b->n++] = (uint8_t)(u >> (8 * i));
+}
+
+void pb_raw64(struct pb *b, uint64_t v)
+{
+	if (pb_reserve(b, 8) < 0)
+		return;
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+void pb_fixed32(struct pb *b, unsigned field, uint32_t v)
+{
+	pb_tag(b, field, PB_I32);
+	if (pb_reserve(b, 4) < 0)
+		return;
+	for (int i = 0; i < 4; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+void pb_fixed64(struct pb *b, unsigned field, uint64_t v)
+{
+	if (pb_reserve(b, 18) < 0)
+		return;
+	pb_put_varint(b, (uint64_t)field << 3 | PB_I64);
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
 void pb_uint(struct pb *b, unsigned field, uint64_t v)
@@ -101,7 +117,7 @@ size_t pb_open(struct pb *b, unsigned field)
 	if (field != 0)
 		pb_tag(b, field, PB_LEN);
 	mark = b->n;
-	if (grow(b, 1) == 0)
+	if (pb_reserve(b, 1) == 0)
 		b->p[b->n++] = 0;
 	return mark;
 }
@@ -113,9 +129,9 @@ void pb_close(struct pb *b, size_t mark)
 	if (b->oom)
 		return;
 	len = b->n - mark - 1;
-	need = varint_len(len);
+	need = pb_varint_len(len);
 	if (need > 1) {
-		if (grow(b, need - 1) < 0)
+		if (pb_reserve(b, need - 1) < 0)
 			return;
 		memmove(b->p + mark + need, b->p + mark + 1, len);
 	}

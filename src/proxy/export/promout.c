@@ -20,6 +20,8 @@ struct promout {
 	size_t family;               /* its mark in pb */
 	size_t samples;              /* in the family */
 	char clean[PROMOUT_LABELS_MAX][512];          /* label values made valid UTF-8 */
+	const struct promout_sink *sink;
+	void *sink_arg;
 };
 
 struct promout *promout_new(struct evbuffer *out, int protobuf)
@@ -30,6 +32,21 @@ struct promout *promout_new(struct evbuffer *out, int protobuf)
 	o->out = out;
 	o->protobuf = protobuf;
 	return o;
+}
+
+struct promout *promout_new_sink(const struct promout_sink *sink, void *arg)
+{
+	struct promout *o = calloc(1, sizeof *o);
+	if (o == NULL)
+		return NULL;
+	o->sink = sink;
+	o->sink_arg = arg;
+	return o;
+}
+
+int promout_every_family(const struct promout *o)
+{
+	return o->sink != NULL;
 }
 
 /* A protobuf family goes out once complete; an empty one not at all. */
@@ -51,6 +68,10 @@ void promout_family(struct promout *o, const char *name, const char *help,
 {
 	static const char *const types[] = { "counter", "gauge", "summary", "untyped",
 		"histogram" };
+	if (o->sink != NULL) {
+		o->sink->family(o->sink_arg, name, help, type);
+		return;
+	}
 	family_end(o);
 	o->name = name;
 	o->type = type;
@@ -138,6 +159,10 @@ static void text_value(struct promout *o, double v)
 
 void promout_sample(struct promout *o, const struct promout_labels *l, double v)
 {
+	if (o->sink != NULL) {
+		o->sink->sample(o->sink_arg, l, v);
+		return;
+	}
 	o->samples++;
 	if (o->protobuf) {
 		size_t m = proto_metric(o, l);
@@ -193,6 +218,10 @@ void promout_histogram(struct promout *o, const struct promout_labels *l,
 	struct promproto_hist ph;
 	size_t m;
 
+	if (o->sink != NULL) {
+		o->sink->histogram(o->sink_arg, l, h);
+		return;
+	}
 	o->samples++;
 	if (!o->protobuf) {
 		text_histogram(o, l, h);

@@ -41,6 +41,20 @@ struct promout_labels {
 };
 
 struct promout *promout_new(struct evbuffer *out, int protobuf);
+/* A third writer of the same series: a sink that takes them family by
+ * family (the OTLP metrics export, otel/otlpmetric.h), so every module
+ * that exports series writes them once for all three. A sink sees every
+ * family metrics.c keeps, whatever metrics.names exports here. */
+struct promout_sink {
+	void (*family)(void *arg, const char *name, const char *help,
+	    enum promproto_type type);
+	void (*sample)(void *arg, const struct promout_labels *l, double v);
+	void (*histogram)(void *arg, const struct promout_labels *l,
+	    const struct promout_hist *h);
+};
+struct promout *promout_new_sink(const struct promout_sink *sink, void *arg);
+/* 1 for a sink (promout_new_sink). */
+int promout_every_family(const struct promout *o);
 /* A family: its samples follow (none is fine: protobuf then leaves it out). */
 void promout_family(struct promout *o, const char *name, const char *help,
     enum promproto_type type);

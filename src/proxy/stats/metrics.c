@@ -175,6 +175,7 @@ static struct {
 	int configured;
 	const struct conf *conf;   /* own reference */
 	enum metrics_names names;
+	int otlp;                  /* OTLP metrics: every histogram is kept */
 	struct bset b[B_COUNT];
 	unsigned n_thresholds;     /* 4, or 6 with a TTFO threshold */
 	uint64_t max_series, used;
@@ -194,6 +195,8 @@ static int family_on(const struct hfamily *f)
 /* A histogram kept when a family exported under the names in force reads it. */
 static int slot_on(int slot)
 {
+	if (M.otlp)
+		return 1;
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(hfamilies); i++)
 		if (hfamilies[i].slot == slot && family_on(&hfamilies[i]))
 			return 1;
@@ -775,6 +778,9 @@ void metrics_configure(const struct conf *c)
 		reset_hists();
 	}
 	memcpy(M.b, nb, sizeof nb);
+	/* at start: a reload does not change which histograms are kept */
+	if (!M.configured)
+		M.otlp = c->otel.metrics > 0 && c->otel.metrics_url != NULL;
 	M.n_thresholds = ttfo_thresholds(c) ? THRESHOLDS : 4;
 	M.max_series = c->metrics_max_series;
 	if (M.conf != NULL)
@@ -834,6 +840,11 @@ static const char *provider_name(unsigned dialect)
 	}
 }
 
+const char *metrics_provider_name(unsigned dialect)
+{
+	return provider_name(dialect);
+}
+
 /* ---- output ----------------------------------------------------------------- */
 
 static void set_labels(const struct mset *m, int otel_family, struct promout_labels *l)
@@ -866,7 +877,7 @@ static void write_histograms(struct promout *o)
 
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(hfamilies); i++) {
 		const struct hfamily *f = &hfamilies[i];
-		if (!family_on(f))
+		if (!family_on(f) && !promout_every_family(o))
 			continue;
 		if (i == 0 || strcmp(hfamilies[i - 1].name, f->name) != 0)
 			promout_family(o, f->name, f->help, PROMPROTO_HISTOGRAM);

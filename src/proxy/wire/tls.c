@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
@@ -118,15 +119,18 @@ SSL_CTX *tls_client_ctx_new(void)
 	return ctx;
 }
 
-static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *errs)
+/* A route's (who: "route NAME") or the OTLP exporter's ("otel") client
+ * context from its tls map t. */
+static SSL_CTX *client_ctx(const struct conf_tls *t, const char *who, const char *file,
+    FILE *errs)
 {
 	SSL_CTX *ctx = client_ctx_new();
 	char where[300];
 	int ok = 1;
 
-	snprintf(where, sizeof where, "route %s: tls", r->name);
+	snprintf(where, sizeof where, "%s: tls", who);
 	if (ctx == NULL) {
-		ssl_errors(errs, file, r->tls.at, where, "cannot create a TLS context");
+		ssl_errors(errs, file, t->at, where, "cannot create a TLS context");
 		return NULL;
 	}
 	SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1);
@@ -134,27 +138,27 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
 	    SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
-	if (r->tls.verify) {
+	if (t->verify) {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-		if (r->tls.ca_file != NULL) {
-			if (SSL_CTX_load_verify_locations(ctx, r->tls.ca_file, NULL) != 1) {
-				ssl_errors(errs, file, r->tls.ca_file_at, where, r->tls.ca_file);
+		if (t->ca_file != NULL) {
+			if (SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL) != 1) {
+				ssl_errors(errs, file, t->ca_file_at, where, t->ca_file);
 				ok = 0;
 			}
 		} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-			ssl_errors(errs, file, r->tls.at, where, "the system certificate store");
+			ssl_errors(errs, file, t->at, where, "the system certificate store");
 			ok = 0;
 		}
 	} else {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
-		log_warn("route %s: tls.verify is false: the upstream's certificate "
-		    "is not checked", r->name);
+		log_warn("%s: tls.verify is false: the peer's certificate is not checked",
+		    who);
 	}
-	if (r->tls.client_cert != NULL &&
-	    (SSL_CTX_use_certificate_chain_file(ctx, r->tls.client_cert) != 1 ||
-	    SSL_CTX_use_PrivateKey_file(ctx, r->tls.client_key, SSL_FILETYPE_PEM) != 1 ||
+	if (t->client_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, t->client_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, t->client_key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1)) {
-		ssl_errors(errs, file, r->tls.client_cert_at, where, "client_cert / client_key");
+		ssl_errors(errs, file, t->client_cert_at, where, "client_cert / client_key");
 		ok = 0;
 	}
 	if (!ok) {
@@ -198,6 +202,7 @@ fail:
 int tls_prepare(struct conf *c, FILE *errs)
 {
 	const char *file = c->path ? c->path : "config";
+	char who[300];
 	int bad = 0;
 
 	pthread_once(&once, init_once);
@@ -205,8 +210,16 @@ int tls_prepare(struct conf *c, FILE *errs)
 		struct conf_route *r = &c->routes[i];
 		if (!r->upstream_tls || r->tls_ctx != NULL)
 			continue;
-		r->tls_ctx = client_ctx(r, file, errs);
+		snprintf(who, sizeof who, "route %s", r->name);
+		r->tls_ctx = client_ctx(&r->tls, who, file, errs);
 		bad |= r->tls_ctx == NULL;
+	}
+	if (c->otel.tls_ctx == NULL && ((c->otel.traces > 0 && c->otel.traces_url != NULL &&
+	    strncasecmp(c->otel.traces_url, "https:", 6) == 0) ||
+	    (c->otel.metrics > 0 && c->otel.metrics_url != NULL &&
+	    strncasecmp(c->otel.metrics_url, "https:", 6) == 0))) {
+		c->otel.tls_ctx = client_ctx(&c->otel.tls, "otel", file, errs);
+		bad |= c->otel.tls_ctx == NULL;
 	}
 	for (size_t i = 0; i < c->n_listen; i++) {
 		struct conf_listen *l = &c->listen[i];
