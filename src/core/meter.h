@@ -66,6 +66,10 @@ struct meter {
 	uint64_t t_last_event;
 	uint64_t tls_us;             /* handshake time inside connect */
 	int conn_reused;
+	/* where the times of t0 and of the response's reads came from: the
+	 * kernel's receive stamps, or the event loop's clock (no stamp, a
+	 * clock step, timestamps: loop); the proxy counts them */
+	uint32_t stamps_kernel, stamps_loop;
 
 	enum dialect_id dialect;
 	unsigned sniff;              /* events left to find the dialect in */

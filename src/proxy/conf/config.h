@@ -190,6 +190,10 @@ struct conf_burn {
 	double rate;
 };
 
+/* Where the times of reads come from (README, "TTFT and TPOT, defined
+ * right"): the kernel's receive stamps, or the event loop's clock. */
+enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
+
 struct conf {
 	char *path;                  /* the file it was loaded from */
 	atomic_int refs;
@@ -203,6 +207,7 @@ struct conf {
 	char *admin_token;           /* NULL: no token */
 
 	int workers;                 /* "auto" is resolved at load: CPU count */
+	enum conf_timestamps timestamps;  /* kernel */
 
 	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
 

@@ -75,6 +75,16 @@ static void workers_fn(struct yconf *ld, yaml_node_t *v, void *base, const char 
 	free(s);
 }
 
+static void timestamps_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "kernel", "loop" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "timestamps", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->timestamps = (enum conf_timestamps)t;
+}
+
 static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
@@ -1109,6 +1119,7 @@ static const struct yconf_key top_keys[] = {
 	FUNC("listen", listen_fn, 0),
 	SECTION("admin", 0, admin_section),
 	FUNC("workers", workers_fn, 0),
+	FUNC("timestamps", timestamps_fn, 0),
 	SECTION("timeouts", offsetof(struct conf, timeouts), timeouts_section),
 	SECTION("limits", 0, limits_section),
 	SECTION("tenant", 0, tenant_section),

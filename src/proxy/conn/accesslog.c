@@ -303,6 +303,10 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_ms(&b, "duration_ms", m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1);
 	field_ms(&b, "overhead_ms", e->vitals ? vitals_overhead_us(e->vitals) : -1);
 	put_phases(&b, m);
+	/* where the times came from (rxtime.h): every one the kernel's, none,
+	 * or some (a read without a stamp, a clock step) */
+	field_str(&b, "timestamps", m->stamps_loop == 0 && m->stamps_kernel > 0 ? "kernel" :
+	    m->stamps_kernel == 0 ? "loop" : "mixed");
 	field_int(&b, "concurrency", e->s->concurrency);
 	field_str(&b, "upstream", e->upstream);
 	put_attempts(&b, e);

@@ -724,6 +724,7 @@ void exchange_restart(struct exchange *x)
 {
 	struct meter *m = &x->meter;
 	uint64_t t0 = m->t0, t_req = m->t_req;
+	uint32_t kernel = m->stamps_kernel, loop = m->stamps_loop;
 	char model[METER_MODEL_MAX];
 	size_t model_len = 0;
 	enum meter_model_src src = m->model_src;
@@ -741,6 +742,8 @@ void exchange_restart(struct exchange *x)
 	meter_init(m, t0, DIALECT_RAW);
 	meter_set_dialect(m, x->req_dialect, x->req_sniff);
 	m->t_req = t_req;
+	m->stamps_kernel = kernel;    /* the request's own, and the reads so far */
+	m->stamps_loop = loop;
 	if (model_len > 0)
 		meter_offer_model(m, src, model, model_len);
 	m->itl_fn = on_itl;
@@ -1074,6 +1077,10 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	if (meter_unmeasured(&x->meter) != METER_MEASURED)
 		atomic_fetch_add_explicit(&gauge_unmeasured[meter_unmeasured(&x->meter)], 1,
 		    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[0], x->meter.stamps_kernel,
+	    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[1], x->meter.stamps_loop,
+	    memory_order_relaxed);
 	memset(&e, 0, sizeof e);
 	e.request_id = x->request_id;
 	e.client = x->client_ip;

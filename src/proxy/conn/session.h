@@ -34,6 +34,13 @@ struct session {
 	struct bufferevent *bev;
 	int fd;
 	int tls;                      /* the client came over TLS */
+	struct event *rd_ev;          /* a plain client's reads (its bufferevent
+	                               * only writes) */
+	/* the times of the client's reads (CLOCK_MONOTONIC µs, the kernel's
+	 * receive times where it gave them): the first since the connection
+	 * went idle (the next request's t0; 0: none yet) and the newest */
+	uint64_t rx_first, rx_last;
+	unsigned rx_first_kernel : 1, rx_last_kernel : 1;
 	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
 	char client_ip[64];
 	const char *proto;            /* "http" or "https" */

@@ -499,6 +499,19 @@ void stats_prometheus(struct promout *o)
 		promout_label(&l, "cause", meter_unmeasured_name((enum meter_unmeasured)i));
 		promout_sample(o, &l, (double)atomic_load(&gauge_unmeasured[i]));
 	}
+	promout_family(o, "tokentap_read_timestamps_total", "Requests' first bytes and "
+	    "response reads timed by the kernel's receive stamps (kernel) or by the "
+	    "event loop's clock (loop: timestamps: loop, no stamp, a clock step).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < 2; i++) {
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "source", i == 0 ? "kernel" : "loop");
+		promout_sample(o, &l, (double)atomic_load(&gauge_read_times[i]));
+	}
+	promout_family(o, "tokentap_clock_steps_total", "Steps of the real-time clock "
+	    "the workers saw (kernel receive times near one use the loop's clock).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)atomic_load(&gauge_clock_steps));
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);
 	promout_sample(o, &version, 1);

@@ -20,5 +20,10 @@ extern atomic_ullong gauge_body_bytes;
 extern atomic_ullong gauge_body_spills;
 /* Responses whose body was not measured, by cause (meter_unmeasured). */
 extern atomic_ulong gauge_unmeasured[METER_UNMEASURED_COUNT];
+/* Requests' first bytes and response reads timed by the kernel's receive
+ * stamps [0] or by the event loop's clock [1] (added at each request's
+ * end), and steps of the real-time clock the workers saw (rxtime.h). */
+extern atomic_ullong gauge_read_times[2];
+extern atomic_ullong gauge_clock_steps;
 
 #endif
