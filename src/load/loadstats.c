@@ -22,9 +22,10 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	s->input_tokens = meter_input_tokens(m);
 	s->tokens_from_usage = meter_tokens_from_usage(m);
 	s->output_speed = -1;
-	/* undefined, like TPOT, unless two tokens lie some time apart */
+	/* undefined, like TPOT, unless two tokens lie some time apart; the
+	 * tokens TPOT divides by (meter_speed_tokens), as tokentap counts */
 	if (s->tpot_us >= 0 && m->t_last_token > m->t_first_token)
-		s->output_speed = (double)(n - 1) * 1e6 /
+		s->output_speed = meter_speed_tokens(m) * 1e6 /
 		    (double)(m->t_last_token - m->t_first_token);
 }
 
