@@ -100,6 +100,16 @@ enum conf_balance { BALANCE_LEAST_STREAMS, BALANCE_ROUND_ROBIN, BALANCE_HASH };
 #define CONF_UPGRADES_MAX  8
 #define CONF_UPGRADE_LEN   32
 
+/* The throughput probe (health.throughput): on a pool, a stream is held
+ * after its first token until `tokens` more came or `window` passed, and
+ * one whose replica made them slower than min_rate goes to another
+ * replica before any byte reached the client. Off while min_rate is 0. */
+struct conf_throughput {
+	double min_rate;        /* tokens per second; 0: off */
+	uint64_t tokens;        /* tokens after the first: 16 */
+	uint64_t window_us;     /* at most this long after the first token: 2s */
+};
+
 /* A pool's health rules: passive (every request's fate), and active checks
  * when path is set. */
 struct conf_health {
@@ -111,6 +121,7 @@ struct conf_health {
 	uint64_t backoff_max_us; /* 30s */
 	double ttft_factor;     /* TTFT p95 over this many times the pool's
 	                         * median: a quarter of its share (3; 0: off) */
+	struct conf_throughput throughput;
 };
 
 struct pool;

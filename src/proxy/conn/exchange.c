@@ -13,8 +13,10 @@
 #include "framing.h"
 #include "gauge.h"
 #include "log.h"
+#include "net.h"
 #include "rng.h"
 #include "route.h"
+#include "rxtime.h"
 #include "tenant.h"
 #include "util.h"
 
@@ -925,6 +927,63 @@ int exchange_sweep(struct exchange *x, uint64_t now)
 }
 
 /* ---- books ------------------------------------------------------------- */
+
+int exchange_continue(struct exchange *x, struct evbuffer *out)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!x->expect_continue || x->http10)
+		return 0;
+	evbuffer_add(out, cont, sizeof cont - 1);
+	x->bytes_out += sizeof cont - 1;
+	return 1;
+}
+
+void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
+    const char *type, const char *msg)
+{
+	char body[1024];
+	size_t before = evbuffer_get_length(out);
+	int n = snprintf(body, sizeof body,
+	    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
+
+	evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
+	    status, net_reason(status), n,
+	    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
+	evbuffer_add(out, body, (size_t)n);
+	x->status = status;
+	x->bytes_out += evbuffer_get_length(out) - before;
+}
+
+uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
+{
+	uint64_t now = util_now_us(), steps = c->steps;
+	uint64_t t = real != 0 ? rxtime_mono(c, real, now) : 0;
+
+	if (c->steps != steps) {
+		atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
+		log_warn("the real-time clock was stepped by %+lld ms: reads received "
+		    "around the step are timed by the event loop",
+		    (long long)((c->offset_ns - c->before_ns) / 1000000));
+	}
+	*kernel = t != 0;
+	return t != 0 ? t : now;
+}
+
+/* Never before what the response read already nor before the request's
+ * first byte: stamps and the loop's clock mixed must not run backwards. */
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real)
+{
+	struct meter *m = &x->meter;
+	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
+	int kernel;
+	uint64_t t = exchange_read_time(c, real, &kernel);
+
+	m->now = t > floor ? t : floor;
+	m->stamps_kernel += (uint32_t)kernel;
+	m->stamps_loop += (uint32_t)!kernel;
+}
 
 void exchange_begin(struct exchange *x, struct conf *conf,
     struct ring *stats, const char *client_ip, uint64_t t0)

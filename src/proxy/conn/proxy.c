@@ -6,27 +6,23 @@
  * The HTTP of the request and its books are the exchange's (exchange.c, a
  * lower layer that answers with verdicts); here are the sockets, the
  * timers, the upstream connection and backpressure (the connection's
- * state: session.h; its response held until the first token:
- * firsttoken.c).
+ * state: session.h; its response held back: firsttoken.c).
  *
  * A plain TCP upstream is read directly once connected: one recvmsg(2)
  * into the worker's buffer, with the kernel's receive time (rxtime.h); a
- * streaming body is parsed there and sent to the client from there at
- * once, in the callback that read it (only what the client socket does not
- * take is copied to its output buffer), anything else (a head, a decoded
- * body, a tunnel) goes through the bufferevent's input as before. A TLS
+ * streaming body is parsed and sent to the client from there at once (only
+ * what the client socket does not take is copied), anything else (a head,
+ * a decoded body, a tunnel) goes through the bufferevent's input. A TLS
  * upstream's body moves from the bufferevent's input to the client's
- * output (no copy when whole chains move) and is written at once too; its
- * reads are stamped by tls.c's socket BIO. A plain client is read by
- * client_readable (its bufferevent only writes), a TLS client by its
- * bufferevent. Every function that may free the session returns -1 when
- * it did; callers return at once. */
+ * output (no copy when whole chains move), its reads stamped by tls.c's
+ * socket BIO. A plain client is read by client_readable (its bufferevent
+ * only writes), a TLS client by its bufferevent. Every function that may
+ * free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,7 +54,6 @@
 #define PIPELINE_MAX (64 * 1024)
 
 static int client_process(struct session *s);
-static int upstream_process(struct session *s);
 static void client_read(struct bufferevent *bev, void *arg);
 static void client_write(struct bufferevent *bev, void *arg);
 static void client_event(struct bufferevent *bev, short what, void *arg);
@@ -81,39 +76,6 @@ static int try_another(struct session *s, enum failover_reason why, unsigned sta
 
 /* ---- receive times (rxtime.h) ------------------------------------------ */
 
-/* The time of a read: the kernel's receive time of its newest bytes (real,
- * CLOCK_REALTIME ns) where it gave one, else the loop's clock now; *kernel
- * says which. */
-static uint64_t read_time(struct loop *l, int64_t real, int *kernel)
-{
-	uint64_t now = util_now_us(), steps = l->clock.steps;
-	uint64_t t = real != 0 ? rxtime_mono(&l->clock, real, now) : 0;
-
-	if (l->clock.steps != steps) {
-		atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
-		log_warn("the real-time clock was stepped by %+lld ms: reads received "
-		    "around the step are timed by the event loop",
-		    (long long)((l->clock.offset_ns - l->clock.before_ns) / 1000000));
-	}
-	*kernel = t != 0;
-	return t != 0 ? t : now;
-}
-
-/* An upstream read's time becomes the meter's clock (meter.now), never
- * before what the response read already nor before the request's first
- * byte: stamps and the loop's clock mixed must not run backwards. */
-static void up_stamp(struct session *s, int64_t real)
-{
-	struct meter *m = &s->x.meter;
-	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
-	int kernel;
-	uint64_t t = read_time(s->loop, real, &kernel);
-
-	m->now = t > floor ? t : floor;
-	m->stamps_kernel += (uint32_t)kernel;
-	m->stamps_loop += (uint32_t)!kernel;
-}
-
 /* A client read (first: under TLS, the first read since the connection
  * went idle, when it was not this one): the first since the connection
  * went idle is the next request's first byte. */
@@ -121,12 +83,12 @@ static void client_stamp(struct session *s, int64_t first, int64_t real)
 {
 	int kernel;
 
-	s->rx_last = read_time(s->loop, real, &kernel);
+	s->rx_last = exchange_read_time(&s->loop->clock, real, &kernel);
 	s->rx_last_kernel = kernel != 0;
 	if (s->rx_first != 0)
 		return;
 	if (first != 0 && first != real) {
-		s->rx_first = read_time(s->loop, first, &kernel);
+		s->rx_first = exchange_read_time(&s->loop->clock, first, &kernel);
 		s->rx_first_kernel = kernel != 0;
 	} else {
 		s->rx_first = s->rx_last;
@@ -144,17 +106,10 @@ static uint64_t request_read_at(const struct session *s)
 /* A plain client is read by client_readable, a TLS one by its bufferevent. */
 static void client_reading(struct session *s, int on)
 {
-	if (s->tls) {
-		if (on)
-			bufferevent_enable(s->bev, EV_READ);
-		else
-			bufferevent_disable(s->bev, EV_READ);
-	} else if (s->rd_ev != NULL) {
-		if (on)
-			event_add(s->rd_ev, NULL);
-		else
-			event_del(s->rd_ev);
-	}
+	if (s->tls)
+		(on ? bufferevent_enable : bufferevent_disable)(s->bev, EV_READ);
+	else if (s->rd_ev != NULL)
+		(void)(on ? event_add(s->rd_ev, NULL) : event_del(s->rd_ev));
 }
 
 /* ---- upstream connection ---------------------------------------------- */
@@ -321,20 +276,8 @@ static void overhead_request(struct session *s, uint64_t now)
 static int respond_error(struct session *s, unsigned status, const char *type,
     const char *msg, enum meter_end how)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-	if (!s->x.head_sent) {
-		char body[1024];
-		size_t before = evbuffer_get_length(out);
-		int n = snprintf(body, sizeof body,
-		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
-		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
-		    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
-		    status, net_reason(status), n,
-		    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
-		evbuffer_add(out, body, (size_t)n);
-		s->x.status = status;
-		s->x.bytes_out += evbuffer_get_length(out) - before;
-	}
+	if (!s->x.head_sent)
+		exchange_error(&s->x, bufferevent_get_output(s->bev), status, type, msg);
 	if (s->x.conf != NULL)
 		request_end(s, how);
 	client_finish(s);
@@ -568,13 +511,9 @@ static int dispatch(struct session *s, int fresh)
  * the first body bytes). */
 static int answer_continue(struct session *s)
 {
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-	if (!s->x.expect_continue || s->x.http10 ||
-	    evbuffer_get_length(bufferevent_get_input(s->bev)) != 0)
+	if (evbuffer_get_length(bufferevent_get_input(s->bev)) != 0 ||
+	    !exchange_continue(&s->x, bufferevent_get_output(s->bev)))
 		return 0;
-	evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
-	s->x.bytes_out += sizeof cont - 1;
 	return client_flush(s);
 }
 
@@ -794,7 +733,8 @@ static void client_write(struct bufferevent *bev, void *arg)
 			upstream_direct_read(s->up, 1);
 		else
 			bufferevent_enable(s->up->bev, EV_READ);
-		if (upstream_process(s) < 0)
+		s->x.meter.now = util_now_us();
+		if (upstream_input(s) < 0)
 			return;
 	}
 	if (evbuffer_get_length(out) == 0) {
@@ -876,7 +816,10 @@ static int response_done(struct session *s)
 
 /* No token from this replica in time, and nothing reached the client: the
  * attempt is closed (the backend stops) and the next replica gets the
- * request; with none left, what was held goes on and the stream with it. */
+ * request; with none left, what was held goes on and the stream with it.
+ * After the first token, the throughput probe's verdict: its tokens came
+ * at least at health.throughput.min_rate, and the stream goes on; or not,
+ * and the next replica gets it the same way. */
 static void first_token_late(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -886,6 +829,14 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 	s->ft_armed = 0;
 	if (s->x.conf == NULL || s->forwarded)
 		return;
+	if (s->probing && s->x.meter.t_first_token != 0) {
+		/* the throughput probe's verdict; slow with nowhere to go: kept */
+		if (firsttoken_slow(s) && failover(s, FAILOVER_THROUGHPUT, 0) != 1)
+			return;
+		firsttoken_keep(s);
+		client_flush(s);
+		return;
+	}
 	log_info("request %s: no token from upstream %s within timeouts.first_token",
 	    s->x.request_id, s->att.rep->name);
 	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
@@ -1054,17 +1005,9 @@ static int response_body(struct session *s)
 	return body_forwarded(s, r, 0);
 }
 
-/* What waits in the upstream's input: read at the loop's time now (the
- * end of a TLS stream, or input left while the client held it back). */
-static int upstream_process(struct session *s)
-{
-	if (s->up == NULL)
-		return 0;
-	s->x.meter.now = util_now_us();
-	return upstream_input(s);
-}
-
-/* ... read at meter.now. */
+/* What waits in the upstream's input, read at meter.now (the read's; the
+ * loop's now for the end of a TLS stream or for input left while the
+ * client held it back). */
 static int upstream_input(struct session *s)
 {
 	struct evbuffer *in;
@@ -1144,7 +1087,7 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 
 	if (n > 0) {
-		up_stamp(s, real);
+		exchange_read(&s->x, &s->loop->clock, real);
 		if (s->us == U_BODY && !s->x.decode && evbuffer_get_length(in) == 0) {
 			direct_body(s, s->loop->rbuf, (size_t)n);
 			return;
@@ -1169,7 +1112,7 @@ static void up_read(struct bufferevent *bev, void *arg)
 
 	if (s->up == NULL)
 		return;
-	up_stamp(s, ssl != NULL ? tls_rx_take(ssl) : 0);
+	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0);
 	upstream_input(s);
 }
 
@@ -1438,7 +1381,8 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	}
 	/* EOF or error: read what is left first */
 	tls_err = upstream_is_tls(s->up) ? bufferevent_get_openssl_error(bev) : 0;
-	if (upstream_process(s) < 0 || s->up == NULL)
+	s->x.meter.now = util_now_us();
+	if (upstream_input(s) < 0 || s->up == NULL)
 		return;
 	upstream_closed(s, tls_err);
 }

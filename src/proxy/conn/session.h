@@ -69,7 +69,11 @@ struct session {
 	 * timeouts.first_token what of its response waits for the first token */
 	struct attempt att;
 	unsigned forwarded : 1;       /* a response byte went to the client */
-	unsigned ft_armed : 1;        /* the first-token deadline runs */
+	unsigned ft_armed : 1;        /* ft_timer runs: the first-token deadline,
+	                               * or the throughput probe's window */
+	unsigned probing : 1;         /* health.throughput judges this attempt */
+	unsigned probe_state : 2;     /* 0 before its first token, 1 its window
+	                               * runs, 2 its verdict is due, 3 given */
 	struct evbuffer *hold;
 	struct event *ft_timer;
 };

@@ -583,6 +583,16 @@ void stats_prometheus(struct promout *o)
 	    "the workers saw (kernel receive times near one use the loop's clock).",
 	    PROMPROTO_COUNTER);
 	promout_sample(o, &none, (double)atomic_load(&gauge_clock_steps));
+	promout_family(o, "tokentap_throughput_probes_total", "Throughput probes' "
+	    "verdicts (health.throughput): pass, slow (the request went to another "
+	    "replica), kept (slow, and no other replica could take it).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < GAUGE_PROBE_COUNT; i++) {
+		static const char *const names[] = { "pass", "slow", "kept" };
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "result", names[i]);
+		promout_sample(o, &l, (double)atomic_load(&gauge_probes[i]));
+	}
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);
 	promout_sample(o, &version, 1);

@@ -9,3 +9,4 @@ atomic_ullong gauge_body_spills;
 atomic_ulong gauge_unmeasured[METER_UNMEASURED_COUNT];
 atomic_ullong gauge_read_times[2];
 atomic_ullong gauge_clock_steps;
+atomic_ullong gauge_probes[GAUGE_PROBE_COUNT];
