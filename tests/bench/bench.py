@@ -590,7 +590,7 @@ class Bench:
         try:
             for name in paths:     # every path's connections opened once
                 proxy, port = paths[name]
-                self.tls_run(proxy, port, 50, edge)
+                self.tls_run(proxy, port, 20 if self.quick else 100, edge)
             for n in levels:
                 runs = {name: [] for name in paths}
                 pairs = []
@@ -612,7 +612,7 @@ class Bench:
                                   for name in paths if name != "direct-tls"}
                 level["accuracy"] = accuracy(pairs)
                 out["levels"][str(n)] = level
-            mem = TLS_MEMORY // 5 if self.quick else TLS_MEMORY
+            mem = TLS_MEMORY // 10 if self.quick else TLS_MEMORY
             out["memory"] = {"streams": mem}
             for name in (x for x in paths if x != "direct-tls"):
                 log(f"tls: memory, {mem} streams, {name}")
