@@ -417,11 +417,12 @@ class Bench:
         args = ["-c", str(p["tp_streams"]), "-d", p["tp_duration"],
                 "--max-tokens", str(p["tp_tokens"]), "-H", "X-Mock-TPOT: 0",
                 "--timeout", "120s"]
-        runs = {t: [] for t in self.targets()}
+        # tokentap-loop too: the kernel stamps' cost per event, side by side
+        runs = {t: [] for t in self.targets(True)}
         self.start_proxies()
         try:
             for i in range(self.runs):
-                for name in self.targets():
+                for name in self.targets(True):
                     log(f"throughput: {name}, run {i + 1}/{self.runs}")
                     fig, cpu = self.measure_quiet(name, args)
                     ev, el = fig["output_tokens"], fig["elapsed_s"]

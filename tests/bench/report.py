@@ -309,7 +309,7 @@ def throughput_section(tp, cpus):
     d = tp["direct"]["median"]
     ng = tp.get("nginx", {}).get("median", {})
     fl = tp.get("floor", {}).get("median", {})
-    for name in ("direct", "floor", "tokentap", "nginx"):
+    for name in ("direct", "floor", "tokentap", "tokentap-loop", "nginx"):
         if name not in tp:
             continue
         m = tp[name]["median"]
@@ -336,6 +336,8 @@ def throughput_section(tp, cpus):
          "set: what the proxy would forward with its CPUs fully busy.",
          "events/s is capped by the mock and client sharing the other CPU set; "
          "through a proxy the client reads more events per read than direct.",
+         "tokentap-loop: the same tokentap with timestamps: loop (no receive "
+         "stamps): what the kernel's times cost an event.",
          noise([r["other_share"] for name in ("direct", "floor", "tokentap", "nginx")
                 if name in tp for r in tp[name]["runs"]])])
 
