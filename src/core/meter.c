@@ -135,7 +135,8 @@ static void keepalive(struct meter *m, uint64_t n)
 }
 
 /* What an event's count says of chunks and tokens: continuous usage, and
- * the first token event's tokens (its count less the one before it). */
+ * the first token event's tokens (its count less the one before it):
+ * for an event with a count, or the first token event. */
 static void count_event(struct meter *m, const struct dialect_info *info)
 {
 	if (info->output_tokens >= 0) {
@@ -185,7 +186,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->held_last = m->held_us;
 		m->token_events++;
 	}
-	count_event(m, &info);
+	if (info.output_tokens >= 0 || (info.token && m->token_events == 1))
+		count_event(m, &info);
 	if (info.keepalive != 0) {
 		m->pings += info.keepalive == DIALECT_PING;
 		m->empty_deltas += info.keepalive == DIALECT_EMPTY;
@@ -300,15 +302,9 @@ static void decoded(void *arg, const char *p, size_t len)
 
 void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 {
-	uint64_t ka = 0;
+	uint64_t ka;
 
 	m->now = now;
-	if (len > 0 && m->read_at != now) {
-		m->read_at = now;
-		m->reads++;
-	}
-	if (m->parse != METER_PARSE_NONE)
-		ka = m->sse.comments + m->sse.pings;
 	if (m->dec == NULL) {
 		if (!m->unmeasured)
 			decoded(m, p, len);
@@ -320,8 +316,11 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 		m->unmeasured_body = 1;
 	}
 	/* the parser's keep-alives (comments, data-less pings) of this read */
-	if (m->parse != METER_PARSE_NONE && m->sse.comments + m->sse.pings != ka)
-		keepalive(m, m->sse.comments + m->sse.pings - ka);
+	if (m->parse != METER_PARSE_NONE &&
+	    (ka = m->sse.comments + m->sse.pings) != m->ka_parser) {
+		keepalive(m, ka - m->ka_parser);
+		m->ka_parser = ka;
+	}
 }
 
 enum meter_unmeasured meter_unmeasured(const struct meter *m)

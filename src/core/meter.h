@@ -96,15 +96,14 @@ struct meter {
 	uint64_t usage_events, usage_token_events;
 	int64_t first_event_tokens;
 
-	/* the wire report's own (the SSE parser counts the rest): reads that
-	 * brought body bytes and those that completed an event (a read's
-	 * time is its identity, as for clumping), keep-alive events by kind
-	 * (dialect.h), and the keep-alives of every kind (comments too) with
-	 * the times of the first and the last */
-	uint64_t reads, event_reads;
-	uint64_t read_at, event_read_at;
+	/* the wire report's own (the SSE parser counts the rest): the reads
+	 * that completed an event (a read's time is its identity, as for
+	 * clumping), keep-alive events by kind (dialect.h), and the
+	 * keep-alives of every kind (comments too) with the times of the
+	 * first and the last; the parser's comments and pings seen so far */
+	uint64_t event_reads, event_read_at;
 	uint64_t pings, empty_deltas;
-	uint64_t keepalives, ka_first, ka_last;
+	uint64_t keepalives, ka_first, ka_last, ka_parser;
 
 	/* clumping: token events that came in the same read as the token
 	 * before them (one read, one timestamp: a gap of 0), and the gaps

@@ -18,23 +18,6 @@ int rxtime_enable(int fd)
 	return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags);
 }
 
-static int64_t stamp_of(struct msghdr *msg)
-{
-	struct cmsghdr *cm;
-
-	if (msg->msg_flags & MSG_CTRUNC)
-		return 0;
-	for (cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPING &&
-		    cm->cmsg_len >= CMSG_LEN(sizeof(struct scm_timestamping))) {
-			struct scm_timestamping ts;
-			memcpy(&ts, CMSG_DATA(cm), sizeof ts);
-			return (int64_t)ts.ts[0].tv_sec * 1000000000 + ts.ts[0].tv_nsec;
-		}
-	}
-	return 0;
-}
-
 ssize_t rxtime_recv(int fd, void *buf, size_t len, int flags, int64_t *real_ns)
 {
 	union {
@@ -42,18 +25,23 @@ ssize_t rxtime_recv(int fd, void *buf, size_t len, int flags, int64_t *real_ns)
 		struct cmsghdr align;
 	} control;
 	struct iovec iov = { buf, len };
-	struct msghdr msg;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+	    .msg_control = control.buf, .msg_controllen = sizeof control.buf };
+	struct cmsghdr *cm;
 	ssize_t n;
 
 	if (real_ns == NULL)
 		return recv(fd, buf, len, flags);
-	memset(&msg, 0, sizeof msg);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control.buf;
-	msg.msg_controllen = sizeof control.buf;
 	n = recvmsg(fd, &msg, flags);
-	*real_ns = n > 0 ? stamp_of(&msg) : 0;
+	*real_ns = 0;
+	/* the one control message a TCP read carries with these flags */
+	if (n > 0 && !(msg.msg_flags & MSG_CTRUNC) && (cm = CMSG_FIRSTHDR(&msg)) != NULL &&
+	    cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPING &&
+	    cm->cmsg_len >= CMSG_LEN(sizeof(struct scm_timestamping))) {
+		struct scm_timestamping ts;
+		memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+		*real_ns = (int64_t)ts.ts[0].tv_sec * 1000000000 + ts.ts[0].tv_nsec;
+	}
 	return n;
 }
 
@@ -119,14 +107,27 @@ unplaced:
 uint64_t rxtime_mono(struct rxtime_clock *c, int64_t real_ns, uint64_t now_us)
 {
 	struct timespec r, m1, m2;
-	int64_t real_now;
+	int64_t real_now, now_ns, d, m;
 
 	if (real_ns == 0)
 		return 0;
 	clock_gettime(CLOCK_REALTIME, &r);
 	real_now = ns_of(&r);
-	if (c->sampled_us == 0 ||
-	    dist(real_now - (int64_t)now_us * 1000, c->offset_ns) > RXTIME_STEP_NS) {
+	now_ns = (int64_t)now_us * 1000;
+	d = real_now - now_ns - c->offset_ns;
+	/* the common case, every read but the first: no step seen ever, the
+	 * offset as sampled before (or closer), the stamp in the past */
+	if (c->step_to_us == 0 && c->sampled_us != 0 && d <= RXTIME_STEP_NS &&
+	    d >= -RXTIME_STEP_NS) {
+		if (d < 0)
+			c->offset_ns += d;
+		c->sampled_us = now_us;
+		m = real_ns - c->offset_ns;
+		if (m <= now_ns && m > 0)
+			return (uint64_t)m / 1000;
+		return rxtime_mono_at(c, real_ns, now_us, real_now);
+	}
+	if (c->sampled_us == 0 || d > RXTIME_STEP_NS || d < -RXTIME_STEP_NS) {
 		/* the first sample, a step, or this thread was preempted
 		 * between the two clock reads: a pair read close together
 		 * tells */

@@ -41,6 +41,7 @@ struct rxtime_clock {
 	uint64_t step_from_us;   /* the last step happened between these two */
 	uint64_t step_to_us;     /* samples (monotonic µs); 0: none seen */
 	uint64_t steps;          /* steps seen */
+	uint64_t told;           /* ... of them the caller has said */
 	uint64_t unplaced;       /* stamps not used (the caller fell back) */
 };
 

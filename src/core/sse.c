@@ -438,6 +438,7 @@ static size_t find(const char *buf, size_t from, size_t len, char c)
 static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 {
 	size_t pos = 0, lf, cr, eol;
+	uint64_t lfs = 0;          /* LF line ends: counted here, added once */
 
 	if (len == 0)
 		return;
@@ -463,6 +464,7 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 		if (eol == len) {
 			spill(p);
 			line_part(p, buf + pos, len - pos);
+			p->lf += lfs;
 			return;
 		}
 		if (p->state == ST_START) {
@@ -473,7 +475,7 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 		}
 		pos = eol + 1;
 		if (buf[eol] == '\n') {
-			p->lf++;
+			lfs++;
 		} else if (pos == len) {
 			p->cr_end = 1;
 		} else if (buf[pos] == '\n') {
@@ -483,6 +485,7 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 			p->cr++;
 		}
 	}
+	p->lf += lfs;
 	spill(p);
 }
 

@@ -171,8 +171,7 @@ listen:
   - address: 127.0.0.1:{port}{listen_tls}
 admin:
   address: 127.0.0.1:{admin}
-workers: {workers}
-timestamps: {timestamps}
+workers: {workers}{timestamps}
 limits:
   max_connections: 19000
 access_log: {log}
@@ -201,7 +200,9 @@ class Tokentap(Child):
         with open(conf, "w") as f:
             f.write(TOKENTAP_YAML.format(port=self.port, admin=self.admin,
                                          workers=workers, log=self.log,
-                                         upstream=upstream, timestamps=timestamps,
+                                         upstream=upstream,
+                                         timestamps="" if timestamps == "kernel" else
+                                         f"\ntimestamps: {timestamps}",
                                          scheme="https" if tls else "http",
                                          listen_tls=listen_tls, route_tls=route_tls))
         super().__init__(name, [*wrapper, binary("tokentap"), "-c", conf],

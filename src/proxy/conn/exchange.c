@@ -956,19 +956,30 @@ void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
 	x->bytes_out += evbuffer_get_length(out) - before;
 }
 
-uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
+/* A step the clock saw and nobody said yet: logged and counted, once. */
+static void step_told(struct rxtime_clock *c)
 {
-	uint64_t now = util_now_us(), steps = c->steps;
+	c->told = c->steps;
+	atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
+	log_warn("the real-time clock was stepped by %+lld ms: reads received "
+	    "around the step are timed by the event loop",
+	    (long long)((c->offset_ns - c->before_ns) / 1000000));
+}
+
+static inline uint64_t read_time(struct rxtime_clock *c, int64_t real, uint64_t now,
+    int *kernel)
+{
 	uint64_t t = real != 0 ? rxtime_mono(c, real, now) : 0;
 
-	if (c->steps != steps) {
-		atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
-		log_warn("the real-time clock was stepped by %+lld ms: reads received "
-		    "around the step are timed by the event loop",
-		    (long long)((c->offset_ns - c->before_ns) / 1000000));
-	}
+	if (c->steps != c->told)
+		step_told(c);
 	*kernel = t != 0;
 	return t != 0 ? t : now;
+}
+
+uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
+{
+	return read_time(c, real, util_now_us(), kernel);
 }
 
 /* Never before what the response read already nor before the request's
@@ -978,7 +989,7 @@ void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real)
 	struct meter *m = &x->meter;
 	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
 	int kernel;
-	uint64_t t = exchange_read_time(c, real, &kernel);
+	uint64_t t = read_time(c, real, util_now_us(), &kernel);
 
 	m->now = t > floor ? t : floor;
 	m->stamps_kernel += (uint32_t)kernel;

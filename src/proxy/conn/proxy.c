@@ -74,26 +74,21 @@ static int tunnel_start(struct session *s);
 static int failover(struct session *s, enum failover_reason why, unsigned status);
 static int try_another(struct session *s, enum failover_reason why, unsigned status);
 
-/* ---- receive times (rxtime.h) ------------------------------------------ */
-
-/* A client read (first: under TLS, the first read since the connection
- * went idle, when it was not this one): the first since the connection
- * went idle is the next request's first byte. */
+/* ---- receive times (rxtime.h): a client read (first: under TLS, the
+ * first read since the connection went idle, when it was not this one);
+ * the first since the connection went idle is the next request's first
+ * byte. */
 static void client_stamp(struct session *s, int64_t first, int64_t real)
 {
-	int kernel;
+	int k;
 
-	s->rx_last = exchange_read_time(&s->loop->clock, real, &kernel);
-	s->rx_last_kernel = kernel != 0;
+	s->rx_last = exchange_read_time(&s->loop->clock, real, &k);
+	s->rx_last_kernel = k != 0;
 	if (s->rx_first != 0)
 		return;
-	if (first != 0 && first != real) {
-		s->rx_first = exchange_read_time(&s->loop->clock, first, &kernel);
-		s->rx_first_kernel = kernel != 0;
-	} else {
-		s->rx_first = s->rx_last;
-		s->rx_first_kernel = s->rx_last_kernel;
-	}
+	s->rx_first = first != 0 && first != real ?
+	    exchange_read_time(&s->loop->clock, first, &k) : s->rx_last;
+	s->rx_first_kernel = k != 0;
 }
 
 /* When the request's bytes so far came: the newest client read. */
@@ -489,6 +484,7 @@ static int dispatch(struct session *s, int fresh)
 		attempt_leave(&s->att, &s->x, FAILOVER_CONNECT, 0);
 	}
 	s->up = u;
+	s->up_input = 0;
 	s->us = U_CONNECT;
 	firsttoken_arm(s, first_token_late);
 	if (u->connected) {
@@ -1034,6 +1030,18 @@ static int upstream_input(struct session *s)
 	return 0;
 }
 
+/* Bytes for the upstream's input, which then may hold some (up_input; a
+ * socket bufferevent freezes its input's end so that only it adds there). */
+static void up_buffer(struct session *s, const char *p, size_t n)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+
+	evbuffer_unfreeze(in, 0);
+	evbuffer_add(in, p, n);
+	evbuffer_freeze(in, 0);
+	s->up_input = 1;
+}
+
 /* The body of a streaming response, read by up_readable: parsed where it
  * was read and written to the client from there; copied to the client's
  * output buffer only when the socket does not take it all at once. */
@@ -1062,24 +1070,18 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	/* bytes past the response's end are not forwarded; kept in the input,
 	 * they keep the connection out of the pool. (A socket bufferevent
 	 * freezes its input's end so that only it adds there.) */
-	if (used < n) {
-		struct evbuffer *in = bufferevent_get_input(s->up->bev);
-		evbuffer_unfreeze(in, 0);
-		evbuffer_add(in, buf + used, n - used);
-		evbuffer_freeze(in, 0);
-	}
+	if (used < n)
+		up_buffer(s, buf + used, n - used);
 	return body_forwarded(s, r, drained);
 }
 
 /* One recvmsg(2) per readiness into the worker's buffer, with the
  * kernel's receive time: no FIONREAD ioctl, no buffer chain allocated per
  * read (libevent's bufferevent does both). A streaming body is forwarded
- * from the buffer; anything else goes through the bufferevent's input (a
- * socket bufferevent freezes its input's end so that only it adds there). */
+ * from the buffer; anything else goes through the bufferevent's input. */
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	struct evbuffer *in = bufferevent_get_input(s->up->bev);
 	int64_t real = 0;
 	/* past the backlog, what one read may leave waiting is small */
 	ssize_t n = rxtime_recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
@@ -1088,14 +1090,13 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 
 	if (n > 0) {
 		exchange_read(&s->x, &s->loop->clock, real);
-		if (s->us == U_BODY && !s->x.decode && evbuffer_get_length(in) == 0) {
+		if (s->us == U_BODY && !s->x.decode && !s->up_input) {
 			direct_body(s, s->loop->rbuf, (size_t)n);
 			return;
 		}
-		evbuffer_unfreeze(in, 0);
-		evbuffer_add(in, s->loop->rbuf, (size_t)n);
-		evbuffer_freeze(in, 0);
-		upstream_input(s);
+		up_buffer(s, s->loop->rbuf, (size_t)n);
+		if (upstream_input(s) == 0 && s->up != NULL)
+			s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))

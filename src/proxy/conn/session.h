@@ -61,6 +61,7 @@ struct session {
 	unsigned req_sent : 1;
 	unsigned client_paused : 1;   /* backpressure on the request body */
 	unsigned up_paused : 1;       /* backpressure on the response */
+	unsigned up_input : 1;        /* the upstream's input may hold bytes */
 	struct upconn *up;
 	struct bodybuf held;          /* a request held until its body is whole */
 	struct exchange x;
