@@ -9,7 +9,7 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
      --only    comma-separated: latency,stallfree,throughput,memory,instructions,
-               generator,otel
+               generator,otel,tls
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,3000)
@@ -36,6 +36,16 @@ by the X-Request-Id tokentap-load sends), at 100 and 1,000 streams: the
 client's first-token read minus the mock's send (what the client adds to
 TTFT), its TPOT against the mock's; and the generator's CPU per event,
 with the events one core of it drives (TPOT 0: as fast as the mock sends).
+
+Measurement accuracy: tokentap's access log against the mock's own send
+times, for tokentap as it runs (timestamps: kernel, the kernel's receive
+times) and, side by side in the same runs, a second tokentap with
+timestamps: loop (the event loop's clock: what it measured before).
+
+TLS (--only tls): tokentap and nginx each terminate the client's TLS and
+speak TLS to a TLS backend; an nginx on the client's CPUs adds the TLS
+around them (tokentap-load speaks plain HTTP) and is the backend's TLS
+(tests/bench/nginx-edge.conf); direct-tls is that nginx alone.
 """
 import argparse
 import glob
@@ -95,7 +105,7 @@ STOLEN = 0.01
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
 SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator",
-            "otel")
+            "otel", "tls")
 # the OpenTelemetry export's cost: tokentap without it, with a span for
 # every request (no client sends a traceparent: otel.traces.sample 1), and
 # with the metrics export on too, to a collector that takes everything
@@ -106,6 +116,9 @@ OTEL_CONFIGS = {
     "traces+metrics": "otel:\n  endpoint: http://127.0.0.1:{sink}\n"
                       "  traces: {{sample: 1}}\n  metrics: {{interval: 1s}}\n",
 }
+# the TLS rows' levels (quick: the first)
+TLS_LEVELS = (100, 500)
+TLS_MEMORY = 1000
 # stall-free streams, as the public gateway boards count them: every frame
 # arrives, no gap between frames over 10x the pace, under 0.1 % errors
 SF_TOKENS = 100
@@ -114,8 +127,10 @@ SF_ERRORS = 0.001
 # floor: tests/bench/relay.c, a bare relay that does only what every proxy
 # must (accept, connect, one recv and one send per readiness): what is
 # left between it and a proxy is the proxy's own work
-TARGETS = ("direct", "floor", "tokentap", "nginx")
-PROXIES = ("floor", "tokentap", "nginx")
+TARGETS = ("direct", "floor", "tokentap", "tokentap-loop", "nginx")
+PROXIES = ("floor", "tokentap", "tokentap-loop", "nginx")
+# the latency section's only: tokentap timed by the event loop
+LOOP_ONLY = ("tokentap-loop",)
 
 
 def log(msg):
@@ -164,6 +179,7 @@ class Bench:
         self.workers = a.workers or len(self.proxy)
         self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
         self.mock = self.tokentap = self.nginx = self.floor = None
+        self.tokentap_loop = None
         self.marks = (0, 0)        # log sizes at the start of the last run
         self.has_nginx = shutil.which("nginx") is not None
         self.has_valgrind = shutil.which("valgrind") is not None and \
@@ -180,15 +196,18 @@ class Bench:
                                  workers=self.workers)
         self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port,
                                        workers=self.workers)
+        self.tokentap_loop = procs.Tokentap(self.proxy, self.dir, self.mock.port,
+                                            workers=self.workers, name="tokentap-loop",
+                                            timestamps="loop")
         if self.has_nginx:
             self.nginx = procs.Nginx(self.proxy, self.dir, self.mock.port,
                                      workers=self.workers)
 
     def stop_proxies(self):
-        for p in (self.nginx, self.tokentap, self.floor):
+        for p in (self.nginx, self.tokentap, self.tokentap_loop, self.floor):
             if p is not None:
                 p.stop()
-        self.tokentap = self.nginx = self.floor = None
+        self.tokentap = self.nginx = self.floor = self.tokentap_loop = None
 
     def stop(self):
         self.stop_proxies()
@@ -197,6 +216,7 @@ class Bench:
 
     def target(self, name):
         return {"direct": self.mock, "tokentap": self.tokentap,
+                "tokentap-loop": self.tokentap_loop,
                 "nginx": self.nginx, "floor": self.floor}[name]
 
     def url(self, name):
@@ -208,9 +228,9 @@ class Bench:
         CPU set and of processes not ours, over the run."""
         t = self.target(name)
         t.check()
-        self.marks = self.log_marks()
-        mine = [p for p in (self.mock, self.floor, self.tokentap, self.nginx)
-                if p is not None]
+        self.marks = self.log_marks(t)
+        mine = [p for p in (self.mock, self.floor, self.tokentap, self.tokentap_loop,
+                            self.nginx) if p is not None]
         before = [p.cpu_s() for p in mine]
         waited = t.runq_wait_s() if name != "direct" else None
         cpu0 = procs.cpu_times()
@@ -256,8 +276,9 @@ class Bench:
         best[1]["attempts"] = attempt
         return best
 
-    def targets(self):
-        return [t for t in TARGETS if t != "nginx" or self.has_nginx]
+    def targets(self, latency=False):
+        return [t for t in TARGETS if (t != "nginx" or self.has_nginx) and
+                (latency or t not in LOOP_ONLY)]
 
     # ---- latency, TTFT, accuracy -----------------------------------------
 
@@ -301,7 +322,7 @@ class Bench:
         }
 
     def warm_up(self):
-        for name in self.targets():
+        for name in self.targets(True):
             self.measure(name, ["-c", "100", "-d", "1s", "--max-tokens", "20"])
 
     def latency(self):
@@ -311,19 +332,19 @@ class Bench:
             if not self.quick:
                 self.warm_up()
             for n in self.p["levels"]:
-                runs = {t: [] for t in self.targets()}
-                pairs = []
+                runs = {t: [] for t in self.targets(True)}
+                pairs = {"tokentap": [], "tokentap-loop": []}
                 count = max(self.runs, self.p.get("level_runs", {}).get(n, 0))
                 for i in range(count):
                     # each run in another order, so that a slow drift of
                     # the machine does not always favour the same path
-                    order = self.targets()
+                    order = self.targets(True)
                     order = order[i % len(order):] + order[:i % len(order)]
                     for name in order:
                         log(f"latency: {n} streams, {name}, run {i + 1}/{count}")
                         runs[name].append(self.latency_run(name, n))
-                        if name == "tokentap":
-                            pairs += self.matched(self.marks)
+                        if name in pairs:
+                            pairs[name] += self.matched(self.marks, self.target(name))
                 out[str(n)] = self.latency_summary(n, runs, pairs)
         finally:
             self.stop_proxies()
@@ -342,19 +363,22 @@ class Bench:
             level["added"][name] = {
                 k: fg.diff(m[k], d[k]) for k in
                 ("lag_p50_us", "lag_p99_us", "lag_max_us", "ttft_p50_ms", "ttft_p99_ms")}
-        level["accuracy"] = accuracy(pairs)
+        # kernel receive times (as tokentap runs) and the loop's, one run
+        level["accuracy"] = accuracy(pairs["tokentap"])
+        level["accuracy_loop"] = accuracy(pairs["tokentap-loop"])
         return level
 
-    # The mock's request log and tokentap's access log, matched by the
-    # X-Request-Id tokentap forwards, over the last tokentap run.
-    def log_marks(self):
+    # The mock's request log and a tokentap's access log, matched by the
+    # X-Request-Id tokentap forwards, over that tokentap's last run.
+    def log_marks(self, t=None):
         return (procs.file_size(self.mock.log),
-                procs.file_size(self.tokentap.log) if self.tokentap else 0)
+                procs.file_size(t.log) if t is not None and t is not self.mock and
+                getattr(t, "log", None) else 0)
 
-    def matched(self, marks):
+    def matched(self, marks, t):
         time.sleep(0.3)     # the last lines are written as the streams end
         mock, _ = procs.read_jsonl(self.mock.log, marks[0])
-        tt, _ = procs.read_jsonl(self.tokentap.log, marks[1])
+        tt, _ = procs.read_jsonl(t.log, marks[1])
         by_id = {m["request_id"]: m for m in mock if m.get("request_id")}
         return [(t, by_id[t["request_id"]]) for t in tt
                 if t.get("request_id") in by_id]
@@ -454,11 +478,12 @@ class Bench:
         args = ["-c", str(p["tp_streams"]), "-d", p["tp_duration"],
                 "--max-tokens", str(p["tp_tokens"]), "-H", "X-Mock-TPOT: 0",
                 "--timeout", "120s"]
-        runs = {t: [] for t in self.targets()}
+        # tokentap-loop too: the kernel stamps' cost per event, side by side
+        runs = {t: [] for t in self.targets(True)}
         self.start_proxies()
         try:
             for i in range(self.runs):
-                for name in self.targets():
+                for name in self.targets(True):
                     log(f"throughput: {name}, run {i + 1}/{self.runs}")
                     fig, cpu = self.measure_quiet(name, args)
                     ev, el = fig["output_tokens"], fig["elapsed_s"]
@@ -545,6 +570,118 @@ class Bench:
                 level[kind] = {"median": fg.medians(rs, list(rs[0].keys())),
                                "runs": rs}
             out[str(n)] = level
+        return out
+
+    # ---- TLS on both sides ----------------------------------------------------
+
+    def tls_start(self):
+        """tokentap and nginx with TLS both ways, the edge around them."""
+        certs = make_certs(self.dir)
+        backend, tt_in, ng_in = procs.free_port(), procs.free_port(), procs.free_port()
+        tt = procs.Tokentap(self.proxy, self.dir, backend, workers=self.workers,
+                            name="tokentap-tls", tls=certs)
+        ng = procs.Nginx(self.proxy, self.dir, backend, workers=self.workers,
+                         name="nginx-tls", tls=certs) if self.has_nginx else None
+        edge = procs.Nginx(self.client, self.dir, self.mock.port,
+                           workers=len(self.client), name="tls-edge",
+                           template=os.path.join(os.path.dirname(__file__),
+                                                 "nginx-edge.conf"),
+                           extra=(("BACKEND", backend), ("TT_IN", tt_in),
+                                  ("NG_IN", ng_in), ("TOKENTAP", tt.port),
+                                  ("NGINX", ng.port if ng else 9), ("CA", certs["ca"]),
+                                  ("CERT", certs["cert"]), ("KEY", certs["key"])))
+        procs.wait_port(tt_in, proc=edge.p)
+        paths = {"direct-tls": (None, edge.port), "tokentap-tls": (tt, tt_in)}
+        if ng is not None:
+            paths["nginx-tls"] = (ng, ng_in)
+        return paths, [p for p in (edge, tt, ng) if p is not None]
+
+    def tls_run(self, proxy, port, n, edge):
+        """One latency run through a TLS path: its figures, the proxy's CPU,
+        and for tokentap the accuracy pairs."""
+        url = f"http://127.0.0.1:{port}{PATH}"
+        marks = self.log_marks(proxy)
+        before = proxy.cpu_s() if proxy else None
+        edge_before = edge.cpu_s()
+        fig, load_cpu = procs.run_load(self.client, self.dir, url, self.latency_args(n))
+        cpu = proxy.cpu_s() - before if proxy else None
+        lag = fig.get("lag_ms") or {}
+        ttft = sorted(x["ttft_ms"] for x in fig["samples"]
+                      if x["outcome"] == "ok" and x["ttft_ms"] is not None)
+        pairs = self.matched(marks, proxy) if getattr(proxy, "log", None) else []
+        return {"lag_p50_us": 1000 * lag["p50"] if lag.get("p50") is not None else None,
+                "lag_p99_us": 1000 * lag["p99"] if lag.get("p99") is not None else None,
+                "ttft_p50_ms": fg.quantile(ttft, 0.5), "errors": fig["errors"],
+                "requests": fig["requests"], "events": fig["output_tokens"],
+                "events_per_s": fig["output_tokens_per_s"], "proxy_cpu_s": cpu,
+                "edge_cpu_s": edge.cpu_s() - edge_before, "load_cpu_s": load_cpu,
+                "cpu_s_per_M_events": fg.ratio(cpu, fig["output_tokens"] / 1e6)
+                if cpu is not None and fig["output_tokens"] else None}, pairs
+
+    def tls_memory(self, proxy, port, n):
+        """RSS per open stream of a TLS path's proxy at n streams."""
+        load = None
+        try:
+            idle_rss, idle_fds = proxy.rss_kib(), proxy.fds()
+            ramp = max(0.2, n / 4000)
+            load = procs.start_load(self.client, self.dir,
+                                    f"http://127.0.0.1:{port}{PATH}",
+                                    ["-c", str(n), "--ramp", f"{ramp:.1f}s",
+                                     "-d", "600s", "--timeout", "600s",
+                                     "--max-tokens", "100000",
+                                     "-H", "X-Mock-TPOT: 500ms"])
+            deadline = time.monotonic() + ramp + 30
+            while proxy.fds() < idle_fds + 2 * n and time.monotonic() < deadline:
+                load.check()
+                time.sleep(0.1)
+            time.sleep(1.5)
+            rss = fg.median([proxy.rss_kib() for _ in range(3)])
+        finally:
+            if load is not None:
+                load.p.kill()
+                load.p.wait()
+                time.sleep(1.0)
+        return {"idle_rss_kib": idle_rss, "rss_kib": rss,
+                "kib_per_stream": (rss - idle_rss) / n}
+
+    def tls(self):
+        levels = TLS_LEVELS[:1] if self.quick else TLS_LEVELS
+        paths, started = self.tls_start()
+        edge = started[0]
+        out = {"levels": {}}
+        try:
+            for name in paths:     # every path's connections opened once
+                proxy, port = paths[name]
+                self.tls_run(proxy, port, 20 if self.quick else 100, edge)
+            for n in levels:
+                runs = {name: [] for name in paths}
+                pairs = []
+                for i in range(self.runs):
+                    order = list(paths)
+                    order = order[i % len(order):] + order[:i % len(order)]
+                    for name in order:
+                        log(f"tls: {n} streams, {name}, run {i + 1}/{self.runs}")
+                        r, p = self.tls_run(*paths[name], n, edge)
+                        runs[name].append(r)
+                        pairs += p if name == "tokentap-tls" else []
+                keys = list(runs["direct-tls"][0].keys())
+                level = {name: {"median": fg.medians(rs, keys), "runs": rs}
+                         for name, rs in runs.items()}
+                d = level["direct-tls"]["median"]
+                level["added"] = {name: {k: fg.diff(level[name]["median"][k], d[k])
+                                         for k in ("lag_p50_us", "lag_p99_us",
+                                                   "ttft_p50_ms")}
+                                  for name in paths if name != "direct-tls"}
+                level["accuracy"] = accuracy(pairs)
+                out["levels"][str(n)] = level
+            mem = TLS_MEMORY // 10 if self.quick else TLS_MEMORY
+            out["memory"] = {"streams": mem}
+            for name in (x for x in paths if x != "direct-tls"):
+                log(f"tls: memory, {mem} streams, {name}")
+                out["memory"][name] = self.tls_memory(*paths[name], mem)
+        finally:
+            for p in reversed(started):
+                p.stop()
         return out
 
     # ---- instructions per event (callgrind) ---------------------------------
@@ -676,6 +813,28 @@ class Bench:
         return out
 
 
+def make_certs(workdir):
+    """A CA and a server certificate it signed for localhost and 127.0.0.1
+    (EC P-256), for every TLS side of the TLS rows."""
+    d = os.path.join(workdir, "certs")
+    os.makedirs(d, exist_ok=True)
+    ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    csr, ext = os.path.join(d, "req.csr"), os.path.join(d, "ext.cnf")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", cakey, "-out", ca, "-days", "2", "-subj", "/CN=bench CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial",
+        "-out", cert, "-days", "2", "-extfile", ext)
+    return {"cert": cert, "key": key, "ca": ca}
+
+
 def disturbance(cpu):
     """How disturbed a run was, relative to what is tolerated (1.0)."""
     return max(cpu["other_share"] / DISTURBED, cpu["steal_share"] / STOLEN)
@@ -683,11 +842,21 @@ def disturbance(cpu):
 
 def accuracy(pairs):
     """tokentap's access-log TTFT / TPOT against the mock's actual send
-    times, over the matched requests."""
-    ttft, tpot, rel = [], [], []
+    times, over the matched requests. TTFT against the mock's own (from its
+    read of the request) holds the path before the mock too: tokentap's
+    forwarding, an upstream connect, the mock's own wait to read; the time
+    from the response head to the first token (the mock sends its head as
+    it reads the request, role delay 0) is the backend's alone, timed at
+    both ends by tokentap: what its clock gets right or wrong."""
+    ttft, head, tpot, rel = [], [], [], []
     for t, m in pairs:
         if t.get("ttft_ms") is not None and m.get("ttft_us") is not None:
             ttft.append(abs(t["ttft_ms"] - m["ttft_us"] / 1000))
+            p = t.get("phases") or {}
+            if p.get("first_event_ms") is not None and p.get("first_token_ms") is not None \
+                    and m.get("first_token_us") is not None:
+                head.append(abs(p["first_event_ms"] + p["first_token_ms"] -
+                                m["first_token_us"] / 1000))
         if t.get("tpot_ms") is not None and m.get("tpot_us"):
             err = abs(t["tpot_ms"] - m["tpot_us"] / 1000)
             tpot.append(err)
@@ -697,6 +866,7 @@ def accuracy(pairs):
         return {"median": fg.median(v), "max": max(v) if v else None}
     within = sum(1 for a, b in zip(ttft, rel) if a <= 1.0 and b <= 2.0)
     return {"matched": len(pairs), "ttft_abs_err_ms": stat(ttft),
+            "head_token_abs_err_ms": stat(head),
             "tpot_abs_err_ms": stat(tpot), "tpot_rel_err_pct": stat(rel),
             "within_target": within / len(ttft) if ttft else None}
 

@@ -168,33 +168,44 @@ class Mock(Child):
 
 TOKENTAP_YAML = """\
 listen:
-  - address: 127.0.0.1:{port}
+  - address: 127.0.0.1:{port}{listen_tls}
 admin:
   address: 127.0.0.1:{admin}
-workers: {workers}
+workers: {workers}{timestamps}
 limits:
   max_connections: 19000
 access_log: {log}
 routes:
   - name: bench
     match: {{path_prefix: /}}
-    upstream: http://127.0.0.1:{upstream}
+    upstream: {scheme}://127.0.0.1:{upstream}{route_tls}
 """
 
 
 class Tokentap(Child):
-    """tokentap with its access log and statistics on (the defaults)."""
+    """tokentap with its access log and statistics on (the defaults);
+    timestamps: kernel or loop; tls: {cert, key, ca} for a TLS listener
+    and an https upstream verified against ca."""
 
     def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
-                 name="tokentap", start_timeout=10.0, extra=""):
+                 name="tokentap", start_timeout=10.0, timestamps="kernel", tls=None,
+                 extra=""):
         self.port = free_port()
         self.admin = free_port()
         self.log = os.path.join(workdir, f"{name}-access.jsonl")
         conf = os.path.join(workdir, f"{name}.yaml")
+        listen_tls = route_tls = ""
+        if tls:
+            listen_tls = f"\n    tls: {{cert: {tls['cert']}, key: {tls['key']}}}"
+            route_tls = f"\n    tls: {{ca_file: {tls['ca']}, sni: localhost}}"
         with open(conf, "w") as f:
             f.write(TOKENTAP_YAML.format(port=self.port, admin=self.admin,
                                          workers=workers, log=self.log,
-                                         upstream=upstream) + extra)
+                                         upstream=upstream,
+                                         timestamps="" if timestamps == "kernel" else
+                                         f"\ntimestamps: {timestamps}",
+                                         scheme="https" if tls else "http",
+                                         listen_tls=listen_tls, route_tls=route_tls) + extra)
         super().__init__(name, [*wrapper, binary("tokentap"), "-c", conf],
                          cpus, workdir)
         wait_port(self.port, start_timeout, proc=self.p)
@@ -213,22 +224,33 @@ class Relay(Child):
 
 
 class Nginx(Child):
-    """nginx in the foreground with its own prefix, config and temp dirs."""
+    """nginx in the foreground with its own prefix, config and temp dirs;
+    tls: {cert, key, ca}: a TLS listener and an https upstream verified
+    against ca (the same certificates as tokentap's, OpenSSL's defaults)."""
 
     TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nginx.conf")
 
     def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
-                 name="nginx", start_timeout=10.0, single=False):
+                 name="nginx", start_timeout=10.0, single=False, tls=None,
+                 template=None, extra=()):
         self.port = free_port()
         # under valgrind: one process, no master/worker split to follow
         self.GLOBAL = "daemon off; master_process off;" if single else "daemon off;"
         prefix = os.path.join(workdir, name)
         os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
-        with open(self.TEMPLATE) as f:
+        with open(template or self.TEMPLATE) as f:
             text = f.read()
+        ssl = (f" ssl;\n        ssl_certificate {tls['cert']};\n"
+               f"        ssl_certificate_key {tls['key']}") if tls else ""
+        upstream_ssl = (f"\n            proxy_ssl_trusted_certificate {tls['ca']};\n"
+                        "            proxy_ssl_verify on;\n"
+                        "            proxy_ssl_name localhost;\n"
+                        "            proxy_ssl_session_reuse on;") if tls else ""
         for key, value in (("WORKERS", workers), ("NOFILE", NOFILE),
                            ("PREFIX", prefix), ("PORT", self.port),
-                           ("UPSTREAM", upstream)):
+                           ("UPSTREAM", upstream), ("SSL", ssl),
+                           ("SCHEME", "https" if tls else "http"),
+                           ("UPSTREAM_SSL", upstream_ssl), *extra):
             text = text.replace("@" + key + "@", str(value))
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:

@@ -52,7 +52,6 @@ struct load_conn {
 
 	uint32_t *itl;
 	size_t nitl, itl_cap;
-	int64_t first_chunk;         /* the usage's count at the first gap, or -1 */
 
 	struct load_lag lag;
 };
@@ -152,11 +151,6 @@ static void itl_gap(void *arg, uint64_t gap_us)
 {
 	struct load_conn *c = arg;
 
-	/* the second token chunk is here, not yet classified: a usage read by
-	 * now counted the first chunk's tokens (vLLM's continuous usage,
-	 * Gemini's usageMetadata on every chunk) */
-	if (c->nitl == 0 && c->first_chunk < 0 && c->m.reported_out >= 1)
-		c->first_chunk = c->m.reported_out;
 	if (c->nitl == c->itl_cap) {
 		size_t cap = c->itl_cap ? c->itl_cap * 2 : 256;
 		uint32_t *v = realloc(c->itl, cap * sizeof(*v));
@@ -264,7 +258,6 @@ static void finish(struct load_conn *c, enum meter_end how)
 	c->busy = 0;
 	e.itl = c->itl;
 	e.nitl = c->nitl;
-	e.first_chunk_tokens = c->first_chunk;
 	e.reused = c->reused;
 	c->ctx->done(c->arg, c, &c->m, how, &e);
 }
@@ -459,7 +452,6 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	c->m.itl_fn = itl_gap;
 	c->m.itl_arg = c;
 	c->nitl = 0;
-	c->first_chunk = -1;
 	load_lag_init(&c->lag, lag_record, c);
 	c->busy = 1;
 	c->retried = c->connect_failed = 0;

@@ -23,7 +23,6 @@ struct load_tls;
 struct load_conn_end {
 	const uint32_t *itl;        /* its gaps between token events (µs) */
 	size_t nitl;
-	int64_t first_chunk_tokens; /* from a usage seen by the first gap, or -1 */
 	int reused;                 /* sent on a kept-alive connection */
 };
 

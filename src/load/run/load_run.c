@@ -373,7 +373,7 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 	struct load_sample x;
 
 	(void)c;
-	loadstats_sample(&x, m, how, r->start, e->first_chunk_tokens);
+	loadstats_sample(&x, m, how, r->start);
 	x.seq = s->seq;
 	x.lag_us = s->lag_us;
 	x.prompt_tokens = s->prompt_tokens;

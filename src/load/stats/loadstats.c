@@ -11,12 +11,13 @@ static int64_t rel(uint64_t t, uint64_t origin)
 }
 
 void loadstats_sample(struct load_sample *s, const struct meter *m,
-    enum meter_end how, uint64_t level_start, int64_t first_chunk_tokens)
+    enum meter_end how, uint64_t level_start)
 {
 	int64_t n = meter_output_tokens(m);
-	/* the tokens that arrived before the first gap: one, unless the
-	 * stream said its first chunk held more (a chunk is not a token) */
-	int64_t k1 = first_chunk_tokens >= 1 ? first_chunk_tokens : 1;
+	/* the tokens made after the first token chunk, as tokentap counts
+	 * them (a chunk is not a token; the first one's share estimated
+	 * where the stream does not tell it) */
+	double after = meter_speed_tokens(m);
 
 	memset(s, 0, sizeof(*s));
 	s->start_us = m->t0 > level_start ? m->t0 - level_start : 0;
@@ -31,7 +32,7 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	s->last_token_us = rel(m->t_last_token, level_start);
 	s->output_tokens = n;
 	s->input_tokens = meter_input_tokens(m);
-	s->first_chunk_tokens = first_chunk_tokens;
+	s->first_chunk_tokens = m->first_event_tokens;
 	s->tokens_from_usage = (uint8_t)meter_tokens_from_usage(m);
 	s->events = m->events > UINT32_MAX ? UINT32_MAX : (uint32_t)m->events;
 	s->token_chunks = m->token_events > UINT32_MAX ? UINT32_MAX :
@@ -41,11 +42,11 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	s->connect_us = -1;
 	/* SPEC §4's TPOT, undefined unless tokens came after the first chunk;
 	 * exact (a double), where the meter's integer µs would round down */
-	if (meter_tpot_us(m) >= 0 && n > k1) {
+	if (meter_tpot_us(m) >= 0 && after > 0) {
 		double span = (double)(m->t_last_token - m->t_first_token);
-		s->tpot_us = span / (double)(n - k1);
+		s->tpot_us = span / after;
 		if (span > 0)
-			s->output_speed = (double)(n - k1) * 1e6 / span;
+			s->output_speed = after * 1e6 / span;
 	}
 }
 

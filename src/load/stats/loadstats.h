@@ -60,11 +60,12 @@ struct loadstats {
 
 /* Fills *s from a meter that meter_end has closed, its outcome by the one
  * rule (meter_outcome). level_start: the level's start (µs, the meter's
- * clock); first_chunk_tokens: the first token chunk's tokens where the
- * stream told them (a usage on every chunk), else -1. The caller fills in
- * the rest (seq, asks, lag, flags, gaps). */
+ * clock). TPOT and output speed divide by the tokens made after the first
+ * token chunk as tokentap does (meter_speed_tokens); first_chunk_tokens is
+ * the meter's (a usage on every chunk, or a dialect of one token an event).
+ * The caller fills in the rest (seq, asks, lag, flags, gaps). */
 void loadstats_sample(struct load_sample *s, const struct meter *m,
-    enum meter_end how, uint64_t level_start, int64_t first_chunk_tokens);
+    enum meter_end how, uint64_t level_start);
 
 /* A request the figures count: neither warm-up nor cool-down. */
 static inline int loadstats_counted(const struct load_sample *s)

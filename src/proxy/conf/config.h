@@ -100,6 +100,16 @@ enum conf_balance { BALANCE_LEAST_STREAMS, BALANCE_ROUND_ROBIN, BALANCE_HASH };
 #define CONF_UPGRADES_MAX  8
 #define CONF_UPGRADE_LEN   32
 
+/* The throughput probe (health.throughput): on a pool, a stream is held
+ * after its first token until `tokens` more came or `window` passed, and
+ * one whose replica made them slower than min_rate goes to another
+ * replica before any byte reached the client. Off while min_rate is 0. */
+struct conf_throughput {
+	double min_rate;        /* tokens per second; 0: off */
+	uint64_t tokens;        /* tokens after the first: 16 */
+	uint64_t window_us;     /* at most this long after the first token: 2s */
+};
+
 /* A pool's health rules: passive (every request's fate), and active checks
  * when path is set. */
 struct conf_health {
@@ -111,6 +121,7 @@ struct conf_health {
 	uint64_t backoff_max_us; /* 30s */
 	double ttft_factor;     /* TTFT p95 over this many times the pool's
 	                         * median: a quarter of its share (3; 0: off) */
+	struct conf_throughput throughput;
 };
 
 struct pool;
@@ -219,6 +230,9 @@ struct conf_otel {
 	int explicit_buckets;        /* histograms: exponential (0) or explicit */
 	struct conf_pos at;          /* the otel: map */
 };
+/* Where the times of reads come from (README, "TTFT and TPOT, defined
+ * right"): the kernel's receive stamps, or the event loop's clock. */
+enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
 
 struct conf {
 	char *path;                  /* the file it was loaded from */
@@ -233,6 +247,7 @@ struct conf {
 	char *admin_token;           /* NULL: no token */
 
 	int workers;                 /* "auto" is resolved at load: CPU count */
+	enum conf_timestamps timestamps;  /* kernel */
 
 	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
 

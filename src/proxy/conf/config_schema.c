@@ -75,6 +75,16 @@ static void workers_fn(struct yconf *ld, yaml_node_t *v, void *base, const char 
 	free(s);
 }
 
+static void timestamps_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "kernel", "loop" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "timestamps", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->timestamps = (enum conf_timestamps)t;
+}
+
 static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
@@ -457,6 +467,7 @@ static void route_init(struct yconf *ld, void *item)
 	r->health = (struct conf_health){
 		.interval_us = 10000000, .timeout_us = 2000000, .failures = 1,
 		.backoff_us = 1000000, .backoff_max_us = 30000000, .ttft_factor = 3,
+		.throughput = { .tokens = 16, .window_us = 2000000 },
 	};
 }
 
@@ -1119,6 +1130,13 @@ static const struct yconf_key upstream_item_keys[] = {
 };
 static const struct yconf_section upstream_item_section = TABLE(upstream_item_keys, NULL);
 
+static const struct yconf_key throughput_keys[] = {
+	FLOAT("min_rate", struct conf_throughput, min_rate, 0, 1e6, 0),
+	UINT("tokens", struct conf_throughput, tokens, 1, 100000),
+	DUR("window", struct conf_throughput, window_us, 1000),
+};
+static const struct yconf_section throughput_section = TABLE(throughput_keys, NULL);
+
 static const struct yconf_key health_keys[] = {
 	STR("path", struct conf_health, path, 0),
 	DUR("interval", struct conf_health, interval_us, 100000),
@@ -1127,6 +1145,7 @@ static const struct yconf_key health_keys[] = {
 	DUR("backoff", struct conf_health, backoff_us, 1000),
 	DUR("backoff_max", struct conf_health, backoff_max_us, 1000),
 	FLOAT("ttft_factor", struct conf_health, ttft_factor, 0, 1000, 0),
+	SECTION("throughput", offsetof(struct conf_health, throughput), throughput_section),
 };
 static const struct yconf_section health_section = TABLE(health_keys, health_check);
 
@@ -1159,6 +1178,7 @@ static const struct yconf_key top_keys[] = {
 	FUNC("listen", listen_fn, 0),
 	SECTION("admin", 0, admin_section),
 	FUNC("workers", workers_fn, 0),
+	FUNC("timestamps", timestamps_fn, 0),
 	SECTION("timeouts", offsetof(struct conf, timeouts), timeouts_section),
 	SECTION("limits", 0, limits_section),
 	SECTION("tenant", 0, tenant_section),

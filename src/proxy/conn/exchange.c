@@ -13,8 +13,10 @@
 #include "framing.h"
 #include "gauge.h"
 #include "log.h"
+#include "net.h"
 #include "rng.h"
 #include "route.h"
+#include "rxtime.h"
 #include "tenant.h"
 #include "tracectx.h"
 #include "util.h"
@@ -814,6 +816,7 @@ void exchange_restart(struct exchange *x)
 {
 	struct meter *m = &x->meter;
 	uint64_t t0 = m->t0, t_req = m->t_req;
+	uint32_t kernel = m->stamps_kernel, loop = m->stamps_loop;
 	char model[METER_MODEL_MAX];
 	size_t model_len = 0;
 	enum meter_model_src src = m->model_src;
@@ -834,6 +837,8 @@ void exchange_restart(struct exchange *x)
 	/* the route's stall threshold, which meter_init cleared: a stream
 	 * served by the next replica has its stalls counted too */
 	m->stall_us = x->route->thresholds.stall_us;
+	m->stamps_kernel = kernel;    /* the request's own, and the reads so far */
+	m->stamps_loop = loop;
 	if (model_len > 0)
 		meter_offer_model(m, src, model, model_len);
 	m->itl_fn = on_itl;
@@ -1032,6 +1037,74 @@ int exchange_sweep(struct exchange *x, uint64_t now)
 }
 
 /* ---- books ------------------------------------------------------------- */
+
+int exchange_continue(struct exchange *x, struct evbuffer *out)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!x->expect_continue || x->http10)
+		return 0;
+	evbuffer_add(out, cont, sizeof cont - 1);
+	x->bytes_out += sizeof cont - 1;
+	return 1;
+}
+
+void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
+    const char *type, const char *msg)
+{
+	char body[1024];
+	size_t before = evbuffer_get_length(out);
+	int n = snprintf(body, sizeof body,
+	    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
+
+	evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
+	    status, net_reason(status), n,
+	    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
+	evbuffer_add(out, body, (size_t)n);
+	x->status = status;
+	x->bytes_out += evbuffer_get_length(out) - before;
+}
+
+/* A step the clock saw and nobody said yet: logged and counted, once. */
+static void step_told(struct rxtime_clock *c)
+{
+	c->told = c->steps;
+	atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
+	log_warn("the real-time clock was stepped by %+lld ms: reads received "
+	    "around the step are timed by the event loop",
+	    (long long)((c->offset_ns - c->before_ns) / 1000000));
+}
+
+static inline uint64_t read_time(struct rxtime_clock *c, int64_t real, uint64_t now,
+    int *kernel)
+{
+	uint64_t t = real != 0 ? rxtime_mono(c, real, now) : 0;
+
+	if (c->steps != c->told)
+		step_told(c);
+	*kernel = t != 0;
+	return t != 0 ? t : now;
+}
+
+uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
+{
+	return read_time(c, real, util_now_us(), kernel);
+}
+
+/* Never before what the response read already nor before the request's
+ * first byte: stamps and the loop's clock mixed must not run backwards. */
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real)
+{
+	struct meter *m = &x->meter;
+	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
+	int kernel;
+	uint64_t t = read_time(c, real, util_now_us(), &kernel);
+
+	m->now = t > floor ? t : floor;
+	m->stamps_kernel += (uint32_t)kernel;
+	m->stamps_loop += (uint32_t)!kernel;
+}
 
 void exchange_begin(struct exchange *x, struct conf *conf,
     struct ring *stats, const char *client_ip, uint64_t t0)
@@ -1252,6 +1325,10 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	if (meter_unmeasured(&x->meter) != METER_MEASURED)
 		atomic_fetch_add_explicit(&gauge_unmeasured[meter_unmeasured(&x->meter)], 1,
 		    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[0], x->meter.stamps_kernel,
+	    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[1], x->meter.stamps_loop,
+	    memory_order_relaxed);
 	memset(&e, 0, sizeof e);
 	e.request_id = x->request_id;
 	if (x->traced != EXCHANGE_TRACE_NONE) {

@@ -166,6 +166,44 @@ static void apply_itl(struct group *g, const struct ring_rec *x)
 	}
 }
 
+/* What a stream was made of: tokens against events, and the wire. */
+static void apply_wire(struct slice *s, const struct sample *x)
+{
+	const struct meter_wire *w = &x->wire;
+	uint32_t *v = s->wire;
+
+	if (x->token_source == TOKENS_USAGE || x->token_source == TOKENS_CONTINUOUS) {
+		s->counted_events += x->token_events;
+		s->counted_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
+	}
+	if (x->first_event_tokens >= 0) {
+		s->first_told++;
+		s->first_tokens += (uint64_t)x->first_event_tokens;
+	}
+	s->tpot_estimated += x->tpot_estimated;
+	if (!w->stream)
+		return;
+	v[W_STREAMS]++;
+	v[W_LF] += w->lf;
+	v[W_CRLF] += w->crlf;
+	v[W_CR] += w->cr;
+	v[W_DATA_SPACE] += w->data_space;
+	v[W_DATA_BARE] += w->data_bare;
+	if (w->coding >= DECODE_GZIP && w->coding <= DECODE_ZSTD)
+		v[W_GZIP + w->coding - DECODE_GZIP]++;
+	v[W_END_SEEN] += w->end == WIRE_END_SEEN;
+	v[W_END_MISSING] += w->end == WIRE_END_MISSING;
+	v[W_USAGE_NONE + w->usage]++;
+	v[W_COMMENTS] += w->comments;
+	v[W_PINGS] += w->pings;
+	v[W_EMPTY_DELTAS] += w->empty_deltas;
+	v[W_KA_GAPS] += w->ka_gaps;
+	v[W_KA_SPAN_MS] += (uint32_t)(w->ka_span_us / 1000);
+	v[W_EVENTS] += w->events;
+	v[W_EVENT_READS] += w->event_reads;
+	v[W_ERRORS_2XX] += w->error_in_2xx;
+}
+
 /* The stream health part of a finished request, in the windows (the
  * Prometheus side is metrics_request's). */
 static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
@@ -186,6 +224,7 @@ static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
 			if (x->ovh_read[i] != 0)
 				hist_sparse_record_n(&s->ovh_read, vitals_read_mid(i),
 				    x->ovh_read[i]);
+		apply_wire(s, x);
 	}
 }
 

@@ -29,6 +29,10 @@ struct agg {
 	long stalled;
 	uint64_t stalls, judged, buffered;
 	uint64_t no_token[OUTCOME_COUNT];
+	uint64_t counted_events, counted_tokens, first_told, first_tokens;
+	uint64_t tpot_estimated;
+	uint64_t wire[W_COUNT];
+	unsigned dialects;         /* bit d: a group of dialect d */
 	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
 	struct hist ttfo, ovh_request, ovh_read;
 };
@@ -54,6 +58,13 @@ static void agg_health(struct agg *a, const struct slice *s)
 	a->buffered += s->buffered;
 	for (int o = 0; o < OUTCOME_COUNT; o++)
 		a->no_token[o] += s->no_token[o];
+	a->counted_events += s->counted_events;
+	a->counted_tokens += s->counted_tokens;
+	a->first_told += s->first_told;
+	a->first_tokens += s->first_tokens;
+	a->tpot_estimated += s->tpot_estimated;
+	for (int i = 0; i < W_COUNT; i++)
+		a->wire[i] += s->wire[i];
 	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
 	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
 	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
@@ -63,6 +74,8 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 {
 	a->active += g->active;
 	a->stalled += g->stalled;
+	if (g->dialect < 32)
+		a->dialects |= 1u << g->dialect;
 	if (g->max_active > a->max_active)
 		a->max_active = g->max_active;
 	for (int i = 0; i < 2 * SLICES; i++) {
@@ -190,6 +203,61 @@ static void json_health(struct evbuffer *out, const struct agg *a)
 	ADD(out, "}");
 }
 
+/* A ratio with three decimals, null without a denominator. */
+static void json_ratio(struct evbuffer *out, const char *name, uint64_t num,
+    uint64_t den)
+{
+	evbuffer_add_printf(out, ",\"%s\":", name);
+	jsonw_fixed(out, den ? (double)num / (double)den : -1, 3);
+}
+
+/* Chunks are not tokens: tokens per token event (the streams that counted
+ * their tokens), the first event's tokens (mean, where told), TPOTs whose
+ * divisor was estimated. */
+static void json_tokens(struct evbuffer *out, const struct agg *a)
+{
+	json_ratio(out, "tokens_per_event", a->counted_tokens, a->counted_events);
+	json_ratio(out, "first_event_tokens", a->first_tokens, a->first_told);
+	evbuffer_add_printf(out, ",\"tpot_estimated\":%llu",
+	    (unsigned long long)a->tpot_estimated);
+}
+
+/* The wire report: what the row's backends sent, each item counted over
+ * the window's streams (README, "The wire report"). */
+static void json_wire(struct evbuffer *out, const struct agg *a)
+{
+	const uint64_t *v = a->wire;
+	int n = 0;
+
+	evbuffer_add_printf(out, ",\"wire\":{\"streams\":%llu,\"line_ends\":{\"lf\":%llu,"
+	    "\"crlf\":%llu,\"cr\":%llu},\"data_space\":{\"with\":%llu,\"without\":%llu},"
+	    "\"compressed\":{\"gzip\":%llu,\"deflate\":%llu,\"br\":%llu,\"zstd\":%llu},"
+	    "\"end_marker\":{\"names\":[",
+	    (unsigned long long)v[W_STREAMS], (unsigned long long)v[W_LF],
+	    (unsigned long long)v[W_CRLF], (unsigned long long)v[W_CR],
+	    (unsigned long long)v[W_DATA_SPACE], (unsigned long long)v[W_DATA_BARE],
+	    (unsigned long long)v[W_GZIP], (unsigned long long)v[W_DEFLATE],
+	    (unsigned long long)v[W_BR], (unsigned long long)v[W_ZSTD]);
+	for (int d = 0; d < DIALECT_COUNT; d++)
+		if ((a->dialects >> d & 1) && dialect_end_marker((enum dialect_id)d)) {
+			evbuffer_add(out, ",", n++ > 0);
+			jsonw_str(out, dialect_end_marker((enum dialect_id)d));
+		}
+	evbuffer_add_printf(out, "],\"seen\":%llu,\"missing\":%llu},\"usage\":{\"none\":%llu,"
+	    "\"final\":%llu,\"every_chunk\":%llu},\"heartbeats\":{\"comments\":%llu,"
+	    "\"pings\":%llu,\"empty_deltas\":%llu,\"interval_ms\":",
+	    (unsigned long long)v[W_END_SEEN], (unsigned long long)v[W_END_MISSING],
+	    (unsigned long long)v[W_USAGE_NONE], (unsigned long long)v[W_USAGE_FINAL],
+	    (unsigned long long)v[W_USAGE_EVERY], (unsigned long long)v[W_COMMENTS],
+	    (unsigned long long)v[W_PINGS], (unsigned long long)v[W_EMPTY_DELTAS]);
+	jsonw_fixed(out, v[W_KA_GAPS] ? (double)v[W_KA_SPAN_MS] / (double)v[W_KA_GAPS] : -1,
+	    1);
+	ADD(out, "}");
+	json_ratio(out, "events_per_read", v[W_EVENTS], v[W_EVENT_READS]);
+	evbuffer_add_printf(out, ",\"errors_in_2xx\":%llu}",
+	    (unsigned long long)v[W_ERRORS_2XX]);
+}
+
 static double trend(const struct hist *cur, const struct hist *prev, double q)
 {
 	double p, c;
@@ -300,6 +368,9 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	jsonw_fixed(out, r2, 4);
 	json_headroom(out, &fit, by & BY_ROUTE ? g->route->text : NULL);
 	json_health(out, a);
+	json_tokens(out, a);
+	if (by & BY_UPSTREAM)
+		json_wire(out, a);
 	ADD(out, ",\"trend\":{");
 	json_trend(out, "ttft_p95", t_ttft);
 	ADD(out, ",");
@@ -551,6 +622,29 @@ void stats_prometheus(struct promout *o)
 		struct promout_labels l = { .n = 0 };
 		promout_label(&l, "cause", meter_unmeasured_name((enum meter_unmeasured)i));
 		promout_sample(o, &l, (double)atomic_load(&gauge_unmeasured[i]));
+	}
+	promout_family(o, "tokentap_read_timestamps_total", "Requests' first bytes and "
+	    "response reads timed by the kernel's receive stamps (kernel) or by the "
+	    "event loop's clock (loop: timestamps: loop, no stamp, a clock step).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < 2; i++) {
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "source", i == 0 ? "kernel" : "loop");
+		promout_sample(o, &l, (double)atomic_load(&gauge_read_times[i]));
+	}
+	promout_family(o, "tokentap_clock_steps_total", "Steps of the real-time clock "
+	    "the workers saw (kernel receive times near one use the loop's clock).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)atomic_load(&gauge_clock_steps));
+	promout_family(o, "tokentap_throughput_probes_total", "Throughput probes' "
+	    "verdicts (health.throughput): pass, slow (the request went to another "
+	    "replica), kept (slow, and no other replica could take it).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < GAUGE_PROBE_COUNT; i++) {
+		static const char *const names[] = { "pass", "slow", "kept" };
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "result", names[i]);
+		promout_sample(o, &l, (double)atomic_load(&gauge_probes[i]));
 	}
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);
