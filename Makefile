@@ -86,27 +86,43 @@ $(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_
 DIRS       := core proxy mock load
 # tokentap's folders are its two thread planes and what they stand on
 # (README, "The house"): conf/ and wire/ below both; conn/, the worker
-# threads; stats/, alerts/ and pool/, the main thread's; the program shell
+# threads; stats/, export/, alerts/, pool/ and otel/, the main thread's; the program shell
 # (main, admin, ui) at the root. A plane's include path leaves the other
 # plane out, so a worker-side file that includes a main-thread header does
 # not build (tests/e2e/test_house.py keeps the rule).
 P          := src/proxy
-PROXY_DIRS := conf wire conn stats alerts pool
+PROXY_DIRS := conf wire conn stats export alerts pool otel
 INC_core   := -Isrc/core
 INC_proxy_conf   := -Isrc/core -I$(P)/conf
 INC_proxy_wire   := $(INC_proxy_conf) -I$(P)/wire
 INC_proxy_conn   := $(INC_proxy_wire) -I$(P)/conn
-MAIN_PLANE       := $(INC_proxy_wire) -I$(P)/stats -I$(P)/alerts -I$(P)/pool
+MAIN_PLANE       := $(INC_proxy_wire) -I$(P)/stats -I$(P)/export -I$(P)/alerts -I$(P)/pool -I$(P)/otel
 INC_proxy_stats  := $(MAIN_PLANE)
+INC_proxy_export := $(MAIN_PLANE)
 INC_proxy_alerts := $(MAIN_PLANE)
 INC_proxy_pool   := $(MAIN_PLANE)
+INC_proxy_otel   := $(MAIN_PLANE)
 INC_proxy  := $(MAIN_PLANE) -I$(P)/conn -I$(P)
 INC_mock   := -Isrc/core -Isrc/mock
-INC_load   := -Isrc/core -Isrc/load
+# tokentap-load's folders by role (README, "Layout"): conf/, what to send
+# (the parameters, prompts, traces); stats/, the figures (the samples, the
+# exact summary, the SLO, the bootstrap, the results); above both run/, the
+# engine (connections, levels, searches, tokentap's /stats) and report/,
+# what is written and read back (the table, JSON, CSV, HTML, compare),
+# which do not see each other; the shell (main, scenarios) at the root.
+L          := src/load
+LOAD_DIRS  := conf stats run report
+INC_load_conf   := -Isrc/core -I$(L)/conf
+INC_load_stats  := $(INC_load_conf) -I$(L)/stats
+INC_load_run    := $(INC_load_stats) -I$(L)/run
+INC_load_report := $(INC_load_stats) -I$(L)/report
+INC_load   := $(INC_load_stats) -I$(L)/run -I$(L)/report -I$(L)
 # a source's include path is its folder's: src/proxy/conn/x.c -> INC_proxy_conn
 inc_of     = $(INC_$(subst /,_,$(patsubst %/,%,$(dir $(1)))))
-SRC_DIRS   := core $(P:src/%=%) $(PROXY_DIRS:%=proxy/%) mock load
-$(foreach d,$(DIRS),$(eval OBJS_$(d) := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/$(d)/*.c $(if $(filter proxy,$(d)),$(PROXY_DIRS:%=src/proxy/%/*.c))))))
+SRC_DIRS   := core $(P:src/%=%) $(PROXY_DIRS:%=proxy/%) mock load $(LOAD_DIRS:%=load/%)
+SUBDIRS_proxy := $(PROXY_DIRS)
+SUBDIRS_load  := $(LOAD_DIRS)
+$(foreach d,$(DIRS),$(eval OBJS_$(d) := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/$(d)/*.c $(SUBDIRS_$(d):%=src/$(d)/%/*.c)))))
 LL_OBJS    := $(B)/llhttp/llhttp.o $(B)/llhttp/api.o $(B)/llhttp/http.o
 CORE_LIB   := $(B)/libtokentap.a
 # a program's own objects but its entry file, for its unit tests
@@ -170,12 +186,14 @@ $(B)/tokentap-load: $(OBJS_load) $(CORE_LIB)
 
 # A unit test is named for its module (test_sse: src/core/sse.c) and links
 # that module's folder (as an archive, its entry file left out) and the
-# core; it compiles with that folder's include path and tests/unit.
+# core; it compiles with that folder's include path and tests/unit (a load
+# test with the program's: test_loadstats builds requests and scenarios).
 test_dir = $(firstword $(foreach d,$(SRC_DIRS),$(if $(wildcard src/$(d)/$(1).c),$(d))))
+test_inc = $(if $(filter load/%,$(1)),$(INC_load),$(call inc_of,$(1)/x))
 define unit_test
 $(B)/tests/test_$(1): tests/unit/test_$(1).c $(LIB_$(firstword $(subst /, ,$(call test_dir,$(1))))) $(CORE_LIB) | $(TEST_DEPS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(XCFLAGS) $(call inc_of,$(call test_dir,$(1))/x) -Itests/unit $$(CFLAGS) $$(WARN) \
+	$$(CC) $$(XCFLAGS) $(call test_inc,$(call test_dir,$(1))) -Itests/unit $$(CFLAGS) $$(WARN) \
 	    -o $$@ $$(filter %.c %.a,$$^) $$(LIBS) -lcmocka
 endef
 $(foreach t,$(UNIT_SRCS:tests/unit/test_%.c=%),$(eval $(call unit_test,$(t))))
@@ -226,4 +244,4 @@ clean:
 
 # this build's own dependency files only: build/ also holds other trees
 # (the fresh Debian root of make test-fresh, the fuzzer, npm's modules)
--include $(wildcard $(B)/obj/*/*.d $(B)/obj/proxy/*/*.d $(B)/llhttp/*.d $(B)/tests/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/obj/proxy/*/*.d $(B)/obj/load/*/*.d $(B)/llhttp/*.d $(B)/tests/*.d)

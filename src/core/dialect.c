@@ -242,6 +242,24 @@ static void text_kind(struct dialect_info *out, int kind)
 		out->reasoning = 0;
 }
 
+/* An empty delta (dialect.h): choices, each with a delta object that has
+ * no "role", and no finish_reason but null; nothing else of the chunk
+ * (no token, count or error) is the caller's to check. */
+static int openai_empty(const struct json *j, int choices)
+{
+	int c, d, f, any = 0;
+
+	for (c = j_first(j, choices); c >= 0; c = j_next(j, choices, c)) {
+		d = j_key(j, c, KEY("delta"));
+		f = j_key(j, c, KEY("finish_reason"));
+		if (d < 0 || j->t[d].type != JSMN_OBJECT || j_key(j, d, KEY("role")) >= 0 ||
+		    (f >= 0 && !j_prim_is(j, f, "null")))
+			return 0;
+		any = 1;
+	}
+	return any;
+}
+
 static void openai_event(const struct json *j, const struct sse_event *ev,
     struct dialect_info *out)
 {
@@ -260,6 +278,9 @@ static void openai_event(const struct json *j, const struct sse_event *ev,
 	j_reasoning(j, j_at(j, u, "completion_tokens_details.reasoning_tokens"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("model")), out);
+	if (!out->token && !out->error && out->output_tokens < 0 &&
+	    out->input_tokens < 0 && openai_empty(j, choices))
+		out->keepalive = DIALECT_EMPTY;
 }
 
 static void responses_event(const struct json *j, const struct sse_event *ev,
@@ -313,6 +334,8 @@ static void anthropic_event(const struct json *j, const struct sse_event *ev,
 		j_model(j, j_at(j, 0, "message.model"), out);
 	} else if (name_is(name, len, "message_stop")) {
 		out->end = 1;
+	} else if (name_is(name, len, "ping")) {
+		out->keepalive = DIALECT_PING;
 	}
 	dt = j_key(j, 0, KEY("type"));
 	out->error = name_is(name, len, "error") ||
@@ -385,6 +408,8 @@ static void ollama_event(const struct json *j, const struct sse_event *ev,
 	j_counts(j, 0, "eval_count", "prompt_eval_count", out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("model")), out);
+	if (j->n > 0 && !out->token && !out->end && !out->error && out->output_tokens < 0)
+		out->keepalive = DIALECT_EMPTY;
 }
 
 typedef void (*rule_fn)(const struct json *, const struct sse_event *,
@@ -399,6 +424,11 @@ static const rule_fn rules[DIALECT_COUNT] = {
 	[DIALECT_TGI] = tgi_event,
 	[DIALECT_OLLAMA] = ollama_event,
 };
+
+int dialect_one_token_per_event(enum dialect_id d)
+{
+	return d == DIALECT_TGI;
+}
 
 int dialect_fast_path = 1;
 _Thread_local uint64_t dialect_fast_taken;
@@ -427,6 +457,7 @@ static const signed char oa_class[256] = {
 struct oa_keys {
 	const char *content, *model, *model_end;
 	int quiet;
+	int role, finish;         /* of a quiet chunk: a role; a finish_reason */
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -552,6 +583,15 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 			    ((q - b == 7 && (key7(b, "content") || key7(b, "refusal"))) &&
 			    no_text(v, end))))
 				k->quiet = 0;
+			k->role |= depth == 4 && q - b == 4;
+		}
+		/* a quiet chunk's finish_reason: the finish chunk, or an empty
+		 * delta (null) */
+		if (k->quiet && depth == 3 && q - b == 13 &&
+		    memcmp(b, "finish_reason", 13) == 0 &&
+		    (v = skip_blank(p, end)) < end && *v == ':') {
+			v = skip_blank(v + 1, end);
+			k->finish |= !(end - v >= 4 && memcmp(v, "null", 4) == 0);
 		}
 		/* the keys looked for are 5 or 7 bytes long */
 		if ((q - b != 5 && q - b != 7) ||
@@ -712,8 +752,12 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 		out->model_len = (size_t)(k.model_end - k.model);
 	}
 	dialect_fast_taken++;
-	if (!text)
-		return 1;           /* quiet: no token */
+	if (!text) {
+		/* quiet: no token; a keep-alive unless a role or a finish */
+		if (!k.role && !k.finish)
+			out->keepalive = DIALECT_EMPTY;
+		return 1;
+	}
 	out->token = 1;
 	if (memo != NULL)
 		memo_build(memo, ev, &k);
@@ -763,14 +807,17 @@ void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
 		out->end = 1;
 		return;
 	}
-	if (d == DIALECT_OPENAI && dialect_fast_path &&
-	    (openai_memo(ev, memo, out) || openai_fast(ev, memo, out)))
-		return;
-	info_reset(out);
-	json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
-	if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
-		j.n = 0;
-	rules[d](&j, ev, out);
+	if (!(d == DIALECT_OPENAI && dialect_fast_path &&
+	    (openai_memo(ev, memo, out) || openai_fast(ev, memo, out)))) {
+		info_reset(out);
+		json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
+		if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
+			j.n = 0;
+		rules[d](&j, ev, out);
+	}
+	/* a ping under any dialect's name */
+	if (ev->type_len == 4 && !out->token && memcmp(ev->type, "ping", 4) == 0)
+		out->keepalive = DIALECT_PING;
 }
 
 /* Non-streamed bodies: the usage object of the final response. */
@@ -958,18 +1005,27 @@ int dialect_path_model(const char *path, size_t len, const char **model,
 	return 1;
 }
 
-int dialect_has_end_marker(enum dialect_id d)
+const char *dialect_end_marker(enum dialect_id d)
 {
 	switch (d) {
 	case DIALECT_OPENAI:
+		return "[DONE]";
 	case DIALECT_OPENAI_RESPONSES:
+		return "response.completed";
 	case DIALECT_ANTHROPIC:
+		return "message_stop";
 	case DIALECT_DIFY:
+		return "message_end";
 	case DIALECT_OLLAMA:
-		return 1;
+		return "done";
 	default:
-		return 0;
+		return NULL;
 	}
+}
+
+int dialect_has_end_marker(enum dialect_id d)
+{
+	return dialect_end_marker(d) != NULL;
 }
 
 /* The names of Dify's stream events (its "event" key), but for the

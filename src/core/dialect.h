@@ -17,12 +17,24 @@ struct dialect_info {
 	                         * text (TTFO waits for the others) */
 	int end;                /* the dialect's end marker */
 	int error;              /* an in-stream error */
+	int keepalive;          /* DIALECT_PING, DIALECT_EMPTY, else 0 */
 	int64_t output_tokens;  /* reported output count in this event, or -1 */
 	int64_t input_tokens;   /* reported input count in this event, or -1 */
 	int64_t reasoning_tokens; /* reported reasoning count, or -1 */
 	const char *model;      /* "model" (Gemini: "modelVersion") in this event */
 	size_t model_len;       /* 0 when absent */
 };
+
+/* Events a backend sends to keep a stream alive, no token, count, end or
+ * error in them (the wire report): a ping event (`event: ping`, Anthropic's
+ * {"type": "ping"}), and an empty delta (an OpenAI chunk whose every
+ * choice's delta has no text and no role, with no finish_reason, usage or
+ * error; an Ollama line with no text that is not done). */
+enum { DIALECT_PING = 1, DIALECT_EMPTY = 2 };
+
+/* Does each token event of the dialect carry one token by its protocol
+ * (TGI: one `token` object an event)? */
+int dialect_one_token_per_event(enum dialect_id d);
 
 /* The dialect `auto` picks for a request path (query string allowed). */
 enum dialect_id dialect_for_path(const char *path, size_t len);
@@ -35,6 +47,8 @@ enum dialect_id dialect_sniff(const struct sse_event *ev);
 /* Does the dialect's stream end with a marker (SPEC §4: [DONE],
  * message_stop, ...)? Elsewhere the end of the body is the end. */
 int dialect_has_end_marker(enum dialect_id d);
+/* Its marker's name ("[DONE]", "message_stop", ...), NULL where none. */
+const char *dialect_end_marker(enum dialect_id d);
 
 /* 1 (default): common OpenAI chunks are recognised without a full JSON
  * parse. Tests turn it off to compare both paths. */

@@ -32,6 +32,9 @@ struct parser {
 };
 
 static int fail(struct parser *ps, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct parser *ps, const char *at, const char *fmt, ...)
 {
 	char why[160];
 	va_list ap;

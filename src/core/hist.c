@@ -102,11 +102,23 @@ static uint64_t hist_rank(double q, uint64_t count)
  * < 1/(2*HIST_SUB) of v, and clamping only moves it closer. q <= 0 (and
  * NaN) gives min, q >= 1 gives max, both exact.
  */
+/* What a quantile of bucket i reads as: its midpoint within [min, max]. */
+static double bucket_value(unsigned i, uint64_t min, uint64_t max)
+{
+	unsigned shift;
+	double mid = (double)hist_bucket_lo(i, &shift) + (double)((1ull << shift) - 1) / 2;
+
+	if (mid < (double)min)
+		return (double)min;
+	if (mid > (double)max)
+		return (double)max;
+	return mid;
+}
+
 double hist_quantile(const struct hist *h, double q)
 {
 	uint64_t rank, seen = 0;
-	unsigned i, shift;
-	double mid;
+	unsigned i;
 
 	if (h->count == 0)
 		return 0;
@@ -123,12 +135,7 @@ double hist_quantile(const struct hist *h, double q)
 	/* Only a wrapped 32-bit bucket counter can leave rank unreached. */
 	if (i == HIST_BUCKETS)
 		return (double)h->max;
-	mid = (double)hist_bucket_lo(i, &shift) + (double)((1ull << shift) - 1) / 2;
-	if (mid < (double)h->min)
-		return (double)h->min;
-	if (mid > (double)h->max)
-		return (double)h->max;
-	return mid;
+	return bucket_value(i, h->min, h->max);
 }
 
 double hist_mean(const struct hist *h)
@@ -267,6 +274,72 @@ void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src)
 		dst->max = src->max;
 	dst->count += src->count;
 	dst->sum += src->sum;
+}
+
+int hist_sparse_merge(struct hist_sparse *dst, const struct hist_sparse *src)
+{
+	const struct hist_sparse_entry *se = hist_sparse_entries(src);
+	struct hist_sparse_entry *de = hist_sparse_entries(dst), *e;
+	uint32_t n, i, j, k;
+
+	if (src->count == 0)
+		return 0;
+	/* the union of two sorted lists, built from the back in place */
+	n = dst->n;
+	for (i = 0, j = 0; i < src->n; i++) {
+		while (j < dst->n && de[j].idx < se[i].idx)
+			j++;
+		if (j == dst->n || de[j].idx != se[i].idx)
+			n++;
+	}
+	if (n > (dst->cap ? dst->cap : 1)) {
+		if (dst->cap) {
+			e = realloc(dst->u.e, n * sizeof *e);
+		} else if ((e = malloc(n * sizeof *e)) != NULL && dst->n) {
+			e[0] = dst->u.one;         /* the entry kept in place moves out */
+		}
+		if (e == NULL)
+			return -1;
+		dst->u.e = de = e;
+		dst->cap = n;
+	}
+	i = dst->n;
+	j = src->n;
+	k = n;
+	while (j > 0) {
+		if (i > 0 && de[i - 1].idx > se[j - 1].idx) {
+			de[--k] = de[--i];
+		} else if (i > 0 && de[i - 1].idx == se[j - 1].idx) {
+			de[--k] = de[--i];
+			de[k].count += se[--j].count;
+		} else {
+			de[--k] = se[--j];
+		}
+	}
+	dst->n = n;
+	sparse_totals(dst, src->count, src->sum, src->min, src->max);
+	return 0;
+}
+
+double hist_sparse_quantile(const struct hist_sparse *h, double q)
+{
+	const struct hist_sparse_entry *e = hist_sparse_entries(h);
+	uint64_t rank, seen = 0;
+	uint32_t i;
+
+	if (h->count == 0)
+		return 0;
+	if (!(q > 0))
+		return (double)h->min;
+	if (q >= 1)
+		return (double)h->max;
+	rank = hist_rank(q, h->count);
+	for (i = 0; i < h->n; i++) {
+		seen += e[i].count;
+		if (seen >= rank)
+			return bucket_value(e[i].idx, h->min, h->max);
+	}
+	return (double)h->max;
 }
 
 void hist_sparse_clear(struct hist_sparse *h)

@@ -92,6 +92,12 @@ int hist_sparse_add_counts(struct hist_sparse *h, const uint32_t *counts,
     uint64_t min, uint64_t max);
 /* dst += src */
 void hist_sparse_merge_into(struct hist *dst, const struct hist_sparse *src);
+/* dst += src (two sparse ones). Returns 0, or -1 when memory ran out
+ * (dst is then unchanged). */
+int hist_sparse_merge(struct hist_sparse *dst, const struct hist_sparse *src);
+/* hist_quantile of the same values, from the sparse buckets: the same
+ * result to the bit, without a dense copy. */
+double hist_sparse_quantile(const struct hist_sparse *h, double q);
 /* Empties h, keeping its memory for reuse. */
 void hist_sparse_clear(struct hist_sparse *h);
 void hist_sparse_free(struct hist_sparse *h);

@@ -19,6 +19,7 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 	m->reported_out = -1;
 	m->reported_in = -1;
 	m->reported_reasoning = -1;
+	m->first_event_tokens = -1;
 	m->dec = NULL;
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
@@ -82,6 +83,20 @@ void meter_offer_model(struct meter *m, enum meter_model_src src,
 	m->model_src = src;
 }
 
+/* The model a response names: kept apart, once (a stream names it in
+ * every chunk), and offered as the label. */
+static void response_model(struct meter *m, const char *model, size_t len)
+{
+	char text[4 * METER_MODEL_MAX];
+	size_t n = json_unescape(text, sizeof text, model, len < sizeof text ? len :
+	    sizeof text);
+
+	m->response_model_len = jsonw_clean(m->response_model, sizeof m->response_model,
+	    text, n);
+	if (m->model_src < MODEL_RESPONSE)
+		meter_offer_model(m, MODEL_RESPONSE, model, len);
+}
+
 /* A token event after the first, gap µs after the token before it. The
  * read's timestamp is the read's identity: the same one means the same
  * read, so clumps are counted with no clock read and no counter per read. */
@@ -123,6 +138,34 @@ static void token_after_hold(struct meter *m)
 		m->stalls++;
 }
 
+/* A keep-alive of any kind (an SSE comment, a ping, an empty delta), n
+ * of them in the read at now. */
+static void keepalive(struct meter *m, uint64_t n)
+{
+	if (m->keepalives == 0)
+		m->ka_first = m->now;
+	m->ka_last = m->now;
+	m->keepalives += n;
+}
+
+/* What an event's count says of chunks and tokens: continuous usage, and
+ * the first token event's tokens (its count less the one before it):
+ * for an event with a count, or the first token event. */
+static void count_event(struct meter *m, const struct dialect_info *info)
+{
+	if (info->output_tokens >= 0) {
+		m->usage_events++;
+		m->usage_token_events += info->token != 0;
+	}
+	if (!info->token || m->token_events != 1)
+		return;                 /* the first token event was counted just now */
+	if (info->output_tokens >= 0)
+		m->first_event_tokens = info->output_tokens -
+		    (m->reported_out > 0 ? m->reported_out : 0);
+	else if (dialect_one_token_per_event(m->dialect))
+		m->first_event_tokens = 1;
+}
+
 /* One dispatched event, at the time of the read that completed it. */
 static void on_event(void *arg, const struct sse_event *ev)
 {
@@ -130,6 +173,10 @@ static void on_event(void *arg, const struct sse_event *ev)
 	struct dialect_info info;
 
 	m->events++;
+	if (m->event_read_at != m->now) {
+		m->event_read_at = m->now;
+		m->event_reads++;
+	}
 	if (m->t_first_event == 0)
 		m->t_first_event = m->now;
 	if (m->sniff > 0 && sniffing(m, ev)) {
@@ -153,6 +200,13 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->held_last = m->held_us;
 		m->token_events++;
 	}
+	if (info.output_tokens >= 0 || (info.token && m->token_events == 1))
+		count_event(m, &info);
+	if (info.keepalive != 0) {
+		m->pings += info.keepalive == DIALECT_PING;
+		m->empty_deltas += info.keepalive == DIALECT_EMPTY;
+		keepalive(m, 1);
+	}
 	/* counts are cumulative where a dialect repeats them: the last wins */
 	if (info.output_tokens >= 0)
 		m->reported_out = info.output_tokens;
@@ -164,8 +218,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->end_seen = 1;
 	if (info.error)
 		m->error_seen = 1;
-	if (info.model_len > 0 && m->model_src < MODEL_RESPONSE)
-		meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+	if (info.model_len > 0 && m->response_model_len == 0)
+		response_model(m, info.model, info.model_len);
 }
 
 /* "text/event-stream" with any parameters, compared without case. */
@@ -262,18 +316,24 @@ static void decoded(void *arg, const char *p, size_t len)
 
 void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 {
+	uint64_t ka;
+
 	m->now = now;
 	if (m->dec == NULL) {
 		if (!m->unmeasured)
 			decoded(m, p, len);
 		else
 			m->unmeasured_body |= len > 0;
-		return;
-	}
-	/* a body whose coding breaks is measured no further */
-	if (decode_feed(m->dec, p, len, decoded, m) < 0) {
+	} else if (decode_feed(m->dec, p, len, decoded, m) < 0) {
+		/* a body whose coding breaks is measured no further */
 		m->unmeasured = METER_UNMEASURED_DECODE;
 		m->unmeasured_body = 1;
+	}
+	/* the parser's keep-alives (comments, data-less pings) of this read */
+	if (m->parse != METER_PARSE_NONE &&
+	    (ka = m->sse.comments + m->sse.pings) != m->ka_parser) {
+		keepalive(m, ka - m->ka_parser);
+		m->ka_parser = ka;
 	}
 }
 
@@ -319,7 +379,7 @@ void meter_end(struct meter *m, uint64_t now)
 		if (info.error)
 			m->error_seen = 1;
 		if (info.model_len > 0)
-			meter_offer_model(m, MODEL_RESPONSE, info.model, info.model_len);
+			response_model(m, info.model, info.model_len);
 	}
 }
 
@@ -398,12 +458,102 @@ int64_t meter_input_tokens(const struct meter *m)
 	return m->reported_in;
 }
 
-int64_t meter_tpot_us(const struct meter *m)
+/* The tokens made between the first token event and the last, which TPOT
+ * divides that time by: N - 1 where each event is one token (SPEC §4), N
+ * less the first event's tokens where the stream's count says the events
+ * carry several; the first event's own where it was told (continuous
+ * usage), else the mean per event (*estimated): a backend that batches
+ * (vLLM's --stream-interval) sends its first token in an event with
+ * others, and N - 1 would charge the first event's tokens to the time
+ * after it. -1 where there is no such time (fewer than two tokens, or
+ * one event). */
+static double tokens_after_first(const struct meter *m, int *estimated)
 {
 	int64_t n = meter_output_tokens(m);
-	if (!m->stream || m->t_first_token == 0 || n < 2 || meter_client_paced(m))
+
+	*estimated = 0;
+	if (n < 2)
 		return -1;
-	return (int64_t)(m->t_last_token - m->t_first_token) / (n - 1);
+	if (!meter_tokens_from_usage(m) || (uint64_t)n == m->token_events)
+		return (double)(n - 1);
+	if (m->token_events < 2)
+		return -1;
+	if (m->first_event_tokens >= 0)
+		return n > m->first_event_tokens ? (double)(n - m->first_event_tokens) : -1;
+	*estimated = 1;
+	return (double)n - (double)n / (double)m->token_events;
+}
+
+int64_t meter_tpot_us(const struct meter *m)
+{
+	int estimated;
+	double after = tokens_after_first(m, &estimated);
+
+	if (!m->stream || m->t_first_token == 0 || after <= 0 || meter_client_paced(m))
+		return -1;
+	return (int64_t)((double)(m->t_last_token - m->t_first_token) / after);
+}
+
+int meter_tpot_estimated(const struct meter *m)
+{
+	int estimated;
+	return meter_tpot_us(m) >= 0 && tokens_after_first(m, &estimated) > 0 &&
+	    estimated;
+}
+
+double meter_speed_tokens(const struct meter *m)
+{
+	int estimated;
+	return m->stream ? tokens_after_first(m, &estimated) : -1;
+}
+
+enum meter_tokens meter_token_source(const struct meter *m)
+{
+	if (m->reported_out >= 0)
+		return m->token_events > 0 && m->usage_token_events == m->token_events ?
+		    TOKENS_CONTINUOUS : TOKENS_USAGE;
+	return m->stream ? TOKENS_EVENTS : TOKENS_NONE;
+}
+
+const char *meter_tokens_name(enum meter_tokens t)
+{
+	static const char *const names[] = { NULL, "events", "usage", "continuous_usage" };
+	return (unsigned)t < 4 ? names[t] : NULL;
+}
+
+double meter_tokens_per_event(const struct meter *m)
+{
+	if (m->reported_out < 0 || !m->stream || m->token_events == 0)
+		return -1;
+	return (double)m->reported_out / (double)m->token_events;
+}
+
+void meter_wire(const struct meter *m, struct meter_wire *w)
+{
+	memset(w, 0, sizeof *w);
+	if (m->parse == METER_PARSE_NONE)
+		return;
+	w->stream = 1;
+	w->coding = (uint8_t)m->encoding;
+	if (dialect_has_end_marker(m->dialect))
+		w->end = m->end_seen ? WIRE_END_SEEN : WIRE_END_MISSING;
+	w->usage = m->usage_events == 0 ? WIRE_USAGE_NONE :
+	    m->usage_token_events > 0 ? WIRE_USAGE_EVERY : WIRE_USAGE_FINAL;
+	w->error_in_2xx = m->error_seen && m->status >= 200 && m->status < 300;
+	w->lf = (uint32_t)m->sse.lf;
+	w->crlf = (uint32_t)m->sse.crlf;
+	w->cr = (uint32_t)m->sse.cr;
+	w->data_space = (uint32_t)m->sse.data_space;
+	w->data_bare = (uint32_t)m->sse.data_bare;
+	w->comments = (uint32_t)m->sse.comments;
+	w->pings = (uint32_t)(m->pings + m->sse.pings);
+	w->empty_deltas = (uint32_t)m->empty_deltas;
+	if (m->keepalives > 1) {
+		w->ka_gaps = (uint32_t)(m->keepalives - 1);
+		w->ka_span_us = m->ka_last - m->ka_first;
+	}
+	w->events = (uint32_t)m->events;
+	w->event_reads = (uint32_t)m->event_reads;
 }
 
 /* ---- clumping ------------------------------------------------------------ */

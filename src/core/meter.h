@@ -66,6 +66,10 @@ struct meter {
 	uint64_t t_last_event;
 	uint64_t tls_us;             /* handshake time inside connect */
 	int conn_reused;
+	/* where the times of t0 and of the response's reads came from: the
+	 * kernel's receive stamps, or the event loop's clock (no stamp, a
+	 * clock step, timestamps: loop); the proxy counts them */
+	uint32_t stamps_kernel, stamps_loop;
 
 	enum dialect_id dialect;
 	unsigned sniff;              /* events left to find the dialect in */
@@ -84,6 +88,22 @@ struct meter {
 	int64_t reported_out;        /* -1: the stream reported none */
 	int64_t reported_in;
 	int64_t reported_reasoning;  /* -1: the stream reported none */
+
+	/* chunks are not tokens: the events that reported an output count
+	 * (and of them the token-bearing ones: continuous usage), and the
+	 * tokens the first token event carried where a count or the dialect
+	 * told it (-1: not told) */
+	uint64_t usage_events, usage_token_events;
+	int64_t first_event_tokens;
+
+	/* the wire report's own (the SSE parser counts the rest): the reads
+	 * that completed an event (a read's time is its identity, as for
+	 * clumping), keep-alive events by kind (dialect.h), and the
+	 * keep-alives of every kind (comments too) with the times of the
+	 * first and the last; the parser's comments and pings seen so far */
+	uint64_t event_reads, event_read_at;
+	uint64_t pings, empty_deltas;
+	uint64_t keepalives, ka_first, ka_last, ka_parser;
 
 	/* clumping: token events that came in the same read as the token
 	 * before them (one read, one timestamp: a gap of 0), and the gaps
@@ -111,6 +131,10 @@ struct meter {
 	char model[METER_MODEL_MAX];
 	size_t model_len;
 	enum meter_model_src model_src;
+	/* the model the response itself named, whatever the label's source
+	 * (OpenTelemetry's gen_ai.response.model); "" until one did */
+	char response_model[METER_MODEL_MAX];
+	size_t response_model_len;
 
 	meter_itl_fn itl_fn;
 	void *itl_arg;
@@ -192,6 +216,48 @@ int64_t meter_output_tokens(const struct meter *m);
 int meter_tokens_from_usage(const struct meter *m);
 int64_t meter_tpot_us(const struct meter *m);
 int64_t meter_input_tokens(const struct meter *m);
+
+/* Where a stream's output count came from: none (no count, not a
+ * stream), the token events (one token each, assumed), the stream's
+ * usage, or a usage count on every token event (continuous usage: the
+ * first event's tokens are known). */
+enum meter_tokens { TOKENS_NONE, TOKENS_EVENTS, TOKENS_USAGE, TOKENS_CONTINUOUS };
+enum meter_tokens meter_token_source(const struct meter *m);
+/* "events", "usage", "continuous_usage" (the access log's token_source);
+ * NULL for TOKENS_NONE. */
+const char *meter_tokens_name(enum meter_tokens t);
+/* Tokens per token event where the stream counted its tokens (N over the
+ * token events), -1 where it did not. */
+double meter_tokens_per_event(const struct meter *m);
+/* 1 when TPOT's divisor took the first event's tokens as the mean per
+ * event: the stream counted tokens that are not one per event, and told
+ * nowhere how many the first event carried (meter.c). */
+int meter_tpot_estimated(const struct meter *m);
+/* The tokens output speed counts over the time from the first token event
+ * to the last (TPOT's divisor), -1 where there is none. */
+double meter_speed_tokens(const struct meter *m);
+
+/* What the stream looked like on the wire (the wire report), for one
+ * request: how its lines ended, its data fields, keep-alives, events per
+ * read, whether its dialect's end marker came, where its usage came, a
+ * coding, an error inside a 2xx. */
+enum { WIRE_USAGE_NONE, WIRE_USAGE_FINAL, WIRE_USAGE_EVERY };
+enum { WIRE_END_NONE, WIRE_END_SEEN, WIRE_END_MISSING };
+struct meter_wire {
+	uint8_t stream;              /* an event stream was parsed */
+	uint8_t coding;              /* enum decode_kind of it */
+	uint8_t end;                 /* WIRE_END_*: NONE where the dialect has no marker */
+	uint8_t usage;               /* WIRE_USAGE_* */
+	uint8_t error_in_2xx;        /* an error event under a 2xx head */
+	uint32_t lf, crlf, cr;
+	uint32_t data_space, data_bare;
+	uint32_t comments, pings, empty_deltas;
+	uint32_t ka_gaps;            /* keep-alive gaps, and their time in all */
+	uint64_t ka_span_us;
+	uint32_t events, event_reads;
+};
+/* After meter_end. */
+void meter_wire(const struct meter *m, struct meter_wire *w);
 
 /* Clumping. The share of the token events after the first that came in
  * the same upstream read as the token before them (< 0 with fewer than two

@@ -220,7 +220,11 @@ static void dispatch(struct sse_parser *p)
 
 	if (p->oversize) {
 		p->oversized++;
-	} else if (p->has_data) {
+	} else if (!p->has_data) {
+		/* a keep-alive of the kind Dify sends: counted, not dispatched */
+		if (p->type.len == 4 && memcmp(span_ptr(p, &p->type), "ping", 4) == 0)
+			p->pings++;
+	} else {
 		ev.type = span_ptr(p, &p->type);
 		ev.type_len = p->type.len;
 		ev.data = span_ptr(p, &p->data);
@@ -296,8 +300,10 @@ static void line_whole(struct sse_parser *p, const char *s, size_t n)
 		return;
 	}
 	/* the common lines without a search: a comment, a data line */
-	if (s[0] == ':')
+	if (s[0] == ':') {
+		p->comments++;
 		return;
+	}
 	if (n >= 5 && memcmp(s, "data:", 5) == 0) {
 		colon = s + 4;
 		f = F_DATA;
@@ -308,8 +314,12 @@ static void line_whole(struct sse_parser *p, const char *s, size_t n)
 	if (f == F_OTHER || p->oversize)
 		return;
 	v = colon ? colon + 1 : end;
-	if (v < end && *v == ' ')
+	if (v < end && *v == ' ') {
 		v++;
+		p->data_space += f == F_DATA;
+	} else {
+		p->data_bare += f == F_DATA;
+	}
 	value_whole(p, f, v, (size_t)(end - v));
 }
 
@@ -365,6 +375,8 @@ static void line_part(struct sse_parser *p, const char *s, size_t n)
 	while (n > 0) {
 		switch (p->state) {
 		case ST_START:
+			p->comments += s[0] == ':';
+			/* fall through */
 		case ST_NAME:
 			colon = memchr(s, ':', n);
 			k = colon ? (size_t)(colon - s) : n;
@@ -384,6 +396,9 @@ static void line_part(struct sse_parser *p, const char *s, size_t n)
 			if (*s == ' ') {
 				s++;
 				n--;
+				p->data_space += p->field == F_DATA;
+			} else {
+				p->data_bare += p->field == F_DATA;
 			}
 			p->state = ST_VALUE;
 			break;
@@ -405,6 +420,8 @@ static void line_end(struct sse_parser *p)
 		dispatch(p);
 	else if (p->state == ST_NAME)
 		field_begin(p);
+	if (p->state == ST_SPACE)          /* "data:" and the line's end */
+		p->data_bare += p->field == F_DATA;
 	if (p->state == ST_SPACE || p->state == ST_VALUE)
 		field_end(p);
 	p->state = ST_START;
@@ -421,13 +438,18 @@ static size_t find(const char *buf, size_t from, size_t len, char c)
 static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 {
 	size_t pos = 0, lf, cr, eol;
+	uint64_t lfs = 0;          /* LF line ends: counted here, added once */
 
 	if (len == 0)
 		return;
 	if (p->cr_end) {
 		p->cr_end = 0;
-		if (buf[0] == '\n')
+		if (buf[0] == '\n') {
 			pos = 1;
+			p->crlf++;
+		} else {
+			p->cr++;
+		}
 	}
 	/* CR is rare: each byte is searched once for each of CR and LF
 	 * (glibc's memchr takes 32 bytes a step where it can) */
@@ -442,6 +464,7 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 		if (eol == len) {
 			spill(p);
 			line_part(p, buf + pos, len - pos);
+			p->lf += lfs;
 			return;
 		}
 		if (p->state == ST_START) {
@@ -451,13 +474,18 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 			line_end(p);
 		}
 		pos = eol + 1;
-		if (buf[eol] == '\r') {
-			if (pos == len)
-				p->cr_end = 1;
-			else if (buf[pos] == '\n')
-				pos++;
+		if (buf[eol] == '\n') {
+			lfs++;
+		} else if (pos == len) {
+			p->cr_end = 1;
+		} else if (buf[pos] == '\n') {
+			pos++;
+			p->crlf++;
+		} else {
+			p->cr++;
 		}
 	}
+	p->lf += lfs;
 	spill(p);
 }
 
@@ -519,6 +547,10 @@ static void feed_ndjson(struct sse_parser *p, const char *buf, size_t len)
 			return;
 		}
 		n = (size_t)(lf - s);
+		if ((n > 0 && s[n - 1] == '\r') || (n == 0 && p->cr_end))
+			p->crlf++;
+		else
+			p->lf++;
 		if (p->state == ST_START) {
 			if (n > 0 && s[n - 1] == '\r')
 				n--;

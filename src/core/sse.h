@@ -46,6 +46,13 @@ struct sse_parser {
 	/* counters */
 	uint64_t events;     /* events dispatched */
 	uint64_t oversized;  /* events skipped for exceeding max_event_bytes */
+	/* the wire as it came (the wire report): line ends (a CR that ends a
+	 * feed is counted with the next byte), data fields with and without
+	 * the one space after the colon, comment lines, and "event: ping"
+	 * blocks without data (never dispatched) */
+	uint64_t lf, crlf, cr;
+	uint64_t data_space, data_bare;
+	uint64_t comments, pings;
 
 	/* private */
 	enum sse_mode mode;

@@ -20,6 +20,13 @@ uint64_t util_wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t util_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The civil date of day z since 1970-01-01 (proleptic Gregorian, UTC):
  * H. Hinnant's civil_from_days, in whole numbers. */
 static void civil_from_days(uint64_t z, unsigned *y, unsigned *m, unsigned *d)

@@ -13,6 +13,8 @@
 uint64_t util_now_us(void);
 /* CLOCK_REALTIME in milliseconds, for timestamps shown to people. */
 uint64_t util_wall_ms(void);
+/* CLOCK_REALTIME in nanoseconds (OpenTelemetry's timestamps). */
+uint64_t util_wall_ns(void);
 /* Writes "2026-11-29T16:04:31.123Z" (24 chars + NUL) for a wall time in ms. */
 void util_rfc3339_ms(uint64_t wall_ms, char out[32]);
 

@@ -1,9 +1,12 @@
-/* tokentap-load: a load generator that measures TTFT, TPOT, ITL and output
- * speed on the client side with the definitions of SPEC §4, so its figures
- * can be set beside tokentap's own. Options, single runs and scenario
- * files live here; the run itself in load_run.c. */
+/* tokentap-load: a load generator and capacity-planning benchmark that
+ * measures TTFT, TPOT, ITL and output speed on the client side with the
+ * definitions of SPEC §4, exactly from every request, so its figures can
+ * be set beside tokentap's. Options, the three commands (a run, a sweep,
+ * a capacity search) and scenario files live here; the levels in
+ * load_levels.c, one run in load_run.c. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,50 +16,108 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "jsonw.h"
 #include "load_conf.h"
+#include "load_html.h"
+#include "load_json.h"
+#include "load_levels.h"
+#include "load_prompts.h"
 #include "load_report.h"
 #include "load_run.h"
+#include "load_saved.h"
 #include "load_scen.h"
-#include "loadstats.h"
-#include "jsonw.h"
+#include "load_tls.h"
+#include "load_trace.h"
+#include "load_tt.h"
 #include "log.h"
 #include "net.h"
 #include "util.h"
 
 #define EXIT_MISSED 1
 #define EXIT_USAGE 2
+#define EXIT_INTERRUPTED 130
 
 struct opts {
+	enum load_kind kind;
 	struct load_conf conf;
 	int url_given;
-	int duration_given, count_given;
-	const char *json_path;
-	int samples;
+	int duration_given, count_given, warmup_given, cooldown_given;
+	const char *json_path, *csv_path, *html_path;
+	int no_samples, itl_samples;
 	const char *scen_path;
 	const char *only;
 	int check;
+	struct load_pcts pcts;
+	uint64_t slice_us;
+	const char *slo_text;
+	struct load_slo slo;
+	const char *prompts_path, *trace_path, *replay_path, *replay_route;
+	const char *tt_url, *tt_window, *tt_route;
+	const char *over, *levels;
+	struct load_plan plan;
+	int tls_opt_given;
 };
 
 enum {
 	OPT_ARRIVALS = 256, OPT_TIMEOUT, OPT_DIALECT, OPT_MODEL, OPT_PROMPT,
 	OPT_MAX, OPT_JSON, OPT_SAMPLES, OPT_SCENARIOS, OPT_ONLY, OPT_SEED,
-	OPT_RAMP, OPT_LAG
+	OPT_RAMP, OPT_LAG, OPT_BURSTINESS, OPT_WARMUP, OPT_WARMUP_REQUESTS,
+	OPT_PERCENTILES, OPT_PROMPTS, OPT_TRACE, OPT_REPLAY, OPT_REPLAY_ROUTE,
+	OPT_TRACE_SPEED, OPT_SLICE, OPT_CSV, OPT_NO_SAMPLES, OPT_ITL_SAMPLES,
+	OPT_CONTINUOUS, OPT_INSECURE, OPT_CACERT, OPT_SNI, OPT_TOKENTAP,
+	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
+	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
+	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT
 };
 
 static const struct option long_opts[] = {
 	{"concurrency", required_argument, NULL, 'c'},
 	{"rate", required_argument, NULL, 'r'},
 	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
+	{"burstiness", required_argument, NULL, OPT_BURSTINESS},
 	{"duration", required_argument, NULL, 'd'},
 	{"requests", required_argument, NULL, 'n'},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
+	{"warmup-requests", required_argument, NULL, OPT_WARMUP_REQUESTS},
+	{"cooldown", required_argument, NULL, OPT_COOLDOWN},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"dialect", required_argument, NULL, OPT_DIALECT},
 	{"model", required_argument, NULL, OPT_MODEL},
 	{"prompt-tokens", required_argument, NULL, OPT_PROMPT},
 	{"max-tokens", required_argument, NULL, OPT_MAX},
+	{"prompts", required_argument, NULL, OPT_PROMPTS},
+	{"continuous-usage", no_argument, NULL, OPT_CONTINUOUS},
+	{"trace", required_argument, NULL, OPT_TRACE},
+	{"replay-log", required_argument, NULL, OPT_REPLAY},
+	{"replay-route", required_argument, NULL, OPT_REPLAY_ROUTE},
+	{"trace-speed", required_argument, NULL, OPT_TRACE_SPEED},
 	{"header", required_argument, NULL, 'H'},
+	{"insecure", no_argument, NULL, OPT_INSECURE},
+	{"cacert", required_argument, NULL, OPT_CACERT},
+	{"sni", required_argument, NULL, OPT_SNI},
 	{"json", required_argument, NULL, OPT_JSON},
+	{"csv", required_argument, NULL, OPT_CSV},
+	{"report", required_argument, NULL, OPT_REPORT},
 	{"samples", no_argument, NULL, OPT_SAMPLES},
+	{"no-samples", no_argument, NULL, OPT_NO_SAMPLES},
+	{"itl-samples", no_argument, NULL, OPT_ITL_SAMPLES},
+	{"percentiles", required_argument, NULL, OPT_PERCENTILES},
+	{"slice", required_argument, NULL, OPT_SLICE},
+	{"slo", required_argument, NULL, OPT_SLO},
+	{"tokentap", required_argument, NULL, OPT_TOKENTAP},
+	{"tokentap-window", required_argument, NULL, OPT_TT_WINDOW},
+	{"tokentap-route", required_argument, NULL, OPT_TT_ROUTE},
+	{"over", required_argument, NULL, OPT_OVER},
+	{"levels", required_argument, NULL, OPT_LEVELS},
+	{"saturation", required_argument, NULL, OPT_SATURATION},
+	{"no-stop", no_argument, NULL, OPT_NO_STOP},
+	{"stop-error-rate", required_argument, NULL, OPT_STOP_ERRORS},
+	{"from", required_argument, NULL, OPT_FROM},
+	{"max-concurrency", required_argument, NULL, OPT_MAX_CONC},
+	{"max-rate", required_argument, NULL, OPT_MAX_RATE},
+	{"resolution", required_argument, NULL, OPT_RESOLUTION},
+	{"repeats", required_argument, NULL, OPT_REPEATS},
+	{"max-levels", required_argument, NULL, OPT_MAX_LEVELS},
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
 	{"seed", required_argument, NULL, OPT_SEED},
@@ -70,34 +131,103 @@ static const struct option long_opts[] = {
 
 static void usage(FILE *f)
 {
-	fputs("usage: tokentap-load [options] http://HOST[:PORT]/PATH\n"
+	fputs("usage: tokentap-load [options] http[s]://HOST[:PORT]/PATH\n"
+	    "       tokentap-load sweep --over KEY --levels LEVELS [options] URL\n"
+	    "       tokentap-load capacity --slo TARGETS [--over KEY[,KEY]] [options] URL\n"
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
+	    "       tokentap-load report RUN.json [--html FILE] [--csv FILE]\n"
+	    "       tokentap-load compare [--fail-on RULES] A.json B.json\n"
 	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
-	    "that is not reasoning), TPOT, ITL and output speed on the client side\n"
-	    "(the definitions tokentap uses).\n"
+	    "that is not reasoning), TPOT, ITL, end-to-end latency and throughput on\n"
+	    "the client side (the definitions tokentap uses), exactly from every request.\n"
+	    "A sweep runs a level per load and stops at saturation; a capacity search\n"
+	    "finds the largest concurrency and request rate that meet an SLO.\n"
 	    "\n"
+	    "Load:\n"
 	    "  -c, --concurrency N     virtual users, each sending its next request when\n"
-	    "                          the last one ended (default 10); with -r: the\n"
+	    "                          the last one ended (default 10); open loop: the\n"
 	    "                          most connections open at once (default 1024)\n"
 	    "  -r, --rate RATE         open loop: RATE requests/s, each timed from its\n"
-	    "                          scheduled start\n"
-	    "      --arrivals KIND     poisson (default) or uniform\n"
-	    "  -d, --duration DUR      stop issuing after DUR (default 10s, none with -n)\n"
-	    "  -n, --requests COUNT    stop issuing after COUNT requests\n"
-	    "      --timeout DUR       per request, from its start (default 60s)\n"
+	    "                          intended send time\n"
+	    "      --arrivals KIND     poisson (default), constant (or uniform), gamma\n"
+	    "      --burstiness F      gamma's shape: 1 Poisson, < 1 burstier, > 1 more\n"
+	    "                          regular (the gaps' CV is 1/sqrt(F); as vLLM, AIPerf)\n"
+	    "  -d, --duration DUR      measure for DUR after the warm-up (default 10s;\n"
+	    "                          none with -n or a trace)\n"
+	    "  -n, --requests COUNT    measure COUNT requests after the warm-up\n"
+	    "      --warmup DUR        first send requests for DUR, in no figure (sweep\n"
+	    "                          and capacity: default 2s, else 0)\n"
+	    "      --warmup-requests N or the first N requests\n"
+	    "      --cooldown on|off   after the window, keep the load on until its last\n"
+	    "                          counted request ended, so it ends under the level's\n"
+	    "                          load (those in no figure; sweep and capacity: on,\n"
+	    "                          but off with --tokentap; else off)\n"
+	    "      --ramp DUR          closed loop: start the users evenly over DUR\n"
+	    "      --timeout DUR       per request, from its intended send (default 60s)\n"
+	    "      --trace FILE        open loop at a JSONL trace's offsets and token counts\n"
+	    "                          (offset_ms, prompt_tokens, output_tokens, headers)\n"
+	    "      --replay-log FILE   replay tokentap's access log: each request at\n"
+	    "                          ts - duration_ms with its input/output tokens\n"
+	    "      --replay-route NAME only that route's lines\n"
+	    "      --trace-speed F     replay F times faster (default 1)\n"
+	    "\n"
+	    "Requests:\n"
 	    "      --dialect NAME      openai | openai-responses | anthropic | dify |\n"
 	    "                          gemini | tgi | ollama | raw (default: from the path)\n"
 	    "      --model NAME        the request's \"model\" (default tokentap-load)\n"
-	    "      --prompt-tokens N   prompt size, or MIN-MAX drawn per request (default 100)\n"
+	    "      --prompt-tokens N   synthetic prompt size, or MIN-MAX per request (100)\n"
 	    "      --max-tokens N      output limit, or MIN-MAX (default 100)\n"
+	    "      --prompts FILE      prompts of a JSONL file (texts or chat messages)\n"
+	    "      --continuous-usage  ask for a usage on every chunk (vLLM's\n"
+	    "                          continuous_usage_stats): tokens per chunk\n"
 	    "  -H, --header 'N: V'     add a request header (repeatable)\n"
-	    "      --json FILE         also write the figures as JSON (\"-\": stdout,\n"
-	    "                          the table then goes to stderr)\n"
-	    "      --samples           with --json: every request's measurements\n"
 	    "      --seed N            seed of token counts, prompts and arrivals (default 1)\n"
-	    "      --ramp DUR          closed loop: start the users evenly over DUR\n"
+	    "      --insecure          https: do not check the certificate\n"
+	    "      --cacert FILE       https: verify against this CA file (default: the\n"
+	    "                          system store)\n"
+	    "      --sni NAME          https: the name to send and check (default: the host)\n"
+	    "\n"
+	    "Figures:\n"
+	    "      --percentiles LIST  reported percentiles (default 50,90,95,99)\n"
+	    "      --slice DUR         time slices of each level (default 10s)\n"
+	    "      --slo TARGETS       'ttft_p95<=1s tpot_p95<=50ms error_rate<=1%': goodput,\n"
+	    "                          attainment and a verdict per level\n"
 	    "      --lag               time each event stamped by tokentap-mock --stamp\n"
-	    "                          from its send to its read (same host): p50/p99/max\n"
+	    "                          from its send to its read (same host)\n"
+	    "      --tokentap URL      tokentap's admin address: its /stats for each level\n"
+	    "                          beside the client's figures\n"
+	    "      --tokentap-window W the /stats window to read (default tokentap's first)\n"
+	    "      --tokentap-route R  the route to read (default the busiest)\n"
+	    "\n"
+	    "Sweeps (tokentap-load sweep):\n"
+	    "      --over KEY          concurrency, rate or prompt-tokens\n"
+	    "      --levels LEVELS     1,2,4,8 | 1..256 (doubling) | 1..256x1.5 | 1.. (until\n"
+	    "                          it stops)\n"
+	    "      --saturation PCT    stop where throughput grew less than PCT of the\n"
+	    "                          load's growth while latency rose more (default 10%)\n"
+	    "      --no-stop           run every level\n"
+	    "      --stop-error-rate F stop past this error rate (default 10%)\n"
+	    "\n"
+	    "Capacity (tokentap-load capacity --slo TARGETS):\n"
+	    "      --over KEYS         concurrency, rate, or both (default concurrency,rate)\n"
+	    "      --from V            the first level, or concurrency=V,rate=V (default:\n"
+	    "                          concurrency 1; rate from the concurrency found by\n"
+	    "                          Little's law, else 1/s)\n"
+	    "      --max-concurrency N, --max-rate R  the largest levels tried\n"
+	    "      --resolution PCT    rate: stop when the interval is within PCT (5%)\n"
+	    "      --repeats N         runs more of a level within noise (default 2)\n"
+	    "      --max-levels N      levels per search at most (default 24)\n"
+	    "\n"
+	    "Output:\n"
+	    "      --json FILE         the figures as JSON (docs/load-schema.md; \"-\":\n"
+	    "                          stdout, the table then goes to stderr)\n"
+	    "      --no-samples        without every request's figures\n"
+	    "      --itl-samples       with each request's gaps too\n"
+	    "      --samples           (the default)\n"
+	    "      --csv FILE          one line per level\n"
+	    "      --report FILE.html  one self-contained HTML page: charts of every level\n"
+	    "                          (latency, TPOT, throughput against load, the knee,\n"
+	    "                          errors, ITL CDF, input length, slices, a timeline)\n"
 	    "      --scenarios FILE    run the YAML scenarios of FILE and check their\n"
 	    "                          targets; the URL, if given, replaces their target\n"
 	    "      --only NAME         only that scenario (and its baseline)\n"
@@ -105,8 +235,17 @@ static void usage(FILE *f)
 	    "  -h, --help              this text\n"
 	    "  -V, --version           print the version\n"
 	    "\n"
-	    "Durations take us, ms, s, m, h. Exit status: 0 done (scenarios: all\n"
-	    "passed), 1 a scenario missed a target, 2 usage or configuration error.\n", f);
+	    "\n"
+	    "Saved documents (--json FILE; `tokentap-load report --help`, `compare --help`):\n"
+	    "  report RUN.json         its table, and --html FILE its HTML page, --csv FILE\n"
+	    "  compare A.json B.json   each level and figure of B beside A's, the change and\n"
+	    "                          its 95 % bootstrap interval; --fail-on 'tpot_p50>+10%'\n"
+	    "                          exits 1 when B regressed beyond it\n"
+	    "\n"
+	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
+	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target\n"
+	    "(compare: a --fail-on rule failed), 2 usage or input error, 130 interrupted\n"
+	    "(the levels done are written).\n", f);
 }
 
 static void bad_value(const char *opt, const char *err)
@@ -121,8 +260,37 @@ static void parse_duration(const char *opt, const char *s, uint64_t *out)
 		bad_value(opt, "expected a duration above 0 (e.g. 500ms, 20s, 2m)");
 }
 
-/* One option; exits on a bad value. */
-static void parse_one(struct opts *o, int ch)
+/* A share: "10%" or "0.1", in [0, 1]. */
+static void parse_share(const char *opt, const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (end != s && *end == '%') {
+		*out /= 100;
+		end++;
+	}
+	if (end == s || *end != '\0' || errno != 0 || !(*out >= 0 && *out <= 1))
+		bad_value(opt, "expected a share, 10% or 0.1");
+}
+
+static void parse_number(const char *opt, const char *s, double lo, double hi,
+    double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (end == s || *end != '\0' || errno != 0 || !(*out >= lo && *out <= hi)) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "expected a number from %g to %g", lo, hi);
+		bad_value(opt, msg);
+	}
+}
+
+/* Options of the run itself; 0, or -1 for one that is not. */
+static int parse_run(struct opts *o, int ch)
 {
 	struct load_conf *c = &o->conf;
 	const char *err = NULL;
@@ -143,6 +311,11 @@ static void parse_one(struct opts *o, int ch)
 		if (load_conf_set_arrivals(c, optarg, &err) < 0)
 			bad_value("--arrivals", err);
 		break;
+	case OPT_BURSTINESS:
+		if (load_conf_set_burstiness(c, optarg, &err) < 0)
+			bad_value("--burstiness", err);
+		c->arrivals = LOAD_ARR_GAMMA;
+		break;
 	case 'd':
 		parse_duration("--duration", optarg, &c->duration_us);
 		o->duration_given = 1;
@@ -151,6 +324,25 @@ static void parse_one(struct opts *o, int ch)
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->count, &err) < 0)
 			bad_value("--requests", err);
 		o->count_given = 1;
+		break;
+	case OPT_WARMUP:
+		if (util_parse_duration_us(optarg, &c->warmup_us) < 0)
+			bad_value("--warmup", "expected a duration (e.g. 2s, 0)");
+		o->warmup_given = 1;
+		break;
+	case OPT_COOLDOWN:
+		if (strcmp(optarg, "on") == 0)
+			c->cooldown = 1;
+		else if (strcmp(optarg, "off") == 0)
+			c->cooldown = 0;
+		else
+			bad_value("--cooldown", "on or off");
+		o->cooldown_given = 1;
+		break;
+	case OPT_WARMUP_REQUESTS:
+		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->warmup_count, &err) < 0)
+			bad_value("--warmup-requests", err);
+		o->warmup_given = 1;
 		break;
 	case OPT_TIMEOUT:
 		parse_duration("--timeout", optarg, &c->timeout_us);
@@ -185,11 +377,157 @@ static void parse_one(struct opts *o, int ch)
 	case OPT_LAG:
 		c->lag = 1;
 		break;
+	case OPT_CONTINUOUS:
+		c->continuous_usage = 1;
+		break;
+	case OPT_INSECURE:
+		c->tls_verify = 0;
+		o->tls_opt_given = 1;
+		break;
+	case OPT_CACERT:
+		if (load_conf_set_ca_file(c, optarg, &err) < 0)
+			bad_value("--cacert", err);
+		o->tls_opt_given = 1;
+		break;
+	case OPT_SNI:
+		if (load_conf_set_sni(c, optarg, &err) < 0)
+			bad_value("--sni", err);
+		o->tls_opt_given = 1;
+		break;
+	case OPT_TRACE_SPEED:
+		parse_number("--trace-speed", optarg, 0.001, 1000, &c->trace_speed);
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* --from V (every search) or --from concurrency=V,rate=V. */
+static void parse_from(struct load_plan *p, const char *s)
+{
+	char buf[128], *save = NULL, *eq;
+	double x;
+
+	if (strchr(s, '=') == NULL) {
+		parse_number("--from", s, 0.01, 1e6, &x);
+		p->cap_from[0] = p->cap_from[1] = x;
+		return;
+	}
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		eq = strchr(t, '=');
+		if (eq == NULL)
+			bad_value("--from", "expected V, or concurrency=V,rate=V");
+		*eq = '\0';
+		parse_number("--from", eq + 1, 0.01, 1e6, &x);
+		if (strcmp(t, "concurrency") == 0)
+			p->cap_from[0] = x;
+		else if (strcmp(t, "rate") == 0)
+			p->cap_from[1] = x;
+		else
+			bad_value("--from", "expected concurrency=V or rate=V");
+	}
+}
+
+/* Options of what to run and what to write. */
+static int parse_other(struct opts *o, int ch)
+{
+	struct load_plan *p = &o->plan;
+	const char *err = NULL;
+	uint64_t u;
+	double x;
+
+	switch (ch) {
 	case OPT_JSON:
 		o->json_path = optarg;
 		break;
+	case OPT_CSV:
+		o->csv_path = optarg;
+		break;
+	case OPT_REPORT:
+		o->html_path = optarg;
+		break;
 	case OPT_SAMPLES:
-		o->samples = 1;
+		o->no_samples = 0;
+		break;
+	case OPT_NO_SAMPLES:
+		o->no_samples = 1;
+		break;
+	case OPT_ITL_SAMPLES:
+		o->itl_samples = 1;
+		break;
+	case OPT_PERCENTILES:
+		if (load_pcts_parse(optarg, &o->pcts, &err) < 0)
+			bad_value("--percentiles", err);
+		break;
+	case OPT_SLICE:
+		parse_duration("--slice", optarg, &o->slice_us);
+		break;
+	case OPT_SLO:
+		o->slo_text = optarg;
+		break;
+	case OPT_PROMPTS:
+		o->prompts_path = optarg;
+		break;
+	case OPT_TRACE:
+		o->trace_path = optarg;
+		break;
+	case OPT_REPLAY:
+		o->replay_path = optarg;
+		break;
+	case OPT_REPLAY_ROUTE:
+		o->replay_route = optarg;
+		break;
+	case OPT_TOKENTAP:
+		o->tt_url = optarg;
+		break;
+	case OPT_TT_WINDOW:
+		if (util_parse_duration_us(optarg, &u) < 0 || u == 0)
+			bad_value("--tokentap-window", "expected one of tokentap's stats.windows "
+			    "(e.g. 1m)");
+		o->tt_window = optarg;
+		break;
+	case OPT_TT_ROUTE:
+		o->tt_route = optarg;
+		break;
+	case OPT_OVER:
+		o->over = optarg;
+		break;
+	case OPT_LEVELS:
+		o->levels = optarg;
+		break;
+	case OPT_SATURATION:
+		parse_share("--saturation", optarg, &p->saturation);
+		break;
+	case OPT_NO_STOP:
+		p->stop_on_saturation = 0;
+		p->stop_error_rate = INFINITY;
+		break;
+	case OPT_STOP_ERRORS:
+		parse_share("--stop-error-rate", optarg, &p->stop_error_rate);
+		break;
+	case OPT_FROM:
+		parse_from(p, optarg);
+		break;
+	case OPT_MAX_CONC:
+		parse_number("--max-concurrency", optarg, 1, 100000, &p->cap_max[0]);
+		break;
+	case OPT_MAX_RATE:
+		parse_number("--max-rate", optarg, 0.01, 1e6, &p->cap_max[1]);
+		break;
+	case OPT_RESOLUTION:
+		parse_share("--resolution", optarg, &p->resolution);
+		if (p->resolution <= 0)
+			bad_value("--resolution", "above 0");
+		break;
+	case OPT_REPEATS:
+		parse_number("--repeats", optarg, 0, 10, &x);
+		p->repeats = (unsigned)x;
+		break;
+	case OPT_MAX_LEVELS:
+		parse_number("--max-levels", optarg, 1, LOAD_MAX_LEVELS, &x);
+		p->max_levels = (size_t)x;
 		break;
 	case OPT_SCENARIOS:
 		o->scen_path = optarg;
@@ -210,6 +548,132 @@ static void parse_one(struct opts *o, int ch)
 		usage(stderr);
 		exit(EXIT_USAGE);
 	}
+	return 0;
+}
+
+static void fail_usage(const char *msg)
+{
+	log_error("%s", msg);
+	exit(EXIT_USAGE);
+}
+
+/* --over: the sweep's key, or the capacity's keys. */
+static void parse_over(struct opts *o)
+{
+	struct load_plan *p = &o->plan;
+	const char *hint;
+	char buf[64], *save = NULL;
+
+	if (o->kind == LOAD_KIND_SWEEP) {
+		if (o->over == NULL || o->levels == NULL)
+			fail_usage("sweep: --over KEY and --levels LEVELS, e.g. --over "
+			    "concurrency --levels 1..64");
+		p->key = load_plan_key(o->over, &hint);
+		if (p->key == LOAD_KEY_NONE) {
+			log_error("--over: unknown sweep key '%s' (concurrency, rate, "
+			    "prompt-tokens)%s%s%s", o->over, hint ? "; did you mean '" : "",
+			    hint ? hint : "", hint ? "'?" : "");
+			exit(EXIT_USAGE);
+		}
+		return;
+	}
+	snprintf(buf, sizeof buf, "%s", o->over ? o->over : "concurrency,rate");
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		enum load_key k = load_plan_key(t, &hint);
+		if (k != LOAD_KEY_CONCURRENCY && k != LOAD_KEY_RATE) {
+			log_error("--over: unknown capacity key '%s' (concurrency, rate)%s%s%s", t,
+			    hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+			exit(EXIT_USAGE);
+		}
+		if (p->nsearch == 2 || (p->nsearch == 1 && p->search[0] == k))
+			fail_usage("--over: concurrency, rate, or both once");
+		p->search[p->nsearch++] = k;
+	}
+}
+
+/* What goes together and what does not. */
+static void check_options(struct opts *o)
+{
+	struct load_conf *c = &o->conf;
+	const char *err;
+
+	if (o->count_given && !o->duration_given)
+		c->duration_us = 0;
+	if ((o->trace_path || o->replay_path) && !o->duration_given)
+		c->duration_us = 0;
+	if (o->scen_path == NULL && (o->only != NULL || o->check))
+		fail_usage("--only and --check go with --scenarios");
+	if (o->scen_path != NULL && o->kind != LOAD_KIND_RUN)
+		fail_usage("--scenarios runs on its own, not with sweep or capacity");
+	if (o->scen_path != NULL && o->html_path != NULL)
+		fail_usage("--report goes with a run, a sweep or a capacity search, not "
+		    "with --scenarios");
+	if (o->html_path != NULL && strcmp(o->html_path, "-") == 0 &&
+	    ((o->json_path && strcmp(o->json_path, "-") == 0) ||
+	    (o->csv_path && strcmp(o->csv_path, "-") == 0)))
+		fail_usage("--report -, --json - and --csv -: one of them on stdout");
+	if (o->scen_path == NULL && !o->url_given)
+		fail_usage("no target URL");
+	if (c->ramp_us > 0 && c->rate > 0)
+		fail_usage("--ramp is for the closed loop, not with --rate");
+	if (c->warmup_us > 0 && c->warmup_count > 0)
+		fail_usage("--warmup and --warmup-requests: one or the other");
+	if (o->trace_path && o->replay_path)
+		fail_usage("--trace and --replay-log: one or the other");
+	if ((o->trace_path || o->replay_path) && c->rate > 0)
+		fail_usage("a trace sets its own arrivals: no --rate with it");
+	if (o->replay_route && !o->replay_path)
+		fail_usage("--replay-route goes with --replay-log");
+	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)
+		fail_usage("--trace-speed goes with --trace or --replay-log");
+	if (c->arrivals != LOAD_ARR_POISSON && c->rate <= 0 && o->kind != LOAD_KIND_SWEEP &&
+	    o->kind != LOAD_KIND_CAPACITY)
+		fail_usage("--arrivals and --burstiness go with --rate");
+	if (o->tls_opt_given && o->url_given && !c->tls)
+		fail_usage("--insecure, --cacert and --sni go with an https:// target");
+	if ((o->tt_window || o->tt_route) && !o->tt_url)
+		fail_usage("--tokentap-window and --tokentap-route go with --tokentap");
+	if (o->kind == LOAD_KIND_RUN && (o->over || o->levels))
+		fail_usage("--over and --levels are for `tokentap-load sweep` (or capacity)");
+	if (o->kind != LOAD_KIND_RUN)
+		parse_over(o);
+	if (o->kind == LOAD_KIND_SWEEP) {
+		if (load_plan_levels(&o->plan, o->levels, &err) < 0)
+			bad_value("--levels", err);
+		if (o->plan.key == LOAD_KEY_CONCURRENCY && (c->rate > 0 || o->trace_path ||
+		    o->replay_path))
+			fail_usage("a concurrency sweep is a closed loop: no --rate or trace");
+		if (o->plan.key == LOAD_KEY_RATE && (o->trace_path || o->replay_path))
+			fail_usage("a rate sweep sets the arrivals: no trace");
+		if (o->plan.key == LOAD_KEY_PROMPT_TOKENS && o->prompts_path)
+			fail_usage("a prompt-tokens sweep writes its own prompts: no --prompts");
+		if (o->plan.key == LOAD_KEY_CONCURRENCY && o->plan.levels[0] > 100000)
+			fail_usage("--levels: concurrency up to 100000");
+	}
+	if (o->kind == LOAD_KIND_CAPACITY) {
+		if (o->slo_text == NULL)
+			fail_usage("capacity: --slo TARGETS, e.g. --slo 'ttft_p95<=1s "
+			    "tpot_p95<=50ms error_rate<=1%'");
+		if (o->trace_path || o->replay_path)
+			fail_usage("capacity sets the load: no trace");
+	}
+	if (o->slo_text != NULL) {
+		char why[200];
+		if (load_slo_parse(&o->slo, o->slo_text, why, sizeof why) < 0)
+			bad_value("--slo", why);
+	}
+	if (o->json_path && o->csv_path && strcmp(o->json_path, "-") == 0 &&
+	    strcmp(o->csv_path, "-") == 0)
+		fail_usage("--json - and --csv -: one of them on stdout");
+	/* a sweep's level first settles: connections, caches, batches */
+	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
+	    !o->warmup_given)
+		c->warmup_us = 2000000;
+	/* and its last requests end under its load; but tokentap's window
+	 * would count the cool-down's requests with the level's */
+	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
+	    !o->cooldown_given && o->tt_url == NULL)
+		c->cooldown = 1;
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)
@@ -218,7 +682,8 @@ static void parse_options(int argc, char **argv, struct opts *o)
 	int ch;
 
 	while ((ch = getopt_long(argc, argv, "c:r:d:n:H:thV", long_opts, NULL)) != -1)
-		parse_one(o, ch);
+		if (parse_run(o, ch) < 0)
+			parse_other(o, ch);
 	if (optind < argc) {
 		if (argc - optind > 1) {
 			log_error("one target URL expected, got %d arguments", argc - optind);
@@ -229,53 +694,71 @@ static void parse_options(int argc, char **argv, struct opts *o)
 			bad_value(argv[optind], err);
 		o->url_given = 1;
 	}
-	if (o->count_given && !o->duration_given)
-		o->conf.duration_us = 0;
-	if (o->scen_path == NULL && (o->only != NULL || o->check)) {
-		log_error("--only and --check go with --scenarios");
-		exit(EXIT_USAGE);
-	}
-	if (o->scen_path == NULL && !o->url_given) {
-		log_error("no target URL");
-		usage(stderr);
-		exit(EXIT_USAGE);
-	}
-	if (o->conf.ramp_us > 0 && o->conf.rate > 0) {
-		log_error("--ramp is for the closed loop, not with --rate");
-		exit(EXIT_USAGE);
-	}
-	if (o->samples && o->json_path == NULL) {
-		log_error("--samples goes with --json");
-		exit(EXIT_USAGE);
-	}
+	check_options(o);
 }
 
-/* The JSON destination: stdout for "-". NULL (reported) on failure. */
-static FILE *json_open(const char *path)
-{
-	FILE *f;
+/* Inputs read before anything runs: a problem there is a usage error. */
+struct inputs {
+	struct load_prompts prompts;
+	struct load_trace trace;
+	struct load_tls tls;
+	struct load_tt_conf tt;
+	int have_tt;
+	int tt_busy;                 /* the window held requests already */
+};
 
-	if (strcmp(path, "-") == 0)
-		return stdout;
-	f = fopen(path, "w");
-	if (f == NULL)
-		log_error("--json %s: %s", path, strerror(errno));
-	return f;
+static int read_inputs(struct opts *o, struct inputs *in)
+{
+	struct load_conf *c = &o->conf;
+	const char *err;
+
+	if (o->prompts_path != NULL) {
+		if (load_prompts_read(&in->prompts, o->prompts_path, stderr) < 0)
+			return -1;
+		c->prompts = &in->prompts;
+	}
+	if (o->trace_path != NULL) {
+		if (load_trace_read(&in->trace, o->trace_path, stderr) < 0)
+			return -1;
+		c->trace = &in->trace;
+	}
+	if (o->replay_path != NULL) {
+		if (load_trace_read_access_log(&in->trace, o->replay_path, o->replay_route,
+		    stderr) < 0)
+			return -1;
+		c->trace = &in->trace;
+	}
+	if (load_tls_init(&in->tls, c) < 0)
+		return -1;
+	if (o->tt_url != NULL) {
+		struct load_tt probe;
+		if (load_tt_conf_init(&in->tt, o->tt_url, o->tt_window, o->tt_route, &err) < 0) {
+			log_error("--tokentap %s: %s", o->tt_url, err);
+			return -1;
+		}
+		in->have_tt = 1;
+		/* learn the window now, and fail early on a wrong address */
+		load_tt_read(&in->tt, &probe, 5000);
+		if (!probe.ok && (strncmp(probe.error, "no route", 8) != 0)) {
+			log_error("--tokentap %s: %s", o->tt_url, probe.error);
+			return -1;
+		}
+		if (in->tt.window_us == 0) {
+			log_error("--tokentap %s: /stats told no window", o->tt_url);
+			return -1;
+		}
+		in->tt_busy = probe.ok && probe.requests > 0;
+	}
+	return 0;
 }
 
-static int json_close(FILE *f, const char *path)
+static void free_inputs(struct inputs *in)
 {
-	int rc = ferror(f) ? -1 : 0;
-
-	if (f == stdout) {
-		if (fflush(f) != 0)
-			rc = -1;
-	} else if (fclose(f) != 0) {
-		rc = -1;
-	}
-	if (rc < 0)
-		log_error("--json %s: write failed", path);
-	return rc;
+	load_prompts_free(&in->prompts);
+	load_trace_free(&in->trace);
+	load_tls_free(&in->tls);
+	if (in->have_tt)
+		load_tt_conf_free(&in->tt);
 }
 
 struct env {
@@ -284,38 +767,70 @@ struct env {
 	int progress;
 };
 
-static int run_single(struct env *e, struct opts *o)
+/* A run, a sweep or a capacity search, and its reports. */
+static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc,
+    char **argv)
 {
-	struct loadstats st;
-	struct load_run_info info;
-	struct load_report rp = {&o->conf, &st, &info};
-	FILE *table = stdout, *json = NULL;
+	struct load_result r;
+	struct load_env le;
+	struct load_json_opts jo = { !o->no_samples, o->itl_samples };
+	FILE *table = stdout, *json = NULL, *csv = NULL, *html = NULL;
 	int rc = 0;
 
-	if (o->json_path != NULL) {
-		json = json_open(o->json_path);
-		if (json == NULL)
-			return EXIT_USAGE;
-		if (json == stdout)
-			table = stderr;
+	load_result_init(&r, o->kind, &o->conf, argc, argv);
+	r.pcts = o->pcts;
+	r.slo = o->slo;
+	r.slice_us = o->slice_us;
+	if (o->json_path != NULL && (json = load_out_open("--json", o->json_path)) == NULL)
+		return EXIT_USAGE;
+	if ((o->csv_path != NULL && (csv = load_out_open("--csv", o->csv_path)) == NULL) ||
+	    (o->html_path != NULL && (html = load_out_open("--report", o->html_path)) == NULL)) {
+		if (json != NULL && json != stdout)
+			fclose(json);
+		if (csv != NULL && csv != stdout)
+			fclose(csv);
+		return EXIT_USAGE;
 	}
-	loadstats_init(&st, o->samples);
-	if (load_run(e->base, e->dns, &o->conf, &st, e->progress, &info) < 0 &&
-	    st.requests == 0) {
+	if (json == stdout || csv == stdout || html == stdout)
+		table = stderr;
+	memset(&le, 0, sizeof(le));
+	le.base = e->base;
+	le.dns = e->dns;
+	le.tls = o->conf.tls ? &in->tls : NULL;
+	le.progress = e->progress;
+	le.tt = in->have_tt ? &in->tt : NULL;
+	/* requests of before in the window: the first level waits them out */
+	if (in->tt_busy)
+		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+	if (o->kind == LOAD_KIND_SWEEP)
+		load_levels_sweep(&le, &o->plan, &r);
+	else if (o->kind == LOAD_KIND_CAPACITY)
+		load_levels_capacity(&le, &o->plan, &r);
+	else
+		load_levels_single(&le, &r);
+	if (r.nlevels == 0 || (r.nlevels == 1 && r.levels[0].st.n == 0 && r.failed)) {
 		rc = EXIT_USAGE;
 		goto done;
 	}
-	load_report_table(table, &rp);
-	if (json != NULL) {
-		fprintf(json, "{\n  \"tool\": \"tokentap-load\", \"version\": \"%s\",\n",
-		    TOKENTAP_VERSION);
-		load_report_json_members(json, &rp, o->samples, 2);
-		fputs("\n}\n", json);
-	}
+	load_report_table(table, &r);
+	if (json != NULL)
+		load_json_write(json, &r, &jo);
+	if (csv != NULL)
+		load_csv_write(csv, &r);
+	if (html != NULL)
+		load_html_write(html, &r);
+	if (r.interrupted && o->kind != LOAD_KIND_RUN)
+		rc = EXIT_INTERRUPTED;
+	else if (r.failed)
+		rc = EXIT_MISSED;
 done:
-	if (json != NULL && json_close(json, o->json_path) < 0 && rc == 0)
-		rc = 1;
-	loadstats_free(&st);
+	if (json != NULL && load_out_close(json, "--json", o->json_path) < 0 && rc == 0)
+		rc = EXIT_MISSED;
+	if (csv != NULL && load_out_close(csv, "--csv", o->csv_path) < 0 && rc == 0)
+		rc = EXIT_MISSED;
+	if (html != NULL && load_out_close(html, "--report", o->html_path) < 0 && rc == 0)
+		rc = EXIT_MISSED;
+	load_result_free(&r);
 	return rc;
 }
 
@@ -325,8 +840,7 @@ struct scen_result {
 	int selected;        /* asked for (all, or --only) */
 	int ran;
 	int passed;
-	struct loadstats st;
-	struct load_run_info info;
+	struct load_level *level;
 };
 
 /* Checks sc's targets, prints one line each; returns 1 when all are met. */
@@ -339,7 +853,8 @@ static int check_targets(FILE *out, const struct load_scenario *sc,
 		const struct load_target *t = &sc->targets[i];
 		char lim[32], val[32];
 		double v;
-		int have = load_scen_value(t, &res->st, base ? &base->st : NULL, &v) == 0;
+		int have = load_scen_value(t, &res->level->st, base ? &base->level->st : NULL,
+		    &v) == 0;
 		int ok = have && load_scen_met(t, v);
 
 		load_scen_format(t, t->limit, lim, sizeof(lim));
@@ -362,7 +877,8 @@ static void json_targets(FILE *f, const struct load_scenario *sc,
 		const struct load_target *t = &sc->targets[i];
 		int frac = t->stat == LOAD_S_RATE || t->stat == LOAD_S_DEGRADATION;
 		double div = frac ? 1 : 1000, v;
-		int have = load_scen_value(t, &res->st, base ? &base->st : NULL, &v) == 0;
+		int have = load_scen_value(t, &res->level->st,
+		    base ? &base->level->st : NULL, &v) == 0;
 
 		fprintf(f, "%s\n        {\"name\": \"%s\", \"unit\": \"%s\", "
 		    "\"limit\": %.6g, \"value\": ", i ? "," : "", t->name,
@@ -377,12 +893,13 @@ static void json_targets(FILE *f, const struct load_scenario *sc,
 	fputs(sc->ntargets ? "\n      ]" : "]", f);
 }
 
-static void json_scenario(FILE *f, const struct load_scen_file *sf, size_t i,
-    const struct scen_result *res, int first)
+static void json_scenario(FILE *f, const struct load_result *r,
+    const struct load_scen_file *sf, size_t i, const struct scen_result *res,
+    int first)
 {
 	const struct load_scenario *sc = &sf->v[i];
 	const struct scen_result *base = sc->baseline >= 0 ? &res[sc->baseline] : NULL;
-	struct load_report rp = {&sc->conf, &res[i].st, &res[i].info};
+	struct load_json_opts jo = { 0, 0 };
 
 	fprintf(f, "%s\n    {\n      \"name\": ", first ? "" : ",");
 	jsonw_file_str(f, sc->name);
@@ -393,9 +910,7 @@ static void json_scenario(FILE *f, const struct load_scen_file *sf, size_t i,
 	else
 		fputs("null", f);
 	json_targets(f, sc, &res[i], base);
-	load_report_goodput_json(f, &rp, 6);
-	fputs(",\n", f);
-	load_report_json_members(f, &rp, 0, 6);
+	load_json_level_members(f, r, res[i].level, &jo, 6);
 	fputs("\n    }", f);
 }
 
@@ -433,9 +948,50 @@ static int select_scenarios(const struct load_scen_file *sf, const char *only,
 	return 0;
 }
 
+/* Runs one scenario as a level of r. Returns 0 or -1. */
+static int run_scenario(struct env *e, struct load_result *r, struct inputs *in,
+    const struct load_scenario *sc, struct scen_result *res)
+{
+	struct load_env le;
+	struct load_result one;
+	struct load_level *lv;
+
+	memset(&le, 0, sizeof(le));
+	le.base = e->base;
+	le.dns = e->dns;
+	le.progress = e->progress;
+	if (sc->conf.tls) {
+		load_tls_free(&in->tls);
+		if (load_tls_init(&in->tls, &sc->conf) < 0)
+			return -1;
+		le.tls = &in->tls;
+	}
+	/* the level runs alone, then joins r: one result for the JSON */
+	one = *r;
+	one.levels = NULL;
+	one.nlevels = one.cap = 0;
+	one.conf = &sc->conf;
+	if (load_levels_single(&le, &one) < 0 || one.nlevels == 0) {
+		load_result_free(&one);
+		return -1;
+	}
+	lv = load_result_add(r, LOAD_KEY_NONE, 0, &sc->conf);
+	if (lv == NULL) {
+		load_result_free(&one);
+		return -1;
+	}
+	load_conf_free(&lv->conf);
+	*lv = one.levels[0];
+	lv->index = r->nlevels - 1;
+	snprintf(lv->label, sizeof lv->label, "%s", sc->name);
+	free(one.levels);
+	res->level = lv;
+	return 0;
+}
+
 /* Runs each scenario marked, in file order; returns the exit status. */
-static int run_marked(struct env *e, const struct load_scen_file *sf,
-    struct scen_result *res, int samples)
+static int run_marked(struct env *e, struct load_result *r, struct inputs *in,
+    const struct load_scen_file *sf, struct scen_result *res)
 {
 	int status = 0;
 
@@ -443,8 +999,8 @@ static int run_marked(struct env *e, const struct load_scen_file *sf,
 		const struct load_scenario *sc = &sf->v[i];
 		const struct scen_result *base = sc->baseline >= 0 ?
 		    &res[sc->baseline] : NULL;
-		struct load_report rp = {&sc->conf, &res[i].st, &res[i].info};
 		struct goodput_targets goodput;
+		struct load_sum_in sin;
 
 		if (!res[i].ran)
 			continue;
@@ -452,38 +1008,57 @@ static int run_marked(struct env *e, const struct load_scen_file *sf,
 		printf("== scenario %s%s\n", sc->name, res[i].selected ? "" :
 		    " (baseline)");
 		fflush(stdout);
-		loadstats_init(&res[i].st, samples);
+		if (run_scenario(e, r, in, sc, &res[i]) < 0)
+			return EXIT_USAGE;
+		/* goodput by the scenario's own targets */
 		load_scen_goodput(sc, &goodput);
-		loadstats_goodput(&res[i].st, &goodput);
-		if (load_run(e->base, e->dns, &sc->conf, &res[i].st, e->progress,
-		    &res[i].info) < 0 && res[i].st.requests == 0)
+		memset(&sin, 0, sizeof(sin));
+		sin.st = &res[i].level->st;
+		sin.pcts = &r->pcts;
+		sin.goodput = &goodput;
+		sin.window_start_us = res[i].level->info.window_start_us;
+		sin.window_end_us = res[i].level->info.window_end_us;
+		sin.slice_us = r->slice_us;
+		sin.cpu_s = res[i].level->info.cpu_s;
+		sin.wall_s = (double)res[i].level->info.elapsed_us / 1e6;
+		sin.queued = res[i].level->info.queued;
+		load_summary_free(&res[i].level->sum);
+		if (load_summary(&sin, &res[i].level->sum) < 0)
 			return EXIT_USAGE;
 		res[i].ran = 1;
-		load_report_table(stdout, &rp);
+		load_report_level(stdout, r, res[i].level);
 		putchar('\n');
 		res[i].passed = check_targets(stdout, sc, &res[i], base);
-		load_report_goodput_line(stdout, &rp);
+		load_report_goodput_line(stdout, res[i].level);
 		printf("scenario %s: %s\n\n", sc->name, res[i].passed ? "PASS" : "FAIL");
 		fflush(stdout);
 		if (res[i].selected && !res[i].passed)
 			status = EXIT_MISSED;
-		if (res[i].info.interrupted)
+		if (res[i].level->info.interrupted)
 			return EXIT_MISSED;
 	}
 	return status;
 }
 
-static int run_scenarios(struct env *e, struct opts *o)
+static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int argc,
+    char **argv)
 {
 	struct load_scen_file sf;
 	struct scen_result *res = NULL;
+	struct load_result r;
 	FILE *json = NULL;
 	int status, first = 1, all = 1;
 
 	if (load_scen_read(o->scen_path, &o->conf, o->url_given, &sf, stderr) < 0)
 		return EXIT_USAGE;
+	load_result_init(&r, LOAD_KIND_RUN, &o->conf, argc, argv);
+	r.pcts = o->pcts;
+	r.slice_us = o->slice_us;
 	res = calloc(sf.n, sizeof(*res));
-	if (res == NULL || select_scenarios(&sf, o->only, res) < 0) {
+	/* the levels must not move: res points into them */
+	r.levels = calloc(sf.n + 1, sizeof(*r.levels));
+	r.cap = sf.n + 1;
+	if (res == NULL || r.levels == NULL || select_scenarios(&sf, o->only, res) < 0) {
 		status = EXIT_USAGE;
 		goto done;
 	}
@@ -492,11 +1067,11 @@ static int run_scenarios(struct env *e, struct opts *o)
 		status = 0;
 		goto done;
 	}
-	if (o->json_path != NULL && (json = json_open(o->json_path)) == NULL) {
+	if (o->json_path != NULL && (json = load_out_open("--json", o->json_path)) == NULL) {
 		status = EXIT_USAGE;
 		goto done;
 	}
-	status = run_marked(e, &sf, res, 0);
+	status = run_marked(e, &r, in, &sf, res);
 	for (size_t i = 0; i < sf.n; i++) {
 		if (!res[i].selected)
 			continue;
@@ -505,22 +1080,22 @@ static int run_scenarios(struct env *e, struct opts *o)
 		all &= res[i].ran && res[i].passed;
 	}
 	if (json != NULL) {
-		fprintf(json, "{\n  \"tool\": \"tokentap-load\", \"version\": \"%s\",\n"
-		    "  \"scenarios\": [", TOKENTAP_VERSION);
+		fprintf(json, "{\n  \"schema_version\": %d, \"tool\": \"tokentap-load\", "
+		    "\"version\": \"%s\", \"kind\": \"scenarios\",\n  \"scenarios\": [",
+		    LOAD_SCHEMA_VERSION, TOKENTAP_VERSION);
 		for (size_t i = 0; i < sf.n; i++) {
 			if (!res[i].ran)
 				continue;
-			json_scenario(json, &sf, i, res, first);
+			json_scenario(json, &r, &sf, i, res, first);
 			first = 0;
 		}
 		fprintf(json, "\n  ],\n  \"passed\": %s\n}\n", all ? "true" : "false");
-		if (json_close(json, o->json_path) < 0 && status == 0)
+		if (load_out_close(json, "--json", o->json_path) < 0 && status == 0)
 			status = EXIT_MISSED;
 	}
 done:
-	for (size_t i = 0; res != NULL && i < sf.n; i++)
-		loadstats_free(&res[i].st);
 	free(res);
+	load_result_free(&r);
 	load_scen_free(&sf);
 	return status;
 }
@@ -528,26 +1103,48 @@ done:
 int main(int argc, char **argv)
 {
 	struct opts o;
+	struct inputs in;
 	struct env e = {NULL, NULL, 0};
-	int status;
+	int status, shift = 0;
 
 	memset(&o, 0, sizeof(o));
+	memset(&in, 0, sizeof(in));
 	if (load_conf_init(&o.conf) < 0) {
 		log_error("out of memory");
 		return 1;
 	}
-	parse_options(argc, argv, &o);
-	if (o.scen_path != NULL && o.samples) {
-		log_error("--samples is for single runs");
-		return EXIT_USAGE;
+	load_pcts_default(&o.pcts);
+	load_plan_init(&o.plan);
+	o.slice_us = 10000000;
+	/* the commands on saved documents read no target */
+	if (argc > 1 && strcmp(argv[1], "report") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_report(argc - 1, argv + 1);
 	}
+	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_compare(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
+		o.kind = LOAD_KIND_SWEEP;
+		shift = 1;
+	} else if (argc > 1 && strcmp(argv[1], "capacity") == 0) {
+		o.kind = LOAD_KIND_CAPACITY;
+		shift = 1;
+	}
+	parse_options(argc - shift, argv + shift, &o);
 	signal(SIGPIPE, SIG_IGN);
 	net_raise_nofile();          /* many users need many descriptors */
+	if (read_inputs(&o, &in) < 0) {
+		free_inputs(&in);
+		load_conf_free(&o.conf);
+		return EXIT_USAGE;
+	}
 	e.progress = isatty(STDERR_FILENO);
 	/* open-loop arrivals are timed from their schedule, so the timer must
 	 * not add epoll's millisecond rounding: PRECISE_TIMER uses a timerfd */
 	e.base = net_base_new(EVENT_BASE_FLAG_PRECISE_TIMER);
-	if (e.base == NULL) {
+	if (e.base == NULL || load_run_signals(e.base) < 0) {
 		log_error("cannot create an event loop");
 		return 1;
 	}
@@ -561,11 +1158,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.scen_path != NULL)
-		status = run_scenarios(&e, &o);
+		status = run_scenarios(&e, &o, &in, argc, argv);
 	else
-		status = run_single(&e, &o);
+		status = run_levels(&e, &o, &in, argc, argv);
 	evdns_base_free(e.dns, 0);
+	load_run_signals_free();
 	event_base_free(e.base);
+	free_inputs(&in);
 	load_conf_free(&o.conf);
 	return status;
 }

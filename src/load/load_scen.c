@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_slo.h"
 #include "util.h"
 #include "yconf.h"
 
@@ -89,12 +90,19 @@ static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *field, const char
 
 static void arrivals_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
 {
-	static const char *const names[] = {"poisson", "uniform"};
+	static const char *const names[] = {"poisson", "uniform", "constant", "gamma"};
+	static const enum load_arrivals kinds[] = {LOAD_ARR_POISSON, LOAD_ARR_CONSTANT,
+		LOAD_ARR_CONSTANT, LOAD_ARR_GAMMA};
 	struct load_conf *c = field;
-	int a = yconf_enum(ld, v, path, "arrivals", names, 2);
+	int a = yconf_enum(ld, v, path, "arrivals", names, 4);
 
 	if (a >= 0)
-		c->uniform = a;
+		c->arrivals = kinds[a];
+}
+
+static void burstiness_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	set_with(ld, v, path, field, load_conf_set_burstiness);
 }
 
 static void concurrency_fn(struct yconf *ld, yaml_node_t *v, void *field,
@@ -150,6 +158,11 @@ static void apply_limits(struct yconf *ld, yaml_node_t *m, struct load_conf *c)
 	{ .name = "concurrency", .type = YCONF_FUNC, .off = at, .fn = concurrency_fn }, \
 	{ .name = "rate", .type = YCONF_FUNC, .off = at, .fn = rate_fn }, \
 	{ .name = "arrivals", .type = YCONF_FUNC, .off = at, .fn = arrivals_fn }, \
+	{ .name = "burstiness", .type = YCONF_FUNC, .off = at, .fn = burstiness_fn }, \
+	{ .name = "warmup", .type = YCONF_DURATION, .off = RUN(at, warmup_us) }, \
+	{ .name = "cooldown", .type = YCONF_BOOL, .off = RUN(at, cooldown) }, \
+	{ .name = "warmup_requests", .type = YCONF_UINT, .off = RUN(at, warmup_count), \
+	    .hi = UINT64_MAX / 10 }, \
 	{ .name = "duration", .type = YCONF_DURATION, .off = RUN(at, duration_us), .lo = 1 }, \
 	{ .name = "requests", .type = YCONF_UINT, .off = RUN(at, count), .lo = 1, \
 	    .hi = UINT64_MAX / 10 }, \
@@ -429,24 +442,33 @@ int load_scen_find(const struct load_scen_file *f, const char *name)
 	return -1;
 }
 
-static const struct hist *metric_hist(const struct loadstats *st,
-    enum load_metric m)
+/* The figure of one statistic of a metric (µs), exact from the samples,
+ * by the SLO module's rule; -1 when there is none. */
+static double stat_us(const struct loadstats *st, enum load_metric m, enum load_stat s)
 {
-	return m == LOAD_M_TTFT ? &st->ttft : m == LOAD_M_TPOT ? &st->tpot : &st->itl;
-}
+	static const double q[] = {50, 90, 95, 99};
+	static const enum load_slo_metric sm[] = {
+		[LOAD_M_TTFT] = LOAD_SLO_TTFT, [LOAD_M_TPOT] = LOAD_SLO_TPOT,
+		[LOAD_M_ITL] = LOAD_SLO_ITL,
+	};
+	struct load_slo one;
+	struct load_slo_result res;
 
-/* A statistic of a histogram in µs; -1 when it has no samples. */
-static double hist_stat(const struct hist *h, enum load_stat s)
-{
-	static const double q[] = {0.50, 0.90, 0.95, 0.99};
-
-	if (h->count == 0)
+	memset(&one, 0, sizeof(one));
+	one.n = 1;
+	one.v[0].metric = sm[m];
+	one.v[0].limit = INFINITY;
+	if (s == LOAD_S_MEAN) {
+		one.v[0].stat = LOAD_SLO_MEAN;
+	} else if (s == LOAD_S_MAX) {
+		one.v[0].stat = LOAD_SLO_MAX_STAT;
+	} else {
+		one.v[0].stat = LOAD_SLO_PCT;
+		one.v[0].pct = q[s];
+	}
+	if (load_slo_eval(&one, st, &res) < 0 || isnan(res.v[0].value))
 		return -1;
-	if (s == LOAD_S_MEAN)
-		return hist_mean(h);
-	if (s == LOAD_S_MAX)
-		return (double)h->max;
-	return hist_quantile(h, q[s]);
+	return res.v[0].value * 1e3;
 }
 
 int load_scen_value(const struct load_target *t, const struct loadstats *st,
@@ -456,21 +478,28 @@ int load_scen_value(const struct load_target *t, const struct loadstats *st,
 	enum load_stat s;
 
 	if (t->stat == LOAD_S_RATE) {
-		if (st->requests == 0)
+		uint64_t n = 0, bad = 0;
+		for (size_t i = 0; i < st->n; i++) {
+			if (!loadstats_counted(&st->v[i]))
+				continue;
+			n++;
+			bad += st->v[i].outcome != OUTCOME_OK;
+		}
+		if (n == 0)
 			return -1;
-		*value = loadstats_error_rate(st);
+		*value = (double)bad / (double)n;
 		return 0;
 	}
 	if (t->stat != LOAD_S_DEGRADATION) {
-		*value = hist_stat(metric_hist(st, t->metric), t->stat);
+		*value = stat_us(st, t->metric, t->stat);
 		return *value < 0 ? -1 : 0;
 	}
 	if (baseline == NULL)
 		return -1;
 	/* the figures SPEC §5's trend follows: TTFT p95, TPOT p50 */
 	s = t->metric == LOAD_M_TTFT ? LOAD_S_P95 : LOAD_S_P50;
-	cur = hist_stat(metric_hist(st, t->metric), s);
-	ref = hist_stat(metric_hist(baseline, t->metric), s);
+	cur = stat_us(st, t->metric, s);
+	ref = stat_us(baseline, t->metric, s);
 	if (cur < 0 || ref <= 0)
 		return -1;
 	*value = cur / ref - 1;

@@ -41,12 +41,13 @@ struct options {
 	const char *log_path;
 };
 
-enum { OPT_WORKERS = 256, OPT_LOG, OPT_KNOB };
+enum { OPT_WORKERS = 256, OPT_LOG, OPT_SLOTS, OPT_KNOB };
 
 static const struct option long_opts[] = {
 	{"listen", required_argument, NULL, 'l'},
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"log", required_argument, NULL, OPT_LOG},
+	{"slots", required_argument, NULL, OPT_SLOTS},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	/* The knobs of mock_params, under their own names. */
@@ -58,6 +59,9 @@ static const struct option long_opts[] = {
 	{"tokens-per-chunk", required_argument, NULL, OPT_KNOB},
 	{"prefill-per-token", required_argument, NULL, OPT_KNOB},
 	{"ttft-per-stream", required_argument, NULL, OPT_KNOB},
+	{"tpot-per-stream", required_argument, NULL, OPT_KNOB},
+	{"first-chunk-tokens", required_argument, NULL, OPT_KNOB},
+	{"continuous-usage", required_argument, NULL, OPT_KNOB},
 	{"usage", required_argument, NULL, OPT_KNOB},
 	{"keepalive", required_argument, NULL, OPT_KNOB},
 	{"fault", required_argument, NULL, OPT_KNOB},
@@ -80,15 +84,24 @@ static void usage(FILE *f)
 	    "  -l, --listen ADDR:PORT     listen here (default 127.0.0.1:8000; repeatable)\n"
 	    "      --workers N            event-loop threads (default 1)\n"
 	    "      --log FILE             one JSON line per finished request\n"
+	    "      --slots N              decode at most N sequences at once; the others\n"
+	    "                             wait, first come first served, and their TTFT\n"
+	    "                             counts the wait (default: no limit)\n"
 	    "      --ttft DUR             request read -> first token (default 300ms)\n"
 	    "      --role-delay DUR       request read -> head and first non-token event (0)\n"
 	    "      --tpot DUR             gap between token events (default 20ms)\n"
 	    "      --jitter SPEC          none | uniform:DUR | normal:DUR | exp:DUR\n"
 	    "      --tokens N             output tokens (default: the request's max tokens, else 50)\n"
 	    "      --tokens-per-chunk K   tokens per event (default 1)\n"
+	    "      --first-chunk-tokens K the first token event's tokens (default: as the rest)\n"
+	    "      --continuous-usage on|off  OpenAI: a usage (the counts so far) on every\n"
+	    "                             chunk, as vLLM's continuous_usage_stats (also\n"
+	    "                             asked by the request's stream_options; default off)\n"
 	    "      --prefill-per-token DUR  extra TTFT per input token (body bytes / 4)\n"
 	    "      --ttft-per-stream DUR  extra TTFT per other stream in progress here\n"
 	    "                             (a backend whose TTFT grows with concurrency)\n"
+	    "      --tpot-per-stream DUR  extra gap per other sequence decoding (holding a\n"
+	    "                             slot; without --slots, in progress)\n"
 	    "      --usage on|off         report token counts (default on)\n"
 	    "      --keepalive DUR        keep-alive comment this often while waiting\n"
 	    "      --fault SPEC           status:CODE | error-after:N | close-after:N |\n"
@@ -110,8 +123,15 @@ static void usage(FILE *f)
 	    "  -h, --help                 this text\n"
 	    "  -V, --version              print the version\n"
 	    "\n"
-	    "Every knob can be set per request with the header X-Mock-<name>, e.g.\n"
-	    "X-Mock-TTFT: 50ms. Durations take us, ms, s, m.\n", f);
+	    "Every knob but --slots can be set per request with the header\n"
+	    "X-Mock-<name>, e.g. X-Mock-TTFT: 50ms. Durations take us, ms, s, m.\n"
+	    "\n"
+	    "The model: a request read at t takes a slot at g (t, or when the slot it\n"
+	    "waited for was freed); its first token is due at g + ttft +\n"
+	    "prefill-per-token x input tokens + ttft-per-stream x streams in progress;\n"
+	    "each next event tpot + tpot-per-stream x (sequences decoding - 1) after\n"
+	    "the one before (+ jitter); its slot is freed with its last event. So\n"
+	    "TTFT = wait + ttft + prefill, TPOT = tpot + tpot-per-stream x (d - 1).\n", f);
 }
 
 static int parse_options(int argc, char **argv, struct options *o,
@@ -141,6 +161,16 @@ static int parse_options(int argc, char **argv, struct options *o,
 		case OPT_LOG:
 			o->log_path = optarg;
 			break;
+		case OPT_SLOTS: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end != '\0' || v < 1 || v > 1000000) {
+				log_error("--slots: 1 to 1000000");
+				return -1;
+			}
+			mock_slots_configure((unsigned)v);
+			break;
+		}
 		case OPT_KNOB: {
 			const char *name = long_opts[idx].name;
 			int k = mock_params_find(name, strlen(name));

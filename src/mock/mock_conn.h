@@ -13,6 +13,7 @@
 
 #include "mock_buf.h"
 #include "mock_params.h"
+#include "mock_slots.h"
 #include "mock_stream.h"
 
 struct mock_config {
@@ -61,6 +62,10 @@ struct mock_conn {
 	char error[160];               /* a bad X-Mock-* header: 400 */
 	char request_id[64];           /* X-Request-Id, for the request log */
 	uint64_t t_req;                /* request fully read */
+	/* --slots: its place (mock_slots.c, under its lock) */
+	enum mock_slot slot;
+	uint64_t slot_at;              /* when it got its slot */
+	struct mock_conn *slot_next;
 	int expect_continue;           /* "Expect: 100-continue" */
 	int keep_alive;
 	int http10;

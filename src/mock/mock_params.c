@@ -67,6 +67,16 @@ static int set_ttft_per_stream(struct mock_params *p, const char *v)
 	return util_parse_duration_us(v, &p->ttft_per_stream_us);
 }
 
+static int set_tpot_per_stream(struct mock_params *p, const char *v)
+{
+	return util_parse_duration_us(v, &p->tpot_per_stream_us);
+}
+
+static int set_first_chunk_tokens(struct mock_params *p, const char *v)
+{
+	return parse_uint(v, 1000000, &p->first_chunk_tokens);
+}
+
 static int set_keepalive(struct mock_params *p, const char *v)
 {
 	return util_parse_duration_us(v, &p->keepalive_us);
@@ -134,6 +144,11 @@ static int parse_bool(const char *v, int *out)
 static int set_usage(struct mock_params *p, const char *v)
 {
 	return parse_bool(v, &p->usage);
+}
+
+static int set_continuous_usage(struct mock_params *p, const char *v)
+{
+	return parse_bool(v, &p->continuous_usage);
 }
 
 static int set_stamp(struct mock_params *p, const char *v)
@@ -241,6 +256,9 @@ static const struct {
 	{"tokens-per-chunk", set_tokens_per_chunk},
 	{"prefill-per-token", set_prefill},
 	{"ttft-per-stream", set_ttft_per_stream},
+	{"tpot-per-stream", set_tpot_per_stream},
+	{"first-chunk-tokens", set_first_chunk_tokens},
+	{"continuous-usage", set_continuous_usage},
 	{"usage", set_usage},
 	{"keepalive", set_keepalive},
 	{"fault", set_fault},
@@ -331,6 +349,8 @@ static void scan_nested(const char *js, const jsmntok_t *t, int n, int obj,
 		const jsmntok_t *key = &t[i], *val = &t[i + 1];
 		if (tok_is(js, key, "include_usage"))
 			out->include_usage = tok_true(js, val);
+		else if (tok_is(js, key, "continuous_usage_stats"))
+			out->continuous_usage = tok_true(js, val);
 		else if (out->max_tokens < 0 && is_max_tokens_key(js, key))
 			out->max_tokens = tok_int(js, val);
 		i = tok_skip(t, n, i + 1);
@@ -403,7 +423,7 @@ void mock_body_scan(const char *json, size_t len, struct mock_body *out)
 	free(t);
 }
 
-uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng)
+uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng, long others)
 {
 	double d = (double)p->jitter_us, j = 0, gap;
 
@@ -421,6 +441,7 @@ uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng)
 		j = -log(rng_unit_open(rng)) * d;
 		break;
 	}
-	gap = (double)p->tpot_us + j;
+	gap = (double)p->tpot_us + (double)p->tpot_per_stream_us *
+	    (double)(others > 0 ? others : 0) + j;
 	return gap > 0 ? (uint64_t)(gap + 0.5) : 0;
 }

@@ -29,6 +29,9 @@ struct mock_params {
 	uint64_t tpot_us;
 	uint64_t prefill_per_token_us;
 	uint64_t ttft_per_stream_us;   /* extra TTFT per other stream in progress */
+	uint64_t tpot_per_stream_us;   /* extra TPOT per other sequence decoding */
+	uint64_t first_chunk_tokens;   /* tokens of the first token event; 0: as the rest */
+	int continuous_usage;          /* a usage on every chunk (OpenAI) */
 	uint64_t keepalive_us;         /* 0: no keep-alive comments */
 	enum mock_jitter jitter;
 	uint64_t jitter_us;
@@ -64,6 +67,7 @@ struct mock_body {
 	char model[MOCK_MODEL_MAX];  /* JSON string content, escapes kept; "" when absent */
 	int stream;                  /* 0 for "stream": false or "response_mode": "blocking" */
 	int include_usage;           /* stream_options.include_usage */
+	int continuous_usage;        /* stream_options.continuous_usage_stats (vLLM) */
 	int64_t max_tokens;          /* the first max-tokens field found, or -1 */
 };
 
@@ -71,7 +75,9 @@ struct mock_body {
  * cannot be read keeps its default. */
 void mock_body_scan(const char *json, size_t len, struct mock_body *out);
 
-/* The gap before the next token event: tpot plus jitter, never negative. */
-uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng);
+/* The gap before the next token event: tpot, plus tpot_per_stream for
+ * each of the others sequences decoding besides this one, plus jitter;
+ * never negative. */
+uint64_t mock_params_gap(const struct mock_params *p, uint64_t *rng, long others);
 
 #endif

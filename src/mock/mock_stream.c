@@ -17,6 +17,17 @@
 /* Streams started and not yet logged, in every worker: --ttft-per-stream. */
 static atomic_long streams_active;
 
+/* The sequences decoding besides this one, for --tpot-per-stream: those
+ * holding a slot with --slots, else every stream in progress. */
+static long others_decoding(void)
+{
+	long n = mock_slots_enabled() ? mock_slots_held() : atomic_load(&streams_active);
+
+	return n > 1 ? n - 1 : 0;
+}
+
+static int schedule(struct mock_conn *c, uint64_t base);
+
 /* length < 0: a stream, chunked or ended by close. */
 static void add_head(struct mock_conn *c, struct mock_buf *b, int status,
     const char *type, long long length)
@@ -153,11 +164,15 @@ static int do_fault(struct mock_conn *c)
 	return mock_conn_finish(c);
 }
 
-/* Tokens in the next event: tokens_per_chunk, but an event ends where the
- * reasoning, a stall or a fault begins. */
+/* Tokens in the next event: tokens_per_chunk (the first one
+ * first_chunk_tokens, when set), but an event ends where the reasoning, a
+ * stall or a fault begins. */
 static uint64_t next_event_tokens(const struct mock_stream *s)
 {
 	uint64_t sent = s->w.tokens_sent, k = s->p.tokens_per_chunk;
+
+	if (sent == 0 && s->p.first_chunk_tokens > 0)
+		k = s->p.first_chunk_tokens;
 	uint64_t left = s->w.output_tokens - sent;
 
 	if (k > left)
@@ -188,7 +203,7 @@ static uint64_t render_events(struct mock_conn *c, struct mock_buf *out,
 		mock_wire_token(&s->w, k, ev);
 		frame(s, out, ev);
 		if (n++ > 0)
-			*gaps += mock_params_gap(&s->p, &s->rng);
+			*gaps += mock_params_gap(&s->p, &s->rng, others_decoding());
 		if (s->p.stall_us != 0 && !s->stalled &&
 		    s->w.tokens_sent == s->p.stall_after)
 			break;
@@ -233,7 +248,7 @@ static int step_tokens(struct mock_conn *c)
 		s->outcome = "ok";
 		return mock_conn_finish(c);
 	}
-	s->due += gaps + mock_params_gap(&s->p, &s->rng);
+	s->due += gaps + mock_params_gap(&s->p, &s->rng, others_decoding());
 	if (s->p.stall_us != 0 && !s->stalled && s->w.tokens_sent == s->p.stall_after) {
 		/* --stall: the tokens stop, the connection stays busy */
 		s->stalling = 1;
@@ -297,6 +312,7 @@ static int step(struct mock_conn *c)
 	case MOCK_PHASE_BODY:
 		return step_body(c);
 	case MOCK_PHASE_STALL:
+	case MOCK_PHASE_QUEUED:
 		break;
 	}
 	return 0;
@@ -310,6 +326,12 @@ void mock_stream_tick(struct mock_conn *c)
 
 	if (s->phase == MOCK_PHASE_STALL)
 		return;
+	if (s->phase == MOCK_PHASE_QUEUED) {
+		/* woken by the thread that freed a slot, or by an old timer */
+		if (c->slot == MOCK_SLOT_HELD)
+			schedule(c, c->slot_at);
+		return;
+	}
 	/* A timer that fired early waits for the rest of its time. */
 	if (now < wake) {
 		mock_conn_arm(c, wake);
@@ -368,6 +390,9 @@ static void plan(struct mock_conn *c)
 	    b.max_tokens >= 0 ? (uint64_t)b.max_tokens : 50;
 	s->w.usage = s->p.usage || (b.include_usage &&
 	    (api == MOCK_API_OPENAI_CHAT || api == MOCK_API_OPENAI_LEGACY));
+	s->w.continuous_usage = s->w.usage && (s->p.continuous_usage ||
+	    b.continuous_usage) &&
+	    (api == MOCK_API_OPENAI_CHAT || api == MOCK_API_OPENAI_LEGACY);
 	s->streaming = b.stream;
 	s->rng = seed ^ 0x6a09e667f3bcc908ull;
 	if (s->streaming && mock_wire_has_reasoning(api))
@@ -375,11 +400,40 @@ static void plan(struct mock_conn *c)
 		    s->w.output_tokens;
 }
 
+/* The response's schedule from base: the request's arrival, or when it
+ * got its slot. Returns 0, or -1 when c was freed. */
+static int schedule(struct mock_conn *c, uint64_t base)
+{
+	struct mock_stream *s = &c->s;
+	uint64_t ttft;
+
+	s->queue_us = base - c->t_req;
+	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens +
+	    s->p.ttft_per_stream_us * (uint64_t)(s->others > 0 ? s->others : 0);
+	if ((s->p.prefill_per_token_us != 0 &&
+	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us) || ttft > MAX_TTFT_US)
+		ttft = MAX_TTFT_US;
+	s->first_due = base + ttft;
+	if (s->streaming || s->p.fault == MOCK_FAULT_STATUS) {
+		s->phase = MOCK_PHASE_HEAD;
+		s->due = base + (s->p.role_delay_us < ttft ? s->p.role_delay_us : ttft);
+	} else {
+		/* A blocking answer comes when its last token would have. */
+		s->phase = MOCK_PHASE_BODY;
+		s->due = s->first_due;
+		for (uint64_t i = 1; i < s->events_planned; i++)
+			s->due += mock_params_gap(&s->p, &s->rng, others_decoding());
+	}
+	if (s->due <= util_now_us())
+		return step(c);
+	mock_conn_arm(c, s->due);
+	return 0;
+}
+
 int mock_stream_start(struct mock_conn *c)
 {
 	struct mock_stream *s = &c->s;
-	uint64_t ttft, k;
-	long others;
+	uint64_t k;
 	int rc;
 
 	memset(s, 0, sizeof *s);
@@ -387,7 +441,7 @@ int mock_stream_start(struct mock_conn *c)
 		return rc > 0 ? 0 : -1;
 	s->active = 1;
 	s->p = c->params;
-	others = atomic_fetch_add(&streams_active, 1);
+	s->others = atomic_fetch_add(&streams_active, 1);
 	s->status = 200;
 	plan(c);
 	mock_buf_free(&c->body);
@@ -410,27 +464,19 @@ int mock_stream_start(struct mock_conn *c)
 		    s->p.fault_arg : s->w.output_tokens;
 	k = s->p.tokens_per_chunk;
 	s->events_planned = (s->w.output_tokens + k - 1) / k;
-	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens +
-	    s->p.ttft_per_stream_us * (uint64_t)(others > 0 ? others : 0);
-	if ((s->p.prefill_per_token_us != 0 &&
-	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us) || ttft > MAX_TTFT_US)
-		ttft = MAX_TTFT_US;
-	s->first_due = c->t_req + ttft;
-	if (s->streaming || s->p.fault == MOCK_FAULT_STATUS) {
-		s->phase = MOCK_PHASE_HEAD;
-		s->due = c->t_req + (s->p.role_delay_us < ttft ?
-		    s->p.role_delay_us : ttft);
-	} else {
-		/* A blocking answer comes when its last token would have. */
-		s->phase = MOCK_PHASE_BODY;
-		s->due = s->first_due;
-		for (uint64_t i = 1; i < s->events_planned; i++)
-			s->due += mock_params_gap(&s->p, &s->rng);
+	if (s->p.first_chunk_tokens > 0 && s->w.output_tokens > 0) {
+		uint64_t rest = s->w.output_tokens > s->p.first_chunk_tokens ?
+		    s->w.output_tokens - s->p.first_chunk_tokens : 0;
+		s->events_planned = 1 + (rest + k - 1) / k;
 	}
-	if (s->due <= util_now_us())
-		return step(c);
-	mock_conn_arm(c, s->due);
-	return 0;
+	/* a request the server refuses at once takes no slot */
+	if (mock_slots_enabled() && s->p.fault != MOCK_FAULT_STATUS &&
+	    !mock_slots_acquire(c)) {
+		s->phase = MOCK_PHASE_QUEUED;
+		event_del(c->timer);
+		return 0;
+	}
+	return schedule(c, c->t_req);
 }
 
 static void log_time(struct mock_buf *b, const char *name, int have,
@@ -454,6 +500,7 @@ void mock_stream_log(struct mock_conn *c)
 	if (s->active)
 		atomic_fetch_sub(&streams_active, 1);
 	s->active = 0;
+	mock_slots_release(c);
 	if (c->w->cfg->log_fd < 0)
 		return;
 	util_rfc3339_ms(util_wall_ms(), ts);
@@ -482,8 +529,8 @@ void mock_stream_log(struct mock_conn *c)
 	else
 		mock_buf_str(&b, ",\"tpot_us\":null");
 	/* CLOCK_MONOTONIC: lets a client on this host line up its own times. */
-	mock_buf_printf(&b, ",\"late_max_us\":%" PRIu64 ",\"t_req_mono_us\":%" PRIu64
-	    "}\n", s->late_max, t0);
+	mock_buf_printf(&b, ",\"late_max_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
+	    ",\"t_req_mono_us\":%" PRIu64 "}\n", s->late_max, s->queue_us, t0);
 	if (!b.failed && write(c->w->cfg->log_fd, b.p, b.len) < 0)
 		log_warn("mock: request log: write failed");
 	mock_buf_free(&b);

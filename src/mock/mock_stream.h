@@ -16,7 +16,8 @@ enum mock_phase {
 	MOCK_PHASE_HEAD,     /* the head and pre-token events are next */
 	MOCK_PHASE_TOKENS,   /* a token event, the end, or the fault is next */
 	MOCK_PHASE_BODY,     /* a whole JSON answer is next */
-	MOCK_PHASE_STALL     /* nothing more, ever */
+	MOCK_PHASE_STALL,    /* nothing more, ever */
+	MOCK_PHASE_QUEUED    /* --slots: waiting for a slot, nothing sent yet */
 };
 
 struct mock_stream {
@@ -38,6 +39,8 @@ struct mock_stream {
 	int stalled;                 /* the pause is over */
 	uint64_t sched_first, sent_first, sched_last, sent_last;
 	uint64_t late_max;
+	uint64_t queue_us;           /* --slots: the wait for a slot */
+	long others;                 /* streams in progress at its start, besides it */
 };
 
 /* The request in c is complete: plans and starts the response.

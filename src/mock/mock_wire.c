@@ -390,7 +390,13 @@ static void openai_token(const struct mock_wire *w, uint64_t first,
 		mock_wire_text(w, first, count, b);
 		mock_buf_str(b, ",\"index\":0");
 	}
-	mock_buf_str(b, ",\"logprobs\":null,\"finish_reason\":null}]}");
+	mock_buf_str(b, ",\"logprobs\":null,\"finish_reason\":null}]");
+	/* vLLM's continuous_usage_stats: the counts so far on every chunk */
+	if (w->continuous_usage)
+		mock_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%" PRIu64
+		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64 "}",
+		    w->input_tokens, first + count, w->input_tokens + first + count);
+	mock_buf_str(b, "}");
 	sse_end(b);
 }
 

@@ -40,6 +40,7 @@ struct mock_wire {
 	uint64_t input_tokens;
 	uint64_t output_tokens;      /* the planned total */
 	int usage;                   /* report token counts */
+	int continuous_usage;        /* OpenAI: on every chunk too */
 	uint64_t events_sent;        /* token events rendered so far */
 	uint64_t tokens_sent;
 	uint64_t reasoning;          /* the first tokens that are reasoning */

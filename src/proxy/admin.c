@@ -10,8 +10,11 @@
 #include <event2/keyvalq_struct.h>
 
 #include "alertd.h"
+#include "historyd.h"
+#include "jsonw.h"
 #include "log.h"
 #include "net.h"
+#include "otel.h"
 #include "procmetrics.h"
 #include "promout.h"
 #include "slod.h"
@@ -51,6 +54,28 @@ static void send_buffer(struct evhttp_request *req, const char *type,
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
 	evhttp_send_reply(req, 200, net_reason(200), b);
 	evbuffer_free(b);
+}
+
+/* *b gzipped in its place when the client takes gzip (a large document
+ * is mostly repeated names); -1: no memory, answered 500 and freed. */
+static int send_gzipped(struct evhttp_request *req, struct evbuffer **b)
+{
+	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	struct evbuffer *z;
+
+	if (!promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) ||
+	    (z = evbuffer_new()) == NULL)
+		return 0;
+	if (promout_gzip(*b, z) < 0) {
+		evbuffer_free(z);
+		evbuffer_free(*b);
+		evhttp_send_error(req, 500, NULL);
+		return -1;
+	}
+	evbuffer_free(*b);
+	*b = z;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding", "gzip");
+	return 0;
 }
 
 static void bad_query(struct evhttp_request *req, const char *what)
@@ -168,13 +193,50 @@ static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri
 	send_buffer(req, "application/json", b);
 }
 
+/* GET /stats/history: a day of steps is large, so gzipped when the
+ * client takes it (a browser does). */
+static void serve_history(struct evhttp_request *req, const struct evhttp_uri *uri)
+{
+	struct evbuffer *b = evbuffer_new();
+	char why[256], body[512];
+
+	if (b == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	if (historyd_json(b, evhttp_uri_get_query(uri), why, sizeof why) < 0) {
+		evbuffer_free(b);
+		jsonw_sanitize(why, '?');
+		snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
+		    "\"message\":\"%s\"}}\n", why);
+		reply(req, 400, "application/json", body);
+		return;
+	}
+	if (send_gzipped(req, &b) < 0)
+		return;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary", "Accept-Encoding");
+	send_buffer(req, "application/json", b);
+}
+
+void admin_series(struct promout *o)
+{
+	stats_drain();
+	stats_prometheus(o);
+	poold_prometheus(o);
+	slod_prometheus(o);
+	alertd_prometheus(o);
+	otel_prometheus(o);
+	procmetrics_logs(o);
+	procmetrics_write(o);
+}
+
 /* The format the scraper asked for (protobuf brings native histograms),
  * gzipped when it takes gzip (a scrape of many series is mostly labels). */
 static void serve_metrics(struct evhttp_request *req)
 {
 	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
 	int proto = promout_wants_protobuf(evhttp_find_header(h, "Accept"));
-	struct evbuffer *b = evbuffer_new(), *z = NULL;
+	struct evbuffer *b = evbuffer_new();
 	struct promout *o = b ? promout_new(b, proto) : NULL;
 
 	if (o == NULL) {
@@ -183,32 +245,14 @@ static void serve_metrics(struct evhttp_request *req)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	stats_drain();
-	stats_prometheus(o);
-	poold_prometheus(o);
-	slod_prometheus(o);
-	alertd_prometheus(o);
-	procmetrics_logs(o);
-	procmetrics_write(o);
+	admin_series(o);
 	if (promout_finish(o) < 0) {
 		evbuffer_free(b);
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	if (promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")) &&
-	    (z = evbuffer_new()) != NULL) {
-		if (promout_gzip(b, z) == 0) {
-			evbuffer_free(b);
-			b = z;
-			evhttp_add_header(evhttp_request_get_output_headers(req),
-			    "Content-Encoding", "gzip");
-		} else {
-			evbuffer_free(z);
-			evbuffer_free(b);
-			evhttp_send_error(req, 500, NULL);
-			return;
-		}
-	}
+	if (send_gzipped(req, &b) < 0)
+		return;
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary",
 	    "Accept, Accept-Encoding");
 	send_buffer(req, proto ? PROMOUT_PROTO_TYPE : PROMOUT_TEXT_TYPE, b);
@@ -271,6 +315,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 	}
 	if (strcmp(path, "/stats") == 0) {
 		serve_stats(req, uri);
+		return;
+	}
+	if (strcmp(path, "/stats/history") == 0) {
+		serve_history(req, uri);
 		return;
 	}
 	if (strcmp(path, "/alerts") == 0) {

@@ -15,5 +15,9 @@ int admin_reload(struct conf *c);
 /* /healthz answers 503 from now on. */
 void admin_set_draining(void);
 void admin_stop(void);
+/* Every series /metrics has, the workers' records drained first: the one
+ * list /metrics and the OTLP metrics export (otel.h) both write. */
+struct promout;
+void admin_series(struct promout *o);
 
 #endif

@@ -18,13 +18,15 @@
 #include "alertd.h"
 #include "bodybuf.h"
 #include "config.h"
+#include "historyd.h"
 #include "log.h"
 #include "procmetrics.h"
 #include "net.h"
+#include "otel.h"
 #include "pool.h"
 #include "poold.h"
 #include "sdnotify.h"
-#include "slo_rules.h"
+#include "alert_rules.h"
 #include "slod.h"
 #include "stats.h"
 #include "tls.h"
@@ -47,8 +49,8 @@ static void usage(FILE *f)
 	    "usage: tokentap [-t | --prometheus-rules] [-c FILE]\n"
 	    "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
 	    "  -t, --test         check the configuration and exit\n"
-	    "  --prometheus-rules print Prometheus rules for the config's SLO burn-rate\n"
-	    "                     alerts and exit\n"
+	    "  --prometheus-rules print Prometheus rules for every built-in alert of the\n"
+	    "                     configuration and exit\n"
 	    "  -V, --version      print the version and exit\n"
 	    "  -h, --help         print this help and exit\n");
 }
@@ -90,7 +92,9 @@ static void on_reload(void)
 	workers_reload(c);
 	stats_configure(c);
 	slod_reload(c);
+	historyd_reload(c);
 	alertd_reload(c);
+	otel_reload(c);
 	statsfile_configure(c);
 	conf_unref(current);
 	current = c;
@@ -178,6 +182,7 @@ static void stats_more(struct evbuffer *out)
 {
 	poold_json(out);
 	procmetrics_logs_json(out);
+	otel_json(out);
 }
 
 static int run(void)
@@ -196,8 +201,10 @@ static int run(void)
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
 	    slod_start(main_base, current) < 0 ||
+	    historyd_start(main_base, current) < 0 ||
 	    alertd_start(main_base, current) < 0 ||
-	    poold_start(main_base) < 0 || poold_attach(current) < 0)
+	    poold_start(main_base) < 0 || poold_attach(current) < 0 ||
+	    otel_start(main_base, current, admin_series) < 0)
 		return 1;
 	/* handlers first: once a listener is bound, a signal may come */
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++) {
@@ -228,7 +235,9 @@ static int run(void)
 	workers_stop();
 	poold_stop();
 	pool_free_all();
+	otel_stop();
 	alertd_stop();
+	historyd_stop();
 	slod_stop();
 	admin_stop();
 	event_free(stats_tick);
@@ -287,7 +296,7 @@ int main(int argc, char **argv)
 	if (current == NULL)
 		return 1;
 	if (rules) {
-		rc = slo_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
+		rc = alert_rules_write(stdout, current) < 0 || fflush(stdout) != 0;
 		conf_unref(current);
 		return rc;
 	}

@@ -134,6 +134,15 @@ int ui_config_json(struct evbuffer *out, const struct conf *c)
 		util_duration_text(c->stats_windows_us[i], w, sizeof w);
 		r |= evbuffer_add_printf(out, "%s\"%s\"", i ? "," : "", w);
 	}
+	/* the history's steps: the board's ranges and its charts' steps */
+	r |= evbuffer_add_printf(out, "],\"history\":[");
+	for (size_t i = 0; i < c->n_stats_history; i++) {
+		char k[32];
+		util_duration_text(c->stats_history[i].step_us, w, sizeof w);
+		util_duration_text(c->stats_history[i].keep_us, k, sizeof k);
+		r |= evbuffer_add_printf(out, "%s{\"step\":\"%s\",\"keep\":\"%s\"}", i ? "," : "",
+		    w, k);
+	}
 	util_duration_text(c->alerts_window_us, w, sizeof w);
 	r |= evbuffer_add_printf(out, "],\"alerts\":{\"window\":\"%s\","
 	    "\"quantile\":%g,\"min_samples\":%llu},\"thresholds\":", w,

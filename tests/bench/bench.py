@@ -9,7 +9,7 @@ off), for the figures of SPEC §7, and the stall-free streams of each path.
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
      --only    comma-separated: latency,stallfree,throughput,memory,instructions,
-               timing
+               generator,otel,tls,timing
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,3000)
@@ -29,6 +29,23 @@ time (CLOCK_MONOTONIC µs) in an SSE comment; tokentap-load --lag takes the
 time the event was read and records the difference. Both run on this host,
 on one clock. Added latency = through a proxy minus direct, per quantile of
 the medians of the runs.
+
+The generator: tokentap-load's own accuracy, direct to the mock, against the
+mock's log of when it sent each request's first and last token (matched
+by the X-Request-Id tokentap-load sends), at 100 and 1,000 streams: the
+client's first-token read minus the mock's send (what the client adds to
+TTFT), its TPOT against the mock's; and the generator's CPU per event,
+with the events one core of it drives (TPOT 0: as fast as the mock sends).
+
+Measurement accuracy: tokentap's access log against the mock's own send
+times, for tokentap as it runs (timestamps: kernel, the kernel's receive
+times) and, side by side in the same runs, a second tokentap with
+timestamps: loop (the event loop's clock: what it measured before).
+
+TLS (--only tls): tokentap and nginx each terminate the client's TLS and
+speak TLS to a TLS backend; an nginx on the client's CPUs adds the TLS
+around them (tokentap-load speaks plain HTTP) and is the backend's TLS
+(tests/bench/nginx-edge.conf); direct-tls is that nginx alone.
 """
 import argparse
 import glob
@@ -66,6 +83,8 @@ FULL = {
     "mem_levels": [1000, 8000],
     "cg_streams": 20, "cg_tokens": 200,
     "sf_start": 250, "sf_max": 8000,
+    "client_levels": [100, 1000], "client_duration": "6s",
+    "otel_streams": 1000, "otel_duration": "4s",
 }
 QUICK = {
     "runs": 1,
@@ -75,6 +94,8 @@ QUICK = {
     "mem_levels": [200],
     "cg_streams": 5, "cg_tokens": 50,
     "sf_start": 50, "sf_max": 100,
+    "client_levels": [100], "client_duration": "2s",
+    "otel_streams": 100, "otel_duration": "2s",
 }
 DISTURBED = 0.05              # share of CPU time other processes may take
 # A virtual machine's CPUs are taken by its host now and then (steal time):
@@ -84,7 +105,21 @@ STOLEN = 0.01
 # seconds that repeated runs may take in all: keeps `make bench` under ten
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
-SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "timing")
+SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator",
+            "otel", "tls", "timing")
+# the OpenTelemetry export's cost: tokentap without it, with a span for
+# every request (no client sends a traceparent: otel.traces.sample 1), and
+# with the metrics export on too, to a collector that takes everything
+OTEL_CONFIGS = {
+    "off": "",
+    "traces": "otel:\n  endpoint: http://127.0.0.1:{sink}\n  traces: {{sample: 1}}\n"
+              "  metrics: {{enabled: false}}\n",
+    "traces+metrics": "otel:\n  endpoint: http://127.0.0.1:{sink}\n"
+                      "  traces: {{sample: 1}}\n  metrics: {{interval: 1s}}\n",
+}
+# the TLS rows' levels (quick: the first)
+TLS_LEVELS = (100, 500)
+TLS_MEMORY = 1000
 # stall-free streams, as the public gateway boards count them: every frame
 # arrives, no gap between frames over 10x the pace, under 0.1 % errors
 SF_TOKENS = 100
@@ -93,8 +128,10 @@ SF_ERRORS = 0.001
 # floor: tests/bench/relay.c, a bare relay that does only what every proxy
 # must (accept, connect, one recv and one send per readiness): what is
 # left between it and a proxy is the proxy's own work
-TARGETS = ("direct", "floor", "tokentap", "nginx")
-PROXIES = ("floor", "tokentap", "nginx")
+TARGETS = ("direct", "floor", "tokentap", "tokentap-loop", "nginx")
+PROXIES = ("floor", "tokentap", "tokentap-loop", "nginx")
+# the latency section's only: tokentap timed by the event loop
+LOOP_ONLY = ("tokentap-loop",)
 
 
 def log(msg):
@@ -143,6 +180,7 @@ class Bench:
         self.workers = a.workers or len(self.proxy)
         self.dir = tempfile.mkdtemp(prefix="tokentap-bench-")
         self.mock = self.tokentap = self.nginx = self.floor = None
+        self.tokentap_loop = None
         self.marks = (0, 0)        # log sizes at the start of the last run
         self.has_nginx = shutil.which("nginx") is not None
         self.has_valgrind = shutil.which("valgrind") is not None and \
@@ -159,15 +197,18 @@ class Bench:
                                  workers=self.workers)
         self.tokentap = procs.Tokentap(self.proxy, self.dir, self.mock.port,
                                        workers=self.workers)
+        self.tokentap_loop = procs.Tokentap(self.proxy, self.dir, self.mock.port,
+                                            workers=self.workers, name="tokentap-loop",
+                                            timestamps="loop")
         if self.has_nginx:
             self.nginx = procs.Nginx(self.proxy, self.dir, self.mock.port,
                                      workers=self.workers)
 
     def stop_proxies(self):
-        for p in (self.nginx, self.tokentap, self.floor):
+        for p in (self.nginx, self.tokentap, self.tokentap_loop, self.floor):
             if p is not None:
                 p.stop()
-        self.tokentap = self.nginx = self.floor = None
+        self.tokentap = self.nginx = self.floor = self.tokentap_loop = None
 
     def stop(self):
         self.stop_proxies()
@@ -176,6 +217,7 @@ class Bench:
 
     def target(self, name):
         return {"direct": self.mock, "tokentap": self.tokentap,
+                "tokentap-loop": self.tokentap_loop,
                 "nginx": self.nginx, "floor": self.floor}[name]
 
     def url(self, name):
@@ -187,9 +229,9 @@ class Bench:
         CPU set and of processes not ours, over the run."""
         t = self.target(name)
         t.check()
-        self.marks = self.log_marks()
-        mine = [p for p in (self.mock, self.floor, self.tokentap, self.nginx)
-                if p is not None]
+        self.marks = self.log_marks(t)
+        mine = [p for p in (self.mock, self.floor, self.tokentap, self.tokentap_loop,
+                            self.nginx) if p is not None]
         before = [p.cpu_s() for p in mine]
         waited = t.runq_wait_s() if name != "direct" else None
         cpu0 = procs.cpu_times()
@@ -235,8 +277,9 @@ class Bench:
         best[1]["attempts"] = attempt
         return best
 
-    def targets(self):
-        return [t for t in TARGETS if t != "nginx" or self.has_nginx]
+    def targets(self, latency=False):
+        return [t for t in TARGETS if (t != "nginx" or self.has_nginx) and
+                (latency or t not in LOOP_ONLY)]
 
     # ---- latency, TTFT, accuracy -----------------------------------------
 
@@ -280,7 +323,7 @@ class Bench:
         }
 
     def warm_up(self):
-        for name in self.targets():
+        for name in self.targets(True):
             self.measure(name, ["-c", "100", "-d", "1s", "--max-tokens", "20"])
 
     def latency(self):
@@ -290,19 +333,19 @@ class Bench:
             if not self.quick:
                 self.warm_up()
             for n in self.p["levels"]:
-                runs = {t: [] for t in self.targets()}
-                pairs = []
+                runs = {t: [] for t in self.targets(True)}
+                pairs = {"tokentap": [], "tokentap-loop": []}
                 count = max(self.runs, self.p.get("level_runs", {}).get(n, 0))
                 for i in range(count):
                     # each run in another order, so that a slow drift of
                     # the machine does not always favour the same path
-                    order = self.targets()
+                    order = self.targets(True)
                     order = order[i % len(order):] + order[:i % len(order)]
                     for name in order:
                         log(f"latency: {n} streams, {name}, run {i + 1}/{count}")
                         runs[name].append(self.latency_run(name, n))
-                        if name == "tokentap":
-                            pairs += self.matched(self.marks)
+                        if name in pairs:
+                            pairs[name] += self.matched(self.marks, self.target(name))
                 out[str(n)] = self.latency_summary(n, runs, pairs)
         finally:
             self.stop_proxies()
@@ -321,22 +364,63 @@ class Bench:
             level["added"][name] = {
                 k: fg.diff(m[k], d[k]) for k in
                 ("lag_p50_us", "lag_p99_us", "lag_max_us", "ttft_p50_ms", "ttft_p99_ms")}
-        level["accuracy"] = accuracy(pairs)
+        # kernel receive times (as tokentap runs) and the loop's, one run
+        level["accuracy"] = accuracy(pairs["tokentap"])
+        level["accuracy_loop"] = accuracy(pairs["tokentap-loop"])
         return level
 
-    # The mock's request log and tokentap's access log, matched by the
-    # X-Request-Id tokentap forwards, over the last tokentap run.
-    def log_marks(self):
+    # The mock's request log and a tokentap's access log, matched by the
+    # X-Request-Id tokentap forwards, over that tokentap's last run.
+    def log_marks(self, t=None):
         return (procs.file_size(self.mock.log),
-                procs.file_size(self.tokentap.log) if self.tokentap else 0)
+                procs.file_size(t.log) if t is not None and t is not self.mock and
+                getattr(t, "log", None) else 0)
 
-    def matched(self, marks):
+    def matched(self, marks, t):
         time.sleep(0.3)     # the last lines are written as the streams end
         mock, _ = procs.read_jsonl(self.mock.log, marks[0])
-        tt, _ = procs.read_jsonl(self.tokentap.log, marks[1])
+        tt, _ = procs.read_jsonl(t.log, marks[1])
         by_id = {m["request_id"]: m for m in mock if m.get("request_id")}
         return [(t, by_id[t["request_id"]]) for t in tt
                 if t.get("request_id") in by_id]
+
+    # ---- the client's own accuracy and cost ----------------------------------
+
+    def client_run(self, args, whole=True):
+        """tokentap-load direct to the mock: its document and the mock's
+        log lines of the run, by request id; the load's CPU seconds."""
+        mark = procs.file_size(self.mock.log)
+        doc, cpu = procs.run_load(self.client, self.dir, self.url("direct"), args,
+                                  whole=whole)
+        time.sleep(0.3)     # the last lines are written as the streams end
+        mock, _ = procs.read_jsonl(self.mock.log, mark)
+        return doc, {m["request_id"]: m for m in mock if m.get("request_id")}, cpu
+
+    def generator(self):
+        out = {}
+        for n in self.p["client_levels"]:
+            log(f"generator: {n} streams")
+            doc, by_id, cpu = self.client_run(
+                ["-c", str(n), "--ramp", self.p["ramp"], "--warmup", "1s",
+                 "-d", self.p["client_duration"], "--max-tokens", str(TOKENS),
+                 "--timeout", "120s"])
+            out[str(n)] = client_accuracy(doc, by_id, cpu)
+        # the events one core of the generator drives: TPOT 0, 100 streams
+        # of 2,000 tokens, the generator's CPU seconds per event
+        log("generator: throughput, TPOT 0")
+        lv, _, cpu = self.client_run(
+            ["-c", "100", "-n", "200", "--max-tokens", "2000", "--timeout", "120s",
+             "-H", "X-Mock-TPOT: 0", "-H", "X-Mock-TTFT: 1ms", "--no-samples"],
+            whole=False)
+        events = lv["generator"]["events"]
+        out["throughput"] = {
+            "events": events, "elapsed_s": lv["elapsed_s"], "load_cpu_s": cpu,
+            "events_per_s": events / lv["elapsed_s"] if lv["elapsed_s"] else None,
+            "cpu_share": cpu / lv["elapsed_s"] if lv["elapsed_s"] else None,
+            "cpu_us_per_event": 1e6 * cpu / events if events else None,
+            "events_per_cpu_s": events / cpu if cpu else None,
+        }
+        return out
 
     # ---- stall-free streams -------------------------------------------------
 
@@ -395,11 +479,12 @@ class Bench:
         args = ["-c", str(p["tp_streams"]), "-d", p["tp_duration"],
                 "--max-tokens", str(p["tp_tokens"]), "-H", "X-Mock-TPOT: 0",
                 "--timeout", "120s"]
-        runs = {t: [] for t in self.targets()}
+        # tokentap-loop too: the kernel stamps' cost per event, side by side
+        runs = {t: [] for t in self.targets(True)}
         self.start_proxies()
         try:
             for i in range(self.runs):
-                for name in self.targets():
+                for name in self.targets(True):
                     log(f"throughput: {name}, run {i + 1}/{self.runs}")
                     fig, cpu = self.measure_quiet(name, args)
                     ev, el = fig["output_tokens"], fig["elapsed_s"]
@@ -493,16 +578,127 @@ class Bench:
     def timing(self):
         # unpinned, as make test ran them; the bench's own mock is idle now
         return timing.run(self.quick, log)
+    # ---- TLS on both sides ----------------------------------------------------
+
+    def tls_start(self):
+        """tokentap and nginx with TLS both ways, the edge around them."""
+        certs = make_certs(self.dir)
+        backend, tt_in, ng_in = procs.free_port(), procs.free_port(), procs.free_port()
+        tt = procs.Tokentap(self.proxy, self.dir, backend, workers=self.workers,
+                            name="tokentap-tls", tls=certs)
+        ng = procs.Nginx(self.proxy, self.dir, backend, workers=self.workers,
+                         name="nginx-tls", tls=certs) if self.has_nginx else None
+        edge = procs.Nginx(self.client, self.dir, self.mock.port,
+                           workers=len(self.client), name="tls-edge",
+                           template=os.path.join(os.path.dirname(__file__),
+                                                 "nginx-edge.conf"),
+                           extra=(("BACKEND", backend), ("TT_IN", tt_in),
+                                  ("NG_IN", ng_in), ("TOKENTAP", tt.port),
+                                  ("NGINX", ng.port if ng else 9), ("CA", certs["ca"]),
+                                  ("CERT", certs["cert"]), ("KEY", certs["key"])))
+        procs.wait_port(tt_in, proc=edge.p)
+        paths = {"direct-tls": (None, edge.port), "tokentap-tls": (tt, tt_in)}
+        if ng is not None:
+            paths["nginx-tls"] = (ng, ng_in)
+        return paths, [p for p in (edge, tt, ng) if p is not None]
+
+    def tls_run(self, proxy, port, n, edge):
+        """One latency run through a TLS path: its figures, the proxy's CPU,
+        and for tokentap the accuracy pairs."""
+        url = f"http://127.0.0.1:{port}{PATH}"
+        marks = self.log_marks(proxy)
+        before = proxy.cpu_s() if proxy else None
+        edge_before = edge.cpu_s()
+        fig, load_cpu = procs.run_load(self.client, self.dir, url, self.latency_args(n))
+        cpu = proxy.cpu_s() - before if proxy else None
+        lag = fig.get("lag_ms") or {}
+        ttft = sorted(x["ttft_ms"] for x in fig["samples"]
+                      if x["outcome"] == "ok" and x["ttft_ms"] is not None)
+        pairs = self.matched(marks, proxy) if getattr(proxy, "log", None) else []
+        return {"lag_p50_us": 1000 * lag["p50"] if lag.get("p50") is not None else None,
+                "lag_p99_us": 1000 * lag["p99"] if lag.get("p99") is not None else None,
+                "ttft_p50_ms": fg.quantile(ttft, 0.5), "errors": fig["errors"],
+                "requests": fig["requests"], "events": fig["output_tokens"],
+                "events_per_s": fig["output_tokens_per_s"], "proxy_cpu_s": cpu,
+                "edge_cpu_s": edge.cpu_s() - edge_before, "load_cpu_s": load_cpu,
+                "cpu_s_per_M_events": fg.ratio(cpu, fig["output_tokens"] / 1e6)
+                if cpu is not None and fig["output_tokens"] else None}, pairs
+
+    def tls_memory(self, proxy, port, n):
+        """RSS per open stream of a TLS path's proxy at n streams."""
+        load = None
+        try:
+            idle_rss, idle_fds = proxy.rss_kib(), proxy.fds()
+            ramp = max(0.2, n / 4000)
+            load = procs.start_load(self.client, self.dir,
+                                    f"http://127.0.0.1:{port}{PATH}",
+                                    ["-c", str(n), "--ramp", f"{ramp:.1f}s",
+                                     "-d", "600s", "--timeout", "600s",
+                                     "--max-tokens", "100000",
+                                     "-H", "X-Mock-TPOT: 500ms"])
+            deadline = time.monotonic() + ramp + 30
+            while proxy.fds() < idle_fds + 2 * n and time.monotonic() < deadline:
+                load.check()
+                time.sleep(0.1)
+            time.sleep(1.5)
+            rss = fg.median([proxy.rss_kib() for _ in range(3)])
+        finally:
+            if load is not None:
+                load.p.kill()
+                load.p.wait()
+                time.sleep(1.0)
+        return {"idle_rss_kib": idle_rss, "rss_kib": rss,
+                "kib_per_stream": (rss - idle_rss) / n}
+
+    def tls(self):
+        levels = TLS_LEVELS[:1] if self.quick else TLS_LEVELS
+        paths, started = self.tls_start()
+        edge = started[0]
+        out = {"levels": {}}
+        try:
+            for name in paths:     # every path's connections opened once
+                proxy, port = paths[name]
+                self.tls_run(proxy, port, 20 if self.quick else 100, edge)
+            for n in levels:
+                runs = {name: [] for name in paths}
+                pairs = []
+                for i in range(self.runs):
+                    order = list(paths)
+                    order = order[i % len(order):] + order[:i % len(order)]
+                    for name in order:
+                        log(f"tls: {n} streams, {name}, run {i + 1}/{self.runs}")
+                        r, p = self.tls_run(*paths[name], n, edge)
+                        runs[name].append(r)
+                        pairs += p if name == "tokentap-tls" else []
+                keys = list(runs["direct-tls"][0].keys())
+                level = {name: {"median": fg.medians(rs, keys), "runs": rs}
+                         for name, rs in runs.items()}
+                d = level["direct-tls"]["median"]
+                level["added"] = {name: {k: fg.diff(level[name]["median"][k], d[k])
+                                         for k in ("lag_p50_us", "lag_p99_us",
+                                                   "ttft_p50_ms")}
+                                  for name in paths if name != "direct-tls"}
+                level["accuracy"] = accuracy(pairs)
+                out["levels"][str(n)] = level
+            mem = TLS_MEMORY // 10 if self.quick else TLS_MEMORY
+            out["memory"] = {"streams": mem}
+            for name in (x for x in paths if x != "direct-tls"):
+                log(f"tls: memory, {mem} streams, {name}")
+                out["memory"][name] = self.tls_memory(*paths[name], mem)
+        finally:
+            for p in reversed(started):
+                p.stop()
+        return out
 
     # ---- instructions per event (callgrind) ---------------------------------
 
-    def callgrind_run(self, kind):
-        outfile = os.path.join(self.dir, f"callgrind-{kind}.out")
+    def callgrind_run(self, kind, extra="", tag=""):
+        outfile = os.path.join(self.dir, f"callgrind-{kind}{tag}.out")
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outfile}"]
         if kind == "tokentap":
             proxy = procs.Tokentap(self.proxy, self.dir, self.mock.port,
-                                   wrapper=wrapper, name="tokentap-cg",
-                                   start_timeout=120)
+                                   wrapper=wrapper, name="tokentap-cg" + tag,
+                                   start_timeout=120, extra=extra)
         elif kind == "floor":
             proxy = procs.Relay(self.proxy, self.dir, self.mock.port,
                                 wrapper=wrapper, name="floor-cg", start_timeout=120)
@@ -533,14 +729,116 @@ class Bench:
         return {"events": fig["output_tokens"], "instructions": total,
                 "per_event": total / fig["output_tokens"] if fig["output_tokens"] else None,
                 "self": callgrind_profile(dumps[0], False),
-                "inclusive": callgrind_profile(dumps[0], True)}
+                "inclusive": callgrind_profile(dumps[0], True),
+                "inclusive_all": callgrind_profile(dumps[0], True, top=5000)}
 
     def instructions(self):
         out = {"streams": self.p["cg_streams"], "tokens_per_stream": self.p["cg_tokens"]}
         for kind in (k for k in PROXIES if k != "nginx" or self.has_nginx):
             log(f"instructions: {kind} under callgrind")
             out[kind] = self.callgrind_run(kind)
+            out[kind].pop("inclusive_all")
         return out
+
+
+    # ---- the OpenTelemetry export's cost ------------------------------------
+
+    def otel(self):
+        """CPU per event (and, under callgrind, instructions per event) of
+        tokentap with spans for every request, and with the metrics export
+        too, against tokentap without, alternating, medians of the runs."""
+        p = self.p
+        n = p["otel_streams"]
+        args = ["-c", str(n), "--ramp", self.p["ramp"], "-d", p["otel_duration"],
+                "--max-tokens", str(TOKENS), "--timeout", "120s"]
+        sink = procs.Sink()
+        runs = {c: [] for c in OTEL_CONFIGS}
+        saved = self.tokentap
+        try:
+            for i in range(self.runs):
+                for cname, extra in OTEL_CONFIGS.items():
+                    log(f"otel: {n} streams, {cname}, run {i + 1}/{self.runs}")
+                    self.tokentap = procs.Tokentap(
+                        self.proxy, self.dir, self.mock.port, workers=self.workers,
+                        extra=extra.format(sink=sink.port))
+                    try:
+                        exports = sink.exports
+                        fig, cpu = self.measure_quiet("tokentap", args)
+                        time.sleep(1.5)            # the last batch goes out
+                        stats = procs.http_json(self.tokentap.admin, "/stats?window=1m")
+                        st = stats.get("otel", {})
+                        # every attempt's requests (measure_quiet may run again)
+                        served = sum(g.get("requests", 0) for g in stats.get("groups", []))
+                    finally:
+                        self.tokentap.stop()
+                        self.tokentap = None
+                    ev = fig["output_tokens"]
+                    runs[cname].append({
+                        "events": ev, "requests": fig["requests"],
+                        "errors": fig["errors"], "proxy_cpu_s": cpu["proxy"],
+                        "cpu_s_per_M_events": cpu["proxy"] / (ev / 1e6) if ev else None,
+                        "other_share": cpu["other_share"], "attempts": cpu["attempts"],
+                        "spans_sent": (st.get("traces") or {}).get("sent", 0),
+                        "spans_per_request": (st.get("traces") or {}).get("sent", 0) /
+                        served if served else None,
+                        "spans_dropped": st.get("spans_dropped", 0),
+                        "exports": sink.exports - exports})
+        finally:
+            self.tokentap = saved
+        out = {"streams": n, "tokens_per_stream": TOKENS}
+        for cname, rs in runs.items():
+            out[cname] = {"median": fg.medians(rs, list(rs[0].keys())), "runs": rs}
+        if self.has_valgrind:
+            for cname, extra in OTEL_CONFIGS.items():
+                log(f"otel: instructions, {cname}, under callgrind")
+                exports = sink.exports
+                cg = self.callgrind_run("tokentap", extra.format(sink=sink.port),
+                                        tag="-otel-" + cname.replace("+", "-"))
+                out[cname]["instructions_per_event"] = cg["per_event"]
+                out[cname]["callgrind_events"] = cg["events"]
+                # what one export costs, whatever the slowdown of callgrind
+                # (which makes a 1 s interval come ~50 times as often per
+                # event as it does in real time)
+                # (GCC may name a static function trace_span.isra.0)
+                shares = {}
+                for row in cg["inclusive_all"]:
+                    shares.setdefault(row["function"].split(".")[0], row["share"])
+                n = sink.exports - exports
+                spans = p["cg_streams"]          # one request a stream
+                # a span's cost on its worker (filling its record) and on
+                # the main thread (encoding it), per span; one metrics
+                # export's
+                for fn, key, per in (("trace_span", "worker_instructions_per_span", spans),
+                                     ("otlpspan_request", "main_instructions_per_span",
+                                      spans),
+                                     ("on_metrics", "instructions_per_metrics_export", n)):
+                    if fn in shares and per:
+                        out[cname][key] = shares[fn] * cg["instructions"] / per
+                out[cname]["callgrind_exports"] = n
+        sink.stop()
+        return out
+
+
+def make_certs(workdir):
+    """A CA and a server certificate it signed for localhost and 127.0.0.1
+    (EC P-256), for every TLS side of the TLS rows."""
+    d = os.path.join(workdir, "certs")
+    os.makedirs(d, exist_ok=True)
+    ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    csr, ext = os.path.join(d, "req.csr"), os.path.join(d, "ext.cnf")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", cakey, "-out", ca, "-days", "2", "-subj", "/CN=bench CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial",
+        "-out", cert, "-days", "2", "-extfile", ext)
+    return {"cert": cert, "key": key, "ca": ca}
 
 
 def disturbance(cpu):
@@ -550,11 +848,21 @@ def disturbance(cpu):
 
 def accuracy(pairs):
     """tokentap's access-log TTFT / TPOT against the mock's actual send
-    times, over the matched requests."""
-    ttft, tpot, rel = [], [], []
+    times, over the matched requests. TTFT against the mock's own (from its
+    read of the request) holds the path before the mock too: tokentap's
+    forwarding, an upstream connect, the mock's own wait to read; the time
+    from the response head to the first token (the mock sends its head as
+    it reads the request, role delay 0) is the backend's alone, timed at
+    both ends by tokentap: what its clock gets right or wrong."""
+    ttft, head, tpot, rel = [], [], [], []
     for t, m in pairs:
         if t.get("ttft_ms") is not None and m.get("ttft_us") is not None:
             ttft.append(abs(t["ttft_ms"] - m["ttft_us"] / 1000))
+            p = t.get("phases") or {}
+            if p.get("first_event_ms") is not None and p.get("first_token_ms") is not None \
+                    and m.get("first_token_us") is not None:
+                head.append(abs(p["first_event_ms"] + p["first_token_ms"] -
+                                m["first_token_us"] / 1000))
         if t.get("tpot_ms") is not None and m.get("tpot_us"):
             err = abs(t["tpot_ms"] - m["tpot_us"] / 1000)
             tpot.append(err)
@@ -564,8 +872,37 @@ def accuracy(pairs):
         return {"median": fg.median(v), "max": max(v) if v else None}
     within = sum(1 for a, b in zip(ttft, rel) if a <= 1.0 and b <= 2.0)
     return {"matched": len(pairs), "ttft_abs_err_ms": stat(ttft),
+            "head_token_abs_err_ms": stat(head),
             "tpot_abs_err_ms": stat(tpot), "tpot_rel_err_pct": stat(rel),
             "within_target": within / len(ttft) if ttft else None}
+
+
+def client_accuracy(doc, by_id, load_cpu_s):
+    """tokentap-load's TTFT and TPOT against the mock's own account of the
+    same requests: the first token read (the intended send + TTFT, on the
+    host's CLOCK_MONOTONIC) minus the mock's send of it, and the TPOT
+    error relative to the mock's (its send times, the same N - 1)."""
+    lv = doc["levels"][0]
+    base, prefix = lv["monotonic_start_us"], f"{doc['run_id']}-0-"
+    ttft, tpot = [], []
+    for s in lv["samples"]:
+        m = by_id.get(prefix + str(s["seq"]))
+        if s["warmup"] or s["outcome"] != "ok" or m is None or s["ttft_ms"] is None:
+            continue
+        read = base + 1000 * (s["start_ms"] + s["ttft_ms"])
+        ttft.append((read - (m["t_req_mono_us"] + m["first_token_us"])) / 1000)
+        if s["tpot_ms"] is not None and m.get("tpot_us"):
+            tpot.append(100 * abs(s["tpot_ms"] - m["tpot_us"] / 1000) / (m["tpot_us"] / 1000))
+
+    def stat(v):
+        return {"p50": fg.quantile(sorted(v), 0.5), "p99": fg.quantile(sorted(v), 0.99),
+                "max": max(v) if v else None}
+    events = lv["generator"]["events"]
+    return {"requests": lv["requests"], "matched": len(ttft),
+            "ttft_err_ms": stat(ttft), "tpot_err_pct": stat(tpot),
+            "events": events, "load_cpu_s": load_cpu_s,
+            "cpu_us_per_event": 1e6 * load_cpu_s / events if events else None,
+            "dispatch_lag_p99_ms": lv["dispatch_lag_ms"].get("p99")}
 
 
 def callgrind_total(path):

@@ -79,33 +79,44 @@ class Mock(Child):
 
 TOKENTAP_YAML = """\
 listen:
-  - address: 127.0.0.1:{port}
+  - address: 127.0.0.1:{port}{listen_tls}
 admin:
   address: 127.0.0.1:{admin}
-workers: {workers}
+workers: {workers}{timestamps}
 limits:
   max_connections: 19000
 access_log: {log}
 routes:
   - name: bench
     match: {{path_prefix: /}}
-    upstream: http://127.0.0.1:{upstream}
+    upstream: {scheme}://127.0.0.1:{upstream}{route_tls}
 """
 
 
 class Tokentap(Child):
-    """tokentap with its access log and statistics on (the defaults)."""
+    """tokentap with its access log and statistics on (the defaults);
+    timestamps: kernel or loop; tls: {cert, key, ca} for a TLS listener
+    and an https upstream verified against ca."""
 
     def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
-                 name="tokentap", start_timeout=10.0):
+                 name="tokentap", start_timeout=10.0, timestamps="kernel", tls=None,
+                 extra=""):
         self.port = free_port()
         self.admin = free_port()
         self.log = os.path.join(workdir, f"{name}-access.jsonl")
         conf = os.path.join(workdir, f"{name}.yaml")
+        listen_tls = route_tls = ""
+        if tls:
+            listen_tls = f"\n    tls: {{cert: {tls['cert']}, key: {tls['key']}}}"
+            route_tls = f"\n    tls: {{ca_file: {tls['ca']}, sni: localhost}}"
         with open(conf, "w") as f:
             f.write(TOKENTAP_YAML.format(port=self.port, admin=self.admin,
                                          workers=workers, log=self.log,
-                                         upstream=upstream))
+                                         upstream=upstream,
+                                         timestamps="" if timestamps == "kernel" else
+                                         f"\ntimestamps: {timestamps}",
+                                         scheme="https" if tls else "http",
+                                         listen_tls=listen_tls, route_tls=route_tls) + extra)
         super().__init__(name, [*wrapper, binary("tokentap"), "-c", conf],
                          cpus, workdir)
         wait_port(self.port, start_timeout, proc=self.p)
@@ -124,22 +135,33 @@ class Relay(Child):
 
 
 class Nginx(Child):
-    """nginx in the foreground with its own prefix, config and temp dirs."""
+    """nginx in the foreground with its own prefix, config and temp dirs;
+    tls: {cert, key, ca}: a TLS listener and an https upstream verified
+    against ca (the same certificates as tokentap's, OpenSSL's defaults)."""
 
     TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nginx.conf")
 
     def __init__(self, cpus, workdir, upstream, workers=2, wrapper=(),
-                 name="nginx", start_timeout=10.0, single=False):
+                 name="nginx", start_timeout=10.0, single=False, tls=None,
+                 template=None, extra=()):
         self.port = free_port()
         # under valgrind: one process, no master/worker split to follow
         self.GLOBAL = "daemon off; master_process off;" if single else "daemon off;"
         prefix = os.path.join(workdir, name)
         os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
-        with open(self.TEMPLATE) as f:
+        with open(template or self.TEMPLATE) as f:
             text = f.read()
+        ssl = (f" ssl;\n        ssl_certificate {tls['cert']};\n"
+               f"        ssl_certificate_key {tls['key']}") if tls else ""
+        upstream_ssl = (f"\n            proxy_ssl_trusted_certificate {tls['ca']};\n"
+                        "            proxy_ssl_verify on;\n"
+                        "            proxy_ssl_name localhost;\n"
+                        "            proxy_ssl_session_reuse on;") if tls else ""
         for key, value in (("WORKERS", workers), ("NOFILE", NOFILE),
                            ("PREFIX", prefix), ("PORT", self.port),
-                           ("UPSTREAM", upstream)):
+                           ("UPSTREAM", upstream), ("SSL", ssl),
+                           ("SCHEME", "https" if tls else "http"),
+                           ("UPSTREAM_SSL", upstream_ssl), *extra):
             text = text.replace("@" + key + "@", str(value))
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:
@@ -153,9 +175,54 @@ class Nginx(Child):
         return super().stop(timeout)
 
 
-def run_load(cpus, workdir, url, args, timeout=600):
-    """Runs tokentap-load pinned to cpus. Returns its JSON figures and the
-    CPU seconds it used."""
+class Sink:
+    """An OTLP/HTTP collector that takes every export and answers 200
+    (the otel section's: decoding is the tests' job, not the bench's),
+    counting exports and bytes; a thread of the bench's own process."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        sink = self
+        self.exports = self.bytes = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                self.rfile.read(n)
+                sink.exports += 1
+                sink.bytes += n
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.port = free_port()
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def http_json(port, path):
+    """GET http://127.0.0.1:port/path as JSON ({} when it fails)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return json.load(r)
+    except (OSError, ValueError):
+        return {}
+
+
+def run_load(cpus, workdir, url, args, timeout=600, whole=False):
+    """Runs tokentap-load pinned to cpus. Returns its JSON figures (the one
+    level's; whole: the document) and the CPU seconds it used."""
     fd, out = tempfile.mkstemp(prefix="load-", suffix=".json", dir=workdir)
     os.close(fd)
     cmd = [binary("tokentap-load"), *args, "--json", out, url]
@@ -173,6 +240,8 @@ def run_load(cpus, workdir, url, args, timeout=600):
         raise RuntimeError(f"tokentap-load exited {p.returncode}: {' '.join(cmd)}")
     with open(out) as f:
         figures = json.load(f)
+    if not whole:
+        figures = figures["levels"][0]          # one run: one level
     os.unlink(out)
     return figures, usage.ru_utime + usage.ru_stime
 

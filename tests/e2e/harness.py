@@ -217,14 +217,21 @@ def run(program, *args, expect=None, timeout=60, input=None, env=None):
     return r
 
 
-def load(*args, expect=0, timeout=120, report=True):
-    """tokentap-load with args (the URL among them): its JSON report (--json -
-    is added) or, with report=False, the CompletedProcess (its table on
-    stdout, its words on stderr)."""
+def load(*args, expect=0, timeout=120, report=True, whole=False, stderr=False):
+    """tokentap-load with args (the URL among them): the figures of its one
+    level (--json - is added; whole=True: the whole JSON document
+    (docs/load-schema.md), every level of a sweep; stderr=True: a pair, and
+    its words on stderr) or, with report=False, the CompletedProcess (its
+    table on stdout, its words on stderr)."""
     if not report:
         return run("tokentap-load", *args, expect=expect, timeout=timeout)
     r = run("tokentap-load", *args, "--json", "-", expect=expect, timeout=timeout)
-    return json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1, doc.keys()
+    if not whole:
+        assert doc["kind"] == "run" and len(doc["levels"]) == 1, (doc["kind"], doc["levels"])
+        doc = doc["levels"][0]
+    return (doc, r.stderr) if stderr else doc
 
 
 def conf_file(text, listen=True):

@@ -202,26 +202,6 @@ def test_prometheus_scrapes_and_agrees():
         lo = max([0] + [x for x in bounds if x < stats])
         hi = min(x for x in bounds if x >= stats)
         assert lo <= value <= hi, (value, stats, lo, hi)
-        check_grafana_dashboard(prom)
-
-
-def check_grafana_dashboard(prom):
-    """conf/grafana-dashboard.json: every panel's query runs on the real
-    Prometheus scraping tokentap, and the latency panels have data."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "conf",
-                           "grafana-dashboard.json")) as f:
-        dash = json.load(f)
-    assert dash["uid"] and dash["schemaVersion"] >= 36 and dash["panels"]
-    names = {v["name"] for v in dash["templating"]["list"]}
-    assert {"datasource", "route", "tenant"} <= names
-    with_data = 0
-    for panel in dash["panels"]:
-        assert panel["gridPos"]["w"] > 0 and panel["targets"], panel["title"]
-        for t in panel["targets"]:
-            expr = (t["expr"].replace("$__rate_interval", "1m").replace("$route", ".*")
-                    .replace("$tenant", ".*"))
-            with_data += bool(prom.query(expr))
-    assert with_data >= 5, with_data
 
 
 def test_admin_bounds():

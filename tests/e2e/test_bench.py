@@ -160,6 +160,24 @@ def test_bench_stallfree():
             assert p["passed"] == (p["why"] == ""), (name, p)
 
 
+def test_bench_generator():
+    """The client's own accuracy against the mock's send times: every
+    request matched, errors of a plausible size, the CPU per event and
+    the one-core ceiling from the same run."""
+    g = quick_run()["generator"]
+    c = g["100"]
+    assert c["matched"] == c["requests"] > 0, c
+    for k in ("p50", "p99", "max"):
+        # the read follows the send: a small positive delay
+        assert -0.5 < c["ttft_err_ms"][k] < 1000, c
+        assert 0 <= c["tpot_err_pct"][k] < 100, c
+    assert c["ttft_err_ms"]["p50"] <= c["ttft_err_ms"]["p99"] <= c["ttft_err_ms"]["max"]
+    assert 0 < c["cpu_us_per_event"] < 1000, c
+    tp = g["throughput"]
+    assert 200 * 2000 <= tp["events"] <= 200 * 2010, tp      # and a few non-token events
+    assert abs(tp["events_per_cpu_s"] * tp["cpu_us_per_event"] - 1e6) < 1, tp
+
+
 def test_bench_targets_and_tables():
     tg = quick_run()["targets"]
     names = " | ".join(t["name"] for t in tg)
@@ -176,6 +194,7 @@ def test_bench_targets_and_tables():
     assert "| streams | path | p50 |" in md, md[:2000]
     assert "Targets (SPEC section 7" in _RUN["stdout"], _RUN["stdout"][-3000:]
     assert "Ratios to the floor" in md and "Stall-free streams" in md, md[:2000]
+    assert "The client's own accuracy" in md and "client TTFT error p99" in md
     assert "Timing: the wall-clock figures make test leaves" in md, md[-3000:]
 
 

@@ -8,19 +8,31 @@ tokentap (src/proxy/) is two thread planes and what they stand on:
            (sample, ring), the process gauges, the log files  (below both)
   conn/    the worker threads: connections, exchanges, upstream pools,
            the access log                                   (data plane)
-  stats/   statistics, metrics and their exporters          (main plane)
+  stats/   statistics, metrics, the history                 (main plane)
+  export/  /metrics' exposition: text, protobuf, gzip      (main plane)
   alerts/  alert rules, notifiers, SLOs                     (main plane)
   pool/    the replica pools' daemons: DNS, active checks   (main plane)
+  otel/    the OTLP export of spans and metrics              (main plane)
   .        the program shell: main, admin, ui; it sees everything
 
-A folder may include the core, itself and what FOLDER_RULES lists; the
-Makefile gives each folder exactly that include path, so a worker-side
-file that includes a main-thread header does not build (checked here by
-compiling one), and this test states the same rule over the sources.
-Within the core, each folder and the load generator, the modules'
+tokentap-load (src/load/) is folders by role:
+
+  conf/    what to send: the parameters, prompts, traces, JSONL
+  stats/   the figures: samples, the exact summary, SLO, bootstrap, results
+  run/     the engine: connections, a level, sweeps, searches, /stats
+  report/  what is written and read back: table, JSON, CSV, HTML, compare
+  .        the program shell: options, commands, scenario files
+
+run/ and report/ both stand on stats/ and conf/ and do not see each other.
+
+A folder may include the core, itself and what its program's rules list
+(FOLDER_RULES, LOAD_RULES); the Makefile gives each folder exactly that
+include path, so a worker-side file that includes a main-thread header
+does not build (checked here by compiling one), and this test states the
+same rule over the sources. Within the core and each folder, the modules'
 includes form no cycle: layers call down. A module is a .c/.h pair; a
 second file of the same module (config_schema, stats_out, stats_int,
-stats_group) counts as that module.
+stats_group, history_file) counts as that module.
 
 src/mock/ is left out of the cycle check: its connection and the stream it
 carries (mock_conn.c, mock_stream.c) still call each other."""
@@ -33,8 +45,8 @@ from harness import ROOT
 
 SRC = os.path.join(ROOT, "src")
 PROXY = os.path.join(SRC, "proxy")
-FOLDED = re.compile(r"_(schema|out|int|group)$")
-MAIN_PLANE = {"stats", "alerts", "pool"}
+FOLDED = re.compile(r"_(schema|out|int|group|file)$")
+MAIN_PLANE = {"stats", "export", "alerts", "pool", "otel"}
 FOLDER_RULES = {
     "conf": {"conf"},
     "wire": {"conf", "wire"},
@@ -42,11 +54,21 @@ FOLDER_RULES = {
     **{d: {"conf", "wire"} | MAIN_PLANE for d in MAIN_PLANE},
     "": {"conf", "wire", "conn", "", *MAIN_PLANE},
 }
+LOAD = os.path.join(SRC, "load")
+LOAD_RULES = {
+    "conf": {"conf"},
+    "stats": {"conf", "stats"},
+    "run": {"conf", "stats", "run"},
+    "report": {"conf", "stats", "report"},
+    "": {"conf", "stats", "run", "report", ""},
+}
 MAX_MODULES = 11        # "about ten" a folder
+# a program's folders: (its path, its rules)
+PROGRAMS = {"proxy": (PROXY, FOLDER_RULES), "load": (LOAD, LOAD_RULES)}
 
 
-def sources(folder):
-    path = os.path.join(PROXY, folder) if folder is not None else None
+def sources(folder, program="proxy"):
+    path = os.path.join(PROGRAMS[program][0], folder)
     return sorted(f for f in os.listdir(path) if f.endswith((".c", ".h")))
 
 
@@ -55,73 +77,77 @@ def includes(path):
         return re.findall(r'^\s*#\s*include\s+"([\w/]+)\.h"', fh.read(), re.M)
 
 
-def home_of(header, folders):
-    """The folder of src/proxy (or "core") that holds header, searched in
-    the order given; None: none of them."""
+def home_of(header, folders, program="proxy"):
+    """The folder of the program's src/ folder (or "core") that holds
+    header, searched in the order given; None: none of them."""
     for d in folders:
-        base = os.path.join(SRC, "core") if d == "core" else os.path.join(PROXY, d)
+        base = os.path.join(SRC, "core") if d == "core" else \
+            os.path.join(PROGRAMS[program][0], d)
         if os.path.exists(os.path.join(base, header + ".h")):
             return d
     return None
 
 
+def folders_of(program="proxy"):
+    top = PROGRAMS[program][0]
+    return [""] + sorted(d for d in os.listdir(top)
+                         if os.path.isdir(os.path.join(top, d)) and d != "ui")
+
+
 def proxy_folders():
-    return [""] + sorted(d for d in os.listdir(PROXY)
-                         if os.path.isdir(os.path.join(PROXY, d)) and d != "ui")
+    return folders_of("proxy")
 
 
-def violations():
-    """Every include of src/proxy that reaches a folder its rule leaves out."""
+def violations(program="proxy"):
+    """Every include of the program that reaches a folder its rule leaves
+    out."""
     out = []
-    everything = proxy_folders()
+    top, rules = PROGRAMS[program]
+    everything = folders_of(program)
     for d in everything:
-        allowed = FOLDER_RULES.get(d)
+        allowed = rules.get(d)
         if allowed is None:
-            out.append(f"src/proxy/{d}/: a folder no rule names")
+            out.append(f"src/{program}/{d}/: a folder no rule names")
             continue
-        for f in sources(d):
-            for inc in includes(os.path.join(PROXY, d, f)):
+        for f in sources(d, program):
+            for inc in includes(os.path.join(top, d, f)):
                 if home_of(inc, ["core"]) is not None:
                     continue
-                home = home_of(inc, [d] + sorted(allowed - {d}))
+                home = home_of(inc, [d] + sorted(allowed - {d}), program)
                 if home is None:
-                    where = home_of(inc, everything)
+                    where = home_of(inc, everything, program)
                     if where is not None:
-                        out.append(f"src/proxy/{d}/{f} includes {inc}.h of "
+                        out.append(f"src/{program}/{d}/{f} includes {inc}.h of "
                                    f"{where or 'the shell'}/")
     return out
 
 
-def module_count(folder):
+def module_count(folder, program="proxy"):
     """Modules are .c files (a header alone, such as loop.h, declares)."""
-    return len({FOLDED.sub("", f.rsplit(".", 1)[0]) for f in sources(folder)
+    return len({FOLDED.sub("", f.rsplit(".", 1)[0]) for f in sources(folder, program)
                 if f.endswith(".c")})
 
 
 def module_graph():
-    """{module: modules it includes} for the core, each proxy folder and
-    load; a header resolves as the compiler would find it."""
+    """{module: modules it includes} for the core and each folder of
+    tokentap and tokentap-load; a header resolves as the compiler would
+    find it."""
     graph = {}
-    units = [("core", os.path.join(SRC, "core"), ["core"]),
-             ("load", os.path.join(SRC, "load"), ["load", "core"])]
-    for d in proxy_folders():
-        units.append((f"proxy/{d}".rstrip("/"), os.path.join(PROXY, d),
-                      [d] + sorted(FOLDER_RULES.get(d, set()) - {d}) + ["core"]))
-    for name, path, search in units:
+    units = [("core", "core", os.path.join(SRC, "core"), ["core"])]
+    for program, (top, rules) in PROGRAMS.items():
+        for d in folders_of(program):
+            units.append((program, f"{program}/{d}".rstrip("/"), os.path.join(top, d),
+                          [d] + sorted(rules.get(d, set()) - {d}) + ["core"]))
+    for program, name, path, search in units:
         for f in os.listdir(path):
             if not f.endswith((".c", ".h")):
                 continue
             mod = f"{name}/{FOLDED.sub('', f.rsplit('.', 1)[0])}"
             for inc in includes(os.path.join(path, f)):
-                if name == "load":
-                    home = "load" if os.path.exists(os.path.join(path, inc + ".h")) else \
-                        ("core" if home_of(inc, ["core"]) else None)
-                    tgt = None if home is None else f"{home}/{FOLDED.sub('', inc)}"
-                else:
-                    home = home_of(inc, search)
-                    tgt = None if home is None else \
-                        f"{'core' if home == 'core' else ('proxy/' + home).rstrip('/')}/" \
-                        f"{FOLDED.sub('', inc)}"
+                home = home_of(inc, search, program)
+                tgt = None if home is None else \
+                    f"{'core' if home == 'core' else (program + '/' + home).rstrip('/')}/" \
+                    f"{FOLDED.sub('', inc)}"
                 if tgt is not None and tgt != mod:
                     graph.setdefault(mod, set()).add(tgt)
     return graph
@@ -163,6 +189,9 @@ def test_folders_keep_their_planes():
     assert violations() == [], "\n".join(violations())
     for d in proxy_folders():
         assert module_count(d) <= MAX_MODULES, (d, module_count(d))
+    assert violations("load") == [], "\n".join(violations("load"))
+    for d in folders_of("load"):
+        assert module_count(d, "load") <= MAX_MODULES, (d, module_count(d, "load"))
     assert not [f for f in os.listdir(PROXY) if f.endswith(".c") and
                 f[:-2] not in ("main", "admin", "ui", "sdnotify")], \
         "only the program shell lives at src/proxy/'s root"
@@ -193,20 +222,34 @@ def test_the_checks_see_what_they_guard():
         os.unlink(path)
     assert "src/proxy/conn/zz_planted.c includes alert.h of alerts/" in found, found
     assert "src/proxy/conn/zz_planted.c includes stats.h of stats/" in found, found
+    # tokentap-load: a report that reaches the engine, the figures the shell
+    path = os.path.join(LOAD, "report", "zz_planted.c")
+    with open(path, "w") as f:
+        f.write('#include "load_run.h"\n#include "load_summary.h"\n')
+    with open(os.path.join(LOAD, "stats", "zz_planted.h"), "w") as f:
+        f.write('#include "load_scen.h"\n')
+    try:
+        found = violations("load")
+    finally:
+        os.unlink(path)
+        os.unlink(os.path.join(LOAD, "stats", "zz_planted.h"))
+    assert found == ["src/load/report/zz_planted.c includes load_run.h of run/",
+                     "src/load/stats/zz_planted.h includes load_scen.h of the shell/"], found
 
 
-def compiles(folder, source, include_line):
-    """Does src/proxy/<folder>/<source>, with include_line on top, compile
-    with the include path the Makefile gives that folder?"""
+def compiles(folder, source, include_line, program="proxy"):
+    """Does src/<program>/<folder>/<source>, with include_line on top,
+    compile with the include path the Makefile gives that folder?"""
     flags = subprocess.run(["make", "-s", "--no-print-directory",
-                            f"print-INC_proxy_{folder}", "print-PKG_CFLAGS",
+                            f"print-INC_{program}_{folder}", "print-PKG_CFLAGS",
                             "print-LLHTTP_H"],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert flags.returncode == 0, flags.stderr
     inc, pkg, llhttp = flags.stdout.splitlines()[:3]
-    with open(os.path.join(PROXY, folder, source)) as f:
+    top = PROGRAMS[program][0]
+    with open(os.path.join(top, folder, source)) as f:
         text = f.read()
-    with tempfile.NamedTemporaryFile("w", suffix=".c", dir=os.path.join(PROXY, folder),
+    with tempfile.NamedTemporaryFile("w", suffix=".c", dir=os.path.join(top, folder),
                                      delete=False) as tmp:
         tmp.write(include_line + "\n" + text)
     try:
@@ -229,3 +272,11 @@ def test_the_compiler_refuses_a_crossing():
     assert not ok and "alert.h" in err, err
     ok, err = compiles("stats", "stats.c", '#include "proxy.h"')
     assert not ok and "proxy.h" in err, err
+    # tokentap-load: a report is written from the results, never from the
+    # engine; the figures know neither
+    ok, err = compiles("report", "load_json.c", "", "load")
+    assert ok, err
+    ok, err = compiles("report", "load_json.c", '#include "load_levels.h"', "load")
+    assert not ok and "load_levels.h" in err, err
+    ok, err = compiles("stats", "load_summary.c", '#include "load_json.h"', "load")
+    assert not ok and "load_json.h" in err, err

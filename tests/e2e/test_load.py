@@ -8,10 +8,16 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import tempfile
 
-from harness import CHAT, ROOT, Mock, Tokentap, binary, conf, free_port, load
+from harness import CHAT, ROOT, Mock, Tokentap, binary, conf, free_port, load, until
+from peers import pki
+
+
+def within(value, want, abs_tol, rel_tol=0.0):
+    return abs(value - want) <= max(abs_tol, rel_tol * want)
 
 
 # ------------------------------------------------------------------ accuracy
@@ -49,7 +55,7 @@ def test_open_loop_sends_the_scheduled_requests():
     with Mock("--ttft", "20ms", "--tpot", "5ms") as m:
         j = load("-r", "40", "-n", "50", "--arrivals", "uniform",
                  "--max-tokens", "4", "--samples", m.url(CHAT))
-        assert j["mode"] == "open" and j["arrivals"] == "uniform"
+        assert j["config"]["mode"] == "open" and j["config"]["arrivals"] == "constant"
         assert j["requests"] == 50 and j["ok"] == 50
         assert len(m.served(50)) == 50
         starts = [s["start_ms"] for s in j["samples"]]
@@ -83,19 +89,37 @@ def test_open_loop_counts_queueing():
 
 # ------------------------------------------------------------------- outputs
 
-QUANT_KEYS = {"count", "mean", "p50", "p90", "p95", "p99", "max"}
-TOP_KEYS = {
-    "tool", "version", "target", "dialect", "model", "mode", "concurrency",
-    "rate", "arrivals", "duration_s", "count", "prompt_tokens", "max_tokens",
-    "elapsed_s", "interrupted", "requests", "ok", "errors", "error_rate",
-    "outcomes", "requests_per_s", "output_tokens_per_s", "output_tokens",
-    "input_tokens", "connections", "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms",
-    "itl_ms", "output_speed", "duration_ms", "samples",
+QUANT_KEYS = {"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
+DOC_KEYS = {
+    "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
+    "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
+    "interrupted", "sweep", "capacity", "levels",
+}
+LEVEL_KEYS = {
+    "index", "label", "key", "value", "search", "phase", "runs", "started_s",
+    "monotonic_start_us", "config",
+    "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
+    "outcomes", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
+    "input_tokens",
+    "request_throughput", "output_throughput", "input_throughput",
+    "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
+    "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
+    "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
+    "input_fit", "slices", "generator", "tokentap", "samples",
+}
+CONFIG_KEYS = {
+    "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
+    "warmup_s", "warmup_requests", "cooldown", "prompt_tokens", "max_tokens", "prompts",
+    "trace",
+    "timeout_s", "seed", "continuous_usage", "ramp_s",
 }
 SAMPLE_KEYS = {
-    "start_ms", "outcome", "status", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_max_ms",
-    "duration_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
-    "output_speed", "prompt_tokens", "max_tokens",
+    "seq", "start_ms", "warmup", "cooldown", "outcome", "status", "ttft_ms", "ttfo_ms",
+    "tpot_ms",
+    "itl_max_ms", "e2el_ms", "dispatch_lag_ms", "queued", "connect_ms", "first_token_ms",
+    "last_token_ms", "output_tokens", "token_source", "input_tokens", "reasoning_tokens",
+    "output_speed", "events", "token_chunks", "first_chunk_tokens", "prompt_tokens",
+    "max_tokens",
 }
 
 
@@ -107,24 +131,37 @@ def test_json_has_every_field():
                    "--model", "m-1", "--json", path, "--samples", m.url(CHAT),
                    report=False).stdout
         with open(path) as f:
-            j = json.load(f)
-    assert set(j) == TOP_KEYS, set(j) ^ TOP_KEYS
+            doc = json.load(f)
+    assert set(doc) == DOC_KEYS, set(doc) ^ DOC_KEYS
+    j = doc["levels"][0]
+    assert set(j) == LEVEL_KEYS, set(j) ^ LEVEL_KEYS
+    assert set(j["config"]) == CONFIG_KEYS, set(j["config"]) ^ CONFIG_KEYS
     assert "TTFT ms" in out and "p95" in out       # the table still went to stdout
-    assert j["tool"] == "tokentap-load" and j["model"] == "m-1"
-    assert j["dialect"] == "openai" and j["mode"] == "closed"
-    assert j["prompt_tokens"] == [20, 40] and j["max_tokens"] == [5, 8]
+    assert doc["tool"] == "tokentap-load" and doc["model"] == "m-1"
+    assert doc["dialect"] == "openai" and j["config"]["mode"] == "closed"
+    assert doc["percentiles"] == [50, 90, 95, 99]
+    assert j["config"]["prompt_tokens"] == [20, 40] and j["config"]["max_tokens"] == [5, 8]
     assert set(j["outcomes"]) == {"ok", "client_abort", "client_timeout", "upstream_abort",
-                                  "upstream_error",
-                                  "rejected",
-                                  "timeout", "connect_error"}
-    for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "duration_ms"):
+                                  "upstream_error", "rejected", "timeout", "connect_error"}
+    for k in ("ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "output_speed", "e2el_ms"):
         assert set(j[k]) == QUANT_KEYS, (k, j[k])
-        assert j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] <= j[k]["max"]
+        assert j[k]["min"] <= j[k]["p50"] <= j[k]["p90"] <= j[k]["p95"] <= j[k]["p99"] \
+            <= j[k]["max"]
+    # the ITL's quantile function: its ends and middle are the distribution's
+    cdf = j["itl_cdf_ms"]
+    assert len(cdf) == 101 and cdf == sorted(cdf), cdf
+    assert (cdf[0], cdf[50], cdf[100]) == (j["itl_ms"]["min"], j["itl_ms"]["p50"],
+                                          j["itl_ms"]["max"])
+    assert (cdf[90], cdf[95], cdf[99]) == (j["itl_ms"]["p90"], j["itl_ms"]["p95"],
+                                          j["itl_ms"]["p99"])
+    assert j["request_throughput"] == j["requests_per_s"] > 0
+    assert j["output_throughput"] == j["output_tokens_per_s"] > 0
+    assert j["total_token_throughput"] > j["output_throughput"]
     assert len(j["samples"]) == j["requests"] == 9
     total = 0
     for s in j["samples"]:
         assert set(s) == SAMPLE_KEYS, set(s) ^ SAMPLE_KEYS
-        assert s["outcome"] == "ok" and s["status"] == 200
+        assert s["outcome"] == "ok" and s["status"] == 200 and not s["warmup"]
         assert 20 <= s["prompt_tokens"] <= 40 and 5 <= s["max_tokens"] <= 8
         # the mock streams the max tokens asked for, and reports them
         assert s["output_tokens"] == s["max_tokens"] and s["token_source"] == "usage"
@@ -219,7 +256,7 @@ def test_connect_error_and_usage():
     j = load("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
     assert j["requests"] > 0 and j["outcomes"]["connect_error"] == j["requests"]
     assert j["error_rate"] == 1.0
-    err = load("https://127.0.0.1/v1/chat/completions", expect=2, report=False).stderr
+    err = load("--cacert", "/x", f"http://127.0.0.1:{port}/", expect=2, report=False).stderr
     assert "https" in err
     err = load("-c", "0", f"http://127.0.0.1:{port}/", expect=2, report=False).stderr
     assert "--concurrency" in err
@@ -229,7 +266,237 @@ def test_connect_error_and_usage():
     out = load("-V", report=False).stdout
     assert out.startswith("tokentap-load ")
     out = load("-h", report=False).stdout
-    assert "--scenarios" in out and "--rate" in out
+    assert "--scenarios" in out and "--rate" in out and "sweep" in out
+
+
+# ------------------------------------------------------ a benchmark's basics
+
+def test_warmup_slices_and_exact_figures():
+    """A warm-up of 1 s is sent but not counted; the window after it is
+    sliced every 0.5 s; the figures are the exact ones of the samples."""
+    with Mock("--ttft", "20ms", "--tpot", "4ms") as m:
+        j = load("-c", "3", "--warmup", "1s", "-d", "1.5s", "--slice", "500ms",
+                         "--max-tokens", "6", "--percentiles", "50,99.9", m.url(CHAT))
+    assert j["config"]["warmup_s"] == 1.0
+    samples = j["samples"]
+    warm = [s for s in samples if s["warmup"]]
+    counted = [s for s in samples if not s["warmup"]]
+    assert warm and all(s["start_ms"] < 1000 for s in warm)
+    assert all(s["start_ms"] >= 1000 for s in counted)
+    assert j["requests"] == len(counted) and j["warmup_requests"] == len(warm)
+    assert j["window"]["start_s"] == 1.0 and abs(j["window"]["length_s"] - 1.5) < 0.01
+    ttft = sorted(s["ttft_ms"] for s in counted)
+    h = (len(ttft) - 1) * 0.999
+    lo = int(h)
+    assert abs(j["ttft_ms"]["p99.9"] - (ttft[lo] + (h - lo) * (ttft[lo + 1] - ttft[lo]))) < 0.002
+    assert abs(j["ttft_ms"]["mean"] - sum(ttft) / len(ttft)) < 0.002
+    assert set(j["ttft_ms"]) == {"count", "mean", "std", "min", "max", "p50", "p99.9"}
+    sl = j["slices"]
+    assert len(sl) == 3 and [x["start_s"] for x in sl] == [1.0, 1.5, 2.0], sl
+    assert sum(x["requests"] for x in sl) == j["requests"]
+    for x in sl:
+        # the schedule's, give or take a busy machine's late timers
+        assert 19.5 < x["ttft_p50_ms"] < 40 and 3.9 < x["tpot_p50_ms"] < 5, x
+        # 3 users, 40 ms a request of 6 tokens: 450 tokens/s
+        assert 350 < x["output_tokens_per_s"] < 500, x
+    # no drift: over the 1.5 s window the fitted TTFT moves by under 10 ms
+    assert abs(j["drift"]["ttft_slope_ms_per_min"]) * 1.5 / 60 < 10, j["drift"]
+
+
+def test_first_chunk_of_8_tokens_leaves_tpot_right():
+    """A first chunk of 8 tokens, then one a chunk at 5 ms: with a usage on
+    every chunk TPOT is 5 ms, the chunks and their tokens reported; without
+    one the first chunk's tokens are unknown and (N - 1) makes it look
+    faster, which the samples show."""
+    with Mock("--ttft", "10ms", "--tpot", "5ms", "--first-chunk-tokens", "8") as m:
+        j = load("-c", "2", "-n", "10", "--max-tokens", "20",
+                         "--continuous-usage", m.url(CHAT))
+        plain = load("-c", "2", "-n", "4", "--max-tokens", "20", m.url(CHAT))
+    assert abs(j["tpot_ms"]["p50"] - 5.0) < 0.25, j["tpot_ms"]
+    assert abs(j["output_speed"]["p50"] - 200) < 4, j["output_speed"]
+    ch = j["chunks"]
+    assert ch["first_chunk_tokens"]["min"] == ch["first_chunk_tokens"]["max"] == 8, ch
+    assert ch["token_chunks"]["p50"] == 13 and abs(ch["tokens_per_chunk"]["p50"] - 20 / 13) < 1e-3
+    assert all(s["first_chunk_tokens"] == 8 and s["output_tokens"] == 20
+               for s in j["samples"])
+    # itl per chunk: the 12 gaps of 5 ms
+    assert abs(j["itl_ms"]["p50"] - 5.0) < 0.2 and j["itl_ms"]["count"] == 120
+    assert plain["chunks"]["first_chunk_tokens"]["count"] == 0
+    # 12 gaps over 19: 0.63 of it
+    assert plain["tpot_ms"]["p50"] < 0.75 * j["tpot_ms"]["p50"], plain["tpot_ms"]
+
+
+def test_gamma_arrivals_have_their_mean_and_cv():
+    """1000 requests at 400/s with a burstiness of 0.5, measured where they
+    arrive (the mock's log of each request read, matched by X-Request-Id):
+    gaps of mean 2.5 ms and a coefficient of variation of 1/sqrt(0.5) =
+    1.41, within bounds some 4.5 standard errors wide (Poisson's 1.0 and
+    k = 0.25's 2.0 fall outside). A busy machine's stalls, which bunch the
+    sends, are each request's reported dispatch lag: taken out, the
+    arrivals are the schedule's."""
+    with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "1") as m:
+        doc = load("-r", "400", "--arrivals", "gamma", "--burstiness", "0.5",
+                   "-n", "1000", m.url(CHAT), whole=True)
+        served = {x["request_id"]: x for x in m.served(1000)}
+    j, prefix = doc["levels"][0], f"{doc['run_id']}-0-"
+    assert j["config"]["arrivals"] == "gamma" and j["config"]["burstiness"] == 0.5
+    assert j["requests"] == 1000 and j["ok"] == 1000, j["outcomes"]
+
+    def moments(times):
+        times = sorted(times)
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        mean = sum(gaps) / len(gaps)
+        return mean, (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    at_mock = [served[prefix + str(s["seq"])]["t_req_mono_us"] / 1000 -
+               s["dispatch_lag_ms"] - (s["connect_ms"] or 0) for s in j["samples"]]
+    mean, cv = moments(at_mock)
+    assert 2.5 * 0.83 < mean < 2.5 * 1.17, mean
+    # the schedule's CV is 1.40; the mock's own stalls (not taken out, seen
+    # up to 2 s on this busy 2-CPU machine) bunch arrivals: room above
+    assert 1.20 < cv < 1.95, cv
+    mean_s, cv_s = moments([s["start_ms"] for s in j["samples"]])
+    assert 1.20 < cv_s < 1.65 and abs(mean - mean_s) < 0.1, (cv_s, mean, mean_s)
+
+
+def test_replayed_access_log_keeps_offsets_and_tokens():
+    """tokentap's access log of 15 requests (Poisson, varied sizes) replayed
+    to another mock: each request arrives at its logged offset (ts -
+    duration_ms) within 5 ms, on one timeline (the median shift between the
+    two clocks' origins taken out, and a request that opened a connection
+    given its connect time, which it reports), asking the logged output
+    tokens and a prompt the logged input tokens long."""
+    with Mock("--ttft", "15ms", "--tpot", "3ms") as m, \
+            Tokentap("routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        load("-r", "12", "-n", "15", "--prompt-tokens", "20-400",
+                  "--max-tokens", "3-30", "--seed", "5", t.url(CHAT))
+        logged = t.access(15)
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m2:
+        j = load("--replay-log", t.log, m2.url(CHAT))
+        # X-Request-Id ends with the request's number: the trace's order
+        served = sorted(m2.served(15), key=lambda x: int(x["request_id"].rsplit("-", 1)[1]))
+    import datetime
+
+    def t0(x):
+        ts = datetime.datetime.strptime(x["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        return ts.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000 - x["duration_ms"]
+    logged.sort(key=t0)
+    assert j["requests"] == 15 and j["config"]["trace"]["format"] == "access_log"
+    mine = sorted(j["samples"], key=lambda x: x["seq"])
+    # intended at the logged offsets; a busy machine's timer lateness is
+    # each request's dispatch lag, reported, and its connect its own
+    slack = [(x["connect_ms"] or 0) + x["dispatch_lag_ms"] for x in mine]
+    for x, lg in zip(mine, logged):
+        assert abs(x["start_ms"] - (t0(lg) - t0(logged[0]))) < 0.01, (x, lg)
+    base_l, base_s = t0(logged[0]), served[0]["t_req_mono_us"]
+    overhead = served[0]["input_tokens"] - logged[0]["input_tokens"]
+    shifts = sorted((sv["t_req_mono_us"] - base_s) / 1000 - sl - (t0(lg) - base_l)
+                    for lg, sv, sl in zip(logged, served, slack))
+    shift = shifts[len(shifts) // 2]
+    assert t0(logged[-1]) - base_l > 500             # the offsets spread
+    for lg, sv, sl in zip(logged, served, slack):
+        want = t0(lg) - base_l
+        got = (sv["t_req_mono_us"] - base_s) / 1000 - sl - shift
+        assert abs(got - want) <= 5, (want, got, shifts)
+        assert sv["tokens"] == lg["output_tokens"], (sv, lg)
+        # the same prompt size: the mock counts the body, the same overhead
+        assert abs(sv["input_tokens"] - lg["input_tokens"] - overhead) <= 1
+
+
+def test_trace_prompts_and_bad_files():
+    """A JSONL trace sends at its offsets with its tokens and headers;
+    prompts of a file go as they are; a malformed line is an error at its
+    FILE:LINE:COL, exit 2, before anything is sent."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        with open(trace, "w") as f:
+            for i in range(6):
+                f.write(json.dumps({"offset_ms": 100 * i, "prompt_tokens": 10 + i,
+                                    "output_tokens": 2 + i,
+                                    "headers": {"X-Mock-TTFT": f"{5 + i}ms"}}) + "\n")
+        j = load("--trace", trace, m.url(CHAT))
+        served = sorted(m.served(6), key=lambda x: x["t_req_mono_us"])
+        assert [x["tokens"] for x in served] == [2, 3, 4, 5, 6, 7]
+        assert [x["sched_first_token_us"] for x in served] == [5000 + 1000 * i
+                                                                 for i in range(6)]
+        starts = sorted(s["start_ms"] for s in j["samples"])
+        assert all(abs(a - 100 * i) < 5 for i, a in enumerate(starts)), starts
+        prompts = os.path.join(d, "p.jsonl")
+        with open(prompts, "w") as f:
+            f.write('{"messages": [{"role": "user", "content": "' + "x" * 400 + '"}], '
+                    '"max_tokens": 4}\n')
+        j = load("--prompts", prompts, "-n", "3", "-c", "1", m.url(CHAT))
+        assert j["output_tokens"] == 12 and j["samples"][0]["prompt_tokens"] == 100
+        assert all(x["input_tokens"] > 100 for x in m.served(9)[6:])
+        bad = os.path.join(d, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"offset_ms": 0}\n{"offset_ms": 5, "output_tokens": "many"}\n')
+        err = load("--trace", bad, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{bad}:2:35: output_tokens: expected a whole number" in err, err
+        with open(bad, "w") as f:
+            f.write('{"offset_ms": 0}\n\n{"offset_ms": 1,}\n')
+        err = load("--trace", bad, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{bad}:3:17: a member name" in err, err
+        err = load("--prompts", os.path.join(d, "none.jsonl"), m.url(CHAT), expect=2, report=False).stderr
+        assert "none.jsonl" in err
+        assert len(m.served(9, timeout=0.2)) == 9          # nothing more sent
+
+
+def test_sigint_writes_the_levels_done():
+    """SIGINT in a sweep's second level: it drains, stops, and the JSON
+    holds the level that ran and the one cut short, exit 130."""
+    with Mock("--ttft", "5ms", "--tpot", "2ms") as m, tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "s.json")
+        p = subprocess.Popen([binary("tokentap-load"), "sweep", "--over", "concurrency",
+                              "--levels", "1,2,4", "-d", "1s", "--warmup", "0",
+                              "--max-tokens", "4", "--json", out, m.url(CHAT)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the second level has begun: its requests' ids end "-1-<seq>"
+        until(lambda: p.poll() is not None or any("-1-" in (x["request_id"] or "")
+                                                  for x in m.served(timeout=0)),
+              20, "the second level")
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=20)
+        assert p.returncode == 130, (p.returncode, stderr)
+        with open(out) as f:
+            doc = json.load(f)
+    assert doc["interrupted"] and doc["sweep"]["stop_reason"] == "interrupted"
+    assert [lv["value"] for lv in doc["levels"]] == [1, 2], doc["levels"]
+    assert not doc["levels"][0]["interrupted"] and doc["levels"][1]["interrupted"]
+    assert doc["levels"][1]["requests"] > 0
+    assert "interrupted" in stdout
+
+
+def test_https_target_with_verification():
+    """tokentap with a TLS listener in front of the mock: verified against
+    the test CA (--cacert), by name and by IP; refused against the system
+    store and a CA that did not sign it (one clear error, connect_error
+    counted); --insecure skips the check; a wrong --sni fails it."""
+    p = pki()
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, \
+            Tokentap(f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
+                     f"{p['server.crt']}, key: {p['server.key']}}}\n"
+                     "routes:\n  - name: r\n    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        name = f"https://localhost:{t.port}{CHAT}"
+        ip = f"https://127.0.0.1:{t.port}{CHAT}"
+        for url in (name, ip):
+            j = load("-c", "2", "-n", "6", "--max-tokens", "3", "--cacert", p["ca.crt"], url)
+            assert j["ok"] == 6 and j["output_tokens"] == 18, j["outcomes"]
+            assert j["connections"] == 2           # kept alive over TLS
+        for args in ((), ("--cacert", p["evil.crt"]), ("--cacert", p["ca.crt"],
+                                                       "--sni", "other.example")):
+            j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", *args, name, stderr=True)
+            assert j["outcomes"]["connect_error"] == 2, (args, j["outcomes"])
+            assert err.count("certificate verification failed") == 1, err
+        j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", "--insecure", name,
+                      stderr=True)
+        assert j["ok"] == 2 and "not checked" in err
+        err = load("--cacert", os.path.join(p["dir"], "nope.crt"), name, expect=2,
+                   report=False).stderr
+        assert "nope.crt" in err
+        assert all(x["outcome"] == "ok" for x in t.access())
 
 
 # ---------------------------------------------------------------- scenarios

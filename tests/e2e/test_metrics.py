@@ -6,13 +6,12 @@ stay within metrics.max_series; gzip; process metrics."""
 import gzip
 import os
 import re
-import subprocess
-import tempfile
 import time
 
 from harness import CHAT, Mock, Tokentap, load, parallel, promtool_check, request, samples
 from peers import Prometheus
-from test_admin import check_grafana_dashboard
+from test_alert_rules import rules_for
+from test_grafana import check_board
 
 # Prometheus under the sanitizer build adds nothing but minutes
 SANITIZER_SKIP = {"test_prometheus_quantiles_agree_with_stats"}
@@ -74,20 +73,27 @@ def test_prometheus_quantiles_agree_with_stats():
                         assert ec <= 0.25, (route, field, q, classic[route], want)
             print(f"worst relative error vs /stats: native {worst['native']:.2%}, "
                   f"classic {worst['classic']:.2%}")
+            with open(rules_for(pn.dir, open(t.conf).read())) as f:
+                exprs = [e for e in re.findall(r"record: \S+:(?:p95_rate|count_increase)1m\n"
+                                               r"        expr: \|-\n((?:          .*\n)+)", f.read())]
+            assert len(exprs) == 4, exprs
+            instance = re.search(r'alert_instance="([^"]+)"',
+                                 t.get("/metrics").text).group(1)
             for p in (pn, pc):
                 target = p.get("/api/v1/targets")["data"]["activeTargets"][0]
                 assert target["health"] == "up" and not target["lastError"], target
                 # the board's queries run on either, and it says which it plots
-                check_grafana_dashboard(p)
+                check_board(p.port)
                 which = p.values("clamp_max(count(histogram_count("
                                  "tokentap_time_to_first_token_seconds)), 1) or vector(0)")
                 assert which == {None: (1 if p is pn else 0)}, which
-                # the rules' latency expressions read either kind (threshold 0)
-                for rule in rule_exprs():
-                    if "histogram_quantile" in rule:
-                        expr = re.sub(r"\) > [0-9.]+\n", ") > 0\n", rule)
-                        got = {r["metric"]["route"] for r in p.query(expr)}
-                        assert got == set(routes), (p is pn, expr, got)
+                # the rules' quantiles and counts read either kind, and name
+                # the instance as tokentap's notifiers do
+                for expr in exprs:
+                    got = {(r["metric"]["route"], r["metric"]["instance"]) for r in p.query(
+                        expr) if r["value"][1] != "NaN"}
+                    assert {r for r, _ in got} == set(routes), (p is pn, expr, got)
+                    assert {i for _, i in got} == {instance}, (p is pn, expr, got)
 
 
 def test_random_keys_and_models_stay_within_the_budget():
@@ -158,93 +164,3 @@ def test_gzip_and_process_metrics():
         _, h, body = t.get("/metrics", headers={"Accept": PROTO_ACCEPT})
         assert h["Content-Type"].startswith("application/vnd.google.protobuf"), h
         assert b"tokentap_requests_total" in body and b"# TYPE" not in body
-
-
-RULES = os.path.join(os.path.dirname(__file__), "..", "..", "conf", "prometheus-rules.yaml")
-
-RULES_TEST = """rule_files: [{rules}]
-evaluation_interval: 15s
-tests:
-  - interval: 15s
-    input_series:
-{series}
-    alert_rule_test:
-      - eval_time: 2m
-        alertname: TTFTHigh
-        exp_alerts:
-          - exp_labels: {{severity: warning, route: slow}}
-            exp_annotations:
-              summary: "TTFT p95 of route slow over 1s"
-              description: "TTFT p95 is 2.475s over the last 1m; the warning threshold is 1s."
-          - exp_labels: {{severity: critical, route: slow}}
-            exp_annotations:
-              summary: "TTFT p95 of route slow over 2s"
-              description: "TTFT p95 is 2.475s over the last 1m; the critical threshold is 2s."
-      - eval_time: 2m
-        alertname: ErrorRateHigh
-        exp_alerts:
-          - exp_labels: {{severity: warning, route: bad}}
-            exp_annotations:
-              summary: "Error rate of route bad over 0.05"
-              description: "30% of requests failed over the last 1m; the warning threshold is 5%."
-          - exp_labels: {{severity: critical, route: bad}}
-            exp_annotations:
-              summary: "Error rate of route bad over 0.2"
-              description: "30% of requests failed over the last 1m; the critical threshold is 20%."
-"""
-
-
-def ttft_series(route, per_step, bucket):
-    out = []
-    for le in ("0.5", "1", "2", "2.5", "+Inf"):
-        inc = per_step if le == "+Inf" or float(le) >= bucket else 0
-        out.append((f'tokentap_time_to_first_token_seconds_bucket{{route="{route}",'
-                    f'tenant="-",model="m",le="{le}"}}', f"0+{inc}x8"))
-    out.append((f'tokentap_time_to_first_token_seconds_count{{route="{route}",tenant="-",'
-                f'model="m"}}', f"0+{per_step}x8"))
-    return out
-
-
-def requests_series(route, **per_step):
-    return [(f'tokentap_requests_total{{route="{route}",tenant="-",model="m",'
-             f'outcome="{outcome}",code="{"4xx" if outcome == "rejected" else "2xx"}"}}',
-             f"0+{n}x8") for outcome, n in per_step.items()]
-
-
-def rule_exprs():
-    """The expr of each rule in the shipped file (a literal block each)."""
-    with open(RULES) as f:
-        text = f.read()
-    return [m.group(1) for m in re.finditer(r"expr: \|\n((?:          .*\n)+)", text)]
-
-
-def test_prometheus_rules_mirror_the_builtin_alerts():
-    """promtool test rules: the shipped rules fire where the built-in
-    alerts fire (p95 over the thresholds, error rate over 5 % and 20 %) and
-    not where they must not: route "-" (15 scanner requests to
-    /wp-login.php fired ErrorRateHigh warning and critical in 30 s before),
-    users pressing stop (client_abort was counted as an error), clients too
-    slow to send or read (client_timeout), fewer than alerts.min_samples
-    requests."""
-    r = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
-    assert r.returncode == 0 and "SUCCESS: 7 rules found" in r.stdout, r.stdout + r.stderr
-    # slow: p95 2.475s, both fire; fast: p95 0.475s; rare: slow but 4 < 10
-    # samples a minute; "-": as slow, but no route
-    series = (ttft_series("slow", 5, 2.5) + ttft_series("fast", 5, 0.5) +
-              ttft_series("-", 5, 2.5) + ttft_series("rare", 1, 2.5) +
-              requests_series("chat", ok=10, client_abort=10, client_timeout=10) +
-              requests_series("bad", ok=7, upstream_error=3, client_abort=20,
-                              client_timeout=20) +
-              requests_series("-", rejected=15) +
-              requests_series("few", upstream_error=1))
-    text = RULES_TEST.format(rules=os.path.abspath(RULES), series="\n".join(
-        f"      - {{series: '{s}', values: '{v}'}}" for s, v in series))
-    assert len(rule_exprs()) == 6
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
-    try:
-        r = subprocess.run(["promtool", "test", "rules", f.name], capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-    finally:
-        os.unlink(f.name)

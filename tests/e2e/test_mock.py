@@ -10,8 +10,10 @@ make bench measures it (tests/bench/timing.py).
 import json
 import signal
 import socket
+import time
 
-from harness import Mock, Response, build_request, parse_sse, read_response, request
+from harness import Mock, Response, build_request, completion, parallel, parse_sse, read_response, \
+    request
 
 # path -> (dialect, content type) as tokentap's `auto` picks them
 PATHS = {
@@ -274,6 +276,69 @@ def test_role_delay_prefill_and_keepalive_comments():
         assert 1 <= len(comments) <= 6, f"{len(comments)} keep-alive comments"
         assert all(i < first for i in comments), "keep-alive after the first token"
         assert not any(raw.startswith(b":") for _, raw in resp.events[-4:])
+
+
+def test_slots_queue_first_come_first_served():
+    """--slots 2: of 5 streams sent 10 ms apart the first two decode at once,
+    the third takes the slot the first frees, the fourth the second's, the
+    fifth the third's (first come, first served); a waiting stream's first
+    token is due the TTFT after its slot, and the log says how long it
+    waited. With --tpot-per-stream the gap grows by it for each other
+    sequence decoding (the slots' holders), never for the ones waiting."""
+    n = 6
+    with Mock("--slots", "2", "--ttft", "20ms", "--tpot", "10ms",
+              "--tpot-per-stream", "2ms", "--tokens", str(n)) as m:
+        def one(i):
+            time.sleep(0.010 * i)           # the requests 10 ms apart, in order
+            return completion(m.port, timeout=30)
+        res = parallel(one, range(5), 5)
+        logs = sorted(m.served(5), key=lambda x: x["t_req_mono_us"])
+    assert all(len(dialect_summary("openai", r)["tokens"]) == n for r in res)
+    read = [x["t_req_mono_us"] for x in logs]
+    slot = [r + x["queue_us"] for r, x in zip(read, logs)]
+    end = [r + x["last_token_us"] for r, x in zip(read, logs)]
+    assert logs[0]["queue_us"] == logs[1]["queue_us"] == 0, logs
+    # each waiter got the slot the oldest holder freed with its last token
+    # (at once; a busy machine may pause the mock between the two)
+    for waiter, freed_by in ((2, 0), (3, 1), (4, 2)):
+        assert 0 <= slot[waiter] - end[freed_by] < 5000, (waiter, slot, end)
+        assert logs[waiter]["queue_us"] > 50000, logs[waiter]
+    for x in logs:
+        # the first token is the TTFT after the slot, not after the request
+        assert x["sched_first_token_us"] - x["queue_us"] == 20000, x
+    # two decoding but for the last one's end: 12 ms gaps, 10 ms alone;
+    # from the schedule (a busy machine's late sends move the sent times)
+    tpots = [(x["sched_last_token_us"] - x["sched_first_token_us"]) / (n - 1)
+             for x in logs]
+    assert all(t == 12000 for t in tpots[:4]), tpots
+    assert 10000 <= tpots[4] < 12000, tpots
+
+
+def test_first_chunk_tokens_and_continuous_usage():
+    """--first-chunk-tokens 8: the first token event holds 8 tokens, the
+    rest one each; a usage on every chunk (--continuous-usage, or the
+    request's stream_options.continuous_usage_stats as vLLM reads it) counts
+    the tokens so far; without it only the last chunk has the usage."""
+    with Mock("--ttft", "5ms", "--tpot", "2ms", "--first-chunk-tokens", "8",
+              "--tokens", "12") as m:
+        for how in ("flag", "body", "none"):
+            hdr = {"X-Mock-Continuous-Usage": "on"} if how == "flag" else {}
+            body = {"stream_options": {"include_usage": True,
+                                       "continuous_usage_stats": how == "body"}}
+            resp, _ = request(m.port, "/v1/chat/completions", body, hdr)
+            chunks = [json.loads(parse_sse(raw)[1]) for _, raw in resp.events
+                      if parse_sse(raw)[1] not in (None, "[DONE]")]
+            texts = [c["choices"][0]["delta"].get("content") for c in chunks
+                     if c["choices"] and c["choices"][0]["delta"].get("content")]
+            assert len(texts) == 5, texts                  # 8 + 1 + 1 + 1 + 1
+            counts = [c["usage"]["completion_tokens"] for c in chunks
+                      if c.get("usage") and c["choices"]]
+            if how == "none":
+                assert counts == [], counts
+            else:
+                assert counts == [8, 9, 10, 11, 12], (how, counts)
+            assert dialect_summary("openai", resp)["usage"] == 12
+        assert all(x["tokens"] == 12 and x["events"] == 5 for x in m.served(3))
 
 
 def test_jitter_is_seeded_and_never_negative():

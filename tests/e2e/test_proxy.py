@@ -196,7 +196,7 @@ def test_client_disconnect_closes_the_upstream_at_once():
 def test_each_read_is_written_in_the_same_loop_turn():
     """SPEC §3: a read from the upstream goes to the client before the next
     read, without waiting a loop turn for write readiness: in the system
-    calls, each upstream read (recvfrom, or libevent's readv) is followed by
+    calls, each upstream read (recvmsg, or libevent's readv) is followed by
     the client write (sendto or writev), and no epoll_ctl toggles interest
     per event. Both sockets have TCP_NODELAY: Nagle would hold a small
     event until the last one's ACK (40 ms on a delayed ACK). (How many
@@ -207,7 +207,7 @@ def test_each_read_is_written_in_the_same_loop_turn():
     trace = tempfile.mktemp(prefix="tt-strace-")
     with Backend(sse_handler(chunks, gap=0.005)) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
-                               "-e", "trace=readv,writev,recvfrom,sendto,"
+                               "-e", "trace=readv,writev,recvfrom,recvmsg,sendto,"
                                "epoll_ctl,epoll_wait,ioctl,setsockopt"],
                               stderr=subprocess.PIPE)
         st.stderr.readline()                 # "Process N attached"
@@ -224,11 +224,11 @@ def test_each_read_is_written_in_the_same_loop_turn():
     os.unlink(trace)
     lines = [(tid, c) for tid, c in traced if not c.startswith("setsockopt(")]
     tids = {tid for tid, c in lines
-            if c.startswith(("readv(", "recvfrom(")) and 'data: ' in c}
+            if c.startswith(("readv(", "recvfrom(", "recvmsg(")) and 'data: ' in c}
     assert len(tids) == 1, tids
     calls = [c for tid, c in lines if tid in tids]
     reads = [i for i, c in enumerate(calls)
-             if c.startswith(("readv(", "recvfrom(")) and 'data: ' in c]
+             if c.startswith(("readv(", "recvfrom(", "recvmsg(")) and 'data: ' in c]
     assert len(reads) >= n // 2, calls[:20]
     not_followed = [calls[i:i + 3] for i in reads
                     if i + 1 >= len(calls) or
@@ -274,7 +274,7 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
 
         exchange(0)                          # opens the upstream connection
         st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
-                               "-e", "trace=readv,writev,recvfrom,sendto,"
+                               "-e", "trace=readv,writev,recvfrom,recvmsg,sendto,"
                                "epoll_ctl,epoll_wait,ioctl"],
                               stderr=subprocess.PIPE)
         st.stderr.readline()
@@ -289,7 +289,7 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
         lines = [l.split(None, 1) for l in f if re.match(r"\d+ +\w+\(", l)]
     os.unlink(trace)
     reads = [(tid, i) for i, (tid, c) in enumerate(lines)
-             if c.startswith(("readv(", "recvfrom(")) and "GET /v1/req-" in c]
+             if c.startswith(("readv(", "recvfrom(", "recvmsg(")) and "GET /v1/req-" in c]
     assert len(reads) == 3, [c for _, c in lines][:20]
     for tid, i in reads:
         calls = [c for t2, c in lines[i + 1:] if t2 == tid]

@@ -286,17 +286,25 @@ slos:
 # ---- Prometheus rules --------------------------------------------------------------
 
 def counters(slo_name, per_min_good, per_min_bad, instances=("a",)):
+    """Series of two scraped targets (a, b) whose tokentap calls itself
+    a/x and b/x on its alerts; the requests shared between the instances."""
     out = []
     for inst in instances:
+        target = f'instance="{inst}:9464",job="tokentap"'
         for result, n in (("good", per_min_good), ("bad", per_min_bad)):
-            out.append((f'tokentap_slo_requests_total{{instance="{inst}",slo="{slo_name}",'
+            out.append((f'tokentap_slo_requests_total{{{target},slo="{slo_name}",'
                         f'result="{result}"}}', f"0+{n / len(instances):g}x420"))
-        out.append((f'tokentap_slo_objective{{instance="{inst}",slo="{slo_name}"}}', "0.99+0x420"))
+        out.append((f'tokentap_slo_objective{{{target},slo="{slo_name}"}}', "0.99+0x420"))
     return out
 
 
-def exp(slo_name, severity, lw, sw, rate, value):
-    return f"""          - exp_labels: {{slo: {slo_name}, severity: {severity}, long_window: "{lw}", short_window: "{sw}"}}
+def infos(*instances):
+    return [(f'tokentap_alert_instance_info{{instance="{i}:9464",job="tokentap",'
+             f'alert_instance="{i}/x"}}', "1+0x420") for i in instances]
+
+
+def exp(slo_name, severity, lw, sw, rate, value, inst="a"):
+    return f"""          - exp_labels: {{slo: {slo_name}, severity: {severity}, long_window: "{lw}", short_window: "{sw}", instance: {inst}/x}}
             exp_annotations:
               summary: "SLO {slo_name} burns its error budget faster than {rate}x"
               description: "SLO {slo_name} burned its error budget {value}x over the last {lw}, and faster than {rate}x over the last {sw} too; the {severity} rate is {rate}x."
@@ -304,6 +312,9 @@ def exp(slo_name, severity, lw, sw, rate, value):
 
 
 def test_prometheus_rules_fire_on_series_of_known_burn():
+    """Each instance's burn, as each tokentap evaluates its own, labelled
+    as its notifier labels the alert (instance: its own name, no job); the
+    pairs and burn_min_requests as configured."""
     d = tempfile.mkdtemp(prefix="tt-rules-")
     conf = os.path.join(d, "tokentap.yaml")
     with open(conf, "w") as f:
@@ -315,11 +326,15 @@ def test_prometheus_rules_fire_on_series_of_known_burn():
         f.write(r.stdout)
     r = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS: 13 rules found" in r.stdout, r.stdout + r.stderr
-    # fast: 20 % bad of 100/min over two instances, burn 20: every pair.
+    # fast: 20 % bad of 100/min on each of two instances, burn 20: every pair.
     # slow: 3 %, burn 3: the warning pair only. fine: 0.5 %: none.
     # rare: all bad but 0.1/min: only 6 h holds 10 requests.
-    series = (counters("fast", 80, 20, ("a", "b")) + counters("slow", 97, 3)
-              + counters("fine", 995, 5) + counters("rare", 0, 0.1))
+    series = (counters("fast", 160, 40, ("a", "b")) + counters("slow", 97, 3)
+              + counters("fine", 995, 5) + counters("rare", 0, 0.1) + infos("a", "b"))
+    fast = "".join(exp("fast", sev, lw, sw, rate, 20, inst) for inst in ("a", "b")
+                   for sev, lw, sw, rate in (("critical", "1h", "5m", 14.4),
+                                             ("critical", "6h", "30m", 6),
+                                             ("warning", "3d", "6h", 1)))
     test = f"""rule_files: [{rules}]
 evaluation_interval: 1m
 tests:
@@ -330,7 +345,7 @@ tests:
       - eval_time: 400m
         alertname: SLOBurnRate
         exp_alerts:
-{exp("fast", "critical", "1h", "5m", 14.4, 20)}{exp("fast", "critical", "6h", "30m", 6, 20)}{exp("fast", "warning", "3d", "6h", 1, 20)}{exp("slow", "warning", "3d", "6h", 1, 3)}{exp("rare", "warning", "3d", "6h", 1, 100)}"""
+{fast}{exp("slow", "warning", "3d", "6h", 1, 3)}{exp("rare", "warning", "3d", "6h", 1, 100)}"""
     path = os.path.join(d, "test.yaml")
     with open(path, "w") as f:
         f.write(test)
@@ -339,14 +354,15 @@ tests:
     assert r.returncode == 0, r.stdout + r.stderr + test
     # and a pair that must not: with "fast" at burn 10, the first pair (14.4) stays quiet
     with open(path, "w") as f:
-        f.write(test.replace("0+40x420", "0+45x420").replace("0+10x420", "0+5x420"))
+        f.write(test.replace("0+80x420", "0+90x420").replace("0+20x420", "0+10x420"))
     r = subprocess.run([PROMTOOL, "test", "rules", path], capture_output=True, text=True,
                        timeout=60)
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "got:[" in out, out
     got = out.split("got:[", 1)[1]
     assert 'long_window="1h"' not in got, got
-    assert 'long_window="6h", severity="critical", short_window="30m", slo="fast"' in got, got
+    assert ('instance="a/x", long_window="6h", severity="critical", short_window="30m", '
+            'slo="fast"') in got, got
     assert "burned its error budget 10x over the last 6h" in got, got
 
 

@@ -1,19 +1,26 @@
 """The live dashboard at GET /ui, in a real browser: headless Chromium
 driven by playwright-core (tests/e2e/ui_check.mjs) against tokentap with
-traffic from tokentap-mock. The cards show what /stats says, coloured
-against the thresholds that apply; a firing alert appears; nothing is
-loaded from anywhere but the admin address; behind admin.token the page
-asks for the token, once. The screenshot goes to build/ui.png (and to
-docs/ui.png with UI_SCREENSHOT_DOCS=1)."""
+traffic from tokentap-mock. Opened after a load, every chart is full from
+tokentap's memory (GET /stats/history), and again after a restart; the
+top of the board is the instance's figures as /stats has them; the cards
+show what /stats says, coloured as the alert rules stand, the one with a
+firing alert first, idle ones folded; nothing is loaded from anywhere but
+the admin address; behind admin.token the page asks for the token, once.
+The screenshots go to build/ (and to docs/ with UI_SCREENSHOT_DOCS=1)."""
 import json
 import os
 import re
 import subprocess
+import tempfile
+import threading
+import time
 
-from harness import ROOT, Mock, Tokentap, completion, node_modules, parallel, staircase, until
+from harness import ROOT, Mock, Tokentap, completion, get, node_modules, parallel, staircase, \
+    until
 
 # make check leaves out what needs Chromium
-CHECK_SKIP = {"test_dashboard_in_browser", "test_dashboard_asks_for_token", "test_slo_panel_in_browser",
+CHECK_SKIP = {"test_board_opens_full_from_history", "test_dashboard_in_browser",
+              "test_dashboard_asks_for_token", "test_slo_panel_in_browser",
               "test_stream_health_badges_and_hints", "test_dashboard_shows_a_pools_replicas"}
 
 
@@ -98,14 +105,26 @@ def group(stats, **key):
     raise AssertionError(f"no group {key} in {stats['groups']}")
 
 
-def check_card(card, g, th_ttft, th_tpot, th_err):
-    """Every figure of one card against its /stats group."""
+def history_summary(port, rng, route=None, token=None):
+    """The summary of one series of GET /stats/history (route None: the
+    instance's)."""
+    doc = get(port, f"/stats/history?range={rng}", token=token, json=True)
+    (s,) = [x for x in doc["series"] if x["route"] == route]
+    return s["summary"]
+
+
+def check_card(card, g, th_ttft, th_tpot, th_err, peak=None):
+    """Every figure of one card against its /stats group (all the traffic
+    lies in the window and in the range the card shows); the peak against
+    the history's (a /stats row's max_active is its busiest group's)."""
     figs = card["figs"]
     want = {"ttft_p50": g["ttft_ms"]["p50"], "ttft_p95": g["ttft_ms"]["p95"],
             "ttft_p99": g["ttft_ms"]["p99"], "tpot_p50": g["tpot_ms"]["p50"],
             "tpot_p95": g["tpot_ms"]["p95"], "error_rate": g["error_rate"],
             "speed": g["output_tokens_per_s"], "active": g["active"],
-            "max_active": g["max_active"], "r2": g["ttft_concurrency_r2"]}
+            "r2": g["ttft_concurrency_r2"]}
+    if peak is not None:
+        want["max_active"] = peak
     for k, v in want.items():
         got = figs[k]["value"]
         assert (got == "" if v is None else float(got) == v), (k, got, v)
@@ -143,6 +162,7 @@ def test_page_served():
         assert t.get("/ui/nope", token=TOKEN).status == 404
         cfg = t.get("/ui/config.json", token=TOKEN, json=True)
         assert cfg["windows"] == ["1m", "5m"], cfg
+        assert cfg["history"] == [{"step": "10s", "keep": "1h"}, {"step": "1m", "keep": "1d"}], cfg
         assert cfg["alerts"] == {"window": "1m", "quantile": 0.95, "min_samples": 3}, cfg
         assert [r["name"] for r in cfg["routes"]] == ["fast"], cfg
         assert cfg["routes"][0]["thresholds"] == {
@@ -173,23 +193,21 @@ def test_dashboard_in_browser():
         assert statuses == [200] * 20 + [500] * 2 + [200] * 4, statuses
         rule = wait_firing(t, "TTFTHigh", "critical", "slow")
         wait_firing(t, "ErrorRateHigh", "warning", "fast")
-        shots = [os.path.join(ROOT, "build", "ui.png")]
-        if os.environ.get("UI_SCREENSHOT_DOCS") == "1":
-            os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
-            shots.append(os.path.join(ROOT, "docs", "ui.png"))
+        shots = [os.path.join(ROOT, "build", "ui-dash.png")]
         for s in shots:
             if os.path.exists(s):
                 os.unlink(s)
         out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fast", "slow"],
                       "firing": {"alertname": "TTFTHigh", "severity": "critical",
                                  "route": "slow"},
-                      "window": "5m", "points": 2, "expand": "slow", "screenshot": shots,
+                      "range": "5m", "expand": "slow", "screenshot": shots,
                       "dark": True, "mobile": True, "reload": True})
         # no traffic since: these are the figures the page polled
         stats = t.get("/stats?window=5m&by=route", json=True)
         tenants = t.get("/stats?window=5m&by=route,tenant", json=True)
         models = t.get("/stats?window=5m&by=route,model", json=True)
         alerts = t.get("/alerts", json=True)
+        peaks = {r: history_summary(t.admin, "5m", r)["max_active"] for r in ("fast", "slow")}
 
     assert out["console"] == [], out["console"]
     admin = f"http://127.0.0.1:{t.admin}/"
@@ -197,22 +215,29 @@ def test_dashboard_in_browser():
               if not r["url"].startswith(admin) and not r["url"].startswith("data:")]
     assert strays == [], strays
     paths = [r["url"][len(admin) - 1:] for r in out["requests"]]
-    for p in ("/ui", "/ui/config.json", "/stats?window=1m&by=route", "/stats?window=5m&by=route",
-              "/stats?window=5m&by=route,tenant", "/stats?window=5m&by=route,model", "/alerts"):
+    # the whole range when it opens or the range changes, then the points
+    # from the last two on; the live figures from the longest window within
+    for p in ("/ui", "/ui/config.json", "/stats/history?range=1h", "/stats/history?range=5m",
+              "/stats?window=5m&by=route", "/stats?window=5m&by=route,tenant",
+              "/stats?window=5m&by=route,model", "/alerts"):
         assert p in paths, (p, paths)
+    assert any(p.startswith("/stats/history?range=5m&since=") for p in paths), paths
     # one /alerts a poll: polls 2 s apart but for the three the test caused
     # (choosing a window, opening a card, reloading)
     polls = [r["t"] for r in out["requests"] if r["url"] == admin + "alerts"]
     assert sum(b - a < 1900 for a, b in zip(polls, polls[1:])) <= 3, polls
-    assert out["windows"] == ["1m", "5m"] and out["window"] == "5m", out
+    assert out["windows"] == ["1m", "5m", "1h", "1d"], out["windows"]
+    assert out["range"] == "5m" and out["window"] == "5m", (out["range"], out["window"])
 
     fast = group(stats, route="fast")
     q, p = fast["ttft_ms"], fast["tpot_ms"]
     assert q["p50"] < q["p90"] < q["p95"] < q["p99"] and p["p50"] < p["p95"], (q, p)
     cards = out["cards"]
     assert set(cards) == {"fast", "slow"}, cards.keys()
-    check_card(cards["fast"], group(stats, route="fast"), (1000, 2000), (10, 200), (0.05, 0.5))
-    check_card(cards["slow"], group(stats, route="slow"), (1000, 1200), (100, 200), (0.05, 0.5))
+    check_card(cards["fast"], group(stats, route="fast"), (1000, 2000), (10, 200), (0.05, 0.5),
+               peaks["fast"])
+    check_card(cards["slow"], group(stats, route="slow"), (1000, 1200), (100, 200), (0.05, 0.5),
+               peaks["slow"])
     # the route's own ttft_critical (1200ms) beats the global one (2000ms)
     assert "critical" in cards["slow"]["figs"]["ttft_p95"]["cls"].split()
     assert cards["slow"]["state"] == "critical" and cards["fast"]["state"] == "warning", \
@@ -222,8 +247,9 @@ def test_dashboard_in_browser():
     # the route's tpot_warning (10ms) lies between its TPOT P50 (2 ms) and P95 (30 ms)
     assert "ok" in cards["fast"]["figs"]["tpot_p50"]["cls"].split()
     assert "warning" in cards["fast"]["figs"]["tpot_p95"]["cls"].split()
+    # one burst of traffic: a point or two of 10 s in every chart
     for name, c in cards.items():
-        assert min(c["charts"]) >= 2, (name, c["charts"])
+        assert min(c["charts"]) >= 1, (name, c["charts"])
 
     slow = cards["slow"]
     assert slow["expanded"] and not cards["fast"]["expanded"]
@@ -312,7 +338,7 @@ def test_slo_panel_in_browser():
             if os.path.exists(s):
                 os.unlink(s)
         out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fast", "slow"],
-                      "slos": ["chat", "slow-chat"],
+                      "slos": ["chat", "slow-chat"], "range": "1m",
                       "slo_firing": {"slo": "slow-chat", "severity": "critical"},
                       "screenshot": shots})
         doc = t.get("/slo", json=True)
@@ -397,6 +423,8 @@ def test_stream_health_badges_and_hints():
             try:
                 out = browse({"url": f"http://127.0.0.1:{t.admin}/ui",
                               "routes": ["think", "hop", "stall"],
+                              "firing": {"alertname": "StreamStalled", "severity": "warning",
+                                         "route": "stall"},
                               "wait": ['#cards .card[data-route="stall"] '
                                        '[data-k="stalled"]:not([hidden])',
                                        '#cards .card[data-route="hop"] '
@@ -450,3 +478,175 @@ def test_dashboard_shows_a_pools_replicas():
     assert not out["cards"]["one"]["pool_shown"]
     (f,) = [f for f in out["firing"] if f["alertname"] == "PoolUnhealthy"]
     assert "healthy replicas 1 < 2" in f["text"], f
+
+
+# The board's test: a load of LOAD_S seconds on 1 s steps, then the page.
+# The shipped steps are 10 s for an hour; a page opened after 3 minutes of
+# load there shows 18 points a chart, all from the history, as this one
+# shows LOAD_S: the same code reads and draws them, only the step differs.
+LOAD_S = 15
+TIME_LIMITS = {"test_board_opens_full_from_history": 200}
+
+BOARD = """workers: 1
+routes:
+  - name: chat
+    match: {{path_prefix: /chat/}}
+    upstream: http://127.0.0.1:{fast}
+    strip_prefix: true
+  - name: slow
+    match: {{path_prefix: /slow/}}
+    upstream: http://127.0.0.1:{slow}
+    strip_prefix: true
+    thresholds: {{ttft_warning: 300ms, ttft_critical: 500ms}}
+  - name: quiet
+    match: {{path_prefix: /quiet/}}
+    upstream: http://127.0.0.1:{fast}
+stats:
+  windows: [1m, 10m]
+  history: [{{step: 1s, keep: 1m}}, {{step: 10s, keep: 10m}}]
+  history_file: {hist}
+alerts:
+  evaluate_every: 500ms
+  min_samples: 3
+  thresholds: {{error_rate_warning: 0.2}}
+slos:
+  - {{name: chat, ttft: 80ms, objective: 0.9, match: {{route: chat}}}}
+"""
+
+
+def load_for(port, seconds):
+    """Three clients on chat (TTFT 20-95 ms, one in 13 a 500), two on slow
+    (TTFT 600 ms), for that long; returns the wall times it began and
+    ended (ms)."""
+    begun = time.time() * 1000
+    stop = time.monotonic() + seconds
+
+    def chat(k):
+        i = k
+        while time.monotonic() < stop:
+            i += 3
+            completion(port, "/chat/v1/chat/completions", "m",
+                       {"X-Tenant-Id": "acme" if i % 2 else "beta"},
+                       **({"TTFT": f"{20 + (i * 7) % 75}ms", "TPOT": f"{2 + i % 5}ms"} if i % 13
+                          else {"Fault": "status:500"}))
+
+    def slow():
+        while time.monotonic() < stop:
+            completion(port, "/slow/v1/chat/completions", "m", {"X-Tenant-Id": "acme"},
+                       TTFT="600ms")
+
+    ts = [threading.Thread(target=chat, args=(k,)) for k in range(3)]
+    ts += [threading.Thread(target=slow) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return begun, time.time() * 1000
+
+
+def check_charts(charts, begun, ended, opened, where):
+    """Each chart holds the load, from its first second to its last, drawn
+    from points older than the page."""
+    for name, c in charts.items():
+        assert c["drawn"] and c["points"] >= LOAD_S - 3, (where, name, c)
+        assert c["from"] <= begun + 1500 and c["to"] >= ended - 2500, (where, name, begun, ended, c)
+        assert opened - c["from"] >= (LOAD_S - 3) * 1000, (where, name, opened, c)
+
+
+def test_board_opens_full_from_history():
+    hist = os.path.join(tempfile.mkdtemp(prefix="tt-hist-"), "history")
+    shots = [os.path.join(ROOT, "build", "ui.png")]
+    phone = [[os.path.join(ROOT, "build", "ui-phone.png"), None],
+             [os.path.join(ROOT, "build", "ui-phone-slo.png"), "#slo-section"]]
+    if os.environ.get("UI_SCREENSHOT_DOCS") == "1":
+        os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
+        shots.append(os.path.join(ROOT, "docs", "ui.png"))
+        phone += [[os.path.join(ROOT, "docs", "ui-phone.png"), None],
+                  [os.path.join(ROOT, "docs", "ui-phone-slo.png"), "#slo-section"]]
+    for s in shots + [p for p, _ in phone]:
+        if os.path.exists(s):
+            os.unlink(s)
+    with Mock() as fast, Mock() as slow:
+        yaml = BOARD.format(fast=fast.port, slow=slow.port, hist=hist)
+        with Tokentap(yaml) as t:
+            begun, ended = load_for(t.port, LOAD_S)
+            out = browse({"url": f"http://127.0.0.1:{t.admin}/ui",
+                          "routes": ["chat", "slow", "quiet"], "range": "1m",
+                          "firing": {"alertname": "TTFTHigh", "severity": "critical",
+                                     "route": "slow"},
+                          "screenshot": shots, "mobile": True, "phone_screenshot": phone})
+            # no traffic since: what the page read
+            stats = t.get("/stats?window=1m", json=True)
+            doc = t.get("/stats/history?range=1m", json=True)
+            assert t.stop() == 0
+        assert os.path.getsize(hist) > 0
+        with Tokentap(yaml) as t:
+            again = browse({"url": f"http://127.0.0.1:{t.admin}/ui",
+                            "routes": ["chat", "slow", "quiet"], "range": "1m"})
+            after = t.get("/stats?window=1m", json=True)
+            err = t.stderr()
+
+    for o in (out, again):
+        assert o["console"] == [], o["console"]
+        admin = "http://127.0.0.1:"
+        assert all(r["url"].startswith(admin) for r in o["requests"]), o["requests"]
+    # every chart full on open: the board's four and each busy route's
+    check_charts(out["board"]["charts"], begun, ended, out["opened"], "board")
+    for route in ("chat", "slow"):
+        check_charts(out["cards"][route]["chart"], begun, ended, out["opened"], route)
+    assert out["cards"]["quiet"]["chart"]["rate"]["points"] == 0
+    # what is drawn is the history's: the instance's TTFT at the alert quantile
+    (inst,) = [x for x in doc["series"] if x["route"] is None]
+    drawn = [v for v in out["board"]["charts"]["ttft"]["values"] if v is not None]
+    assert drawn == [v for v in inst["points"]["ttft_ms"]["p95"] if v is not None], drawn
+    assert sum(inst["points"]["requests"]) == stats["instance"]["requests"] > 100
+
+    # the top of the board is the instance's row of /stats
+    figs, g = out["board"]["figs"], stats["instance"]
+    assert out["board"]["range"] == "1m", out["board"]
+    for k, v in {"ttft_p50": g["ttft_ms"]["p50"], "ttft_p95": g["ttft_ms"]["p95"],
+                 "ttft_p99": g["ttft_ms"]["p99"], "tpot_p50": g["tpot_ms"]["p50"],
+                 "tpot_p95": g["tpot_ms"]["p95"], "speed": g["output_tokens_per_s"],
+                 "error_rate": g["error_rate"], "active": stats["active_streams"],
+                 "max_active": stats["max_active_streams"]}.items():
+        assert float(figs[k]["value"]) == v, (k, figs[k], v)
+    for k in ("ttft_p50", "ttft_p95", "ttft_p99", "tpot_p50", "tpot_p95"):
+        assert close(shown_ms(figs[k]["text"]), float(figs[k]["value"])), (k, figs[k])
+    assert figs["errors"]["text"] == f"{g['errors']} of {g['requests']}", figs["errors"]
+    assert g["errors"] > 0
+    r2 = g["ttft_concurrency_r2"]
+    assert (figs["r2"]["value"] == "") if r2 is None else abs(float(figs["r2"]["value"]) - r2) < 2e-3
+    assert figs["r2_word"]["text"] == ("" if r2 is None else "weak" if r2 < 0.3 else
+                                       "moderate" if r2 < 0.7 else "strong"), figs["r2_word"]
+    trend = g["trend"]["ttft_p95"]
+    assert (figs["ttft_trend"]["value"] == "") if trend is None else \
+        float(figs["ttft_trend"]["value"]) == trend, (figs["ttft_trend"], trend)
+
+    # the route with a firing alert first, though chat carries more; the
+    # idle one folded into one line
+    cards = out["cards"]
+    assert out["order"] == ["slow", "chat"], out["order"]
+    assert cards["slow"]["state"] == "critical", cards["slow"]["state"]
+    assert int(cards["chat"]["figs"]["errors"]["text"].split(" of ")[1]) > \
+        int(cards["slow"]["figs"]["errors"]["text"].split(" of ")[1])
+    assert cards["quiet"]["folded"] and not out["idle"]["hidden"], out["idle"]
+    assert out["idle"]["routes"] == "quiet" and "quiet" in out["idle"]["text"], out["idle"]
+    # a phone: nothing sticks out, the SLO table whole
+    m = out["mobile"]
+    assert m["scroll_width"] <= m["width"] and m["wide"] == [], m
+    assert m["slo_cells"] == 7 and m["slo_right"] <= m["width"] and m["slo_scroll"] <= m["width"], m
+    for s in shots + [p for p, _ in phone]:
+        with open(s, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", s
+
+    # after a restart: the same charts and figures, from the file, while
+    # /stats' windows start empty
+    assert f"stats.history_file {hist}: the history of" in err, err
+    assert after["instance"]["requests"] == 0, after["instance"]
+    check_charts(again["board"]["charts"], begun, ended, again["opened"], "after a restart")
+    for k in ("ttft", "tpot", "rate", "errors"):
+        assert again["board"]["charts"][k]["from"] == out["board"]["charts"][k]["from"], k
+    assert again["board"]["figs"]["errors"]["text"] == figs["errors"]["text"]
+    assert again["board"]["figs"]["ttft_p99"]["value"] == figs["ttft_p99"]["value"]
+    assert again["order"][0] != "quiet" and again["cards"]["chat"]["figs"]["errors"]["text"] == \
+        cards["chat"]["figs"]["errors"]["text"]

@@ -5,13 +5,14 @@
 //
 // plan: url, modules (a node_modules holding playwright-core), chromium,
 // routes (cards to wait for), tokens (typed, in order, each time the page
-// asks), firing ({alertname, severity, route} to wait for), window (to
+// asks), firing ({alertname, severity, route} to wait for), range (to
 // select), expand (route card to click), points (chart points to wait
 // for), wait (selectors to wait for), pool ({route, state: {upstream:
 // state}} a replica table to wait for), screenshot (paths), reload,
-// mobile, dark (extra checks), slos (SLO rows to wait for), slo_firing
-// ({slo, severity} of an SLOBurnRate to wait for, in the alerts and in its
-// row).
+// mobile, dark (extra checks), phone_screenshot ([path, selector or
+// null] pairs: a screen at a phone's size from the top or that section),
+// slos (SLO rows to wait for), slo_firing ({slo, severity} of an
+// SLOBurnRate to wait for, in the alerts and in its row).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,18 +58,38 @@ async function answerPrompts(page, tokens) {
 async function waitCards(page, routes) {
 	step('cards');
 	await page.waitForFunction(rs => rs.every(r => {
-		const e = document.querySelector(`#cards .card[data-route="${r}"] [data-k="ttft_p95"]`);
+		const e = document.querySelector(`.card[data-route="${r}"] [data-k="ttft_p95"]`);
 		return e && e.dataset.value !== undefined;
 	}), routes, { timeout: WAIT });
 }
 
+// What a chart drew: points with a sample, the first and last one's time,
+// its main line's values.
+function chartsIn(root) {
+	return Object.fromEntries([...root.querySelectorAll('figure[data-chart]')].map(f => {
+		const cv = f.querySelector('canvas');
+		return [f.dataset.chart, { points: Number(cv.dataset.points || 0),
+			from: cv.dataset.from ? Number(cv.dataset.from) : null,
+			to: cv.dataset.to ? Number(cv.dataset.to) : null,
+			values: JSON.parse(cv.dataset.values || '[]'),
+			title: f.querySelector('.title').textContent, drawn: cv.width > 0 }];
+	}));
+}
+
 // Every figure of every card: raw value, text shown, colour class.
 async function readCards(page) {
-	return page.$$eval('#cards .card', cards => Object.fromEntries(cards.map(c => {
+	return page.$$eval('.card', cards => Object.fromEntries(cards.map(c => {
 		const figs = {};
 		for (const e of c.querySelectorAll('[data-k]'))
 			figs[e.dataset.k] = { value: e.dataset.value ?? null, text: e.textContent, cls: e.className };
 		const charts = [...c.querySelectorAll('canvas')].map(cv => Number(cv.dataset.points || 0));
+		const chart = Object.fromEntries([...c.querySelectorAll('figure[data-chart]')].map(f => {
+			const cv = f.querySelector('canvas');
+			return [f.dataset.chart, { points: Number(cv.dataset.points || 0),
+				from: cv.dataset.from ? Number(cv.dataset.from) : null,
+				to: cv.dataset.to ? Number(cv.dataset.to) : null,
+				values: JSON.parse(cv.dataset.values || '[]'), drawn: cv.width > 0 }];
+		}));
 		const detail = {};
 		for (const t of c.querySelectorAll('.detail table')) {
 			detail[t.dataset.by] = [...t.querySelectorAll('tbody tr[data-key]')].map(tr => ({
@@ -80,7 +101,8 @@ async function readCards(page) {
 			upstream: tr.dataset.upstream, state: tr.dataset.state,
 			cells: [...tr.cells].map(td => td.textContent),
 		}));
-		return [c.dataset.route, { state: c.dataset.state, figs, charts, detail, replicas,
+		return [c.dataset.route, { state: c.dataset.state, figs, charts, chart, detail, replicas,
+			folded: !!c.closest('#idle'),
 			pool_shown: pool ? !pool.hidden : false,
 			pool_title: pool ? pool.querySelector('.pool-n').textContent : '',
 			expanded: c.getAttribute('aria-expanded') === 'true' }];
@@ -133,16 +155,16 @@ async function main() {
 		step('wait ' + sel);
 		await page.waitForSelector(sel, { timeout: WAIT });
 	}
-	if (plan.window) {
-		step('window');
-		await page.selectOption('#window', plan.window);
-		await page.waitForFunction(w => document.querySelector('#cards').dataset.window === w,
-			plan.window, { timeout: WAIT });
+	if (plan.range) {
+		step('range');
+		await page.selectOption('#range', plan.range);
+		await page.waitForFunction(w => document.querySelector('#cards').dataset.range === w
+			&& document.querySelector('#inst').dataset.range === w, plan.range, { timeout: WAIT });
 	}
 	if (plan.points) {
 		step('chart points');
 		await page.waitForFunction(([rs, n]) => rs.every(r => {
-			const cv = document.querySelector(`#cards .card[data-route="${r}"] canvas`);
+			const cv = document.querySelector(`.card[data-route="${r}"] canvas`);
 			return cv && Number(cv.dataset.points) >= n;
 		}), [plan.routes, plan.points], { timeout: WAIT });
 	}
@@ -158,9 +180,22 @@ async function main() {
 		await page.waitForSelector(card(plan.expand) + ' table[data-by="model"] tbody tr[data-key]',
 			{ timeout: WAIT });
 	}
+	out.opened = await page.evaluate(() => performance.timeOrigin);
 	out.cards = await readCards(page);
+	out.order = await page.$$eval('#cards > .card', cs => cs.map(c => c.dataset.route));
+	out.idle = await page.$eval('#idle', e => ({ hidden: e.hidden, routes: e.dataset.routes || '',
+		text: e.querySelector('summary').textContent }));
+	out.board = await page.$eval('#board', b => {
+		const figs = {};
+		for (const e of b.querySelectorAll('#inst [data-k]'))
+			figs[e.dataset.k] = { value: e.dataset.value ?? null, text: e.textContent, cls: e.className };
+		return { figs, range: b.querySelector('#inst').dataset.range,
+			note: b.querySelector('#board-note').textContent };
+	});
+	out.board.charts = await page.$eval('#board', chartsIn);
 	out.window = await page.$eval('#cards', e => e.dataset.window);
-	out.windows = await page.$$eval('#window option', os => os.map(o => o.value));
+	out.range = await page.$eval('#cards', e => e.dataset.range);
+	out.windows = await page.$$eval('#range option', os => os.map(o => o.value));
 	out.firing = await page.$$eval('#firing li', ls => ls.map(l => ({
 		alertname: l.dataset.alertname, severity: l.dataset.severity, route: l.dataset.route,
 		state: l.dataset.state, since: l.querySelector('.since').dataset.since, text: l.textContent,
@@ -200,11 +235,24 @@ async function main() {
 		out.mobile = await page.evaluate(() => ({
 			scroll_width: document.documentElement.scrollWidth, width: window.innerWidth,
 			card_width: document.querySelector('#cards .card').getBoundingClientRect().width,
+			// the SLO table whole: no cell past the screen, nothing to scroll
+			slo_right: Math.max(0, ...[...document.querySelectorAll('#slos td')]
+				.map(td => td.getBoundingClientRect().right)),
+			slo_scroll: document.querySelector('#slos').scrollWidth,
+			slo_cells: document.querySelectorAll('#slos td').length,
 			// what sticks out, if anything (scrolling boxes may be wider)
 			wide: [...document.querySelectorAll('body *')].filter(e => !e.closest('.scroll')
 				&& e.getBoundingClientRect().right > window.innerWidth + 0.5)
 				.slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.textContent.slice(0, 40)),
 		}));
+		for (const [path, at] of plan.phone_screenshot || []) {
+			step('phone screenshot');
+			// a screen's worth, from the top or from a section
+			await page.evaluate(sel => (sel ? document.querySelector(sel).scrollIntoView()
+				: window.scrollTo(0, 0)), at || null);
+			await page.screenshot({ path });
+		}
+		await page.evaluate(() => window.scrollTo(0, 0));
 		await page.setViewportSize({ width: 1280, height: 900 });
 	}
 	if (plan.reload) {

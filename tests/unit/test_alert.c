@@ -733,7 +733,7 @@ static void test_notification_formats(void **state)
 }
 
 /* min_healthy: PoolUnhealthy (critical) fires below it, after `for`,
- * whatever min_samples says, resolves at it; a tenant has no pool rule. */
+ * whatever min_samples says, stays while below, resolves at it; a tenant has no pool rule. */
 static void test_pool_unhealthy(void **state)
 {
 	(void)state;
@@ -775,6 +775,11 @@ static void test_pool_unhealthy(void **state)
 		assert_string_equal(line, "alert firing: PoolUnhealthy severity=critical route=p "
 		    "healthy=1 < 2 (n=1, window 1m)");
 	}
+	/* still below: it stays (it resolved at every other evaluation, below
+	 * threshold x (1 - hysteresis) read as clear of it) */
+	round_of("p", NULL, f);
+	round_of("p", NULL, f);
+	assert_int_equal(n_seen, 1);
 	/* back at min_healthy: resolved at once */
 	f.healthy = 2;
 	round_of("p", NULL, f);

@@ -377,7 +377,12 @@ static void test_units(void **state)
 
 	c = load_ok("workers: auto\n");
 	assert_int_equal(c->workers, affinity_cpus());
+	assert_int_equal(c->timestamps, TIMESTAMPS_KERNEL);     /* the default */
 	conf_unref(c);
+	c = load_ok("timestamps: loop\n");
+	assert_int_equal(c->timestamps, TIMESTAMPS_LOOP);
+	conf_unref(c);
+	expect_one("timestamps: kernl\n", "t.yaml:1:13: timestamps: unknown timestamps 'kernl'");
 }
 
 /* auto follows the affinity mask (a cpuset), not the machine's CPU count. */
@@ -1126,7 +1131,8 @@ static void test_pools(void **state)
 	    "    min_healthy: 2\n"
 	    "    dns_ttl: 5s\n"
 	    "    health: {path: /health, interval: 2s, timeout: 500ms, failures: 3,\n"
-	    "             backoff: 2s, backoff_max: 1m, ttft_factor: 2.5}\n"
+	    "             backoff: 2s, backoff_max: 1m, ttft_factor: 2.5,\n"
+	    "             throughput: {min_rate: 12.5, tokens: 8, window: 750ms}}\n"
 	    "    timeouts: {first_token: 8s}\n"
 	    "  - name: one\n"
 	    "    upstream: http://127.0.0.1:9000\n");
@@ -1154,6 +1160,9 @@ static void test_pools(void **state)
 	assert_int_equal(p->health.failures, 3);
 	assert_int_equal(p->health.backoff_max_us, 60000000);
 	assert_true(p->health.ttft_factor == 2.5);
+	assert_true(p->health.throughput.min_rate == 12.5);
+	assert_int_equal(p->health.throughput.tokens, 8);
+	assert_int_equal(p->health.throughput.window_us, 750000);
 	assert_int_equal(p->timeouts.first_token_us, 8000000);
 	/* defaults */
 	assert_int_equal(o->n_upstreams, 1);
@@ -1169,6 +1178,10 @@ static void test_pools(void **state)
 	assert_int_equal(o->health.failures, 1);
 	assert_int_equal(o->health.backoff_us, 1000000);
 	assert_int_equal(o->health.backoff_max_us, 30000000);
+	/* the throughput probe is off, its other keys at their defaults */
+	assert_true(o->health.throughput.min_rate == 0);
+	assert_int_equal(o->health.throughput.tokens, 16);
+	assert_int_equal(o->health.throughput.window_us, 2000000);
 	assert_int_equal(o->timeouts.first_token_us, 4000000);   /* the global one */
 	conf_unref(c);
 
@@ -1197,6 +1210,12 @@ static void test_pools(void **state)
 	expect_one("routes:\n  - name: a\n    upstream: http://b\n"
 	    "    health: {backoff: 5s, backoff_max: 1s}\n",
 	    "t.yaml:4:13: routes[0].health: backoff_max is below backoff");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n"
+	    "    health: {throughput: {tokens: 0}}\n",
+	    "t.yaml:4:35: routes[0].health.throughput.tokens: 0 is out of range");
+	expect_one("routes:\n  - name: a\n    upstream: http://b\n"
+	    "    health: {throughput: {min_rate: fast}}\n",
+	    "t.yaml:4:37: routes[0].health.throughput.min_rate:");
 }
 
 /* upgrades: protocol names, websocket by default, [] none */

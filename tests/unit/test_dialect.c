@@ -235,6 +235,7 @@ static void same_answer(const struct dialect_info *a, const struct dialect_info 
 	assert_int_equal(a->token, b->token);
 	assert_int_equal(a->end, b->end);
 	assert_int_equal(a->error, b->error);
+	assert_int_equal(a->keepalive, b->keepalive);
 	assert_int_equal(a->output_tokens, b->output_tokens);
 	assert_int_equal(a->input_tokens, b->input_tokens);
 	assert_int_equal(a->reasoning, b->reasoning);

@@ -1,14 +1,17 @@
-/* Unit tests of tokentap-load's pure parts: the statistics (loadstats.c)
- * against exact figures computed here by sorting, the per-request sample
- * derived from a real meter fed real SSE bytes, the outcomes, the scenario
- * reader's FILE:LINE:COL errors and its values (load_scen.c), the option
- * parsers (load_conf.c) and the request bodies (load_body.c). */
+/* Unit tests of tokentap-load's pure parts: the raw measurements
+ * (loadstats.c: every request and gap kept, the per-request sample derived
+ * from a real meter fed real SSE bytes, TPOT over the tokens after the
+ * first chunk), the outcomes, the scenario reader's FILE:LINE:COL errors
+ * and its values (load_scen.c) with its targets computed exactly, the
+ * option parsers (load_conf.c) and the request bodies (load_body.c). The
+ * figures computed from the samples are test_load_summary.c's. */
 #include <math.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 
 #include "load_body.h"
+#include "load_prompts.h"
 #include "load_conf.h"
 #include "load_scen.h"
 #include "loadstats.h"
@@ -18,43 +21,21 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static uint64_t rng = 88172645463325252ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The value of rank ceil(q * n) of sorted v: the definition hist uses. */
-static double exact_q(const uint64_t *v, size_t n, double q)
-{
-	size_t rank = (size_t)ceil(q * (double)n);
-	if (rank < 1)
-		rank = 1;
-	return (double)v[rank - 1];
-}
-
-static struct load_sample ok_sample(int64_t ttft, int64_t tpot)
+static struct load_sample ok_sample(int64_t ttft, double tpot)
 {
 	struct load_sample s;
 
 	memset(&s, 0, sizeof(s));
 	s.outcome = OUTCOME_OK;
 	s.ttft_us = ttft;
+	s.ttfo_us = ttft;
 	s.tpot_us = tpot;
 	s.itl_max_us = -1;
 	s.duration_us = ttft;
+	s.first_token_us = s.last_token_us = -1;
 	s.output_tokens = 10;
 	s.input_tokens = 5;
+	s.first_chunk_tokens = -1;
 	s.output_speed = -1;
 	return s;
 }
@@ -68,94 +49,55 @@ static void assert_near(double got, double want, double rel)
 
 /* ---- statistics -------------------------------------------------------- */
 
-/* Log-uniform TTFTs from 1 ms to 20 s: every reported quantile within the
- * histogram's 1 % of the exact one; mean and max exact (in ms). */
-static void test_quantiles_match_exact(void **state)
-{
-	enum { N = 20000 };
-	static uint64_t v[N];
-	struct loadstats st;
-	struct load_quant q;
-	double sum = 0;
-
-	(void)state;
-	loadstats_init(&st, 0);
-	for (size_t i = 0; i < N; i++) {
-		double x = exp(log(1000.0) + (log(2e7) - log(1000.0)) *
-		    (double)(rnd() >> 11) / 9007199254740992.0);
-		struct load_sample s = ok_sample((int64_t)x, -1);
-		v[i] = (uint64_t)x;
-		sum += (double)v[i];
-		assert_int_equal(loadstats_record(&st, &s, NULL, 0), 0);
-	}
-	qsort(v, N, sizeof(v[0]), cmp_u64);
-	loadstats_quant(&st.ttft, &q);
-	assert_int_equal(q.count, N);
-	assert_near(q.p50, exact_q(v, N, 0.50) / 1000, 0.01);
-	assert_near(q.p90, exact_q(v, N, 0.90) / 1000, 0.01);
-	assert_near(q.p95, exact_q(v, N, 0.95) / 1000, 0.01);
-	assert_near(q.p99, exact_q(v, N, 0.99) / 1000, 0.01);
-	assert_near(q.mean, sum / N / 1000, 1e-9);
-	assert_near(q.max, (double)v[N - 1] / 1000, 1e-12);
-	/* no TPOT was defined: none recorded, not zeros */
-	assert_int_equal(st.tpot.count, 0);
-	loadstats_quant(&st.tpot, &q);
-	assert_int_equal(q.count, 0);
-	assert_true(q.p50 == 0 && q.max == 0);
-	loadstats_free(&st);
-}
-
-/* ITL gaps handed with a request land in the ITL histogram, exactly
- * quantiled for small sets of distinct values below 64 µs. */
+/* Every request and every gap is kept, in order, each sample pointing at
+ * its own gaps; warm-up requests are kept but not counted as measured. */
 static void test_itl_recorded(void **state)
 {
 	struct loadstats st;
 	struct load_sample s = ok_sample(1000, 20);
-	uint32_t gaps[] = {10, 30, 20, 40, 50};
-	struct load_quant q;
+	uint32_t gaps[] = {10, 30, 20, 40, 50}, more[] = {7, 8};
 
 	(void)state;
-	loadstats_init(&st, 0);
-	loadstats_record(&st, &s, gaps, 5);
-	loadstats_quant(&st.itl, &q);
-	assert_int_equal(q.count, 5);
-	assert_near(q.p50, 0.030, 1e-9);
-	assert_near(q.max, 0.050, 1e-9);
-	assert_near(q.mean, 0.030, 1e-9);
+	loadstats_init(&st);
+	assert_int_equal(loadstats_record(&st, &s, gaps, 5), 0);
+	s.warmup = 1;
+	assert_int_equal(loadstats_record(&st, &s, more, 2), 0);
+	assert_int_equal(st.n, 2);
+	assert_int_equal(st.nitl, 7);
+	assert_int_equal(st.v[0].itl_off, 0);
+	assert_int_equal(st.v[0].itl_n, 5);
+	assert_int_equal(st.v[1].itl_off, 5);
+	assert_int_equal(st.itl[st.v[1].itl_off + 1], 8);
+	assert_int_equal(st.measured, 1);
 	loadstats_free(&st);
 }
 
-/* Error rate = not ok / all; latency only from ok requests; samples kept
- * in order when asked. */
+/* Errors counted over the measured requests; a merge keeps each sample's
+ * gaps its own. */
 static void test_error_rate(void **state)
 {
-	struct loadstats st;
+	struct loadstats st, b;
 	uint32_t gap = 7;
 
 	(void)state;
-	loadstats_init(&st, 1);
-	assert_true(loadstats_error_rate(&st) == 0);
+	loadstats_init(&st);
+	loadstats_init(&b);
 	for (int i = 0; i < 10; i++) {
 		struct load_sample s = ok_sample(1000 + i, 50);
 		if (i % 4 == 1)
 			s.outcome = OUTCOME_UPSTREAM_ERROR;
 		else if (i % 4 == 2)
 			s.outcome = OUTCOME_TIMEOUT;
-		loadstats_record(&st, &s, &gap, 1);
+		loadstats_record(i < 6 ? &st : &b, &s, &gap, 1);
 	}
-	/* i = 1, 5, 9 http_error; 2, 6 timeout */
-	assert_int_equal(st.requests, 10);
-	assert_int_equal(st.outcomes[OUTCOME_OK], 5);
-	assert_int_equal(st.outcomes[OUTCOME_UPSTREAM_ERROR], 3);
-	assert_int_equal(st.outcomes[OUTCOME_TIMEOUT], 2);
-	assert_int_equal(loadstats_errors(&st), 5);
-	assert_near(loadstats_error_rate(&st), 0.5, 1e-12);
-	assert_int_equal(st.ttft.count, 5);
-	assert_int_equal(st.itl.count, 5);
-	assert_int_equal(st.output_tokens, 100);
-	assert_int_equal(st.nsamples, 10);
-	assert_int_equal(st.samples[9].ttft_us, 1009);
-	assert_int_equal(st.samples[1].outcome, OUTCOME_UPSTREAM_ERROR);
+	assert_int_equal(loadstats_merge(&st, &b), 0);
+	assert_int_equal(b.n, 0);
+	assert_int_equal(st.measured, 10);
+	assert_int_equal(st.errors, 5);
+	assert_int_equal(st.n, 10);
+	assert_int_equal(st.v[9].ttft_us, 1009);
+	assert_int_equal(st.v[9].itl_off, 9);
+	assert_int_equal(st.v[1].outcome, OUTCOME_UPSTREAM_ERROR);
 	assert_string_equal(meter_outcome_name(OUTCOME_CONNECT_ERROR), "connect_error");
 	loadstats_free(&st);
 }
@@ -204,15 +146,16 @@ static void test_tpot_undefined_one_token(void **state)
 	assert_int_equal(s.outcome, OUTCOME_OK);
 	assert_int_equal(s.ttft_us, 50000);
 	assert_int_equal(s.output_tokens, 1);
-	assert_int_equal(s.tpot_us, -1);
+	assert_true(s.tpot_us < 0);
 	assert_int_equal(s.itl_max_us, -1);
 	assert_true(s.output_speed < 0);
 	assert_int_equal(s.duration_us, 52000);
-	loadstats_init(&st, 0);
+	assert_int_equal(s.first_token_us, 51000);
+	assert_int_equal(s.events, 3);
+	assert_int_equal(s.token_chunks, 1);
+	loadstats_init(&st);
 	loadstats_record(&st, &s, NULL, 0);
-	assert_int_equal(st.ttft.count, 1);
-	assert_int_equal(st.tpot.count, 0);
-	assert_int_equal(st.speed.count, 0);
+	assert_int_equal(st.n, 1);
 	loadstats_free(&st);
 	meter_free(&m);
 }
@@ -235,12 +178,13 @@ static void test_tpot_undefined_by_usage(void **state)
 	loadstats_sample(&s, &m, METER_END_COMPLETE, 0);
 	assert_int_equal(s.output_tokens, 1);
 	assert_true(s.tokens_from_usage);
-	assert_int_equal(s.tpot_us, -1);
+	assert_true(s.tpot_us < 0);
 	assert_int_equal(s.itl_max_us, 10000);
 	meter_free(&m);
 }
 
-/* Two events 10 ms apart, usage 5: TPOT = 10 ms / 4, speed = 4 / 10 ms. */
+/* Two events 10 ms apart, usage 5: TPOT = 10 ms / 2.5 (see below), speed
+ * = 2.5 / 10 ms; times relative to the level's start. */
 static void test_tpot_defined(void **state)
 {
 	struct meter m;
@@ -253,12 +197,58 @@ static void test_tpot_defined(void **state)
 	usage_event(&m, 5, 112000);
 	feed(&m, DONE, 112000);
 	meter_end(&m, 112000);
-	loadstats_sample(&s, &m, METER_END_COMPLETE, 7);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 993);
 	assert_int_equal(s.start_us, 7);
 	assert_int_equal(s.ttft_us, 100000);
-	assert_int_equal(s.tpot_us, 2500);
-	assert_near(s.output_speed, 400.0, 1e-9);
+	/* 5 tokens in 2 events: the first event's share not told, it is
+	 * taken as the mean (2.5), and 2.5 tokens came in the 10 ms after it */
+	assert_near(s.tpot_us, 4000, 1e-9);
+	assert_near(s.output_speed, 250.0, 1e-9);
 	assert_int_equal(s.input_tokens, 3);
+	assert_int_equal(s.first_token_us, 101000 - 993);
+	assert_int_equal(s.last_token_us, 111000 - 993);
+	/* TPOT is exact, not the meter's whole µs: 10 ms over 3 gaps (four
+	 * events, four tokens: one an event) */
+	meter_free(&m);
+	open_stream(&m, DIALECT_OPENAI, 200);
+	feed(&m, TOK, 101000);
+	feed(&m, TOK, 104000);
+	feed(&m, TOK, 107000);
+	feed(&m, TOK, 111000);
+	usage_event(&m, 4, 112000);
+	feed(&m, DONE, 112000);
+	meter_end(&m, 112000);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 0);
+	assert_near(s.tpot_us, 10000.0 / 3, 1e-12);
+	meter_free(&m);
+}
+
+/* Chunks are not tokens: a first chunk of 8 tokens (told by a usage on
+ * every chunk) then 12 more, one a chunk 20 ms apart: TPOT is the 20 ms
+ * the tokens after the first chunk took, not 12 x 20 ms / 19. */
+static void test_tpot_first_chunk(void **state)
+{
+	struct meter m;
+	struct load_sample s;
+	char buf[160];
+	uint64_t t = 100000;
+
+	(void)state;
+	open_stream(&m, DIALECT_OPENAI, 200);
+	for (int i = 0; i < 13; i++, t += 20000) {
+		snprintf(buf, sizeof(buf), "data: {\"choices\":[{\"delta\":{\"content\":"
+		    "\"x\"}}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\n",
+		    8 + i);
+		feed(&m, buf, t);
+	}
+	feed(&m, DONE, t);
+	meter_end(&m, t);
+	loadstats_sample(&s, &m, METER_END_COMPLETE, 0);
+	assert_int_equal(s.output_tokens, 20);
+	assert_int_equal(s.token_chunks, 13);
+	assert_int_equal(s.first_chunk_tokens, 8);
+	assert_near(s.tpot_us, 20000, 1e-12);
+	assert_near(s.output_speed, 50, 1e-12);
 	meter_free(&m);
 }
 
@@ -409,7 +399,7 @@ static void test_scen_errors(void **state)
 	    "at line 16)");
 	assert_error(errs, 17, 5, "unknown key 'tmeout' in scenarios[4]; did you mean 'timeout'?");
 	assert_error(errs, 18, 15, "scenarios[4].arrivals: unknown arrivals 'poison' (valid: "
-	    "poisson, uniform); did you mean 'poisson'?");
+	    "poisson, uniform, constant, gamma); did you mean 'poisson'?");
 	assert_int_equal(f.n, 0);
 	assert_null(f.v);
 	free(errs);
@@ -436,14 +426,12 @@ static void test_scen_syntax_error(void **state)
 	free(errs);
 }
 
-/* Goodput: each request judged by the one rule against the largest TTFT
- * and TPOT limits of the scenario's targets. */
+/* Goodput's targets: the largest TTFT and TPOT limits of the scenario's
+ * targets (the judging is test_load_summary.c's). */
 static void test_goodput(void **state)
 {
 	struct load_scen_file f;
 	struct goodput_targets g;
-	struct loadstats st;
-	struct load_sample s;
 	char *errs = NULL;
 
 	(void)state;
@@ -456,27 +444,6 @@ static void test_goodput(void **state)
 	assert_int_equal(g.us[GOODPUT_TTFT], 500000);
 	assert_int_equal(g.us[GOODPUT_TPOT], 30000);
 	load_scen_free(&f);
-
-	loadstats_init(&st, 0);
-	loadstats_goodput(&st, &g);
-	s = ok_sample(400000, 20000);
-	loadstats_record(&st, &s, NULL, 0);          /* good */
-	s = ok_sample(600000, 20000);
-	loadstats_record(&st, &s, NULL, 0);          /* TTFT over */
-	s = ok_sample(100000, -1);
-	loadstats_record(&st, &s, NULL, 0);          /* one token: good */
-	s = ok_sample(100000, 10000);
-	s.outcome = OUTCOME_UPSTREAM_ERROR;
-	loadstats_record(&st, &s, NULL, 0);          /* an error */
-	assert_int_equal(st.good, 2);
-	assert_int_equal(st.judged, 4);
-	loadstats_free(&st);
-
-	loadstats_init(&st, 0);                      /* no targets: not judged */
-	s = ok_sample(400000, 20000);
-	loadstats_record(&st, &s, NULL, 0);
-	assert_int_equal(st.judged, 0);
-	loadstats_free(&st);
 }
 
 static void test_scen_values(void **state)
@@ -535,7 +502,7 @@ static void test_scen_values(void **state)
 	assert_near(a->targets[2].limit, 0.01, 1e-12);
 	assert_int_equal(b->baseline, 0);
 	assert_true(b->conf.rate == 2.5);
-	assert_true(b->conf.uniform);
+	assert_int_equal(b->conf.arrivals, LOAD_ARR_CONSTANT);
 	assert_int_equal(b->conf.count, 40);
 	/* a count without a duration runs to the count */
 	assert_int_equal(b->conf.duration_us, 0);
@@ -575,8 +542,8 @@ static void test_scen_targets_eval(void **state)
 	double v;
 
 	(void)state;
-	loadstats_init(&cur, 0);
-	loadstats_init(&base, 0);
+	loadstats_init(&cur);
+	loadstats_init(&base);
 	memset(&t, 0, sizeof(t));
 	t.metric = LOAD_M_TPOT;
 	t.stat = LOAD_S_DEGRADATION;
@@ -601,7 +568,10 @@ static void test_scen_targets_eval(void **state)
 	assert_true(v == 49);
 	t.stat = LOAD_S_P50;
 	assert_int_equal(load_scen_value(&t, &cur, NULL, &v), 0);
-	assert_true(v == 44);              /* rank 5 of 40..49, exact below 64 µs */
+	assert_near(v, 44.5, 1e-12);       /* exact: between 44 and 45 */
+	t.stat = LOAD_S_P90;
+	assert_int_equal(load_scen_value(&t, &cur, NULL, &v), 0);
+	assert_near(v, 48.1, 1e-12);
 	t.metric = LOAD_M_ITL;
 	assert_int_equal(load_scen_value(&t, &cur, NULL, &v), -1);
 	t.metric = LOAD_M_ERROR_RATE;
@@ -631,8 +601,16 @@ static void test_conf_parsers(void **state)
 	assert_string_equal(c.host, "::1");
 	assert_int_equal(c.port, 8081);
 	assert_string_equal(c.path, "/");
-	assert_int_equal(load_conf_set_url(&c, "https://example.com/", &err), -1);
-	assert_non_null(strstr(err, "https"));
+	assert_int_equal(load_conf_set_url(&c, "https://example.com/", &err), 0);
+	assert_true(c.tls);
+	assert_int_equal(c.port, 443);
+	assert_int_equal(load_conf_set_arrivals(&c, "gamma", &err), 0);
+	assert_int_equal(c.arrivals, LOAD_ARR_GAMMA);
+	assert_int_equal(load_conf_set_arrivals(&c, "bursty", &err), -1);
+	assert_int_equal(load_conf_set_burstiness(&c, "0.25", &err), 0);
+	assert_true(c.burstiness == 0.25);
+	assert_int_equal(load_conf_set_burstiness(&c, "0", &err), -1);
+	assert_int_equal(load_conf_set_burstiness(&c, "x", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "ftp://x/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x:0/", &err), -1);
 	assert_int_equal(load_conf_set_url(&c, "http://x/a b", &err), -1);
@@ -702,7 +680,8 @@ static void test_bodies(void **state)
 
 		snprintf(url, sizeof(url), "http://h:1%s", cases[i].path);
 		assert_int_equal(load_conf_set_url(&c, url, &err), 0);
-		assert_int_equal(load_body_json(b, &c, 25, 42, &seed), 0);
+		struct load_req rq = { .prompt_tokens = 25, .max_tokens = 42 };
+		assert_int_equal(load_body_json(b, &c, &rq, &seed), 0);
 		len = evbuffer_get_length(b);
 		json = malloc(len + 1);
 		evbuffer_remove(b, json, len);
@@ -725,13 +704,16 @@ static void test_request_head(void **state)
 	char *req, *body, *p;
 	size_t len, clen;
 	uint64_t seed = 3;
+	struct load_header own = { (char *)"X-Mock-TTFT", (char *)"9ms" };
+	struct load_req rq = { .prompt_tokens = 10, .max_tokens = 3,
+	    .request_id = "tl1-0-7" };
 
 	(void)state;
 	assert_int_equal(load_conf_init(&c), 0);
 	assert_int_equal(load_conf_set_url(&c, "http://h:81/v1/chat/completions", &err), 0);
 	assert_int_equal(load_conf_add_header_line(&c, "X-Mock-TTFT: 5ms", &err), 0);
 	assert_int_equal(load_conf_add_header_line(&c, "Content-Length: 1", &err), 0);
-	assert_int_equal(load_body_request(b, &c, 10, 3, &seed), 0);
+	assert_int_equal(load_body_request(b, &c, &rq, &seed), 0);
 	len = evbuffer_get_length(b);
 	req = malloc(len + 1);
 	evbuffer_remove(b, req, len);
@@ -739,6 +721,7 @@ static void test_request_head(void **state)
 	assert_true(strncmp(req, "POST /v1/chat/completions HTTP/1.1\r\n", 36) == 0);
 	assert_non_null(strstr(req, "\r\nHost: h:81\r\n"));
 	assert_non_null(strstr(req, "\r\nX-Mock-TTFT: 5ms\r\n"));
+	assert_non_null(strstr(req, "\r\nX-Request-Id: tl1-0-7\r\n"));
 	assert_null(strstr(req, "Content-Length: 1\r\n"));
 	body = strstr(req, "\r\n\r\n");
 	assert_non_null(body);
@@ -753,6 +736,64 @@ static void test_request_head(void **state)
 	p += 11;
 	assert_int_equal(strcspn(p, "\""), 40);
 	free(req);
+	/* a trace's own header replaces -H's of that name; no id asked: none */
+	rq.headers = &own;
+	rq.nheaders = 1;
+	rq.request_id = NULL;
+	assert_int_equal(load_body_request(b, &c, &rq, &seed), 0);
+	len = evbuffer_get_length(b);
+	req = malloc(len + 1);
+	evbuffer_remove(b, req, len);
+	req[len] = '\0';
+	assert_non_null(strstr(req, "\r\nX-Mock-TTFT: 9ms\r\n"));
+	assert_null(strstr(req, "5ms"));
+	assert_null(strstr(req, "X-Request-Id"));
+	free(req);
+	evbuffer_free(b);
+	load_conf_free(&c);
+}
+
+/* Prompts of a file go into the body escaped by the one JSON writer; a
+ * chat's messages as the file gave them; a usage on every chunk asked. */
+static void test_body_prompts(void **state)
+{
+	struct load_conf c;
+	struct load_prompt pr;
+	struct evbuffer *b = evbuffer_new();
+	const char *err;
+	char *json;
+	size_t len;
+	uint64_t seed = 1;
+	struct load_req rq = { .max_tokens = 5, .prompt = &pr };
+
+	(void)state;
+	memset(&pr, 0, sizeof(pr));
+	pr.text = (char *)"say \"hi\"\n\x01";
+	pr.text_len = strlen(pr.text);
+	assert_int_equal(load_conf_init(&c), 0);
+	assert_int_equal(load_conf_set_url(&c, "http://h:1/v1/completions", &err), 0);
+	c.continuous_usage = 1;
+	assert_int_equal(load_body_json(b, &c, &rq, &seed), 0);
+	len = evbuffer_get_length(b);
+	json = malloc(len + 1);
+	evbuffer_remove(b, json, len);
+	json[len] = '\0';
+	if (strstr(json, "\"prompt\":\"say \\\"hi\\\"\\u000a\\u0001\"") == NULL)
+		fail_msg("%s", json);
+	assert_non_null(strstr(json, "\"include_usage\":true,\"continuous_usage_stats\":true}"));
+	assert_int_equal(strlen(json), len);          /* no NUL inside */
+	free(json);
+	pr.messages = (char *)"[{\"role\":\"system\",\"content\":\"be brief\"}]";
+	pr.messages_len = strlen(pr.messages);
+	assert_int_equal(load_conf_set_url(&c, "http://h:1/v1/chat/completions", &err), 0);
+	assert_int_equal(load_body_json(b, &c, &rq, &seed), 0);
+	len = evbuffer_get_length(b);
+	json = malloc(len + 1);
+	evbuffer_remove(b, json, len);
+	json[len] = '\0';
+	assert_non_null(strstr(json, "\"messages\":[{\"role\":\"system\",\"content\":"
+	    "\"be brief\"}],"));
+	free(json);
 	evbuffer_free(b);
 	load_conf_free(&c);
 }
@@ -760,12 +801,12 @@ static void test_request_head(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_quantiles_match_exact),
 		cmocka_unit_test(test_itl_recorded),
 		cmocka_unit_test(test_error_rate),
 		cmocka_unit_test(test_tpot_undefined_one_token),
 		cmocka_unit_test(test_tpot_undefined_by_usage),
 		cmocka_unit_test(test_tpot_defined),
+		cmocka_unit_test(test_tpot_first_chunk),
 		cmocka_unit_test(test_outcomes),
 		cmocka_unit_test_setup_teardown(test_scen_errors, scen_setup, scen_teardown),
 		cmocka_unit_test_setup_teardown(test_scen_syntax_error, scen_setup, scen_teardown),
@@ -775,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_conf_parsers),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_request_head),
+		cmocka_unit_test(test_body_prompts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

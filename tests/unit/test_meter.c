@@ -115,7 +115,13 @@ static void test_itl_and_usage(void **state)
 	assert_int_equal(meter_output_tokens(&m), 9);
 	assert_true(meter_tokens_from_usage(&m));
 	assert_int_equal(meter_input_tokens(&m), 7);
-	assert_int_equal(meter_tpot_us(&m), 90 / 8);
+	/* 9 tokens in 3 events, and the first event's own not told: it is
+	 * taken to carry 3, so the 90 µs from it to the last made 6 */
+	assert_int_equal(meter_tpot_us(&m), 90 / 6);
+	assert_true(meter_tpot_estimated(&m));
+	assert_int_equal(meter_token_source(&m), TOKENS_USAGE);
+	assert_true(meter_tokens_per_event(&m) == 3.0);
+	assert_int_equal(m.first_event_tokens, -1);
 	meter_free(&m);
 }
 
@@ -577,6 +583,96 @@ static void test_no_token(void **state)
 	meter_free(&m);
 }
 
+/* Chunks are not tokens: a backend that batches (5 tokens an event, 8 in
+ * the first) with usage on every chunk (vLLM's continuous_usage_stats):
+ * N from the usage, the first event's 8 from its count, TPOT over the 15
+ * tokens made after the first event, never over the events. */
+#define CU(text, n) "data: {\"choices\":[{\"delta\":{\"content\":\"" text "\"}}]," \
+	"\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":" #n "}}\n\n"
+
+static void test_chunks_are_not_tokens(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, SSE, 10);
+	feed(&m, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}],"
+	    "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":0}}\n\n", 20);
+	feed(&m, CU("abcdefgh", 8), 100);
+	feed(&m, CU("ijklm", 13), 130);
+	feed(&m, CU("nopqr", 18), 160);
+	feed(&m, CU("stuvw", 23), 190);
+	feed(&m, "data: [DONE]\n\n", 200);
+	meter_end(&m, 210);
+	assert_int_equal(meter_output_tokens(&m), 23);
+	assert_int_equal(m.token_events, 4);
+	assert_int_equal(m.first_event_tokens, 8);
+	assert_int_equal(meter_token_source(&m), TOKENS_CONTINUOUS);
+	assert_string_equal(meter_tokens_name(meter_token_source(&m)), "continuous_usage");
+	assert_true(meter_tokens_per_event(&m) == 23.0 / 4);
+	assert_int_equal(meter_tpot_us(&m), 90 / 15);
+	assert_false(meter_tpot_estimated(&m));
+	assert_true(meter_speed_tokens(&m) == 15);
+	meter_free(&m);
+
+	/* the same events without a count: one token an event, as SPEC §4
+	 * says, and nothing told of the first */
+	meter_init(&m, 0, DIALECT_OPENAI);
+	head(&m, SSE, 0, 10);
+	feed(&m, TOK, 100);
+	feed(&m, TOK, 130);
+	meter_end(&m, 140);
+	assert_int_equal(meter_token_source(&m), TOKENS_EVENTS);
+	assert_int_equal(m.first_event_tokens, -1);
+	assert_true(meter_tokens_per_event(&m) < 0);
+	assert_int_equal(meter_tpot_us(&m), 30);
+	meter_free(&m);
+
+	/* TGI: one token an event by its protocol */
+	meter_init(&m, 0, DIALECT_TGI);
+	head(&m, SSE, 0, 10);
+	feed(&m, "data:{\"token\":{\"id\":1,\"text\":\"a\",\"special\":false}}\n\n", 50);
+	meter_end(&m, 60);
+	assert_int_equal(m.first_event_tokens, 1);
+	meter_free(&m);
+}
+
+/* The wire report of one stream: CRLF line ends, "data:" without its
+ * space, a comment and a ping and an empty delta (keep-alives, 100 µs
+ * apart), two events in one read, usage on every chunk, no [DONE]. */
+static void test_wire_report(void **state)
+{
+	struct meter m;
+	struct meter_wire w;
+
+	(void)state;
+	openai(&m, 0, SSE, 10);
+	feed(&m, ": hello\r\n\r\n", 100);
+	feed(&m, "event: ping\r\ndata: {}\r\n\r\n", 200);
+	feed(&m, "data:{\"choices\":[{\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}\r\n\r\n", 300);
+	feed(&m, "data:{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":1}}\r\n\r\n"
+	    "data:{\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":{\"completion_tokens\":2}}\r\n\r\n", 400);
+	meter_end(&m, 500);
+	meter_wire(&m, &w);
+	assert_int_equal(w.stream, 1);
+	assert_int_equal(w.crlf, 11);
+	assert_int_equal(w.lf + w.cr, 0);
+	assert_int_equal(w.data_bare, 3);
+	assert_int_equal(w.data_space, 1);
+	assert_int_equal(w.comments, 1);
+	assert_int_equal(w.pings, 1);
+	assert_int_equal(w.empty_deltas, 1);
+	assert_int_equal(w.ka_gaps, 2);
+	assert_int_equal(w.ka_span_us, 200);
+	assert_int_equal(w.events, 4);
+	assert_int_equal(w.event_reads, 3);
+	assert_int_equal(w.usage, WIRE_USAGE_EVERY);
+	assert_int_equal(w.end, WIRE_END_MISSING);
+	assert_int_equal(w.error_in_2xx, 0);
+	assert_int_equal(meter_outcome(&m, METER_END_COMPLETE), OUTCOME_UPSTREAM_ABORT);
+	meter_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -594,6 +690,8 @@ int main(void)
 		cmocka_unit_test(test_client_hold),
 		cmocka_unit_test(test_stalls),
 		cmocka_unit_test(test_no_token),
+		cmocka_unit_test(test_chunks_are_not_tokens),
+		cmocka_unit_test(test_wire_report),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,7 @@ static void test_request_rewrite(void **state)
 	rq.n = sizeof h / sizeof h[0];
 
 	struct evbuffer *out = evbuffer_new();
-	httphead_write_request(out, &rq, &c->routes[0], &c->routes[0].upstreams[0], "127.0.0.1", "https", "rid1", 4, 0);
+	httphead_write_request(out, &rq, &c->routes[0], &c->routes[0].upstreams[0], "127.0.0.1", "https", "rid1", 4, 0, NULL);
 	char *s = drain(out);
 	assert_string_equal(s,
 	    "POST /base/v1/chat?stream=1 HTTP/1.1\r\n"
@@ -101,11 +101,11 @@ static void test_preserve_host_and_default_port(void **state)
 	rq.n = 1;
 
 	struct evbuffer *out = evbuffer_new();
-	httphead_write_request(out, &rq, &c->routes[0], &c->routes[0].upstreams[0], "::1", "http", "r", 1, 0);
+	httphead_write_request(out, &rq, &c->routes[0], &c->routes[0].upstreams[0], "::1", "http", "r", 1, 0, NULL);
 	char *s = drain(out);
 	assert_non_null(strstr(s, "Host: front:8080\r\n"));
 	free(s);
-	httphead_write_request(out, &rq, &c->routes[1], &c->routes[1].upstreams[0], "::1", "http", "r", 1, 0);
+	httphead_write_request(out, &rq, &c->routes[1], &c->routes[1].upstreams[0], "::1", "http", "r", 1, 0, NULL);
 	s = drain(out);
 	assert_non_null(strstr(s, "Host: example.com\r\n"));
 	assert_null(strstr(s, "front"));
@@ -195,7 +195,7 @@ static void test_upgrade(void **state)
 	rq.target_len = rq.path_len = 5;
 	struct evbuffer *out = evbuffer_new();
 	httphead_write_request(out, &rq, a, &a->upstreams[0], "127.0.0.1", "http", "r", 1,
-	    HTTPHEAD_UPGRADE);
+	    HTTPHEAD_UPGRADE, NULL);
 	char *s = drain(out);
 	assert_string_equal(s, "GET /chat HTTP/1.1\r\nUpgrade: WebSocket/13\r\n"
 	    "Connection: Upgrade\r\nHost: 10.0.0.1:8000\r\nX-Forwarded-For: 127.0.0.1\r\n"
@@ -203,7 +203,7 @@ static void test_upgrade(void **state)
 	/* (the forwarded Upgrade is where the client's first one was) */
 	free(s);
 	httphead_write_request(out, &rq, b, &b->upstreams[0], "127.0.0.1", "http", "r", 1,
-	    HTTPHEAD_UPGRADE);
+	    HTTPHEAD_UPGRADE, NULL);
 	s = drain(out);
 	assert_non_null(strstr(s, "\r\nUpgrade: WebSocket/13, example/2\r\n"));
 	free(s);

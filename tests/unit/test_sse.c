@@ -369,6 +369,57 @@ static void test_ndjson(void **state)
 	    "[|0123456789|-][|abc|-][|z|-]", 1);
 }
 
+/* The wire report's counters (line ends, data with and without its space,
+ * comments, pings without data) are the same however the bytes are cut,
+ * a CR at the end of a feed included. */
+static void wire_counts(const char *in, size_t len, const size_t *cuts, size_t n,
+    uint64_t out[8])
+{
+	struct sse_parser p;
+	size_t at = 0;
+
+	sse_init(&p, SSE_MODE_EVENTS, 4096, NULL, NULL);
+	for (size_t i = 0; i <= n; i++) {
+		size_t to = i < n ? cuts[i] : len;
+		sse_feed(&p, in + at, to - at);
+		at = to;
+	}
+	out[0] = p.lf;
+	out[1] = p.crlf;
+	out[2] = p.cr;
+	out[3] = p.data_space;
+	out[4] = p.data_bare;
+	out[5] = p.comments;
+	out[6] = p.pings;
+	out[7] = p.events;
+	sse_free(&p);
+}
+
+static void test_wire_counters(void **state)
+{
+	static const char in[] =
+	    ": ok\r\ndata:{\"a\":1}\r\n\r\nevent: ping\r\n\r\n: ka\r\n\r\n"
+	    "data: b\n\ndata:\rdata: c\r\revent: ping\ndata: {}\n\n";
+	/* lines: 11 CRLF (": ok", the data, the blank, "event: ping", the
+	 * blank, ": ka", the blank) = 7; LF: "data: b", blank, "event: ping",
+	 * "data: {}", blank = 5; CR alone: "data:", "data: c", blank = 3 */
+	const uint64_t want[8] = { 5, 7, 3, 3, 2, 2, 1, 4 };
+	uint64_t got[8];
+	size_t len = sizeof(in) - 1, cuts[64];
+
+	(void)state;
+	wire_counts(in, len, NULL, 0, got);
+	assert_memory_equal(got, want, sizeof want);
+	for (size_t i = 0; i < len - 1 && i < 64; i++)
+		cuts[i] = i + 1;
+	wire_counts(in, len, cuts, len - 1 < 64 ? len - 1 : 64, got);
+	assert_memory_equal(got, want, sizeof want);
+	for (size_t at = 1; at < len; at++) {
+		wire_counts(in, len, &at, 1, got);
+		assert_memory_equal(got, want, sizeof want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -389,6 +440,7 @@ int main(void)
 		cmocka_unit_test(test_zero_copy),
 		cmocka_unit_test(test_random_cuts),
 		cmocka_unit_test(test_ndjson),
+		cmocka_unit_test(test_wire_counters),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,13 +1,17 @@
 /* Statistics: windows, trend, R², cardinality, Prometheus output, on a fake
  * clock. Records go through the same ring the workers use. */
 
+#include <math.h>
+
 #include <event2/buffer.h>
 
 #include "config.h"
+#include "history.h"
 #include "meter.h"
 #include "metrics.h"
 #include "promout.h"
 #include "ring.h"
+#include "promproto.h"
 #include "stats.h"
 
 #include "unit.h"
@@ -483,6 +487,89 @@ static void test_stats_pages(void **state)
 	evbuffer_free(b);
 }
 
+/* history_save's pieces gathered in a pb. */
+static int to_pb(void *arg, const void *p, size_t n)
+{
+	pb_raw(arg, p, n);
+	return ((struct pb *)arg)->oom ? -1 : 0;
+}
+
+static double field(const char *s, const char *after, const char *name)
+{
+	const char *p = strstr(s, after);
+	char key[64];
+	double v = -1;
+
+	assert_non_null(p);
+	snprintf(key, sizeof key, "\"%s\":", name);
+	p = strstr(p, key);
+	assert_non_null(p);
+	if (strncmp(p + strlen(key), "null", 4) == 0)
+		return NAN;
+	assert_int_equal(sscanf(p + strlen(key), "%lf", &v), 1);
+	return v;
+}
+
+/* With a history attached, a route's trend and R² (and the instance's)
+ * come from it: after a restart that read the history back they are what
+ * they were, where the window's own slices hold one request. */
+static void test_trend_and_r2_from_the_history(void **state)
+{
+	static const struct conf_history_step t[] = { { 10000000, 300000000 } };
+	struct history *h;
+	struct pb saved = { 0 };
+	char why[200];
+
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	h = history_new(t, 1);
+	assert_non_null(h);
+	stats_set_history(h);
+	history_advance(h, fake_now);
+	for (int c = 0; c < 30; c++)
+		request("lin", "t", "m", 100000 + (uint64_t)c * 1000, 10000, 5, c, OUTCOME_OK);
+	fake_now += 60ull * 1000000;
+	for (int c = 0; c < 30; c++)
+		request("lin", "t", "m", 150000 + (uint64_t)c * 1000, 12000, 5, c, OUTCOME_OK);
+	char *s = json("1m", BY_ROUTE);
+	/* P95 of 150..179 ms against 100..129 ms */
+	double trend = field(s, "\"route\":\"lin\"", "ttft_p95");
+	double r2 = field(s, "\"route\":\"lin\"", "ttft_concurrency_r2");
+	assert_true(trend > 178.0 / 128 - 1.02 && trend < 178.0 / 128 - 0.98);
+	assert_true(r2 > 0.99);
+	/* the instance's row: every group's, its trend the history's too */
+	assert_true(field(s, "\"instance\":", "requests") == 30);
+	assert_true(field(s, "\"instance\":", "ttft_p95") == trend);
+	free(s);
+	history_advance(h, fake_now);
+	assert_int_equal(history_save(h, fake_now, to_pb, &saved), 0);
+	stats_set_history(NULL);
+	history_free(h);
+	/* a restart: new windows, the history read back */
+	uint64_t later = fake_now + 2000000;
+	setup_conf("stats: {windows: [1m]}\n");
+	fake_now = later;
+	h = history_load(saved.p, saved.n, t, 1, fake_now, why, sizeof why);
+	assert_non_null(h);
+	request("lin", "t", "m", 160000, 12000, 5, 30, OUTCOME_OK);
+	s = json("1m", BY_ROUTE);
+	assert_true(isnan(field(s, "\"route\":\"lin\"", "ttft_concurrency_r2")));
+	assert_true(isnan(field(s, "\"route\":\"lin\"", "ttft_p95")));
+	free(s);
+	stats_set_history(h);
+	s = json("1m", BY_ROUTE);
+	assert_true(field(s, "\"route\":\"lin\"", "ttft_concurrency_r2") > 0.98);
+	assert_true(field(s, "\"route\":\"lin\"", "ttft_p95") == trend);
+	/* by tenant: the window's own slices, as before */
+	free(s);
+	s = json("1m", BY_ROUTE | BY_TENANT);
+	assert_true(isnan(field(s, "\"route\":\"lin\"", "ttft_concurrency_r2")));
+	free(s);
+	stats_set_history(NULL);
+	history_free(h);
+	pb_free(&saved);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -506,6 +593,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_idle_label_sets_and_groups_go, teardown),
 		cmocka_unit_test_teardown(test_folded_group_finds_room, teardown),
 		cmocka_unit_test_teardown(test_stats_pages, teardown),
+		cmocka_unit_test_teardown(test_trend_and_r2_from_the_history, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -337,6 +337,7 @@ static void step(struct alert_set *s, struct subject *x, size_t i, double value,
 	 * applies, and reaching it again resolves (no hysteresis to a count) */
 	if (rule_metric(i) == ALERT_HEALTHY) {
 		over = value >= 0 && value < r->threshold;
+		clear = !over;
 		if (r->state == ALERT_FIRING && !over) {
 			r->value = value;
 			resolve(s, x, i);

@@ -15,17 +15,15 @@ static void quantile_name(double q, char *buf, size_t len)
 	snprintf(buf, len, "p%g", q * 100);
 }
 
-/* A value as people read it: "2310ms", "45.3ms", "0.31"; "none". */
-static void value_text(const struct alert_transition *t, double v, char *buf,
-    size_t len)
+void alert_format_value(enum alert_metric m, double v, char *buf, size_t len)
 {
 	if (v < 0)
 		snprintf(buf, len, "none");
-	else if (t->metric == ALERT_STALLED)
+	else if (m == ALERT_STALLED)
 		snprintf(buf, len, "%.0f", v);
-	else if (t->metric == ALERT_ERROR_RATE)
+	else if (m == ALERT_ERROR_RATE)
 		snprintf(buf, len, "%.3g", v);
-	else if (t->metric == ALERT_HEALTHY)
+	else if (m == ALERT_HEALTHY)
 		snprintf(buf, len, "%.0f", v);
 	else
 		snprintf(buf, len, v >= 100 ? "%.0fms" : v >= 10 ? "%.1fms" : "%.2fms", v);
@@ -38,8 +36,8 @@ static void figure_texts(const struct alert_transition *t, char *name,
 		snprintf(name, 16, "%s", alert_metric_name(t->metric));
 	else
 		quantile_name(t->quantile, name, 16);
-	value_text(t, t->value, value, 32);
-	value_text(t, t->threshold, threshold, 32);
+	alert_format_value(t->metric, t->value, value, 32);
+	alert_format_value(t->metric, t->threshold, threshold, 32);
 	util_duration_text(t->window_us, window, 32);
 }
 
@@ -141,8 +139,7 @@ static void burn_alertmanager(struct evbuffer *out, const struct alert_transitio
 	char summary[512], desc[512];
 
 	burn_texts(t, &x);
-	snprintf(summary, sizeof summary, "SLO %s burns its error budget faster than %sx",
-	    t->slo, x.rate);
+	alert_format_summary(t, summary, sizeof summary);
 	snprintf(desc, sizeof desc, "SLO %s (objective %g) burned its error budget %sx over "
 	    "the last %s (%llu requests) and %sx over the last %s (%llu requests); the %s "
 	    "rate is %sx.", t->slo, t->objective, x.lv, x.lw, (unsigned long long)t->samples,
@@ -270,4 +267,18 @@ void alert_format_alertmanager(struct evbuffer *out,
 		jsonw_str(out, t->tenant);
 	}
 	am_rest(out, instance, summary, desc, t->starts_at_ms, ends_at_ms, generator_url);
+}
+
+void alert_format_summary(const struct alert_transition *t, char *buf, size_t len)
+{
+	char summary[512], desc[512];
+
+	if (t->metric == ALERT_BURN_RATE) {
+		struct burn_texts x;
+		burn_texts(t, &x);
+		snprintf(buf, len, "SLO %s burns its error budget faster than %sx", t->slo, x.rate);
+		return;
+	}
+	am_texts(t, summary, desc, sizeof summary);
+	snprintf(buf, len, "%s", summary);
 }

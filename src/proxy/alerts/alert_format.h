@@ -22,4 +22,12 @@ void alert_format_alertmanager(struct evbuffer *out,
     const struct alert_transition *t, const char *instance,
     const char *generator_url, uint64_t ends_at_ms);
 
+/* A value or threshold of metric m as people read it: "2310ms", "45.3ms"
+ * (m a time, v in ms), "0.31", "3"; "none" when v < 0. */
+void alert_format_value(enum alert_metric m, double v, char *buf, size_t len);
+/* The Alertmanager summary of t ("TTFT p95 of route openai over 1000ms"):
+ * it names the rule and its threshold, not the value, so the Prometheus
+ * rules (alert_rules.c) carry the same, with templates for the names. */
+void alert_format_summary(const struct alert_transition *t, char *buf, size_t len);
+
 #endif

@@ -701,6 +701,14 @@ static void prom_counter(const struct notify_set *ns, struct promout *out,
 
 void notify_prometheus(const struct notify_set *ns, struct promout *out)
 {
+	struct promout_labels l = { .n = 0 };
+
+	/* the rules of --prometheus-rules name each scraped target by it, so
+	 * that Alertmanager sees one alert from either path (alert_rules.h) */
+	promout_family(out, "tokentap_alert_instance_info", "The instance label of the "
+	    "alerts this tokentap sends (host name/first listen address).", PROMPROTO_GAUGE);
+	promout_label(&l, "alert_instance", ns->instance);
+	promout_sample(out, &l, 1);
 	if (ns->n == 0)
 		return;
 	prom_counter(ns, out, "tokentap_notify_sent_total",

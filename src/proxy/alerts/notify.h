@@ -27,7 +27,8 @@ struct notify_set *notify_new(struct event_base *base);
  * Returns 0 or -1 (a notifier that could not be set up is left out). */
 int notify_configure(struct notify_set *ns, const struct conf *c);
 void notify_transition(struct notify_set *ns, const struct alert_transition *t);
-/* tokentap_notify_sent_total and tokentap_notify_dropped_total. */
+/* tokentap_alert_instance_info{alert_instance}, tokentap_notify_sent_total
+ * and tokentap_notify_dropped_total. */
 struct promout;
 void notify_prometheus(const struct notify_set *ns, struct promout *out);
 void notify_free(struct notify_set *ns);

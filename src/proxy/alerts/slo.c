@@ -435,6 +435,13 @@ void slo_record(struct slo_set *s, const struct slo_request *q)
 	}
 }
 
+void slo_each_total(const struct slo_set *s,
+    void (*fn)(void *arg, const char *name, uint64_t good, uint64_t bad), void *arg)
+{
+	for (size_t i = 0; i < s->n; i++)
+		fn(arg, s->v[i]->name, s->v[i]->total_good, s->v[i]->total_bad);
+}
+
 int slo_dirty(const struct slo_set *s)
 {
 	return s->dirty;

@@ -49,6 +49,10 @@ size_t slo_count(const struct slo_set *s);
 
 /* Counts q in every SLO it matches. */
 void slo_record(struct slo_set *s, const struct slo_request *q);
+/* Each SLO's requests judged good and bad since the start (the counters of
+ * tokentap_slo_requests_total), for the history's steps. */
+void slo_each_total(const struct slo_set *s,
+    void (*fn)(void *arg, const char *name, uint64_t good, uint64_t bad), void *arg);
 /* 1 when counts changed since the last slo_state_write. */
 int slo_dirty(const struct slo_set *s);
 

@@ -1,18 +1,16 @@
 #include "slod.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "log.h"
 #include "slo.h"
+#include "statefile.h"
 #include "stats.h"
 #include "util.h"
 
@@ -55,119 +53,16 @@ static void on_request(void *arg, const struct sample_key *k, const struct sampl
 
 /* ---- the state file ----------------------------------------------------- */
 
-static void fsync_dir(const char *path)
+static int fill_state(void *arg, FILE *f)
 {
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	int fd;
-
-	if (slash == NULL)
-		snprintf(dir, sizeof dir, ".");
-	else
-		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
+	(void)arg;
+	return slo_state_write(set, f);
 }
 
-/* The temporary file beside the state: made anew (O_EXCL), never through
- * a link or into something planted there (O_NOFOLLOW: a symlink planted as
- * <slo_state>.tmp would otherwise have had its target overwritten). One
- * left behind (a crash between create and rename) is removed first:
- * unlink removes a link, not what it names. */
-static FILE *tmp_create(const char *tmp)
-{
-	int fd = -1;
-
-	for (int i = 0; i < 2 && fd < 0; i++) {
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd < 0 && (errno != EEXIST || i > 0 || unlink(tmp) != 0))
-			return NULL;
-	}
-	return fdopen(fd, "w");
-}
-
-/* Write, fsync, rename: the file is the old one or the new one, whole.
- * Only a regular file is replaced (or none): a symlink or anything else put
- * at the path since the start is left as it is, said. */
 static void state_write(void)
 {
-	char tmp[4200];
-	struct stat st;
-	FILE *f;
-	int rc;
-
-	if (state_path == NULL || set == NULL)
-		return;
-	if (lstat(state_path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		log_warn("slo_state %s: not written: %s", state_path,
-		    S_ISLNK(st.st_mode) ? "it is a symlink now (the rename would replace "
-		    "the link, not the file it names)" : "it is not a regular file now");
-		return;
-	}
-	snprintf(tmp, sizeof tmp, "%s.tmp", state_path);
-	f = tmp_create(tmp);
-	if (f == NULL) {
-		log_warn("slo_state %s: cannot write: %s", tmp, strerror(errno));
-		return;
-	}
-	rc = slo_state_write(set, f);
-	rc |= fflush(f);
-	rc |= fsync(fileno(f));
-	rc |= fclose(f);
-	if (rc != 0 || rename(tmp, state_path) != 0) {
-		log_warn("slo_state %s: cannot write: %s", state_path, strerror(errno));
-		unlink(tmp);
-		return;
-	}
-	fsync_dir(state_path);
-}
-
-/* The state file's bytes; NULL with errno (ELOOP: a symlink; ENODEV: not
- * a regular file). Opened non-blocking: a FIFO there held the start, before
- * the listeners, until some process wrote to it. */
-static char *read_all(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	FILE *f;
-	char *buf = NULL;
-	size_t cap = 0;
-
-	*len = 0;
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = ENODEV;
-		return NULL;
-	}
-	if ((f = fdopen(fd, "rb")) == NULL) {
-		close(fd);
-		return NULL;
-	}
-	for (;;) {
-		size_t n;
-		if (*len == cap) {
-			char *nb = cap < STATE_MAX ? realloc(buf, cap ? cap * 2 : 65536) : NULL;
-			if (nb == NULL) {
-				free(buf);
-				fclose(f);
-				errno = EFBIG;
-				return NULL;
-			}
-			buf = nb;
-			cap = cap ? cap * 2 : 65536;
-		}
-		n = fread(buf + *len, 1, cap - *len, f);
-		*len += n;
-		if (n == 0)
-			break;
-	}
-	fclose(f);
-	return buf;
+	if (state_path != NULL && set != NULL)
+		statefile_write(state_path, "slo_state", fill_state, NULL);
 }
 
 static void on_note(void *arg, const char *msg)
@@ -187,7 +82,7 @@ static void state_load(void)
 
 	if (state_path == NULL)
 		return;
-	text = read_all(state_path, &len);
+	text = statefile_read(state_path, STATE_MAX, &len);
 	if (text == NULL) {
 		if (errno == ENOENT)
 			log_info("slo_state %s: not there yet; the error budgets start empty",
@@ -281,6 +176,13 @@ void slod_evaluate(void)
 {
 	if (set != NULL)
 		slo_evaluate(set, wall_us(), on_transition, NULL);
+}
+
+void slod_each_total(void (*fn)(void *arg, const char *name, uint64_t good,
+    uint64_t bad), void *arg)
+{
+	if (set != NULL)
+		slo_each_total(set, fn, arg);
 }
 
 void slod_json(struct evbuffer *out)

@@ -27,6 +27,10 @@ void slod_set_sink(void (*fn)(void *arg, const struct alert_transition *t), void
 /* Evaluates the burn-rate pairs now. */
 void slod_evaluate(void);
 
+/* slo_each_total of the SLOs in force (none before the start). */
+void slod_each_total(void (*fn)(void *arg, const char *name, uint64_t good,
+    uint64_t bad), void *arg);
+
 /* GET /slo */
 void slod_json(struct evbuffer *out);
 /* tokentap_slo_requests_total and tokentap_slo_objective */

@@ -87,6 +87,8 @@ static void conf_free(struct conf *c)
 	free(c->access_log_mask);
 	free(c->stats_windows_us);
 	free(c->stats_file);
+	free(c->stats_history);
+	free(c->stats_history_file);
 	for (size_t i = 0; i < c->n_notify; i++) {
 		free(c->notify[i].url);
 		kv_free(c->notify[i].headers, c->notify[i].n_headers);
@@ -101,6 +103,8 @@ static void conf_free(struct conf *c)
 	free(c->slos);
 	free(c->slo_state);
 	free(c->burn_rates);
+	conf_otel_free(&c->otel);
+	SSL_CTX_free(c->otel.tls_ctx);
 	free(c->path);
 	free(c);
 }
@@ -123,6 +127,12 @@ int conf_auto_workers(void)
 struct conf *conf_default(void)
 {
 	static const uint64_t windows[] = { 60000000, 300000000, 3600000000 };
+	/* 10 s: the alerts' evaluate_every, a Prometheus scrape's order; an
+	 * hour of them (360) is a chart's width. 1 min: alerts.window; a day
+	 * of them is 1,440 points. */
+	static const struct conf_history_step history[] = {
+		{ 10000000, 3600000000ull }, { 60000000, 86400000000ull },
+	};
 	/* the SRE Workbook's multi-window, multi-burn-rate pairs (ch. 5) */
 	static const struct conf_burn burns[] = {
 		{ 1, 3600000000ull, 300000000ull, 14.4 },
@@ -170,6 +180,11 @@ struct conf *conf_default(void)
 		c->n_stats_windows = UTIL_ARRAY_LEN(windows);
 	}
 	c->stats_interval_us = 10000000;
+	c->stats_history = malloc(sizeof history);
+	if (c->stats_history != NULL) {
+		memcpy(c->stats_history, history, sizeof history);
+		c->n_stats_history = UTIL_ARRAY_LEN(history);
+	}
 	c->alerts_evaluate_every_us = 10000000;
 	c->alerts_window_us = 60000000;
 	c->alerts_quantile = 0.95;
@@ -187,8 +202,9 @@ struct conf *conf_default(void)
 		c->n_burn_rates = UTIL_ARRAY_LEN(burns);
 	}
 	c->burn_min_requests = 10;
+	conf_otel_init(&c->otel);
 	if (c->listen == NULL || c->listen[0].address == NULL || c->admin_address == NULL ||
-	    c->stats_windows_us == NULL || c->burn_rates == NULL) {
+	    c->stats_windows_us == NULL || c->burn_rates == NULL || c->stats_history == NULL) {
 		conf_free(c);
 		return NULL;
 	}
@@ -210,6 +226,13 @@ void conf_unref(struct conf *c)
 
 /* ---- loading ----------------------------------------------------------- */
 
+/* getenv, typed for conf_otel_finish: a file's config takes the OTel
+ * SDKs' variables; one from a string (tests) does not. */
+static const char *getenv_const(const char *name)
+{
+	return getenv(name);
+}
+
 /* text NULL: read the file called name. */
 static struct conf *load(const char *name, const char *text, size_t len, FILE *errs)
 {
@@ -225,7 +248,8 @@ static struct conf *load(const char *name, const char *text, size_t len, FILE *e
 		else
 			yconf_parse_file(&ld, &conf_schema, c);
 	}
-	if (yconf_finish(&ld, errs) > 0) {
+	if (yconf_finish(&ld, errs) > 0 ||
+	    conf_otel_finish(c, text == NULL ? getenv_const : NULL, errs) < 0) {
 		conf_unref(c);
 		return NULL;
 	}
@@ -335,6 +359,7 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 		{ "access_log", c->access_log, c->access_log_at, 0 },
 		{ "stats.file", c->stats_file, c->stats_file_at, 0 },
 		{ "slo_state", c->slo_state, c->slo_state_at, 1 },
+		{ "stats.history_file", c->stats_history_file, c->stats_history_file_at, 1 },
 	};
 	char why[4200];
 	int bad = 0;
@@ -351,4 +376,27 @@ int conf_check_paths(const struct conf *c, FILE *errs)
 		bad = 1;
 	}
 	return bad ? -1 : 0;
+}
+
+const char *conf_history_check(const struct conf_history_step *t, size_t n)
+{
+	if (n > CONF_HISTORY_STEPS_MAX)
+		return "at most 4 steps";
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].step_us < 1000000 || t[i].step_us % 1000000 != 0)
+			return "a step is whole seconds, at least 1s";
+		if (t[i].keep_us < t[i].step_us || t[i].keep_us % t[i].step_us != 0)
+			return "keep is a whole number of its step";
+		if (t[i].keep_us / t[i].step_us > CONF_HISTORY_KEEP_STEPS_MAX)
+			return "keep holds at most 100000 of its steps";
+		if (i == 0)
+			continue;
+		if (t[i].step_us <= t[i - 1].step_us || t[i].step_us % t[i - 1].step_us != 0)
+			return "each step is a multiple of the one before it";
+		if (t[i].step_us > t[i - 1].keep_us)
+			return "a step is no longer than the one before keeps";
+		if (t[i].keep_us <= t[i - 1].keep_us)
+			return "each keep is longer than the one before it";
+	}
+	return NULL;
 }

@@ -100,6 +100,16 @@ enum conf_balance { BALANCE_LEAST_STREAMS, BALANCE_ROUND_ROBIN, BALANCE_HASH };
 #define CONF_UPGRADES_MAX  8
 #define CONF_UPGRADE_LEN   32
 
+/* The throughput probe (health.throughput): on a pool, a stream is held
+ * after its first token until `tokens` more came or `window` passed, and
+ * one whose replica made them slower than min_rate goes to another
+ * replica before any byte reached the client. Off while min_rate is 0. */
+struct conf_throughput {
+	double min_rate;        /* tokens per second; 0: off */
+	uint64_t tokens;        /* tokens after the first: 16 */
+	uint64_t window_us;     /* at most this long after the first token: 2s */
+};
+
 /* A pool's health rules: passive (every request's fate), and active checks
  * when path is set. */
 struct conf_health {
@@ -111,6 +121,7 @@ struct conf_health {
 	uint64_t backoff_max_us; /* 30s */
 	double ttft_factor;     /* TTFT p95 over this many times the pool's
 	                         * median: a quarter of its share (3; 0: off) */
+	struct conf_throughput throughput;
 };
 
 struct pool;
@@ -190,6 +201,39 @@ struct conf_burn {
 	double rate;
 };
 
+/* OpenTelemetry export (otel:, otelconf.h): spans and metrics over
+ * OTLP/HTTP. Unset values are filled from the OTel SDKs' environment
+ * variables, then the defaults. */
+enum conf_otel_protocol { OTEL_PROTOBUF, OTEL_JSON };
+
+struct conf_otel {
+	char *endpoint;              /* base URL (/v1/traces, /v1/metrics); NULL: none */
+	char *traces_url, *metrics_url;   /* the full URLs */
+	int protocol;                /* enum conf_otel_protocol */
+	int gzip;
+	struct conf_kv *headers;     /* sent with every export; never logged */
+	size_t n_headers;
+	uint64_t timeout_us;         /* one export request: 10s */
+	struct conf_tls tls;         /* as a route's */
+	void *tls_ctx;               /* SSL_CTX, by tls_prepare() */
+	char *service_name;          /* tokentap */
+	struct conf_kv *resource;    /* more resource attributes */
+	size_t n_resource;
+	int traces;                  /* spans exported (with an endpoint) */
+	double sample;               /* requests without a traceparent: 0 */
+	uint64_t queue;              /* spans waiting for export, in all: 2048 */
+	uint64_t batch;              /* spans per export request: 512 */
+	uint64_t delay_us;           /* a batch waits at most this: 1s */
+	int metrics;                 /* metrics exported (with an endpoint) */
+	uint64_t interval_us;        /* 60s */
+	int delta;                   /* temporality: cumulative (0) or delta */
+	int explicit_buckets;        /* histograms: exponential (0) or explicit */
+	struct conf_pos at;          /* the otel: map */
+};
+/* Where the times of reads come from (README, "TTFT and TPOT, defined
+ * right"): the kernel's receive stamps, or the event loop's clock. */
+enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
+
 struct conf {
 	char *path;                  /* the file it was loaded from */
 	atomic_int refs;
@@ -203,6 +247,7 @@ struct conf {
 	char *admin_token;           /* NULL: no token */
 
 	int workers;                 /* "auto" is resolved at load: CPU count */
+	enum conf_timestamps timestamps;  /* kernel */
 
 	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
 
@@ -251,6 +296,17 @@ struct conf {
 	char *stats_file;            /* NULL: off */
 	struct conf_pos access_log_at, stats_file_at;   /* for conf_check_paths */
 	uint64_t stats_interval_us;  /* 10s */
+	/* the statistics' memory (history.h): its steps, finest first; none:
+	 * off. Default 10s for 1h, 1m for 24h. */
+	struct conf_history_step {
+		uint64_t step_us;
+		uint64_t keep_us;      /* a whole number of steps */
+	} *stats_history;
+	size_t n_stats_history;
+	/* where it is kept across restarts: stats.history_file, else
+	 * slo_state + ".history", else stats.file + ".history"; NULL: memory only */
+	char *stats_history_file;
+	struct conf_pos stats_history_file_at;
 
 	uint64_t alerts_evaluate_every_us; /* 10s */
 	uint64_t alerts_window_us;         /* 1m */
@@ -271,6 +327,8 @@ struct conf {
 	struct conf_burn *burn_rates;      /* default: the SRE Workbook's three */
 	size_t n_burn_rates;
 	uint64_t burn_min_requests;        /* per window, 10 */
+
+	struct conf_otel otel;             /* default: no export */
 };
 
 /* Loads and validates a config file. Every problem found is written to errs
@@ -298,5 +356,14 @@ int conf_auto_workers(void);
 /* Reference counting: conf_load returns a config holding one reference. */
 struct conf *conf_ref(struct conf *c);
 void conf_unref(struct conf *c);
+
+#define CONF_HISTORY_STEPS_MAX      4       /* stats.history's steps */
+#define CONF_HISTORY_KEEP_STEPS_MAX 100000  /* what one keeps, in its steps */
+
+/* Whether stats.history's steps t can be kept: steps of whole seconds,
+ * each coarser one a multiple of the finer one's and no longer than its
+ * span, spans growing, at most CONF_HISTORY_KEEP_STEPS_MAX steps each.
+ * NULL, or what is wrong. */
+const char *conf_history_check(const struct conf_history_step *t, size_t n);
 
 #endif

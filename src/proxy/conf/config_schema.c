@@ -75,6 +75,16 @@ static void workers_fn(struct yconf *ld, yaml_node_t *v, void *base, const char 
 	free(s);
 }
 
+static void timestamps_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "kernel", "loop" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "timestamps", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->timestamps = (enum conf_timestamps)t;
+}
+
 static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
@@ -457,6 +467,7 @@ static void route_init(struct yconf *ld, void *item)
 	r->health = (struct conf_health){
 		.interval_us = 10000000, .timeout_us = 2000000, .failures = 1,
 		.backoff_us = 1000000, .backoff_max_us = 30000000, .ttft_factor = 3,
+		.throughput = { .tokens = 16, .window_us = 2000000 },
 	};
 }
 
@@ -983,10 +994,52 @@ static const struct yconf_key models_keys[] = {
 };
 static const struct yconf_section models_section = TABLE(models_keys, models_check);
 
+static const struct yconf_key history_step_keys[] = {
+	{ .name = "step", .type = YCONF_DURATION, .flags = YCONF_REQUIRED,
+	  .off = offsetof(struct conf_history_step, step_us), .lo = 1 },
+	{ .name = "keep", .type = YCONF_DURATION, .flags = YCONF_REQUIRED,
+	  .off = offsetof(struct conf_history_step, keep_us), .lo = 1 },
+};
+static const struct yconf_section history_step_section = TABLE(history_step_keys, NULL);
+
+/* stats.history: [{step, keep}, ...], finest first (conf_history_check
+ * says what fits); [] keeps none. */
+static void history_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
+{
+	struct conf *c = base;
+	struct conf_history_step t[CONF_HISTORY_STEPS_MAX];
+	const char *wrong = NULL;
+	void *arr = NULL;
+
+	if (yconf_is_null(v) || !yconf_is_list(ld, v, path, "steps"))
+		return;
+	free(c->stats_history);
+	c->stats_history = NULL;
+	c->n_stats_history = 0;
+	yconf_apply_list(ld, v, path, &arr, &c->n_stats_history, sizeof *c->stats_history,
+	    &history_step_section, NULL);
+	c->stats_history = arr;
+	if (c->n_stats_history > CONF_HISTORY_STEPS_MAX) {
+		wrong = "at most 4 steps";
+	} else {
+		for (size_t i = 0; i < c->n_stats_history; i++) {
+			if (c->stats_history[i].step_us == 0 || c->stats_history[i].keep_us == 0)
+				return;           /* a missing key, said */
+			t[i].step_us = c->stats_history[i].step_us;
+			t[i].keep_us = c->stats_history[i].keep_us;
+		}
+		wrong = conf_history_check(t, c->n_stats_history);
+	}
+	if (wrong != NULL)
+		yconf_err(ld, v, "%s: %s", path, wrong);
+}
+
 static const struct yconf_key stats_keys[] = {
 	FUNC("windows", windows_fn, 0),
 	STR("file", struct conf, stats_file, 0),
 	DUR("interval", struct conf, stats_interval_us, 1),
+	FUNC("history", history_fn, 0),
+	STR("history_file", struct conf, stats_history_file, 0),
 };
 static const struct yconf_section stats_section = TABLE(stats_keys, NULL);
 
@@ -1062,12 +1115,27 @@ static const struct yconf_key route_tls_keys[] = {
 	STR("client_key", struct conf_tls, client_key, 0),
 };
 static const struct yconf_section route_tls_section = TABLE(route_tls_keys, route_tls_check);
+/* the same rules for otel.tls (config_otel.c) */
+const struct yconf_section conf_tls_section = TABLE(route_tls_keys, route_tls_check);
+
+void conf_kv_put(struct yconf *ld, const struct yconf_key *k, void *base,
+    struct yconf_entry *e)
+{
+	kv_put(ld, k, base, e);
+}
 
 static const struct yconf_key upstream_item_keys[] = {
 	FUNC("url", upstream_item_url_fn, YCONF_REQUIRED),
 	UINT("weight", struct conf_upstream, weight, 1, 1000),
 };
 static const struct yconf_section upstream_item_section = TABLE(upstream_item_keys, NULL);
+
+static const struct yconf_key throughput_keys[] = {
+	FLOAT("min_rate", struct conf_throughput, min_rate, 0, 1e6, 0),
+	UINT("tokens", struct conf_throughput, tokens, 1, 100000),
+	DUR("window", struct conf_throughput, window_us, 1000),
+};
+static const struct yconf_section throughput_section = TABLE(throughput_keys, NULL);
 
 static const struct yconf_key health_keys[] = {
 	STR("path", struct conf_health, path, 0),
@@ -1077,6 +1145,7 @@ static const struct yconf_key health_keys[] = {
 	DUR("backoff", struct conf_health, backoff_us, 1000),
 	DUR("backoff_max", struct conf_health, backoff_max_us, 1000),
 	FLOAT("ttft_factor", struct conf_health, ttft_factor, 0, 1000, 0),
+	SECTION("throughput", offsetof(struct conf_health, throughput), throughput_section),
 };
 static const struct yconf_section health_section = TABLE(health_keys, health_check);
 
@@ -1109,6 +1178,7 @@ static const struct yconf_key top_keys[] = {
 	FUNC("listen", listen_fn, 0),
 	SECTION("admin", 0, admin_section),
 	FUNC("workers", workers_fn, 0),
+	FUNC("timestamps", timestamps_fn, 0),
 	SECTION("timeouts", offsetof(struct conf, timeouts), timeouts_section),
 	SECTION("limits", 0, limits_section),
 	SECTION("tenant", 0, tenant_section),
@@ -1121,7 +1191,40 @@ static const struct yconf_key top_keys[] = {
 	SECTION("alerts", 0, alerts_section),
 	FUNC("slos", slos_fn, 0),
 	STR("slo_state", struct conf, slo_state, 0),
+	SECTION("otel", offsetof(struct conf, otel), conf_otel_section),
 };
+/* Where the history is kept: stats.history_file, else beside slo_state,
+ * else beside stats.file (a file, not stdout); none when the history is. */
+static void history_file(struct yconf *ld, yaml_node_t *m, struct conf *c)
+{
+	yaml_node_t *stats = yconf_map_find(ld, m, "stats");
+	yaml_node_t *at = stats ? yconf_map_find(ld, stats, "history_file") : NULL;
+	const char *beside = NULL;
+
+	if (c->stats_history_file != NULL && strcmp(c->stats_history_file, "-") == 0) {
+		yconf_err(ld, at, "stats.history_file: a file, not '-'");
+		return;
+	}
+	if (c->n_stats_history == 0) {        /* no history: no file to keep */
+		free(c->stats_history_file);
+		c->stats_history_file = NULL;
+		return;
+	}
+	if (c->stats_history_file != NULL) {
+		c->stats_history_file_at = pos_of(at, m);
+	} else if (c->slo_state != NULL) {
+		beside = c->slo_state;
+		c->stats_history_file_at = c->slo_state_at;
+	} else if (c->stats_file != NULL && strcmp(c->stats_file, "-") != 0) {
+		beside = c->stats_file;
+		c->stats_history_file_at = c->stats_file_at;
+	}
+	if (beside != NULL && asprintf(&c->stats_history_file, "%s.history", beside) < 0) {
+		c->stats_history_file = NULL;
+		yconf_oom(ld);
+	}
+}
+
 /* Two of the same host:port (a wildcard host meets every host). */
 static int same_address(const char *h1, unsigned p1, const char *h2, unsigned p2)
 {
@@ -1163,6 +1266,7 @@ static void top_check(struct yconf *ld, yaml_node_t *m, void *base, const char *
 	c->slo_state_at = pos_of(yconf_map_find(ld, m, "slo_state"), m);
 	if (c->slo_state != NULL && strcmp(c->slo_state, "-") == 0)
 		yconf_err(ld, yconf_map_find(ld, m, "slo_state"), "slo_state: a file, not '-'");
+	history_file(ld, m, c);
 	slo_routes_check(ld, m, c);
 }
 

@@ -8,6 +8,7 @@
 #include "jsonw.h"
 #include "logfile.h"
 #include "meter.h"
+#include "tracectx.h"
 #include "util.h"
 
 /* The file and its losses: logfile.c. */
@@ -265,6 +266,22 @@ static void put_health(struct jsonw_buf *b, const struct meter *m,
 	    buffered ? ",\"buffered\":true" : ",\"buffered\":false");
 }
 
+/* "trace_id", "span_id": the trace the request was in, as hex (the W3C
+ * form every tracing backend searches by), null without one. */
+static void put_trace(struct jsonw_buf *b, const struct accesslog_entry *e)
+{
+	char hex[33];
+
+	if (e->trace_id == NULL || e->span_id == NULL) {
+		jsonw_buf_puts(b, ",\"trace_id\":null,\"span_id\":null");
+		return;
+	}
+	tracectx_hex(e->trace_id, 16, hex);
+	field_str(b, "trace_id", hex);
+	tracectx_hex(e->span_id, 8, hex);
+	field_str(b, "span_id", hex);
+}
+
 size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 {
 	struct jsonw_buf b;
@@ -277,6 +294,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	jsonw_buf_puts(&b, "{\"ts\":");
 	jsonw_buf_time(&b, util_wall_ms());
 	field_str(&b, "request_id", e->request_id);
+	put_trace(&b, e);
 	field_str(&b, "client", e->client);
 	field_str(&b, "route", e->route);
 	field_str(&b, "tenant", e->tenant);
@@ -294,7 +312,18 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_int(&b, "output_tokens", n);
 	field_int(&b, "input_tokens", e->s->input_tokens);
 	field_str(&b, "token_source", n < 0 ? NULL :
-	    meter_tokens_from_usage(m) ? "usage" : "events");
+	    meter_tokens_name((enum meter_tokens)e->s->token_source));
+	/* chunks are not tokens: token-bearing events, the first one's
+	 * tokens where told, tokens per event where counted, and whether
+	 * TPOT's divisor is an estimate (meter_tpot_estimated) */
+	field_int(&b, "token_events", m->stream ? (int64_t)m->token_events : -1);
+	field_int(&b, "first_event_tokens", e->s->first_event_tokens);
+	if (meter_tokens_per_event(m) >= 0)
+		jsonw_buf_printf(&b, ",\"tokens_per_event\":%.2f", meter_tokens_per_event(m));
+	else
+		jsonw_buf_puts(&b, ",\"tokens_per_event\":null");
+	jsonw_buf_puts(&b, e->s->tpot_us < 0 ? ",\"tpot_estimated\":null" :
+	    e->s->tpot_estimated ? ",\"tpot_estimated\":true" : ",\"tpot_estimated\":false");
 	field_str(&b, "unmeasured", meter_unmeasured_name(meter_unmeasured(m)));
 	put_health(&b, m, e->s);
 	field_int(&b, "events", (int64_t)m->events);
@@ -303,6 +332,10 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_ms(&b, "duration_ms", m->t_end >= m->t0 ? (int64_t)(m->t_end - m->t0) : -1);
 	field_ms(&b, "overhead_ms", e->vitals ? vitals_overhead_us(e->vitals) : -1);
 	put_phases(&b, m);
+	/* where the times came from (rxtime.h): every one the kernel's, none,
+	 * or some (a read without a stamp, a clock step) */
+	field_str(&b, "timestamps", m->stamps_loop == 0 && m->stamps_kernel > 0 ? "kernel" :
+	    m->stamps_kernel == 0 ? "loop" : "mixed");
 	field_int(&b, "concurrency", e->s->concurrency);
 	field_str(&b, "upstream", e->upstream);
 	put_attempts(&b, e);

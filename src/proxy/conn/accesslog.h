@@ -22,6 +22,8 @@ struct accesslog_attempt {
  * sample (sample.h: the figures the statistics count, so both agree). */
 struct accesslog_entry {
 	const char *request_id;
+	const uint8_t *trace_id;     /* W3C trace context: 16 bytes, 8 bytes; */
+	const uint8_t *span_id;      /* NULL: none */
 	const char *client;
 	const char *route;           /* NULL: no route matched */
 	const char *tenant;

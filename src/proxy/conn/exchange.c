@@ -13,9 +13,12 @@
 #include "framing.h"
 #include "gauge.h"
 #include "log.h"
+#include "net.h"
 #include "rng.h"
 #include "route.h"
+#include "rxtime.h"
 #include "tenant.h"
+#include "tracectx.h"
 #include "util.h"
 
 /* A reused connection's request is kept for one retry up to this size. */
@@ -403,6 +406,84 @@ static void route_meter(struct exchange *x, const struct http_head *rq)
 	x->meter.stall_us = x->route->thresholds.stall_us;
 }
 
+/* ---- trace context -------------------------------------------------------- */
+
+static int traces_on(const struct conf *c)
+{
+	return c->otel.traces > 0 && c->otel.traces_url != NULL;
+}
+
+static int trace_sampled(const struct exchange *x)
+{
+	return x->traced == EXCHANGE_TRACE_OWN && (x->trace_flags & TRACECTX_SAMPLED);
+}
+
+/* The client's tracestate fields as one list (W3C §3.3.1.1: several
+ * fields are one value), for a sampled span; none past 512 bytes, which
+ * the recommendation lets a vendor drop. */
+static void keep_tracestate(struct exchange *x, const struct http_head *rq)
+{
+	char buf[SPAN_TRACESTATE_MAX + 1];
+	size_t n = 0;
+
+	for (size_t i = 0; i < rq->n; i++) {
+		const struct http_header *h = &rq->h[i];
+		if (!util_ieq(h->name, h->name_len, "tracestate") || h->value_len == 0)
+			continue;
+		if (n + (n > 0) + h->value_len > SPAN_TRACESTATE_MAX)
+			return;
+		if (n > 0)
+			buf[n++] = ',';
+		memcpy(buf + n, h->value, h->value_len);
+		n += h->value_len;
+	}
+	buf[n] = '\0';
+	if (n > 0)
+		x->tracestate = strdup(buf);
+}
+
+/* W3C Trace Context (tracectx.h): one traceparent that is exactly right
+ * is the client's; a malformed one, or several, are no context and are
+ * not passed on (nor their tracestate), never an error. With otel.traces
+ * tokentap takes part: its span, a child of the client's, is the parent
+ * the backend is sent, sampled as the client's was; a request without a
+ * context starts a trace at the ratio otel.traces.sample (0: never), and
+ * only a sampled one sends a traceparent. Without otel.traces the
+ * client's goes on untouched and the log names it. */
+static void trace_begin(struct exchange *x, const struct http_head *rq, uint64_t *rng)
+{
+	const struct http_header *tp = NULL;
+	struct tracectx t;
+	size_t n = 0;
+	int valid;
+
+	for (size_t i = 0; i < rq->n; i++)
+		if (util_ieq(rq->h[i].name, rq->h[i].name_len, "traceparent")) {
+			tp = &rq->h[i];
+			n++;
+		}
+	valid = n == 1 && tracectx_parse(tp->value, tp->value_len, &t) == 0;
+	x->trace_drop = n > 0 && !valid;
+	if (valid) {
+		memcpy(x->trace_id, t.trace_id, sizeof x->trace_id);
+		memcpy(x->parent_id, t.span_id, sizeof x->parent_id);
+		x->trace_flags = t.flags & TRACECTX_SAMPLED;
+		x->traced = EXCHANGE_TRACE_CLIENT;
+	}
+	if (!traces_on(x->conf))
+		return;
+	if (!valid) {
+		if (!(x->conf->otel.sample > 0 && rng_unit(rng) < x->conf->otel.sample))
+			return;
+		tracectx_random(x->trace_id, sizeof x->trace_id, rng_next, rng);
+		x->trace_flags = TRACECTX_SAMPLED;
+	}
+	tracectx_random(x->span_id, sizeof x->span_id, rng_next, rng);
+	x->traced = EXCHANGE_TRACE_OWN;
+	if (valid && trace_sampled(x))
+		keep_tracestate(x, rq);
+}
+
 int exchange_request_head(struct exchange *x, struct evbuffer *in,
     size_t head_len, uint64_t *rng, struct http_head *rq,
     struct exchange_verdict *v)
@@ -434,6 +515,7 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 			    "only the chunked transfer coding is supported");
 		return bad_request(v, "malformed request");
 	}
+	trace_begin(x, rq, rng);
 	tenant_identify(x->conf, rq->h, rq->n, x->tenant, sizeof x->tenant);
 	x->tenant_named = strcmp(x->tenant, "-") == 0 || tenant_named(x->conf, x->tenant);
 	x->http10 = rq->http_major == 1 && rq->http_minor == 0;
@@ -508,9 +590,18 @@ static void write_head(struct exchange *x, const struct http_head *rq,
 
 	/* Expect is tokentap's to answer (proxy.c), whether the body is held
 	 * or streams */
+	char tp[TRACECTX_LEN + 1];
+
 	x->head_flags = HTTPHEAD_DROP_EXPECT | (x->upgrade ? HTTPHEAD_UPGRADE : 0);
+	if (x->trace_drop)
+		x->head_flags |= HTTPHEAD_DROP_TRACEPARENT | HTTPHEAD_DROP_TRACESTATE;
+	if (x->traced == EXCHANGE_TRACE_OWN) {
+		x->head_flags |= HTTPHEAD_DROP_TRACEPARENT;
+		tracectx_format(x->trace_id, x->span_id, x->trace_flags, tp);
+	}
 	httphead_write_request(out, rq, x->route, to, x->client_ip, proto,
-	    x->request_id, strlen(x->request_id), x->head_flags);
+	    x->request_id, strlen(x->request_id), x->head_flags,
+	    x->traced == EXCHANGE_TRACE_OWN ? tp : NULL);
 	x->up_head_len = evbuffer_get_length(out) - before;
 }
 
@@ -610,6 +701,7 @@ void exchange_attempt(struct exchange *x, const char *upstream, const char *why,
 
 	if (x->n_attempts == CONF_RETRIES_MAX)
 		return;
+	x->attempt_t[x->n_attempts] = util_now_us();
 	a = &x->attempts[x->n_attempts++];
 	a->upstream = upstream;
 	a->reason = why;
@@ -724,6 +816,7 @@ void exchange_restart(struct exchange *x)
 {
 	struct meter *m = &x->meter;
 	uint64_t t0 = m->t0, t_req = m->t_req;
+	uint32_t kernel = m->stamps_kernel, loop = m->stamps_loop;
 	char model[METER_MODEL_MAX];
 	size_t model_len = 0;
 	enum meter_model_src src = m->model_src;
@@ -741,6 +834,11 @@ void exchange_restart(struct exchange *x)
 	meter_init(m, t0, DIALECT_RAW);
 	meter_set_dialect(m, x->req_dialect, x->req_sniff);
 	m->t_req = t_req;
+	/* the route's stall threshold, which meter_init cleared: a stream
+	 * served by the next replica has its stalls counted too */
+	m->stall_us = x->route->thresholds.stall_us;
+	m->stamps_kernel = kernel;    /* the request's own, and the reads so far */
+	m->stamps_loop = loop;
 	if (model_len > 0)
 		meter_offer_model(m, src, model, model_len);
 	m->itl_fn = on_itl;
@@ -903,6 +1001,21 @@ int exchange_reusable(const struct exchange *x)
 
 /* ---- the sweep ----------------------------------------------------------- */
 
+/* A sampled span's stall events: from the token before the gap to the
+ * token (or the end) after it. */
+static void trace_stall(struct exchange *x, int d)
+{
+	const struct meter *m = &x->meter;
+
+	if (d > 0 && x->n_stalls < SPAN_STALLS_MAX) {
+		x->stall_start[x->n_stalls] = m->stall_ref;
+		x->stall_end[x->n_stalls++] = 0;
+	} else if (d < 0 && x->n_stalls > 0 && x->stall_end[x->n_stalls - 1] == 0) {
+		x->stall_end[x->n_stalls - 1] = m->t_end != 0 && m->t_last_token == m->stall_ref ?
+		    m->t_end : m->t_last_token;
+	}
+}
+
 int exchange_sweep(struct exchange *x, uint64_t now)
 {
 	uint64_t idle = x->route != NULL ? x->route->timeouts.token_idle_us : 0;
@@ -916,12 +1029,82 @@ int exchange_sweep(struct exchange *x, uint64_t now)
 		stats_key_of(x, &k);
 		ring_stall(x->stats, &k, d);
 		x->vitals.stalls_live += d > 0;
+		if (trace_sampled(x))
+			trace_stall(x, d);
 	}
 	gap = meter_token_gap_us(&x->meter, now);
 	return idle != 0 && gap >= 0 && (uint64_t)gap >= idle;
 }
 
 /* ---- books ------------------------------------------------------------- */
+
+int exchange_continue(struct exchange *x, struct evbuffer *out)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (!x->expect_continue || x->http10)
+		return 0;
+	evbuffer_add(out, cont, sizeof cont - 1);
+	x->bytes_out += sizeof cont - 1;
+	return 1;
+}
+
+void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
+    const char *type, const char *msg)
+{
+	char body[1024];
+	size_t before = evbuffer_get_length(out);
+	int n = snprintf(body, sizeof body,
+	    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
+
+	evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
+	    status, net_reason(status), n,
+	    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
+	evbuffer_add(out, body, (size_t)n);
+	x->status = status;
+	x->bytes_out += evbuffer_get_length(out) - before;
+}
+
+/* A step the clock saw and nobody said yet: logged and counted, once. */
+static void step_told(struct rxtime_clock *c)
+{
+	c->told = c->steps;
+	atomic_fetch_add_explicit(&gauge_clock_steps, 1, memory_order_relaxed);
+	log_warn("the real-time clock was stepped by %+lld ms: reads received "
+	    "around the step are timed by the event loop",
+	    (long long)((c->offset_ns - c->before_ns) / 1000000));
+}
+
+static inline uint64_t read_time(struct rxtime_clock *c, int64_t real, uint64_t now,
+    int *kernel)
+{
+	uint64_t t = real != 0 ? rxtime_mono(c, real, now) : 0;
+
+	if (c->steps != c->told)
+		step_told(c);
+	*kernel = t != 0;
+	return t != 0 ? t : now;
+}
+
+uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
+{
+	return read_time(c, real, util_now_us(), kernel);
+}
+
+/* Never before what the response read already nor before the request's
+ * first byte: stamps and the loop's clock mixed must not run backwards. */
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real)
+{
+	struct meter *m = &x->meter;
+	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
+	int kernel;
+	uint64_t t = read_time(c, real, util_now_us(), &kernel);
+
+	m->now = t > floor ? t : floor;
+	m->stamps_kernel += (uint32_t)kernel;
+	m->stamps_loop += (uint32_t)!kernel;
+}
 
 void exchange_begin(struct exchange *x, struct conf *conf,
     struct ring *stats, const char *client_ip, uint64_t t0)
@@ -945,6 +1128,10 @@ void exchange_begin(struct exchange *x, struct conf *conf,
 	max = atomic_load(&gauge_max_streams);
 	while (c + 1 > max &&
 	    !atomic_compare_exchange_weak(&gauge_max_streams, &max, c + 1))
+		;
+	max = atomic_load(&gauge_peak_streams);
+	while (c + 1 > max &&
+	    !atomic_compare_exchange_weak(&gauge_peak_streams, &max, c + 1))
 		;
 }
 
@@ -983,6 +1170,8 @@ void exchange_abandon(struct exchange *x)
 		x->active_counted = 0;
 	}
 	x->n_itl = 0;
+	free(x->tracestate);
+	x->tracestate = NULL;
 	meter_free(&x->meter);
 	if (x->conf != NULL)
 		conf_unref(x->conf);
@@ -1052,6 +1241,64 @@ static void on_itl(void *arg, uint64_t gap)
 	}
 }
 
+/* A sampled request's span to the exporter (span.h): a slot of the
+ * worker's span queue filled in place, or nothing when it is full (the
+ * drop is counted there). Out of line, once a request: make bench's
+ * callgrind names what it costs. */
+_Static_assert(sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
+    "a span's method is the exchange's, copied whole");
+
+__attribute__((noinline))
+static void trace_span(struct exchange *x, const struct sample_key *key,
+    const struct sample *smp)
+{
+	struct span *sp = ring_span_slot(x->stats);
+	const struct meter *m = &x->meter;
+	size_t n;
+
+	if (sp == NULL)
+		return;
+	memcpy(sp->trace_id, x->trace_id, sizeof sp->trace_id);
+	memcpy(sp->span_id, x->span_id, sizeof sp->span_id);
+	memcpy(sp->parent_id, x->parent_id, sizeof sp->parent_id);
+	sp->flags = x->trace_flags;
+	sp->stream = (uint8_t)(m->stream != 0);
+	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
+	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
+	sp->tracestate_len = (uint16_t)n;
+	memcpy(sp->method, x->method, sizeof sp->method);   /* NUL-terminated */
+	sp->model_src = (uint8_t)m->model_src;
+	sp->mono_end_us = m->t_end;
+	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;
+	sp->t0 = m->t0;
+	sp->t_first_event = m->t_first_event;
+	sp->t_first_token = m->t_first_token;
+	sp->t_first_output = m->t_first_output;
+	sp->n_stalls = x->n_stalls;
+	memcpy(sp->stall_start, x->stall_start, sizeof sp->stall_start);
+	memcpy(sp->stall_end, x->stall_end, sizeof sp->stall_end);
+	sp->n_attempts = (uint8_t)(x->n_attempts < SPAN_ATTEMPTS_MAX ? x->n_attempts :
+	    SPAN_ATTEMPTS_MAX);
+	for (unsigned i = 0; i < sp->n_attempts; i++) {
+		const struct accesslog_attempt *a = &x->attempts[i];
+		struct span_attempt *o = &sp->attempts[i];
+		snprintf(o->upstream, sizeof o->upstream, "%s", a->upstream ? a->upstream : "-");
+		snprintf(o->reason, sizeof o->reason, "%s", a->reason ? a->reason : "-");
+		o->status = (uint16_t)a->status;
+		o->t_us = x->attempt_t[i];
+		o->us = a->us;
+	}
+	sp->stalls = m->stalls;
+	sp->reasoning_tokens = meter_reasoning_tokens(m);
+	n = m->response_model_len < sizeof sp->response_model ? m->response_model_len :
+	    sizeof sp->response_model - 1;
+	memcpy(sp->response_model, m->response_model, n);
+	sp->response_model[n] = '\0';
+	sp->key = *key;
+	sp->s = *smp;
+	ring_span_publish(x->stats);
+}
+
 void exchange_end(struct exchange *x, enum meter_end how)
 {
 	struct accesslog_entry e;
@@ -1069,13 +1316,25 @@ void exchange_end(struct exchange *x, enum meter_end how)
 	if (x->meter.stalled) {               /* it ended stalled */
 		x->meter.stalled = 0;
 		ring_stall(x->stats, &key, -1);
+		if (trace_sampled(x))
+			trace_stall(x, -1);
 	}
 	ring_request(x->stats, &key, &smp, x->itl, x->n_itl);
+	if (trace_sampled(x))
+		trace_span(x, &key, &smp);
 	if (meter_unmeasured(&x->meter) != METER_MEASURED)
 		atomic_fetch_add_explicit(&gauge_unmeasured[meter_unmeasured(&x->meter)], 1,
 		    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[0], x->meter.stamps_kernel,
+	    memory_order_relaxed);
+	atomic_fetch_add_explicit(&gauge_read_times[1], x->meter.stamps_loop,
+	    memory_order_relaxed);
 	memset(&e, 0, sizeof e);
 	e.request_id = x->request_id;
+	if (x->traced != EXCHANGE_TRACE_NONE) {
+		e.trace_id = x->trace_id;
+		e.span_id = x->traced == EXCHANGE_TRACE_OWN ? x->span_id : x->parent_id;
+	}
 	e.client = x->client_ip;
 	e.route = x->route ? x->route->name : NULL;
 	e.tenant = x->tenant;

@@ -21,6 +21,7 @@
 #include "jsonscan.h"
 #include "meter.h"
 #include "ring.h"
+#include "span.h"
 
 struct evbuffer;
 
@@ -123,7 +124,40 @@ struct exchange {
 	unsigned n_itl;
 	uint32_t itl[RING_ITL_BATCH];
 	struct vitals vitals;         /* overhead, live stalls */
+	/* W3C trace context (tracectx.h): the trace the request is in, the
+	 * client's span (parent_id) and tokentap's (span_id, when it takes
+	 * part: otel.traces); the stall events and the attempts' moments a
+	 * sampled request's span (span.h) shows; a tracestate kept for it */
+	uint8_t trace_id[16], span_id[8], parent_id[8];
+	uint8_t trace_flags;          /* what goes upstream */
+	uint8_t n_stalls;
+	unsigned traced : 2;          /* EXCHANGE_TRACE_* */
+	unsigned trace_drop : 1;      /* a malformed traceparent: not passed on */
+	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
+	uint64_t attempt_t[CONF_RETRIES_MAX];
+	char *tracestate;             /* a sampled request's, NULL: none */
 };
+
+/* x->traced: no trace context; the client's passed on untouched (tokentap
+ * takes no part: no otel.traces); tokentap's span in the client's trace
+ * or in one it started. */
+enum { EXCHANGE_TRACE_NONE, EXCHANGE_TRACE_CLIENT, EXCHANGE_TRACE_OWN };
+/* Expect: 100-continue answered by tokentap (not an HTTP/1.0 client's):
+ * 1 when the 100 went into out. */
+int exchange_continue(struct exchange *x, struct evbuffer *out);
+/* tokentap's own JSON error as the response (status, a closing head and
+ * {"error":{"type","message"}}) into out, counted as the client's. */
+void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
+    const char *type, const char *msg);
+
+/* The time of a read: the kernel's receive time of its newest bytes (real,
+ * CLOCK_REALTIME ns, rxtime.h) where it gave one, else the loop's clock
+ * now; *kernel says which. A clock step seen is logged and counted. */
+struct rxtime_clock;
+uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel);
+/* A response read at that time becomes the meter's clock (meter.now) and
+ * counts in the request's timestamps. */
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real);
 
 /* Starts the books of a request whose first byte came at t0: resets every
  * field (one memset), takes a reference on conf, counts the stream. */

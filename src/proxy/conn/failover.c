@@ -2,7 +2,7 @@
 
 static const char *const reason_names[FAILOVER_REASON_COUNT] = {
 	"connect_error", "connect_timeout", "closed", "first_byte_timeout",
-	"status", "first_token_timeout",
+	"status", "first_token_timeout", "throughput",
 };
 
 const char *failover_reason_name(enum failover_reason why)
@@ -17,6 +17,7 @@ int failover_resend_ok(enum failover_reason why, int idempotent)
 	case FAILOVER_CONNECT_TIMEOUT:
 	case FAILOVER_STATUS:
 	case FAILOVER_FIRST_TOKEN:
+	case FAILOVER_THROUGHPUT:
 		return 1;
 	default:
 		return idempotent;

@@ -8,6 +8,9 @@
  *   first_token_timeout  no token by timeouts.first_token: the attempt is
  *                   closed (the backend stops) before any token, and a POST
  *                   goes again too;
+ *   throughput      the first tokens came slower than health.throughput's
+ *                   min_rate, all held back (firsttoken.c): closed the same
+ *                   way before any byte reached the client, a POST too;
  *   closed, first_byte_timeout  the backend had the request and may have
  *                   acted on it: idempotent methods only (RFC 9110 §9.2.2).
  *
@@ -27,11 +30,13 @@ enum failover_reason {
 	FAILOVER_FIRST_BYTE,      /* no response head within timeouts.first_byte */
 	FAILOVER_STATUS,          /* a status in retry_on */
 	FAILOVER_FIRST_TOKEN,     /* no token within timeouts.first_token */
+	FAILOVER_THROUGHPUT,      /* too slow by health.throughput */
 	FAILOVER_REASON_COUNT
 };
 
 /* "connect_error", "connect_timeout", "closed", "first_byte_timeout",
- * "status", "first_token_timeout": the access log's attempts[].reason */
+ * "status", "first_token_timeout", "throughput": the access log's
+ * attempts[].reason */
 const char *failover_reason_name(enum failover_reason why);
 /* May the request go again (to another replica) after this? */
 int failover_resend_ok(enum failover_reason why, int idempotent);

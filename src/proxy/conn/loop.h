@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "rxtime.h"
 
 struct evdns_base;
 struct session;
@@ -41,7 +42,14 @@ struct loop {
 	char *rbuf;                   /* LOOP_READ_MAX: direct upstream reads */
 	int draining;                 /* no new requests; end once idle */
 	uint64_t rng;                 /* request ids */
+	struct rxtime_clock clock;    /* kernel receive times to monotonic */
 };
+
+/* Are reads stamped by the kernel (timestamps: kernel)? */
+static inline int loop_stamps(const struct loop *l)
+{
+	return l->conf->timestamps == TIMESTAMPS_KERNEL;
+}
 
 /* A draining loop ends once its last session is gone. */
 static inline void loop_idle_check(struct loop *l)

@@ -6,23 +6,23 @@
  * The HTTP of the request and its books are the exchange's (exchange.c, a
  * lower layer that answers with verdicts); here are the sockets, the
  * timers, the upstream connection and backpressure (the connection's
- * state: session.h; its response held until the first token:
- * firsttoken.c).
+ * state: session.h; its response held back: firsttoken.c).
  *
- * A response head comes through the upstream's bufferevent. Its body, from a
- * plain TCP upstream, is then read directly: one recv(2) into the worker's
- * buffer, parsed there and sent to the client from there at once, in the
- * callback that read it; only what the client socket does not take is
- * copied to its output buffer. A TLS upstream's body moves from the
- * bufferevent's input to the client's output (no copy when whole chains
- * move) and is written at once too. Every function
- * that may free the session returns -1 when it did; callers return at once. */
+ * A plain TCP upstream is read directly once connected: one recvmsg(2)
+ * into the worker's buffer, with the kernel's receive time (rxtime.h); a
+ * streaming body is parsed and sent to the client from there at once (only
+ * what the client socket does not take is copied), anything else (a head,
+ * a decoded body, a tunnel) goes through the bufferevent's input. A TLS
+ * upstream's body moves from the bufferevent's input to the client's
+ * output (no copy when whole chains move), its reads stamped by tls.c's
+ * socket BIO. A plain client is read by client_readable (its bufferevent
+ * only writes), a TLS client by its bufferevent. Every function that may
+ * free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,7 +54,6 @@
 #define PIPELINE_MAX (64 * 1024)
 
 static int client_process(struct session *s);
-static int upstream_process(struct session *s);
 static void client_read(struct bufferevent *bev, void *arg);
 static void client_write(struct bufferevent *bev, void *arg);
 static void client_event(struct bufferevent *bev, short what, void *arg);
@@ -62,8 +61,9 @@ static void up_read(struct bufferevent *bev, void *arg);
 static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
 static void up_readable(evutil_socket_t fd, short what, void *arg);
+static void client_readable(evutil_socket_t fd, short what, void *arg);
 static int upstream_closed(struct session *s, unsigned long tls_err);
-static void read_direct(struct session *s);
+static int upstream_input(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
 static int hold_request(struct session *s, const struct http_head *rq,
     size_t head_len);
@@ -73,6 +73,39 @@ static int tunnel_client(struct session *s);
 static int tunnel_start(struct session *s);
 static int failover(struct session *s, enum failover_reason why, unsigned status);
 static int try_another(struct session *s, enum failover_reason why, unsigned status);
+
+/* ---- receive times (rxtime.h): a client read (first: under TLS, the
+ * first read since the connection went idle, when it was not this one);
+ * the first since the connection went idle is the next request's first
+ * byte. */
+static void client_stamp(struct session *s, int64_t first, int64_t real)
+{
+	int k;
+
+	s->rx_last = exchange_read_time(&s->loop->clock, real, &k);
+	s->rx_last_kernel = k != 0;
+	if (s->rx_first != 0)
+		return;
+	s->rx_first = first != 0 && first != real ?
+	    exchange_read_time(&s->loop->clock, first, &k) : s->rx_last;
+	s->rx_first_kernel = k != 0;
+}
+
+/* When the request's bytes so far came: the newest client read. */
+static uint64_t request_read_at(const struct session *s)
+{
+	uint64_t t = s->rx_last != 0 ? s->rx_last : util_now_us();
+	return t > s->x.meter.t0 ? t : s->x.meter.t0;
+}
+
+/* A plain client is read by client_readable, a TLS one by its bufferevent. */
+static void client_reading(struct session *s, int on)
+{
+	if (s->tls)
+		(on ? bufferevent_enable : bufferevent_disable)(s->bev, EV_READ);
+	else if (s->rd_ev != NULL)
+		(void)(on ? event_add(s->rd_ev, NULL) : event_del(s->rd_ev));
+}
 
 /* ---- upstream connection ---------------------------------------------- */
 
@@ -118,6 +151,8 @@ static int session_close(struct session *s)
 		event_free(s->timer);
 	if (s->defer_ev != NULL)
 		event_free(s->defer_ev);
+	if (s->rd_ev != NULL)
+		event_free(s->rd_ev);
 	if (s->queued_cb != NULL) {
 		struct evbuffer *out = bufferevent_get_output(s->bev);
 		evbuffer_remove_cb_entry(out, s->queued_cb);
@@ -151,7 +186,7 @@ static int close_or_linger(struct session *s)
 	shutdown(s->fd, SHUT_WR);
 	evbuffer_drain(bufferevent_get_input(s->bev),
 	    evbuffer_get_length(bufferevent_get_input(s->bev)));
-	bufferevent_enable(s->bev, EV_READ);
+	client_reading(s, 1);
 	s->tkind = T_LINGER;
 	evtimer_add(s->timer, &tv);
 	return 0;
@@ -236,20 +271,8 @@ static void overhead_request(struct session *s, uint64_t now)
 static int respond_error(struct session *s, unsigned status, const char *type,
     const char *msg, enum meter_end how)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-	if (!s->x.head_sent) {
-		char body[1024];
-		size_t before = evbuffer_get_length(out);
-		int n = snprintf(body, sizeof body,
-		    "{\"error\":{\"type\":\"%s\",\"message\":\"%s\"}}\n", type, msg);
-		evbuffer_add_printf(out, "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
-		    "Content-Length: %d\r\n%sConnection: close\r\n\r\n",
-		    status, net_reason(status), n,
-		    status == 405 ? "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n" : "");
-		evbuffer_add(out, body, (size_t)n);
-		s->x.status = status;
-		s->x.bytes_out += evbuffer_get_length(out) - before;
-	}
+	if (!s->x.head_sent)
+		exchange_error(&s->x, bufferevent_get_output(s->bev), status, type, msg);
 	if (s->x.conf != NULL)
 		request_end(s, how);
 	client_finish(s);
@@ -291,16 +314,24 @@ static int reclaim_idle(struct loop *l, const struct session *self)
 	return 0;
 }
 
-/* The request in flight starts: its I/O state here, its books there. */
+/* The request in flight starts: its I/O state here, its books there. Its
+ * first byte came with the first read since the connection went idle;
+ * bytes that waited in the input since the request before (pipelined) are
+ * taken as coming now, when tokentap takes them up. */
 static void request_begin(struct session *s, struct conf *conf)
 {
+	uint64_t t0 = s->rx_first != 0 ? s->rx_first : util_now_us();
+	int kernel = s->rx_first != 0 && s->rx_first_kernel;
+
 	s->cs = C_HEAD;
 	s->us = U_NONE;
 	s->scan_pos = s->up_scan_pos = 0;
 	s->req_sent = s->client_paused = s->up_paused = 0;
 	s->forwarded = s->ft_armed = 0;
 	bodybuf_free(&s->held);
-	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, util_now_us());
+	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, t0);
+	s->x.meter.stamps_kernel = (uint32_t)kernel;
+	s->x.meter.stamps_loop = (uint32_t)!kernel;
 }
 
 void proxy_accept(struct loop *w, evutil_socket_t fd,
@@ -325,21 +356,27 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 	s->proto = "http";
 	TAILQ_INSERT_TAIL(&w->sessions, s, link);
 	w->n_sessions++;
+	/* a reload may have asked for stamps the listener was made without */
+	if (loop_stamps(w))
+		rxtime_enable(fd);
 	if (tls != NULL) {
 		SSL *ssl = SSL_new(tls);
 		s->tls = 1;
 		s->proto = "https";
-		s->bev = ssl == NULL ? NULL : bufferevent_openssl_socket_new(w->base,
-		    fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+		/* the records' reads are stamped (tls.c's socket BIO) */
+		s->bev = ssl == NULL || tls_stamp_reads(ssl, fd, loop_stamps(w)) < 0 ? NULL :
+		    bufferevent_openssl_socket_new(w->base, fd, ssl,
+		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 		if (s->bev == NULL)
 			SSL_free(ssl);
 		else
 			bufferevent_openssl_set_allow_dirty_shutdown(s->bev, 1);
 	} else {
 		s->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+		s->rd_ev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_readable, s);
 	}
 	s->timer = evtimer_new(w->base, session_timer, s);
-	if (s->bev == NULL || s->timer == NULL) {
+	if (s->bev == NULL || s->timer == NULL || (!s->tls && s->rd_ev == NULL)) {
 		if (s->bev == NULL)
 			evutil_closesocket(fd);
 		session_close(s);
@@ -354,7 +391,9 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 		struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
 		bufferevent_set_timeouts(s->bev, NULL, &tv);
 	}
-	bufferevent_enable(s->bev, s->tls ? EV_READ | EV_WRITE : EV_READ);
+	if (s->tls)
+		bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	client_reading(s, 1);
 	/* A new bufferevent starts with writing enabled: adding output would
 	 * then arm EPOLLOUT and write a loop turn later. Plain TCP clients are
 	 * written directly (client_flush); the bufferevent only finishes
@@ -379,6 +418,10 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 static void client_read(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
+	if (s->tls) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		client_stamp(s, tls_rx_first(ssl), tls_rx_take(ssl));
+	}
 	if (s->closing) {
 		struct evbuffer *in = bufferevent_get_input(bev);
 		evbuffer_drain(in, evbuffer_get_length(in));
@@ -441,9 +484,11 @@ static int dispatch(struct session *s, int fresh)
 		attempt_leave(&s->att, &s->x, FAILOVER_CONNECT, 0);
 	}
 	s->up = u;
+	s->up_input = 0;
 	s->us = U_CONNECT;
 	firsttoken_arm(s, first_token_late);
 	if (u->connected) {
+		upstream_direct(u, up_readable, s);   /* plain TCP: read directly */
 		s->x.meter.t_conn = util_now_us();
 		s->x.meter.conn_reused = 1;
 		s->us = U_HEAD;
@@ -462,13 +507,9 @@ static int dispatch(struct session *s, int fresh)
  * the first body bytes). */
 static int answer_continue(struct session *s)
 {
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-	if (!s->x.expect_continue || s->x.http10 ||
-	    evbuffer_get_length(bufferevent_get_input(s->bev)) != 0)
+	if (evbuffer_get_length(bufferevent_get_input(s->bev)) != 0 ||
+	    !exchange_continue(&s->x, bufferevent_get_output(s->bev)))
 		return 0;
-	evbuffer_add(bufferevent_get_output(s->bev), cont, sizeof cont - 1);
-	s->x.bytes_out += sizeof cont - 1;
 	return client_flush(s);
 }
 
@@ -495,7 +536,7 @@ static int request_head(struct session *s)
 	if (r == 0)
 		return 0;
 	/* the request stage of the proxy's overhead starts: the head is here */
-	s->x.vitals.ovh_from = util_now_us();
+	s->x.vitals.ovh_from = request_read_at(s);
 	if (exchange_request_head(&s->x, in, head_len, &s->loop->rng, &rq, &v) < 0)
 		return respond(s, &v);
 	/* replicas of several URLs each get a head of their own */
@@ -509,7 +550,7 @@ static int request_head(struct session *s)
 	    bufferevent_get_output(s->up->bev), s->proto, s->up->reused || may_fail_over(s));
 	evbuffer_drain(in, head_len);
 	if (s->x.req_done) {
-		s->x.meter.t_req = util_now_us();
+		s->x.meter.t_req = request_read_at(s);
 		s->cs = C_WAIT;
 	} else {
 		/* its body is the client's to send: the head waits queued */
@@ -601,7 +642,7 @@ static int hold_body(struct session *s)
 	s->last_progress = util_now_us();
 	if (!s->x.req_done)
 		return 0;
-	s->x.meter.t_req = s->x.vitals.ovh_from = util_now_us();
+	s->x.meter.t_req = s->x.vitals.ovh_from = request_read_at(s);
 	s->cs = C_WAIT;
 	return send_held(s);
 }
@@ -619,12 +660,12 @@ static int request_body(struct session *s)
 		return respond(s, &v);
 	s->last_progress = util_now_us();
 	if (s->x.req_done) {
-		s->x.meter.t_req = util_now_us();
+		s->x.meter.t_req = request_read_at(s);
 		s->cs = C_WAIT;
 	}
 	request_flush(s);
 	if (evbuffer_get_length(up) > HIGH_MARK) {
-		bufferevent_disable(s->bev, EV_READ);
+		client_reading(s, 0);
 		s->client_paused = 1;
 	}
 	return 0;
@@ -665,7 +706,7 @@ static int client_process(struct session *s)
 			request_flush(s);
 			/* Pipelined bytes wait for the response to end. */
 			if (avail > PIPELINE_MAX)
-				bufferevent_disable(s->bev, EV_READ);
+				client_reading(s, 0);
 			return 0;
 		}
 	}
@@ -688,9 +729,9 @@ static void client_write(struct bufferevent *bev, void *arg)
 			upstream_direct_read(s->up, 1);
 		else
 			bufferevent_enable(s->up->bev, EV_READ);
-		if (upstream_process(s) < 0)
+		s->x.meter.now = util_now_us();
+		if (upstream_input(s) < 0)
 			return;
-		read_direct(s);
 	}
 	if (evbuffer_get_length(out) == 0) {
 		if (!s->tls)
@@ -744,7 +785,11 @@ static int next_request(struct session *s)
 	s->us = U_NONE;
 	if (s->loop->draining)
 		return client_finish(s);
-	bufferevent_enable(s->bev, EV_READ);
+	/* the next read is the next request's first byte */
+	s->rx_first = 0;
+	if (s->tls)
+		tls_rx_mark(bufferevent_openssl_get_ssl(s->bev));
+	client_reading(s, 1);
 	timer_set(s, T_KEEPALIVE, s->loop->conf->timeouts.idle_us);
 	return client_process(s);
 }
@@ -767,7 +812,10 @@ static int response_done(struct session *s)
 
 /* No token from this replica in time, and nothing reached the client: the
  * attempt is closed (the backend stops) and the next replica gets the
- * request; with none left, what was held goes on and the stream with it. */
+ * request; with none left, what was held goes on and the stream with it.
+ * After the first token, the throughput probe's verdict: its tokens came
+ * at least at health.throughput.min_rate, and the stream goes on; or not,
+ * and the next replica gets it the same way. */
 static void first_token_late(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -777,6 +825,14 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 	s->ft_armed = 0;
 	if (s->x.conf == NULL || s->forwarded)
 		return;
+	if (s->probing && s->x.meter.t_first_token != 0) {
+		/* the throughput probe's verdict; slow with nowhere to go: kept */
+		if (firsttoken_slow(s) && failover(s, FAILOVER_THROUGHPUT, 0) != 1)
+			return;
+		firsttoken_keep(s);
+		client_flush(s);
+		return;
+	}
 	log_info("request %s: no token from upstream %s within timeouts.first_token",
 	    s->x.request_id, s->att.rep->name);
 	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
@@ -945,14 +1001,16 @@ static int response_body(struct session *s)
 	return body_forwarded(s, r, 0);
 }
 
-static int upstream_process(struct session *s)
+/* What waits in the upstream's input, read at meter.now (the read's; the
+ * loop's now for the end of a TLS stream or for input left while the
+ * client held it back). */
+static int upstream_input(struct session *s)
 {
 	struct evbuffer *in;
 
 	if (s->up == NULL)
 		return 0;
 	in = bufferevent_get_input(s->up->bev);
-	s->x.meter.now = util_now_us();
 	while (evbuffer_get_length(in) > 0 && !s->up_paused) {
 		size_t before = evbuffer_get_length(in);
 		int r;
@@ -970,6 +1028,18 @@ static int upstream_process(struct session *s)
 			return 0;
 	}
 	return 0;
+}
+
+/* Bytes for the upstream's input, which then may hold some (up_input; a
+ * socket bufferevent freezes its input's end so that only it adds there). */
+static void up_buffer(struct session *s, const char *p, size_t n)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+
+	evbuffer_unfreeze(in, 0);
+	evbuffer_add(in, p, n);
+	evbuffer_freeze(in, 0);
+	s->up_input = 1;
 }
 
 /* The body of a streaming response, read by up_readable: parsed where it
@@ -1000,28 +1070,33 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	/* bytes past the response's end are not forwarded; kept in the input,
 	 * they keep the connection out of the pool. (A socket bufferevent
 	 * freezes its input's end so that only it adds there.) */
-	if (used < n) {
-		struct evbuffer *in = bufferevent_get_input(s->up->bev);
-		evbuffer_unfreeze(in, 0);
-		evbuffer_add(in, buf + used, n - used);
-		evbuffer_freeze(in, 0);
-	}
+	if (used < n)
+		up_buffer(s, buf + used, n - used);
 	return body_forwarded(s, r, drained);
 }
 
-/* One recv(2) per readiness into the worker's buffer: no FIONREAD ioctl,
- * no buffer chain allocated per read (libevent's bufferevent does both). */
+/* One recvmsg(2) per readiness into the worker's buffer, with the
+ * kernel's receive time: no FIONREAD ioctl, no buffer chain allocated per
+ * read (libevent's bufferevent does both). A streaming body is forwarded
+ * from the buffer; anything else goes through the bufferevent's input. */
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
+	int64_t real = 0;
 	/* past the backlog, what one read may leave waiting is small */
-	ssize_t n = recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
-	    LOOP_READ_MAX, 0);
+	ssize_t n = rxtime_recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
+	    LOOP_READ_MAX, 0, loop_stamps(s->loop) ? &real : NULL);
 	(void)what;
 
 	if (n > 0) {
-		s->x.meter.now = util_now_us();
-		direct_body(s, s->loop->rbuf, (size_t)n);
+		exchange_read(&s->x, &s->loop->clock, real);
+		if (s->us == U_BODY && !s->x.decode && !s->up_input) {
+			direct_body(s, s->loop->rbuf, (size_t)n);
+			return;
+		}
+		up_buffer(s, s->loop->rbuf, (size_t)n);
+		if (upstream_input(s) == 0 && s->up != NULL)
+			s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -1029,22 +1104,45 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	upstream_closed(s, 0);
 }
 
-/* Once the head is through, the upstream is read directly (upstream_direct
- * declines a TLS one). */
-static void read_direct(struct session *s)
-{
-	if (s->up != NULL && !s->up->direct && s->us == U_BODY && !s->x.res_done &&
-	    !s->x.decode && !s->up_paused &&
-	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) == 0)
-		upstream_direct(s->up, up_readable, s);
-}
-
+/* A TLS upstream's records, read by its bufferevent through tls.c's
+ * stamped BIO. */
 static void up_read(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
-	(void)bev;
-	if (upstream_process(s) == 0)
-		read_direct(s);
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	if (s->up == NULL)
+		return;
+	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0);
+	upstream_input(s);
+}
+
+/* A plain client's bytes: one recvmsg(2) with the kernel's receive time,
+ * into the worker's buffer and on to the bufferevent's input (a request's
+ * bytes are few; a response's never pass here). */
+static void client_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	int64_t real = 0;
+	ssize_t n = rxtime_recv(fd, s->loop->rbuf, LOOP_READ_MAX, 0,
+	    loop_stamps(s->loop) ? &real : NULL);
+	(void)what;
+
+	if (n > 0) {
+		client_stamp(s, 0, real);
+		evbuffer_unfreeze(in, 0);
+		evbuffer_add(in, s->loop->rbuf, (size_t)n);
+		evbuffer_freeze(in, 0);
+		client_read(s->bev, s);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	/* as a socket bufferevent reports it: reading stops, then the event */
+	client_reading(s, 0);
+	client_event(s->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF :
+	    BEV_EVENT_ERROR), s);
 }
 
 static void up_write(struct bufferevent *bev, void *arg)
@@ -1054,7 +1152,7 @@ static void up_write(struct bufferevent *bev, void *arg)
 
 	if (s->client_paused && evbuffer_get_length(out) <= LOW_MARK) {
 		s->client_paused = 0;
-		bufferevent_enable(s->bev, EV_READ);
+		client_reading(s, 1);
 		if (client_process(s) < 0)
 			return;
 	}
@@ -1095,7 +1193,7 @@ static int tunnel_client(struct session *s)
 	s->x.bytes_in += n;
 	upstream_flush(s->up);
 	if (evbuffer_get_length(up) > HIGH_MARK) {
-		bufferevent_disable(s->bev, EV_READ);
+		client_reading(s, 0);
 		s->client_paused = 1;
 	}
 	return 0;
@@ -1108,7 +1206,7 @@ static int tunnel_start(struct session *s)
 	s->us = U_TUNNEL;
 	s->cs = C_TUNNEL;
 	timer_idle(s);
-	bufferevent_enable(s->bev, EV_READ);
+	client_reading(s, 1);
 	if (tunnel_up(s) < 0)
 		return -1;
 	return tunnel_client(s);
@@ -1269,7 +1367,8 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & BEV_EVENT_CONNECTED) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
-		upstream_connected(s->up);
+		upstream_connected(s->up, loop_stamps(s->loop));
+		upstream_direct(s->up, up_readable, s);   /* plain TCP: read directly */
 		s->x.meter.t_conn = util_now_us();
 		if (ssl != NULL && tls_handshake_start(ssl) != 0)
 			s->x.meter.tls_us = s->x.meter.t_conn - tls_handshake_start(ssl);
@@ -1283,7 +1382,8 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	}
 	/* EOF or error: read what is left first */
 	tls_err = upstream_is_tls(s->up) ? bufferevent_get_openssl_error(bev) : 0;
-	if (upstream_process(s) < 0 || s->up == NULL)
+	s->x.meter.now = util_now_us();
+	if (upstream_input(s) < 0 || s->up == NULL)
 		return;
 	upstream_closed(s, tls_err);
 }

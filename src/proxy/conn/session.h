@@ -34,6 +34,13 @@ struct session {
 	struct bufferevent *bev;
 	int fd;
 	int tls;                      /* the client came over TLS */
+	struct event *rd_ev;          /* a plain client's reads (its bufferevent
+	                               * only writes) */
+	/* the times of the client's reads (CLOCK_MONOTONIC µs, the kernel's
+	 * receive times where it gave them): the first since the connection
+	 * went idle (the next request's t0; 0: none yet) and the newest */
+	uint64_t rx_first, rx_last;
+	unsigned rx_first_kernel : 1, rx_last_kernel : 1;
 	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
 	char client_ip[64];
 	const char *proto;            /* "http" or "https" */
@@ -54,6 +61,7 @@ struct session {
 	unsigned req_sent : 1;
 	unsigned client_paused : 1;   /* backpressure on the request body */
 	unsigned up_paused : 1;       /* backpressure on the response */
+	unsigned up_input : 1;        /* the upstream's input may hold bytes */
 	struct upconn *up;
 	struct bodybuf held;          /* a request held until its body is whole */
 	struct exchange x;
@@ -62,7 +70,11 @@ struct session {
 	 * timeouts.first_token what of its response waits for the first token */
 	struct attempt att;
 	unsigned forwarded : 1;       /* a response byte went to the client */
-	unsigned ft_armed : 1;        /* the first-token deadline runs */
+	unsigned ft_armed : 1;        /* ft_timer runs: the first-token deadline,
+	                               * or the throughput probe's window */
+	unsigned probing : 1;         /* health.throughput judges this attempt */
+	unsigned probe_state : 2;     /* 0 before its first token, 1 its window
+	                               * runs, 2 its verdict is due, 3 given */
 	struct evbuffer *hold;
 	struct event *ft_timer;
 };

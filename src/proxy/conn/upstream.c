@@ -19,6 +19,7 @@
 #include "jsonw.h"
 #include "log.h"
 #include "net.h"
+#include "rxtime.h"
 #include "tls.h"
 #include "util.h"
 #include "loop.h"
@@ -224,12 +225,20 @@ fail:
 	return NULL;
 }
 
-void upstream_connected(struct upconn *u)
+void upstream_connected(struct upconn *u, int stamps)
 {
 	int one = 1;
 	evutil_socket_t fd = bufferevent_getfd(u->bev);
-	if (fd >= 0)
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+
+	if (fd >= 0) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (stamps)
+			rxtime_enable(fd);
+		/* the records' reads stamped: libevent's socket BIO goes */
+		if (ssl != NULL)
+			tls_stamp_reads(ssl, fd, stamps);
+	}
 	u->connected = 1;
 	u->born = util_now_us();
 }

@@ -38,13 +38,17 @@ struct upconn {
 struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
     struct replica *rep, int fresh, bufferevent_data_cb readcb,
     bufferevent_data_cb writecb, bufferevent_event_cb eventcb, void *arg);
-/* Marks a new connection connected (TCP_NODELAY set). */
-void upstream_connected(struct upconn *u);
+/* Marks a new connection connected (TCP_NODELAY set); stamps: its reads
+ * get the kernel's receive times (rxtime.h; a TLS one through tls.c's
+ * socket BIO). */
+void upstream_connected(struct upconn *u, int stamps);
 int upstream_is_tls(const struct upconn *u);
 /* Plain TCP only: from now on the caller reads the socket itself with cb
- * (one recv(2) into its own buffer per readiness) and the bufferevent
+ * (one recvmsg(2) into its own buffer per readiness) and the bufferevent
  * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
- * large as the caller's buffer. -1: not possible (TLS, no memory). */
+ * large as the caller's buffer, and the kernel's receive time of each.
+ * Until the connection is released: a pooled one is watched by the
+ * bufferevent again. -1: not possible (TLS, no memory). */
 int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
 /* Writes what waits in the output to a connected plain upstream now, in
  * this loop turn: no EPOLLOUT round (two epoll_ctl and a loop turn) before

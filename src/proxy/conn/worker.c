@@ -86,6 +86,10 @@ static int listen_all(struct worker *w, const struct conf *c)
 		    (int)c->listen[i].backlog, what);
 		if (fd < 0)
 			return -1;
+		/* accepted sockets inherit it, and a request's first segment,
+		 * queued before accept(2), is stamped too */
+		if (c->timestamps == TIMESTAMPS_KERNEL)
+			rxtime_enable(fd);
 		w->lrefs[i].w = w;
 		w->lrefs[i].idx = i;
 		/* backlog 0: the socket listens already (-1 would listen(2)

@@ -123,9 +123,10 @@ static const enum meter_outcome no_token_outcomes[] = {
 };
 
 /* Series per label set besides the histograms and the thresholds: output
- * and input tokens, active and stalled streams, stalls, buffered streams,
- * requests without a token by outcome. Each requests_total pair adds one. */
-#define FIXED_SERIES (6 + UTIL_ARRAY_LEN(no_token_outcomes))
+ * and input tokens, token events and their tokens, active and stalled
+ * streams, stalls, buffered streams, requests without a token by outcome.
+ * Each requests_total pair adds one. */
+#define FIXED_SERIES (8 + UTIL_ARRAY_LEN(no_token_outcomes))
 
 /* The stages of tokentap_proxy_overhead_seconds. */
 enum { OVH_REQUEST, OVH_READ, OVH_COUNT };
@@ -154,6 +155,7 @@ struct mset {
 	struct mroute *route;
 	uint64_t requests[OUTCOME_COUNT][CODE_COUNT];
 	uint64_t output_tokens, input_tokens;
+	uint64_t token_events, token_event_tokens;   /* streams that counted them */
 	uint64_t exceeded[THRESHOLDS];
 	long active, stalled;
 	uint64_t stalls, buffered;
@@ -175,6 +177,7 @@ static struct {
 	int configured;
 	const struct conf *conf;   /* own reference */
 	enum metrics_names names;
+	int otlp;                  /* OTLP metrics: every histogram is kept */
 	struct bset b[B_COUNT];
 	unsigned n_thresholds;     /* 4, or 6 with a TTFO threshold */
 	uint64_t max_series, used;
@@ -194,6 +197,8 @@ static int family_on(const struct hfamily *f)
 /* A histogram kept when a family exported under the names in force reads it. */
 static int slot_on(int slot)
 {
+	if (M.otlp)
+		return 1;
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(hfamilies); i++)
 		if (hfamilies[i].slot == slot && family_on(&hfamilies[i]))
 			return 1;
@@ -668,6 +673,10 @@ void metrics_request(struct mset *m, int folded, const struct sample *o)
 		m->output_tokens += (uint64_t)o->output_tokens;
 	if (o->input_tokens > 0)
 		m->input_tokens += (uint64_t)o->input_tokens;
+	if (o->token_source == TOKENS_USAGE || o->token_source == TOKENS_CONTINUOUS) {
+		m->token_events += o->token_events;
+		m->token_event_tokens += o->output_tokens > 0 ? (uint64_t)o->output_tokens : 0;
+	}
 	for (int i = 0; i < THRESHOLDS; i++)
 		if (o->exceeded & (1u << i))
 			m->exceeded[i]++;
@@ -775,6 +784,9 @@ void metrics_configure(const struct conf *c)
 		reset_hists();
 	}
 	memcpy(M.b, nb, sizeof nb);
+	/* at start: a reload does not change which histograms are kept */
+	if (!M.configured)
+		M.otlp = c->otel.metrics > 0 && c->otel.metrics_url != NULL;
 	M.n_thresholds = ttfo_thresholds(c) ? THRESHOLDS : 4;
 	M.max_series = c->metrics_max_series;
 	if (M.conf != NULL)
@@ -834,6 +846,11 @@ static const char *provider_name(unsigned dialect)
 	}
 }
 
+const char *metrics_provider_name(unsigned dialect)
+{
+	return provider_name(dialect);
+}
+
 /* ---- output ----------------------------------------------------------------- */
 
 static void set_labels(const struct mset *m, int otel_family, struct promout_labels *l)
@@ -866,7 +883,7 @@ static void write_histograms(struct promout *o)
 
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(hfamilies); i++) {
 		const struct hfamily *f = &hfamilies[i];
-		if (!family_on(f))
+		if (!family_on(f) && !promout_every_family(o))
 			continue;
 		if (i == 0 || strcmp(hfamilies[i - 1].name, f->name) != 0)
 			promout_family(o, f->name, f->help, PROMPROTO_HISTOGRAM);
@@ -967,6 +984,12 @@ static void write_set_series(struct promout *o)
 		  offsetof(struct mset, output_tokens) },
 		{ "tokentap_input_tokens_total", "Input (prompt) tokens reported.",
 		  PROMPROTO_COUNTER, offsetof(struct mset, input_tokens) },
+		{ "tokentap_token_events_total", "Token-bearing events of the streams "
+		  "that counted their output tokens (usage).", PROMPROTO_COUNTER,
+		  offsetof(struct mset, token_events) },
+		{ "tokentap_token_event_tokens_total", "The output tokens those events "
+		  "carried: over tokentap_token_events_total, tokens per event.",
+		  PROMPROTO_COUNTER, offsetof(struct mset, token_event_tokens) },
 		{ "tokentap_active_streams", "Streams in flight.", PROMPROTO_GAUGE,
 		  offsetof(struct mset, active) },
 		{ "tokentap_stalled_streams", "Streams whose tokens stopped for the stall "

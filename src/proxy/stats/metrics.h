@@ -59,6 +59,9 @@ void metrics_stall(struct mset *m, int delta);
 /* Every series of the requests, then the process's (procmetrics.h). */
 void metrics_write(struct promout *o);
 void metrics_free(void);
+/* gen_ai.provider.name of a stream's dialect ("openai", ... "_other"), as
+ * the label sets have it (the OTLP spans' too). */
+const char *metrics_provider_name(unsigned dialect);
 
 /* For tests: the series the label sets may export now, and the bound. */
 uint64_t metrics_series_used(void);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history.h"
 #include "log.h"
 #include "meter.h"
 #include "metrics.h"
@@ -114,6 +115,10 @@ static void itl_flush(void)
 			nhist_add_index(nh, scr.nh_base + scr.nh_used[i],
 			    scr.nh[scr.nh_used[i]]);
 	}
+	/* a drain's gaps at most 50 ms apart: the step of the first holds them */
+	if (state.history != NULL)
+		history_itl(state.history, g->route->text, scr.t, scr.win, scr.win_used,
+		    scr.n_win, scr.count, scr.sum, scr.min, scr.max);
 	for (unsigned i = 0; i < scr.n_win; i++)
 		scr.win[scr.win_used[i]] = 0;
 	for (unsigned i = 0; i < scr.n_nh; i++)
@@ -161,6 +166,44 @@ static void apply_itl(struct group *g, const struct ring_rec *x)
 	}
 }
 
+/* What a stream was made of: tokens against events, and the wire. */
+static void apply_wire(struct slice *s, const struct sample *x)
+{
+	const struct meter_wire *w = &x->wire;
+	uint32_t *v = s->wire;
+
+	if (x->token_source == TOKENS_USAGE || x->token_source == TOKENS_CONTINUOUS) {
+		s->counted_events += x->token_events;
+		s->counted_tokens += x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0;
+	}
+	if (x->first_event_tokens >= 0) {
+		s->first_told++;
+		s->first_tokens += (uint64_t)x->first_event_tokens;
+	}
+	s->tpot_estimated += x->tpot_estimated;
+	if (!w->stream)
+		return;
+	v[W_STREAMS]++;
+	v[W_LF] += w->lf;
+	v[W_CRLF] += w->crlf;
+	v[W_CR] += w->cr;
+	v[W_DATA_SPACE] += w->data_space;
+	v[W_DATA_BARE] += w->data_bare;
+	if (w->coding >= DECODE_GZIP && w->coding <= DECODE_ZSTD)
+		v[W_GZIP + w->coding - DECODE_GZIP]++;
+	v[W_END_SEEN] += w->end == WIRE_END_SEEN;
+	v[W_END_MISSING] += w->end == WIRE_END_MISSING;
+	v[W_USAGE_NONE + w->usage]++;
+	v[W_COMMENTS] += w->comments;
+	v[W_PINGS] += w->pings;
+	v[W_EMPTY_DELTAS] += w->empty_deltas;
+	v[W_KA_GAPS] += w->ka_gaps;
+	v[W_KA_SPAN_MS] += (uint32_t)(w->ka_span_us / 1000);
+	v[W_EVENTS] += w->events;
+	v[W_EVENT_READS] += w->event_reads;
+	v[W_ERRORS_2XX] += w->error_in_2xx;
+}
+
 /* The stream health part of a finished request, in the windows (the
  * Prometheus side is metrics_request's). */
 static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
@@ -181,6 +224,7 @@ static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
 			if (x->ovh_read[i] != 0)
 				hist_sparse_record_n(&s->ovh_read, vitals_read_mid(i),
 				    x->ovh_read[i]);
+		apply_wire(s, x);
 	}
 }
 
@@ -190,6 +234,8 @@ static void apply_stall(struct group *g, const struct ring_rec *x)
 	metrics_stall(g->ms, x->delta);
 	if (x->delta <= 0)
 		return;
+	if (state.history != NULL)
+		history_stall(state.history, g->route->text, x->t_us);
 	for (size_t w = 0; w < state.n_windows; w++) {
 		struct slice *s = slice_at(g, w, x->t_us);
 		if (s != NULL)
@@ -228,6 +274,21 @@ static void apply_request(struct group *g, const struct ring_rec *r)
 	}
 	apply_itl(g, r);
 	apply_health(g, r->t_us, x);
+	if (state.history != NULL) {
+		struct history_req hr = {
+			(enum meter_outcome)x->outcome, x->ttft_us, x->tpot_us, x->ttfo_us,
+			x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0,
+			x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0,
+			x->speed_tokens, x->speed_us, x->concurrency, x->stalls,
+		};
+		history_request(state.history, g->route->text, r->t_us, &hr);
+	}
+}
+
+void stats_set_history(struct history *h)
+{
+	itl_flush();           /* empty outside a drain; in case */
+	state.history = h;
 }
 
 static void (*on_request)(void *arg, const struct sample_key *k,
@@ -262,6 +323,8 @@ static void apply(void *arg, const struct ring_rec *x)
 		metrics_active(g->ms, x->delta);
 		if (g->active > g->max_active)
 			g->max_active = g->active;
+		if (state.history != NULL)
+			history_active(state.history, g->route->text, x->t_us, x->delta);
 		break;
 	case RING_ITL:
 		apply_itl(g, x);

@@ -34,11 +34,21 @@ void stats_free(void);
 void stats_on_request(void (*fn)(void *arg, const struct sample_key *k,
     const struct sample *s), void *arg);
 
+/* The history (history.h) that drained records go to as well, and that
+ * /stats takes trend and R² from where it keeps the window twice over
+ * (historyd.c sets it); NULL: none. */
+struct history;
+void stats_set_history(struct history *h);
+
 /* Index of a configured window by its text ("1m"), or -1. */
 int stats_window_index(const char *text);
 
 enum { BY_ROUTE = 1, BY_TENANT = 2, BY_MODEL = 4, BY_UPSTREAM = 8 };
 
+/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale: a /stats
+ * distribution (GET /stats/history's too). */
+struct hist;
+void stats_json_dist(struct evbuffer *out, const struct hist *h, double scale);
 /* /stats JSON for window wi grouped by the BY_* bits: the rows from
  * offset, at most limit of them (sorted by key), with how many there are
  * and whether more follow ("total_groups", "truncated"). */

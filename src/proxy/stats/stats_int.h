@@ -15,6 +15,16 @@ struct r2_sums {
 	double n, sx, sy, sxy, sxx, syy;
 };
 
+/* The wire report (meter.h's meter_wire) summed over streams: what the
+ * backends of a group sent, counted. */
+enum {
+	W_STREAMS, W_LF, W_CRLF, W_CR, W_DATA_SPACE, W_DATA_BARE,
+	W_GZIP, W_DEFLATE, W_BR, W_ZSTD, W_END_SEEN, W_END_MISSING,
+	W_USAGE_NONE, W_USAGE_FINAL, W_USAGE_EVERY,
+	W_COMMENTS, W_PINGS, W_EMPTY_DELTAS, W_KA_GAPS, W_KA_SPAN_MS,
+	W_EVENTS, W_EVENT_READS, W_ERRORS_2XX, W_COUNT
+};
+
 struct slice {
 	uint64_t index;           /* t / slice length */
 	uint64_t requests, errors;
@@ -27,6 +37,13 @@ struct slice {
 	 * that looked buffered, requests without a token by outcome */
 	uint64_t stalls, judged, buffered;
 	uint64_t no_token[OUTCOME_COUNT];
+	/* chunks are not tokens: the token events and output tokens of the
+	 * streams that counted their tokens, the first events' tokens where
+	 * told (and how many told), TPOTs over an estimated divisor */
+	uint64_t counted_events, counted_tokens;
+	uint64_t first_told, first_tokens;
+	uint64_t tpot_estimated;
+	uint32_t wire[W_COUNT];
 	struct hist_sparse ttft, tpot, itl, ttfo, ovh_request, ovh_read;
 };
 
@@ -103,6 +120,7 @@ struct stats_state {
 	uint64_t dropped;
 	struct route_warning *warnings;   /* one per configured route */
 	size_t n_warnings;
+	struct history *history;          /* stats_set_history's; NULL: none */
 };
 
 /* The one state of the statistics (stats.c owns it), for stats_out.c. */

@@ -9,6 +9,7 @@
 
 #include "gauge.h"
 #include "headroom.h"
+#include "history.h"
 #include "stats.h"
 #include "stats_int.h"
 #include "jsonw.h"
@@ -28,6 +29,10 @@ struct agg {
 	long stalled;
 	uint64_t stalls, judged, buffered;
 	uint64_t no_token[OUTCOME_COUNT];
+	uint64_t counted_events, counted_tokens, first_told, first_tokens;
+	uint64_t tpot_estimated;
+	uint64_t wire[W_COUNT];
+	unsigned dialects;         /* bit d: a group of dialect d */
 	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
 	struct hist ttfo, ovh_request, ovh_read;
 };
@@ -53,6 +58,13 @@ static void agg_health(struct agg *a, const struct slice *s)
 	a->buffered += s->buffered;
 	for (int o = 0; o < OUTCOME_COUNT; o++)
 		a->no_token[o] += s->no_token[o];
+	a->counted_events += s->counted_events;
+	a->counted_tokens += s->counted_tokens;
+	a->first_told += s->first_told;
+	a->first_tokens += s->first_tokens;
+	a->tpot_estimated += s->tpot_estimated;
+	for (int i = 0; i < W_COUNT; i++)
+		a->wire[i] += s->wire[i];
 	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
 	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
 	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
@@ -62,6 +74,8 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 {
 	a->active += g->active;
 	a->stalled += g->stalled;
+	if (g->dialect < 32)
+		a->dialects |= 1u << g->dialect;
 	if (g->max_active > a->max_active)
 		a->max_active = g->max_active;
 	for (int i = 0; i < 2 * SLICES; i++) {
@@ -132,8 +146,7 @@ static void json_headroom(struct evbuffer *out, const struct headroom_fit *f,
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-/* {count, mean, p50, p90, p95, p99, max} of h, in µs / scale. */
-static void json_dist_of(struct evbuffer *out, const struct hist *h, double scale)
+void stats_json_dist(struct evbuffer *out, const struct hist *h, double scale)
 {
 	evbuffer_add_printf(out, "{\"count\":%llu", (unsigned long long)h->count);
 	if (h->count == 0) {
@@ -159,7 +172,7 @@ static void json_dist_of(struct evbuffer *out, const struct hist *h, double scal
 static void json_dist(struct evbuffer *out, const char *name, const struct hist *h)
 {
 	evbuffer_add_printf(out, ",\"%s\":", name);
-	json_dist_of(out, h, 1000.0);
+	stats_json_dist(out, h, 1000.0);
 }
 
 /* The outcomes a request without a token is counted by. */
@@ -184,10 +197,65 @@ static void json_health(struct evbuffer *out, const struct agg *a)
 	    (unsigned long long)a->buffered);
 	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
 	ADD(out, ",\"overhead_us\":{\"request\":");
-	json_dist_of(out, &a->ovh_request, 1.0);
+	stats_json_dist(out, &a->ovh_request, 1.0);
 	ADD(out, ",\"read\":");
-	json_dist_of(out, &a->ovh_read, 1.0);
+	stats_json_dist(out, &a->ovh_read, 1.0);
 	ADD(out, "}");
+}
+
+/* A ratio with three decimals, null without a denominator. */
+static void json_ratio(struct evbuffer *out, const char *name, uint64_t num,
+    uint64_t den)
+{
+	evbuffer_add_printf(out, ",\"%s\":", name);
+	jsonw_fixed(out, den ? (double)num / (double)den : -1, 3);
+}
+
+/* Chunks are not tokens: tokens per token event (the streams that counted
+ * their tokens), the first event's tokens (mean, where told), TPOTs whose
+ * divisor was estimated. */
+static void json_tokens(struct evbuffer *out, const struct agg *a)
+{
+	json_ratio(out, "tokens_per_event", a->counted_tokens, a->counted_events);
+	json_ratio(out, "first_event_tokens", a->first_tokens, a->first_told);
+	evbuffer_add_printf(out, ",\"tpot_estimated\":%llu",
+	    (unsigned long long)a->tpot_estimated);
+}
+
+/* The wire report: what the row's backends sent, each item counted over
+ * the window's streams (README, "The wire report"). */
+static void json_wire(struct evbuffer *out, const struct agg *a)
+{
+	const uint64_t *v = a->wire;
+	int n = 0;
+
+	evbuffer_add_printf(out, ",\"wire\":{\"streams\":%llu,\"line_ends\":{\"lf\":%llu,"
+	    "\"crlf\":%llu,\"cr\":%llu},\"data_space\":{\"with\":%llu,\"without\":%llu},"
+	    "\"compressed\":{\"gzip\":%llu,\"deflate\":%llu,\"br\":%llu,\"zstd\":%llu},"
+	    "\"end_marker\":{\"names\":[",
+	    (unsigned long long)v[W_STREAMS], (unsigned long long)v[W_LF],
+	    (unsigned long long)v[W_CRLF], (unsigned long long)v[W_CR],
+	    (unsigned long long)v[W_DATA_SPACE], (unsigned long long)v[W_DATA_BARE],
+	    (unsigned long long)v[W_GZIP], (unsigned long long)v[W_DEFLATE],
+	    (unsigned long long)v[W_BR], (unsigned long long)v[W_ZSTD]);
+	for (int d = 0; d < DIALECT_COUNT; d++)
+		if ((a->dialects >> d & 1) && dialect_end_marker((enum dialect_id)d)) {
+			evbuffer_add(out, ",", n++ > 0);
+			jsonw_str(out, dialect_end_marker((enum dialect_id)d));
+		}
+	evbuffer_add_printf(out, "],\"seen\":%llu,\"missing\":%llu},\"usage\":{\"none\":%llu,"
+	    "\"final\":%llu,\"every_chunk\":%llu},\"heartbeats\":{\"comments\":%llu,"
+	    "\"pings\":%llu,\"empty_deltas\":%llu,\"interval_ms\":",
+	    (unsigned long long)v[W_END_SEEN], (unsigned long long)v[W_END_MISSING],
+	    (unsigned long long)v[W_USAGE_NONE], (unsigned long long)v[W_USAGE_FINAL],
+	    (unsigned long long)v[W_USAGE_EVERY], (unsigned long long)v[W_COMMENTS],
+	    (unsigned long long)v[W_PINGS], (unsigned long long)v[W_EMPTY_DELTAS]);
+	jsonw_fixed(out, v[W_KA_GAPS] ? (double)v[W_KA_SPAN_MS] / (double)v[W_KA_GAPS] : -1,
+	    1);
+	ADD(out, "}");
+	json_ratio(out, "events_per_read", v[W_EVENTS], v[W_EVENT_READS]);
+	evbuffer_add_printf(out, ",\"errors_in_2xx\":%llu}",
+	    (unsigned long long)v[W_ERRORS_2XX]);
 }
 
 static double trend(const struct hist *cur, const struct hist *prev, double q)
@@ -200,6 +268,43 @@ static double trend(const struct hist *cur, const struct hist *prev, double q)
 	return p > 0 ? (c - p) / p : NAN;
 }
 
+static double trend_sparse(const struct hist_sparse *cur, const struct hist_sparse *prev,
+    double q)
+{
+	double p, c;
+	if (cur->count == 0 || prev->count == 0)
+		return NAN;
+	p = hist_sparse_quantile(prev, q);
+	c = hist_sparse_quantile(cur, q);
+	return p > 0 ? (c - p) / p : NAN;
+}
+
+/* R² (its line) and the trend of a route's row, or the instance's (route
+ * NULL), from the history where it keeps the window twice over: there
+ * they outlive a restart, and the previous hour is there for a 1h window.
+ * 0, or -1: the window's own slices say them. */
+static int from_history(const char *route, uint64_t window_us, struct headroom_fit *fit,
+    double *t_ttft, double *t_tpot)
+{
+	static struct history_sum cur, prev;
+	struct history *h = stats_state()->history;
+	const struct history_series *se;
+
+	if (h == NULL)
+		return -1;
+	se = route ? history_find(h, HISTORY_ROUTE, route) : history_find(h, HISTORY_INSTANCE, "");
+	history_sum_clear(&cur);
+	history_sum_clear(&prev);
+	if (history_window(h, se, (uint64_t)((int64_t)stats_clock() + history_offset(h)),
+	    window_us, &cur, &prev) < 0)
+		return -1;
+	headroom_fit((double)cur.r2.n, (double)cur.r2.sx, cur.r2.sy, cur.r2.sxy,
+	    (double)cur.r2.sxx, cur.r2.syy, fit);
+	*t_ttft = trend_sparse(&cur.ttft, &prev.ttft, 0.95);
+	*t_tpot = trend_sparse(&cur.tpot, &prev.tpot, 0.50);
+	return 0;
+}
+
 static void json_trend(struct evbuffer *out, const char *name, double v)
 {
 	evbuffer_add_printf(out, "\"%s\":", name);
@@ -209,15 +314,23 @@ static void json_trend(struct evbuffer *out, const char *name, double v)
 		evbuffer_add_printf(out, "%.4f", v);
 }
 
+/* A row of the groups g's key by selects (g NULL: the instance's). */
 static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
-    const struct agg *a, int first)
+    const struct agg *a, int first, uint64_t window_us)
 {
 	struct headroom_fit fit;
-	double r2;
+	double r2, t_ttft, t_tpot;
 
-	fit_of(&a->r2, &fit);
+	if ((by != BY_ROUTE && g != NULL) ||
+	    from_history(g ? g->route->text : NULL, window_us, &fit, &t_ttft, &t_tpot) < 0) {
+		fit_of(&a->r2, &fit);
+		t_ttft = trend(&a->ttft, &a->prev_ttft, 0.95);
+		t_tpot = trend(&a->tpot, &a->prev_tpot, 0.50);
+	}
 	r2 = fit.ok ? fit.r2 : -1;
 	evbuffer_add(out, first ? "{" : ",{", first ? 1 : 2);
+	if (g == NULL)
+		by = 0;
 	if (by & BY_ROUTE) {
 		ADD(out, "\"route\":");
 		jsonw_str(out, g->route->text);
@@ -255,10 +368,13 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	jsonw_fixed(out, r2, 4);
 	json_headroom(out, &fit, by & BY_ROUTE ? g->route->text : NULL);
 	json_health(out, a);
+	json_tokens(out, a);
+	if (by & BY_UPSTREAM)
+		json_wire(out, a);
 	ADD(out, ",\"trend\":{");
-	json_trend(out, "ttft_p95", trend(&a->ttft, &a->prev_ttft, 0.95));
+	json_trend(out, "ttft_p95", t_ttft);
 	ADD(out, ",");
-	json_trend(out, "tpot_p50", trend(&a->tpot, &a->prev_tpot, 0.50));
+	json_trend(out, "tpot_p50", t_tpot);
 	ADD(out, "}}");
 }
 
@@ -337,10 +453,18 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 			evbuffer_add_printf(out, "%s\"%s\"", listed++ ? "," : "", fields[f]);
 	evbuffer_add_printf(out, "],"
 	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
-	    "\"groups\":[", ts, atomic_load(&gauge_streams),
+	    "\"instance\":", ts, atomic_load(&gauge_streams),
 	    atomic_load(&gauge_max_streams));
-	v = sorted_groups(by);
 	cur = stats_clock() / st->slice_us[wi];
+	/* every group together; its concurrency the streams', as above */
+	agg_reset(&a);
+	for (struct group *g = st->newest; g != NULL; g = g->older)
+		agg_add(&a, g, (size_t)wi, cur);
+	a.active = atomic_load(&gauge_streams);
+	a.max_active = atomic_load(&gauge_max_streams);
+	json_row(out, NULL, 0, &a, 1, st->window_us[wi]);
+	ADD(out, ",\"groups\":[");
+	v = sorted_groups(by);
 	/* every row is counted, the page's alone are summed and written: the
 	 * work and the answer are bounded by limit, not by the groups */
 	while (v != NULL && i < st->n_groups) {
@@ -354,7 +478,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 			agg_reset(&a);
 			for (size_t k = i; k < j; k++)
 				agg_add(&a, v[k], (size_t)wi, cur);
-			json_row(out, v[i], by, &a, first);
+			json_row(out, v[i], by, &a, first, st->window_us[wi]);
 			first = 0;
 		}
 		i = j;
@@ -498,6 +622,29 @@ void stats_prometheus(struct promout *o)
 		struct promout_labels l = { .n = 0 };
 		promout_label(&l, "cause", meter_unmeasured_name((enum meter_unmeasured)i));
 		promout_sample(o, &l, (double)atomic_load(&gauge_unmeasured[i]));
+	}
+	promout_family(o, "tokentap_read_timestamps_total", "Requests' first bytes and "
+	    "response reads timed by the kernel's receive stamps (kernel) or by the "
+	    "event loop's clock (loop: timestamps: loop, no stamp, a clock step).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < 2; i++) {
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "source", i == 0 ? "kernel" : "loop");
+		promout_sample(o, &l, (double)atomic_load(&gauge_read_times[i]));
+	}
+	promout_family(o, "tokentap_clock_steps_total", "Steps of the real-time clock "
+	    "the workers saw (kernel receive times near one use the loop's clock).",
+	    PROMPROTO_COUNTER);
+	promout_sample(o, &none, (double)atomic_load(&gauge_clock_steps));
+	promout_family(o, "tokentap_throughput_probes_total", "Throughput probes' "
+	    "verdicts (health.throughput): pass, slow (the request went to another "
+	    "replica), kept (slow, and no other replica could take it).",
+	    PROMPROTO_COUNTER);
+	for (int i = 0; i < GAUGE_PROBE_COUNT; i++) {
+		static const char *const names[] = { "pass", "slow", "kept" };
+		struct promout_labels l = { .n = 0 };
+		promout_label(&l, "result", names[i]);
+		promout_sample(o, &l, (double)atomic_load(&gauge_probes[i]));
 	}
 	promout_family(o, "tokentap_build_info", "Build information.", PROMPROTO_GAUGE);
 	promout_label(&version, "version", TOKENTAP_VERSION);

@@ -201,7 +201,7 @@ static int hop_dropped(const struct http_head *m, const struct http_header *h,
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const struct conf_upstream *to,
     const char *client_ip, const char *proto, const char *request_id,
-    size_t request_id_len, unsigned flags)
+    size_t request_id_len, unsigned flags, const char *traceparent)
 {
 	const struct http_header *xff = NULL;
 	struct head_out o;
@@ -226,7 +226,11 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 		    is_set_header(r, h->name, h->name_len) ||
 		    util_ieq(h->name, h->name_len, "x-forwarded-proto") ||
 		    util_ieq(h->name, h->name_len, "x-request-id") ||
-		    ((flags & HTTPHEAD_DROP_EXPECT) && util_ieq(h->name, h->name_len, "expect")))
+		    ((flags & HTTPHEAD_DROP_EXPECT) && util_ieq(h->name, h->name_len, "expect")) ||
+		    ((flags & HTTPHEAD_DROP_TRACEPARENT) &&
+		    util_ieq(h->name, h->name_len, "traceparent")) ||
+		    ((flags & HTTPHEAD_DROP_TRACESTATE) &&
+		    util_ieq(h->name, h->name_len, "tracestate")))
 			continue;
 		if (util_ieq(h->name, h->name_len, "host") && !r->preserve_host)
 			continue;
@@ -264,6 +268,11 @@ void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
 	put(&o, "\r\nX-Forwarded-Proto: ", 21);
 	put_str(&o, proto);
 	put(&o, "\r\n", 2);
+	if (traceparent != NULL) {
+		put(&o, "traceparent: ", 13);
+		put_str(&o, traceparent);
+		put(&o, "\r\n", 2);
+	}
 	put(&o, "X-Request-Id: ", 14);
 	put(&o, request_id, request_id_len);
 	put(&o, "\r\n\r\n", 4);

@@ -61,10 +61,16 @@ int httphead_is_hop(const struct http_head *m, const char *name, size_t len);
  * allows only, and Connection: Upgrade. */
 #define HTTPHEAD_DROP_EXPECT 1
 #define HTTPHEAD_UPGRADE     2
+/* W3C Trace Context: the client's traceparent is not passed on (tokentap
+ * sends its own, traceparent below, or the client's was malformed), and
+ * its tracestate neither (malformed: the recommendation drops both) */
+#define HTTPHEAD_DROP_TRACEPARENT 4
+#define HTTPHEAD_DROP_TRACESTATE  8
+/* traceparent: a field value to send, NULL: none. */
 void httphead_write_request(struct evbuffer *out, const struct http_head *rq,
     const struct conf_route *r, const struct conf_upstream *to,
     const char *client_ip, const char *proto, const char *request_id,
-    size_t request_id_len, unsigned flags);
+    size_t request_id_len, unsigned flags, const char *traceparent);
 /* The protocols of r->upgrades (a bit per index) that the request asks to
  * switch to (Upgrade, named in Connection); 0: none, and the request is an
  * ordinary one (RFC 9110 §7.8 lets a server ignore Upgrade: its fields are

@@ -34,6 +34,9 @@ struct ring {
 	int filling_ovf;           /* the worker's: a slot taken in a block */
 	unsigned index;            /* among the rings */
 	uint64_t streams;          /* the worker's: stream ids handed out */
+	/* the span queue (ring_span_slot): the worker's until published */
+	struct span *spans;        /* RING_SPANS, at the first span */
+	_Atomic uint64_t span_head, span_tail, span_dropped;
 	struct ring_rec recs[RING_CAP];
 };
 
@@ -212,6 +215,50 @@ uint64_t ring_drain(void (*fn)(void *arg, const struct ring_rec *x), void *arg)
 	return dropped;
 }
 
+struct span *ring_span_slot(struct ring *r)
+{
+	uint64_t h, t;
+
+	if (r == NULL)
+		return NULL;
+	if (r->spans == NULL && (r->spans = calloc(RING_SPANS, sizeof *r->spans)) == NULL) {
+		atomic_fetch_add_explicit(&r->span_dropped, 1, memory_order_relaxed);
+		return NULL;
+	}
+	h = atomic_load_explicit(&r->span_head, memory_order_relaxed);
+	t = atomic_load_explicit(&r->span_tail, memory_order_acquire);
+	if (h - t >= RING_SPANS) {
+		atomic_fetch_add_explicit(&r->span_dropped, 1, memory_order_relaxed);
+		return NULL;
+	}
+	return &r->spans[h % RING_SPANS];
+}
+
+void ring_span_publish(struct ring *r)
+{
+	uint64_t h = atomic_load_explicit(&r->span_head, memory_order_relaxed);
+	atomic_store_explicit(&r->span_head, h + 1, memory_order_release);
+}
+
+uint64_t ring_span_drain(void (*fn)(void *arg, const struct span *s), void *arg,
+    uint64_t max)
+{
+	int n = atomic_load(&n_rings);
+	uint64_t dropped = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct ring *r = rings[i];
+		uint64_t t = atomic_load_explicit(&r->span_tail, memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&r->span_head, memory_order_acquire);
+
+		dropped += atomic_exchange(&r->span_dropped, 0);
+		for (; t < h && max > 0; t++, max--)
+			fn(arg, &r->spans[t % RING_SPANS]);
+		atomic_store_explicit(&r->span_tail, t, memory_order_release);
+	}
+	return dropped;
+}
+
 void ring_free_all(void)
 {
 	int n = atomic_load(&n_rings);
@@ -223,6 +270,7 @@ void ring_free_all(void)
 			free(b);
 		}
 		pthread_mutex_destroy(&rings[i]->ovf_lock);
+		free(rings[i]->spans);
 		free(rings[i]);
 		rings[i] = NULL;
 	}

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sample.h"
+#include "span.h"
 
 #define RING_ITL_BATCH 32
 
@@ -53,11 +54,24 @@ void ring_itl(struct ring *r, const struct sample_key *k,
 void ring_request(struct ring *r, const struct sample_key *k,
     const struct sample *s, const uint32_t *gaps, unsigned n);
 
+/* A finished request's span (span.h) goes through a second queue of the
+ * worker's, beside its records: bounded (RING_SPANS, allocated at the
+ * first span), never spilled; when the exporter falls behind a span is
+ * dropped and counted, the request is not slowed. The slot to fill, or
+ * NULL (full: dropped, counted); then ring_span_publish. */
+#define RING_SPANS 512
+struct span *ring_span_slot(struct ring *r);
+void ring_span_publish(struct ring *r);
+
 /* ---- the main thread's ---------------------------------------------------- */
 
 /* Calls fn for every record of every ring, in each ring's order; returns
  * the records dropped since the last drain (the reader fell behind). */
 uint64_t ring_drain(void (*fn)(void *arg, const struct ring_rec *x), void *arg);
+/* Calls fn for at most max spans of every worker's queue, oldest first;
+ * returns the spans the workers dropped since the last call. */
+uint64_t ring_span_drain(void (*fn)(void *arg, const struct span *s), void *arg,
+    uint64_t max);
 /* At exit, once no worker writes: frees every ring and what it spilled. */
 void ring_free_all(void);
 

@@ -1,5 +1,6 @@
 #include "sample.h"
 
+#include <math.h>
 #include <string.h>
 
 /* s cut to cap - 1 bytes into the zeroed dst, as snprintf would. */
@@ -47,6 +48,7 @@ void sample_fill(struct sample *s, const struct meter *m, const struct vitals *v
     long concurrency)
 {
 	int64_t out = meter_output_tokens(m);
+	double speed = meter_speed_tokens(m);
 
 	s->outcome = (uint8_t)outcome;
 	s->exceeded = (uint8_t)exceeded;
@@ -60,10 +62,16 @@ void sample_fill(struct sample *s, const struct meter *m, const struct vitals *v
 	    (int64_t)(m->t_conn - m->t_req) : -1;
 	s->output_tokens = out;
 	s->input_tokens = meter_input_tokens(m);
-	/* a stream its client held back went at the client's pace */
-	s->speed_tokens = out >= 2 && m->t_last_token > m->t_first_token &&
-	    !meter_client_paced(m) ? (uint64_t)(out - 1) : 0;
+	/* a stream its client held back went at the client's pace; the
+	 * tokens after the first event's, as TPOT counts them */
+	s->speed_tokens = speed > 0 && m->t_last_token > m->t_first_token &&
+	    !meter_client_paced(m) ? (uint64_t)llround(speed) : 0;
 	s->speed_us = s->speed_tokens ? m->t_last_token - m->t_first_token : 0;
 	s->concurrency = concurrency;
+	s->token_source = (uint8_t)meter_token_source(m);
+	s->tpot_estimated = (uint8_t)meter_tpot_estimated(m);
+	s->token_events = m->token_events;
+	s->first_event_tokens = m->first_event_tokens;
+	meter_wire(m, &s->wire);
 	fill_health(s, m, v);
 }

@@ -77,6 +77,13 @@ struct sample {
 	int64_t ovh_request_us;    /* the proxy's own: -1: none */
 	uint64_t ovh_read_sum_us;
 	uint16_t ovh_read[VITALS_OVH_BUCKETS];
+	/* chunks are not tokens: where N came from, the token events, the
+	 * first one's tokens (-1: not told), TPOT's divisor an estimate */
+	uint8_t token_source;      /* enum meter_tokens */
+	uint8_t tpot_estimated;
+	uint64_t token_events;
+	int64_t first_event_tokens;
+	struct meter_wire wire;    /* what the stream looked like on the wire */
 };
 
 /* s from the ended meter m and the exchange's vitals v (NULL: none). */

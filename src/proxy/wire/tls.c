@@ -1,14 +1,19 @@
 #include "tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 #include "log.h"
+#include "rxtime.h"
 #include "util.h"
 
 /* What tokentap keeps per SSL connection, in the SSL's ex data. */
@@ -19,6 +24,8 @@ struct tls_conn {
 
 static int ex_index = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static BIO_METHOD *stamped_method;
+static int stamped_type;
 
 static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
     long argl, void *argp)
@@ -35,9 +42,172 @@ static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
 	free(tc);
 }
 
+/* ---- the stamped socket BIO --------------------------------------------- */
+
+/* What the BIO keeps: its descriptor and the receive times of its reads. */
+struct stamped {
+	int fd;
+	int stamps;               /* ask for them (timestamps: kernel) */
+	int64_t first, last;      /* CLOCK_REALTIME ns; 0: none */
+};
+
+static int retry_errno(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+	    errno == EINPROGRESS || errno == ENOTCONN;
+}
+
+/* As OpenSSL's socket BIO reads and writes, and answers its controls
+ * (bss_sock.c): EOF, retries, the descriptor. */
+static int stamped_read(BIO *b, char *out, int len)
+{
+	struct stamped *d = BIO_get_data(b);
+	int64_t t = 0;
+	ssize_t n;
+
+	if (out == NULL || d == NULL)
+		return 0;
+	n = rxtime_recv(d->fd, out, (size_t)len, 0, d->stamps ? &t : NULL);
+	BIO_clear_retry_flags(b);
+	if (n > 0) {
+		if (t != 0) {
+			d->last = t;
+			if (d->first == 0)
+				d->first = t;
+		}
+		return (int)n;
+	}
+	if (n < 0 && retry_errno())
+		BIO_set_retry_read(b);
+	else if (n == 0)
+		BIO_set_flags(b, BIO_FLAGS_IN_EOF);
+	return (int)n;
+}
+
+static int stamped_write(BIO *b, const char *in, int len)
+{
+	struct stamped *d = BIO_get_data(b);
+	ssize_t n;
+
+	if (d == NULL)
+		return -1;
+	n = send(d->fd, in, (size_t)len, MSG_NOSIGNAL);
+	BIO_clear_retry_flags(b);
+	if (n <= 0 && retry_errno())
+		BIO_set_retry_write(b);
+	return (int)n;
+}
+
+static int stamped_puts(BIO *b, const char *str)
+{
+	return stamped_write(b, str, (int)strlen(str));
+}
+
+static long stamped_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	struct stamped *d = BIO_get_data(b);
+
+	switch (cmd) {
+	case BIO_C_GET_FD:
+		if (d == NULL)
+			return -1;
+		if (ptr != NULL)
+			*(int *)ptr = d->fd;
+		return d->fd;
+	case BIO_CTRL_GET_CLOSE:
+		return BIO_get_shutdown(b);
+	case BIO_CTRL_SET_CLOSE:
+		BIO_set_shutdown(b, (int)num);
+		return 1;
+	case BIO_CTRL_DUP:
+	case BIO_CTRL_FLUSH:
+		return 1;
+	case BIO_CTRL_EOF:
+		return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
+	default:
+		return 0;
+	}
+}
+
+static int stamped_destroy(BIO *b)
+{
+	struct stamped *d = BIO_get_data(b);
+
+	if (d != NULL && BIO_get_shutdown(b) && d->fd >= 0)
+		close(d->fd);
+	free(d);
+	BIO_set_data(b, NULL);
+	return 1;
+}
+
 static void init_once(void)
 {
 	ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_free);
+	stamped_type = BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR;
+	stamped_method = BIO_meth_new(stamped_type, "tokentap stamped socket");
+	if (stamped_method != NULL &&
+	    (!BIO_meth_set_read(stamped_method, stamped_read) ||
+	    !BIO_meth_set_write(stamped_method, stamped_write) ||
+	    !BIO_meth_set_puts(stamped_method, stamped_puts) ||
+	    !BIO_meth_set_ctrl(stamped_method, stamped_ctrl) ||
+	    !BIO_meth_set_destroy(stamped_method, stamped_destroy))) {
+		BIO_meth_free(stamped_method);
+		stamped_method = NULL;
+	}
+}
+
+static struct stamped *stamped_of(const SSL *ssl)
+{
+	BIO *b = SSL_get_rbio(ssl);
+	return b != NULL && stamped_method != NULL && BIO_method_type(b) == stamped_type ?
+	    BIO_get_data(b) : NULL;
+}
+
+int tls_stamp_reads(SSL *ssl, int fd, int stamps)
+{
+	struct stamped *d;
+	BIO *b;
+
+	pthread_once(&once, init_once);
+	if (stamped_method == NULL || (d = calloc(1, sizeof *d)) == NULL)
+		return -1;
+	if ((b = BIO_new(stamped_method)) == NULL) {
+		free(d);
+		ERR_clear_error();
+		return -1;
+	}
+	d->fd = fd;
+	d->stamps = stamps;
+	BIO_set_data(b, d);
+	BIO_set_shutdown(b, BIO_NOCLOSE);
+	BIO_set_init(b, 1);
+	SSL_set_bio(ssl, b, b);
+	return 0;
+}
+
+int64_t tls_rx_take(SSL *ssl)
+{
+	struct stamped *d = stamped_of(ssl);
+	int64_t t;
+
+	if (d == NULL)
+		return 0;
+	t = d->last;
+	d->last = 0;
+	return t;
+}
+
+int64_t tls_rx_first(const SSL *ssl)
+{
+	struct stamped *d = stamped_of(ssl);
+	return d != NULL ? d->first : 0;
+}
+
+void tls_rx_mark(SSL *ssl)
+{
+	struct stamped *d = stamped_of(ssl);
+	if (d != NULL)
+		d->first = 0;
 }
 
 static struct tls_conn *conn_of(const SSL *ssl)
@@ -51,6 +221,9 @@ static void info_cb(const SSL *ssl, int where, int ret)
 	(void)ret;
 	if ((where & SSL_CB_HANDSHAKE_START) && tc != NULL && tc->hs_start == 0)
 		tc->hs_start = util_now_us();
+	/* a request's first byte is read after the handshake */
+	if (where & SSL_CB_HANDSHAKE_DONE)
+		tls_rx_mark((SSL *)ssl);
 }
 
 /* TLS 1.3 sends tickets after the handshake: keep the newest one. */
@@ -118,15 +291,18 @@ SSL_CTX *tls_client_ctx_new(void)
 	return ctx;
 }
 
-static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *errs)
+/* A route's (who: "route NAME") or the OTLP exporter's ("otel") client
+ * context from its tls map t. */
+static SSL_CTX *client_ctx(const struct conf_tls *t, const char *who, const char *file,
+    FILE *errs)
 {
 	SSL_CTX *ctx = client_ctx_new();
 	char where[300];
 	int ok = 1;
 
-	snprintf(where, sizeof where, "route %s: tls", r->name);
+	snprintf(where, sizeof where, "%s: tls", who);
 	if (ctx == NULL) {
-		ssl_errors(errs, file, r->tls.at, where, "cannot create a TLS context");
+		ssl_errors(errs, file, t->at, where, "cannot create a TLS context");
 		return NULL;
 	}
 	SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1);
@@ -134,27 +310,27 @@ static SSL_CTX *client_ctx(const struct conf_route *r, const char *file, FILE *e
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
 	    SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
-	if (r->tls.verify) {
+	if (t->verify) {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-		if (r->tls.ca_file != NULL) {
-			if (SSL_CTX_load_verify_locations(ctx, r->tls.ca_file, NULL) != 1) {
-				ssl_errors(errs, file, r->tls.ca_file_at, where, r->tls.ca_file);
+		if (t->ca_file != NULL) {
+			if (SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL) != 1) {
+				ssl_errors(errs, file, t->ca_file_at, where, t->ca_file);
 				ok = 0;
 			}
 		} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-			ssl_errors(errs, file, r->tls.at, where, "the system certificate store");
+			ssl_errors(errs, file, t->at, where, "the system certificate store");
 			ok = 0;
 		}
 	} else {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
-		log_warn("route %s: tls.verify is false: the upstream's certificate "
-		    "is not checked", r->name);
+		log_warn("%s: tls.verify is false: the peer's certificate is not checked",
+		    who);
 	}
-	if (r->tls.client_cert != NULL &&
-	    (SSL_CTX_use_certificate_chain_file(ctx, r->tls.client_cert) != 1 ||
-	    SSL_CTX_use_PrivateKey_file(ctx, r->tls.client_key, SSL_FILETYPE_PEM) != 1 ||
+	if (t->client_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, t->client_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, t->client_key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1)) {
-		ssl_errors(errs, file, r->tls.client_cert_at, where, "client_cert / client_key");
+		ssl_errors(errs, file, t->client_cert_at, where, "client_cert / client_key");
 		ok = 0;
 	}
 	if (!ok) {
@@ -198,6 +374,7 @@ fail:
 int tls_prepare(struct conf *c, FILE *errs)
 {
 	const char *file = c->path ? c->path : "config";
+	char who[300];
 	int bad = 0;
 
 	pthread_once(&once, init_once);
@@ -205,8 +382,16 @@ int tls_prepare(struct conf *c, FILE *errs)
 		struct conf_route *r = &c->routes[i];
 		if (!r->upstream_tls || r->tls_ctx != NULL)
 			continue;
-		r->tls_ctx = client_ctx(r, file, errs);
+		snprintf(who, sizeof who, "route %s", r->name);
+		r->tls_ctx = client_ctx(&r->tls, who, file, errs);
 		bad |= r->tls_ctx == NULL;
+	}
+	if (c->otel.tls_ctx == NULL && ((c->otel.traces > 0 && c->otel.traces_url != NULL &&
+	    strncasecmp(c->otel.traces_url, "https:", 6) == 0) ||
+	    (c->otel.metrics > 0 && c->otel.metrics_url != NULL &&
+	    strncasecmp(c->otel.metrics_url, "https:", 6) == 0))) {
+		c->otel.tls_ctx = client_ctx(&c->otel.tls, "otel", file, errs);
+		bad |= c->otel.tls_ctx == NULL;
 	}
 	for (size_t i = 0; i < c->n_listen; i++) {
 		struct conf_listen *l = &c->listen[i];

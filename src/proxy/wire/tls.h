@@ -35,6 +35,25 @@ uint64_t tls_handshake_start(const SSL *ssl);
  * caller owns), or NULL. */
 SSL_SESSION *tls_take_session(SSL *ssl);
 
+/* Kernel receive times under TLS (rxtime.h): the records' bytes arrive in
+ * reads of a socket BIO of tokentap's own, which reads with recvmsg(2)
+ * and keeps the kernel's receive time of its reads. OpenSSL reads a
+ * record's 5-byte header and then its body, so the first read of a
+ * request's first record is stamped with the segment that brought its
+ * start. tls_stamp_reads puts it on ssl for fd (before a listener's
+ * bufferevent is made, or on an upstream once connected, in place of
+ * libevent's socket BIO; the descriptor stays the bufferevent's to close);
+ * stamps: ask the kernel for them (0: a plain recv(2), timestamps: loop).
+ * 0, or -1 when OpenSSL fails. */
+int tls_stamp_reads(SSL *ssl, int fd, int stamps);
+/* The receive time (CLOCK_REALTIME ns) of the newest bytes ssl read since
+ * the last call (and forgotten), 0: no new read or no stamp. */
+int64_t tls_rx_take(SSL *ssl);
+/* The receive time of the first read since tls_rx_mark (or since the
+ * handshake ended), 0: none. */
+int64_t tls_rx_first(const SSL *ssl);
+void tls_rx_mark(SSL *ssl);
+
 /* Why the handshake or verification of ssl failed, for a 502 and the log. */
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len);
 

@@ -1,0 +1,1146 @@
+#include "load_html.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "load_svg.h"
+#include "util.h"
+
+/* Levels of one load axis (a sweep's key, or one capacity search's), in
+ * the order of their value. */
+struct group {
+	enum load_key key;
+	int *lv;
+	size_t n;
+};
+
+struct page {
+	FILE *f;
+	const struct load_result *r;
+	int longest;                 /* the level of the slices and timeline; -1 */
+	struct group g[3];
+	size_t ng;
+};
+
+/* A series of a chart against load: a figure by load_summary_value's name. */
+struct spec {
+	const char *name;            /* "ttft_p95" */
+	const char *label;           /* "TTFT p95" */
+	int cls, style;
+};
+
+static const char css[] =
+    ":root{color-scheme:light dark;--fg:#1d1d1f;--bg:#fff;--mute:#6b6b70;--grid:#e3e3e8;"
+    "--panel:#f7f7f9;--c0:#2f6fdf;--c1:#e0662a;--c2:#2a9d5c;--c3:#9b51e0;--c4:#d63384;"
+    "--c5:#8a8a00;--c6:#0b9bb5;--c7:#777;--bad:#d62839}\n"
+    "@media (prefers-color-scheme:dark){:root{--fg:#e8e8ea;--bg:#151517;--mute:#9a9aa2;"
+    "--grid:#2c2c31;--panel:#1d1d21}}\n"
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--fg);"
+    "background:var(--bg);margin:0;padding:20px 28px}\n"
+    "h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:0 0 6px}\n"
+    ".sub,.note{color:var(--mute);margin:2px 0 8px}code{font-size:12px;word-break:break-all}\n"
+    ".panels{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
+    ".panel{background:var(--panel);border-radius:8px;padding:14px 16px;min-width:0}\n"
+    ".panel.wide{grid-column:1/-1}.verdict li{margin:2px 0}\n"
+    ".scroll{overflow-x:auto}table{border-collapse:collapse;font-variant-numeric:"
+    "tabular-nums;font-size:13px}th,td{padding:3px 8px;text-align:right;white-space:nowrap}"
+    "th:first-child,td:first-child,td[data-k=label],#levels th:nth-child(2){text-align:left}"
+    "thead th{border-bottom:1px solid var(--grid)}"
+    "tr.knee td{font-weight:600}tr.cap td[data-k=label]::after{content:' \\25C6'}\n"
+    ".missed{color:var(--bad)}\n"
+    "svg.chart{width:100%;height:auto;display:block;font-size:11px}"
+    "svg.chart text{fill:var(--mute)}svg .grid line{stroke:var(--grid)}"
+    "svg .axis path{stroke:var(--mute);fill:none}svg .label{fill:var(--fg)}\n"
+    "svg .line{fill:none;stroke-width:2}svg .dash{stroke-dasharray:5 4}\n"
+    ".s0{--c:var(--c0)}.s1{--c:var(--c1)}.s2{--c:var(--c2)}.s3{--c:var(--c3)}"
+    ".s4{--c:var(--c4)}.s5{--c:var(--c5)}.s6{--c:var(--c6)}.s7{--c:var(--c7)}\n"
+    "svg .series .line,svg .legend .line{stroke:var(--c)}svg circle{fill:var(--c)}"
+    "svg rect.bar{fill:var(--c)}\n"
+    "svg .limit line{stroke:var(--bad);stroke-dasharray:3 3}svg .limit text{fill:var(--bad)}\n"
+    "svg .mark circle{fill:none;stroke:var(--fg);stroke-width:2}svg .mark text{fill:var(--fg)}"
+    "svg .mark.cap circle{stroke:var(--bad)}svg .mark.cap text{fill:var(--bad)}\n"
+    "svg .tl .wait{fill:var(--c1)}svg .tl .decode{fill:var(--c0)}svg .tl .err{fill:var(--bad)}"
+    "svg .tl .off{opacity:.35}svg .win line{stroke:var(--fg);stroke-dasharray:2 3}"
+    "svg .win text{fill:var(--fg)}\n";
+
+/* ---- figures ------------------------------------------------------------- */
+
+static const struct load_dist *dist_of(const struct load_summary *s, const char *m)
+{
+	if (strcmp(m, "ttft") == 0)
+		return &s->ttft;
+	if (strcmp(m, "ttfo") == 0)
+		return &s->ttfo;
+	if (strcmp(m, "tpot") == 0)
+		return &s->tpot;
+	if (strcmp(m, "itl") == 0)
+		return &s->itl;
+	return strcmp(m, "e2e") == 0 ? &s->e2e : NULL;
+}
+
+/* A level's figure by name; the median stands in for p50 when the
+ * percentile list lacks it. NaN where undefined. */
+static double fig(const struct page *pg, const struct load_level *lv, const char *name)
+{
+	double v = NAN;
+	const char *us = strchr(name, '_');
+
+	if (load_summary_value(&lv->sum, &pg->r->pcts, name, &v) == 0 && !isnan(v))
+		return v;
+	if (us != NULL && strcmp(us, "_p50") == 0) {
+		char m[8];
+		const struct load_dist *d;
+		snprintf(m, sizeof m, "%.*s", (int)(us - name), name);
+		if ((d = dist_of(&lv->sum, m)) != NULL)
+			return d->median;
+	}
+	return NAN;
+}
+
+static const char *axis_name(enum load_key k)
+{
+	switch (k) {
+	case LOAD_KEY_CONCURRENCY:
+		return "concurrency (users)";
+	case LOAD_KEY_RATE:
+		return "request rate (requests/s)";
+	case LOAD_KEY_PROMPT_TOKENS:
+		return "prompt tokens";
+	default:
+		return "level";
+	}
+}
+
+/* A level in a legend or under a bar: its load, short ("16 users"). */
+static void short_label(const struct load_level *lv, char *buf, size_t len)
+{
+	char v[32];
+
+	load_svg_num(v, sizeof v, lv->value);
+	switch (lv->key) {
+	case LOAD_KEY_CONCURRENCY:
+		snprintf(buf, len, "%s users", v);
+		break;
+	case LOAD_KEY_RATE:
+		snprintf(buf, len, "%s/s", v);
+		break;
+	case LOAD_KEY_PROMPT_TOKENS:
+		snprintf(buf, len, "%s tokens", v);
+		break;
+	default:
+		snprintf(buf, len, "%s", lv->label);
+	}
+}
+
+static void text(struct page *pg, const char *s)
+{
+	load_svg_esc(pg->f, s);
+}
+
+static void section(struct page *pg, const char *id, const char *title, int wide,
+    const char *note)
+{
+	fprintf(pg->f, "<section class=\"panel%s\" id=\"p-%s\" data-panel=\"%s\"><h2>",
+	    wide ? " wide" : "", id, id);
+	text(pg, title);
+	fputs("</h2>\n", pg->f);
+	if (note != NULL) {
+		fputs("<p class=\"note\">", pg->f);
+		text(pg, note);
+		fputs("</p>\n", pg->f);
+	}
+}
+
+static void end_section(struct page *pg)
+{
+	fputs("</section>\n", pg->f);
+}
+
+static void empty(struct page *pg, const char *why)
+{
+	fputs("<p class=\"note empty\">", pg->f);
+	text(pg, why);
+	fputs("</p>\n", pg->f);
+}
+
+/* ---- the groups, the longest level ----------------------------------------- */
+
+static int by_value(const void *a, const void *b, void *arg)
+{
+	const struct load_result *r = arg;
+	double x = r->levels[*(const int *)a].value, y = r->levels[*(const int *)b].value;
+
+	return x < y ? -1 : x > y ? 1 : *(const int *)a - *(const int *)b;
+}
+
+static int page_init(struct page *pg, FILE *f, const struct load_result *r)
+{
+	static const enum load_key keys[] = {LOAD_KEY_CONCURRENCY, LOAD_KEY_RATE,
+		LOAD_KEY_PROMPT_TOKENS};
+	double best = -1;
+
+	memset(pg, 0, sizeof(*pg));
+	pg->f = f;
+	pg->r = r;
+	pg->longest = -1;
+	for (size_t i = 0; i < r->nlevels; i++) {
+		/* the longest window; of equal ones the last (a sweep's highest load) */
+		double w = r->levels[i].sum.window_s;
+		if (isfinite(w) && w >= best) {
+			best = w;
+			pg->longest = (int)i;
+		}
+	}
+	for (size_t k = 0; k < UTIL_ARRAY_LEN(keys) && r->kind != LOAD_KIND_RUN; k++) {
+		struct group *g = &pg->g[pg->ng];
+		g->lv = malloc((r->nlevels + 1) * sizeof(int));
+		if (g->lv == NULL)
+			return -1;
+		g->key = keys[k];
+		for (size_t i = 0; i < r->nlevels; i++)
+			if (r->levels[i].key == keys[k] && isfinite(r->levels[i].value))
+				g->lv[g->n++] = (int)i;
+		if (g->n == 0) {
+			free(g->lv);
+			g->lv = NULL;
+			continue;
+		}
+		qsort_r(g->lv, g->n, sizeof(int), by_value, (void *)r);
+		pg->ng++;
+	}
+	return 0;
+}
+
+static void page_free(struct page *pg)
+{
+	for (size_t i = 0; i < pg->ng; i++)
+		free(pg->g[i].lv);
+}
+
+/* ---- the head: what was run, and the verdict -------------------------------- */
+
+static const char *kind_name(enum load_kind k)
+{
+	return k == LOAD_KIND_SWEEP ? "sweep" : k == LOAD_KIND_CAPACITY ? "capacity search" :
+	    "run";
+}
+
+static void head(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	FILE *f = pg->f;
+	char ts[32];
+
+	fputs("<header><h1>tokentap-load: ", f);
+	text(pg, kind_name(r->kind));
+	fputs(" of ", f);
+	text(pg, r->conf->url);
+	fputs("</h1>\n<p class=\"sub\" id=\"meta\">model <span data-k=\"model\">", f);
+	text(pg, r->conf->model);
+	fputs("</span> · dialect ", f);
+	text(pg, dialect_names[load_conf_dialect(r->conf)]);
+	if (r->wall_start_ms > 0) {
+		util_rfc3339_ms(r->wall_start_ms, ts);
+		fputs(" · started ", f);
+		text(pg, ts);
+	}
+	fputs(" · run ", f);
+	text(pg, r->run_id);
+	fprintf(f, " · %zu level%s</p>\n<p class=\"sub\">command <code id=\"command\">",
+	    r->nlevels, r->nlevels == 1 ? "" : "s");
+	for (int i = 0; i < r->argc; i++) {
+		if (i > 0)
+			fputc(' ', f);
+		text(pg, r->argv[i]);
+	}
+	fputs("</code></p></header>\n", f);
+}
+
+static void verdict(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	FILE *f = pg->f;
+	char a[32], b[32];
+
+	section(pg, "verdict", "Verdict", 1, NULL);
+	fputs("<ul class=\"verdict\">\n", f);
+	if (r->slo.n > 0) {
+		fputs("<li id=\"slo\">SLO:", f);
+		for (size_t i = 0; i < r->slo.n; i++) {
+			const struct load_slo_target *t = &r->slo.v[i];
+			int frac = t->metric == LOAD_SLO_ERROR_RATE;
+			load_svg_num(a, sizeof a, frac ? 100 * t->limit : t->limit);
+			fprintf(f, " <span data-target=\"");
+			text(pg, t->name);
+			fprintf(f, "\" data-limit=\"%.9g\">", t->limit);
+			text(pg, t->name);
+			fprintf(f, " &le; %s %s</span>", a, frac ? "%" : "ms");
+		}
+		fputs("</li>\n", f);
+	}
+	if (r->kind == LOAD_KIND_SWEEP) {
+		fprintf(f, "<li id=\"sweep\" data-knee=\"%d\" data-saturated=\"%d\" "
+		    "data-stop=\"", r->knee, r->saturated_at);
+		text(pg, r->stop_reason);
+		fputs("\">sweep over ", f);
+		text(pg, load_key_name(r->sweep_key));
+		fputs(", stopped: ", f);
+		text(pg, r->stop_reason ? r->stop_reason : "-");
+		if (r->knee >= 0 && (size_t)r->knee < r->nlevels) {
+			fputs("; the knee is <b>", f);
+			text(pg, r->levels[r->knee].label);
+			fputs("</b>: past it throughput stopped growing while latency rose", f);
+		}
+		fputs("</li>\n", f);
+	}
+	for (size_t i = 0; i < r->ncapacity; i++) {
+		const struct load_capacity *c = &r->capacity[i];
+		if (!c->ran)
+			continue;
+		load_svg_num(a, sizeof a, c->lo);
+		load_svg_num(b, sizeof b, c->hi);
+		fprintf(f, "<li class=\"capacity\" data-key=\"%s\" data-found=\"%d\" "
+		    "data-value=\"%.9g\" data-lo=\"%.9g\" data-hi=\"%.9g\" data-binding=\"",
+		    load_key_name(c->key), c->found, c->capacity, c->lo, c->hi);
+		if (c->binding >= 0)
+			text(pg, r->slo.v[c->binding].name);
+		fprintf(f, "\">capacity by %s: ", load_key_name(c->key));
+		if (c->found)
+			fprintf(f, "<b>%s%s</b>, interval [%s, %s]", a,
+			    c->key == LOAD_KEY_RATE ? " requests/s" : " users", a, b);
+		else
+			fprintf(f, "<b class=\"missed\">no level met the SLO</b> (lowest tried %s)", b);
+		if (c->binding >= 0) {
+			fputs("; binding: ", f);
+			text(pg, r->slo.v[c->binding].name);
+		}
+		fprintf(f, "; %zu levels, stopped: ", c->levels);
+		text(pg, c->stopped);
+		fputs("</li>\n", f);
+	}
+	if (r->interrupted)
+		fputs("<li class=\"missed\">interrupted: the levels shown are those that "
+		    "ran</li>\n", f);
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_gen *g = &r->levels[i].sum.gen;
+		if (!g->cpu_bound && !g->lag_bound && !g->conn_bound)
+			continue;
+		fputs("<li class=\"missed\">", f);
+		text(pg, r->levels[i].label);
+		fprintf(f, ": the generator %s%s%s</li>\n",
+		    g->cpu_bound ? "used 90 % of a CPU or more; " : "",
+		    g->lag_bound ? "sent late (dispatch lag p99 over 1 ms); " : "",
+		    g->conn_bound ? "had requests wait for a connection" : "");
+	}
+	fputs("</ul>\n", f);
+	end_section(pg);
+}
+
+/* ---- the levels table ----------------------------------------------------- */
+
+static void cell(struct page *pg, const char *k, double v, int dec, int cls_missed)
+{
+	if (!isfinite(v)) {
+		fprintf(pg->f, "<td data-k=\"%s\">-</td>", k);
+		return;
+	}
+	fprintf(pg->f, "<td data-k=\"%s\" data-value=\"%.9g\"%s>%.*f</td>", k, v,
+	    cls_missed ? " class=\"missed\"" : "", dec, v);
+}
+
+static void levels_table(struct page *pg)
+{
+	static const struct { const char *k, *head; int dec; } cols[] = {
+		{"requests_per_s", "req/s", 2}, {"output_tokens_per_s", "out tok/s", 1},
+		{"ttft_p50", "TTFT p50", 2}, {"ttft_p95", "TTFT p95", 2},
+		{"tpot_p50", "TPOT p50", 2}, {"tpot_p95", "TPOT p95", 2},
+		{"itl_p50", "ITL p50", 2}, {"itl_p95", "ITL p95", 2},
+		{"e2e_p50", "E2E p50", 1}, {"e2e_p95", "E2E p95", 1},
+	};
+	const struct load_result *r = pg->r;
+	FILE *f = pg->f;
+
+	section(pg, "levels", "Levels", 1, "Latencies in ms over the measured ok requests; "
+	    "throughput inside each level's window.");
+	fputs("<div class=\"scroll\"><table id=\"levels\"><thead><tr><th>#</th><th>level</th>"
+	    "<th>requests</th>", f);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(cols); i++)
+		fprintf(f, "<th>%s</th>", cols[i].head);
+	fprintf(f, "<th>errors</th>%s</tr></thead><tbody>\n", r->slo.n ? "<th>SLO</th>" : "");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		int cap = 0;
+		for (size_t k = 0; k < r->ncapacity; k++)
+			cap |= r->capacity[k].ran && r->capacity[k].found &&
+			    lv->search == r->capacity[k].key && lv->value == r->capacity[k].lo;
+		fprintf(f, "<tr data-level=\"%zu\" data-key=\"%s\" data-value=\"%.9g\"%s>"
+		    "<td>%zu</td><td data-k=\"label\">", i, load_key_name(lv->key), lv->value,
+		    (int)i == r->knee ? " class=\"knee\"" : cap ? " class=\"cap\"" : "", i);
+		text(pg, lv->label);
+		fprintf(f, "</td><td data-k=\"requests\" data-value=\"%" PRIu64 "\">%" PRIu64
+		    "</td>", lv->sum.requests, lv->sum.requests);
+		for (size_t k = 0; k < UTIL_ARRAY_LEN(cols); k++)
+			cell(pg, cols[k].k, fig(pg, lv, cols[k].k), cols[k].dec, 0);
+		fprintf(f, "<td data-k=\"error_rate\" data-value=\"%.9g\"%s>%.2f %%</td>",
+		    lv->sum.error_rate, lv->sum.errors ? " class=\"missed\"" : "",
+		    100 * lv->sum.error_rate);
+		if (r->slo.n)
+			fprintf(f, "<td data-k=\"slo\" data-value=\"%d\"%s>%s</td>",
+			    lv->has_slo && lv->slo.met, lv->has_slo && lv->slo.met ? "" :
+			    " class=\"missed\"", !lv->has_slo ? "-" : lv->slo.met ? "met" : "missed");
+		fputs("</tr>\n", f);
+	}
+	fputs("</tbody></table></div>\n", f);
+	end_section(pg);
+}
+
+/* A single run's distributions in full. */
+static void dists_table(struct page *pg, const struct load_level *lv)
+{
+	static const struct { const char *k, *name; } rows[] = {
+		{"ttft", "TTFT ms"}, {"ttfo", "TTFO ms"}, {"tpot", "TPOT ms"},
+		{"itl", "ITL ms"}, {"e2e", "E2E latency ms"},
+	};
+	const struct load_pcts *p = &pg->r->pcts;
+	FILE *f = pg->f;
+	char pn[32];
+
+	section(pg, "dists", "Distributions", 1, "Exact, from every measured ok request "
+	    "(numpy's percentile rule).");
+	fputs("<div class=\"scroll\"><table id=\"dists\"><thead><tr><th></th><th>count</th>", f);
+	for (size_t i = 0; i < p->n; i++) {
+		load_pcts_name(p->p[i], pn, sizeof pn);
+		fprintf(f, "<th>%s</th>", pn);
+	}
+	fputs("<th>mean</th><th>std</th><th>max</th></tr></thead><tbody>\n", f);
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
+		const struct load_dist *d = dist_of(&lv->sum, rows[i].k);
+		char k[48];
+		fprintf(f, "<tr data-metric=\"%s\"><td>%s</td><td data-k=\"count\" "
+		    "data-value=\"%zu\">%zu</td>", rows[i].k, rows[i].name, d->count, d->count);
+		for (size_t q = 0; q < p->n; q++) {
+			load_pcts_name(p->p[q], pn, sizeof pn);
+			snprintf(k, sizeof k, "%s_%s", rows[i].k, pn);
+			cell(pg, k, d->q[q], 2, 0);
+		}
+		snprintf(k, sizeof k, "%s_mean", rows[i].k);
+		cell(pg, k, d->mean, 2, 0);
+		snprintf(k, sizeof k, "%s_std", rows[i].k);
+		cell(pg, k, d->std, 2, 0);
+		snprintf(k, sizeof k, "%s_max", rows[i].k);
+		cell(pg, k, d->max, 2, 0);
+		fputs("</tr>\n", f);
+	}
+	fputs("</tbody></table></div>\n", f);
+	end_section(pg);
+}
+
+/* ---- charts against load --------------------------------------------------- */
+
+/* SLO limits of metric (its targets "metric_..."), as lines on a chart. */
+static void slo_lines(struct page *pg, struct load_plot *p, const char *metric)
+{
+	const struct load_slo *slo = &pg->r->slo;
+	size_t n = strlen(metric);
+
+	for (size_t i = 0; i < slo->n; i++) {
+		char label[64], attrs[96], lim[32];
+		if (strncmp(slo->v[i].name, metric, n) != 0 || slo->v[i].name[n] != '_' ||
+		    slo->v[i].metric == LOAD_SLO_ERROR_RATE)
+			continue;
+		load_svg_num(lim, sizeof lim, slo->v[i].limit);
+		snprintf(label, sizeof label, "%s <= %s ms", slo->v[i].name, lim);
+		snprintf(attrs, sizeof attrs, "data-target=\"%s\" data-limit=\"%.9g\"",
+		    slo->v[i].name, slo->v[i].limit);
+		load_plot_hline(p, slo->v[i].limit, label, attrs);
+	}
+}
+
+static double slo_top(const struct page *pg, const char *metric)
+{
+	const struct load_slo *slo = &pg->r->slo;
+	size_t n = strlen(metric);
+	double top = 0;
+
+	for (size_t i = 0; i < slo->n; i++)
+		if (strncmp(slo->v[i].name, metric, n) == 0 && slo->v[i].name[n] == '_' &&
+		    slo->v[i].metric != LOAD_SLO_ERROR_RATE && slo->v[i].limit > top)
+			top = slo->v[i].limit;
+	return top;
+}
+
+/* Load that doubles reads best on a log scale. */
+static int wants_log(const struct group *g, const double *x)
+{
+	return g->key != LOAD_KEY_PROMPT_TOKENS && x[0] > 0 && x[g->n - 1] / x[0] >= 8;
+}
+
+/* One chart of figures against a group's load; slo: the metric whose
+ * limits to draw (NULL: none). */
+static void load_chart(struct page *pg, const struct group *g, const char *id,
+    const char *title, const char *ylabel, const struct spec *s, size_t ns,
+    const char *slo)
+{
+	const struct load_result *r = pg->r;
+	double *x = calloc(g->n, sizeof(double)), *y = calloc(g->n * ns, sizeof(double));
+	const char *names[8];
+	int cls[8], dash[8];
+	double top = slo ? slo_top(pg, slo) : 0;
+	struct load_plot p;
+	char cid[48];
+
+	if (x == NULL || y == NULL) {
+		free(x);
+		free(y);
+		return;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		x[i] = r->levels[g->lv[i]].value;
+		for (size_t k = 0; k < ns; k++) {
+			y[k * g->n + i] = fig(pg, &r->levels[g->lv[i]], s[k].name);
+			if (y[k * g->n + i] > top)
+				top = y[k * g->n + i];
+		}
+	}
+	snprintf(cid, sizeof cid, "%s-%s", id, load_key_name(g->key));
+	load_plot_init(&p, pg->f, x[0], x[g->n - 1], wants_log(g, x), 0, top);
+	load_plot_open(&p, cid, title, axis_name(g->key), ylabel);
+	for (size_t k = 0; k < ns && k < 8; k++) {
+		names[k] = s[k].label;
+		cls[k] = s[k].cls;
+		dash[k] = s[k].style & LOAD_SVG_DASH;
+		load_plot_series(&p, s[k].name, s[k].label, s[k].cls, s[k].style, x,
+		    y + k * g->n, g->n, g->lv);
+	}
+	if (slo != NULL)
+		slo_lines(pg, &p, slo);
+	load_plot_legend(&p, names, cls, dash, ns < 8 ? ns : 8);
+	load_plot_close(&p);
+	free(x);
+	free(y);
+}
+
+static void panel_latency(struct page *pg)
+{
+	static const struct spec ttft[] = {
+		{"ttft_p50", "TTFT p50", 0, 0}, {"ttft_p95", "TTFT p95", 0, LOAD_SVG_DASH},
+	};
+	static const struct spec e2e[] = {
+		{"e2e_p50", "E2E p50", 1, 0}, {"e2e_p95", "E2E p95", 1, LOAD_SVG_DASH},
+	};
+
+	section(pg, "latency", "TTFT and end-to-end latency against load", 0,
+	    "P50 solid, P95 dashed; SLO limits in red.");
+	for (size_t i = 0; i < pg->ng; i++) {
+		load_chart(pg, &pg->g[i], "ttft", "TTFT against load", "TTFT (ms)", ttft, 2,
+		    "ttft");
+		load_chart(pg, &pg->g[i], "e2e", "End-to-end latency against load",
+		    "end-to-end latency (ms)", e2e, 2, "e2e");
+	}
+	end_section(pg);
+}
+
+static void panel_tpot(struct page *pg)
+{
+	static const struct spec s[] = {
+		{"tpot_p50", "TPOT p50", 2, 0}, {"tpot_p95", "TPOT p95", 2, LOAD_SVG_DASH},
+		{"itl_p50", "ITL p50", 3, 0}, {"itl_p95", "ITL p95", 3, LOAD_SVG_DASH},
+	};
+
+	section(pg, "tpot", "TPOT and ITL against load", 0,
+	    "Time per output token (over the tokens after the first chunk) and the gaps "
+	    "between token chunks.");
+	for (size_t i = 0; i < pg->ng; i++) {
+		load_chart(pg, &pg->g[i], "tpot", "TPOT against load", "ms", s, 2, "tpot");
+		load_chart(pg, &pg->g[i], "itl", "ITL against load", "ms", s + 2, 2, "itl");
+	}
+	end_section(pg);
+}
+
+static void panel_throughput(struct page *pg)
+{
+	static const struct spec s[] = {
+		{"output_tokens_per_s", "output tokens/s", 0, 0},
+	};
+
+	section(pg, "throughput", "Output tokens/s against load", 0,
+	    "Tokens emitted inside each level's window, divided by its length.");
+	for (size_t i = 0; i < pg->ng; i++)
+		load_chart(pg, &pg->g[i], "throughput", "Output tokens/s against load",
+		    "output tokens/s", s, 1, NULL);
+	end_section(pg);
+}
+
+/* A ring around a level's point, and what it is. */
+static void mark(struct page *pg, struct load_plot *p, double x, double y,
+    const char *cls, const char *attrs, const char *label)
+{
+	if (!isfinite(x) || !isfinite(y))
+		return;
+	fprintf(pg->f, "<g class=\"mark %s\" %s><circle cx=\"%.1f\" cy=\"%.1f\" r=\"8\"/>"
+	    "<text x=\"%.1f\" y=\"%.1f\">", cls, attrs, load_plot_x(p, x),
+	    load_plot_y(p, y), load_plot_x(p, x) + 10, load_plot_y(p, y) - 10);
+	text(pg, label);
+	fputs("</text></g>\n", pg->f);
+}
+
+static void knee_chart(struct page *pg, const struct group *g)
+{
+	const struct load_result *r = pg->r;
+	double *x = calloc(g->n, sizeof(double)), *y = calloc(2 * g->n, sizeof(double));
+	double xmax = 0, ymax = 0;
+	static const char *const names[] = {"E2E p50", "TTFT p95"};
+	static const int cls[] = {1, 0}, dash[] = {0, 1};
+	struct load_plot p;
+	char cid[48];
+
+	if (x == NULL || y == NULL) {
+		free(x);
+		free(y);
+		return;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		const struct load_level *lv = &r->levels[g->lv[i]];
+		x[i] = lv->sum.output_tokens_per_s;
+		y[i] = fig(pg, lv, "e2e_p50");
+		y[g->n + i] = fig(pg, lv, "ttft_p95");
+		xmax = fmax(xmax, isfinite(x[i]) ? x[i] : 0);
+		ymax = fmax(ymax, fmax(isfinite(y[i]) ? y[i] : 0,
+		    isfinite(y[g->n + i]) ? y[g->n + i] : 0));
+	}
+	snprintf(cid, sizeof cid, "knee-%s", load_key_name(g->key));
+	load_plot_init(&p, pg->f, 0, xmax, 0, 0, ymax * 1.08);
+	load_plot_open(&p, cid, "Latency against throughput", "output tokens/s", "ms");
+	load_plot_series(&p, "knee_e2e_p50", "E2E p50", 1, 0, x, y, g->n, g->lv);
+	load_plot_series(&p, "knee_ttft_p95", "TTFT p95", 0, LOAD_SVG_DASH, x, y + g->n,
+	    g->n, g->lv);
+	/* each point's load */
+	for (size_t i = 0; i < g->n; i++) {
+		char v[32];
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			continue;
+		load_svg_num(v, sizeof v, r->levels[g->lv[i]].value);
+		fprintf(pg->f, "<text class=\"load\" x=\"%.1f\" y=\"%.1f\">%s</text>",
+		    load_plot_x(&p, x[i]) - 4, load_plot_y(&p, y[i]) + 16, v);
+	}
+	fputc('\n', pg->f);
+	for (size_t i = 0; i < g->n; i++) {
+		const struct load_level *lv = &r->levels[g->lv[i]];
+		char attrs[128], label[96], v[32];
+		if (g->lv[i] == r->knee) {
+			snprintf(attrs, sizeof attrs, "data-mark=\"knee\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], lv->value);
+			mark(pg, &p, x[i], y[i], "knee", attrs, "knee");
+		}
+		for (size_t k = 0; k < r->ncapacity; k++) {
+			const struct load_capacity *c = &r->capacity[k];
+			if (!c->ran || !c->found || c->key != g->key || lv->value != c->lo)
+				continue;
+			load_svg_num(v, sizeof v, c->lo);
+			snprintf(attrs, sizeof attrs, "data-mark=\"capacity\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], c->lo);
+			snprintf(label, sizeof label, "SLO capacity %s", v);
+			mark(pg, &p, x[i], y[i], "cap", attrs, label);
+		}
+	}
+	load_plot_legend(&p, names, cls, dash, 2);
+	load_plot_close(&p);
+	free(x);
+	free(y);
+}
+
+static void panel_knee(struct page *pg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < pg->ng; i++)
+		n += pg->g[i].key != LOAD_KEY_PROMPT_TOKENS;
+	section(pg, "knee", "The knee: latency against throughput", 0,
+	    "Each point a level (its load beside it), in the order of load: where more "
+	    "load buys latency and no throughput is the knee; the ring in red is the "
+	    "largest load that met the SLO.");
+	for (size_t i = 0; i < pg->ng; i++)
+		if (pg->g[i].key != LOAD_KEY_PROMPT_TOKENS)
+			knee_chart(pg, &pg->g[i]);
+	if (n == 0)
+		empty(pg, "A prompt-size sweep adds no load: see the input-length panel.");
+	end_section(pg);
+}
+
+/* ---- errors ----------------------------------------------------------------- */
+
+static void panel_errors(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	double top = 0;
+	struct load_plot p;
+	const char *names[OUTCOME_COUNT];
+	int cls[OUTCOME_COUNT], seen[OUTCOME_COUNT] = {0}, one_key = 1;
+	size_t nn = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		top = fmax(top, isfinite(r->levels[i].sum.error_rate) ?
+		    100 * r->levels[i].sum.error_rate : 0);
+		for (int o = 1; o < OUTCOME_COUNT; o++)
+			seen[o] |= r->levels[i].sum.outcomes[o] > 0;
+	}
+	section(pg, "errors", "Errors by cause", 0, top > 0 ?
+	    "Share of each level's measured requests, by outcome (SPEC §4's one rule)." :
+	    "No level had an error.");
+	load_plot_init(&p, pg->f, -0.5, (double)r->nlevels - 0.5, 0, 0, top > 0 ? top : 1);
+	p.nxt = 0;                   /* the levels label their bars */
+	for (size_t i = 1; i < r->nlevels; i++)
+		one_key &= r->levels[i].key == r->levels[0].key;
+	load_plot_open(&p, "errors-chart", "Error rate by cause per level",
+	    one_key && r->nlevels && r->nlevels <= 10 ? axis_name(r->levels[0].key) :
+	    "level (#, as in the table)", "error rate (%)");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		double x = load_plot_x(&p, (double)i), w = fmin(40, 0.7 * (p.w - p.ml - p.mr) /
+		    (double)(r->nlevels ? r->nlevels : 1)), acc = 0;
+		char v[32];
+		for (int o = 1; o < OUTCOME_COUNT; o++) {
+			double share = lv->sum.requests ? 100.0 * (double)lv->sum.outcomes[o] /
+			    (double)lv->sum.requests : 0;
+			if (lv->sum.outcomes[o] == 0)
+				continue;
+			fprintf(pg->f, "<rect class=\"bar s%d\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			    "height=\"%.1f\" data-level=\"%zu\" data-outcome=\"%s\" data-count=\"%"
+			    PRIu64 "\" data-value=\"%.9g\"><title>", o % 8, x - w / 2,
+			    load_plot_y(&p, acc + share), w,
+			    load_plot_y(&p, acc) - load_plot_y(&p, acc + share), i,
+			    meter_outcome_name((enum meter_outcome)o), lv->sum.outcomes[o],
+			    share / 100);
+			text(pg, lv->label);
+			fprintf(pg->f, ": %" PRIu64 " %s (%.2f %%)</title></rect>",
+			    lv->sum.outcomes[o], meter_outcome_name((enum meter_outcome)o), share);
+			acc += share;
+		}
+		/* the load under its bar while they fit, else the level's index */
+		if (lv->key != LOAD_KEY_NONE && one_key && r->nlevels <= 10)
+			load_svg_num(v, sizeof v, lv->value);
+		else
+			snprintf(v, sizeof v, "%zu", i);
+		fprintf(pg->f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+		    "data-level=\"%zu\" data-error-rate=\"%.9g\">%s</text>\n", x, p.h - p.mb + 16,
+		    i, lv->sum.error_rate, v);
+	}
+	for (int o = 1; o < OUTCOME_COUNT; o++)
+		if (seen[o]) {
+			names[nn] = meter_outcome_name((enum meter_outcome)o);
+			cls[nn++] = o % 8;
+		}
+	if (nn > 0)
+		load_plot_legend(&p, names, cls, NULL, nn);
+	load_plot_close(&p);
+	end_section(pg);
+}
+
+/* ---- the ITL's CDF ------------------------------------------------------------ */
+
+static void panel_itl_cdf(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	int with[LOAD_HTML_CDF_LEVELS], *have = malloc((r->nlevels + 1) * sizeof(int));
+	size_t n = 0, nh = 0;
+	double lo = INFINITY, hi = 0, y[LOAD_CDF_POINTS];
+	struct load_plot p;
+	const char *names[LOAD_HTML_CDF_LEVELS];
+	char shortl[LOAD_HTML_CDF_LEVELS][96];
+	int cls[LOAD_HTML_CDF_LEVELS];
+
+	for (size_t i = 0; have != NULL && i < r->nlevels; i++)
+		if (isfinite(r->levels[i].sum.itl_cdf[50]))
+			have[nh++] = (int)i;
+	/* evenly spread over the levels that have gaps, the first and last in */
+	for (size_t k = 0; k < nh && k < LOAD_HTML_CDF_LEVELS; k++) {
+		size_t at = nh <= LOAD_HTML_CDF_LEVELS ? k :
+		    (k * (nh - 1) + (LOAD_HTML_CDF_LEVELS - 1) / 2) / (LOAD_HTML_CDF_LEVELS - 1);
+		const double *c = r->levels[have[at]].sum.itl_cdf;
+		with[n++] = have[at];
+		lo = fmin(lo, c[0]);
+		hi = fmax(hi, c[99]);
+	}
+	free(have);
+	section(pg, "itl_cdf", "ITL distribution (CDF)", 0, "The gaps between token chunks, "
+	    "every gap of the measured ok requests; the x axis ends past the largest p99.");
+	if (n == 0) {
+		empty(pg, "No level had a gap between token chunks.");
+		end_section(pg);
+		return;
+	}
+	for (size_t i = 0; i < LOAD_CDF_POINTS; i++)
+		y[i] = (double)i / (LOAD_CDF_POINTS - 1);
+	for (size_t i = 0; i < n; i++) {
+		short_label(&r->levels[with[i]], shortl[i], sizeof shortl[i]);
+		names[i] = shortl[i];
+		cls[i] = (int)i;
+	}
+	load_plot_init(&p, pg->f, lo, hi * 1.15, 0, 0, 1);
+	p.mt += 14 * (double)(load_plot_legend_rows(&p, names, n) - 1);
+	load_plot_open(&p, "itl-cdf", "ITL CDF per level", "ITL (ms)",
+	    "share of gaps at or below");
+	for (size_t i = 0; i < n; i++) {
+		const struct load_level *lv = &r->levels[with[i]];
+		char name[48];
+		snprintf(name, sizeof name, "itl_cdf_%d", with[i]);
+		fprintf(pg->f, "<g data-level=\"%d\" data-q50=\"%.9g\" data-q90=\"%.9g\" "
+		    "data-q99=\"%.9g\">", with[i], lv->sum.itl_cdf[50], lv->sum.itl_cdf[90],
+		    lv->sum.itl_cdf[99]);
+		load_plot_series(&p, name, lv->label, (int)i, LOAD_SVG_NOPTS, lv->sum.itl_cdf,
+		    y, LOAD_CDF_POINTS, NULL);
+		fputs("</g>\n", pg->f);
+	}
+	load_plot_legend(&p, names, cls, NULL, n);
+	load_plot_close(&p);
+	end_section(pg);
+}
+
+/* ---- TTFT against input length -------------------------------------------------- */
+
+static double input_of(const struct load_sample *s)
+{
+	return s->input_tokens >= 0 ? (double)s->input_tokens : (double)s->prompt_tokens;
+}
+
+static void panel_input(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	int all = r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS;
+	const struct load_fit *fit = all ? &r->input_fit :
+	    pg->longest >= 0 ? &r->levels[pg->longest].sum.input_fit : NULL;
+	size_t total = 0, n = 0, step, k = 0;
+	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2];
+	struct load_plot p;
+	char note[200], a[32], b[32], c[32];
+
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (all || (int)i == pg->longest)
+			for (size_t j = 0; j < r->levels[i].st.n; j++) {
+				const struct load_sample *s = &r->levels[i].st.v[j];
+				total += loadstats_counted(s) && s->outcome == OUTCOME_OK &&
+				    s->ttft_us >= 0;
+			}
+	if (fit != NULL && isfinite(fit->slope)) {
+		load_svg_num(a, sizeof a, fit->intercept);
+		load_svg_num(b, sizeof b, fit->slope);
+		load_svg_num(c, sizeof c, fit->r2);
+		snprintf(note, sizeof note, "TTFT = %s ms + %s ms per 1k input tokens "
+		    "(R² %s, %zu requests)%s.", a, b, c, fit->n, all ? ", every level" :
+		    ", the longest level");
+	} else {
+		snprintf(note, sizeof note, "The input length did not vary%s: no fit.",
+		    all ? "" : " in the longest level");
+	}
+	section(pg, "input", "TTFT against input length", 0, note);
+	step = total > LOAD_HTML_SCATTER ? (total + LOAD_HTML_SCATTER - 1) / LOAD_HTML_SCATTER : 1;
+	x = calloc(total + 1, sizeof(double));
+	y = calloc(total + 1, sizeof(double));
+	if (x == NULL || y == NULL) {
+		free(x);
+		free(y);
+		end_section(pg);
+		return;
+	}
+	for (size_t i = 0; i < r->nlevels; i++)
+		for (size_t j = 0; (all || (int)i == pg->longest) && j < r->levels[i].st.n; j++) {
+			const struct load_sample *s = &r->levels[i].st.v[j];
+			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				continue;
+			if (k++ % step == 0) {
+				x[n] = input_of(s);
+				y[n] = (double)s->ttft_us / 1e3;
+				xmax = fmax(xmax, x[n]);
+				ymax = fmax(ymax, y[n]);
+				n++;
+			}
+		}
+	fx[0] = 0;
+	fx[1] = xmax > 0 ? xmax : 1000;
+	if (fit != NULL && isfinite(fit->slope)) {
+		fy[0] = fit->intercept;
+		fy[1] = fit->intercept + fit->slope * fx[1] / 1e3;
+		ymax = fmax(ymax, fmax(fy[0], fy[1]));
+	}
+	if (total == 0)
+		empty(pg, "No samples of ok requests (a document written with --no-samples "
+		    "keeps the fit only).");
+	load_plot_init(&p, pg->f, 0, fx[1], 0, 0, ymax > 0 ? ymax : 1);
+	load_plot_open(&p, "input-chart", "TTFT against input tokens", "input tokens",
+	    "TTFT (ms)");
+	if (step > 1)
+		fprintf(pg->f, "<text class=\"thin\" x=\"%.1f\" y=\"%.1f\">every %zu-th of %zu "
+		    "requests</text>", p.ml + 6, p.mt + 12, step, total);
+	fprintf(pg->f, "<g class=\"scatter\" data-points=\"%zu\" data-total=\"%zu\">", n, total);
+	load_plot_series(&p, "input_ttft", "TTFT", 0, LOAD_SVG_NOLINE, x, y, n, NULL);
+	fputs("</g>", pg->f);
+	if (fit != NULL && isfinite(fit->slope)) {
+		fprintf(pg->f, "<g class=\"fit\" data-slope=\"%.9g\" data-intercept=\"%.9g\" "
+		    "data-r2=\"%.9g\" data-n=\"%zu\">", fit->slope, fit->intercept, fit->r2, fit->n);
+		load_plot_series(&p, "input_fit", "fit", 1, LOAD_SVG_NOPTS, fx, fy, 2, NULL);
+		fputs("</g>\n", pg->f);
+	}
+	load_plot_close(&p);
+	free(x);
+	free(y);
+	end_section(pg);
+}
+
+/* ---- the longest level over time ------------------------------------------------- */
+
+static void panel_slices(struct page *pg)
+{
+	static const char *const lat[] = {"TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95"};
+	static const int lcls[] = {0, 0, 2, 2}, ldash[] = {0, 1, 0, 1};
+	const struct load_level *lv = &pg->r->levels[pg->longest];
+	const struct load_summary *s = &lv->sum;
+	size_t n = s->nslices;
+	double *t = calloc(n + 1, sizeof(double)), *v = calloc(5 * (n + 1), sizeof(double));
+	double top = 0, ttop = 0;
+	struct load_plot p;
+	char note[240], title[160];
+
+	snprintf(title, sizeof title, "Time slices: %s", lv->label);
+	if (s->drift.n >= 2 && isfinite(s->drift.slope))
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
+		    "requests' intended send time; TTFT drift %+.3f ms per minute (R² %.2f).",
+		    s->slice_s, s->drift.slope, s->drift.r2);
+	else
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s.", s->slice_s);
+	section(pg, "slices", title, 0, note);
+	if (n == 0 || t == NULL || v == NULL) {
+		empty(pg, "No slices.");
+		free(t);
+		free(v);
+		end_section(pg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct load_slice *x = &s->slices[i];
+		double q[4] = {x->ttft_p50, x->ttft_p95, x->tpot_p50, x->tpot_p95};
+		t[i] = (x->start_s + x->end_s) / 2;
+		for (int k = 0; k < 4; k++) {
+			v[k * n + i] = q[k];
+			top = fmax(top, isfinite(q[k]) ? q[k] : 0);
+		}
+		v[4 * n + i] = x->output_tokens_per_s;
+		ttop = fmax(ttop, isfinite(x->output_tokens_per_s) ? x->output_tokens_per_s : 0);
+	}
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, top);
+	load_plot_open(&p, "slices-latency", "Latency per slice", "time in the level (s)", "ms");
+	for (int k = 0; k < 4; k++) {
+		static const char *const names[] = {"slice_ttft_p50", "slice_ttft_p95",
+			"slice_tpot_p50", "slice_tpot_p95"};
+		load_plot_series(&p, names[k], lat[k], lcls[k], ldash[k] ? LOAD_SVG_DASH : 0, t,
+		    v + (size_t)k * n, n, NULL);
+	}
+	load_plot_legend(&p, lat, lcls, ldash, 4);
+	load_plot_close(&p);
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, ttop);
+	load_plot_open(&p, "slices-throughput", "Output tokens/s and errors per slice",
+	    "time in the level (s)", "output tokens/s");
+	load_plot_series(&p, "slice_output_tokens_per_s", "output tokens/s", 1, 0, t,
+	    v + 4 * n, n, NULL);
+	for (size_t i = 0; i < n; i++)
+		if (s->slices[i].errors > 0)
+			fprintf(pg->f, "<text class=\"missed\" x=\"%.1f\" y=\"%.1f\" "
+			    "text-anchor=\"middle\" data-slice=\"%zu\" data-errors=\"%" PRIu64 "\">"
+			    "&#215;%" PRIu64 "</text>", load_plot_x(&p, t[i]), p.mt + 10, i,
+			    s->slices[i].errors, s->slices[i].errors);
+	load_plot_close(&p);
+	free(t);
+	free(v);
+	end_section(pg);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct load_sample *x = *(const struct load_sample *const *)a;
+	const struct load_sample *y = *(const struct load_sample *const *)b;
+
+	return x->start_us < y->start_us ? -1 : x->start_us > y->start_us ? 1 :
+	    x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void panel_timeline(struct page *pg)
+{
+	const struct load_level *lv = &pg->r->levels[pg->longest];
+	const struct loadstats *st = &lv->st;
+	const struct load_sample **v;
+	size_t n = 0, step = 1;
+	double end = 0, rowh;
+	struct load_plot p;
+	char title[160];
+
+	snprintf(title, sizeof title, "Request timeline: %s", lv->label);
+	section(pg, "timeline", title, 1, "Each request a bar from its intended send: "
+	    "waiting for the first token (orange), then its tokens (blue); errors red, "
+	    "warm-up and cool-down faded; the dotted lines bound the measurement window.");
+	v = st->n ? malloc(st->n * sizeof(*v)) : NULL;
+	if (v == NULL) {
+		empty(pg, "No samples (a document written with --no-samples).");
+		end_section(pg);
+		return;
+	}
+	for (size_t i = 0; i < st->n; i++)
+		v[i] = &st->v[i];
+	qsort(v, st->n, sizeof(*v), by_start);
+	if (st->n > LOAD_HTML_TIMELINE)
+		step = (st->n + LOAD_HTML_TIMELINE - 1) / LOAD_HTML_TIMELINE;
+	for (size_t i = 0; i < st->n; i++) {
+		double e = (double)v[i]->start_us / 1e6 + (v[i]->duration_us > 0 ?
+		    (double)v[i]->duration_us / 1e6 : 0);
+		end = fmax(end, e);
+	}
+	n = (st->n + step - 1) / step;
+	load_plot_init(&p, pg->f, 0, fmax(end, (double)lv->info.window_end_us / 1e6), 0, 0,
+	    (double)n);
+	p.w = 1100;
+	p.h = fmin(900, fmax(240, 3.0 * (double)n + p.mt + p.mb));
+	p.nyt = 0;                   /* rows, not a scale */
+	p.y0 = 0;
+	p.y1 = (double)n;
+	rowh = fmax(1, (p.h - p.mt - p.mb) / (double)n);
+	load_plot_open(&p, "timeline-chart", "Requests over time", "time in the level (s)",
+	    step > 1 ? "requests (a sample of them)" : "requests");
+	fprintf(pg->f, "<g class=\"tl\" data-requests=\"%zu\" data-shown=\"%zu\" "
+	    "data-step=\"%zu\">\n", st->n, n, step);
+	for (size_t i = 0, row = 0; i < st->n; i += step, row++) {
+		const struct load_sample *s = v[i];
+		double x0 = load_plot_x(&p, (double)s->start_us / 1e6);
+		double x2 = load_plot_x(&p, ((double)s->start_us + (double)(s->duration_us > 0 ?
+		    s->duration_us : 0)) / 1e6);
+		double x1 = s->ttft_us >= 0 ? load_plot_x(&p, ((double)s->start_us +
+		    (double)s->ttft_us) / 1e6) : x2;
+		double y = load_plot_y(&p, (double)(n - row));
+		int off = !loadstats_counted(s), ok = s->outcome == OUTCOME_OK;
+
+		fprintf(pg->f, "<g%s data-seq=\"%" PRIu64 "\" data-start=\"%.3f\" data-ttft=\"",
+		    off ? " class=\"off\"" : "", s->seq, (double)s->start_us / 1e3);
+		if (s->ttft_us >= 0)
+			fprintf(pg->f, "%.3f", (double)s->ttft_us / 1e3);
+		fprintf(pg->f, "\" data-e2e=\"%.3f\" data-outcome=\"%s\"><title>#%" PRIu64
+		    " %s: sent %.3f s, ", s->duration_us >= 0 ? (double)s->duration_us / 1e3 : -1,
+		    meter_outcome_name(s->outcome), s->seq, meter_outcome_name(s->outcome),
+		    (double)s->start_us / 1e6);
+		if (s->ttft_us >= 0)
+			fprintf(pg->f, "TTFT %.1f ms, ", (double)s->ttft_us / 1e3);
+		fprintf(pg->f, "end to end %.1f ms%s</title>",
+		    s->duration_us >= 0 ? (double)s->duration_us / 1e3 : 0.0,
+		    s->warmup ? " (warm-up)" : s->cooldown ? " (cool-down)" : "");
+		if (ok) {
+			fprintf(pg->f, "<rect class=\"wait\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			    "height=\"%.1f\"/>", x0, y, fmax(0.5, x1 - x0), rowh * 0.8);
+			fprintf(pg->f, "<rect class=\"decode\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			    "height=\"%.1f\"/>", x1, y, fmax(0.5, x2 - x1), rowh * 0.8);
+		} else {
+			fprintf(pg->f, "<rect class=\"err\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			    "height=\"%.1f\"/>", x0, y, fmax(0.5, x2 - x0), rowh * 0.8);
+		}
+		fputs("</g>\n", pg->f);
+	}
+	fputs("</g>\n<g class=\"win\">", pg->f);
+	for (int k = 0; k < 2; k++) {
+		double t = (double)(k ? lv->info.window_end_us : lv->info.window_start_us) / 1e6;
+		double x = load_plot_x(&p, t);
+		fprintf(pg->f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+		    "data-window=\"%s\" data-t=\"%.6f\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>", x,
+		    x, p.mt, p.h - p.mb, k ? "end" : "start", t, x + 3, p.mt - 4,
+		    k ? "window end" : "window start");
+	}
+	fputs("</g>\n", pg->f);
+	load_plot_close(&p);
+	free(v);
+	end_section(pg);
+}
+
+/* ---- tokentap beside the client --------------------------------------------------- */
+
+static void panel_tokentap(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	FILE *f = pg->f;
+
+	section(pg, "tokentap", "The client beside tokentap", 1, "ms; diff = client - "
+	    "tokentap: what the network and the proxy add between them.");
+	fputs("<div class=\"scroll\"><table id=\"tokentap\"><thead><tr><th>level</th>"
+	    "<th>TTFT p50</th><th>tokentap</th><th>diff</th><th>TTFT p95</th><th>tokentap</th>"
+	    "<th>diff</th><th>TPOT p50</th><th>tokentap</th><th>diff</th></tr></thead>"
+	    "<tbody>\n", f);
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		const struct load_tt *t = &lv->tt;
+		double c50 = fig(pg, lv, "ttft_p50"), c95 = fig(pg, lv, "ttft_p95");
+		double p50 = fig(pg, lv, "tpot_p50");
+
+		fprintf(f, "<tr data-level=\"%zu\"><td>", i);
+		text(pg, lv->label);
+		fputs("</td>", f);
+		if (!t->ok) {
+			fputs("<td colspan=\"9\" class=\"missed\">tokentap: ", f);
+			text(pg, t->error);
+			fputs("</td></tr>\n", f);
+			continue;
+		}
+		cell(pg, "ttft_p50", c50, 3, 0);
+		cell(pg, "tt_ttft_p50", t->ttft[LOAD_TT_P50], 3, 0);
+		cell(pg, "diff_ttft_p50", c50 - t->ttft[LOAD_TT_P50], 3, 0);
+		cell(pg, "ttft_p95", c95, 3, 0);
+		cell(pg, "tt_ttft_p95", t->ttft[LOAD_TT_P95], 3, 0);
+		cell(pg, "diff_ttft_p95", c95 - t->ttft[LOAD_TT_P95], 3, 0);
+		cell(pg, "tpot_p50", p50, 3, 0);
+		cell(pg, "tt_tpot_p50", t->tpot[LOAD_TT_P50], 3, 0);
+		cell(pg, "diff_tpot_p50", p50 - t->tpot[LOAD_TT_P50], 3, 0);
+		fputs("</tr>\n", f);
+	}
+	fputs("</tbody></table></div>\n", f);
+	end_section(pg);
+}
+
+/* ---- the page ------------------------------------------------------------------ */
+
+void load_html_write(FILE *f, const struct load_result *r)
+{
+	struct page pg;
+
+	if (page_init(&pg, f, r) < 0) {
+		page_free(&pg);
+		return;
+	}
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+	    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+	    "style-src 'unsafe-inline'\">\n"
+	    "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
+	    "<meta name=\"generator\" content=\"tokentap-load " TOKENTAP_VERSION "\">\n<title>",
+	    f);
+	text(&pg, "tokentap-load report: ");
+	text(&pg, r->conf->url);
+	fprintf(f, "</title>\n<style>\n%s</style></head>\n<body data-kind=\"%s\">\n", css,
+	    r->kind == LOAD_KIND_SWEEP ? "sweep" : r->kind == LOAD_KIND_CAPACITY ?
+	    "capacity" : "run");
+	head(&pg);
+	fputs("<main class=\"panels\">\n", f);
+	verdict(&pg);
+	levels_table(&pg);
+	if (r->kind == LOAD_KIND_RUN && r->nlevels > 0)
+		dists_table(&pg, &r->levels[0]);
+	if (pg.ng > 0) {
+		panel_latency(&pg);
+		panel_tpot(&pg);
+		panel_throughput(&pg);
+		panel_knee(&pg);
+	}
+	panel_errors(&pg);
+	panel_itl_cdf(&pg);
+	panel_input(&pg);
+	if (pg.longest >= 0) {
+		panel_slices(&pg);
+		panel_timeline(&pg);
+	}
+	if (r->nlevels > 0 && r->levels[0].tt.asked)
+		panel_tokentap(&pg);
+	fputs("</main>\n</body></html>\n", f);
+	page_free(&pg);
+}

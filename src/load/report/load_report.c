@@ -1,0 +1,356 @@
+#include "load_report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "load_prompts.h"
+#include "load_trace.h"
+
+/* A figure, or "-" where undefined, in a column of width w. */
+static void cell(FILE *f, double v, int w, int dec)
+{
+	if (isfinite(v))
+		fprintf(f, " %*.*f", w, dec, v);
+	else
+		fprintf(f, " %*s", w, "-");
+}
+
+static void table_mode(FILE *f, const struct load_conf *c)
+{
+	if (c->trace != NULL)
+		fprintf(f, "load         open loop, replaying %s (%zu requests%s%.3g)",
+		    c->trace->path, c->trace->n, c->trace_speed != 1 ? ", speed x" : "",
+		    c->trace_speed != 1 ? c->trace_speed : 0.0);
+	else if (c->rate > 0)
+		fprintf(f, "load         open loop, %.4g req/s %s arrivals", c->rate,
+		    load_conf_arrivals_name(c));
+	else
+		fprintf(f, "load         closed loop, %u users", c->concurrency);
+	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
+		fprintf(f, " (burstiness %.3g)", c->burstiness);
+	if (c->warmup_us > 0)
+		fprintf(f, ", warm-up %.3g s", (double)c->warmup_us / 1e6);
+	if (c->warmup_count > 0)
+		fprintf(f, ", warm-up %" PRIu64 " requests", c->warmup_count);
+	if (c->cooldown)
+		fprintf(f, ", cool-down");
+	if (c->duration_us > 0)
+		fprintf(f, ", %.3g s", (double)c->duration_us / 1e6);
+	if (c->count > 0)
+		fprintf(f, ", %" PRIu64 " requests", c->count);
+	if (c->prompts != NULL)
+		fprintf(f, ", prompts of %s (%zu)", c->prompts->path, c->prompts->n);
+	else
+		fprintf(f, ", prompt %u-%u tokens", c->prompt_tokens.min, c->prompt_tokens.max);
+	fprintf(f, ", max %u-%u tokens\n", c->max_tokens.min, c->max_tokens.max);
+}
+
+static void dist_row(FILE *f, const char *label, const struct load_dist *d,
+    const struct load_pcts *p)
+{
+	fprintf(f, "%-16s %8zu", label, d->count);
+	for (size_t i = 0; i < p->n; i++)
+		cell(f, d->q[i], 9, 2);
+	cell(f, d->mean, 9, 2);
+	cell(f, d->std, 9, 2);
+	cell(f, d->max, 9, 2);
+	fputc('\n', f);
+}
+
+static void gen_warnings(FILE *f, const struct load_level *lv)
+{
+	const struct load_gen *g = &lv->sum.gen;
+
+	if (g->cpu_bound)
+		fprintf(f, "warning      the generator used %.0f %% of a CPU: it was the "
+		    "bottleneck, not the target; give it a CPU of its own or less load\n",
+		    100 * g->cpu_share);
+	if (g->lag_bound)
+		fprintf(f, "warning      requests left up to %.2f ms after their intended "
+		    "time (dispatch lag): the generator fell behind; latencies include it\n",
+		    lv->sum.lag.max);
+	if (g->conn_bound)
+		fprintf(f, "warning      %" PRIu64 " requests waited for one of the -c %u "
+		    "connections; their latency includes the wait (raise -c)\n",
+		    g->queued, lv->conf.concurrency);
+}
+
+void load_report_goodput_line(FILE *f, const struct load_level *lv)
+{
+	const struct load_summary *s = &lv->sum;
+	char targets[160];
+	size_t n = 0;
+
+	if (!goodput_any(&s->goodput))
+		return;
+	targets[0] = '\0';
+	for (int i = 0; i < GOODPUT_TARGETS && n < sizeof targets; i++)
+		if (s->goodput.us[i] > 0)
+			n += (size_t)snprintf(targets + n, sizeof targets - n, "%s%s <= %.6g ms",
+			    n ? ", " : "", goodput_target_name((enum goodput_target)i),
+			    (double)s->goodput.us[i] / 1e3);
+	fprintf(f, "  %-18s %8.2f req/s  attainment %.2f %% (%" PRIu64 " of %" PRIu64
+	    " ok within %s)\n", "goodput", s->goodput_per_s,
+	    s->judged ? 100.0 * (double)s->good / (double)s->judged : 0.0, s->good,
+	    s->judged, targets);
+}
+
+static void slices_table(FILE *f, const struct load_summary *s)
+{
+	fprintf(f, "\n%-14s %8s %8s %12s %10s %10s %10s %10s\n", "slice s", "requests",
+	    "errors", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95");
+	for (size_t i = 0; i < s->nslices; i++) {
+		const struct load_slice *x = &s->slices[i];
+		char span[32];
+
+		snprintf(span, sizeof span, "%.1f-%.1f", x->start_s, x->end_s);
+		fprintf(f, "%-14s %8" PRIu64 " %8" PRIu64, span, x->requests, x->errors);
+		cell(f, x->output_tokens_per_s, 12, 1);
+		cell(f, x->ttft_p50, 10, 2);
+		cell(f, x->ttft_p95, 10, 2);
+		cell(f, x->tpot_p50, 10, 2);
+		cell(f, x->tpot_p95, 10, 2);
+		fputc('\n', f);
+	}
+	if (s->drift.n >= 2 && isfinite(s->drift.slope))
+		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)\n",
+		    s->drift.slope, s->drift.r2);
+}
+
+/* A level's SLO: each target's figure, its interval, its limit. */
+static void slo_lines(FILE *f, const struct load_result *r, const struct load_level *lv)
+{
+	fprintf(f, "\nSLO          %s%s\n", lv->slo.met ? "met" : "MISSED",
+	    lv->slo.noisy ? " (a figure within noise of its limit)" : "");
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		const struct load_slo_eval *x = &lv->slo.v[i];
+		double k = t->metric == LOAD_SLO_ERROR_RATE ? 100 : 1;
+		const char *u = t->metric == LOAD_SLO_ERROR_RATE ? " %" : " ms";
+
+		fprintf(f, "  %-18s", t->name);
+		cell(f, x->value * k, 10, 3);
+		fprintf(f, "%s  95 %% interval", u);
+		cell(f, x->lo * k, 9, 3);
+		cell(f, x->hi * k, 9, 3);
+		fprintf(f, "  limit %.4g%s  %s\n", t->limit * k, u, x->met ? "met" : "MISSED");
+	}
+	load_report_goodput_line(f, lv);
+}
+
+void load_report_level(FILE *f, const struct load_result *r,
+    const struct load_level *lv)
+{
+	const struct load_summary *s = &lv->sum;
+	const struct load_conf *c = &lv->conf;
+	const struct load_pcts *p = &r->pcts;
+	char pn[32];
+	int sep = 0;
+
+	fprintf(f, "target       %s (%s, model %s)\n", c->url,
+	    dialect_names[load_conf_dialect(c)], c->model);
+	table_mode(f, c);
+	fprintf(f, "requests     %" PRIu64 " in a %.2f s window: %" PRIu64 " ok, %" PRIu64
+	    " errors, error rate %.2f %%%s", s->requests, s->window_s, s->ok, s->errors,
+	    100.0 * s->error_rate, lv->info.interrupted ? " (interrupted)" : "");
+	if (lv->info.warmup_requests > 0)
+		fprintf(f, "; %" PRIu64 " warm-up requests not counted",
+		    lv->info.warmup_requests);
+	if (lv->info.cooldown_requests > 0)
+		fprintf(f, "; %" PRIu64 " cool-down requests not counted",
+		    lv->info.cooldown_requests);
+	fputc('\n', f);
+	for (int o = OUTCOME_OK + 1; o < OUTCOME_COUNT; o++) {
+		if (s->outcomes[o] == 0)
+			continue;
+		fprintf(f, "%s%s %" PRIu64, sep ? ", " : "errors       ",
+		    meter_outcome_name((enum meter_outcome)o), s->outcomes[o]);
+		sep = 1;
+	}
+	if (sep)
+		fputc('\n', f);
+	fprintf(f, "throughput   %.2f req/s, output %.1f tokens/s, total %.1f tokens/s "
+	    "(%" PRIu64 " connections, at most %" PRIu64 " in flight)\n",
+	    s->requests_per_s, s->output_tokens_per_s, s->total_tokens_per_s,
+	    lv->info.connections, lv->info.max_in_flight);
+	if (s->tokens_per_chunk.count > 0)
+		fprintf(f, "chunks       %.1f events, %.1f token chunks, %.2f tokens per "
+		    "chunk per request (mean)%s", s->events.mean, s->token_chunks.mean,
+		    s->tokens_per_chunk.mean, s->first_chunk_tokens.count ? "" : "\n");
+	/* the first chunk's tokens, where the stream told them */
+	if (s->first_chunk_tokens.count > 0)
+		fprintf(f, "; first chunk %.2f tokens\n", s->first_chunk_tokens.mean);
+	fprintf(f, "generator    %.2f s CPU (%.0f %% of one), %.2f us per event; "
+	    "dispatch lag p50 %.3f ms, max %.3f ms\n", s->gen.cpu_s, 100 * s->gen.cpu_share,
+	    isfinite(s->gen.cpu_us_per_event) ? s->gen.cpu_us_per_event : 0.0,
+	    isfinite(s->lag.median) ? s->lag.median : 0.0,
+	    isfinite(s->lag.max) ? s->lag.max : 0.0);
+	gen_warnings(f, lv);
+	fprintf(f, "\n%-16s %8s", "", "count");
+	for (size_t i = 0; i < p->n; i++) {
+		load_pcts_name(p->p[i], pn, sizeof pn);
+		fprintf(f, " %9s", pn);
+	}
+	fprintf(f, " %9s %9s %9s\n", "mean", "std", "max");
+	dist_row(f, "TTFT ms", &s->ttft, p);
+	dist_row(f, "TTFO ms", &s->ttfo, p);
+	dist_row(f, "TPOT ms", &s->tpot, p);
+	dist_row(f, "ITL ms", &s->itl, p);
+	dist_row(f, "E2E latency ms", &s->e2e, p);
+	dist_row(f, "speed tok/s", &s->speed, p);
+	if (c->lag)
+		dist_row(f, "event lag ms", &s->event_lag, p);
+	if (lv->has_slo)
+		slo_lines(f, r, lv);
+	if (s->nslices > 1)
+		slices_table(f, s);
+}
+
+static void levels_table(FILE *f, const struct load_result *r)
+{
+	int slo = r->slo.n > 0, tt = r->nlevels > 0 && r->levels[0].tt.asked;
+
+	fprintf(f, "%-5s %-34s %8s %9s %11s %9s %9s %9s %9s %9s %9s %7s%s\n", "level",
+	    "", "requests", "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50",
+	    "TPOT p95", "E2E p50", "E2E p95", "errors", slo ? "  SLO" : "");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		const struct load_summary *s = &lv->sum;
+		double t95 = NAN, p95 = NAN, e95 = NAN;
+
+		for (size_t k = 0; k < r->pcts.n; k++)
+			if (r->pcts.p[k] == 95) {
+				t95 = s->ttft.q[k];
+				p95 = s->tpot.q[k];
+				e95 = s->e2e.q[k];
+			}
+		fprintf(f, "%-5zu %-34.34s %8" PRIu64, lv->index, lv->label, s->requests);
+		cell(f, s->requests_per_s, 9, 2);
+		cell(f, s->output_tokens_per_s, 11, 1);
+		cell(f, s->ttft.median, 9, 2);
+		cell(f, t95, 9, 2);
+		cell(f, s->tpot.median, 9, 2);
+		cell(f, p95, 9, 2);
+		cell(f, s->e2e.median, 9, 1);
+		cell(f, e95, 9, 1);
+		fprintf(f, " %6.2f%%", 100 * s->error_rate);
+		if (slo)
+			fprintf(f, "  %s%s", lv->slo.met ? "met" : "MISSED",
+			    lv->runs > 1 ? " (repeated)" : "");
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||
+		    r->levels[i].sum.gen.conn_bound) {
+			fprintf(f, "level %zu: ", i);
+			gen_warnings(f, &r->levels[i]);
+		}
+	if (!tt)
+		return;
+	fprintf(f, "\nthe client beside tokentap (ms; diff = client - tokentap: the "
+	    "network and the proxy)\n");
+	fprintf(f, "%-5s %-28s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "level", "",
+	    "TTFT p50", "tokentap", "diff", "TTFT p95", "tokentap", "diff",
+	    "TPOT p50", "tokentap", "diff");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		const struct load_tt *t = &lv->tt;
+		double c95 = NAN;
+
+		for (size_t k = 0; k < r->pcts.n; k++)
+			if (r->pcts.p[k] == 95)
+				c95 = lv->sum.ttft.q[k];
+		fprintf(f, "%-5zu %-28.28s", lv->index, lv->label);
+		if (!t->ok) {
+			fprintf(f, " tokentap: %s\n", t->error);
+			continue;
+		}
+		cell(f, lv->sum.ttft.median, 9, 3);
+		cell(f, t->ttft[LOAD_TT_P50], 9, 3);
+		cell(f, lv->sum.ttft.median - t->ttft[LOAD_TT_P50], 9, 3);
+		cell(f, c95, 9, 3);
+		cell(f, t->ttft[LOAD_TT_P95], 9, 3);
+		cell(f, c95 - t->ttft[LOAD_TT_P95], 9, 3);
+		cell(f, lv->sum.tpot.median, 9, 3);
+		cell(f, t->tpot[LOAD_TT_P50], 9, 3);
+		cell(f, lv->sum.tpot.median - t->tpot[LOAD_TT_P50], 9, 3);
+		fprintf(f, "%s\n", t->window_short ? "  (level longer than the window)" : "");
+	}
+}
+
+static void capacity_lines(FILE *f, const struct load_result *r)
+{
+	for (size_t i = 0; i < r->ncapacity; i++) {
+		const struct load_capacity *c = &r->capacity[i];
+		const char *unit = c->key == LOAD_KEY_RATE ? " req/s" : "";
+		int dec = c->key == LOAD_KEY_RATE ? 2 : 0;
+
+		if (!c->ran)
+			continue;
+		if (!c->found) {
+			fprintf(f, "capacity     %s: no level met the SLO (lowest tried %.*f%s)%s%s\n",
+			    load_key_name(c->key), dec, c->hi, unit,
+			    c->binding >= 0 ? "; binding: " : "",
+			    c->binding >= 0 ? r->slo.v[c->binding].name : "");
+			continue;
+		}
+		fprintf(f, "capacity     %s %.*f%s: met at %.*f, ", load_key_name(c->key), dec,
+		    c->capacity, unit, dec, c->lo);
+		if (isfinite(c->hi))
+			fprintf(f, "missed at %.*f (interval [%.*f, %.*f])", dec, c->hi, dec, c->lo,
+			    dec, c->hi);
+		else
+			fprintf(f, "never missed up to the search's end (%s)", c->stopped);
+		if (c->binding >= 0)
+			fprintf(f, "; binding: %s", r->slo.v[c->binding].name);
+		fprintf(f, "; %zu levels\n", c->levels);
+	}
+}
+
+void load_report_table(FILE *f, const struct load_result *r)
+{
+	const struct load_conf *c = r->conf;
+
+	if (r->kind == LOAD_KIND_RUN) {
+		if (r->nlevels > 0)
+			load_report_level(f, r, &r->levels[0]);
+		if (r->nlevels > 0 && r->levels[0].tt.asked) {
+			fputc('\n', f);
+			levels_table(f, r);
+		}
+		return;
+	}
+	fprintf(f, "target       %s (%s, model %s)\n", c->url,
+	    dialect_names[load_conf_dialect(c)], c->model);
+	if (r->slo.n > 0) {
+		fprintf(f, "SLO         ");
+		for (size_t i = 0; i < r->slo.n; i++) {
+			const struct load_slo_target *t = &r->slo.v[i];
+			if (t->metric == LOAD_SLO_ERROR_RATE)
+				fprintf(f, " %s<=%.4g%%", t->name, 100 * t->limit);
+			else
+				fprintf(f, " %s<=%.4gms", t->name, t->limit);
+		}
+		fputc('\n', f);
+	}
+	fputc('\n', f);
+	levels_table(f, r);
+	fputc('\n', f);
+	if (r->kind == LOAD_KIND_SWEEP) {
+		fprintf(f, "sweep        %s, stopped: %s", load_key_name(r->sweep_key),
+		    r->stop_reason ? r->stop_reason : "-");
+		if (r->knee >= 0)
+			fprintf(f, "; the knee is level %d (%s): past it throughput stopped "
+			    "growing while latency rose", r->knee, r->levels[r->knee].label);
+		fputc('\n', f);
+		if (r->sweep_key == LOAD_KEY_PROMPT_TOKENS && isfinite(r->input_fit.slope))
+			fprintf(f, "input length TTFT = %.3f ms + %.3f ms per 1k input tokens "
+			    "(R² %.3f, %zu requests)\n", r->input_fit.intercept,
+			    r->input_fit.slope, r->input_fit.r2, r->input_fit.n);
+	}
+	if (r->kind == LOAD_KIND_CAPACITY)
+		capacity_lines(f, r);
+	if (r->interrupted)
+		fprintf(f, "interrupted: the levels above are those that ran\n");
+}

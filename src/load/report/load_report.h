@@ -1,0 +1,19 @@
+/* What tokentap-load prints for people: a single run's figures in detail,
+ * a sweep's or a capacity search's levels one a row, the capacity found,
+ * the generator's warnings, and with --tokentap the client's TTFT and
+ * TPOT beside tokentap's. The same figures as the JSON (load_json.h). */
+#ifndef TOKENTAP_LOAD_REPORT_H
+#define TOKENTAP_LOAD_REPORT_H
+
+#include <stdio.h>
+
+#include "load_result.h"
+
+void load_report_table(FILE *f, const struct load_result *r);
+/* One level in detail (a single run, a scenario). */
+void load_report_level(FILE *f, const struct load_result *r,
+    const struct load_level *lv);
+/* Goodput and attainment of a level: one line; nothing without targets. */
+void load_report_goodput_line(FILE *f, const struct load_level *lv);
+
+#endif

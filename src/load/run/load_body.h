@@ -1,0 +1,35 @@
+/* The requests tokentap-load sends: an HTTP/1.1 POST with a realistic
+ * streaming JSON body in the dialect's own shape, a prompt of about four
+ * characters per token, and the output-token limit under the name that
+ * dialect's API reads. */
+#ifndef TOKENTAP_LOAD_BODY_H
+#define TOKENTAP_LOAD_BODY_H
+
+#include <stdint.h>
+
+#include "load_conf.h"
+
+struct evbuffer;
+
+struct load_prompt;
+
+/* One request's own parts. */
+struct load_req {
+	uint32_t prompt_tokens;          /* a synthetic prompt's size */
+	uint32_t max_tokens;
+	const struct load_prompt *prompt; /* a prompt of --prompts, or NULL */
+	const struct load_header *headers; /* a trace's, over -H's of that name */
+	size_t nheaders;
+	const char *request_id;          /* X-Request-Id unless -H sets one; NULL: none */
+};
+
+/* Appends the request (head and body) to out. rng: the state of the
+ * prompt's word picks. Returns 0 or -1 (out of memory). */
+int load_body_request(struct evbuffer *out, const struct load_conf *c,
+    const struct load_req *rq, uint64_t *rng);
+
+/* Appends only the JSON body. */
+int load_body_json(struct evbuffer *out, const struct load_conf *c,
+    const struct load_req *rq, uint64_t *rng);
+
+#endif

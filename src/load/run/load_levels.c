@@ -1,0 +1,514 @@
+#include "load_levels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Open loop without -c: at most this many connections (load_run.c's). */
+#define OPEN_MAX_CONNS 1024
+#define TT_TIMEOUT_MS 5000
+
+void load_plan_init(struct load_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->stop_on_saturation = 1;
+	p->saturation = 0.10;
+	p->stop_error_rate = 0.10;
+	p->factor = 2;
+	p->resolution = 0.05;
+	p->repeats = 2;
+	p->max_levels = 24;
+	p->cap_max[0] = 10000;
+	p->cap_max[1] = 100000;
+}
+
+enum load_key load_plan_key(const char *s, const char **hint)
+{
+	static const char *const names[] = {"concurrency", "rate", "prompt-tokens"};
+	size_t best = 4;
+
+	if (hint != NULL)
+		*hint = NULL;
+	if (strcmp(s, "concurrency") == 0)
+		return LOAD_KEY_CONCURRENCY;
+	if (strcmp(s, "rate") == 0)
+		return LOAD_KEY_RATE;
+	if (strcmp(s, "prompt-tokens") == 0 || strcmp(s, "prompt_tokens") == 0)
+		return LOAD_KEY_PROMPT_TOKENS;
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(names) && hint != NULL; i++) {
+		size_t d = util_edit_distance(s, names[i]);
+		if (d < best) {
+			best = d;
+			*hint = names[i];
+		}
+	}
+	return LOAD_KEY_NONE;
+}
+
+static int positive(const char *s, char **end, double *v)
+{
+	*v = strtod(s, end);
+	return *end != s && isfinite(*v) && *v > 0 ? 0 : -1;
+}
+
+int load_plan_levels(struct load_plan *p, const char *s, const char **err)
+{
+	const char *dots = strstr(s, "..");
+	char *end;
+	double v;
+
+	p->n = 0;
+	p->geometric = 0;
+	if (dots != NULL) {
+		*err = "expected FROM..TO, FROM..TOxFACTOR or FROM.. (geometric, doubling "
+		    "by default), each above 0, FROM <= TO, FACTOR above 1";
+		char from[32];
+		size_t n = (size_t)(dots - s);
+		if (n == 0 || n >= sizeof(from))
+			return -1;
+		memcpy(from, s, n);
+		from[n] = '\0';
+		/* "1..8": strtod would read "1." */
+		if (positive(from, &end, &p->from) < 0 || *end != '\0')
+			return -1;
+		p->to = INFINITY;
+		p->factor = 2;
+		s = dots + 2;
+		if (*s != '\0' && *s != 'x') {
+			if (positive(s, &end, &p->to) < 0 || p->to < p->from)
+				return -1;
+			s = end;
+		}
+		if (*s == 'x') {
+			if (positive(s + 1, &end, &p->factor) < 0 || p->factor <= 1 || *end != '\0')
+				return -1;
+			s = end;
+		}
+		if (*s != '\0')
+			return -1;
+		p->geometric = 1;
+		return 0;
+	}
+	*err = "expected levels in ascending order, comma-separated (1,2,4,8), each "
+	    "above 0, at most 64";
+	while (*s != '\0') {
+		if (positive(s, &end, &v) < 0 || p->n == LOAD_MAX_LEVELS ||
+		    (p->n > 0 && v <= p->levels[p->n - 1]))
+			return -1;
+		p->levels[p->n++] = v;
+		if (*end == ',' && end[1] != '\0')
+			end++;
+		else if (*end != '\0')
+			return -1;
+		s = end;
+	}
+	return p->n > 0 ? 0 : -1;
+}
+
+int load_levels_saturated(const struct load_summary *prev, double v_prev,
+    const struct load_summary *cur, double v_cur, double gain)
+{
+	double grew = v_prev > 0 ? v_cur / v_prev - 1 : 0;
+	double x0 = prev->output_tokens_per_s, x1 = cur->output_tokens_per_s;
+	double l0 = prev->e2e.median, l1 = cur->e2e.median;
+
+	if (grew <= 0 || !(x0 > 0))
+		return 0;
+	return x1 / x0 - 1 < gain * grew && !isnan(l0) && !isnan(l1) &&
+	    l1 / l0 - 1 > gain * grew;
+}
+
+/* ---- one level ------------------------------------------------------- */
+
+/* Moves a repeat's times after the runs before it: one timeline. */
+static void shift(struct loadstats *st, uint64_t by)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		struct load_sample *s = &st->v[i];
+		s->start_us += by;
+		if (s->first_token_us >= 0)
+			s->first_token_us += (int64_t)by;
+		if (s->last_token_us >= 0)
+			s->last_token_us += (int64_t)by;
+	}
+}
+
+static int summarise(const struct load_result *r, struct load_level *lv)
+{
+	struct load_sum_in in;
+	struct goodput_targets g;
+
+	memset(&in, 0, sizeof(in));
+	load_slo_goodput(&r->slo, &g);
+	in.st = &lv->st;
+	in.pcts = &r->pcts;
+	in.goodput = r->slo.n ? &g : NULL;
+	in.window_start_us = lv->info.window_start_us;
+	in.window_end_us = lv->info.window_end_us;
+	in.slice_us = r->slice_us;
+	in.cpu_s = lv->info.cpu_s;
+	in.wall_s = (double)lv->info.elapsed_us / 1e6;
+	in.queued = lv->info.queued;
+	load_summary_free(&lv->sum);
+	if (load_summary(&in, &lv->sum) < 0)
+		return -1;
+	lv->has_slo = r->slo.n > 0;
+	if (lv->has_slo && load_slo_eval(&r->slo, &lv->st, &lv->slo) < 0)
+		return -1;
+	return 0;
+}
+
+/* The line a terminal gets after each level. */
+static void level_line(const struct load_result *r, const struct load_level *lv)
+{
+	const struct load_summary *s = &lv->sum;
+
+	fprintf(stderr, "%s: %llu requests, %.2f req/s, %.1f output tok/s, TTFT p50 "
+	    "%.1f ms, TPOT p50 %.2f ms, errors %.2f %%%s%s\n", lv->label,
+	    (unsigned long long)s->requests, s->requests_per_s, s->output_tokens_per_s,
+	    s->ttft.median, s->tpot.median, 100 * s->error_rate,
+	    lv->has_slo ? (lv->slo.met ? ", SLO met" : ", SLO missed") : "",
+	    lv->runs > 1 ? " (repeated: within noise)" : "");
+	(void)r;
+}
+
+static int run_level(struct load_env *e, struct load_result *r, struct load_level *lv,
+    unsigned repeats)
+{
+	struct load_run_opts o;
+	char id[48], label[120];
+	uint64_t offset = 0, now;
+
+	lv->started_s = (double)(util_now_us() - r->mono_start_us) / 1e6;
+	for (unsigned k = 0; k <= repeats; k++) {
+		struct loadstats st;
+		struct load_run_info info;
+		int rc;
+
+		now = util_now_us();
+		if (e->tt != NULL && e->tt_ready_at > now) {
+			if (e->progress)
+				fprintf(stderr, "waiting %.1f s for tokentap's %s window to clear\n",
+				    (double)(e->tt_ready_at - now) / 1e6, lv->tt.window[0] ?
+				    lv->tt.window : "stats");
+			load_run_wait(e->base, e->tt_ready_at - now);
+		}
+		if (load_run_interrupted() > 0)
+			break;
+		snprintf(id, sizeof(id), "%s-%zu%s", r->run_id, lv->index, k ? "r" : "");
+		if (k > 0)
+			snprintf(id + strlen(id), sizeof(id) - strlen(id), "%u", k);
+		snprintf(label, sizeof(label), "%s%s", lv->label, k ? " (again)" : "");
+		memset(&o, 0, sizeof(o));
+		o.progress = e->progress;
+		o.label = label;
+		o.tls = e->tls;
+		o.id_prefix = id;
+		loadstats_init(&st);
+		rc = load_run(e->base, e->dns, &lv->conf, &o, &st, &info);
+		if (rc < 0 && st.n == 0) {
+			loadstats_free(&st);
+			r->failed = 1;
+			return -1;
+		}
+		if (e->tt != NULL) {
+			load_tt_read(e->tt, &lv->tt, TT_TIMEOUT_MS);
+			lv->tt.window_short = e->tt->window_us > 0 &&
+			    info.elapsed_us > load_tt_span_us(e->tt);
+			e->tt_ready_at = util_now_us() + load_tt_settle_us(e->tt);
+		}
+		shift(&st, offset);
+		if (loadstats_merge(&lv->st, &st) < 0) {
+			loadstats_free(&st);
+			r->failed = 1;
+			return -1;
+		}
+		if (k == 0) {
+			lv->info = info;
+		} else {
+			lv->info.window_end_us = offset + info.window_end_us;
+			lv->info.elapsed_us = offset + info.elapsed_us;
+			lv->info.cpu_s += info.cpu_s;
+			lv->info.connections += info.connections;
+			lv->info.queued += info.queued;
+			lv->info.warmup_requests += info.warmup_requests;
+			lv->info.cooldown_requests += info.cooldown_requests;
+			if (info.max_in_flight > lv->info.max_in_flight)
+				lv->info.max_in_flight = info.max_in_flight;
+			lv->info.interrupted = info.interrupted;
+		}
+		offset = lv->info.elapsed_us;
+		lv->runs = k + 1;
+		if (summarise(r, lv) < 0 || rc < 0) {
+			r->failed = 1;
+			return -1;
+		}
+		if (info.interrupted || !lv->has_slo || !lv->slo.noisy)
+			break;
+	}
+	if (load_run_interrupted() > 0)
+		r->interrupted = lv->info.interrupted = 1;
+	if (e->progress)
+		level_line(r, lv);
+	return 0;
+}
+
+/* The parameters of a level of key at value v. */
+static void conf_for(struct load_conf *c, enum load_key key, double v)
+{
+	switch (key) {
+	case LOAD_KEY_CONCURRENCY:
+		c->concurrency = (unsigned)v;
+		c->concurrency_set = 1;
+		c->rate = 0;
+		break;
+	case LOAD_KEY_RATE:
+		c->rate = v;
+		if (!c->concurrency_set)
+			c->concurrency = OPEN_MAX_CONNS;
+		break;
+	case LOAD_KEY_PROMPT_TOKENS:
+		c->prompt_tokens.min = c->prompt_tokens.max = (uint32_t)v;
+		break;
+	default:
+		break;
+	}
+}
+
+static struct load_level *new_level(struct load_result *r, enum load_key key, double v)
+{
+	struct load_conf c = *r->conf;    /* shallow: copied deep by load_result_add */
+
+	conf_for(&c, key, v);
+	return load_result_add(r, key, v, &c);
+}
+
+int load_levels_single(struct load_env *e, struct load_result *r)
+{
+	struct load_level *lv = load_result_add(r, LOAD_KEY_NONE, 0, r->conf);
+
+	if (lv == NULL) {
+		r->failed = 1;
+		return -1;
+	}
+	return run_level(e, r, lv, 0);
+}
+
+/* ---- sweeps ------------------------------------------------------------ */
+
+/* TTFT against input tokens over the ok samples of every level. */
+static void input_fit(struct load_result *r)
+{
+	size_t n = 0, cap = 0;
+	double *x, *y;
+
+	for (size_t i = 0; i < r->nlevels; i++)
+		cap += r->levels[i].st.n;
+	x = calloc(cap + 1, sizeof(*x));
+	y = calloc(cap + 1, sizeof(*y));
+	if (x != NULL && y != NULL) {
+		for (size_t i = 0; i < r->nlevels; i++) {
+			const struct loadstats *st = &r->levels[i].st;
+			for (size_t k = 0; k < st->n; k++) {
+				const struct load_sample *s = &st->v[k];
+				if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+					continue;
+				x[n] = (s->input_tokens >= 0 ? (double)s->input_tokens :
+				    (double)s->prompt_tokens) / 1e3;
+				y[n++] = (double)s->ttft_us / 1e3;
+			}
+		}
+		load_fit_of(x, y, n, &r->input_fit);
+	}
+	free(x);
+	free(y);
+}
+
+static double level_value(const struct load_plan *p, size_t i)
+{
+	double v;
+
+	if (!p->geometric)
+		return i < p->n ? p->levels[i] : NAN;
+	v = p->from * pow(p->factor, (double)i);
+	if (p->key != LOAD_KEY_RATE)
+		v = round(v);
+	return v <= p->to * (1 + 1e-9) ? v : NAN;
+}
+
+int load_levels_sweep(struct load_env *e, const struct load_plan *p,
+    struct load_result *r)
+{
+	double prev_v = NAN;
+
+	r->sweep_key = p->key;
+	r->stop_reason = "levels";
+	for (size_t i = 0; i < LOAD_MAX_LEVELS; i++) {
+		double v = level_value(p, i);
+		struct load_level *lv;
+
+		if (isnan(v))
+			break;
+		/* a geometric integer sweep may round to the same level twice */
+		if (!isnan(prev_v) && v <= prev_v)
+			continue;
+		lv = new_level(r, p->key, v);
+		if (lv == NULL || run_level(e, r, lv, 0) < 0) {
+			r->failed = 1;
+			r->stop_reason = "failed";
+			return -1;
+		}
+		if (r->interrupted) {
+			r->stop_reason = "interrupted";
+			break;
+		}
+		if (lv->sum.requests > 0 && lv->sum.error_rate > p->stop_error_rate) {
+			r->stop_reason = "error_rate";
+			break;
+		}
+		if (p->stop_on_saturation && p->key != LOAD_KEY_PROMPT_TOKENS &&
+		    r->nlevels >= 2 && load_levels_saturated(&r->levels[r->nlevels - 2].sum,
+		    prev_v, &lv->sum, v, p->saturation)) {
+			r->saturated_at = (int)lv->index;
+			r->knee = (int)lv->index - 1;
+			r->stop_reason = "saturation";
+			break;
+		}
+		prev_v = v;
+	}
+	if (p->key == LOAD_KEY_PROMPT_TOKENS)
+		input_fit(r);
+	return 0;
+}
+
+/* ---- capacity ------------------------------------------------------------ */
+
+/* The next level up or down from v, and the midpoint of an interval. */
+static double step(enum load_key k, double v, int up)
+{
+	if (k == LOAD_KEY_CONCURRENCY)
+		return up ? v * 2 : floor(v / 2);
+	return up ? v * 2 : v / 2;
+}
+
+static int resolved(enum load_key k, double lo, double hi, double res)
+{
+	if (k == LOAD_KEY_CONCURRENCY)
+		return hi - lo <= 1;
+	return hi / lo - 1 <= res;
+}
+
+static double midpoint(enum load_key k, double lo, double hi)
+{
+	if (k == LOAD_KEY_CONCURRENCY)
+		return floor((lo + hi) / 2);
+	return (lo + hi) / 2;
+}
+
+/* Where the rate search starts: half the rate the concurrency capacity
+ * carried (Little's law: requests / s = concurrency / latency), else 1/s. */
+static double rate_start(const struct load_result *r)
+{
+	const struct load_capacity *c = &r->capacity[0];
+
+	if (c->key != LOAD_KEY_CONCURRENCY || !c->found)
+		return 1;
+	for (size_t i = r->nlevels; i > 0; i--) {
+		const struct load_level *lv = &r->levels[i - 1];
+		if (lv->search == LOAD_KEY_CONCURRENCY && lv->value == c->lo &&
+		    lv->sum.e2e.count > 0 && lv->sum.e2e.mean > 0)
+			return fmax(0.01, round(c->lo / (lv->sum.e2e.mean / 1e3) / 2 * 100) / 100);
+	}
+	return 1;
+}
+
+static int search(struct load_env *e, const struct load_plan *p, struct load_result *r,
+    size_t which)
+{
+	struct load_capacity *c = &r->capacity[which];
+	enum load_key k = p->search[which];
+	double lo = NAN, hi = NAN, v, min = k == LOAD_KEY_CONCURRENCY ? 1 : 0.01;
+	const char *phase = "bracket";
+
+	c->key = k;
+	c->ran = 1;
+	size_t ki = k == LOAD_KEY_RATE;      /* cap_from, cap_max: by key */
+
+	v = p->cap_from[ki] > 0 ? p->cap_from[ki] :
+	    k == LOAD_KEY_CONCURRENCY ? 1 : rate_start(r);
+	if (k == LOAD_KEY_CONCURRENCY)
+		v = fmax(1, round(v));
+	for (;;) {
+		struct load_level *lv;
+
+		if (c->levels >= p->max_levels) {
+			c->stopped = "levels";
+			break;
+		}
+		lv = new_level(r, k, v);
+		if (lv == NULL) {
+			r->failed = 1;
+			return -1;
+		}
+		lv->search = k;
+		lv->phase = phase;
+		snprintf(lv->label + strlen(lv->label), sizeof(lv->label) - strlen(lv->label),
+		    " (capacity, %s)", phase);
+		if (run_level(e, r, lv, p->repeats) < 0)
+			return -1;
+		c->levels++;
+		if (r->interrupted) {
+			c->stopped = "interrupted";
+			break;
+		}
+		if (lv->slo.met) {
+			lo = v;
+		} else {
+			hi = v;
+			c->binding = lv->slo.binding;
+		}
+		if (!isnan(lo) && !isnan(hi)) {
+			if (resolved(k, lo, hi, p->resolution)) {
+				c->stopped = "resolution";
+				break;
+			}
+			phase = "bisect";
+			v = midpoint(k, lo, hi);
+			continue;
+		}
+		if (isnan(hi)) {
+			v = step(k, v, 1);
+			if (v > p->cap_max[ki]) {
+				c->stopped = "max";
+				break;
+			}
+		} else {
+			v = step(k, v, 0);
+			if (v < min) {
+				c->stopped = "none_met";
+				break;
+			}
+		}
+	}
+	c->found = !isnan(lo);
+	c->lo = lo;
+	c->hi = hi;
+	c->capacity = lo;
+	return 0;
+}
+
+int load_levels_capacity(struct load_env *e, const struct load_plan *p,
+    struct load_result *r)
+{
+	r->ncapacity = p->nsearch;
+	for (size_t i = 0; i < p->nsearch; i++) {
+		if (search(e, p, r, i) < 0)
+			return -1;
+		if (r->interrupted)
+			break;
+	}
+	return 0;
+}

@@ -1,0 +1,730 @@
+#include "load_run.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "load_arrive.h"
+#include "load_body.h"
+#include "load_conn.h"
+#include "load_prompts.h"
+#include "load_summary.h"
+#include "load_trace.h"
+#include "log.h"
+#include "rng.h"
+#include "util.h"
+
+/* Open loop without -c: at most this many connections at once. */
+#define OPEN_MAX_CONNS 1024
+#define MAX_EVENT_BYTES (1024 * 1024)
+/* The progress line's p95 TTFT: over the last this many requests. */
+#define PROGRESS_SAMPLES 4096
+
+struct run;
+
+/* A request waiting for a connection (open loop). */
+/* What a request is to the figures. */
+enum phase { PH_COUNTED, PH_WARMUP, PH_COOLDOWN };
+
+struct pending {
+	uint64_t t0;
+	uint64_t seq;
+	size_t entry;                /* a trace's entry, or SIZE_MAX */
+	enum phase phase;
+};
+
+/* A virtual user (closed loop) or a connection slot (open loop). */
+struct slot {
+	struct run *r;
+	struct load_conn *conn;
+	uint64_t seq;
+	uint64_t t0;
+	int64_t lag_us;
+	uint32_t prompt_tokens, max_tokens;
+	uint8_t phase, queued;
+};
+
+struct run {
+	struct event_base *base;
+	const struct load_conf *conf;
+	const struct load_run_opts *opts;
+	struct loadstats *st;
+	struct load_conn_ctx ctx;
+	enum dialect_id dialect;
+	int open_loop;
+	struct slot *slots;
+	size_t nslots, max_slots;
+	struct slot **idle;          /* open loop: slots with no request */
+	size_t nidle;
+	struct pending *queue;       /* open loop: requests waiting for a slot */
+	size_t qhead, qlen, qcap;
+	uint64_t start, last_end, stop_at;
+	uint64_t window_start;       /* absolute; 0 until the warm-up ended */
+	double next_at;              /* open loop: next arrival, µs */
+	size_t next_entry;           /* a trace's next entry */
+	uint64_t created, accepted, in_flight, max_in_flight, queued;
+	uint64_t counted_in_flight;  /* counted requests not ended (or queued) */
+	uint64_t cooled;             /* cool-down requests */
+	int cooling;                 /* past the window: cool-down requests */
+	uint64_t rng;
+	int stopping, failed;
+	int enough;                  /* the count is reached */
+	struct evbuffer *req;
+	struct event *deadline_ev, *arrival_ev, *progress_ev, *ramp_ev;
+};
+
+/* ---- signals: one handler for the program, the run in progress told */
+
+static struct run *current;
+static int signals;
+static struct event *sig_ev[2];
+
+static void stop_issuing(struct run *r);
+
+/* First signal: stop issuing and let requests end; second: stop now. */
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct event_base *base = arg;
+
+	(void)sig;
+	(void)what;
+	signals++;
+	if (current == NULL || signals > 1) {
+		event_base_loopbreak(base);
+		return;
+	}
+	stop_issuing(current);
+}
+
+int load_run_signals(struct event_base *base)
+{
+	int sigs[2] = {SIGINT, SIGTERM};
+
+	for (int i = 0; i < 2; i++) {
+		sig_ev[i] = evsignal_new(base, sigs[i], on_signal, base);
+		if (sig_ev[i] == NULL || event_add(sig_ev[i], NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+void load_run_signals_free(void)
+{
+	for (int i = 0; i < 2; i++) {
+		if (sig_ev[i] != NULL)
+			event_free(sig_ev[i]);
+		sig_ev[i] = NULL;
+	}
+}
+
+int load_run_interrupted(void)
+{
+	return signals;
+}
+
+void load_run_wait(struct event_base *base, uint64_t us)
+{
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+
+	if (signals > 0 || us == 0)
+		return;
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+static void check_end(struct run *r)
+{
+	if (r->stopping && r->in_flight == 0 && r->qlen == 0)
+		event_base_loopbreak(r->base);
+}
+
+static void stop_issuing(struct run *r)
+{
+	if (r->stopping)
+		return;
+	r->stopping = 1;
+	r->stop_at = util_now_us();
+	if (r->deadline_ev != NULL)
+		evtimer_del(r->deadline_ev);
+	if (r->arrival_ev != NULL)
+		evtimer_del(r->arrival_ev);
+	if (r->ramp_ev != NULL)
+		evtimer_del(r->ramp_ev);
+	check_end(r);
+}
+
+/* A failure of our own (memory): the run ends, its figures are kept. */
+static void run_failed(struct run *r, const char *what)
+{
+	log_error("%s: out of memory; stopping the run", what);
+	r->failed = 1;
+	stop_issuing(r);
+}
+
+static void arm(struct event *ev, uint64_t in_us)
+{
+	struct timeval tv = {(time_t)(in_us / 1000000), (suseconds_t)(in_us % 1000000)};
+
+	evtimer_add(ev, &tv);
+}
+
+/* The window opens at the end of a timed warm-up (its deadline was armed
+ * at the start), else with the first request past the warm-up: the
+ * duration counts from there. */
+static void open_window(struct run *r, uint64_t t0)
+{
+	const struct load_conf *c = r->conf;
+	uint64_t now;
+
+	if (r->window_start != 0)
+		return;
+	if (c->warmup_us > 0) {
+		r->window_start = r->start + c->warmup_us;
+		return;
+	}
+	r->window_start = t0 > r->start ? t0 : r->start;
+	now = util_now_us();
+	if (c->duration_us > 0 && !r->stopping)
+		arm(r->deadline_ev, r->window_start + c->duration_us > now ?
+		    r->window_start + c->duration_us - now : 0);
+}
+
+/* The window closed (its duration, or its count): with a cool-down, the
+ * load goes on until the counted requests in flight have ended. */
+static void window_closed(struct run *r)
+{
+	if (r->conf->cooldown && r->counted_in_flight > 0 && !r->stopping)
+		r->cooling = 1;
+	else
+		stop_issuing(r);
+}
+
+/* A new request intended at t0: in the warm-up, counted, or cool-down.
+ * Counts it; the count past the warm-up may close the window. */
+static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
+{
+	const struct load_conf *c = r->conf;
+	int warmup = c->warmup_us > 0 ? t0 < r->start + c->warmup_us :
+	    r->created < c->warmup_count;
+
+	*seq = r->created++;
+	if (r->cooling) {
+		r->cooled++;
+		return PH_COOLDOWN;
+	}
+	if (warmup)
+		return PH_WARMUP;
+	r->counted_in_flight++;
+	open_window(r, t0);
+	/* the caller stops the issuing once this one is in flight, or the
+	 * run would end before it */
+	if (++r->accepted == c->count)
+		r->enough = 1;
+	return PH_COUNTED;
+}
+
+/* Starts request seq, intended at t0, on slot s; entry: its trace entry. */
+static void launch(struct run *r, struct slot *s, const struct pending *p,
+    int queued)
+{
+	const struct load_conf *c = r->conf;
+	const struct load_trace_entry *te = NULL;
+	struct load_req rq;
+	char id[64];
+	uint64_t now = util_now_us();
+
+	memset(&rq, 0, sizeof(rq));
+	if (c->trace != NULL && p->entry < c->trace->n) {
+		te = &c->trace->v[p->entry];
+		rq.headers = te->headers;
+		rq.nheaders = te->nheaders;
+	}
+	if (c->prompts != NULL) {
+		rq.prompt = &c->prompts->v[rng_next(&r->rng) % c->prompts->n];
+		rq.prompt_tokens = rq.prompt->tokens;
+		rq.max_tokens = rq.prompt->max_tokens;
+	} else {
+		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
+		    load_conf_draw(&c->prompt_tokens, &r->rng);
+	}
+	if (te != NULL && te->max_tokens)
+		rq.max_tokens = te->max_tokens;
+	if (rq.max_tokens == 0)
+		rq.max_tokens = load_conf_draw(&c->max_tokens, &r->rng);
+	s->seq = p->seq;
+	s->t0 = p->t0;
+	s->phase = (uint8_t)p->phase;
+	s->lag_us = now > p->t0 ? (int64_t)(now - p->t0) : 0;
+	s->queued = (uint8_t)queued;
+	s->prompt_tokens = rq.prompt_tokens;
+	s->max_tokens = rq.max_tokens;
+	if (r->opts->id_prefix != NULL) {
+		snprintf(id, sizeof(id), "%s-%llu", r->opts->id_prefix,
+		    (unsigned long long)s->seq);
+		rq.request_id = id;
+	}
+	if (s->conn == NULL)
+		s->conn = load_conn_new(&r->ctx, s);
+	if (s->conn == NULL) {
+		run_failed(r, "connection");
+		return;
+	}
+	evbuffer_drain(r->req, evbuffer_get_length(r->req));
+	if (load_body_request(r->req, c, &rq, &r->rng) < 0) {
+		run_failed(r, "request");
+		return;
+	}
+	load_conn_start(s->conn, p->t0, c->timeout_us, r->dialect, r->req);
+	if (++r->in_flight > r->max_in_flight)
+		r->max_in_flight = r->in_flight;
+}
+
+/* A request intended at t0 past the window's end, the deadline's timer
+ * not yet run: the window closes now; none is sent unless in cool-down. */
+static int past_window(struct run *r, uint64_t t0)
+{
+	if (r->cooling || r->window_start == 0 || r->conf->duration_us == 0 ||
+	    t0 < r->window_start + r->conf->duration_us)
+		return 0;
+	window_closed(r);
+	return !r->cooling;
+}
+
+/* Closed loop: the user sends its next request now. */
+static void user_next(struct run *r, struct slot *s)
+{
+	struct pending p = { util_now_us(), 0, SIZE_MAX, 0 };
+
+	if (r->stopping || past_window(r, p.t0))
+		return;
+	p.phase = created(r, p.t0, &p.seq);
+	launch(r, s, &p, 0);
+	if (r->enough && !r->cooling)
+		window_closed(r);
+}
+
+static int queue_push(struct run *r, const struct pending *p)
+{
+	if (r->qlen == r->qcap) {
+		size_t cap = r->qcap ? r->qcap * 2 : 1024;
+		struct pending *q = malloc(cap * sizeof(*q));
+		if (q == NULL)
+			return -1;
+		for (size_t i = 0; i < r->qlen; i++)
+			q[i] = r->queue[(r->qhead + i) % r->qcap];
+		free(r->queue);
+		r->queue = q;
+		r->qhead = 0;
+		r->qcap = cap;
+	}
+	r->queue[(r->qhead + r->qlen++) % r->qcap] = *p;
+	return 0;
+}
+
+static struct pending queue_pop(struct run *r)
+{
+	struct pending p = r->queue[r->qhead];
+
+	r->qhead = (r->qhead + 1) % r->qcap;
+	r->qlen--;
+	return p;
+}
+
+/* Open loop: a request intended at t0 takes a free slot, a new one, or
+ * waits for one (its clock already running). */
+static void arrive(struct run *r, uint64_t t0, size_t entry)
+{
+	struct pending p = { t0, 0, entry, 0 };
+	struct slot *s = NULL;
+
+	if (past_window(r, t0))
+		return;
+	p.phase = created(r, t0, &p.seq);
+	if (r->nidle > 0)
+		s = r->idle[--r->nidle];
+	else if (r->nslots < r->max_slots)
+		s = &r->slots[r->nslots++];
+	if (s != NULL) {
+		launch(r, s, &p, 0);
+	} else {
+		r->queued++;
+		if (queue_push(r, &p) < 0)
+			run_failed(r, "queue");
+	}
+	if (r->enough && !r->cooling)
+		window_closed(r);
+}
+
+static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
+    enum meter_end how, const struct load_conn_end *e)
+{
+	struct slot *s = arg;
+	struct run *r = s->r;
+	struct load_sample x;
+
+	(void)c;
+	loadstats_sample(&x, m, how, r->start);
+	x.seq = s->seq;
+	x.lag_us = s->lag_us;
+	x.prompt_tokens = s->prompt_tokens;
+	x.max_tokens = s->max_tokens;
+	x.warmup = s->phase == PH_WARMUP;
+	x.cooldown = s->phase == PH_COOLDOWN;
+	x.queued = s->queued;
+	/* sent at t0 + lag; a new connection was ready at t_conn */
+	if (!e->reused && m->t_conn != 0 && m->t_conn >= s->t0 + (uint64_t)s->lag_us)
+		x.connect_us = (int64_t)(m->t_conn - s->t0 - (uint64_t)s->lag_us);
+	if (loadstats_record(r->st, &x, e->itl, e->nitl) < 0 && !r->failed)
+		run_failed(r, "samples");
+	r->in_flight--;
+	r->last_end = util_now_us();
+	/* the last counted request ended: the cool-down has done its work */
+	if (s->phase == PH_COUNTED && --r->counted_in_flight == 0 && r->cooling)
+		stop_issuing(r);
+	if (!r->open_loop) {
+		user_next(r, s);
+	} else if (r->qlen > 0) {
+		struct pending p = queue_pop(r);
+		launch(r, s, &p, 1);
+	} else {
+		r->idle[r->nidle++] = s;
+	}
+	check_end(r);
+}
+
+/* The open loop's next arrival time (µs), or INFINITY when there is none. */
+static double next_arrival(struct run *r)
+{
+	const struct load_trace *t = r->conf->trace;
+
+	if (t == NULL)
+		return r->next_at + load_arrive_gap(r->conf, &r->rng);
+	if (++r->next_entry >= t->n)
+		return INFINITY;
+	return (double)r->start + (double)t->v[r->next_entry].offset_us /
+	    r->conf->trace_speed;
+}
+
+static void on_arrival(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	uint64_t now = util_now_us();
+
+	(void)fd;
+	(void)what;
+	/* a late timer still gives every arrival its own intended time */
+	while (!r->stopping && r->next_at <= (double)now) {
+		arrive(r, (uint64_t)r->next_at, r->conf->trace ? r->next_entry : SIZE_MAX);
+		r->next_at = next_arrival(r);
+		if (isinf(r->next_at)) {
+			stop_issuing(r);
+			return;
+		}
+	}
+	if (!r->stopping)
+		arm(r->arrival_ev, (uint64_t)ceil(r->next_at - (double)now));
+}
+
+/* --ramp: user i starts at start + i * ramp / N, so that N users do not
+ * connect, and their streams do not tick, all at the same instant. */
+static void on_ramp(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	uint64_t now = util_now_us(), n = r->max_slots, at;
+
+	(void)fd;
+	(void)what;
+	while (!r->stopping && r->nslots < n) {
+		at = r->start + r->conf->ramp_us * r->nslots / n;
+		if (at > now) {
+			arm(r->ramp_ev, at - now);
+			return;
+		}
+		r->nslots++;
+		user_next(r, &r->slots[r->nslots - 1]);
+	}
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	window_closed(arg);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p95 TTFT (ms) of the last measured ok requests, NaN before one. */
+static double recent_ttft_p95(const struct loadstats *st)
+{
+	static double v[PROGRESS_SAMPLES];
+	size_t n = 0;
+
+	for (size_t i = st->n; i > 0 && n < PROGRESS_SAMPLES; i--) {
+		const struct load_sample *s = &st->v[i - 1];
+		if (loadstats_counted(s) && s->outcome == OUTCOME_OK && s->ttft_us >= 0)
+			v[n++] = (double)s->ttft_us / 1e3;
+	}
+	qsort(v, n, sizeof(*v), cmp_double);
+	return load_quantile(v, n, 95);
+}
+
+static void on_progress(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	const struct load_conf *c = r->conf;
+	double el = (double)(util_now_us() - r->start) / 1e6, p95;
+	char left[48] = "";
+
+	(void)fd;
+	(void)what;
+	if (r->stopping)
+		snprintf(left, sizeof left, ", draining");
+	else if (r->cooling)
+		snprintf(left, sizeof left, ", cooling down");
+	else if (r->window_start == 0)
+		snprintf(left, sizeof left, ", warming up");
+	else if (c->duration_us > 0)
+		snprintf(left, sizeof left, ", %.0f s left",
+		    fmax(0, (double)(r->window_start + c->duration_us - util_now_us()) / 1e6));
+	else if (c->count > 0)
+		snprintf(left, sizeof left, ", %llu of %llu sent",
+		    (unsigned long long)r->accepted, (unsigned long long)c->count);
+	p95 = recent_ttft_p95(r->st);
+	fprintf(stderr, "\r%s%s%.1f s%s  done %llu  in flight %llu  queued %zu  "
+	    "errors %llu  p95 TTFT ", r->opts->label ? r->opts->label : "",
+	    r->opts->label ? ": " : "", el, left,
+	    (unsigned long long)r->st->measured, (unsigned long long)r->in_flight,
+	    r->qlen, (unsigned long long)r->st->errors);
+	if (isnan(p95))
+		fputs("-\033[K", stderr);
+	else
+		fprintf(stderr, "%.1f ms\033[K", p95);
+	fflush(stderr);
+}
+
+struct resolve {
+	struct run *r;
+	int done, rc;
+};
+
+static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
+{
+	struct resolve *rs = arg;
+	struct run *r = rs->r;
+
+	rs->done = 1;
+	if (err != 0 || ai == NULL || ai->ai_addrlen > sizeof(r->ctx.addr)) {
+		log_error("%s: %s", r->conf->host,
+		    err != 0 ? evutil_gai_strerror(err) : "no address");
+		rs->rc = -1;
+	} else {
+		memcpy(&r->ctx.addr, ai->ai_addr, ai->ai_addrlen);
+		r->ctx.addrlen = (socklen_t)ai->ai_addrlen;
+		rs->rc = 0;
+	}
+	if (ai != NULL)
+		evutil_freeaddrinfo(ai);
+	event_base_loopbreak(r->base);
+}
+
+/* The target's first address, looked up once per run. */
+static int resolve(struct run *r, struct evdns_base *dns)
+{
+	struct evutil_addrinfo hints;
+	struct resolve rs = {r, 0, -1};
+	char port[8];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	snprintf(port, sizeof(port), "%u", r->conf->port);
+	evdns_getaddrinfo(dns, r->conf->host, port, &hints, resolved, &rs);
+	if (!rs.done)
+		event_base_dispatch(r->base);
+	return rs.done ? rs.rc : -1;
+}
+
+static int setup(struct run *r)
+{
+	struct timeval sec = {1, 0};
+
+	r->max_slots = r->open_loop ? (r->conf->concurrency_set ?
+	    r->conf->concurrency : OPEN_MAX_CONNS) : r->conf->concurrency;
+	r->slots = calloc(r->max_slots, sizeof(*r->slots));
+	r->idle = calloc(r->max_slots, sizeof(*r->idle));
+	r->req = evbuffer_new();
+	if (r->slots == NULL || r->idle == NULL || r->req == NULL)
+		return -1;
+	for (size_t i = 0; i < r->max_slots; i++)
+		r->slots[i].r = r;
+	r->deadline_ev = evtimer_new(r->base, on_deadline, r);
+	if (r->deadline_ev == NULL)
+		return -1;
+	if (r->open_loop) {
+		r->arrival_ev = evtimer_new(r->base, on_arrival, r);
+		if (r->arrival_ev == NULL)
+			return -1;
+	} else if (r->conf->ramp_us > 0) {
+		r->ramp_ev = evtimer_new(r->base, on_ramp, r);
+		if (r->ramp_ev == NULL)
+			return -1;
+	}
+	if (r->opts->progress) {
+		r->progress_ev = event_new(r->base, -1, EV_PERSIST, on_progress, r);
+		if (r->progress_ev == NULL || event_add(r->progress_ev, &sec) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void teardown(struct run *r)
+{
+	for (size_t i = 0; i < r->max_slots && r->slots != NULL; i++)
+		load_conn_free(r->slots[i].conn);
+	free(r->slots);
+	free(r->idle);
+	free(r->queue);
+	if (r->req != NULL)
+		evbuffer_free(r->req);
+	if (r->deadline_ev != NULL)
+		event_free(r->deadline_ev);
+	if (r->arrival_ev != NULL)
+		event_free(r->arrival_ev);
+	if (r->ramp_ev != NULL)
+		event_free(r->ramp_ev);
+	if (r->progress_ev != NULL)
+		event_free(r->progress_ev);
+}
+
+static void begin(struct run *r)
+{
+	const struct load_conf *c = r->conf;
+
+	r->start = util_now_us();
+	/* without a warm-up the window opens at once (and the deadline with
+	 * it); a timed warm-up's at its end */
+	if (c->warmup_us > 0 && c->duration_us > 0)
+		arm(r->deadline_ev, c->warmup_us + c->duration_us);
+	if (c->warmup_count == 0)
+		open_window(r, r->start);
+	if (r->open_loop) {
+		r->next_entry = 0;
+		r->next_at = (double)r->start;
+		if (c->trace != NULL)
+			r->next_at += (double)c->trace->v[0].offset_us / c->trace_speed;
+		on_arrival(-1, 0, r);
+		return;
+	}
+	if (r->ramp_ev != NULL) {
+		on_ramp(-1, 0, r);
+		return;
+	}
+	for (size_t i = 0; i < r->max_slots && !r->stopping; i++) {
+		r->nslots++;
+		user_next(r, &r->slots[i]);
+	}
+}
+
+static double cpu_now(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The window's end: the duration after its start, or with a count the
+ * last counted request's end; never past the stop. */
+static void window(const struct run *r, struct load_run_info *info)
+{
+	const struct load_conf *c = r->conf;
+	uint64_t ws = r->window_start ? r->window_start : r->start, we = 0;
+
+	for (size_t i = 0; i < r->st->n; i++) {
+		const struct load_sample *s = &r->st->v[i];
+		uint64_t end = s->start_us + (s->duration_us > 0 ? (uint64_t)s->duration_us : 0);
+		if (loadstats_counted(s) && r->start + end > we)
+			we = r->start + end;
+	}
+	if (c->duration_us > 0) {
+		uint64_t d = ws + c->duration_us;
+		if (r->stop_at != 0 && r->stop_at < d)
+			d = r->stop_at;
+		we = d;
+	}
+	if (we < ws)
+		we = ws;
+	info->window_start_us = ws - r->start;
+	info->window_end_us = we - r->start;
+}
+
+int load_run(struct event_base *base, struct evdns_base *dns,
+    const struct load_conf *c, const struct load_run_opts *o,
+    struct loadstats *st, struct load_run_info *info)
+{
+	struct run r;
+	double cpu0 = cpu_now();
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	memset(info, 0, sizeof(*info));
+	r.base = base;
+	r.conf = c;
+	r.opts = o;
+	r.st = st;
+	r.dialect = load_conf_dialect(c);
+	r.open_loop = c->rate > 0 || c->trace != NULL;
+	r.rng = c->seed;
+	r.ctx.base = base;
+	r.ctx.max_event_bytes = MAX_EVENT_BYTES;
+	r.ctx.done = slot_done;
+	r.ctx.lag = c->lag ? st : NULL;
+	r.ctx.tls = o->tls;
+	if (load_run_interrupted() > 0 || resolve(&r, dns) < 0)
+		goto done;
+	if (setup(&r) < 0) {
+		log_error("out of memory");
+		goto done;
+	}
+	current = &r;
+	begin(&r);
+	if (!r.stopping || r.in_flight > 0 || r.qlen > 0)
+		event_base_dispatch(base);
+	current = NULL;
+	info->start_us = r.start;
+	info->elapsed_us = (r.last_end > r.start ? r.last_end : util_now_us()) - r.start;
+	window(&r, info);
+	info->max_in_flight = r.max_in_flight;
+	info->connections = r.ctx.opened;
+	info->queued = r.queued;
+	info->cooldown_requests = r.cooled;
+	info->warmup_requests = r.created - r.accepted - r.cooled;
+	info->interrupted = load_run_interrupted() > 0;
+	if (o->progress)
+		fputs("\r\033[K", stderr);
+	rc = r.failed ? -1 : 0;
+done:
+	current = NULL;
+	teardown(&r);
+	info->cpu_s = cpu_now() - cpu0;
+	return rc;
+}

@@ -1,0 +1,269 @@
+#include "load_tt.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "load_jsonl.h"
+#include "url.h"
+#include "util.h"
+
+#define MAX_RESPONSE (16u << 20)
+
+int load_tt_conf_init(struct load_tt_conf *c, const char *url, const char *window,
+    const char *route, const char **err)
+{
+	struct url u;
+	size_t n;
+
+	memset(c, 0, sizeof(*c));
+	if ((*err = url_parse(url, &u)) != NULL)
+		return -1;
+	if (u.tls || u.user != NULL || u.query != NULL) {
+		*err = "expected tokentap's admin address, http://HOST:PORT";
+		url_free(&u);
+		return -1;
+	}
+	snprintf(c->host, sizeof(c->host), "%s", u.host);
+	c->port = u.port;
+	c->base_path = strdup(u.path);
+	url_free(&u);
+	if (c->base_path == NULL) {
+		*err = "out of memory";
+		return -1;
+	}
+	n = strlen(c->base_path);
+	while (n > 0 && c->base_path[n - 1] == '/')
+		c->base_path[--n] = '\0';
+	/* "http://h:p/stats" names the endpoint itself */
+	if (n >= 6 && strcmp(c->base_path + n - 6, "/stats") == 0)
+		c->base_path[n - 6] = '\0';
+	c->window = window;
+	c->route = route;
+	return 0;
+}
+
+void load_tt_conf_free(struct load_tt_conf *c)
+{
+	free(c->base_path);
+	c->base_path = NULL;
+}
+
+static void fail(struct load_tt *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail(struct load_tt *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	out->ok = 0;
+	va_start(ap, fmt);
+	vsnprintf(out->error, sizeof(out->error), fmt, ap);
+	va_end(ap);
+}
+
+/* GET path; the response's body into *body (malloc'd). 0 or -1 (why in out). */
+static int get(const struct load_tt_conf *c, const char *path, struct load_tt *out,
+    int timeout_ms, char **body, size_t *blen)
+{
+	struct addrinfo hints, *ai = NULL;
+	char port[8], req[1024], *buf = NULL;
+	const char *token = getenv("TOKENTAP_ADMIN_TOKEN");
+	size_t len = 0, cap = 0;
+	uint64_t deadline = util_now_us() + (uint64_t)timeout_ms * 1000;
+	int fd = -1, rc = -1, n;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(port, sizeof(port), "%u", c->port);
+	if (getaddrinfo(c->host, port, &hints, &ai) != 0 || ai == NULL) {
+		fail(out, "%s: cannot resolve", c->host);
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		fail(out, "cannot connect to tokentap's admin: %s", strerror(errno));
+		goto done;
+	}
+	n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s:%u\r\n"
+	    "User-Agent: tokentap-load/" TOKENTAP_VERSION "\r\n%s%s%s\r\n", path, c->host,
+	    c->port, token ? "Authorization: Bearer " : "", token ? token : "",
+	    token ? "\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof(req) || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		fail(out, "%s", "cannot send to tokentap's admin");
+		goto done;
+	}
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		uint64_t now = util_now_us();
+		ssize_t got;
+
+		if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000) + 1) <= 0) {
+			fail(out, "%s", "tokentap's admin did not answer in time");
+			goto done;
+		}
+		if (len + 65536 > cap) {
+			char *b;
+			if (cap >= MAX_RESPONSE) {
+				fail(out, "%s", "tokentap's /stats answer is too large");
+				goto done;
+			}
+			cap = cap ? cap * 2 : 65536 * 2;
+			b = realloc(buf, cap + 1);
+			if (b == NULL) {
+				fail(out, "%s", "out of memory");
+				goto done;
+			}
+			buf = b;
+		}
+		got = recv(fd, buf + len, cap - len, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			fail(out, "reading tokentap's admin: %s", strerror(errno));
+			goto done;
+		}
+		if (got == 0)
+			break;
+		len += (size_t)got;
+	}
+	if (buf == NULL || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0) {
+		fail(out, "%s", "tokentap's admin did not answer HTTP");
+		goto done;
+	}
+	buf[len] = '\0';
+	{
+		char *sep = strstr(buf, "\r\n\r\n");
+		int status = atoi(buf + 9);
+		if (sep == NULL) {
+			fail(out, "%s", "tokentap's admin answer has no body");
+			goto done;
+		}
+		if (status != 200) {
+			char what[160];
+			snprintf(what, sizeof(what), "%d: %.120s", status, sep + 4);
+			for (char *s = what; *s; s++)
+				if (*s == '\n' || *s == '\r')
+					*s = ' ';
+			fail(out, "tokentap's /stats answered %s", what);
+			goto done;
+		}
+		*blen = len - (size_t)(sep + 4 - buf);
+		memmove(buf, sep + 4, *blen);
+		buf[*blen] = '\0';
+	}
+	*body = buf;
+	buf = NULL;
+	rc = 0;
+done:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+static double num_at(const struct load_jl *j, int obj, const char *key)
+{
+	int v = obj >= 0 ? load_jl_get(j, obj, key) : -1;
+	double x;
+
+	if (v < 0 || load_jl_num(j, v, &x) < 0)
+		return NAN;
+	return x;
+}
+
+static void quant(const struct load_jl *j, int grp, const char *key, double q[6],
+    uint64_t *count)
+{
+	static const char *const names[] = {"mean", "p50", "p90", "p95", "p99", "max"};
+	int o = load_jl_get(j, grp, key);
+	double n = num_at(j, o, "count");
+
+	for (int i = 0; i < 6; i++)
+		q[i] = num_at(j, o, names[i]);
+	if (count != NULL)
+		*count = isnan(n) ? 0 : (uint64_t)n;
+}
+
+void load_tt_read(struct load_tt_conf *c, struct load_tt *out, int timeout_ms)
+{
+	struct load_jl j;
+	char path[512], *body = NULL, *s;
+	size_t blen = 0, at;
+	const char *why;
+	int groups, el = -1, best = -1, w;
+	double most = -1;
+
+	memset(out, 0, sizeof(*out));
+	out->asked = 1;
+	snprintf(path, sizeof(path), "%s/stats?by=route%s%s", c->base_path,
+	    c->window ? "&window=" : "", c->window ? c->window : "");
+	if (get(c, path, out, timeout_ms, &body, &blen) < 0)
+		return;
+	load_jl_init(&j);
+	if (load_jl_parse(&j, body, blen, &at, &why) < 0 ||
+	    load_jl_type(&j, 0) != LOAD_JL_OBJECT ||
+	    (groups = load_jl_get(&j, 0, "groups")) < 0) {
+		fail(out, "%s", "tokentap's /stats answer is not its JSON");
+		goto done;
+	}
+	w = load_jl_get(&j, 0, "window");
+	s = w >= 0 ? load_jl_str(&j, w, NULL) : NULL;
+	if (s != NULL) {
+		snprintf(out->window, sizeof(out->window), "%s", s);
+		if (util_parse_duration_us(s, &c->window_us) < 0)
+			c->window_us = 0;
+		free(s);
+	}
+	while (load_jl_elem(&j, groups, &el)) {
+		int r = load_jl_get(&j, el, "route");
+		double req = num_at(&j, el, "requests");
+		char *name = r >= 0 ? load_jl_str(&j, r, NULL) : NULL;
+
+		if (c->route != NULL) {
+			if (name != NULL && strcmp(name, c->route) == 0)
+				best = el;
+		} else if (!isnan(req) && req > most) {
+			most = req;
+			best = el;
+		}
+		free(name);
+	}
+	if (best < 0) {
+		fail(out, c->route ? "no route \"%s\" in tokentap's /stats" :
+		    "%s", c->route ? c->route : "no route in tokentap's /stats window");
+		goto done;
+	}
+	s = load_jl_str(&j, load_jl_get(&j, best, "route"), NULL);
+	snprintf(out->group, sizeof(out->group), "%s", s ? s : "");
+	free(s);
+	out->requests = (uint64_t)fmax(0, num_at(&j, best, "requests"));
+	out->errors = (uint64_t)fmax(0, num_at(&j, best, "errors"));
+	out->output_tokens_per_s = num_at(&j, best, "output_tokens_per_s");
+	quant(&j, best, "ttft_ms", out->ttft, &out->ttft_count);
+	quant(&j, best, "tpot_ms", out->tpot, &out->tpot_count);
+	quant(&j, best, "itl_ms", out->itl, NULL);
+	out->ok = 1;
+done:
+	load_jl_free(&j);
+	free(body);
+}
+
+uint64_t load_tt_settle_us(const struct load_tt_conf *c)
+{
+	/* a window and a slice, and a little for the proxy's 50 ms drains */
+	return c->window_us + c->window_us / 6 + 100000;
+}
+
+uint64_t load_tt_span_us(const struct load_tt_conf *c)
+{
+	return c->window_us * 5 / 6;
+}

@@ -1,0 +1,41 @@
+/* The proxy's view beside the client's (--tokentap ADMIN_URL): tokentap's
+ * own figures for the requests of a level, read from its admin /stats
+ * (GET /stats?window=W&by=route; the route, --tokentap-route, else the one
+ * with the most requests in the window). /stats serves sliding windows of
+ * six slices each (stats.windows): a window read at time t holds the
+ * requests that ended from at least 5/6 of it before t. So the figures
+ * are a level's when its requests ended within 5/6 of the window before
+ * the read, and none of the level before it did: tokentap-load waits a
+ * window and a slice between levels, and warns when a level ran longer
+ * than 5/6 of it. An admin token, if tokentap has one, is read from
+ * $TOKENTAP_ADMIN_TOKEN. */
+#ifndef TOKENTAP_LOAD_TT_H
+#define TOKENTAP_LOAD_TT_H
+
+#include <stdint.h>
+
+#include "load_result.h"
+
+struct load_tt_conf {
+	char host[256];
+	unsigned port;
+	char *base_path;             /* the admin URL's path, without a trailing / */
+	const char *window;          /* NULL: tokentap's default window */
+	const char *route;           /* NULL: the busiest */
+	uint64_t window_us;          /* learnt from the first read */
+};
+
+/* Parses url (http://HOST:PORT[/prefix]). Returns 0, or -1 with *err. */
+int load_tt_conf_init(struct load_tt_conf *c, const char *url, const char *window,
+    const char *route, const char **err);
+void load_tt_conf_free(struct load_tt_conf *c);
+/* One read of /stats into *out (out->ok, or out->error). Learns the
+ * window's length into c on success. timeout_ms bounds the whole read. */
+void load_tt_read(struct load_tt_conf *c, struct load_tt *out, int timeout_ms);
+/* How long to wait after a level's last request before the next level
+ * starts, so that the next read holds none of it (µs). */
+uint64_t load_tt_settle_us(const struct load_tt_conf *c);
+/* The longest level the window holds whole (µs). */
+uint64_t load_tt_span_us(const struct load_tt_conf *c);
+
+#endif

@@ -1,0 +1,89 @@
+#include "load_result.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "util.h"
+
+void load_result_init(struct load_result *r, enum load_kind kind,
+    const struct load_conf *conf, int argc, char **argv)
+{
+	uint64_t seed = rng_seed();
+
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->conf = conf;
+	r->argc = argc;
+	r->argv = argv;
+	r->wall_start_ms = util_wall_ms();
+	r->mono_start_us = util_now_us();
+	/* short, and random: two runs' request ids never meet in one log */
+	snprintf(r->run_id, sizeof(r->run_id), "tl%08llx",
+	    (unsigned long long)(rng_next(&seed) & 0xffffffffull));
+	load_pcts_default(&r->pcts);
+	r->knee = r->saturated_at = -1;
+	r->input_fit.slope = r->input_fit.intercept = r->input_fit.r2 = NAN;
+	for (size_t i = 0; i < 2; i++) {
+		r->capacity[i].binding = -1;
+		r->capacity[i].lo = r->capacity[i].hi = r->capacity[i].capacity = NAN;
+	}
+}
+
+struct load_level *load_result_add(struct load_result *r, enum load_key key,
+    double value, const struct load_conf *conf)
+{
+	struct load_level *lv;
+
+	if (r->nlevels == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct load_level *v = realloc(r->levels, cap * sizeof(*v));
+		if (v == NULL)
+			return NULL;
+		r->levels = v;
+		r->cap = cap;
+	}
+	lv = &r->levels[r->nlevels];
+	memset(lv, 0, sizeof(*lv));
+	if (load_conf_copy(&lv->conf, conf) < 0)
+		return NULL;
+	lv->index = r->nlevels++;
+	lv->key = key;
+	lv->value = value;
+	loadstats_init(&lv->st);
+	if (key == LOAD_KEY_NONE)
+		snprintf(lv->label, sizeof(lv->label), "run");
+	else if (key == LOAD_KEY_RATE)
+		snprintf(lv->label, sizeof(lv->label), "rate %.4g/s", value);
+	else
+		snprintf(lv->label, sizeof(lv->label), "%s %.0f", load_key_name(key), value);
+	return lv;
+}
+
+void load_result_free(struct load_result *r)
+{
+	for (size_t i = 0; i < r->nlevels; i++) {
+		load_conf_free(&r->levels[i].conf);
+		loadstats_free(&r->levels[i].st);
+		load_summary_free(&r->levels[i].sum);
+	}
+	free(r->levels);
+	r->levels = NULL;
+	r->nlevels = r->cap = 0;
+}
+
+const char *load_key_name(enum load_key k)
+{
+	switch (k) {
+	case LOAD_KEY_CONCURRENCY:
+		return "concurrency";
+	case LOAD_KEY_RATE:
+		return "rate";
+	case LOAD_KEY_PROMPT_TOKENS:
+		return "prompt_tokens";
+	default:
+		return "none";
+	}
+}

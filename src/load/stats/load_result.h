@@ -1,0 +1,131 @@
+/* The results of one tokentap-load invocation, in memory: what every
+ * report (the table, the JSON document of docs/load-schema.md, the CSV,
+ * the HTML page) is written from. One invocation runs levels: a single
+ * run is one level; a sweep one per load level; a capacity search the
+ * levels it probed. Each level keeps its parameters, its every request
+ * (loadstats.h), the figures computed from them (load_summary.h), its
+ * SLO verdict (load_slo.h) and, with --tokentap, the proxy's own figures
+ * for the same window. */
+#ifndef TOKENTAP_LOAD_RESULT_H
+#define TOKENTAP_LOAD_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "load_conf.h"
+#include "load_slo.h"
+#include "load_summary.h"
+#include "loadstats.h"
+
+/* The JSON document's schema version (docs/load-schema.md). A reader
+ * refuses a major version it does not know. */
+#define LOAD_SCHEMA_VERSION 1
+
+enum load_kind { LOAD_KIND_RUN, LOAD_KIND_SWEEP, LOAD_KIND_CAPACITY };
+
+/* What a sweep varies, or a capacity search looks for. */
+enum load_key { LOAD_KEY_NONE, LOAD_KEY_CONCURRENCY, LOAD_KEY_RATE,
+	LOAD_KEY_PROMPT_TOKENS };
+
+/* What one run of a level reports about itself (load_run.h fills it). */
+struct load_run_info {
+	uint64_t start_us;          /* CLOCK_MONOTONIC µs: the level's origin */
+	uint64_t elapsed_us;        /* start to the end of the last request */
+	uint64_t window_start_us;   /* from start */
+	uint64_t window_end_us;
+	uint64_t max_in_flight;
+	uint64_t connections;       /* connections opened */
+	uint64_t queued;            /* open loop: requests that waited for a connection */
+	uint64_t warmup_requests;
+	uint64_t cooldown_requests;
+	double cpu_s;               /* the generator's user + system CPU */
+	int interrupted;
+};
+
+/* tokentap's /stats over a level's window (--tokentap). */
+struct load_tt {
+	int asked;
+	int ok;                      /* read; else error says why */
+	char error[160];
+	char window[24];             /* the /stats window read */
+	char group[96];              /* the route (group) whose figures these are */
+	uint64_t requests, errors;
+	/* mean, p50, p90, p95, p99, max (ms); NaN: null */
+	double ttft[6], tpot[6], itl[6];
+	uint64_t ttft_count, tpot_count;
+	double output_tokens_per_s;
+	int window_short;            /* the level ran longer than the window */
+};
+
+enum { LOAD_TT_MEAN, LOAD_TT_P50, LOAD_TT_P90, LOAD_TT_P95, LOAD_TT_P99, LOAD_TT_MAX };
+
+struct load_level {
+	size_t index;                /* in the document, from 0 */
+	enum load_key key;           /* what this level set: concurrency, ... */
+	double value;                /* its value */
+	enum load_key search;        /* capacity: the search it belongs to */
+	const char *phase;           /* capacity: "bracket" or "bisect"; else NULL */
+	char label[80];              /* "concurrency 16" */
+	struct load_conf conf;       /* the run's parameters (a copy) */
+	struct loadstats st;         /* every request of every run of the level */
+	struct load_run_info info;   /* of its last run; window and CPU summed */
+	unsigned runs;               /* > 1: repeated within noise, samples pooled */
+	double started_s;            /* its start, from the invocation's origin */
+	struct load_summary sum;
+	int has_slo;
+	struct load_slo_result slo;
+	struct load_tt tt;
+};
+
+/* A capacity search's answer. */
+struct load_capacity {
+	enum load_key key;           /* concurrency or rate */
+	int ran;
+	int found;                   /* some level met the targets */
+	double capacity;             /* the largest level that met them (= lo) */
+	double lo, hi;               /* the interval: lo met, hi missed; hi NaN: never missed */
+	int binding;                 /* the target missed at hi (index), -1 */
+	size_t levels;               /* levels it ran */
+	const char *stopped;         /* why it ended: "resolution", "max", "none_met",
+	                              * "interrupted", "levels" */
+};
+
+struct load_result {
+	enum load_kind kind;
+	char run_id[24];             /* X-Request-Id: <run_id>-<level>-<seq> */
+	uint64_t wall_start_ms;      /* when it started (RFC 3339 in the JSON) */
+	uint64_t mono_start_us;      /* CLOCK_MONOTONIC origin of every time */
+	int argc;
+	char **argv;
+	const struct load_conf *conf;   /* the base parameters */
+	struct load_pcts pcts;
+	struct load_slo slo;         /* n == 0: none */
+	uint64_t slice_us;
+	struct load_level *levels;
+	size_t nlevels, cap;
+	/* sweep */
+	enum load_key sweep_key;
+	const char *stop_reason;     /* "levels", "saturation", "error_rate",
+	                              * "interrupted", "failed" */
+	int knee;                    /* the level past which throughput stopped
+	                              * growing, or -1 */
+	int saturated_at;            /* the level that showed it, or -1 */
+	struct load_fit input_fit;   /* prompt-tokens sweeps: TTFT against input */
+	/* capacity */
+	struct load_capacity capacity[2];
+	size_t ncapacity;
+	int interrupted;
+	int failed;                  /* a level could not run */
+};
+
+void load_result_init(struct load_result *r, enum load_kind kind,
+    const struct load_conf *conf, int argc, char **argv);
+/* A new level at the end (conf copied). NULL when memory ran out. */
+struct load_level *load_result_add(struct load_result *r, enum load_key key,
+    double value, const struct load_conf *conf);
+void load_result_free(struct load_result *r);
+
+/* The key's name: "concurrency", "rate", "prompt_tokens". */
+const char *load_key_name(enum load_key k);
+
+#endif

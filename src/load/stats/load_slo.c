@@ -1,0 +1,329 @@
+#include "load_slo.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "load_summary.h"
+#include "util.h"
+
+#define Z95 1.959963984540054
+
+static const char *const metric_names[] = {
+	[LOAD_SLO_TTFT] = "ttft", [LOAD_SLO_TTFO] = "ttfo", [LOAD_SLO_TPOT] = "tpot",
+	[LOAD_SLO_ITL] = "itl", [LOAD_SLO_E2E] = "e2e",
+};
+
+static int bad(char *errbuf, size_t errlen, const char *tgt, size_t tlen,
+    const char *why)
+{
+	snprintf(errbuf, errlen, "'%.*s': %s", (int)(tlen > 64 ? 64 : tlen), tgt, why);
+	return -1;
+}
+
+/* "ttft_p95", "tpot_mean", "error_rate" into t. */
+static int name_of(const char *s, size_t n, struct load_slo_target *t)
+{
+	if (n >= sizeof(t->name))
+		return -1;
+	memcpy(t->name, s, n);
+	t->name[n] = '\0';
+	if (strcmp(t->name, "error_rate") == 0) {
+		t->metric = LOAD_SLO_ERROR_RATE;
+		t->stat = LOAD_SLO_RATE;
+		return 0;
+	}
+	for (int m = LOAD_SLO_TTFT; m <= LOAD_SLO_E2E; m++) {
+		size_t k = strlen(metric_names[m]);
+		const char *st = t->name + k + 1;
+		char *end;
+
+		if (strncmp(t->name, metric_names[m], k) != 0 || t->name[k] != '_')
+			continue;
+		t->metric = (enum load_slo_metric)m;
+		if (strcmp(st, "mean") == 0) {
+			t->stat = LOAD_SLO_MEAN;
+			return 0;
+		}
+		if (strcmp(st, "max") == 0) {
+			t->stat = LOAD_SLO_MAX_STAT;
+			return 0;
+		}
+		if (st[0] != 'p' || st[1] < '0' || st[1] > '9')
+			return -1;
+		errno = 0;
+		t->pct = strtod(st + 1, &end);
+		if (*end != '\0' || errno != 0 || !(t->pct > 0 && t->pct <= 100))
+			return -2;
+		t->stat = LOAD_SLO_PCT;
+		return 0;
+	}
+	return -1;
+}
+
+/* A fraction: "0.01" or "1%". */
+static int fraction(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (end == s || errno != 0 || !isfinite(*out))
+		return -1;
+	if (*end == '%') {
+		*out /= 100;
+		end++;
+	}
+	return *end == '\0' ? 0 : -1;
+}
+
+static int one(struct load_slo *slo, const char *s, size_t n, char *errbuf,
+    size_t errlen)
+{
+	struct load_slo_target t;
+	const char *op = NULL;
+	char lim[64];
+	uint64_t us;
+	int rc;
+
+	for (size_t i = 0; i + 1 < n; i++)
+		if (s[i] == '<' && s[i + 1] == '=') {
+			op = s + i;
+			break;
+		}
+	if (op == NULL)
+		return bad(errbuf, errlen, s, n, "expected METRIC_STAT<=LIMIT (ttft_p95<=1s, "
+		    "tpot_mean<=40ms, error_rate<=1%)");
+	memset(&t, 0, sizeof(t));
+	rc = name_of(s, (size_t)(op - s), &t);
+	if (rc == -2)
+		return bad(errbuf, errlen, s, n, "a percentile above 0 and at most 100");
+	if (rc < 0)
+		return bad(errbuf, errlen, s, n, "unknown target (ttft, ttfo, tpot, itl or e2e "
+		    "with _pNN, _mean or _max; error_rate)");
+	n -= (size_t)(op + 2 - s);
+	if (n == 0 || n >= sizeof(lim))
+		return bad(errbuf, errlen, s, (size_t)(op - s) + 2 + n, "a limit after <=");
+	memcpy(lim, op + 2, n);
+	lim[n] = '\0';
+	if (t.stat == LOAD_SLO_RATE) {
+		if (fraction(lim, &t.limit) < 0 || t.limit < 0 || t.limit >= 1)
+			return bad(errbuf, errlen, s, (size_t)(op - s) + 2 + n, "an error rate "
+			    "from 0 to below 100 % (1% or 0.01): at 100 % every level meets it");
+	} else {
+		/* a bare number would be seconds: too easy to misread here */
+		if ((lim[n - 1] >= '0' && lim[n - 1] <= '9') ||
+		    util_parse_duration_us(lim, &us) < 0)
+			return bad(errbuf, errlen, s, (size_t)(op - s) + 2 + n, "a duration with "
+			    "its unit (500ms, 1s)");
+		if (us == 0)
+			return bad(errbuf, errlen, s, (size_t)(op - s) + 2 + n, "no request can "
+			    "take 0: a limit above 0");
+		t.limit = (double)us / 1e3;
+	}
+	for (size_t i = 0; i < slo->n; i++)
+		if (strcmp(slo->v[i].name, t.name) == 0)
+			return bad(errbuf, errlen, s, (size_t)(op - s), "given twice");
+	if (slo->n == LOAD_SLO_MAX)
+		return bad(errbuf, errlen, s, (size_t)(op - s) + 2 + n, "too many targets "
+		    "(at most 16)");
+	slo->v[slo->n++] = t;
+	return 0;
+}
+
+int load_slo_parse(struct load_slo *slo, const char *s, char *errbuf, size_t errlen)
+{
+	const char *p = s;
+
+	memset(slo, 0, sizeof(*slo));
+	for (;;) {
+		size_t n;
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			break;
+		n = strcspn(p, " ,\t");
+		if (one(slo, p, n, errbuf, errlen) < 0)
+			return -1;
+		p += n;
+	}
+	if (slo->n == 0) {
+		snprintf(errbuf, errlen, "no targets (e.g. 'ttft_p95<=1s tpot_p95<=50ms "
+		    "error_rate<=1%%')");
+		return -1;
+	}
+	return 0;
+}
+
+const char *load_slo_unit(const struct load_slo_target *t)
+{
+	return t->metric == LOAD_SLO_ERROR_RATE ? "fraction" : "ms";
+}
+
+void load_slo_goodput(const struct load_slo *slo, struct goodput_targets *g)
+{
+	memset(g, 0, sizeof(*g));
+	for (size_t i = 0; i < slo->n; i++) {
+		const struct load_slo_target *t = &slo->v[i];
+		int k = t->metric == LOAD_SLO_TTFT ? GOODPUT_TTFT :
+		    t->metric == LOAD_SLO_TPOT ? GOODPUT_TPOT :
+		    t->metric == LOAD_SLO_TTFO ? GOODPUT_TTFO : -1;
+		uint64_t us = (uint64_t)llround(t->limit * 1e3);
+		if (k >= 0 && us > g->us[k])
+			g->us[k] = us;
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The metric's values (ms) over the measured ok samples. */
+static size_t values(const struct loadstats *st, enum load_slo_metric m, double *v)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->n; i++) {
+		const struct load_sample *s = &st->v[i];
+		double x = -1;
+
+		if (!loadstats_counted(s) || s->outcome != OUTCOME_OK)
+			continue;
+		if (m == LOAD_SLO_ITL) {
+			for (uint32_t k = 0; k < s->itl_n; k++)
+				v[n++] = (double)st->itl[s->itl_off + k] / 1e3;
+			continue;
+		}
+		switch (m) {
+		case LOAD_SLO_TTFT:
+			x = s->ttft_us < 0 ? -1 : (double)s->ttft_us / 1e3;
+			break;
+		case LOAD_SLO_TTFO:
+			x = s->ttfo_us < 0 ? -1 : (double)s->ttfo_us / 1e3;
+			break;
+		case LOAD_SLO_TPOT:
+			x = s->tpot_us < 0 ? -1 : s->tpot_us / 1e3;
+			break;
+		default:
+			x = s->duration_us < 0 ? -1 : (double)s->duration_us / 1e3;
+			break;
+		}
+		if (x >= 0)
+			v[n++] = x;
+	}
+	return n;
+}
+
+static void eval_error_rate(const struct loadstats *st, struct load_slo_eval *e)
+{
+	double n = 0, k = 0, p, d, c, h;
+
+	for (size_t i = 0; i < st->n; i++) {
+		if (!loadstats_counted(&st->v[i]))
+			continue;
+		n++;
+		k += st->v[i].outcome != OUTCOME_OK;
+	}
+	e->n = (size_t)n;
+	if (n == 0) {
+		e->value = e->lo = e->hi = NAN;
+		return;
+	}
+	p = k / n;
+	d = 1 + Z95 * Z95 / n;
+	c = (p + Z95 * Z95 / (2 * n)) / d;
+	h = Z95 * sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n)) / d;
+	e->value = p;
+	e->lo = fmax(0, c - h);
+	e->hi = fmin(1, c + h);
+}
+
+/* The value and interval of a statistic of sorted v[0..n). */
+static void eval_values(const struct load_slo_target *t, const double *v, size_t n,
+    struct load_slo_eval *e)
+{
+	double sum = 0, ss = 0, mean, half, q, np, spread;
+	long lo, hi;
+
+	e->n = n;
+	if (n == 0) {
+		e->value = e->lo = e->hi = NAN;
+		return;
+	}
+	switch (t->stat) {
+	case LOAD_SLO_MAX_STAT:
+		e->value = e->lo = e->hi = v[n - 1];
+		return;
+	case LOAD_SLO_MEAN:
+		for (size_t i = 0; i < n; i++)
+			sum += v[i];
+		mean = sum / (double)n;
+		for (size_t i = 0; i < n; i++)
+			ss += (v[i] - mean) * (v[i] - mean);
+		half = n > 1 ? Z95 * sqrt(ss / (double)(n - 1)) / sqrt((double)n) : 0;
+		e->value = mean;
+		e->lo = mean - half;
+		e->hi = mean + half;
+		return;
+	default:
+		break;
+	}
+	q = t->pct / 100;
+	e->value = load_quantile(v, n, t->pct);
+	np = (double)n * q;
+	spread = Z95 * sqrt((double)n * q * (1 - q));
+	lo = (long)floor(np - spread) - 1;      /* ranks from 1, indices from 0 */
+	hi = (long)ceil(np + spread);
+	if (lo < 0)
+		lo = 0;
+	if (hi > (long)n - 1)
+		hi = (long)n - 1;
+	e->lo = fmin(v[lo], e->value);
+	e->hi = fmax(v[hi], e->value);
+}
+
+int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
+    struct load_slo_result *out)
+{
+	double *v = NULL, worst = -INFINITY;
+	size_t cap = st->nitl > st->n ? st->nitl : st->n;
+
+	memset(out, 0, sizeof(*out));
+	out->met = 1;
+	out->binding = -1;
+	v = malloc((cap + 1) * sizeof(*v));
+	if (v == NULL)
+		return -1;
+	for (size_t i = 0; i < slo->n; i++) {
+		const struct load_slo_target *t = &slo->v[i];
+		struct load_slo_eval *e = &out->v[i];
+		double ratio;
+
+		if (t->metric == LOAD_SLO_ERROR_RATE) {
+			eval_error_rate(st, e);
+		} else {
+			size_t n = values(st, t->metric, v);
+			qsort(v, n, sizeof(*v), cmp_double);
+			eval_values(t, v, n, e);
+		}
+		e->met = !isnan(e->value) && e->value <= t->limit;
+		e->noisy = !isnan(e->value) && e->lo <= t->limit && t->limit <= e->hi &&
+		    e->lo < e->hi;
+		out->met &= e->met;
+		out->noisy |= e->noisy;
+		/* the error rate's limit may be 0: compare it on its own scale */
+		ratio = isnan(e->value) ? INFINITY : t->limit > 0 ? e->value / t->limit :
+		    (e->value > 0 ? INFINITY : 0);
+		if (ratio > worst) {
+			worst = ratio;
+			out->binding = (int)i;
+		}
+	}
+	free(v);
+	return 0;
+}

@@ -1,0 +1,71 @@
+/* Service-level targets of a sweep or a capacity search, as in
+ *   --slo 'ttft_p95<=1s tpot_p95<=50ms error_rate<=1%'
+ * each METRIC_STAT<=LIMIT: METRIC ttft, ttfo, tpot, itl, e2e with STAT a
+ * percentile (p50, p99.9), mean or max and LIMIT a duration with its unit;
+ * or error_rate<=FRACTION ("1%" or "0.01"). A level meets them when every
+ * figure, computed exactly from its samples, is at most its limit.
+ *
+ * Each figure comes with a 95 % confidence interval, distribution-free
+ * for a percentile (the order statistics whose ranks are n p +- 1.96
+ * sqrt(n p (1 - p)), the binomial bound), normal for a mean, Wilson's for
+ * the error rate; none for a max. A level whose interval holds the limit
+ * is "within noise": a capacity search runs it again, pooling the samples,
+ * before it decides. Pure. */
+#ifndef TOKENTAP_LOAD_SLO_H
+#define TOKENTAP_LOAD_SLO_H
+
+#include <stddef.h>
+
+#include "goodput.h"
+#include "loadstats.h"
+
+#define LOAD_SLO_MAX 16
+
+enum load_slo_metric { LOAD_SLO_TTFT, LOAD_SLO_TTFO, LOAD_SLO_TPOT, LOAD_SLO_ITL,
+	LOAD_SLO_E2E, LOAD_SLO_ERROR_RATE };
+enum load_slo_stat { LOAD_SLO_PCT, LOAD_SLO_MEAN, LOAD_SLO_MAX_STAT, LOAD_SLO_RATE };
+
+struct load_slo_target {
+	char name[24];               /* "ttft_p95", "error_rate" */
+	enum load_slo_metric metric;
+	enum load_slo_stat stat;
+	double pct;                  /* LOAD_SLO_PCT: 0 < pct <= 100 */
+	double limit;                /* ms, or a fraction for error_rate */
+};
+
+struct load_slo {
+	struct load_slo_target v[LOAD_SLO_MAX];
+	size_t n;
+};
+
+/* One target at one level. */
+struct load_slo_eval {
+	double value;                /* NaN: no sample to tell */
+	double lo, hi;               /* its 95 % interval (lo = hi = value for a max) */
+	int met;                     /* value <= limit */
+	int noisy;                   /* the limit lies inside [lo, hi] */
+	size_t n;                    /* samples behind it */
+};
+
+struct load_slo_result {
+	struct load_slo_eval v[LOAD_SLO_MAX];
+	int met;                     /* all met (no value: not met) */
+	int noisy;                   /* any within noise */
+	int binding;                 /* the target nearest to, or furthest over,
+	                              * its limit (value / limit largest); -1 */
+};
+
+/* Parses s; returns 0, or -1 with *err (static text or in errbuf) naming
+ * the target. */
+int load_slo_parse(struct load_slo *slo, const char *s, char *errbuf, size_t errlen);
+/* "ms" or "fraction". */
+const char *load_slo_unit(const struct load_slo_target *t);
+/* The per-request targets that goodput judges by: for TTFT, TTFO and TPOT
+ * the largest limit among the targets of that metric. */
+void load_slo_goodput(const struct load_slo *slo, struct goodput_targets *g);
+/* Evaluates every target over the measured samples of st. Returns 0 or
+ * -1 (out of memory). */
+int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
+    struct load_slo_result *out);
+
+#endif

@@ -1,0 +1,517 @@
+#include "otlphttp.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/ssl.h>
+
+#include "json.h"
+#include "jsonw.h"
+#include "log.h"
+#include "promout.h"
+#include "rng.h"
+#include "tls.h"
+#include "url.h"
+#include "util.h"
+
+/* what a failure log line waits for after the last one */
+#define LOG_EVERY_US 60000000ull
+
+struct otlphttp {
+	struct event_base *base;
+	struct evdns_base *dns;
+	const char *signal;
+	/* the settings: copies, so a reload never pulls them from under an
+	 * export in flight */
+	char *url, *label;         /* label: the URL without its path's query */
+	int https;
+	char host[256];
+	unsigned port;
+	char *path, *host_header;
+	struct conf_kv *headers;
+	size_t n_headers;
+	int json, gzip;
+	uint64_t timeout_us;
+	SSL_CTX *ssl;              /* a reference of the config's */
+
+	struct evbuffer *body;     /* the export in flight or waiting to retry */
+	uint64_t items;
+	int attempts;
+	int busy;                  /* a request in flight */
+	struct evhttp_connection *conn, *spent;
+	struct event *timer;       /* the retry, or freeing a spent connection */
+	uint64_t rng;
+	uint64_t last_log_us;
+	uint64_t quiet;            /* failures not logged since the last line */
+	struct otlphttp_counts n;
+};
+
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+
+struct otlphttp *otlphttp_new(struct event_base *base, struct evdns_base *dns,
+    const char *signal)
+{
+	struct otlphttp *h = calloc(1, sizeof *h);
+
+	if (h == NULL)
+		return NULL;
+	h->base = base;
+	h->dns = dns;
+	h->signal = signal;
+	h->rng = rng_seed();
+	if ((h->timer = evtimer_new(base, on_timer, h)) == NULL) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+static void free_headers(struct otlphttp *h)
+{
+	for (size_t i = 0; i < h->n_headers; i++) {
+		free(h->headers[i].name);
+		free(h->headers[i].value);
+	}
+	free(h->headers);
+	h->headers = NULL;
+	h->n_headers = 0;
+}
+
+static void free_settings(struct otlphttp *h)
+{
+	free(h->url);
+	free(h->label);
+	free(h->path);
+	free(h->host_header);
+	free_headers(h);
+	if (h->ssl != NULL)
+		SSL_CTX_free(h->ssl);
+	h->url = h->label = h->path = h->host_header = NULL;
+	h->ssl = NULL;
+}
+
+int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url)
+{
+	const struct conf_otel *o = &c->otel;
+	char auth[URL_HOST_LEN + 8];
+	struct url u;
+	int ok;
+
+	free_settings(h);
+	if (url == NULL || url_parse(url, &u) != NULL)
+		return -1;
+	h->url = strdup(url);
+	h->https = u.tls;
+	snprintf(h->host, sizeof h->host, "%s", u.host);
+	h->port = u.port;
+	url_authority(auth, sizeof auth, u.host, u.port, url_default_port(u.tls));
+	h->host_header = strdup(auth);
+	h->path = strdup(*u.path ? u.path : "/");
+	url_authority(auth, sizeof auth, u.host, u.port, u.port_given ? 0 : u.port);
+	if (asprintf(&h->label, "%s://%s%s", u.tls ? "https" : "http", auth, u.path) < 0)
+		h->label = NULL;
+	url_free(&u);
+	h->json = o->protocol == OTEL_JSON;
+	h->gzip = o->gzip;
+	h->timeout_us = o->timeout_us;
+	if (h->https && o->tls_ctx != NULL && SSL_CTX_up_ref(o->tls_ctx) == 1)
+		h->ssl = o->tls_ctx;
+	ok = h->url && h->host_header && h->path && h->label && (!h->https || h->ssl);
+	if (ok && o->n_headers > 0) {
+		h->headers = calloc(o->n_headers, sizeof *h->headers);
+		ok = h->headers != NULL;
+		for (size_t i = 0; ok && i < o->n_headers; i++) {
+			h->headers[i].name = strdup(o->headers[i].name);
+			h->headers[i].value = strdup(o->headers[i].value);
+			h->n_headers = i + 1;
+			ok = h->headers[i].name && h->headers[i].value;
+		}
+	}
+	if (!ok)
+		free_settings(h);
+	return ok ? 0 : -1;
+}
+
+int otlphttp_idle(const struct otlphttp *h)
+{
+	return h->url != NULL && h->body == NULL;
+}
+
+const struct otlphttp_counts *otlphttp_counts(const struct otlphttp *h)
+{
+	return &h->n;
+}
+
+uint64_t otlphttp_in_flight(const struct otlphttp *h)
+{
+	return h->body != NULL ? h->items : 0;
+}
+
+/* A failure is logged at once, then at most once a minute with the
+ * number not logged in between: a dead collector fills no log. */
+static void log_failure(struct otlphttp *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void log_failure(struct otlphttp *h, const char *fmt, ...)
+{
+	uint64_t now = util_now_us();
+	char msg[512];
+	va_list ap;
+
+	if (h->last_log_us != 0 && now - h->last_log_us < LOG_EVERY_US) {
+		h->quiet++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (h->quiet > 0)
+		log_warn("otel: %s %s: %s (and %llu more failures since the last line)",
+		    h->signal, h->label, msg, (unsigned long long)h->quiet);
+	else
+		log_warn("otel: %s %s: %s", h->signal, h->label, msg);
+	h->quiet = 0;
+	h->last_log_us = now;
+}
+
+static void done(struct otlphttp *h, int ok)
+{
+	if (ok) {
+		h->n.exports_ok++;
+	} else {
+		h->n.exports_failed++;
+		h->n.items_failed += h->items;
+	}
+	if (h->body != NULL)
+		evbuffer_free(h->body);
+	h->body = NULL;
+	h->items = 0;
+	h->attempts = 0;
+}
+
+/* ---- partial success ---------------------------------------------------------- */
+
+static int pb_varint_at(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned s = 0; *i < n && s < 64; s += 7) {
+		uint8_t b = p[(*i)++];
+		*v |= (uint64_t)(b & 0x7f) << s;
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -1;
+}
+
+/* Export*ServiceResponse {1 partial_success {1 rejected, 2 error_message}}
+ * in protobuf: 0, or -1 when it is not that. */
+static int partial_pb(const uint8_t *p, size_t n, uint64_t *rejected, char *msg,
+    size_t cap)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint64_t key, len;
+		if (pb_varint_at(p, n, &i, &key) < 0)
+			return -1;
+		if ((key & 7) == 0) {
+			uint64_t v;
+			if (pb_varint_at(p, n, &i, &v) < 0)
+				return -1;
+			if (key >> 3 == 1)
+				*rejected = v;
+			continue;
+		}
+		if ((key & 7) != 2 || pb_varint_at(p, n, &i, &len) < 0 || len > n - i)
+			return -1;
+		if (key >> 3 == 1 && partial_pb(p + i, (size_t)len, rejected, msg, cap) < 0)
+			return -1;
+		if (key >> 3 == 2)
+			jsonw_clean(msg, cap, (const char *)p + i, (size_t)len);
+		i += len;
+	}
+	return 0;
+}
+
+static int tok_is(const struct json *j, const jsmntok_t *t, const char *s)
+{
+	return t->type == JSMN_STRING && (size_t)(t->end - t->start) == strlen(s) &&
+	    memcmp(j->s + t->start, s, strlen(s)) == 0;
+}
+
+/* {"partialSuccess": {"rejectedSpans" | "rejectedDataPoints": "N",
+ * "errorMessage": "..."}} */
+static void partial_json(const char *s, size_t n, uint64_t *rejected, char *msg,
+    size_t cap)
+{
+	jsmntok_t tok[64];
+	struct json j;
+	int k = json_parse(&j, s, n, tok, 64), ps = -1;
+
+	for (int i = 1; i + 1 < k; i++) {
+		const jsmntok_t *t = &tok[i];
+		if (t->parent == 0 && tok_is(&j, t, "partialSuccess"))
+			ps = i + 1;
+		if (ps < 0 || t->parent != ps || t->type != JSMN_STRING)
+			continue;
+		if (tok_is(&j, t, "rejectedSpans") || tok_is(&j, t, "rejectedDataPoints"))
+			*rejected = strtoull(s + tok[i + 1].start, NULL, 10);
+		else if (tok_is(&j, t, "errorMessage")) {
+			char raw[512];
+			json_unescape(raw, sizeof raw, s + tok[i + 1].start,
+			    (size_t)(tok[i + 1].end - tok[i + 1].start));
+			jsonw_clean(msg, cap, raw, strlen(raw));
+		}
+	}
+}
+
+static void partial_success(struct otlphttp *h, struct evhttp_request *req)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req),
+	    "Content-Type");
+	size_t n = in != NULL ? evbuffer_get_length(in) : 0;
+	uint64_t rejected = 0;
+	char msg[300] = "";
+	const uint8_t *p;
+
+	if (n == 0 || n > 65536 || (p = evbuffer_pullup(in, (ev_ssize_t)n)) == NULL)
+		return;
+	if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0)
+		partial_json((const char *)p, n, &rejected, msg, sizeof msg);
+	else if (partial_pb(p, n, &rejected, msg, sizeof msg) < 0)
+		return;            /* not a response OTLP defines: taken as success */
+	if (rejected > h->items)
+		rejected = h->items;
+	h->n.items_rejected += rejected;
+	if (rejected > 0 || msg[0] != '\0')
+		log_failure(h, "partial success: %llu of %llu rejected%s%s",
+		    (unsigned long long)rejected, (unsigned long long)h->items,
+		    msg[0] ? ": " : "", msg);
+}
+
+/* ---- sending ------------------------------------------------------------------------- */
+
+static void attempt(struct otlphttp *h);
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct otlphttp *h = arg;
+	(void)fd;
+	(void)what;
+	if (h->spent != NULL) {
+		evhttp_connection_free(h->spent);
+		h->spent = NULL;
+	}
+	if (!h->busy && h->body != NULL)
+		attempt(h);
+}
+
+static void arm(struct otlphttp *h, uint64_t us)
+{
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	evtimer_add(h->timer, &tv);
+}
+
+int64_t otlphttp_retry_after(const char *v, int64_t now_s)
+{
+	struct tm tm;
+	const char *end;
+	char *e;
+	long long s;
+
+	while (v != NULL && (*v == ' ' || *v == '\t'))
+		v++;
+	if (v == NULL || *v == '\0')
+		return -1;
+	if (isdigit((unsigned char)*v)) {
+		s = strtoll(v, &e, 10);
+		while (*e == ' ' || *e == '\t')
+			e++;
+		return *e == '\0' && s >= 0 && s < 86400 * 365 ? (int64_t)s * 1000000 : -1;
+	}
+	memset(&tm, 0, sizeof tm);
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (end == NULL || *end != '\0')
+		return -1;
+	s = (long long)timegm(&tm) - now_s;
+	return s <= 0 ? 0 : (int64_t)s * 1000000;
+}
+
+/* The backoff before attempt k + 1 (k >= 1): 1 s, 2 s, 4 s ... with
+ * jitter of up to a quarter, so tokentaps that failed together do not
+ * come back together. */
+static uint64_t backoff(struct otlphttp *h)
+{
+	uint64_t us = (uint64_t)OTLPHTTP_BACKOFF_US << (h->attempts - 1);
+	if (us > OTLPHTTP_BACKOFF_MAX_US)
+		us = OTLPHTTP_BACKOFF_MAX_US;
+	return us + (uint64_t)(rng_unit(&h->rng) * (double)(us / 4));
+}
+
+static void on_response(struct evhttp_request *req, void *arg)
+{
+	struct otlphttp *h = arg;
+	int code = req != NULL ? evhttp_request_get_response_code(req) : 0;
+	int64_t wait;
+
+	/* libevent still runs this connection's code after we return */
+	h->spent = h->conn;
+	h->conn = NULL;
+	h->busy = 0;
+	if (h->body == NULL)
+		return;
+	if (code >= 200 && code < 300) {
+		partial_success(h, req);
+		h->n.items_ok += h->items;
+		done(h, 1);
+		arm(h, 0);
+		return;
+	}
+	/* the OTLP specification's retryable statuses, and only those */
+	if ((code == 429 || code == 502 || code == 503 || code == 504) &&
+	    h->attempts < OTLPHTTP_ATTEMPTS) {
+		wait = otlphttp_retry_after(evhttp_find_header(
+		    evhttp_request_get_input_headers(req), "Retry-After"),
+		    (int64_t)(util_wall_ms() / 1000));
+		if (wait < 0)
+			wait = (int64_t)backoff(h);
+		else if (wait > (int64_t)OTLPHTTP_BACKOFF_MAX_US * 10)
+			wait = (int64_t)OTLPHTTP_BACKOFF_MAX_US * 10;
+		h->n.retries++;
+		arm(h, (uint64_t)wait);
+		return;
+	}
+	if (code == 0)
+		log_failure(h, "no response (refused, timed out, reset or not HTTP); "
+		    "%llu item(s) dropped", (unsigned long long)h->items);
+	else
+		log_failure(h, "HTTP %d after %d attempt(s); %llu item(s) dropped", code,
+		    h->attempts, (unsigned long long)h->items);
+	done(h, 0);
+	arm(h, 0);
+}
+
+static struct bufferevent *tls_bufferevent(struct otlphttp *h)
+{
+	struct bufferevent *bev;
+	SSL *ssl = tls_client_ssl(h->ssl, h->host);
+
+	if (ssl == NULL)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(h->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (bev == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	return bev;
+}
+
+/* One attempt on a fresh connection: exports are seconds apart, and a
+ * new connection never inherits a broken one's state. */
+static void attempt(struct otlphttp *h)
+{
+	struct bufferevent *bev = NULL;
+	struct evhttp_request *req;
+	struct evkeyvalq *hd;
+	struct timeval tv = { (time_t)(h->timeout_us / 1000000),
+		(suseconds_t)(h->timeout_us % 1000000) };
+
+	h->attempts++;
+	if (h->https && (bev = tls_bufferevent(h)) == NULL)
+		goto fail;
+	h->conn = evhttp_connection_base_bufferevent_new(h->base, h->dns, bev, h->host,
+	    (ev_uint16_t)h->port);
+	if (h->conn == NULL) {
+		if (bev != NULL)
+			bufferevent_free(bev);
+		goto fail;
+	}
+	evhttp_connection_set_timeout_tv(h->conn, &tv);
+	if ((req = evhttp_request_new(on_response, h)) == NULL)
+		goto fail;
+	hd = evhttp_request_get_output_headers(req);
+	evhttp_add_header(hd, "Host", h->host_header);
+	evhttp_add_header(hd, "Content-Type", h->json ? "application/json" :
+	    "application/x-protobuf");
+	if (h->gzip)
+		evhttp_add_header(hd, "Content-Encoding", "gzip");
+	evhttp_add_header(hd, "User-Agent", "tokentap/" TOKENTAP_VERSION);
+	evhttp_add_header(hd, "Connection", "close");
+	for (size_t i = 0; i < h->n_headers; i++) {
+		evhttp_remove_header(hd, h->headers[i].name);
+		evhttp_add_header(hd, h->headers[i].name, h->headers[i].value);
+	}
+	/* a copy: the body stays for a retry */
+	evbuffer_add(evhttp_request_get_output_buffer(req),
+	    evbuffer_pullup(h->body, -1), evbuffer_get_length(h->body));
+	h->busy = 1;
+	/* on a failure libevent may already have called on_response */
+	if (evhttp_make_request(h->conn, req, EVHTTP_REQ_POST, h->path) < 0 && h->busy)
+		goto fail;
+	return;
+fail:
+	h->busy = 0;
+	if (h->conn != NULL) {
+		evhttp_connection_free(h->conn);
+		h->conn = NULL;
+	}
+	log_failure(h, "cannot start a request; %llu item(s) dropped",
+	    (unsigned long long)h->items);
+	done(h, 0);
+}
+
+int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n)
+{
+	struct evbuffer *b;
+
+	if (!otlphttp_idle(h) || (b = evbuffer_new()) == NULL) {
+		h->n.exports_failed++;
+		h->n.items_failed += n;
+		evbuffer_drain(body, evbuffer_get_length(body));
+		return -1;
+	}
+	if (h->gzip ? promout_gzip(body, b) < 0 : evbuffer_add_buffer(b, body) < 0) {
+		evbuffer_free(b);
+		h->n.exports_failed++;
+		h->n.items_failed += n;
+		evbuffer_drain(body, evbuffer_get_length(body));
+		return -1;
+	}
+	h->body = b;
+	h->items = n;
+	h->attempts = 0;
+	if (!h->busy)
+		attempt(h);
+	return 0;
+}
+
+void otlphttp_free(struct otlphttp *h)
+{
+	if (h == NULL)
+		return;
+	/* frees the request in flight without calling on_response */
+	if (h->conn != NULL)
+		evhttp_connection_free(h->conn);
+	if (h->spent != NULL)
+		evhttp_connection_free(h->spent);
+	if (h->timer != NULL)
+		event_free(h->timer);
+	if (h->body != NULL)
+		evbuffer_free(h->body);
+	free_settings(h);
+	free(h);
+}

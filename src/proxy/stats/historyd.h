@@ -1,0 +1,30 @@
+/* The history's service on the main thread (history.h is the store): the
+ * statistics' drained records feed it (stats_set_history); every half
+ * second it takes the instance's concurrency and the SLOs' counts and
+ * closes the steps that ended; its file (stats.history_file, else beside
+ * slo_state or stats.file) is read at start, written once a minute, at a
+ * reload and at exit, whole (statefile.h). GET /stats/history reads it. */
+#ifndef TOKENTAP_HISTORYD_H
+#define TOKENTAP_HISTORYD_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+struct event_base;
+struct evbuffer;
+
+/* Starts with c's steps, the file read when there is one (a missing,
+ * damaged or future one is said and the history starts empty). 0 or -1. */
+int historyd_start(struct event_base *base, const struct conf *c);
+/* New steps re-bucket what is kept (the old steps that divide the new
+ * ones); a new file is written at once. */
+void historyd_reload(const struct conf *c);
+/* Writes the file, then frees everything. */
+void historyd_stop(void);
+
+/* GET /stats/history's document for the query string (range, step,
+ * route, since); -1 with why when a parameter is wrong (a 400). */
+int historyd_json(struct evbuffer *out, const char *query, char *why, size_t why_len);
+
+#endif

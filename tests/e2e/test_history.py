@@ -1,0 +1,310 @@
+"""tokentap's memory, GET /stats/history: each route's and the instance's
+figures at fixed steps, the same histograms as /stats (its summary of a
+range is /stats' row, its points add up to the access log); behind the
+admin token; bad parameters 400; kept across a reload (re-bucketed when
+the steps change) and a restart (stats.history_file, by default beside
+slo_state), where /stats' R² and trend come from it; a damaged file or
+one from the future is said and left out; -t checks the steps and the
+file."""
+import gzip
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zlib
+
+from harness import Mock, Tokentap, binary, staircase, wait_port
+from test_ui import traffic
+
+TOKEN = "hist-tok"
+TIME_LIMITS = {"test_history_survives_restart_and_reload": 90}
+
+ROUTES = """routes:
+  - name: a
+    match: {{path_prefix: /a/}}
+    upstream: http://127.0.0.1:{port}
+    strip_prefix: true
+  - name: b
+    match: {{path_prefix: /b/}}
+    upstream: http://127.0.0.1:{port}
+    strip_prefix: true
+"""
+
+
+def get(port, path, token=TOKEN, headers=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def get_json(port, path, token=TOKEN):
+    code, _, body = get(port, path, token)
+    assert code == 200, (path, code, body)
+    return json.loads(body)
+
+
+def series(doc, route):
+    (s,) = [x for x in doc["series"] if x["route"] == route]
+    return s
+
+
+def spread(port, n, pause, route_of=lambda i: "a" if i % 3 else "b"):
+    """n requests one after another, pause s apart: TTFT 10..95 ms, one in
+    seven a 500."""
+    for i in range(n):
+        mock = {"TTFT": f"{10 + (i * 13) % 86}ms", "TPOT": f"{1 + i % 4}ms"} if i % 7 \
+            else {"Fault": "status:500"}
+        traffic(port, [(route_of(i), "m", "t", mock)])
+        time.sleep(pause)
+
+
+def test_history_agrees_with_stats_and_the_log():
+    conf = lambda port: f"admin:\n  address: 127.0.0.1:{{admin}}\n  token: {TOKEN}\n" + \
+        ROUTES.format(port=port) + """
+stats:
+  windows: [30s]
+  history: [{step: 1s, keep: 30s}, {step: 5s, keep: 2m}]
+"""
+    with Mock("--tpot", "4ms", "--tokens", "6") as m, Tokentap(conf(m.port)) as t:
+        wait_port(t.admin)
+        spread(t.port, 60, 0.08)
+        log = t.access(60)
+        doc = get_json(t.admin, "/stats/history?range=30s")
+        stats = get_json(t.admin, "/stats?window=30s")
+        five = get_json(t.admin, "/stats/history?range=30s&step=5s")
+        only_a = get_json(t.admin, "/stats/history?range=30s&route=a")
+        later = get_json(t.admin, f"/stats/history?range=30s&since={doc['t'][-3]}")
+        code, headers, body = get(t.admin, "/stats/history", headers={"Accept-Encoding": "gzip"})
+        zipped = json.loads(gzip.decompress(body))
+        denied = get(t.admin, "/stats/history", token=None)[0]
+        bad = {q: get(t.admin, "/stats/history?" + q) for q in (
+            "range=abc", "range=10m", "range=1m&step=3s", "step=0s", "step=1500ms",
+            "route=nope", "since=-1", "since=12x")}
+
+    assert doc["range"] == "30s" and doc["step"] == "1s" and len(doc["t"]) == 30, doc["t"]
+    assert all(b - a == 1000 for a, b in zip(doc["t"], doc["t"][1:])) and doc["t"][0] % 1000 == 0
+    assert [s["route"] for s in doc["series"]] == [None, "a", "b"], doc["series"]
+    # the points add up to the access log, route by route
+    for route in ("a", "b"):
+        pts = series(doc, route)["points"]
+        lines = [x for x in log if x["route"] == route]
+        assert sum(pts["requests"]) == len(lines) > 0, route
+        assert sum(pts["errors"]) == sum(x["outcome"] != "ok" for x in lines) > 0, route
+        assert sum(pts["outcomes"]["upstream_error"]) == \
+            sum(x["outcome"] == "upstream_error" for x in lines)
+        assert sum(pts["output_tokens"]) == sum(x["output_tokens"] or 0 for x in lines)
+        assert sum(pts["ttft_ms"]["count"]) == sum(x["ttft_ms"] is not None for x in lines)
+        # and each to the lines that ended in its second, but for those a
+        # few ms from a step's edge (the log's clock is read a moment later)
+        ends = {}
+        near = 0
+        for x in lines:
+            ms = int(time.mktime(time.strptime(x["ts"][:19], "%Y-%m-%dT%H:%M:%S"))
+                     - time.timezone) * 1000 + int(x["ts"][20:23])
+            ends[ms // 1000 * 1000] = ends.get(ms // 1000 * 1000, 0) + 1
+            near += ms % 1000 < 30 or ms % 1000 > 970
+        off = sum(abs(n - ends.get(ts, 0)) for ts, n in zip(doc["t"], pts["requests"]))
+        assert off <= 2 * near, (off, near, ends, list(zip(doc["t"], pts["requests"])))
+    # the summary of the range is /stats' row: the same histograms
+    for route in ("a", "b"):
+        s = series(doc, route)["summary"]
+        (g,) = [x for x in stats["groups"] if x["route"] == route]
+        for k in ("requests", "errors", "error_rate", "ttft_ms", "tpot_ms", "itl_ms", "ttfo_ms",
+                  "output_tokens", "input_tokens", "output_tokens_per_s"):
+            assert s[k] == g[k], (route, k, s[k], g[k])
+    inst = series(doc, None)["summary"]
+    for k in ("requests", "errors", "ttft_ms", "tpot_ms", "itl_ms", "output_tokens"):
+        assert inst[k] == stats["instance"][k], (k, inst[k], stats["instance"][k])
+    assert inst["requests"] == 60 and stats["instance"]["requests"] == 60
+    # 5 s points: five 1 s steps merged each
+    assert five["step"] == "5s" and len(five["t"]) == 6 and five["t"][0] % 5000 == 0
+    assert sum(series(five, "a")["points"]["requests"]) == sum(series(doc, "a")["points"]["requests"])
+    assert series(five, "a")["summary"]["ttft_ms"] == series(doc, "a")["summary"]["ttft_ms"]
+    # one route; the points since a time, the summary whole
+    assert [s["route"] for s in only_a["series"]] == ["a"] and only_a["slos"] == []
+    assert later["t"][0] == doc["t"][-3] and len(series(later, "a")["points"]["requests"]) == \
+        len(later["t"]) >= 3
+    assert series(later, "a")["summary"] == series(doc, "a")["summary"]
+    assert code == 200 and headers.get("Content-Encoding") == "gzip"
+    assert [s["route"] for s in zipped["series"]] == [None, "a", "b"]
+    assert denied == 401
+    for q, (c, _, body) in bad.items():
+        assert c == 400, (q, c, body)
+        err = json.loads(body)["error"]
+        assert err["type"] == "bad_request", (q, err)
+    msg = {q: json.loads(b)["error"]["message"] for q, (_, _, b) in bad.items()}
+    assert msg["range=10m"].startswith("range: longer than kept; kept: 1s steps over 30s, "
+                                       "5s steps over 2m"), msg
+    assert msg["range=1m&step=3s"].startswith("step: not a multiple"), msg
+    assert msg["step=1500ms"].startswith("step: not a multiple"), msg
+    assert msg["route=nope"] == "route: not one configured or kept", msg
+    assert msg["since=-1"].startswith("since:") and msg["range=abc"].startswith("range:"), msg
+
+
+def restart_conf(port, state, steps="[{step: 1s, keep: 30s}, {step: 5s, keep: 2m}]"):
+    return ROUTES.format(port=port) + f"""
+stats:
+  windows: [30s]
+  history: {steps}
+slo_state: {state}
+alerts: {{evaluate_every: 500ms}}
+slos:
+  - {{name: chat, ttft: 60ms, objective: 0.9, match: {{route: a}}}}
+"""
+
+
+def totals(t, rng="2m"):
+    doc = get_json(t.admin, f"/stats/history?range={rng}", None)
+    return {s["route"]: (s["summary"]["requests"], s["summary"]["ttft_ms"]["p95"])
+            for s in doc["series"]}, doc
+
+
+def test_history_survives_restart_and_reload():
+    d = tempfile.mkdtemp(prefix="tt-hist-")
+    state = os.path.join(d, "slo.state")
+    with Mock("--tpot", "4ms", "--tokens", "6", "--ttft", "40ms", "--ttft-per-stream", "25ms",
+              "--tokens", "8") as m:
+        with Tokentap(restart_conf(m.port, state)) as t:
+            wait_port(t.admin)
+            for _ in range(3):
+                staircase(t.port, "/a/v1/chat/completions", 5)
+            spread(t.port, 10, 0.05, lambda i: "b")
+            before, doc = totals(t)
+            assert before[None][0] == 25 and before["a"][0] == 15, before
+            slo = [s for s in doc["slos"] if s["slo"] == "chat"]
+            assert slo and sum(slo[0]["points"]["good"]) + sum(slo[0]["points"]["bad"]) == 15, doc["slos"]
+            stats = get_json(t.admin, "/stats?window=30s", None)
+            (row,) = [g for g in stats["groups"] if g["route"] == "a"]
+            r2 = row["ttft_concurrency_r2"]
+            assert r2 is not None and r2 > 0.9, row
+            # a reload that keeps the steps keeps the history as it is
+            t.p.send_signal(1)
+            time.sleep(0.5)
+            assert totals(t)[0] == before
+            # new steps: what is kept is re-bucketed into them
+            with open(t.conf) as f:
+                text = f.read()
+            t.write_conf(text.replace("[{step: 1s, keep: 30s}, {step: 5s, keep: 2m}]",
+                                      "[{step: 2s, keep: 40s}, {step: 10s, keep: 2m}]"))
+            t.p.send_signal(1)
+            deadline = time.monotonic() + 5
+            while "re-bucketed" not in t.stderr() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            after, doc2 = totals(t)
+            assert doc2["step"] == "10s" and after == before, (after, before)
+            assert t.stop() == 0
+        hist = state + ".history"
+        assert os.path.getsize(hist) > 0, "the history beside slo_state"
+        # a restart on the file: the same history; /stats' windows start
+        # empty, but a route's R² is the history's
+        with Tokentap(restart_conf(m.port, state, "[{step: 2s, keep: 40s}, {step: 10s, keep: 2m}]")) as t:
+            wait_port(t.admin)
+            err = t.stderr()
+            assert f"stats.history_file {hist}: the history of 3 route(s) and SLO(s) read" in err, err
+            assert totals(t)[0] == before
+            spread(t.port, 1, 0, lambda i: "a")
+            stats = get_json(t.admin, "/stats?window=30s", None)
+            (row,) = [g for g in stats["groups"] if g["route"] == "a"]
+            assert row["requests"] == 1 and row["ttft_concurrency_r2"] is not None, row
+            assert abs(row["ttft_concurrency_r2"] - r2) < 0.05, (row, r2)
+            assert stats["instance"]["requests"] == 1, stats["instance"]
+
+
+def patch_written_at(data, seconds):
+    """The file with its written_at moved by seconds (its CRC made anew)."""
+    magic = b"tokentap-history 1\n"
+    assert data.startswith(magic)
+    body = data[len(magic):-4]
+    v, shift, i = 0, 0, 0
+    while True:
+        c = body[i]
+        v |= (c & 0x7f) << shift
+        shift += 7
+        i += 1
+        if not c & 0x80:
+            break
+    v += seconds * 10**6
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7f | 0x80)
+        v >>= 7
+    out.append(v)
+    new = magic + bytes(out) + body[i:]
+    return new + (zlib.crc32(new) & 0xffffffff).to_bytes(4, "little")
+
+
+def test_history_file_refused():
+    d = tempfile.mkdtemp(prefix="tt-hist-")
+    hist = os.path.join(d, "h.bin")
+    conf = lambda port: ROUTES.format(port=port) + f"""
+stats:
+  windows: [30s]
+  history: [{{step: 1s, keep: 30s}}]
+  history_file: {hist}
+"""
+    with Mock("--tpot", "4ms", "--tokens", "6") as m:
+        with Tokentap(conf(m.port)) as t:
+            wait_port(t.admin)
+            assert f"stats.history_file {hist}: not there yet; the history starts empty" in t.stderr()
+            spread(t.port, 5, 0)
+            assert t.stop() == 0
+        with open(hist, "rb") as f:
+            good = f.read()
+        assert good.startswith(b"tokentap-history 1\n")
+        cases = {
+            "its checksum does not match (the file is damaged)":
+                good[:40] + bytes([good[40] ^ 0x20]) + good[41:],
+            "written 7199 s after this clock's now (a clock set back, or another host's file)":
+                patch_written_at(good, 7200),
+            "not a tokentap history file": b"something else entirely\n",
+        }
+        for said, data in cases.items():
+            with open(hist, "wb") as f:
+                f.write(data)
+            with Tokentap(conf(m.port)) as t:
+                wait_port(t.admin)
+                err = t.stderr()
+                assert f"stats.history_file {hist}: {said}; the history starts empty" in err, err
+                assert totals(t, "30s")[0] == {None: (0, None)}
+                assert t.stop() == 0
+            # what it wrote back is read without a word
+            with Tokentap(conf(m.port)) as t:
+                wait_port(t.admin)
+                assert f"stats.history_file {hist}: the history of" in t.stderr(), t.stderr()
+        # written a little ahead (clocks of two hosts): read
+        with open(hist, "wb") as f:
+            f.write(patch_written_at(good, 30))
+        with Tokentap(conf(m.port)) as t:
+            wait_port(t.admin)
+            assert totals(t, "30s")[0][None][0] == 5, t.stderr()
+
+    # -t: the steps, and the file as slo_state's (a regular file)
+    def check(text):
+        path = os.path.join(d, "t.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True, text=True,
+                           timeout=10)
+        return path, r
+
+    path, r = check("stats:\n  history: [{step: 2s, keep: 30s}, {step: 5s, keep: 2m}]\n")
+    assert r.returncode == 1 and f"{path}:2:12: stats.history: each step is a multiple of the " \
+        "one before it" in r.stderr, r.stderr
+    path, r = check("stats:\n  history: [{step: 1s}]\n")
+    assert r.returncode == 1 and "keep" in r.stderr, r.stderr
+    path, r = check("stats:\n  history: []\n  history_file: /tmp\n")
+    assert r.returncode == 0, r.stderr                      # no history: no file
+    link = os.path.join(d, "link")
+    os.symlink(hist, link)
+    path, r = check(f"stats:\n  history_file: {link}\n")
+    assert r.returncode == 1 and f"{path}:2:17: stats.history_file {link}: " in r.stderr, r.stderr
+    path, r = check(f"slo_state: {d}/s.state\n")
+    assert r.returncode == 0 and r.stdout == "configuration OK\n", r.stderr

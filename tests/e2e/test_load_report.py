@@ -1,0 +1,384 @@
+"""End-to-end tests of tokentap-load's reports and A/B comparison.
+
+The HTML report (--report, and `tokentap-load report RUN.json --html`) is
+opened in headless Chromium (tests/e2e/report_check.mjs reads every panel,
+chart point, mark, bar and table cell back from the page's data
+attributes): every panel is there, nothing is requested but the file, no
+console error, and the figures on the page are the JSON document's. Text
+from the command line, the target or a saved document is escaped.
+
+`tokentap-load compare` flags a 20 % TPOT regression between two runs
+against tokentap-mock at --tpot 20ms and 24ms, passes an A/A pair (the
+same mock twice), and exits 2 on bad rules and bad documents.
+Run alone with `python3 tests/e2e/test_load_report.py [name-filter]`.
+"""
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from harness import CHAT, ROOT, Mock, binary, load, node_modules
+
+CHROMIUM = "/usr/bin/chromium"
+CHECK = os.path.join(ROOT, "tests", "e2e", "report_check.mjs")
+SWEEP_PANELS = ["verdict", "levels", "latency", "tpot", "throughput", "knee", "errors",
+                "itl_cdf", "input", "slices", "timeline"]
+RUN_PANELS = ["verdict", "levels", "dists", "errors", "itl_cdf", "input", "slices",
+              "timeline"]
+# make check leaves out what needs Chromium
+CHECK_SKIP = {"test_sweep_report_in_browser", "test_capacity_report_marks_the_capacity",
+              "test_run_report_escapes_what_it_shows"}
+
+
+def browse(*pages):
+    """What report_check.mjs read from each page: (path, screenshot) pairs,
+    in one browser."""
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: run sh tests/deps.sh"
+    plan = {"pages": [{"file": f, "screenshot": shot} for f, shot in pages],
+            "modules": node_modules(), "chromium": CHROMIUM}
+    r = subprocess.run(["node", CHECK, json.dumps(plan)], capture_output=True, text=True,
+                       timeout=100)
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        raise AssertionError(f"report_check.mjs exit {r.returncode}:\n{r.stdout[-2000:]}\n"
+                             f"{r.stderr[-3000:]}")
+    assert out.get("error") is None, out["error"]
+    return out["pages"]
+
+
+HOSTILE_MODEL = "</title><script>alert(1)</script>&amp;"
+HOSTILE_HEADER = "X-Evil: \"><img src=x onerror=alert(2)>"
+_pages = {}
+
+
+def pages():
+    """The reports the browser tests read, made once per build: a sweep to
+    the knee against 4 slots with prompts of 100 to 3000 tokens (its page,
+    and `report`'s page of its JSON); a concurrency search under
+    ttft_p95<=30ms; a single run whose model and headers are markup (and
+    its document with a label of ill-formed UTF-8 and markup). One browser
+    reads them all (its start is most of the time)."""
+    build = binary("tokentap-load")
+    if build in _pages:
+        return _pages[build]
+    d = tempfile.mkdtemp(prefix="tt-report-")
+    atexit.register(shutil.rmtree, d, True)
+    f = {n: os.path.join(d, n) for n in ("sweep.json", "sweep.html", "again.html", "cap.html",
+                                          "cap.json", "run.json", "run.html", "bad.json",
+                                          "bad.html")}
+    with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "4ms",
+              "--prefill-per-token", "20us") as m:
+        load("sweep", "--over", "concurrency", "--levels", "1..16", "-d", "1s",
+             "--warmup", "300ms", "--max-tokens", "12", "--prompt-tokens", "100-3000",
+             "--slice", "250ms", "--slo", "ttft_p95<=200ms tpot_p95<=30ms",
+             "--json", f["sweep.json"], "--report", f["sweep.html"], m.url(CHAT), report=False)
+        table = load("report", f["sweep.json"], "--html", f["again.html"], report=False).stdout
+    with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "4ms") as m:
+        load("capacity", "--slo", "ttft_p95<=30ms", "--over", "concurrency", "--from", "2",
+             "--max-concurrency", "8", "--repeats", "0", "-d", "800ms", "--warmup", "200ms",
+             "--slice", "200ms", "--max-tokens", "12", "--json", f["cap.json"], "--report",
+             f["cap.html"], m.url(CHAT), report=False)
+    with Mock("--ttft", "10ms", "--tpot", "2ms") as m:
+        load("-c", "2", "-n", "12", "--max-tokens", "5", "--model", HOSTILE_MODEL,
+             "-H", HOSTILE_HEADER, "--slice", "50ms", "--json", f["run.json"], "--report",
+             f["run.html"], m.url(CHAT), report=False)
+    docs = {}
+    for n in ("sweep.json", "cap.json", "run.json"):
+        with open(f[n]) as fh:
+            docs[n] = json.load(fh)
+    # a saved document's label: bytes that are not UTF-8, and markup
+    raw = json.dumps(dict(docs["run.json"], levels=[dict(docs["run.json"]["levels"][0],
+                                                         label="@@")]))
+    with open(f["bad.json"], "wb") as fh:
+        fh.write(raw.encode().replace(b"@@", b"\xff<b>x</b>"))
+    load("report", f["bad.json"], "--html", f["bad.html"], report=False)
+    got = browse((f["sweep.html"], os.path.join(ROOT, "build", "load-report.png")),
+                 (f["again.html"], None), (f["cap.html"], None), (f["run.html"], None),
+                 (f["bad.html"], None))
+    _pages[build] = dict(zip(("sweep", "again", "cap", "run", "bad"), got), docs=docs,
+                         table=table)
+    return _pages[build]
+
+
+def near(got, want, tol=0.0006):
+    """A page's figure against the document's 3 decimals (the live page has
+    every digit)."""
+    return want is None and got is None or \
+        got is not None and want is not None and abs(got - want) <= tol + 1e-7 * abs(want)
+
+
+def counted_ok(level):
+    return [s for s in level["samples"] if not s["warmup"] and not s["cooldown"]
+            and s["outcome"] == "ok"]
+
+
+def check_page(out, doc, panels):
+    """What every page must be: alone, quiet, whole, and the document's."""
+    assert out["requests"] == [out["url"]], out["requests"]
+    assert out["console"] == [], out["console"]
+    assert out["scripts"] == 0
+    assert [p["id"] for p in out["panels"]] == panels, out["panels"]
+    for c in out["charts"].values():
+        assert c["outside"] == 0, c
+    assert len(out["levels"]) == len(doc["levels"])
+    for row, lv in zip(out["levels"], doc["levels"]):
+        c = row["cells"]
+        assert c["label"] == lv["label"] and c["requests"] == lv["requests"]
+        for k, want in (("ttft_p50", lv["ttft_ms"]["p50"]), ("ttft_p95", lv["ttft_ms"]["p95"]),
+                        ("tpot_p50", lv["tpot_ms"]["p50"]), ("tpot_p95", lv["tpot_ms"]["p95"]),
+                        ("itl_p95", lv["itl_ms"]["p95"]), ("e2e_p50", lv["e2el_ms"]["p50"]),
+                        ("e2e_p95", lv["e2el_ms"]["p95"]),
+                        ("output_tokens_per_s", lv["output_throughput"]),
+                        ("requests_per_s", lv["request_throughput"])):
+            assert near(c[k], want), (lv["label"], k, c[k], want)
+        assert near(c["error_rate"], lv["error_rate"], 1e-6)
+    # the ITL's CDF: each level drawn is its document's quantile function
+    assert out["cdf"], out["cdf"]
+    for g in out["cdf"]:
+        lv = doc["levels"][g["level"]]
+        assert g["points"] == 101
+        assert near(g["q50"], lv["itl_ms"]["p50"]) and near(g["q99"], lv["itl_ms"]["p99"])
+        assert near(g["q90"], lv["itl_cdf_ms"][90])
+    # the longest level (of equal ones the last) in slices and as a timeline
+    longest = max(range(len(doc["levels"])),
+                  key=lambda i: (doc["levels"][i]["window"]["length_s"], i))
+    lv = doc["levels"][longest]
+    ttft50 = out["charts"]["slices-latency"]["series"]["slice_ttft_p50"]
+    want = [x["ttft_p50_ms"] for x in lv["slices"] if x["ttft_p50_ms"] is not None]
+    assert len(ttft50) == len(want) >= 2 and all(near(p["y"], w) for p, w in zip(ttft50, want))
+    tl, = out["timeline"]
+    assert tl["requests"] == len(lv["samples"]) and tl["shown"] == len(tl["rows"])
+    by_seq = {(s["seq"], s["start_ms"]): s for s in lv["samples"]}
+    for row in tl["rows"]:
+        s = by_seq[(row["seq"], row["start"])]
+        assert near(row["ttft"], s["ttft_ms"]) and near(row["e2e"], s["e2el_ms"]), (row, s)
+        assert row["off"] == (s["warmup"] or s["cooldown"])
+        assert row["bars"] == (2 if s["outcome"] == "ok" else 1)
+    assert [w["which"] for w in out["window"]] == ["start", "end"]
+    assert near(out["window"][0]["t"], lv["window"]["start_s"])
+    assert near(out["window"][1]["t"], lv["window"]["end_s"])
+    return lv
+
+
+def check_same_figures(a, b):
+    """The page of a saved document shows the live page's figures."""
+    for ra, rb in zip(a["levels"], b["levels"]):
+        for k, v in ra["cells"].items():
+            w = rb["cells"][k]
+            assert w == v if isinstance(v, str) else near(v, w, 0.0011), (k, v, w)
+    for cid, c in a["charts"].items():
+        for name, pts in c["series"].items():
+            other = b["charts"][cid]["series"][name]
+            assert len(pts) == len(other), (cid, name)
+            for p, q in zip(pts, other):
+                assert p["level"] == q["level"] and near(p["y"], q["y"], 0.0011), (cid, name)
+
+
+def test_sweep_report_in_browser():
+    """A sweep's page has every panel, its figures are the document's, the
+    knee is marked where the sweep put it, the SLO's limits are drawn, the
+    fit is the longest level's; `report` draws the same page from the
+    JSON."""
+    p = pages()
+    a, b, doc = p["sweep"], p["again"], p["docs"]["sweep.json"]
+    assert "the knee is level" in p["table"]
+    assert a["kind"] == "sweep" and a["h1"] == f"tokentap-load: sweep of {doc['target']}"
+    for page in (a, b):
+        check_page(page, doc, SWEEP_PANELS)
+    check_same_figures(a, b)
+    sw = doc["sweep"]
+    assert a["sweep"] == [{"knee": sw["knee_level"], "saturated": sw["saturated_level"],
+                           "stop": sw["stop_reason"]}]
+    assert sw["knee_level"] is not None
+    # TTFT, E2E, TPOT and throughput against concurrency, each point its level's
+    charts = a["charts"]
+    for cid, series, pick in (
+            ("ttft-concurrency", "ttft_p95", lambda lv: lv["ttft_ms"]["p95"]),
+            ("e2e-concurrency", "e2e_p50", lambda lv: lv["e2el_ms"]["p50"]),
+            ("tpot-concurrency", "tpot_p95", lambda lv: lv["tpot_ms"]["p95"]),
+            ("itl-concurrency", "itl_p50", lambda lv: lv["itl_ms"]["p50"]),
+            ("throughput-concurrency", "output_tokens_per_s",
+             lambda lv: lv["output_throughput"])):
+        pts = charts[cid]["series"][series]
+        assert [p["level"] for p in pts] == list(range(len(doc["levels"]))), (cid, pts)
+        for p in pts:
+            lv = doc["levels"][p["level"]]
+            assert p["x"] == lv["value"] and near(p["y"], pick(lv)), (cid, p)
+    assert charts["ttft-concurrency"]["limits"] == [{"target": "ttft_p95", "limit": 200}]
+    assert charts["tpot-concurrency"]["limits"] == [{"target": "tpot_p95", "limit": 30}]
+    knee = charts["knee-concurrency"]
+    assert knee["marks"] == [{"mark": "knee", "level": sw["knee_level"],
+                              "value": doc["levels"][sw["knee_level"]]["value"]}]
+    for p in knee["series"]["knee_e2e_p50"]:
+        lv = doc["levels"][p["level"]]
+        assert near(p["x"], lv["output_throughput"]) and near(p["y"], lv["e2el_ms"]["p50"])
+    # TTFT against input length: the longest level's ok requests, its fit
+    lv = doc["levels"][max(range(len(doc["levels"])),
+                           key=lambda i: (doc["levels"][i]["window"]["length_s"], i))]
+    total = len(counted_ok(lv))
+    assert a["scatter"] == [{"points": total, "total": total, "drawn": total}], a["scatter"]
+    fit = lv["input_fit"]
+    assert a["fit"][0]["n"] == fit["n"] == total
+    assert abs(a["fit"][0]["slope"] - fit["slope_ms_per_1k_tokens"]) < 1e-3
+    assert abs(a["fit"][0]["intercept"] - fit["intercept_ms"]) < 1e-3
+    assert a["error_labels"] == [{"level": i, "rate": 0} for i in range(len(doc["levels"]))]
+    assert a["slo"] == [{"target": "ttft_p95", "limit": 200}, {"target": "tpot_p95", "limit": 30}]
+
+
+def test_capacity_report_marks_the_capacity():
+    """A concurrency search against 4 slots under ttft_p95<=30ms: the page
+    marks the capacity at the interval's lower end, its verdict is the
+    document's, and the levels table flags that level."""
+    p = pages()
+    out, doc = p["cap"], p["docs"]["cap.json"]
+    cap, = doc["capacity"]
+    assert cap["found"] and cap["binding"] == "ttft_p95", cap
+    check_page(out, doc, SWEEP_PANELS)
+    assert out["capacity"] == [{"key": "concurrency", "found": True, "value": cap["capacity"],
+                                "lo": cap["interval"][0], "hi": cap["interval"][1],
+                                "binding": "ttft_p95"}]
+    at = [i for i, lv in enumerate(doc["levels"]) if lv["value"] == cap["interval"][0]]
+    assert out["charts"]["knee-concurrency"]["marks"] == \
+        [{"mark": "capacity", "level": at[0], "value": cap["interval"][0]}]
+    assert [r["level"] for r in out["levels"] if "cap" in r["cls"]] == at
+    # the search's levels, in the order of their load on the charts
+    pts = out["charts"]["ttft-concurrency"]["series"]["ttft_p95"]
+    assert [p["x"] for p in pts] == sorted(lv["value"] for lv in doc["levels"])
+    assert out["charts"]["ttft-concurrency"]["limits"] == [{"target": "ttft_p95", "limit": 30}]
+
+
+def test_run_report_escapes_what_it_shows():
+    """A single run whose model and headers are markup: the page shows them
+    as text, runs nothing, loads nothing, and has the run's panels only (no
+    load axis); a label a saved document holds as ill-formed UTF-8 and
+    markup is shown as U+FFFD and text."""
+    p = pages()
+    out, out2, doc = p["run"], p["bad"], p["docs"]["run.json"]
+    assert out["title"] == f"tokentap-load report: {doc['target']}"
+    assert out["model"] == HOSTILE_MODEL and doc["model"] == HOSTILE_MODEL
+    assert HOSTILE_HEADER in out["command"]
+    lv = check_page(out, doc, RUN_PANELS)
+    assert out["dists"]["tpot"]["tpot_p50"] is not None
+    assert near(out["dists"]["ttft"]["ttft_p95"], lv["ttft_ms"]["p95"])
+    assert near(out["dists"]["itl"]["itl_p99"], lv["itl_ms"]["p99"])
+    assert out["dists"]["e2e"]["count"] == lv["e2el_ms"]["count"] == 12
+    assert out["capacity"] == [] and out["sweep"] == []
+    assert out2["requests"] == [out2["url"]] and out2["console"] == []
+    assert out2["levels"][0]["cells"]["label"] == "\ufffd<b>x</b>"
+
+
+# ---------------------------------------------------------------- compare
+
+def row(text, figure):
+    """(A, B, change %, interval text) of the first row of that figure."""
+    m = re.search(rf"^.{{25}}{figure}\s+(\S+)\s+(\S+)\s+([+-][0-9.]+) %\s+(.*)$", text, re.M)
+    assert m, text
+    return float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)
+
+
+def test_compare_flags_a_regression_and_passes_aa():
+    """Two runs against TPOT 20 ms and one against 24 ms: B against A is
+    +20 % at TPOT p50, significant, and fails tpot_p50>+10% (exit 1); the
+    two runs at 20 ms pass it (exit 0); reversed, the fall fails
+    tpot_p50<-10%."""
+    common = ["-c", "8", "-n", "48", "--max-tokens", "12", "--warmup-requests", "8"]
+    with Mock("--ttft", "20ms", "--tpot", "20ms") as m1, \
+            Mock("--ttft", "20ms", "--tpot", "24ms") as m2, \
+            tempfile.TemporaryDirectory() as d:
+        a, a2, b = (os.path.join(d, n) for n in ("a.json", "a2.json", "b.json"))
+        load(*common, "--json", a, m1.url(CHAT), report=False)
+        load(*common, "--json", a2, m1.url(CHAT), report=False)
+        load(*common, "--json", b, m2.url(CHAT), report=False)
+        docs = {}
+        for p in (a, b):
+            with open(p) as f:
+                docs[p] = json.load(f)
+        out = load("compare", "--fail-on", "tpot_p50>+10%", a, b, expect=1, report=False).stdout
+        va, vb, change, interval = row(out, "tpot_p50")
+        # compare's figures are the samples': saved to the µs, each a µs or
+        # less from the one the run computed, both printed to 3 decimals
+        assert abs(va - docs[a]["levels"][0]["tpot_ms"]["p50"]) <= 0.0011
+        assert abs(vb - docs[b]["levels"][0]["tpot_ms"]["p50"]) <= 0.0011
+        assert 17 < change < 23 and "*" in interval, out
+        assert "FAIL tpot_p50>+10%" in out and "fail-on tpot_p50>+10%: FAILED at run" in out
+        out = load("compare", "--fail-on", "tpot_p50>+10%", a, a2, expect=0, report=False).stdout
+        _, _, change, _ = row(out, "tpot_p50")
+        assert abs(change) < 3, out
+        assert "fail-on tpot_p50>+10%: passed at 1 level" in out and "FAIL" not in out
+        load("compare", "--fail-on", "tpot_p50<-10%", b, a, expect=1, report=False)
+        load("compare", "--fail-on", "tpot_p50>+10%", b, a, expect=0, report=False)
+        # the rows' figures; one asked for beyond the defaults
+        out = load("compare", "--metrics", "tpot_p99,e2el_mean", a, b, expect=0, report=False).stdout
+        assert re.search(r"^run\s+tpot_p99 ", out, re.M) and \
+            re.search(r"^\s+e2e_mean ", out, re.M) and "ttft_p50" not in out, out
+
+
+def test_compare_exit_codes_and_bad_input():
+    """Usage and documents: each mistake is named and exits 2; two
+    documents with no level in common exit 2; a scenarios document, a
+    newer schema, a wrong type and broken JSON are refused at
+    FILE:LINE:COL."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        run, sweep = os.path.join(d, "run.json"), os.path.join(d, "sweep.json")
+        load("-c", "1", "-n", "3", "--max-tokens", "3", "--json", run, m.url(CHAT), report=False)
+        load("sweep", "--over", "concurrency", "--levels", "1", "-n", "3", "--warmup", "0",
+             "--max-tokens", "3", "--json", sweep, m.url(CHAT), report=False)
+        with open(run) as f:
+            text = f.read()
+        doc = json.loads(text)
+
+        def write(name, body):
+            p = os.path.join(d, name)
+            with open(p, "w") as f:
+                f.write(body)
+            return p
+
+        err = load("compare", "--fail-on", "tpot_p50>=10%", run, run, expect=2, report=False).stderr
+        assert "--fail-on: 'tpot_p50>=10%'" in err, err
+        err = load("compare", "--fail-on", "latency>+10%", run, run, expect=2, report=False).stderr
+        assert "unknown figure" in err
+        err = load("compare", "--alpha", "5", run, run, expect=2, report=False).stderr
+        assert "--alpha" in err
+        err = load("compare", run, expect=2, report=False).stderr
+        assert "two documents expected" in err
+        err = load("compare", run, os.path.join(d, "nothere.json"), expect=2, report=False).stderr
+        assert "nothere.json: No such file" in err
+        out = load("compare", run, sweep, expect=2, report=False).stdout
+        assert "no level of A matches a level of B" in out
+        out = load("compare", "--help", expect=0, report=False).stdout
+        assert "--fail-on" in out
+        load("compare", run, run, expect=0, report=False)
+        # broken JSON: where it broke
+        err = load("compare", write("cut.json", text[:200]), run, expect=2, report=False).stderr
+        assert re.search(r"cut\.json:\d+:\d+: ", err), err
+        lines = text.splitlines()
+        at = next(i for i, x in enumerate(lines) if '"requests":' in x)
+        wrong = "\n".join(lines[:at] + [lines[at].replace('"requests": ', '"requests": "x", '
+                                                          '"was": ')] + lines[at + 1:])
+        err = load("compare", write("wrong.json", wrong), run, expect=2, report=False).stderr
+        col = lines[at].index('"requests": ') + len('"requests": ') + 1
+        assert f"wrong.json:{at + 1}:{col}: levels[0].requests: a number expected" in err, err
+        err = load("compare", write("v2.json", json.dumps(dict(doc, schema_version=2))), run,
+                   expect=2, report=False).stderr
+        assert "v2.json:" in err and "schema_version" in err, err
+        scen = write("scen.json", json.dumps({"schema_version": 1, "kind": "scenarios",
+                                              "scenarios": []}))
+        err = load("compare", scen, run, expect=2, report=False).stderr
+        assert "a scenarios document" in err, err
+        r = subprocess.run([binary("tokentap-load"), "report", scen], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2 and "a scenarios document" in r.stderr
+
+
+if __name__ == "__main__":
+    import time
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    for name in sorted(n for n in dir() if n.startswith("test_") and only in n):
+        t = time.monotonic()
+        globals()[name]()
+        print(f"ok   {name} ({time.monotonic() - t:.1f}s)")

@@ -1,0 +1,390 @@
+"""OpenTelemetry: W3C trace context in and out, one span per request, and
+OTLP metrics, each export decoded by the collector stand-in (protoc, or a
+JSON parser) and checked against what the client, the backend stand-in,
+the access log and /stats saw."""
+import json
+import os
+import time
+import urllib.request
+
+from backend import SSE_HEAD, Backend
+from harness import Tokentap, raw_request, split_response
+from otlp_collector import Collector, exp_quantile
+
+CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+PROMPT = "the prompt text that must never leave tokentap"
+SECRET = "sk-secret-key-never-exported"
+
+
+def chunk(delta, model="gpt-4o", usage=None):
+    d = {"id": "c1", "object": "chat.completion.chunk", "model": model,
+         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    if usage:
+        d = {"id": "c1", "object": "chat.completion.chunk", "model": model,
+             "choices": [], "usage": usage}
+    return b"data: " + json.dumps(d).encode() + b"\n\n"
+
+
+def chat_handler(ttft=0.05, gap=0.005, n=5, stall=None):
+    """An OpenAI stream: the role chunk at once, n tokens from ttft on,
+    gap apart (stall: (after token k, seconds)), usage, [DONE]."""
+    def handle(req, c):
+        c.send(SSE_HEAD)
+        c.chunk(chunk({"role": "assistant"}))
+        time.sleep(ttft)
+        for i in range(n):
+            if i:
+                time.sleep(stall[1] if stall and i == stall[0] else gap)
+            c.chunk(chunk({"content": f"t{i} "}))
+        c.chunk(chunk(None, usage={"prompt_tokens": 7, "completion_tokens": n,
+                                   "total_tokens": 7 + n}))
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+    return handle
+
+
+def post(port, headers=b"", body=None, path=b"/v1/chat/completions"):
+    body = body or json.dumps({"model": "gpt-4o", "stream": True, "messages": [
+        {"role": "user", "content": PROMPT}]}).encode()
+    return raw_request(port, b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Type: application/json\r\n"
+                       b"Authorization: Bearer " + SECRET.encode() + b"\r\n" + headers +
+                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+
+def conf(backend_port, collector=None, otel=""):
+    text = f"""routes:
+  - name: chat
+    upstream: http://127.0.0.1:{backend_port}
+"""
+    if collector is not None:
+        text += f"""otel:
+  endpoint: {collector.url()}
+{otel or "  traces: {delay: 100ms}"}
+"""
+    return text
+
+
+def test_span_joins_the_clients_trace():
+    """A streamed chat request with the client's traceparent: one span, a
+    child of the client's span, in its trace, with the tracestate; the
+    backend got tokentap's span as its parent; the access log names both
+    ids; TTFT, TTFO and the first-token events are the access log's; no
+    prompt, no credential in any export."""
+    with Collector() as col, Backend(chat_handler(ttft=0.06)) as b, \
+            Tokentap(conf(b.port, col)) as t:
+        r = post(t.port, b"traceparent: " + CLIENT_TP.encode() +
+                 b"\r\ntracestate: vendor=abc,other=1\r\n")
+        assert b" 200 OK" in r.split(b"\r\n")[0]
+        line = t.access(1)[0]
+        spans = col.wait_spans(1)
+        assert len(spans) == 1, spans
+        s = spans[0]
+        trace_id, client_span = CLIENT_TP.split("-")[1:3]
+        assert s["trace_id"] == trace_id and s["parent"] == client_span
+        assert s["span_id"] != client_span and len(s["span_id"]) == 16
+        assert s["trace_state"] == "vendor=abc,other=1"
+        # the backend's parent is tokentap's span, sampled
+        up = b.requests[0]
+        assert up.all("traceparent") == [f"00-{trace_id}-{s['span_id']}-01"]
+        assert up.header("tracestate") == "vendor=abc,other=1"
+        assert line["trace_id"] == trace_id and line["span_id"] == s["span_id"]
+        # the GenAI inference span
+        a = s["attrs"]
+        assert s["name"] == "chat gpt-4o" and s["kind"] == 3 and s["status"] == 0
+        assert a["gen_ai.operation.name"] == "chat"
+        assert a["gen_ai.provider.name"] == "openai"
+        assert a["gen_ai.request.model"] == "gpt-4o"
+        assert a["gen_ai.response.model"] == "gpt-4o"
+        assert a["gen_ai.request.stream"] is True
+        assert a["gen_ai.usage.input_tokens"] == 7 and a["gen_ai.usage.output_tokens"] == 5
+        assert a["server.address"] == "127.0.0.1" and a["server.port"] == b.port
+        assert a["tokentap.route"] == "chat" and a["tokentap.outcome"] == "ok"
+        assert a["tokentap.attempts"] == 1
+        # the same figures as the access log's, to the microsecond
+        assert round(a["tokentap.time_to_first_token"] * 1e6) == \
+            round(line["ttft_ms"] * 1000)
+        assert round(a["tokentap.time_to_first_output_token"] * 1e6) == \
+            round(line["ttfo_ms"] * 1000)
+        assert round(a["tokentap.time_per_output_token"] * 1e6) == \
+            round(line["tpot_ms"] * 1000)
+        assert 0 < a["gen_ai.response.time_to_first_chunk"] < a["tokentap.time_to_first_token"]
+        ev = {e["name"]: e["time"] for e in s["events"]}
+        assert abs((ev["tokentap.first_token"] - s["start"]) / 1e3 -
+                   line["ttft_ms"] * 1000) <= 1
+        assert "tokentap.first_output_token" in ev
+        assert abs((s["end"] - s["start"]) / 1e6 - line["duration_ms"]) < 0.01
+        assert s["resource"]["service.name"] == "tokentap"
+        assert s["resource"]["service.instance.id"]
+        raw = b"".join(e["raw"] for e in col.of("/v1/traces"))
+        assert PROMPT.encode() not in raw and SECRET.encode() not in raw
+
+
+def test_trace_context_rules():
+    """A malformed traceparent (or two) is dropped with its tracestate,
+    never a 400; a request without one starts a trace only when sampled
+    (otel.traces.sample); a client's unsampled trace goes on unsampled
+    with tokentap's span id and exports nothing."""
+    bad = [b"traceparent: 00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01\r\n",
+           b"traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01\r\n",
+           b"traceparent: ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n",
+           b"traceparent: " + CLIENT_TP.encode() + b"-extra\r\n",
+           b"traceparent: " + CLIENT_TP.encode() + b"\r\ntraceparent: " +
+           CLIENT_TP.encode() + b"\r\n"]
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col)) as t:
+        for i, h in enumerate(bad):
+            r = post(t.port, h + b"tracestate: k=v\r\n")
+            assert b" 200 OK" in r.split(b"\r\n")[0], (h, r[:100])
+            up = b.requests[-1]
+            assert up.all("traceparent") == [] and up.all("tracestate") == [], h
+            assert t.access(i + 1)[i]["trace_id"] is None
+        # not sampled (flag 00): tokentap's span id goes on, unsampled
+        post(t.port, b"traceparent: " + CLIENT_TP[:-2].encode() + b"00\r\n")
+        tp = b.requests[-1].header("traceparent").split("-")
+        assert tp[1] == CLIENT_TP.split("-")[1] and tp[3] == "00"
+        assert tp[2] != CLIENT_TP.split("-")[2]
+        assert t.access(len(bad) + 1)[-1]["span_id"] == tp[2]
+        # no traceparent, sample 0: none sent
+        post(t.port)
+        assert b.requests[-1].all("traceparent") == []
+        time.sleep(0.5)
+        assert col.spans() == []
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col, "  traces: {sample: 1, delay: 100ms}")) as t:
+        post(t.port)
+        s = col.wait_spans(1)[0]
+        assert s["parent"] == ""
+        assert b.requests[-1].header("traceparent") == \
+            f"00-{s['trace_id']}-{s['span_id']}-01"
+
+
+def test_without_otel_the_context_passes_untouched():
+    """No otel: the client's traceparent reaches the backend as it was
+    (the log names its trace and the client's span); a malformed one does
+    not."""
+    with Backend(chat_handler(ttft=0)) as b, Tokentap(conf(b.port)) as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\ntracestate: a=b\r\n")
+        assert b.requests[-1].all("traceparent") == [CLIENT_TP]
+        assert b.requests[-1].header("tracestate") == "a=b"
+        line = t.access(1)[0]
+        assert (line["trace_id"], line["span_id"]) == tuple(CLIENT_TP.split("-")[1:3])
+        post(t.port, b"traceparent: 00-xyz\r\n")
+        assert b.requests[-1].all("traceparent") == []
+        assert t.access(2)[1]["trace_id"] is None
+
+
+def test_stalls_and_failover_are_events():
+    """A stream that stalls shows the stall's start and end as events; a
+    replica that answers 503 first shows the failover as an event, and
+    the span its attempts and the replica that served."""
+    def failing(req, c):
+        c.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+        return "keep"
+    with Collector() as col, Backend(failing) as bad, \
+            Backend(chat_handler(ttft=0.01, n=4, stall=(2, 0.6))) as good, \
+            Tokentap(f"""routes:
+  - name: chat
+    upstreams: [{{url: "http://127.0.0.1:{bad.port}"}}, {{url: "http://127.0.0.1:{good.port}"}}]
+    balance: round_robin
+    retries: 1
+    thresholds: {{stall: 200ms}}
+otel:
+  endpoint: {col.url()}
+  traces: {{delay: 100ms}}
+""") as t:
+        spans, lines = [], []
+        for i in range(2):
+            post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        lines = t.access(2)
+        spans = col.wait_spans(2)
+        failed = [s for s in spans if s["attrs"]["tokentap.attempts"] == 2]
+        assert failed, [s["attrs"] for s in spans]
+        s = failed[0]
+        fo = [e for e in s["events"] if e["name"] == "tokentap.failover"]
+        assert len(fo) == 1 and fo[0]["attrs"]["http.response.status_code"] == 503
+        assert fo[0]["attrs"]["tokentap.upstream"] == f"http://127.0.0.1:{bad.port}"
+        assert s["attrs"]["server.port"] == good.port
+        for s in spans:
+            names = [e["name"] for e in s["events"]]
+            line = [x for x in lines if x["span_id"] == s["span_id"]][0]
+            assert names.count("tokentap.stall.start") == line["stalls"] == 1, names
+            assert s["attrs"]["tokentap.stalls"] == 1
+            assert names.count("tokentap.stall.end") == 1
+            ev = {e["name"]: e["time"] for e in s["events"]}
+            gap = (ev["tokentap.stall.end"] - ev["tokentap.stall.start"]) / 1e9
+            assert 0.55 < gap < 1.5, gap
+
+
+def test_json_gzip_and_the_api_key():
+    """protocol json and gzip: the collector takes OTLP/JSON (ids in hex,
+    64-bit numbers as strings); the API key header goes with each export
+    and into no log."""
+    key = "otlp-api-key-9c1f"
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col, f"""  protocol: json
+  compression: gzip
+  headers: {{x-api-key: "{key}"}}
+  traces: {{delay: 100ms}}
+  metrics: {{interval: 300ms}}""")) as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        s = col.wait_spans(1)[0]
+        assert s["trace_id"] == CLIENT_TP.split("-")[1]
+        m = col.wait_metrics(1)
+        assert m["gen_ai.server.time_to_first_token"]["type"] == "exponentialHistogram"
+        for e in col.exports:
+            assert e["json"] and e["headers"]["Content-Encoding"] == "gzip"
+            assert e["headers"]["x-api-key"] == key
+        ex = col.of("/v1/traces")[0]["data"]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        assert isinstance(ex["startTimeUnixNano"], str) and len(ex["traceId"]) == 32
+        t.stop()
+        assert key not in t.stderr()
+        assert key not in open(t.log).read()
+
+
+def stats_ttft(t):
+    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats?by=route") as r:
+        return json.load(r)["groups"][0]["ttft_ms"]
+
+
+def test_metric_quantiles_within_3_percent_of_stats():
+    """TTFT quantiles computed from the exported exponential histogram
+    (gen_ai.server.time_to_first_token) are within 3 % of /stats'; the
+    counters are the requests made; delta temporality adds up to the
+    cumulative one; explicit buckets carry the classic bounds."""
+    delays = [0.005 + 0.002 * i for i in range(30)]
+
+    def varied(req, c):
+        n = len([r for r in b.requests if r.target == req.target])
+        return chat_handler(ttft=delays[(n - 1) % len(delays)], n=2)(req, c)
+    for extra in ("", "    temporality: delta\n", "    histograms: explicit\n"):
+        with Collector() as col, Backend(varied) as b, Tokentap(conf(b.port, col, f"""  traces: {{enabled: false}}
+  metrics:
+    interval: 500ms
+{extra}""")) as t:
+            for _ in delays:
+                post(t.port)
+            assert len(t.access(len(delays))) == len(delays)
+            time.sleep(1.2)
+            exports = [e for e in col.of("/v1/metrics")]
+            from otlp_collector import metrics_of
+            last = metrics_of(exports[-1])
+            ttft = last["gen_ai.server.time_to_first_token"]
+            req = last["tokentap.requests"]
+            assert ttft["unit"] == "s"
+            pts = ttft["points"]
+            if "delta" in extra:
+                assert ttft["temporality"] == 1 and req["temporality"] == 1
+                allm = [metrics_of(e) for e in exports]
+                total = sum(p["count"] for m in allm
+                            for p in m.get("gen_ai.server.time_to_first_token",
+                                           {"points": []})["points"])
+                assert total == len(delays)
+                assert sum(p["value"] for m in allm for p in m.get(
+                    "tokentap.requests", {"points": []})["points"]) == len(delays)
+                continue
+            assert ttft["temporality"] == 2
+            assert sum(p["count"] for p in pts) == len(delays)
+            assert sum(p["value"] for p in req["points"]) == len(delays)
+            if "explicit" in extra:
+                assert ttft["type"] == "histogram"
+                assert 0.1 in pts[0]["bounds"] and len(pts[0]["counts"]) == \
+                    len(pts[0]["bounds"]) + 1
+                continue
+            assert ttft["type"] == "exponentialHistogram" and pts[0]["scale"] == 6
+            # each request in the bucket OTLP's index rule puts it in:
+            # bucket k holds (2^(k/64), 2^((k+1)/64)] (Prometheus' index
+            # is one higher)
+            base, got = 2 ** (1 / 64), {}
+            for line in t.access(len(delays)):
+                v = line["ttft_ms"] / 1000
+                k = next(k for k in range(-2000, 0) if base ** k < v <= base ** (k + 1))
+                got[k] = got.get(k, 0) + 1
+            want = {pts[0]["offset"] + i: c for i, c in enumerate(pts[0]["counts"]) if c}
+            assert got == want, (got, want)
+            st = stats_ttft(t)
+            for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+                got = exp_quantile(pts, q) * 1000
+                assert abs(got - st[key]) / st[key] <= 0.03, (q, got, st[key])
+
+
+def test_tls_to_the_collector_as_to_upstreams():
+    """An https collector: verified against otel.tls.ca_file as a route's
+    upstream is; a certificate from a CA not trusted fails each export,
+    counted, and the requests go on."""
+    from test_tls import pki
+    p = pki()
+    with Backend(chat_handler(ttft=0)) as b, \
+            Collector(tls=(p["server.crt"], p["server.key"])) as col:
+        with Tokentap(conf(b.port, col, f"""  tls: {{ca_file: {p["ca.crt"]}}}
+  traces: {{delay: 100ms}}""")) as t:
+            post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+            assert col.wait_spans(1)[0]["trace_id"] == CLIENT_TP.split("-")[1]
+        with Tokentap(conf(b.port, col, f"""  tls: {{ca_file: {p["evil.crt"]}}}
+  traces: {{delay: 100ms}}""")) as t:
+            r = post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+            assert b" 200 OK" in r.split(b"\r\n")[0]
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats") as s:
+                    tr = json.load(s)["otel"]["traces"]
+                if tr["failed"] == 1:
+                    break
+                time.sleep(0.1)
+            assert tr["failed"] == 1 and tr["sent"] == 0, tr
+            assert len(col.spans()) == 1
+
+
+def test_config_check_names_otel_problems():
+    """tokentap -t: otel's keys checked with FILE:LINE:COL, the SDKs'
+    variables named; a header's value or a URL's password never echoed;
+    the file's value wins over the environment's."""
+    import subprocess
+    import tempfile
+    from harness import binary
+    d = tempfile.mkdtemp(prefix="tt-otel-t-")
+    path = f"{d}/t.yaml"
+
+    def check(text, env=None):
+        with open(path, "w") as f:
+            f.write(text)
+        e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        e.update(env or {})
+        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
+                           text=True, env=e, timeout=30)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = check("otel:\n  endpoint: http://u:hunter2@h:4318\n  protocol: grpc\n"
+                    "  traces: {sample: 2, batch: 9000}\n  metrics: {temporality: sum}\n")
+    assert rc == 1
+    for where in ("t.yaml:2:13: otel.endpoint: must not contain credentials",
+                  "t.yaml:3:13: otel.protocol: unknown protocol 'grpc'",
+                  "t.yaml:4:20: otel.traces.sample", "t.yaml:4:30: otel.traces.batch",
+                  "t.yaml:5:26: otel.metrics.temporality"):
+        assert where in out, (where, out)
+    assert "hunter2" not in out
+    rc, out = check("workers: 1\n", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                                     "OTEL_EXPORTER_OTLP_HEADERS": "bad key=hunter2"})
+    assert rc == 1 and "environment: OTEL_EXPORTER_OTLP_PROTOCOL" in out and \
+        "environment: OTEL_EXPORTER_OTLP_HEADERS" in out and "hunter2" not in out, out
+    # the file's protocol wins: the environment's grpc is never read
+    rc, out = check("otel: {protocol: json}\n", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                                                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:1"})
+    assert (rc, out) == (0, "configuration OK\n"), out
+
+
+def test_client_bytes_reach_the_span_as_valid_utf8():
+    """A model and a tenant of bytes that are not UTF-8 (and control
+    bytes) reach the span cleaned, as every other output has them: protoc
+    decodes the export (a string field must be UTF-8)."""
+    body = b'{"model":"m\xff\\u0001x","stream":true,"messages":[]}'
+    with Collector() as col, Backend(chat_handler(ttft=0, n=1)) as b, \
+            Tokentap(conf(b.port, col) + "tenant: {header: x-tenant}\n") as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\nx-tenant: t\xc3\x28\r\n",
+             body=body)
+        s = col.wait_spans(1)[0]
+        assert s["attrs"]["gen_ai.request.model"] == "m\ufffd?x", s["attrs"]
+        assert s["attrs"]["tokentap.tenant"] == "t\ufffd(", s["attrs"]
+        assert s["name"] == "chat m\ufffd?x"
+        line = t.access(1)[0]
+        assert line["model"] == s["attrs"]["gen_ai.request.model"]

@@ -1,0 +1,222 @@
+/* Unit tests of load_trace.c (and load_jsonl.c under it, and
+ * load_prompts.c, which reads the same way): a JSONL trace, tokentap's
+ * access log replayed as one (arrival = ts - duration_ms), prompts of a
+ * file, and every problem at its FILE:LINE:COL. */
+#include <math.h>
+#include <unistd.h>
+
+#include "load_prompts.h"
+#include "load_trace.h"
+
+#include "unit.h"
+
+static char path[64];
+
+static int setup(void **state)
+{
+	int fd;
+
+	(void)state;
+	strcpy(path, "/tmp/test_load_trace_XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(path);
+	return 0;
+}
+
+static void write_file(const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Reads path as a trace (log: as an access log); the errors in *errs. */
+static int read_trace(const char *text, int log, const char *route,
+    struct load_trace *t, char **errs)
+{
+	size_t len;
+	FILE *err = open_memstream(errs, &len);
+	int rc;
+
+	write_file(text);
+	rc = log ? load_trace_read_access_log(t, path, route, err) :
+	    load_trace_read(t, path, err);
+	fclose(err);
+	return rc;
+}
+
+static void has_error(const char *errs, size_t line, size_t col, const char *msg)
+{
+	char want[512];
+
+	snprintf(want, sizeof want, "%s:%zu:%zu: %s", path, line, col, msg);
+	if (strstr(errs, want) == NULL)
+		fail_msg("missing \"%s\" in:\n%s", want, errs);
+}
+
+static void test_trace(void **state)
+{
+	struct load_trace t;
+	char *errs = NULL;
+
+	(void)state;
+	assert_int_equal(read_trace(
+	    "{\"offset_ms\": 250, \"prompt_tokens\": 512, \"output_tokens\": 64}\n"
+	    "\n"
+	    "{\"offset_ms\": 0.5, \"output_tokens\": 8, \"headers\": {\"X-Tenant-Id\": \"a\"}}\n"
+	    "{\"timestamp\": 100, \"input_length\": 7, \"output_length\": 9, \"hash_ids\": [1]}\n",
+	    0, NULL, &t, &errs), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+	assert_int_equal(t.n, 3);
+	/* sorted, from the first */
+	assert_int_equal(t.v[0].offset_us, 0);
+	assert_int_equal(t.v[0].max_tokens, 8);
+	assert_int_equal(t.v[0].prompt_tokens, 0);
+	assert_int_equal(t.v[0].nheaders, 1);
+	assert_string_equal(t.v[0].headers[0].value, "a");
+	assert_int_equal(t.v[0].line, 3);
+	assert_int_equal(t.v[1].offset_us, 99500);
+	assert_int_equal(t.v[1].prompt_tokens, 7);
+	assert_int_equal(t.v[2].offset_us, 249500);
+	assert_int_equal(load_trace_span_us(&t), 249500);
+	assert_false(t.access_log);
+	load_trace_free(&t);
+
+	/* every problem, each where it is */
+	assert_int_equal(read_trace(
+	    "{\"offset_ms\": 1}\n"
+	    "{\"offset_ms\": 2,, }\n"
+	    "{\"ofset_ms\": 3}\n"
+	    "{\"offset_ms\": -1}\n"
+	    "{\"offset_ms\": 4, \"output_tokens\": 2.5}\n"
+	    "[1, 2]\n"
+	    "{\"prompt_tokens\": 3}\n"
+	    "{\"offset_ms\": 5, \"headers\": {\"Bad Name\": \"x\"}}\n"
+	    "{\"offset_ms\": 6} {\"offset_ms\": 7}\n"
+	    "{\"offset_ms\": 8\n",
+	    0, NULL, &t, &errs), -1);
+	has_error(errs, 2, 17, "a member name (a string) expected");
+	has_error(errs, 3, 2, "unknown key 'ofset_ms'; did you mean 'offset_ms'?");
+	has_error(errs, 4, 15, "offset_ms: expected a time in ms from 0");
+	has_error(errs, 5, 35, "output_tokens: expected a whole number of tokens");
+	has_error(errs, 6, 1, "expected a JSON object");
+	has_error(errs, 7, 1, "no \"offset_ms\"");
+	has_error(errs, 8, 30, "headers: bad character in header name");
+	has_error(errs, 9, 18, "more than one JSON value on the line");
+	has_error(errs, 10, 16, "JSON cut short");
+	assert_int_equal(t.n, 0);
+	free(errs);
+
+	assert_int_equal(read_trace("\n\n", 0, NULL, &t, &errs), -1);
+	has_error(errs, 1, 1, "no requests");
+	free(errs);
+}
+
+/* tokentap's access log: the line is written at the end, so the request
+ * arrived duration_ms before ts; its token counts are the ones to ask. */
+static void test_access_log(void **state)
+{
+	struct load_trace t;
+	char *errs = NULL;
+	double ms;
+
+	(void)state;
+	assert_int_equal(read_trace(
+	    "{\"ts\":\"2026-11-29T16:04:31.500Z\",\"route\":\"chat\",\"duration_ms\":1500,"
+	    "\"input_tokens\":120,\"output_tokens\":30,\"status\":200}\n"
+	    "{\"ts\":\"2026-11-29T16:04:30.100Z\",\"route\":\"chat\",\"duration_ms\":80.25,"
+	    "\"input_tokens\":null,\"output_tokens\":5}\n"
+	    "{\"ts\":\"2026-11-29T16:04:30.000Z\",\"route\":\"other\",\"duration_ms\":1,"
+	    "\"input_tokens\":1,\"output_tokens\":1}\n"
+	    "{\"ts\":\"2026-11-29T16:04:32.000Z\",\"route\":\"chat\",\"duration_ms\":null,"
+	    "\"input_tokens\":3,\"output_tokens\":null}\n",
+	    1, "chat", &t, &errs), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+	assert_true(t.access_log);
+	assert_int_equal(t.n, 3);
+	/* arrivals 30.000 (31.5 - 1.5), 30.01975, 32.000 */
+	assert_int_equal(t.v[0].offset_us, 0);
+	assert_int_equal(t.v[0].prompt_tokens, 120);
+	assert_int_equal(t.v[0].max_tokens, 30);
+	assert_int_equal(t.v[1].offset_us, 19750);
+	assert_int_equal(t.v[1].prompt_tokens, 0);
+	assert_int_equal(t.v[1].max_tokens, 5);
+	assert_int_equal(t.v[2].offset_us, 2000000);
+	assert_int_equal(t.v[2].max_tokens, 0);
+	load_trace_free(&t);
+
+	assert_int_equal(read_trace("{\"ts\":\"yesterday\"}\n{\"ts\":\"2026-11-29T16:04:31Z\","
+	    "\"duration_ms\":\"x\"}\n", 1, NULL, &t, &errs), -1);
+	has_error(errs, 1, 7, "ts: expected an RFC 3339 time");
+	has_error(errs, 2, 44, "duration_ms: expected a number >= 0 or null");
+	free(errs);
+
+	assert_int_equal(load_trace_rfc3339_ms("1970-01-02T00:00:01.25Z", &ms), 0);
+	assert_true(ms == 86401250);
+	assert_int_equal(load_trace_rfc3339_ms("2026-02-30T00:00:00Z", &ms), 0);
+	assert_int_equal(load_trace_rfc3339_ms("2026-13-01T00:00:00Z", &ms), -1);
+	assert_int_equal(load_trace_rfc3339_ms("2026-01-01T00:00:00+01:00", &ms), -1);
+}
+
+static void test_prompts(void **state)
+{
+	struct load_prompts p;
+	char *errs = NULL;
+	size_t len;
+	FILE *err;
+
+	(void)state;
+	write_file("\"just a string prompt\"\n"
+	    "{\"text\": \"abcdefgh\", \"max_tokens\": 12}\n"
+	    "{\"messages\": [{\"role\": \"system\", \"content\": \"be \\\"brief\\\"\"},"
+	    " {\"role\": \"user\", \"content\": \"hi\"}]}\n");
+	err = open_memstream(&errs, &len);
+	assert_int_equal(load_prompts_read(&p, path, err), 0);
+	fclose(err);
+	assert_string_equal(errs, "");
+	free(errs);
+	assert_int_equal(p.n, 3);
+	assert_string_equal(p.v[0].text, "just a string prompt");
+	assert_int_equal(p.v[0].tokens, 5);
+	assert_null(p.v[0].messages);
+	assert_int_equal(p.v[1].max_tokens, 12);
+	assert_int_equal(p.v[1].tokens, 2);
+	assert_string_equal(p.v[2].messages, "[{\"role\":\"system\",\"content\":"
+	    "\"be \\\"brief\\\"\"},{\"role\":\"user\",\"content\":\"hi\"}]");
+	assert_string_equal(p.v[2].text, "be \"brief\"\n\nhi");
+	load_prompts_free(&p);
+
+	write_file("{\"txt\": \"a\"}\n{\"messages\": [{\"role\": \"user\", \"content\": "
+	    "[{\"type\": \"text\"}]}]}\n42\n{\"text\": \"a\", \"max_tokens\": 0}\n");
+	err = open_memstream(&errs, &len);
+	assert_int_equal(load_prompts_read(&p, path, err), -1);
+	fclose(err);
+	has_error(errs, 1, 2, "unknown key");
+	has_error(errs, 2, 15, "messages: each message is");
+	has_error(errs, 3, 1, "expected a string or an object");
+	has_error(errs, 4, 29, "max_tokens: expected a whole number from 1");
+	free(errs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_trace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_access_log, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prompts, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
