@@ -325,7 +325,7 @@ def test_first_chunk_tokens_and_continuous_usage():
             hdr = {"X-Mock-Continuous-Usage": "on"} if how == "flag" else {}
             body = {"stream_options": {"include_usage": True,
                                        "continuous_usage_stats": how == "body"}}
-            resp, _ = request(m.port, "/v1/chat/completions", body, hdr)
+            resp = request(m.port, "/v1/chat/completions", body, hdr)
             chunks = [json.loads(parse_sse(raw)[1]) for _, raw in resp.events
                       if parse_sse(raw)[1] not in (None, "[DONE]")]
             texts = [c["choices"][0]["delta"].get("content") for c in chunks
