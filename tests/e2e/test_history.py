@@ -12,12 +12,10 @@ import os
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zlib
 
-from harness import Mock, Tokentap, binary, staircase, wait_port
-from test_ui import traffic
+from harness import Mock, Tokentap, binary, staircase, until, wait_port
+from test_ui import SIX, traffic
 
 TOKEN = "hist-tok"
 TIME_LIMITS = {"test_history_survives_restart_and_reload": 90}
@@ -32,23 +30,6 @@ ROUTES = """routes:
     upstream: http://127.0.0.1:{port}
     strip_prefix: true
 """
-
-
-def get(port, path, token=TOKEN, headers=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
-
-
-def get_json(port, path, token=TOKEN):
-    code, _, body = get(port, path, token)
-    assert code == 200, (path, code, body)
-    return json.loads(body)
 
 
 def series(doc, route):
@@ -73,19 +54,20 @@ stats:
   windows: [30s]
   history: [{step: 1s, keep: 30s}, {step: 5s, keep: 2m}]
 """
-    with Mock("--tpot", "4ms", "--tokens", "6") as m, Tokentap(conf(m.port)) as t:
+    with Mock(*SIX) as m, Tokentap(conf(m.port)) as t:
         wait_port(t.admin)
         spread(t.port, 60, 0.08)
         log = t.access(60)
-        doc = get_json(t.admin, "/stats/history?range=30s")
-        stats = get_json(t.admin, "/stats?window=30s")
-        five = get_json(t.admin, "/stats/history?range=30s&step=5s")
-        only_a = get_json(t.admin, "/stats/history?range=30s&route=a")
-        later = get_json(t.admin, f"/stats/history?range=30s&since={doc['t'][-3]}")
-        code, headers, body = get(t.admin, "/stats/history", headers={"Accept-Encoding": "gzip"})
+        doc = t.get("/stats/history?range=30s", token=TOKEN, json=True)
+        stats = t.get("/stats?window=30s", token=TOKEN, json=True)
+        five = t.get("/stats/history?range=30s&step=5s", token=TOKEN, json=True)
+        only_a = t.get("/stats/history?range=30s&route=a", token=TOKEN, json=True)
+        later = t.get(f"/stats/history?range=30s&since={doc['t'][-3]}", token=TOKEN, json=True)
+        code, headers, body = t.get("/stats/history", token=TOKEN,
+                                     headers={"Accept-Encoding": "gzip"})
         zipped = json.loads(gzip.decompress(body))
-        denied = get(t.admin, "/stats/history", token=None)[0]
-        bad = {q: get(t.admin, "/stats/history?" + q) for q in (
+        denied = t.get("/stats/history").status
+        bad = {q: t.get("/stats/history?" + q, token=TOKEN) for q in (
             "range=abc", "range=10m", "range=1m&step=3s", "step=0s", "step=1500ms",
             "route=nope", "since=-1", "since=12x")}
 
@@ -162,7 +144,7 @@ slos:
 
 
 def totals(t, rng="2m"):
-    doc = get_json(t.admin, f"/stats/history?range={rng}", None)
+    doc = t.get(f"/stats/history?range={rng}", json=True)
     return {s["route"]: (s["summary"]["requests"], s["summary"]["ttft_ms"]["p95"])
             for s in doc["series"]}, doc
 
@@ -170,7 +152,7 @@ def totals(t, rng="2m"):
 def test_history_survives_restart_and_reload():
     d = tempfile.mkdtemp(prefix="tt-hist-")
     state = os.path.join(d, "slo.state")
-    with Mock("--tpot", "4ms", "--tokens", "6", "--ttft", "40ms", "--ttft-per-stream", "25ms",
+    with Mock(*SIX, "--ttft", "40ms", "--ttft-per-stream", "25ms",
               "--tokens", "8") as m:
         with Tokentap(restart_conf(m.port, state)) as t:
             wait_port(t.admin)
@@ -181,7 +163,7 @@ def test_history_survives_restart_and_reload():
             assert before[None][0] == 25 and before["a"][0] == 15, before
             slo = [s for s in doc["slos"] if s["slo"] == "chat"]
             assert slo and sum(slo[0]["points"]["good"]) + sum(slo[0]["points"]["bad"]) == 15, doc["slos"]
-            stats = get_json(t.admin, "/stats?window=30s", None)
+            stats = t.get("/stats?window=30s", json=True)
             (row,) = [g for g in stats["groups"] if g["route"] == "a"]
             r2 = row["ttft_concurrency_r2"]
             assert r2 is not None and r2 > 0.9, row
@@ -195,9 +177,7 @@ def test_history_survives_restart_and_reload():
             t.write_conf(text.replace("[{step: 1s, keep: 30s}, {step: 5s, keep: 2m}]",
                                       "[{step: 2s, keep: 40s}, {step: 10s, keep: 2m}]"))
             t.p.send_signal(1)
-            deadline = time.monotonic() + 5
-            while "re-bucketed" not in t.stderr() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            until(lambda: "re-bucketed" in t.stderr(), 5, "the history re-bucketed")
             after, doc2 = totals(t)
             assert doc2["step"] == "10s" and after == before, (after, before)
             assert t.stop() == 0
@@ -211,7 +191,7 @@ def test_history_survives_restart_and_reload():
             assert f"stats.history_file {hist}: the history of 3 route(s) and SLO(s) read" in err, err
             assert totals(t)[0] == before
             spread(t.port, 1, 0, lambda i: "a")
-            stats = get_json(t.admin, "/stats?window=30s", None)
+            stats = t.get("/stats?window=30s", json=True)
             (row,) = [g for g in stats["groups"] if g["route"] == "a"]
             assert row["requests"] == 1 and row["ttft_concurrency_r2"] is not None, row
             assert abs(row["ttft_concurrency_r2"] - r2) < 0.05, (row, r2)
@@ -250,7 +230,7 @@ stats:
   history: [{{step: 1s, keep: 30s}}]
   history_file: {hist}
 """
-    with Mock("--tpot", "4ms", "--tokens", "6") as m:
+    with Mock(*SIX) as m:
         with Tokentap(conf(m.port)) as t:
             wait_port(t.admin)
             assert f"stats.history_file {hist}: not there yet; the history starts empty" in t.stderr()

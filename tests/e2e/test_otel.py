@@ -5,10 +5,9 @@ the access log and /stats saw."""
 import json
 import os
 import time
-import urllib.request
 
-from backend import SSE_HEAD, Backend
-from harness import Tokentap, raw_request, split_response
+from peers import Backend, SSE_HEAD
+from harness import Tokentap, raw_request, until
 from otlp_collector import Collector, exp_quantile
 
 CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -243,11 +242,6 @@ def test_json_gzip_and_the_api_key():
         assert key not in open(t.log).read()
 
 
-def stats_ttft(t):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats?by=route") as r:
-        return json.load(r)["groups"][0]["ttft_ms"]
-
-
 def test_metric_quantiles_within_3_percent_of_stats():
     """TTFT quantiles computed from the exported exponential histogram
     (gen_ai.server.time_to_first_token) are within 3 % of /stats'; the
@@ -303,7 +297,7 @@ def test_metric_quantiles_within_3_percent_of_stats():
                 got[k] = got.get(k, 0) + 1
             want = {pts[0]["offset"] + i: c for i, c in enumerate(pts[0]["counts"]) if c}
             assert got == want, (got, want)
-            st = stats_ttft(t)
+            st = t.stats(by="route")["groups"][0]["ttft_ms"]
             for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
                 got = exp_quantile(pts, q) * 1000
                 assert abs(got - st[key]) / st[key] <= 0.03, (q, got, st[key])
@@ -325,13 +319,8 @@ def test_tls_to_the_collector_as_to_upstreams():
   traces: {{delay: 100ms}}""")) as t:
             r = post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
             assert b" 200 OK" in r.split(b"\r\n")[0]
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats") as s:
-                    tr = json.load(s)["otel"]["traces"]
-                if tr["failed"] == 1:
-                    break
-                time.sleep(0.1)
+            tr = until(lambda: (x := t.stats()["otel"]["traces"])["failed"] and x, 5,
+                       "the export refused")
             assert tr["failed"] == 1 and tr["sent"] == 0, tr
             assert len(col.spans()) == 1
 

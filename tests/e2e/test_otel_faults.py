@@ -6,13 +6,11 @@ every span is accounted for (sent, failed, dropped, queued or in flight),
 and the export recovers when the collector does.
 
 python3 tests/e2e/test_otel_faults.py prints the fault table."""
-import json
 import os
 import statistics
 import time
-import urllib.request
 
-from backend import SSE_HEAD, Backend
+from peers import Backend, SSE_HEAD
 from harness import Tokentap, free_port, raw_request, split_response
 from otlp_collector import Collector
 
@@ -47,36 +45,12 @@ def request(port, i):
     return tp.split("-")[1]
 
 
-def otel_stats(t):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats") as r:
-        return json.load(r)["otel"]
-
-
-def metric(t, name, **labels):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/metrics") as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            if all(f'{k}="{v}"' in line for k, v in labels.items()):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def accounted(t, n):
     """Every traced request's span is somewhere: sent (with the rejected
     among them), failed, dropped, queued, or in flight."""
     deadline = time.monotonic() + 3
     while True:
-        o = otel_stats(t)
+        o = t.stats()["otel"]
         tr = o["traces"]
         parts = tr["sent"] + tr["failed"] + o["spans_dropped"] + o["spans_queued"] + \
             tr["in_flight"]
@@ -104,18 +78,18 @@ otel:
             for i in range(5):                        # the span queues exist now
                 request(t.port, i)
             time.sleep(0.3)
-            rss0 = rss_kib(t.p.pid)
+            rss0 = t.rss_kib()
             for i in range(5, 5 + N):
                 request(t.port, i)
             ttfts = [x["ttft_ms"] for x in t.access(5 + N)[5:]]
             assert min(ttfts) >= TTFT * 1000, ttfts          # measured, not guessed
-            grew = rss_kib(t.p.pid) - rss0
+            grew = t.rss_kib() - rss0
             o = accounted(t, 5 + N)
             col = heal(col, port)
             # what waited goes out first (a retry, the queue), then new spans
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
-                q = otel_stats(t)
+                q = t.stats()["otel"]
                 if q["spans_queued"] == 0 and q["traces"]["in_flight"] == 0:
                     break
                 time.sleep(0.1)
@@ -156,7 +130,7 @@ def test_collector_healthy():
     def check(row, t, col):
         assert row["dropped"] == row["failed"] == 0, row
         # all of them and the three of the recovery (those waited for)
-        assert otel_stats(t)["traces"]["sent"] == row["requests"] + 3
+        assert t.stats()["otel"]["traces"]["sent"] == row["requests"] + 3
     run_fault("none (healthy)", lambda port: Collector(port=port), heal_ok, check)
 
 
@@ -195,7 +169,7 @@ def test_collector_400():
         assert row["retries"] == 0 and row["failed"] > 0, row
         # never sent again: one attempt per export
         n400 = len([a for a in col.attempts if a[1] == "/v1/traces" and a[2] == 400])
-        assert n400 == otel_stats(t)["traces"]["exports_failed"], n400
+        assert n400 == t.stats()["otel"]["traces"]["exports_failed"], n400
         assert "HTTP 400" in t.stderr()
     run_fault("400", lambda port: Collector(("status", 400, None), port=port), heal_ok,
               check)

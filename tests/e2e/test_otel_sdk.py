@@ -10,7 +10,7 @@ import os
 import secrets
 import subprocess
 
-from backend import Backend
+from peers import Backend
 from harness import Tokentap, node_modules
 from otlp_collector import Collector
 from test_otel import chat_handler

@@ -11,13 +11,11 @@ one's, and the access log names the slow attempt with reason throughput.
 A request that meets the fast replica first passes the probe and is left
 alone. Without the probe (the same route, min_rate 0) the slow stream is
 what the client gets: the test sees what it guards."""
-import json
 import socket
 import time
-import urllib.request
 
-from backend import Backend, SSE_HEAD
-from harness import Tokentap, dechunk, split_response
+from peers import Backend, SSE_HEAD
+from harness import Tokentap, dechunk, samples, split_response
 
 TOKENS = 12
 
@@ -76,13 +74,8 @@ def expected(name):
 
 
 def probes(t):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("tokentap_throughput_probes_total{"):
-            out[line.split('result="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return out
+    return {ls["result"]: v for n, ls, v in samples(t.get("/metrics").text)
+            if n == "tokentap_throughput_probes_total"}
 
 
 def test_a_slow_replica_is_left_before_the_client_sees_it():

@@ -20,9 +20,9 @@ import ssl
 import subprocess
 import time
 
-from backend import Backend, SSE_HEAD
+from peers import Backend, SSE_HEAD
 from harness import Tokentap
-from test_tls import TLSBackend, pki
+from peers import TLSBackend, pki
 
 TOKENS = 6
 FIRST_S = 0.08      # the first token's delay after the request

@@ -566,7 +566,7 @@ def test_board_opens_full_from_history():
     for s in shots + [p for p, _ in phone]:
         if os.path.exists(s):
             os.unlink(s)
-    with Mock() as fast, Mock() as slow:
+    with Mock(*SIX) as fast, Mock(*SIX) as slow:
         yaml = BOARD.format(fast=fast.port, slow=slow.port, hist=hist)
         with Tokentap(yaml) as t:
             begun, ended = load_for(t.port, LOAD_S)

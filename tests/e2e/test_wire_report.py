@@ -12,14 +12,12 @@ continuous_usage_stats and --stream-interval 5), and the same with the
 usage only at the end, and tokentap-mock --tokens-per-chunk 5: TPOT is
 per token, never per event, tokens per event and the first event's
 tokens are in the access log, /stats and /metrics."""
-import json
 import socket
 import time
-import urllib.request
 import zlib
 
-from backend import Backend
-from harness import Mock, Tokentap
+from peers import Backend
+from harness import Mock, Tokentap, metric
 
 GZIP_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
              b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -90,12 +88,6 @@ def post(port, path, rid):
     return data
 
 
-def stats(t, by):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/stats?by={by}",
-                                timeout=5) as r:
-        return json.load(r)
-
-
 def test_each_backend_is_seen_as_it_sends():
     with Backend(careless) as a, Backend(by_the_book) as b, \
             Tokentap(routes(a.port, b.port)) as t:
@@ -104,8 +96,8 @@ def test_each_backend_is_seen_as_it_sends():
         post(t.port, "/r1/v1/chat/completions", "b0")
         post(t.port, "/r1/v1/chat/completions?error=1", "b1")
         lines = {l["request_id"]: l for l in t.access(4)}
-        doc = stats(t, "upstream")
-        by_route = stats(t, "route")
+        doc = t.stats(by="upstream")
+        by_route = t.stats(by="route")
     # the report is the replicas': rows by route have none
     assert by_route["groups"] and all("wire" not in g for g in by_route["groups"])
     rows = {g["upstream"]: g for g in doc["groups"]}
@@ -170,15 +162,6 @@ def batching(with_usage_each, gap):
     return handle, sent
 
 
-def metric(t, name, upstream):
-    with urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + "{") and f'upstream="{upstream}"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 def test_batched_tokens_give_tpot_per_token():
     gap = 0.04
     h1, sent1 = batching(True, gap)
@@ -187,10 +170,10 @@ def test_batched_tokens_give_tpot_per_token():
         post(t.port, "/r0/v1/chat/completions", "cont")
         post(t.port, "/r1/v1/chat/completions", "final")
         lines = {l["request_id"]: l for l in t.access(2)}
-        doc = stats(t, "upstream")
+        doc = t.stats(by="upstream")
         up_a = f"http://127.0.0.1:{a.port}"
-        events = metric(t, "tokentap_token_events_total", up_a)
-        tokens = metric(t, "tokentap_token_event_tokens_total", up_a)
+        events = metric(t, "tokentap_token_events_total", upstream=up_a)
+        tokens = metric(t, "tokentap_token_event_tokens_total", upstream=up_a)
     for rid, marks, after in (("cont", sent1[0], 20), ("final", sent2[0], 22.4)):
         line = lines[rid]
         # 28 tokens made, 20 of them after the first event, in 4 gaps:
