@@ -14,11 +14,9 @@ import re
 import socket
 import tempfile
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 
-from harness import ROOT, Mock, Proc, Tokentap, free_port, until, wait_port
+from harness import ROOT, Mock, Proc, Tokentap, free_port, get, until, wait_port
 from test_alert_rules import rules_for
 from peers import Hook
 
@@ -98,20 +96,16 @@ def operands(expr, a, b, cuts):
 
 
 def query(port, expr):
-    url = f"http://127.0.0.1:{port}/api/v1/query?query=" + urllib.parse.quote(expr)
-    with urllib.request.urlopen(url, timeout=10) as r:
-        res = json.loads(r.read())
+    res = get(port, "/api/v1/query?query=" + urllib.parse.quote(expr), json=True)
     assert res["status"] == "success", (expr, res)
     return res["data"]["result"]
 
 
 def scraped(port):
     """Is Prometheus up (it answers 503 while it starts) and has it scraped?"""
-    try:
-        return query(port, "up == 1")
-    except urllib.error.HTTPError as e:
-        assert e.code == 503, e
-        return []
+    r = get(port, "/api/v1/query?query=" + urllib.parse.quote("up == 1"))
+    assert r.status in (200, 503), (r.status, r.body[:2000])
+    return r.status == 200 and r.json()["data"]["result"]
 
 
 def finite(result):
@@ -272,8 +266,7 @@ def test_board_plots_every_family_and_every_query_has_data():
                         th.start()
                     for th in threads[:-1]:
                         th.join(30)
-                    text = urllib.request.urlopen(f"http://127.0.0.1:{t.admin}/metrics",
-                                                  timeout=10).read().decode()
+                    text = t.get("/metrics").text
                     exported = families(text)
                     assert len(exported) >= 44, sorted(exported)
                     hists = set(re.findall(r"^# TYPE (\S+) histogram", text, re.M))
