@@ -11,11 +11,9 @@ one's, and the access log names the slow attempt with reason throughput.
 A request that meets the fast replica first passes the probe and is left
 alone. Without the probe (the same route, min_rate 0) the slow stream is
 what the client gets: the test sees what it guards."""
-import socket
-import time
 
 from peers import Backend, SSE_HEAD
-from harness import Tokentap, dechunk, samples, split_response
+from harness import Tokentap, completion, samples
 
 TOKENS = 12
 
@@ -45,27 +43,6 @@ def route(slow, fast, min_rate):
             f"    health: {{throughput: {{min_rate: {min_rate}, tokens: 8, window: 1s}}}}\n")
 
 
-def post(port, rid):
-    s = socket.create_connection(("127.0.0.1", port))
-    body = b'{"model":"m","stream":true}'
-    t0 = time.monotonic()
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s\r\n"
-              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-              % (rid.encode(), len(body), body))
-    s.settimeout(20)
-    data, first = b"", None
-    while not data.endswith(b"0\r\n\r\n"):
-        d = s.recv(65536)
-        if not d:
-            break
-        if first is None:
-            first = time.monotonic() - t0
-        data += d
-    s.close()
-    head, body = split_response(data)
-    return head, dechunk(body), first
-
-
 def expected(name):
     out = b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n'
     for i in range(TOKENS):
@@ -83,7 +60,8 @@ def test_a_slow_replica_is_left_before_the_client_sees_it():
     with Backend(streamer("slow", 0.5, closed)) as slow, \
             Backend(streamer("fast", 0.01, closed)) as fast, \
             Tokentap(route(slow.port, fast.port, 20)) as t:
-        results = [post(t.port, f"p{i}") for i in range(2)]
+        results = [completion(t.port, headers={"X-Request-Id": f"p{i}"}, timeout=20)
+                   for i in range(2)]
         lines = {l["request_id"]: l for l in t.access(2)}
         counted = probes(t)
     moved = [l for l in lines.values() if l["attempts"]]
@@ -99,9 +77,9 @@ def test_a_slow_replica_is_left_before_the_client_sees_it():
     assert m["output_tokens"] == TOKENS, m
     assert alone[0]["upstream"] == f"http://127.0.0.1:{fast.port}", alone[0]
     # every client got one complete stream, the fast one's, byte for byte
-    for head, body, _ in results:
-        assert head.startswith(b"HTTP/1.1 200"), head
-        assert body == expected("fast"), body
+    for r in results:
+        assert r.status == 200, r.head
+        assert r.body == expected("fast"), r.body
     assert closed == ["slow"], closed         # the slow backend was stopped
     assert counted == {"pass": 1, "slow": 1, "kept": 0}, counted
 
@@ -111,11 +89,11 @@ def test_without_the_probe_the_slow_stream_is_the_clients():
     with Backend(streamer("slow", 0.25, closed)) as slow, \
             Backend(streamer("fast", 0.01, closed)) as fast, \
             Tokentap(route(slow.port, fast.port, 0)) as t:
-        results = [post(t.port, f"n{i}") for i in range(2)]
+        results = [completion(t.port, headers={"X-Request-Id": f"n{i}"}, timeout=20)
+                   for i in range(2)]
         lines = t.access(2)
     assert all(not l["attempts"] for l in lines), lines
-    assert sorted(body for _, body, _ in results) == sorted([expected("fast"),
-                                                              expected("slow")])
+    assert sorted(r.body for r in results) == sorted([expected("fast"), expected("slow")])
 
 
 def test_a_fast_replica_pays_its_first_tokens_in_ttft():
@@ -125,7 +103,8 @@ def test_a_fast_replica_pays_its_first_tokens_in_ttft():
     with Backend(streamer("fast", 0.01, closed)) as a, \
             Backend(streamer("fast", 0.01, closed)) as b, \
             Tokentap(route(a.port, b.port, 20)) as t:
-        _, body, first = post(t.port, "f0")
+        r = completion(t.port, headers={"X-Request-Id": "f0"}, timeout=20)
+        first = r.t_head - r.t_sent                 # the client's first byte
         line = t.access(1)[0]
-    assert body == expected("fast") and not line["attempts"], line
+    assert r.body == expected("fast") and not line["attempts"], line
     assert first * 1000 >= line["ttft_ms"] + 8 * 10 * 0.9, (first, line["ttft_ms"])

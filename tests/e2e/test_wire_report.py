@@ -12,12 +12,13 @@ continuous_usage_stats and --stream-interval 5), and the same with the
 usage only at the end, and tokentap-mock --tokens-per-chunk 5: TPOT is
 per token, never per event, tokens per event and the first event's
 tokens are in the access log, /stats and /metrics."""
-import socket
 import time
 import zlib
 
+from harness import Mock, Tokentap, completion, metric
 from peers import Backend
-from harness import Mock, Tokentap, metric
+
+GZIP = {"Accept-Encoding": "gzip"}      # these clients ask for it, as their backends answer
 
 GZIP_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
              b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -71,30 +72,15 @@ def routes(*ports, extra=""):
     return out
 
 
-def post(port, path, rid):
-    s = socket.create_connection(("127.0.0.1", port))
-    body = b'{"model":"m","stream":true}'
-    s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s\r\nAccept-Encoding: gzip\r\n"
-              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-              % (path.encode(), rid.encode(), len(body), body))
-    s.settimeout(10)
-    data = b""
-    while not data.endswith(b"0\r\n\r\n"):
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    s.close()
-    return data
-
-
 def test_each_backend_is_seen_as_it_sends():
     with Backend(careless) as a, Backend(by_the_book) as b, \
             Tokentap(routes(a.port, b.port)) as t:
         for i in range(2):
-            post(t.port, "/r0/v1/chat/completions", f"a{i}")
-        post(t.port, "/r1/v1/chat/completions", "b0")
-        post(t.port, "/r1/v1/chat/completions?error=1", "b1")
+            completion(t.port, "/r0/v1/chat/completions",
+                       headers={"X-Request-Id": f"a{i}", **GZIP})
+        completion(t.port, "/r1/v1/chat/completions", headers={"X-Request-Id": "b0", **GZIP})
+        completion(t.port, "/r1/v1/chat/completions?error=1",
+                   headers={"X-Request-Id": "b1", **GZIP})
         lines = {l["request_id"]: l for l in t.access(4)}
         doc = t.stats(by="upstream")
         by_route = t.stats(by="route")
@@ -167,8 +153,8 @@ def test_batched_tokens_give_tpot_per_token():
     h1, sent1 = batching(True, gap)
     h2, sent2 = batching(False, gap)
     with Backend(h1) as a, Backend(h2) as b, Tokentap(routes(a.port, b.port)) as t:
-        post(t.port, "/r0/v1/chat/completions", "cont")
-        post(t.port, "/r1/v1/chat/completions", "final")
+        completion(t.port, "/r0/v1/chat/completions", headers={"X-Request-Id": "cont", **GZIP})
+        completion(t.port, "/r1/v1/chat/completions", headers={"X-Request-Id": "final", **GZIP})
         lines = {l["request_id"]: l for l in t.access(2)}
         doc = t.stats(by="upstream")
         up_a = f"http://127.0.0.1:{a.port}"
@@ -206,7 +192,7 @@ def test_mock_tokens_per_chunk():
     with Mock("--tokens-per-chunk", "5", "--tpot", "20ms", "--ttft", "30ms") as m, \
             Tokentap(f"routes:\n  - name: m\n    upstream: {m.url()}\n") as t:
         for i in range(3):
-            post(t.port, "/v1/chat/completions", f"m{i}")
+            completion(t.port, "/v1/chat/completions", headers={"X-Request-Id": f"m{i}", **GZIP})
         lines = t.access(3)
     for line in lines:
         n = line["output_tokens"]
