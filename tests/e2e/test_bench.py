@@ -19,8 +19,8 @@ from harness import ROOT, Mock, load, run
 # CPU figures mean nothing under ASan
 CHECK_SKIP = {"*"}
 BENCH_TESTS = ("test_bench_latency", "test_bench_throughput", "test_bench_memory",
-               "test_bench_instructions", "test_bench_stallfree", "test_bench_timing",
-               "test_bench_targets_and_tables")
+               "test_bench_instructions", "test_bench_stallfree", "test_bench_generator",
+               "test_bench_timing", "test_bench_targets_and_tables")
 SANITIZER_SKIP = set(BENCH_TESTS)
 # the first of them runs the bench (about 4 minutes on 2 busy cores)
 TIME_LIMITS = {name: 600 for name in BENCH_TESTS}
