@@ -1,9 +1,12 @@
 #include "dialect.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "json.h"
+
+#define KEY(s) s, sizeof(s) - 1
 
 /* Tokens on the stack for one payload (20 bytes each). A payload with more
  * is tokenized sparsely (json_parse): what does not fit stays opaque. */
@@ -129,6 +132,44 @@ static void j_model(const struct json *j, int i, struct dialect_info *out)
 	}
 }
 
+/* A finish reason the event gives: a non-empty string (null, "" or any
+ * other value is none), kept as its raw text in the event's bytes. */
+static void j_finish(const struct json *j, int i, struct dialect_info *out)
+{
+	if (!j_nonempty_str(j, i) || out->n_finish >= DIALECT_FINISH_MAX)
+		return;
+	out->finish[out->n_finish].s = j->s + j->t[i].start;
+	out->finish[out->n_finish++].len = (size_t)(j->t[i].end - j->t[i].start);
+}
+
+/* Each choice's (OpenAI) or candidate's (Gemini) finish reason. */
+static void j_finishes(const struct json *j, int arr, const char *key,
+    struct dialect_info *out)
+{
+	for (int c = j_first(j, arr); c >= 0; c = j_next(j, arr, c))
+		j_finish(j, j_key(j, c, key, strlen(key)), out);
+}
+
+/* The Responses API has no finish_reason: a response ends with its
+ * status ("completed", "incomplete", "failed"), and an incomplete one
+ * says why in incomplete_details.reason ("max_output_tokens",
+ * "content_filter"). That reason is the finish reason where there is one
+ * (as chat's "length" and "content_filter" are), else "completed": the
+ * provider's own words, as the semantic conventions want them (they map
+ * none). A failed response did not finish: its error says what it is. */
+static void responses_finish(const struct json *j, int resp,
+    struct dialect_info *out)
+{
+	int s = j_key(j, resp, KEY("status"));
+	int r = j_at(j, resp, "incomplete_details.reason");
+
+	if (s >= 0 && j_str_is(j, s, KEY("incomplete")) && j_nonempty_str(j, r))
+		j_finish(j, r, out);
+	else if (s >= 0 && (j_str_is(j, s, KEY("completed")) ||
+	    j_str_is(j, s, KEY("incomplete"))))
+		j_finish(j, s, out);
+}
+
 /* The reasoning part of the output count, where the usage tells it. */
 static void j_reasoning(const struct json *j, int i, struct dialect_info *out)
 {
@@ -167,8 +208,6 @@ static void gemini_counts(const struct json *j, int usage,
 }
 
 /* ---- the dialects ------------------------------------------------------- */
-
-#define KEY(s) s, sizeof(s) - 1
 
 /* The event's name: the "event:" field, else the data's key. */
 static void event_name(const struct sse_event *ev, const struct json *j,
@@ -274,6 +313,7 @@ static void openai_event(const struct json *j, const struct sse_event *ev,
 		if (j_nonempty_str(j, j_key(j, c, KEY("text"))))
 			text_kind(out, TEXT_OUTPUT);
 	}
+	j_finishes(j, choices, "finish_reason", out);
 	j_counts(j, u, "completion_tokens", "prompt_tokens", out);
 	j_reasoning(j, j_at(j, u, "completion_tokens_details.reasoning_tokens"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
@@ -304,6 +344,7 @@ static void responses_event(const struct json *j, const struct sse_event *ev,
 		out->end = 1;
 		j_counts(j, u, "output_tokens", "input_tokens", out);
 		j_reasoning(j, j_at(j, u, "output_tokens_details.reasoning_tokens"), out);
+		responses_finish(j, j_key(j, 0, KEY("response")), out);
 	}
 	out->error = name_is(name, len, "error") ||
 	    name_is(name, len, "response.failed");
@@ -326,6 +367,7 @@ static void anthropic_event(const struct json *j, const struct sse_event *ev,
 			text_kind(out, dt >= 0 && j_str_is(j, dt, KEY("thinking_delta")) ?
 			    TEXT_REASONING : TEXT_OUTPUT);
 	} else if (name_is(name, len, "message_delta")) {
+		j_finish(j, j_at(j, 0, "delta.stop_reason"), out);
 		j_counts(j, j_key(j, 0, KEY("usage")), "output_tokens",
 		    "input_tokens", out);
 	} else if (name_is(name, len, "message_start")) {
@@ -375,6 +417,7 @@ static void gemini_event(const struct json *j, const struct sse_event *ev,
 			if (j_nonempty_str(j, j_key(j, p, KEY("text"))))
 				text_kind(out, j_prim_is(j, j_key(j, p, KEY("thought")),
 				    "true") ? TEXT_REASONING : TEXT_OUTPUT);
+		j_finish(j, j_key(j, c, KEY("finishReason")), out);
 	}
 	gemini_counts(j, j_key(j, 0, KEY("usageMetadata")), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
@@ -390,6 +433,7 @@ static void tgi_event(const struct json *j, const struct sse_event *ev,
 	out->token = tok >= 0 && j->t[tok].type == JSMN_OBJECT &&
 	    !j_prim_is(j, j_key(j, tok, KEY("special")), "true");
 	j_counts(j, j_key(j, 0, KEY("details")), "generated_tokens", NULL, out);
+	j_finish(j, j_at(j, 0, "details.finish_reason"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 }
 
@@ -405,6 +449,8 @@ static void ollama_event(const struct json *j, const struct sse_event *ev,
 	    j_nonempty_str(j, j_key(j, 0, KEY("response"))))
 		text_kind(out, TEXT_OUTPUT);
 	out->end = j_prim_is(j, j_key(j, 0, KEY("done")), "true");
+	if (out->end)
+		j_finish(j, j_key(j, 0, KEY("done_reason")), out);
 	j_counts(j, 0, "eval_count", "prompt_eval_count", out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("model")), out);
@@ -585,9 +631,10 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 				k->quiet = 0;
 			k->role |= depth == 4 && q - b == 4;
 		}
-		/* a quiet chunk's finish_reason: the finish chunk, or an empty
-		 * delta (null) */
-		if (k->quiet && depth == 3 && q - b == 13 &&
+		/* a choice's finish_reason, of any chunk: anything but null
+		 * sends the chunk to the full parse (openai_fast), which reads
+		 * the reasons; so no memo is built of a finish chunk either */
+		if (depth == 3 && q - b == 13 &&
 		    memcmp(b, "finish_reason", 13) == 0 &&
 		    (v = skip_blank(p, end)) < end && *v == ':') {
 			v = skip_blank(v + 1, end);
@@ -740,7 +787,8 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	const char *v;
 	int text;
 
-	if (!oa_scan(ev->data, ev->data + ev->data_len, &k))
+	/* a finish reason: the full parse reads it (once a choice) */
+	if (!oa_scan(ev->data, ev->data + ev->data_len, &k) || k.finish)
 		return 0;
 	/* a non-empty string; it lies inside the delta, which closed */
 	v = k.content;
@@ -753,8 +801,8 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	}
 	dialect_fast_taken++;
 	if (!text) {
-		/* quiet: no token; a keep-alive unless a role or a finish */
-		if (!k.role && !k.finish)
+		/* quiet: no token; a keep-alive unless a role */
+		if (!k.role)
 			out->keepalive = DIALECT_EMPTY;
 		return 1;
 	}
@@ -778,10 +826,13 @@ static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
 	return 1;
 }
 
+/* All but the finish array, read only below n_finish: that would be 64
+ * bytes more to store for every event, and an event with no finish reason
+ * costs no more than it did before there were any. */
 static void info_reset(struct dialect_info *out)
 {
-	*out = (struct dialect_info){ .output_tokens = -1, .input_tokens = -1,
-	    .reasoning_tokens = -1 };
+	memset(out, 0, offsetof(struct dialect_info, finish));
+	out->output_tokens = out->input_tokens = out->reasoning_tokens = -1;
 }
 
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
@@ -832,17 +883,20 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 		j_counts(j, t, "completion_tokens", "prompt_tokens", out);
 		j_reasoning(j, j_at(j, t, "completion_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finishes(j, j_key(j, root, KEY("choices")), "finish_reason", out);
 		break;
 	case DIALECT_OPENAI_RESPONSES:
 		t = j_key(j, root, KEY("usage"));
 		j_counts(j, t, "output_tokens", "input_tokens", out);
 		j_reasoning(j, j_at(j, t, "output_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		responses_finish(j, root, out);
 		break;
 	case DIALECT_ANTHROPIC:
 		j_counts(j, j_key(j, root, KEY("usage")), "output_tokens",
 		    "input_tokens", out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finish(j, j_key(j, root, KEY("stop_reason")), out);
 		t = j_key(j, root, KEY("type"));
 		out->error = t >= 0 && j_str_is(j, t, KEY("error"));
 		return;
@@ -853,14 +907,17 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 	case DIALECT_GEMINI:
 		gemini_counts(j, j_key(j, root, KEY("usageMetadata")), out);
 		j_model(j, j_key(j, root, KEY("modelVersion")), out);
+		j_finishes(j, j_key(j, root, KEY("candidates")), "finishReason", out);
 		break;
 	case DIALECT_TGI:
 		j_counts(j, j_key(j, root, KEY("details")), "generated_tokens",
 		    NULL, out);
+		j_finish(j, j_at(j, root, "details.finish_reason"), out);
 		break;
 	case DIALECT_OLLAMA:
 		j_counts(j, root, "eval_count", "prompt_eval_count", out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finish(j, j_key(j, root, KEY("done_reason")), out);
 		break;
 	default:
 		return;
