@@ -503,7 +503,9 @@ static const signed char oa_class[256] = {
 struct oa_keys {
 	const char *content, *model, *model_end;
 	int quiet;
-	int role, finish;         /* of a quiet chunk: a role; a finish_reason */
+	int role, finish;         /* a role (of a quiet chunk); a finish_reason */
+	const char *reason, *reason_end;  /* choices' first finish_reason, a
+	                          * plain string's text, else NULL */
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -632,13 +634,22 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 			k->role |= depth == 4 && q - b == 4;
 		}
 		/* a choice's finish_reason, of any chunk: anything but null
-		 * sends the chunk to the full parse (openai_fast), which reads
-		 * the reasons; so no memo is built of a finish chunk either */
+		 * is a finish (openai_fast reads a quiet chunk's one plain
+		 * string, the full parse any other), so no memo is built of a
+		 * finish chunk either */
 		if (depth == 3 && q - b == 13 &&
 		    memcmp(b, "finish_reason", 13) == 0 &&
 		    (v = skip_blank(p, end)) < end && *v == ':') {
 			v = skip_blank(v + 1, end);
-			k->finish |= !(end - v >= 4 && memcmp(v, "null", 4) == 0);
+			if (!(end - v >= 4 && memcmp(v, "null", 4) == 0)) {
+				if (!k->finish && choices && *v == '"' && v + 1 < end &&
+				    (q = memchr(v + 1, '"', (size_t)(end - v - 1))) != NULL &&
+				    q > v + 1 && memchr(v + 1, '\\', (size_t)(q - v - 1)) == NULL) {
+					k->reason = v + 1;
+					k->reason_end = q;
+				}
+				k->finish++;
+			}
 		}
 		/* the keys looked for are 5 or 7 bytes long */
 		if ((q - b != 5 && q - b != 7) ||
@@ -787,22 +798,30 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	const char *v;
 	int text;
 
-	/* a finish reason: the full parse reads it (once a choice) */
-	if (!oa_scan(ev->data, ev->data + ev->data_len, &k) || k.finish)
+	if (!oa_scan(ev->data, ev->data + ev->data_len, &k))
 		return 0;
 	/* a non-empty string; it lies inside the delta, which closed */
 	v = k.content;
 	text = v != NULL && *v == '"' && v[1] != '"';
 	if (!text && !k.quiet)
 		return 0;
+	/* a finish: the quiet finish chunk's one plain reason is read here
+	 * (one choice, one key), any other by the full parse */
+	if (k.finish && (text || k.finish > 1 || k.reason == NULL))
+		return 0;
+	if (k.finish) {
+		out->finish[0].s = k.reason;
+		out->finish[0].len = (size_t)(k.reason_end - k.reason);
+		out->n_finish = 1;
+	}
 	if (k.model != NULL) {
 		out->model = k.model;
 		out->model_len = (size_t)(k.model_end - k.model);
 	}
 	dialect_fast_taken++;
 	if (!text) {
-		/* quiet: no token; a keep-alive unless a role */
-		if (!k.role)
+		/* quiet: no token; a keep-alive unless a role or a finish */
+		if (!k.role && !k.finish)
 			out->keepalive = DIALECT_EMPTY;
 		return 1;
 	}

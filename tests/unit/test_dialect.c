@@ -335,6 +335,14 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}",
 			"{\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\" : \"\"}]}",
 			"{\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"finish_reason\":\"stop\"}]}",
+			/* a second key, an escaped or empty reason, one outside
+			 * the choices, another choice's */
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"a\",\"finish_reason\":\"b\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"st\\\"op\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":7}]}",
+			"{\"x\":[{\"finish_reason\":\"s\"}],\"choices\":[{\"delta\":{},\"finish_reason\":null}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":null},{\"delta\":{},\"finish_reason\":\"b\"}]}",
 		};
 		/* and these are the fast path's, escapes and blanks included */
 		static const char *const fast[] = {
@@ -344,6 +352,8 @@ static void test_fast_path_matches_full_parse(void **state)
 			/* and the quiet ones: a role chunk, a finish chunk */
 			"{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}",
 			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":null}]}",
+			/* the finish chunk: its one plain reason read here */
+			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\" : \"stop\"}]}",
 		};
 		enum dialect_id d = DIALECT_OPENAI;
 		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
