@@ -53,6 +53,27 @@ static int j_key(const struct json *j, int obj, const char *key, size_t klen)
 	return -1;
 }
 
+/* An OpenAI choice's "delta", "text" and "finish_reason" (each the
+ * first, as j_key's), or -1, in one walk of its members. */
+static void j_choice(const struct json *j, int obj, int v[3])
+{
+	int i, end;
+
+	v[0] = v[1] = v[2] = -1;
+	if (obj < 0 || obj >= j->n || j->t[obj].type != JSMN_OBJECT)
+		return;
+	end = tok_end(&j->t[obj]);
+	for (i = obj + 1; i + 1 < j->n && j->t[i + 1].start < end;
+	    i = j_skip(j, i + 1)) {
+		if (v[0] < 0 && j_str_is(j, i, "delta", 5))
+			v[0] = i + 1;
+		else if (v[1] < 0 && j_str_is(j, i, "text", 4))
+			v[1] = i + 1;
+		else if (v[2] < 0 && j_str_is(j, i, "finish_reason", 13))
+			v[2] = i + 1;
+	}
+}
+
 /* The value at a dotted path of keys ("usage.output_tokens") from i. */
 static int j_at(const struct json *j, int i, const char *path)
 {
@@ -306,14 +327,19 @@ static void openai_event(const struct json *j, const struct sse_event *ev,
 	int u = j_key(j, 0, KEY("usage"));
 
 	(void)ev;
-	/* chat: the choice's delta; legacy completions: the choice's text */
-	for (c = j_first(j, choices); c >= 0 && (!out->token || out->reasoning);
-	    c = j_next(j, choices, c)) {
-		text_kind(out, openai_delta_text(j, j_key(j, c, KEY("delta"))));
-		if (j_nonempty_str(j, j_key(j, c, KEY("text"))))
-			text_kind(out, TEXT_OUTPUT);
+	/* chat: the choice's delta; legacy completions: the choice's text;
+	 * and each choice's finish_reason: its three keys in one walk of its
+	 * members (a tool call's delta is many tokens to step over) */
+	for (c = j_first(j, choices); c >= 0; c = j_next(j, choices, c)) {
+		int k[3];
+		j_choice(j, c, k);
+		if (!out->token || out->reasoning) {
+			text_kind(out, openai_delta_text(j, k[0]));
+			if (j_nonempty_str(j, k[1]))
+				text_kind(out, TEXT_OUTPUT);
+		}
+		j_finish(j, k[2], out);
 	}
-	j_finishes(j, choices, "finish_reason", out);
 	j_counts(j, u, "completion_tokens", "prompt_tokens", out);
 	j_reasoning(j, j_at(j, u, "completion_tokens_details.reasoning_tokens"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
@@ -503,9 +529,9 @@ static const signed char oa_class[256] = {
 struct oa_keys {
 	const char *content, *model, *model_end;
 	int quiet;
-	int role, finish;         /* a role (of a quiet chunk); a finish_reason */
-	const char *reason, *reason_end;  /* choices' first finish_reason, a
-	                          * plain string's text, else NULL */
+	int role;                 /* of a quiet chunk: a role */
+	int finish;               /* finish_reason keys not null */
+	const char *reason;       /* the first one's value, if the choices' */
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -561,6 +587,21 @@ static int no_text(const char *v, const char *end)
 	return (end - v >= 2 && v[0] == '"' && v[1] == '"') ||
 	    (end - v >= 5 && memcmp(v, "null", 4) == 0 &&
 	    (v[4] == ',' || v[4] == '}' || v[4] == ' '));
+}
+
+/* The value of a "finish_reason" key whose text ends at p, NULL when it
+ * is null (or no value). Apart from oa_scan, and taking nothing of it: a
+ * pointer into its keys would keep them in memory, a load and a store for
+ * every string of every chunk. */
+__attribute__((noinline))
+static const char *oa_finish(const char *p, const char *end)
+{
+	const char *v = skip_blank(p, end);
+
+	if (v >= end || *v != ':' || (v = skip_blank(v + 1, end)) >= end ||
+	    (end - v >= 4 && memcmp(v, "null", 4) == 0))
+		return NULL;
+	return v;
 }
 
 /* One pass over the chunk's strings, nesting counted between them, so that
@@ -633,27 +674,20 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 				k->quiet = 0;
 			k->role |= depth == 4 && q - b == 4;
 		}
-		/* a choice's finish_reason, of any chunk: anything but null
-		 * is a finish (openai_fast reads a quiet chunk's one plain
-		 * string, the full parse any other), so no memo is built of a
-		 * finish chunk either */
-		if (depth == 3 && q - b == 13 &&
-		    memcmp(b, "finish_reason", 13) == 0 &&
-		    (v = skip_blank(p, end)) < end && *v == ':') {
-			v = skip_blank(v + 1, end);
-			if (!(end - v >= 4 && memcmp(v, "null", 4) == 0)) {
-				if (!k->finish && choices && *v == '"' && v + 1 < end &&
-				    (q = memchr(v + 1, '"', (size_t)(end - v - 1))) != NULL &&
-				    q > v + 1 && memchr(v + 1, '\\', (size_t)(q - v - 1)) == NULL) {
-					k->reason = v + 1;
-					k->reason_end = q;
-				}
-				k->finish++;
-			}
+		/* the keys looked for are 5 or 7 bytes long, but a choice's
+		 * finish_reason, of any chunk: anything but null is a finish
+		 * (openai_fast reads a quiet chunk's one plain string, the full
+		 * parse any other), so no memo is built of a finish chunk
+		 * either. Tested after the others: no cost to their strings. */
+		if (q - b != 5 && q - b != 7) {
+			if (q - b == 13 && depth == 3 &&
+			    memcmp(b, "finish_reason", 13) == 0 &&
+			    (v = oa_finish(p, end)) != NULL && k->finish++ == 0 &&
+			    choices)
+				k->reason = v;
+			continue;
 		}
-		/* the keys looked for are 5 or 7 bytes long */
-		if ((q - b != 5 && q - b != 7) ||
-		    (v = skip_blank(p, end)) >= end || *v != ':')
+		if ((v = skip_blank(p, end)) >= end || *v != ':')
 			continue;
 		if ((v = skip_blank(v + 1, end)) >= end)
 			return 0;
@@ -806,12 +840,17 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	if (!text && !k.quiet)
 		return 0;
 	/* a finish: the quiet finish chunk's one plain reason is read here
-	 * (one choice, one key), any other by the full parse */
-	if (k.finish && (text || k.finish > 1 || k.reason == NULL))
-		return 0;
+	 * (one choice, one key, a string without escapes), any other by the
+	 * full parse */
 	if (k.finish) {
-		out->finish[0].s = k.reason;
-		out->finish[0].len = (size_t)(k.reason_end - k.reason);
+		const char *r = k.reason, *end = ev->data + ev->data_len, *q;
+
+		if (text || k.finish > 1 || r == NULL || *r != '"' ||
+		    (q = memchr(r + 1, '"', (size_t)(end - r - 1))) == NULL ||
+		    q == r + 1 || memchr(r + 1, '\\', (size_t)(q - r - 1)) != NULL)
+			return 0;
+		out->finish[0].s = r + 1;
+		out->finish[0].len = (size_t)(q - r - 1);
 		out->n_finish = 1;
 	}
 	if (k.model != NULL) {
@@ -847,7 +886,8 @@ static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
 
 /* All but the finish array, read only below n_finish: that would be 64
  * bytes more to store for every event, and an event with no finish reason
- * costs no more than it did before there were any. */
+ * costs no more than it did before there were any (n_finish sits in what
+ * was padding: the same 64 bytes are zeroed). */
 static void info_reset(struct dialect_info *out)
 {
 	memset(out, 0, offsetof(struct dialect_info, finish));

@@ -20,6 +20,7 @@ struct dialect_info {
 	int end;                /* the dialect's end marker */
 	int error;              /* an in-stream error */
 	int keepalive;          /* DIALECT_PING, DIALECT_EMPTY, else 0 */
+	unsigned n_finish;      /* finish reasons below (in the padding here) */
 	int64_t output_tokens;  /* reported output count in this event, or -1 */
 	int64_t input_tokens;   /* reported input count in this event, or -1 */
 	int64_t reasoning_tokens; /* reported reasoning count, or -1 */
@@ -31,7 +32,6 @@ struct dialect_info {
 	 * that finished; more than DIALECT_FINISH_MAX are left out. Only the
 	 * first n_finish are set (info_reset leaves the rest: no store per
 	 * event for them). */
-	unsigned n_finish;
 	struct dialect_str {
 		const char *s;
 		size_t len;
