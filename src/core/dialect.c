@@ -1,9 +1,12 @@
 #include "dialect.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "json.h"
+
+#define KEY(s) s, sizeof(s) - 1
 
 /* Tokens on the stack for one payload (20 bytes each). A payload with more
  * is tokenized sparsely (json_parse): what does not fit stays opaque. */
@@ -48,6 +51,27 @@ static int j_key(const struct json *j, int obj, const char *key, size_t klen)
 		if (j_str_is(j, i, key, klen))
 			return i + 1;
 	return -1;
+}
+
+/* An OpenAI choice's "delta", "text" and "finish_reason" (each the
+ * first, as j_key's), or -1, in one walk of its members. */
+static void j_choice(const struct json *j, int obj, int v[3])
+{
+	int i, end;
+
+	v[0] = v[1] = v[2] = -1;
+	if (obj < 0 || obj >= j->n || j->t[obj].type != JSMN_OBJECT)
+		return;
+	end = tok_end(&j->t[obj]);
+	for (i = obj + 1; i + 1 < j->n && j->t[i + 1].start < end;
+	    i = j_skip(j, i + 1)) {
+		if (v[0] < 0 && j_str_is(j, i, "delta", 5))
+			v[0] = i + 1;
+		else if (v[1] < 0 && j_str_is(j, i, "text", 4))
+			v[1] = i + 1;
+		else if (v[2] < 0 && j_str_is(j, i, "finish_reason", 13))
+			v[2] = i + 1;
+	}
 }
 
 /* The value at a dotted path of keys ("usage.output_tokens") from i. */
@@ -129,6 +153,44 @@ static void j_model(const struct json *j, int i, struct dialect_info *out)
 	}
 }
 
+/* A finish reason the event gives: a non-empty string (null, "" or any
+ * other value is none), kept as its raw text in the event's bytes. */
+static void j_finish(const struct json *j, int i, struct dialect_info *out)
+{
+	if (!j_nonempty_str(j, i) || out->n_finish >= DIALECT_FINISH_MAX)
+		return;
+	out->finish[out->n_finish].s = j->s + j->t[i].start;
+	out->finish[out->n_finish++].len = (size_t)(j->t[i].end - j->t[i].start);
+}
+
+/* Each choice's (OpenAI) or candidate's (Gemini) finish reason. */
+static void j_finishes(const struct json *j, int arr, const char *key,
+    struct dialect_info *out)
+{
+	for (int c = j_first(j, arr); c >= 0; c = j_next(j, arr, c))
+		j_finish(j, j_key(j, c, key, strlen(key)), out);
+}
+
+/* The Responses API has no finish_reason: a response ends with its
+ * status ("completed", "incomplete", "failed"), and an incomplete one
+ * says why in incomplete_details.reason ("max_output_tokens",
+ * "content_filter"). That reason is the finish reason where there is one
+ * (as chat's "length" and "content_filter" are), else "completed": the
+ * provider's own words, as the semantic conventions want them (they map
+ * none). A failed response did not finish: its error says what it is. */
+static void responses_finish(const struct json *j, int resp,
+    struct dialect_info *out)
+{
+	int s = j_key(j, resp, KEY("status"));
+	int r = j_at(j, resp, "incomplete_details.reason");
+
+	if (s >= 0 && j_str_is(j, s, KEY("incomplete")) && j_nonempty_str(j, r))
+		j_finish(j, r, out);
+	else if (s >= 0 && (j_str_is(j, s, KEY("completed")) ||
+	    j_str_is(j, s, KEY("incomplete"))))
+		j_finish(j, s, out);
+}
+
 /* The reasoning part of the output count, where the usage tells it. */
 static void j_reasoning(const struct json *j, int i, struct dialect_info *out)
 {
@@ -167,8 +229,6 @@ static void gemini_counts(const struct json *j, int usage,
 }
 
 /* ---- the dialects ------------------------------------------------------- */
-
-#define KEY(s) s, sizeof(s) - 1
 
 /* The event's name: the "event:" field, else the data's key. */
 static void event_name(const struct sse_event *ev, const struct json *j,
@@ -267,12 +327,18 @@ static void openai_event(const struct json *j, const struct sse_event *ev,
 	int u = j_key(j, 0, KEY("usage"));
 
 	(void)ev;
-	/* chat: the choice's delta; legacy completions: the choice's text */
-	for (c = j_first(j, choices); c >= 0 && (!out->token || out->reasoning);
-	    c = j_next(j, choices, c)) {
-		text_kind(out, openai_delta_text(j, j_key(j, c, KEY("delta"))));
-		if (j_nonempty_str(j, j_key(j, c, KEY("text"))))
-			text_kind(out, TEXT_OUTPUT);
+	/* chat: the choice's delta; legacy completions: the choice's text;
+	 * and each choice's finish_reason: its three keys in one walk of its
+	 * members (a tool call's delta is many tokens to step over) */
+	for (c = j_first(j, choices); c >= 0; c = j_next(j, choices, c)) {
+		int k[3];
+		j_choice(j, c, k);
+		if (!out->token || out->reasoning) {
+			text_kind(out, openai_delta_text(j, k[0]));
+			if (j_nonempty_str(j, k[1]))
+				text_kind(out, TEXT_OUTPUT);
+		}
+		j_finish(j, k[2], out);
 	}
 	j_counts(j, u, "completion_tokens", "prompt_tokens", out);
 	j_reasoning(j, j_at(j, u, "completion_tokens_details.reasoning_tokens"), out);
@@ -304,6 +370,7 @@ static void responses_event(const struct json *j, const struct sse_event *ev,
 		out->end = 1;
 		j_counts(j, u, "output_tokens", "input_tokens", out);
 		j_reasoning(j, j_at(j, u, "output_tokens_details.reasoning_tokens"), out);
+		responses_finish(j, j_key(j, 0, KEY("response")), out);
 	}
 	out->error = name_is(name, len, "error") ||
 	    name_is(name, len, "response.failed");
@@ -326,6 +393,7 @@ static void anthropic_event(const struct json *j, const struct sse_event *ev,
 			text_kind(out, dt >= 0 && j_str_is(j, dt, KEY("thinking_delta")) ?
 			    TEXT_REASONING : TEXT_OUTPUT);
 	} else if (name_is(name, len, "message_delta")) {
+		j_finish(j, j_at(j, 0, "delta.stop_reason"), out);
 		j_counts(j, j_key(j, 0, KEY("usage")), "output_tokens",
 		    "input_tokens", out);
 	} else if (name_is(name, len, "message_start")) {
@@ -375,6 +443,7 @@ static void gemini_event(const struct json *j, const struct sse_event *ev,
 			if (j_nonempty_str(j, j_key(j, p, KEY("text"))))
 				text_kind(out, j_prim_is(j, j_key(j, p, KEY("thought")),
 				    "true") ? TEXT_REASONING : TEXT_OUTPUT);
+		j_finish(j, j_key(j, c, KEY("finishReason")), out);
 	}
 	gemini_counts(j, j_key(j, 0, KEY("usageMetadata")), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
@@ -390,6 +459,7 @@ static void tgi_event(const struct json *j, const struct sse_event *ev,
 	out->token = tok >= 0 && j->t[tok].type == JSMN_OBJECT &&
 	    !j_prim_is(j, j_key(j, tok, KEY("special")), "true");
 	j_counts(j, j_key(j, 0, KEY("details")), "generated_tokens", NULL, out);
+	j_finish(j, j_at(j, 0, "details.finish_reason"), out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 }
 
@@ -405,6 +475,8 @@ static void ollama_event(const struct json *j, const struct sse_event *ev,
 	    j_nonempty_str(j, j_key(j, 0, KEY("response"))))
 		text_kind(out, TEXT_OUTPUT);
 	out->end = j_prim_is(j, j_key(j, 0, KEY("done")), "true");
+	if (out->end)
+		j_finish(j, j_key(j, 0, KEY("done_reason")), out);
 	j_counts(j, 0, "eval_count", "prompt_eval_count", out);
 	out->error = j_present(j, j_key(j, 0, KEY("error")));
 	j_model(j, j_key(j, 0, KEY("model")), out);
@@ -457,7 +529,9 @@ static const signed char oa_class[256] = {
 struct oa_keys {
 	const char *content, *model, *model_end;
 	int quiet;
-	int role, finish;         /* of a quiet chunk: a role; a finish_reason */
+	int role;                 /* of a quiet chunk: a role */
+	int finish;               /* finish_reason keys not null */
+	const char *reason;       /* the first one's value, if the choices' */
 };
 
 static const char *skip_blank(const char *p, const char *end)
@@ -513,6 +587,21 @@ static int no_text(const char *v, const char *end)
 	return (end - v >= 2 && v[0] == '"' && v[1] == '"') ||
 	    (end - v >= 5 && memcmp(v, "null", 4) == 0 &&
 	    (v[4] == ',' || v[4] == '}' || v[4] == ' '));
+}
+
+/* The value of a "finish_reason" key whose text ends at p, NULL when it
+ * is null (or no value). Apart from oa_scan, and taking nothing of it: a
+ * pointer into its keys would keep them in memory, a load and a store for
+ * every string of every chunk. */
+__attribute__((noinline))
+static const char *oa_finish(const char *p, const char *end)
+{
+	const char *v = skip_blank(p, end);
+
+	if (v >= end || *v != ':' || (v = skip_blank(v + 1, end)) >= end ||
+	    (end - v >= 4 && memcmp(v, "null", 4) == 0))
+		return NULL;
+	return v;
 }
 
 /* One pass over the chunk's strings, nesting counted between them, so that
@@ -585,17 +674,20 @@ static int oa_scan(const char *p, const char *end, struct oa_keys *k)
 				k->quiet = 0;
 			k->role |= depth == 4 && q - b == 4;
 		}
-		/* a quiet chunk's finish_reason: the finish chunk, or an empty
-		 * delta (null) */
-		if (k->quiet && depth == 3 && q - b == 13 &&
-		    memcmp(b, "finish_reason", 13) == 0 &&
-		    (v = skip_blank(p, end)) < end && *v == ':') {
-			v = skip_blank(v + 1, end);
-			k->finish |= !(end - v >= 4 && memcmp(v, "null", 4) == 0);
+		/* the keys looked for are 5 or 7 bytes long, but a choice's
+		 * finish_reason, of any chunk: anything but null is a finish
+		 * (openai_fast reads a quiet chunk's one plain string, the full
+		 * parse any other), so no memo is built of a finish chunk
+		 * either. Tested after the others: no cost to their strings. */
+		if (q - b != 5 && q - b != 7) {
+			if (q - b == 13 && depth == 3 &&
+			    memcmp(b, "finish_reason", 13) == 0 &&
+			    (v = oa_finish(p, end)) != NULL && k->finish++ == 0 &&
+			    choices)
+				k->reason = v;
+			continue;
 		}
-		/* the keys looked for are 5 or 7 bytes long */
-		if ((q - b != 5 && q - b != 7) ||
-		    (v = skip_blank(p, end)) >= end || *v != ':')
+		if ((v = skip_blank(p, end)) >= end || *v != ':')
 			continue;
 		if ((v = skip_blank(v + 1, end)) >= end)
 			return 0;
@@ -747,6 +839,20 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	text = v != NULL && *v == '"' && v[1] != '"';
 	if (!text && !k.quiet)
 		return 0;
+	/* a finish: the quiet finish chunk's one plain reason is read here
+	 * (one choice, one key, a string without escapes), any other by the
+	 * full parse */
+	if (k.finish) {
+		const char *r = k.reason, *end = ev->data + ev->data_len, *q;
+
+		if (text || k.finish > 1 || r == NULL || *r != '"' ||
+		    (q = memchr(r + 1, '"', (size_t)(end - r - 1))) == NULL ||
+		    q == r + 1 || memchr(r + 1, '\\', (size_t)(q - r - 1)) != NULL)
+			return 0;
+		out->finish[0].s = r + 1;
+		out->finish[0].len = (size_t)(q - r - 1);
+		out->n_finish = 1;
+	}
 	if (k.model != NULL) {
 		out->model = k.model;
 		out->model_len = (size_t)(k.model_end - k.model);
@@ -778,10 +884,14 @@ static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
 	return 1;
 }
 
+/* All but the finish array, read only below n_finish: that would be 64
+ * bytes more to store for every event, and an event with no finish reason
+ * costs no more than it did before there were any (n_finish sits in what
+ * was padding: the same 64 bytes are zeroed). */
 static void info_reset(struct dialect_info *out)
 {
-	*out = (struct dialect_info){ .output_tokens = -1, .input_tokens = -1,
-	    .reasoning_tokens = -1 };
+	memset(out, 0, offsetof(struct dialect_info, finish));
+	out->output_tokens = out->input_tokens = out->reasoning_tokens = -1;
 }
 
 void dialect_classify(enum dialect_id d, const struct sse_event *ev,
@@ -832,17 +942,20 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 		j_counts(j, t, "completion_tokens", "prompt_tokens", out);
 		j_reasoning(j, j_at(j, t, "completion_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finishes(j, j_key(j, root, KEY("choices")), "finish_reason", out);
 		break;
 	case DIALECT_OPENAI_RESPONSES:
 		t = j_key(j, root, KEY("usage"));
 		j_counts(j, t, "output_tokens", "input_tokens", out);
 		j_reasoning(j, j_at(j, t, "output_tokens_details.reasoning_tokens"), out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		responses_finish(j, root, out);
 		break;
 	case DIALECT_ANTHROPIC:
 		j_counts(j, j_key(j, root, KEY("usage")), "output_tokens",
 		    "input_tokens", out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finish(j, j_key(j, root, KEY("stop_reason")), out);
 		t = j_key(j, root, KEY("type"));
 		out->error = t >= 0 && j_str_is(j, t, KEY("error"));
 		return;
@@ -853,14 +966,17 @@ static void body_rules(enum dialect_id d, const struct json *j, int root,
 	case DIALECT_GEMINI:
 		gemini_counts(j, j_key(j, root, KEY("usageMetadata")), out);
 		j_model(j, j_key(j, root, KEY("modelVersion")), out);
+		j_finishes(j, j_key(j, root, KEY("candidates")), "finishReason", out);
 		break;
 	case DIALECT_TGI:
 		j_counts(j, j_key(j, root, KEY("details")), "generated_tokens",
 		    NULL, out);
+		j_finish(j, j_at(j, root, "details.finish_reason"), out);
 		break;
 	case DIALECT_OLLAMA:
 		j_counts(j, root, "eval_count", "prompt_eval_count", out);
 		j_model(j, j_key(j, root, KEY("model")), out);
+		j_finish(j, j_key(j, root, KEY("done_reason")), out);
 		break;
 	default:
 		return;

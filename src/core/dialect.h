@@ -11,6 +11,8 @@
 #include "dialect_names.h"
 #include "sse.h"
 
+#define DIALECT_FINISH_MAX 4
+
 struct dialect_info {
 	int token;              /* token-bearing event */
 	int reasoning;          /* a token event with reasoning only, no answer
@@ -18,11 +20,22 @@ struct dialect_info {
 	int end;                /* the dialect's end marker */
 	int error;              /* an in-stream error */
 	int keepalive;          /* DIALECT_PING, DIALECT_EMPTY, else 0 */
+	unsigned n_finish;      /* finish reasons below (in the padding here) */
 	int64_t output_tokens;  /* reported output count in this event, or -1 */
 	int64_t input_tokens;   /* reported input count in this event, or -1 */
 	int64_t reasoning_tokens; /* reported reasoning count, or -1 */
 	const char *model;      /* "model" (Gemini: "modelVersion") in this event */
 	size_t model_len;       /* 0 when absent */
+	/* The finish reasons the event gives (OpenTelemetry's
+	 * gen_ai.response.finish_reasons), each a JSON string's raw text in
+	 * the event's bytes, in the order met: one per choice or candidate
+	 * that finished; more than DIALECT_FINISH_MAX are left out. Only the
+	 * first n_finish are set (info_reset leaves the rest: no store per
+	 * event for them). */
+	struct dialect_str {
+		const char *s;
+		size_t len;
+	} finish[DIALECT_FINISH_MAX];
 };
 
 /* Events a backend sends to keep a stream alive, no token, count, end or

@@ -97,6 +97,34 @@ static void response_model(struct meter *m, const char *model, size_t len)
 		meter_offer_model(m, MODEL_RESPONSE, model, len);
 }
 
+/* The finish reasons of an event or a body (dialect.h), kept each once. */
+static void finish_reasons(struct meter *m, const struct dialect_info *info)
+{
+	for (unsigned i = 0; i < info->n_finish && i < DIALECT_FINISH_MAX; i++) {
+		char r[METER_FINISH_LEN + 1];
+		size_t n = info->finish[i].len < METER_FINISH_LEN ? info->finish[i].len :
+		    METER_FINISH_LEN;
+		unsigned k;
+
+		for (size_t b = 0; b < n; b++) {
+			char c = info->finish[i].s[b];
+			r[b] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			    (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' ?
+			    c : '_';
+		}
+		r[n] = '\0';
+		for (k = 0; k < m->n_finish && strcmp(m->finish[k], r) != 0; k++)
+			;
+		if (k == m->n_finish && m->n_finish < METER_FINISH_MAX)
+			memcpy(m->finish[m->n_finish++], r, n + 1);
+	}
+}
+
+const char *meter_finish_reason(const struct meter *m)
+{
+	return m->n_finish > 0 ? m->finish[0] : NULL;
+}
+
 /* A token event after the first, gap µs after the token before it. The
  * read's timestamp is the read's identity: the same one means the same
  * read, so clumps are counted with no clock read and no counter per read. */
@@ -220,6 +248,8 @@ static void on_event(void *arg, const struct sse_event *ev)
 		m->error_seen = 1;
 	if (info.model_len > 0 && m->response_model_len == 0)
 		response_model(m, info.model, info.model_len);
+	if (info.n_finish > 0)
+		finish_reasons(m, &info);
 }
 
 /* "text/event-stream" with any parameters, compared without case. */
@@ -380,6 +410,7 @@ void meter_end(struct meter *m, uint64_t now)
 			m->error_seen = 1;
 		if (info.model_len > 0)
 			response_model(m, info.model, info.model_len);
+		finish_reasons(m, &info);
 	}
 }
 

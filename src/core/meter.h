@@ -14,6 +14,9 @@
 #include "sse.h"
 
 #define METER_MODEL_MAX 128
+/* Finish reasons kept (one a choice: n choices), and the bytes of each. */
+#define METER_FINISH_MAX 4
+#define METER_FINISH_LEN 32
 /* Gaps between token reads (lhist.h: 12 %), up to 2^32 µs. */
 #define METER_GAP_BUCKETS LHIST_LEN(32)
 
@@ -135,6 +138,13 @@ struct meter {
 	 * (OpenTelemetry's gen_ai.response.model); "" until one did */
 	char response_model[METER_MODEL_MAX];
 	size_t response_model_len;
+	/* the finish reasons the response gave (dialect.h: a stream's
+	 * finish events, or a JSON body's), each once, first seen first, at
+	 * most METER_FINISH_LEN bytes of [A-Za-z0-9_.-] (a backend's bytes:
+	 * any other is '_'), for OpenTelemetry's
+	 * gen_ai.response.finish_reasons and the access log's finish_reason */
+	unsigned n_finish;
+	char finish[METER_FINISH_MAX][METER_FINISH_LEN + 1];
 
 	meter_itl_fn itl_fn;
 	void *itl_arg;
@@ -182,6 +192,8 @@ uint64_t meter_held_us(const struct meter *m, uint64_t now);
 /* 1 when the client held the stream between its first and last token. */
 int meter_client_paced(const struct meter *m);
 void meter_free(struct meter *m);
+/* The first finish reason the response gave, NULL for none. */
+const char *meter_finish_reason(const struct meter *m);
 /* Why the body that came was not measured; METER_MEASURED when it was, or
  * when none came (a HEAD, a 304). */
 enum meter_unmeasured meter_unmeasured(const struct meter *m);

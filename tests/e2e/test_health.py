@@ -273,6 +273,9 @@ def test_overhead_in_log_stats_and_metrics():
         load("-c", "5", "-n", "20", "--max-tokens", "30", "-H", "X-Mock-TPOT: 5ms",
              "-H", "X-Mock-TTFT: 10ms", t.url("/v1/chat/completions"))
         log = t.wait_logged(20)
+        # the proxy's own time, from the kernel's receipt of a read to the
+        # client's send (its queue too: on a busy host most of it), lies
+        # within the request's duration; how small it is is make bench's
         for e in log:
             assert 0 < e["overhead_ms"] < e["duration_ms"], e
         g = t.stats()["groups"][0]["overhead_us"]

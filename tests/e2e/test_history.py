@@ -9,6 +9,7 @@ file."""
 import gzip
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -242,8 +243,10 @@ stats:
         cases = {
             "its checksum does not match (the file is damaged)":
                 good[:40] + bytes([good[40] ^ 0x20]) + good[41:],
-            "written 7199 s after this clock's now (a clock set back, or another host's file)":
-                patch_written_at(good, 7200),
+            # the seconds counted from the patch to tokentap's start, which
+            # a busy host (the sanitizer pass) makes a few
+            r"written 71\d\d s after this clock's now \(a clock set back, or another "
+            r"host's file\)": patch_written_at(good, 7200),
             "not a tokentap history file": b"something else entirely\n",
         }
         for said, data in cases.items():
@@ -252,7 +255,9 @@ stats:
             with Tokentap(conf(m.port)) as t:
                 wait_port(t.admin)
                 err = t.stderr()
-                assert f"stats.history_file {hist}: {said}; the history starts empty" in err, err
+                said = said if said.startswith("written") else re.escape(said)
+                assert re.search(f"stats.history_file {re.escape(hist)}: {said}; "
+                                 "the history starts empty", err), err
                 assert totals(t, "30s")[0] == {None: (0, None)}
                 assert t.stop() == 0
             # what it wrote back is read without a word

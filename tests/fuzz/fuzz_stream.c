@@ -149,6 +149,11 @@ static int is_json_text(const char *p, size_t len)
  * (on malformed text they may differ: the fast path does not validate). */
 static int same_info(const struct dialect_info *a, const struct dialect_info *b)
 {
+	if (a->n_finish != b->n_finish)
+		return 0;
+	for (unsigned i = 0; i < a->n_finish && i < DIALECT_FINISH_MAX; i++)
+		if (a->finish[i].s != b->finish[i].s || a->finish[i].len != b->finish[i].len)
+			return 0;
 	return a->token == b->token && a->end == b->end &&
 	    a->error == b->error && a->output_tokens == b->output_tokens &&
 	    a->input_tokens == b->input_tokens &&
@@ -194,6 +199,13 @@ static void on_event(void *arg, const struct sse_event *ev)
 		if (info.model_len > 0 && (info.model < ev->data ||
 		    info.model + info.model_len > ev->data + ev->data_len))
 			__builtin_trap();
+		/* so do the finish reasons */
+		if (info.n_finish > DIALECT_FINISH_MAX)
+			__builtin_trap();
+		for (unsigned i = 0; i < info.n_finish; i++)
+			if (info.finish[i].s < ev->data || info.finish[i].len == 0 ||
+			    info.finish[i].s + info.finish[i].len > ev->data + ev->data_len)
+				__builtin_trap();
 	}
 	if (s->classify)
 		fast_equals_full(s, ev);

@@ -243,6 +243,11 @@ static void same_answer(const struct dialect_info *a, const struct dialect_info 
 	assert_int_equal(a->model_len, b->model_len);
 	if (b->model_len > 0)
 		assert_memory_equal(a->model, b->model, b->model_len);
+	assert_int_equal(a->n_finish, b->n_finish);
+	for (unsigned i = 0; i < b->n_finish; i++) {
+		assert_int_equal(a->finish[i].len, b->finish[i].len);
+		assert_memory_equal(a->finish[i].s, b->finish[i].s, b->finish[i].len);
+	}
 }
 
 /* Every event of every recording, classified with and without the
@@ -324,6 +329,20 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{\"choices\":[{\"delta\":{\"role\":{\"content\":\"x\"}}}]}",
 			"{\"choices\":[{\"delta\":{\"content\":nullx}}]}",
 			"{\"choices\":[],\"usage\":{\"completion_tokens\":3}}",
+			/* a finish reason, whatever else the chunk has: the full
+			 * parse reads it */
+			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":\"stop\"}]}",
+			"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}",
+			"{\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\" : \"\"}]}",
+			"{\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"finish_reason\":\"stop\"}]}",
+			/* a second key, an escaped or empty reason, one outside
+			 * the choices, another choice's */
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"a\",\"finish_reason\":\"b\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"st\\\"op\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":\"\"}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":7}]}",
+			"{\"x\":[{\"finish_reason\":\"s\"}],\"choices\":[{\"delta\":{},\"finish_reason\":null}]}",
+			"{\"choices\":[{\"delta\":{},\"finish_reason\":null},{\"delta\":{},\"finish_reason\":\"b\"}]}",
 		};
 		/* and these are the fast path's, escapes and blanks included */
 		static const char *const fast[] = {
@@ -332,7 +351,9 @@ static void test_fast_path_matches_full_parse(void **state)
 			"{ \"model\" : \"m\" ,\r\n \"choices\" : [ { \"delta\" :\t{ \"content\" : \"x\" } } ] }",
 			/* and the quiet ones: a role chunk, a finish chunk */
 			"{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}",
-			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":\"stop\"}]}",
+			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":null}]}",
+			/* the finish chunk: its one plain reason read here */
+			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\" : \"stop\"}]}",
 		};
 		enum dialect_id d = DIALECT_OPENAI;
 		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
@@ -403,6 +424,7 @@ static void test_memo_matches_full_parse(void **state)
 	/* a chunk as OpenAI sends it, its content and obfuscation the holes */
 #define PRE "{\"id\":\"c1\",\"model\":\"m-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""
 #define MID "\"},\"finish_reason\":null}],\"usage\":null,\"obfuscation\":\""
+#define FIN(r) "\"},\"finish_reason\":\"" r "\"}],\"usage\":null,\"obfuscation\":\""
 	static const struct { const char *text; int memo; } seq[] = {
 		{ PRE "Hi" MID "ab\"}", 0 },             /* builds the memo */
 		{ PRE " there" MID "xyz12\"}", 1 },
@@ -436,9 +458,19 @@ static void test_memo_matches_full_parse(void **state)
 		{ "{\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"k\":\"abcde\":1}", 1 },
 		{ "{\"choices\":[{\"delta\":{\"content\":\"c\"}}],\"k\":\"usage\":1}", 0 },
 		{ "{\"choices\":[{\"delta\":{\"content\":\"d\"}}],\"k\":\"error\":1}", 0 },
+		/* a finish reason is never a hole: a chunk with one builds no
+		 * memo (or its reason, a string value, would be one and the
+		 * next finish chunk a plain token), nor matches one */
+		{ PRE "a" FIN("stop") "ab\"}", 0 },
+		{ PRE "b" FIN("length") "cd\"}", 0 },
+		{ PRE "c" MID "ab\"}", 0 },
+		{ PRE "d" MID "cd\"}", 1 },
+		{ PRE "e" FIN("stop") "ab\"}", 0 },
+		{ PRE "f" MID "ab\"}", 1 },
 	};
 #undef PRE
 #undef MID
+#undef FIN
 	struct dialect_memo m = { 0 };
 	uint64_t taken;
 
@@ -464,6 +496,117 @@ static void test_memo_matches_full_parse(void **state)
 	    (unsigned long long)(dialect_memo_taken - taken));
 	/* all but each stream's first content chunk, tool calls and refusals */
 	assert_true((dialect_memo_taken - taken) * 10 >= (uint64_t)memo_tokens * 7);
+}
+
+/* The finish reasons of every recording (what the stream's finish events
+ * say, each once, in order; "" for none), counted apart with Python's json
+ * over the same files: the fast path with the stream's memo, the fast
+ * path alone, and the full parse must all find them. */
+static const struct { const char *file, *finish; } finish_fixtures[] = {
+	{ "openai-python/e2aad469b71d1d4894ff833ea147020a9d875eb7ce644a0ff355581690a4cbfd.bin", "stop" },
+	{ "openai-python/7e5ea4d12e7cc064399b6631415e65923f182256b6e6b752950a3aaa2ad2320a.bin", "stop" },
+	{ "openai-python/a491adda08c3d4fde95f5b2ee3f60f7f745f1a56d82e62f58031cc2add502380.bin", "stop" },
+	{ "openai-python/4cc50a6135d254573a502310e6af1246f55edb6ad95fa24059f160996b68866d.bin", "length" },
+	{ "openai-python/173417d553406f034f643e5db3f8d591fb691ebac56f5ae39a22cc7d455c5353.bin", "stop" },
+	{ "openai-python/83b060bae42eb41c4f1edbb7c1542b954b37d9dfd1910b964ddebc9677e6ae85.bin", "stop" },
+	{ "openai-python/569c877e69429d4cbc1577d2cd6dd33878095c68badc6b6654a69769b391a1c1.bin", "stop" },
+	{ "openai-python/c6aa7e397b7123c3501f25df3a05d4daf7e8ad6d61ffa406ab5361fe36a8d5b1.bin", "tool_calls" },
+	{ "openai-python/f82268f2fefd5cfbc7eeb59c297688be2f6ca0849a6e4f17851b517310841d9b.bin", "tool_calls" },
+	{ "openai-python/a247c49c5fcd492bfb7a02a3306ad615ed8d8f649888ebfddfbc3ee151f44d46.bin", "tool_calls" },
+	/* n = 3: three choices, each "stop" */
+	{ "openai-python/d615580118391ee13492193e3a8bb74642d23ac1ca13fe37cb6e889b66f759f6.bin", "stop" },
+	{ "openai-python/2018feb66ae13fcf5333d61b95849decc68d3f63bd38172889367e1afb1e04f7.bin", "tool_calls" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_basic_response.txt", "end_turn" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_tool_use_response.txt", "tool_use" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_incomplete_partial_json_response.txt", "max_tokens" },
+	{ "anthropic-sdk-python/tests_lib_streaming_fixtures_refusal_response.txt", "refusal" },
+	{ "anthropic-sdk-python/tests_fixtures_fable-fallback_stream-a-refusal.sse", "refusal" },
+	{ "prism-php/anthropic_stream-basic-text-1.sse", "end_turn" },
+	{ "prism-php/anthropic_stream-with-tools-1.sse", "tool_use" },
+	{ "prism-php/anthropic_stream-with-extended-thinking-1.sse", "end_turn" },
+	{ "prism-php/deepseek_stream-basic-text-1.sse", "stop" },
+	/* no event dispatched (see fixtures[]) */
+	{ "prism-php/gemini_stream-basic-text-1.sse", "" },
+	{ "prism-php/gemini_stream-with-tools-thought-1.json", "STOP" },
+	{ "prism-php/groq_stream-basic-text-1.sse", "stop" },
+	{ "prism-php/mistral_stream-basic-text-1-1.sse", "stop" },
+	{ "prism-php/ollama_stream-basic-text-1.sse", "stop" },
+	{ "prism-php/openai_stream-basic-text-responses-1.json", "completed" },
+	/* response.failed: no finish, an error */
+	{ "prism-php/openai_stream-rate-limited-1.json", "" },
+	{ "prism-php/openai_stream-unknown-error-responses-1.json", "" },
+	{ "prism-php/openai_stream-with-tools-responses-1.json", "completed" },
+	{ "prism-php/openrouter_stream-text-with-a-prompt-1.sse", "stop" },
+	{ "prism-php/xai_stream-basic-text-responses-with-zeros-1.json", "stop" },
+	{ "vercel-ai/anthropic-text.chunks.txt", "end_turn" },
+	{ "vercel-ai/google-text.chunks.txt", "STOP" },
+	{ "vercel-ai/google-reasoning.chunks.txt", "STOP" },
+	{ "vercel-ai/openai-text.chunks.txt", "stop" },
+	{ "vercel-ai/openai-completion-text.chunks.txt", "length" },
+	{ "vercel-ai/openai-error.1.chunks.txt", "" },
+	{ "vercel-ai/mistral-text.chunks.txt", "stop" },
+};
+
+/* The reasons of one event added to a list ("a,b"), each once. */
+static void finish_join(char *acc, size_t cap, const struct dialect_info *info)
+{
+	for (unsigned i = 0; i < info->n_finish; i++) {
+		char one[64];
+		size_t n = info->finish[i].len < sizeof one - 1 ? info->finish[i].len :
+		    sizeof one - 1;
+		const char *at;
+
+		memcpy(one, info->finish[i].s, n);
+		one[n] = '\0';
+		for (at = strstr(acc, one); at != NULL; at = strstr(at + 1, one))
+			if ((at == acc || at[-1] == ',') && (at[n] == '\0' || at[n] == ','))
+				break;
+		if (at != NULL)
+			continue;
+		if (acc[0] != '\0')
+			strncat(acc, ",", cap - strlen(acc) - 1);
+		strncat(acc, one, cap - strlen(acc) - 1);
+	}
+}
+
+struct finish_run {
+	enum dialect_id d;
+	int mode;                   /* 0 memo, 1 fast path alone, 2 full parse */
+	struct dialect_memo memo;
+	char got[256];
+};
+
+static void finish_event(void *arg, const struct sse_event *ev)
+{
+	struct finish_run *r = arg;
+	struct dialect_info info;
+
+	dialect_fast_path = r->mode != 2;
+	dialect_classify_memo(r->d, ev, r->mode == 0 ? &r->memo : NULL, &info);
+	dialect_fast_path = 1;
+	finish_join(r->got, sizeof r->got, &info);
+}
+
+static void test_finish_fixtures(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(finish_fixtures) / sizeof(finish_fixtures[0]),
+	    sizeof(fixtures) / sizeof(fixtures[0]));
+	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
+		const struct fixture *fx = &fixtures[i];
+		size_t len;
+		char *buf = read_fixture(fx->file, &len);
+
+		assert_string_equal(finish_fixtures[i].file, fx->file);
+		for (int mode = 0; mode < 3; mode++) {
+			struct finish_run r = { .d = fx->d, .mode = mode };
+			each_event(fx->d, fx->lines, buf, len, finish_event, &r);
+			if (strcmp(r.got, finish_fixtures[i].finish) != 0)
+				fail_msg("%s (mode %d): finish \"%s\", want \"%s\"", fx->file,
+				    mode, r.got, finish_fixtures[i].finish);
+		}
+		free(buf);
+	}
 }
 
 static void test_fixtures(void **state)
@@ -1086,6 +1229,114 @@ static void test_bodies(void **state)
 	expect_info(body(DIALECT_OPENAI, "<html>"), 0, 0, 0, NONE, NONE, NULL);
 }
 
+/* The reasons of an event (as "a,b"), by the fast path and by the full
+ * parse alike. */
+static void expect_finish(enum dialect_id d, const char *type, const char *data,
+    const char *want)
+{
+	for (int fast = 1; fast >= 0; fast--) {
+		char got[256] = "";
+		struct dialect_info info;
+
+		dialect_fast_path = fast;
+		info = cls(d, type, data);
+		dialect_fast_path = 1;
+		finish_join(got, sizeof got, &info);
+		if (strcmp(got, want) != 0)
+			fail_msg("%s (fast path %d): finish \"%s\", want \"%s\"", data, fast,
+			    got, want);
+	}
+}
+
+static void expect_body_finish(enum dialect_id d, const char *json, const char *want)
+{
+	char got[256] = "";
+	struct dialect_info info = body(d, json);
+
+	finish_join(got, sizeof got, &info);
+	if (strcmp(got, want) != 0)
+		fail_msg("%s: finish \"%s\", want \"%s\"", json, got, want);
+}
+
+static void test_finish_events(void **state)
+{
+	struct dialect_info info;
+
+	(void)state;
+	/* OpenAI: each choice's, null and "" none; n choices in one chunk,
+	 * the first four kept; a finish with the last text is a token too */
+	expect_finish(DIALECT_OPENAI, "", "{\"choices\":[{\"index\":0,\"delta\":{},"
+	    "\"finish_reason\":\"stop\"}]}", "stop");
+	expect_finish(DIALECT_OPENAI, "", "{\"choices\":[{\"index\":0,\"delta\":{},"
+	    "\"finish_reason\":null}]}", "");
+	expect_finish(DIALECT_OPENAI, "", "{\"choices\":[{\"index\":0,\"delta\":{},"
+	    "\"finish_reason\":\"\"}]}", "");
+	expect_finish(DIALECT_OPENAI, "", "{\"choices\":[{\"finish_reason\":\"a\"},"
+	    "{\"finish_reason\":\"b\"},{\"finish_reason\":null},{\"finish_reason\":\"c\"},"
+	    "{\"finish_reason\":\"d\"},{\"finish_reason\":\"e\"}]}", "a,b,c,d");
+	info = cls(DIALECT_OPENAI, "", "{\"choices\":[{\"index\":0,\"delta\":"
+	    "{\"content\":\"end.\"},\"finish_reason\":\"length\"}]}");
+	assert_int_equal(info.token, 1);
+	assert_int_equal(info.n_finish, 1);
+	/* legacy completions */
+	expect_finish(DIALECT_OPENAI, "", "{\"object\":\"text_completion\",\"choices\":"
+	    "[{\"text\":\" to\",\"index\":0,\"finish_reason\":\"length\"}]}", "length");
+	/* Responses: completed; incomplete's reason; failed none; deltas none */
+	expect_finish(DIALECT_OPENAI_RESPONSES, "response.completed",
+	    "{\"type\":\"response.completed\",\"response\":{\"status\":\"completed\","
+	    "\"incomplete_details\":null}}", "completed");
+	expect_finish(DIALECT_OPENAI_RESPONSES, "response.incomplete",
+	    "{\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\","
+	    "\"incomplete_details\":{\"reason\":\"max_output_tokens\"}}}",
+	    "max_output_tokens");
+	expect_finish(DIALECT_OPENAI_RESPONSES, "response.failed",
+	    "{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\"}}", "");
+	expect_finish(DIALECT_OPENAI_RESPONSES, "response.output_text.delta",
+	    "{\"type\":\"response.output_text.delta\",\"delta\":\"x\","
+	    "\"status\":\"completed\"}", "");
+	/* Anthropic: message_delta's stop_reason only */
+	expect_finish(DIALECT_ANTHROPIC, "message_delta", "{\"type\":\"message_delta\","
+	    "\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
+	    "\"usage\":{\"output_tokens\":6}}", "end_turn");
+	expect_finish(DIALECT_ANTHROPIC, "message_start", "{\"type\":\"message_start\","
+	    "\"message\":{\"stop_reason\":\"x\"}}", "");
+	/* Gemini: each candidate's */
+	expect_finish(DIALECT_GEMINI, "", "{\"candidates\":[{\"content\":{\"parts\":"
+	    "[{\"text\":\"\"}],\"role\":\"model\"},\"finishReason\":\"STOP\","
+	    "\"index\":0}]}", "STOP");
+	/* TGI: the final event's details */
+	expect_finish(DIALECT_TGI, "", "{\"token\":{\"text\":\"\",\"special\":true},"
+	    "\"generated_text\":\"Hi\",\"details\":{\"finish_reason\":\"eos_token\","
+	    "\"generated_tokens\":12}}", "eos_token");
+	expect_finish(DIALECT_TGI, "", "{\"token\":{\"text\":\"a\"},\"details\":null}", "");
+	/* Ollama: done_reason of the done line only */
+	expect_finish(DIALECT_OLLAMA, "", "{\"model\":\"m\",\"response\":\"\","
+	    "\"done\":true,\"done_reason\":\"length\"}", "length");
+	expect_finish(DIALECT_OLLAMA, "", "{\"response\":\"a\",\"done\":false,"
+	    "\"done_reason\":\"x\"}", "");
+	/* Dify tells none */
+	expect_finish(DIALECT_DIFY, "", "{\"event\":\"message_end\",\"metadata\":{}}", "");
+
+	/* non-streamed bodies */
+	expect_body_finish(DIALECT_OPENAI, "{\"choices\":[{\"message\":{\"content\":"
+	    "\"Hi\"},\"finish_reason\":\"stop\"},{\"finish_reason\":\"length\"}]}",
+	    "stop,length");
+	expect_body_finish(DIALECT_OPENAI_RESPONSES, "{\"status\":\"incomplete\","
+	    "\"incomplete_details\":{\"reason\":\"content_filter\"},\"output\":[]}",
+	    "content_filter");
+	expect_body_finish(DIALECT_OPENAI_RESPONSES, "{\"status\":\"completed\","
+	    "\"incomplete_details\":null}", "completed");
+	expect_body_finish(DIALECT_ANTHROPIC, "{\"type\":\"message\",\"stop_reason\":"
+	    "\"max_tokens\",\"usage\":{}}", "max_tokens");
+	expect_body_finish(DIALECT_GEMINI, "[{\"candidates\":[{\"index\":0}]},"
+	    "{\"candidates\":[{\"finishReason\":\"MAX_TOKENS\"}]}]", "MAX_TOKENS");
+	expect_body_finish(DIALECT_TGI, "{\"generated_text\":\"x\",\"details\":"
+	    "{\"finish_reason\":\"length\",\"generated_tokens\":40}}", "length");
+	expect_body_finish(DIALECT_OLLAMA, "{\"done\":true,\"done_reason\":\"stop\"}",
+	    "stop");
+	expect_body_finish(DIALECT_OPENAI, "{\"error\":{\"message\":\"bad\"}}", "");
+}
+
 /* `auto` on a path that names no API: the first events of every recording
  * tell its dialect (within the meter's four), and never a wrong one. */
 struct sniff {
@@ -1131,6 +1382,8 @@ int main(void)
 		cmocka_unit_test(test_reasoning),
 		cmocka_unit_test(test_fast_path_matches_full_parse),
 		cmocka_unit_test(test_memo_matches_full_parse),
+		cmocka_unit_test(test_finish_fixtures),
+		cmocka_unit_test(test_finish_events),
 		cmocka_unit_test(test_openai),
 		cmocka_unit_test(test_responses),
 		cmocka_unit_test(test_anthropic),

@@ -197,6 +197,57 @@ static void test_json_body_usage(void **state)
 	meter_free(&m);
 }
 
+/* The finish reasons: each once, first seen first, at most four; cut to
+ * 32 bytes and cleaned to [A-Za-z0-9_.-] (a backend's bytes go to the log
+ * and the span); a JSON body's too. */
+static void test_finish_reasons(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 0, "text/event-stream", 10);
+	feed(&m, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},"
+	    "\"finish_reason\":null}]}\n\n", 20);
+	assert_int_equal(m.n_finish, 0);
+	assert_null(meter_finish_reason(&m));
+	feed(&m, "data: {\"choices\":[{\"index\":1,\"delta\":{},\"finish_reason\":"
+	    "\"length\"}]}\n\n"
+	    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+	    "\"stop\"}]}\n\n"
+	    "data: {\"choices\":[{\"index\":2,\"delta\":{},\"finish_reason\":"
+	    "\"length\"}]}\n\n", 30);
+	assert_int_equal(m.n_finish, 2);
+	assert_string_equal(meter_finish_reason(&m), "length");
+	assert_string_equal(m.finish[1], "stop");
+	/* cleaned, cut, and no more than four */
+	feed(&m, "data: {\"choices\":[{\"finish_reason\":\"a b\\\"<x>\\u00e9\"},"
+	    "{\"finish_reason\":\"0123456789012345678901234567890123456789\"},"
+	    "{\"finish_reason\":\"fifth\"}]}\n\n", 40);
+	assert_int_equal(m.n_finish, METER_FINISH_MAX);
+	assert_string_equal(m.finish[2], "a_b___x__u00e9");
+	assert_string_equal(m.finish[3], "01234567890123456789012345678901");
+	feed(&m, "data: [DONE]\n\n", 50);
+	meter_end(&m, 60);
+	assert_string_equal(meter_finish_reason(&m), "length");
+	meter_free(&m);
+
+	/* a JSON body's, where its usage is read */
+	openai(&m, 0, "application/json", 10);
+	feed(&m, "{\"choices\":[{\"message\":{\"content\":\"hi\"},\"finish_reason\":"
+	    "\"content_filter\"}],\"usage\":{\"completion_tokens\":2}}", 20);
+	meter_end(&m, 30);
+	assert_int_equal(m.n_finish, 1);
+	assert_string_equal(meter_finish_reason(&m), "content_filter");
+	meter_free(&m);
+
+	/* a body that names none: none */
+	openai(&m, 0, "application/json", 10);
+	feed(&m, "{\"choices\":[{\"finish_reason\":null}]}", 20);
+	meter_end(&m, 30);
+	assert_null(meter_finish_reason(&m));
+	meter_free(&m);
+}
+
 /* The model label: the request body's beats the Gemini path's, which
  * beats the first response chunk's; later chunks do not change it; a
  * label longer than the buffer is cut, not overflowed. */
@@ -683,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_itl_and_usage),
 		cmocka_unit_test(test_which_bodies_are_parsed),
 		cmocka_unit_test(test_json_body_usage),
+		cmocka_unit_test(test_finish_reasons),
 		cmocka_unit_test(test_model_precedence),
 		cmocka_unit_test(test_no_tokens_and_error_event),
 		cmocka_unit_test(test_ttfo_and_reasoning_tokens),

@@ -109,12 +109,51 @@ static void test_client_text(void **state)
 	evbuffer_free(out);
 }
 
+/* A string array attribute (gen_ai.response.finish_reasons): KeyValue {1
+ * key, 2 AnyValue {5 ArrayValue {1 AnyValue {1 string}, ...}}}, the field
+ * numbers of common.proto. */
+static void test_string_array(void **state)
+{
+	static const char *const v[] = { "stop", "length" };
+	static const uint8_t want[] = {
+		0x4a, 26,                               /* 9: KeyValue */
+		0x0a, 2, 'f', 'r',                      /* 1: key */
+		0x12, 20,                               /* 2: AnyValue */
+		0x2a, 18,                               /* 5: ArrayValue */
+		0x0a, 6, 0x0a, 4, 's', 't', 'o', 'p',   /* 1: AnyValue {1 "stop"} */
+		0x0a, 8, 0x0a, 6, 'l', 'e', 'n', 'g', 't', 'h',
+	};
+	struct otlpenc e;
+	struct evbuffer *out = evbuffer_new();
+	size_t n;
+	char *got;
+
+	(void)state;
+	assert_int_equal(otlpenc_begin(&e, 0), 0);
+	otlpenc_attr_strs(&e, 9, "fr", v, 2);
+	assert_int_equal(otlpenc_finish(&e, out), 0);
+	got = take(out, &n);
+	assert_int_equal(n, sizeof want);
+	assert_memory_equal(got, want, sizeof want);
+	free(got);
+	assert_int_equal(otlpenc_begin(&e, 1), 0);
+	otlpenc_attr_strs(&e, 9, "fr", v, 2);
+	assert_int_equal(otlpenc_finish(&e, out), 0);
+	got = take(out, &n);
+	assert_string_equal(got, "{\"attributes\":[{\"key\":\"fr\",\"value\":"
+	    "{\"arrayValue\":{\"values\":[{\"stringValue\":\"stop\"},"
+	    "{\"stringValue\":\"length\"}]}}}]}");
+	free(got);
+	evbuffer_free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_protobuf),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_client_text),
+		cmocka_unit_test(test_string_array),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

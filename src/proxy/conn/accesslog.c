@@ -306,6 +306,8 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	jsonw_buf_puts(&b, m->stream ? ",\"stream\":true" : ",\"stream\":false");
 	field_str(&b, "dialect", dialect_names[m->dialect]);
 	field_str(&b, "outcome", meter_outcome_name((enum meter_outcome)e->s->outcome));
+	/* the first the response gave (the span has them all); clean */
+	field_str(&b, "finish_reason", meter_finish_reason(m));
 	field_ms(&b, "ttft_ms", e->s->ttft_us);
 	field_ms(&b, "tpot_ms", e->s->tpot_us);
 	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);

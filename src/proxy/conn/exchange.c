@@ -1294,6 +1294,8 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	    sizeof sp->response_model - 1;
 	memcpy(sp->response_model, m->response_model, n);
 	sp->response_model[n] = '\0';
+	sp->n_finish = (uint8_t)m->n_finish;
+	memcpy(sp->finish, m->finish, sizeof sp->finish);
 	sp->key = *key;
 	sp->s = *smp;
 	ring_span_publish(x->stats);

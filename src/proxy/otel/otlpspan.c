@@ -227,6 +227,13 @@ static void attributes(struct otlpenc *e, const struct span *s)
 	group_cached(e, s);
 	if (s->response_model[0] != '\0')
 		otlpenc_attr_clean(e, 9, "gen_ai.response.model", s->response_model);
+	if (s->n_finish > 0) {
+		const char *r[METER_FINISH_MAX];
+		for (unsigned i = 0; i < s->n_finish && i < METER_FINISH_MAX; i++)
+			r[i] = s->finish[i];
+		otlpenc_attr_strs(e, 9, "gen_ai.response.finish_reasons", r,
+		    s->n_finish < METER_FINISH_MAX ? s->n_finish : METER_FINISH_MAX);
+	}
 	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream);
 	if (s->stream && s->t_first_event > s->t0)
 		otlpenc_attr_double(e, 9, "gen_ai.response.time_to_first_chunk",

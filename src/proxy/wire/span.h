@@ -46,6 +46,8 @@ struct span {
 	                                 * are those not reported live) */
 	int64_t reasoning_tokens;       /* -1: not reported */
 	char response_model[METER_MODEL_MAX];  /* "": the response named none */
+	uint8_t n_finish;               /* finish reasons below (meter.h: clean) */
+	char finish[METER_FINISH_MAX][METER_FINISH_LEN + 1];
 	struct sample_key key;
 	struct sample s;
 };
