@@ -307,7 +307,7 @@ def test_tls_to_the_collector_as_to_upstreams():
     """An https collector: verified against otel.tls.ca_file as a route's
     upstream is; a certificate from a CA not trusted fails each export,
     counted, and the requests go on."""
-    from test_tls import pki
+    from peers import pki
     p = pki()
     with Backend(chat_handler(ttft=0)) as b, \
             Collector(tls=(p["server.crt"], p["server.key"])) as col:

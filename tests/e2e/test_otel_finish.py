@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from backend import SSE_HEAD, Backend
+from peers import SSE_HEAD, Backend
 from harness import Mock, Tokentap, raw_request
 from otlp_collector import Collector
 
