@@ -7,12 +7,15 @@
      (tests/conformance) against both builds;
   4. runs the fuzzer for a bounded time.
 
-  python3 tests/run.py [-k SUBSTRING] [--fast | --check]
+  python3 tests/run.py [-k SUBSTRING] [--fast | --check] [--serial]
      -k       only tests whose name contains SUBSTRING
      --fast   plain build only, no fuzzing
      --check  make check: the plain build's unit tests and the e2e tests
               that need no browser, no bench, no demo and no valgrind
               (a module's CHECK_SKIP names the tests left out, "*" all)
+     --serial the plain and the sanitizer passes' e2e tests one after the
+              other (by default they run side by side, each in a process
+              of its own with ports of its own: TOKENTAP_TEST_PORTS)
 
 Every e2e test runs under a time limit (TIME_LIMIT seconds, or a module's
 TIME_LIMITS[name]): a test that hangs fails with what it was doing, and
@@ -21,6 +24,7 @@ the run goes on.
 import argparse
 import glob
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -81,8 +85,8 @@ def build(sanitizer):
     return r.returncode == 0
 
 
-def run_unit(bdir, tag, only):
-    env = dict(os.environ, CMOCKA_MESSAGE_OUTPUT="TAP")
+def run_unit(bdir, tag, only, env=None):
+    env = dict(env or os.environ, CMOCKA_MESSAGE_OUTPUT="TAP")
     for binary in sorted(glob.glob(os.path.join(ROOT, bdir, "tests", "test_*"))):
         if binary.endswith(".d"):
             continue
@@ -161,31 +165,99 @@ def run_fuzz():
     result("fuzz/stream", r.returncode == 0, (r.stdout + r.stderr)[-3000:])
 
 
+# the sanitizers' settings for the san pass: leaks and UB end the process
+# with a report, which the harness looks for
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=66"}
+# each pass's own ports (harness.free_port), below the kernel's ephemeral
+# range (32768 and up), so that side by side neither takes the other's
+PORTS = {"plain": "20000-25999", "san": "26000-31999"}
+
+
+def e2e_pass(bdir, tag, only, check, counts):
+    """One pass's end-to-end tests, in a process of its own (--pass): its
+    lines as they come, its counts into the file counts."""
+    os.environ["TOKENTAP_TEST_PORTS"] = PORTS[tag]
+    if tag == "san":
+        os.environ.update(SAN_ENV)
+    run_e2e(bdir, tag, only, check)
+    with open(counts, "w") as f:
+        json.dump({"passed": passed, "failed": failed, "failures": failures}, f)
+
+
+def e2e_side_by_side(builds, only):
+    """The plain and the sanitizer passes at once: most of an e2e test's
+    time is waiting (for a schedule, a timer, a peer), so two passes on
+    two cores take little more than the longer one. The plain pass's lines
+    come as they are written, the sanitizer pass's after it."""
+    global passed, failed
+    procs = []
+    for bdir, tag, _ in builds:
+        counts = os.path.join(ROOT, bdir, f"e2e-{tag}.json")
+        out = open(os.path.join(ROOT, bdir, f"e2e-{tag}.log"), "w+")
+        cmd = [sys.executable, os.path.abspath(__file__), "--pass", tag, "--counts", counts,
+               "-k", only]
+        p = subprocess.Popen(cmd, cwd=ROOT, text=True, stderr=subprocess.STDOUT,
+                             stdout=subprocess.PIPE if tag == "plain" else out)
+        procs.append((tag, p, counts, out))
+    for tag, p, counts, out in procs:
+        if p.stdout is not None:
+            for line in p.stdout:
+                print(line, end="", flush=True)
+        p.wait()
+        out.seek(0)
+        sys.stdout.write(out.read())
+        sys.stdout.flush()
+        out.close()
+        try:
+            with open(counts) as f:
+                c = json.load(f)
+        except (OSError, ValueError):
+            result(f"e2e/{tag}", False, f"the pass ended ({p.returncode}) without its counts")
+            continue
+        passed += c["passed"]
+        failed += c["failed"]
+        failures.extend(c["failures"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", default="")
     ap.add_argument("--fast", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--serial", action="store_true",
+                    help="the two passes one after the other ($TOKENTAP_TEST_SERIAL too)")
+    ap.add_argument("--pass", dest="one_pass", choices=("plain", "san"), help=argparse.SUPPRESS)
+    ap.add_argument("--counts", help=argparse.SUPPRESS)
     a = ap.parse_args()
     start = time.monotonic()
     # warnings are errors here (and in CI); a plain make leaves them
     # warnings. In the environment, so that every make a test runs (make
     # install, make demo) builds with the same flags and rebuilds nothing.
     os.environ["WERROR"] = "-Werror"
+    if a.one_pass:
+        bdir = "build" if a.one_pass == "plain" else "build/san"
+        e2e_pass(bdir, a.one_pass, a.k, a.check, a.counts)
+        return 0
     quick = a.fast or a.check
     builds = [("build", "plain", "")] + ([] if quick else [("build/san", "san", SAN)])
+    built = []
     for bdir, tag, san in builds:
         if not a.no_build and not build(san):
             continue
-        if tag == "san":
-            # leaks and UB end the process with a report; the harness looks for it
-            os.environ["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=66"
-            os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=66"
-        run_unit(bdir, tag, a.k)
-        run_e2e(bdir, tag, a.k, a.check)
-        if tag == "plain" and not a.k and not a.check:
-            nginx_report()
+        built.append((bdir, tag, san))
+        env = dict(os.environ, **SAN_ENV) if tag == "san" else None
+        run_unit(bdir, tag, a.k, env)
+    if len(built) == 2 and not (a.serial or os.environ.get("TOKENTAP_TEST_SERIAL")):
+        e2e_side_by_side(built, a.k)
+    else:
+        for bdir, tag, _ in built:
+            if tag == "san":
+                os.environ.update(SAN_ENV)
+            run_e2e(bdir, tag, a.k, a.check)
+    if built and built[0][1] == "plain" and not a.k and not a.check:
+        nginx_report()
     if not quick and not a.k:
         run_fuzz()
     print(f"# {time.monotonic() - start:.0f}s; failed: {', '.join(failures) or 'none'}")

@@ -19,6 +19,7 @@ import concurrent.futures
 import http.client
 import json
 import os
+import random
 import re
 import resource
 import shutil
@@ -61,10 +62,20 @@ def free_port():
     The kernel may give the same free port to two bind(0)s in a row (a
     proxy's listen and admin ports, say); remembering them keeps one test's
     two servers apart. Another process may still take the port before ours
-    binds it: Tokentap starts again on new ports when that happens."""
+    binds it: Tokentap starts again on new ports when that happens.
+
+    $TOKENTAP_TEST_PORTS (LO-HI, below the kernel's ephemeral range) gives
+    the run a range of its own: make test's two passes run side by side,
+    each in its half, so neither hands out a port the other just did."""
+    span = os.environ.get("TOKENTAP_TEST_PORTS")
+    lo, hi = (int(x) for x in span.split("-")) if span else (0, 0)
     while True:
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", random.randint(lo, hi) if span else 0))
+        except OSError:
+            s.close()
+            continue
         port = s.getsockname()[1]
         s.close()
         if port not in _handed:
