@@ -13,9 +13,10 @@
      --check  make check: the plain build's unit tests and the e2e tests
               that need no browser, no bench, no demo and no valgrind
               (a module's CHECK_SKIP names the tests left out, "*" all)
-     --serial the plain and the sanitizer passes' e2e tests one after the
-              other (by default they run side by side, each in a process
-              of its own with ports of its own: TOKENTAP_TEST_PORTS)
+     --serial the plain and the sanitizer passes' e2e tests (make check: the
+              two halves of the plain pass) one after the other; by default
+              they run side by side, each in a process of its own with
+              ports of its own (TOKENTAP_TEST_PORTS)
 
 Every e2e test runs under a time limit (TIME_LIMIT seconds, or a module's
 TIME_LIMITS[name]): a test that hangs fails with what it was doing, and
@@ -118,11 +119,14 @@ def load_module(path):
     return mod
 
 
-def run_e2e(bdir, tag, only, check=False):
+def run_e2e(bdir, tag, only, check=False, shard=(0, 1)):
+    """The e2e tests against the build in bdir; shard (i, n): the i-th of
+    every n modules."""
     os.environ["TOKENTAP_BUILD"] = bdir
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     paths = sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py")))
     paths += sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "test_*.py")))
+    paths = paths[shard[0]::shard[1]]
     for path in paths:
         try:
             mod = load_module(path)
@@ -169,36 +173,41 @@ def run_fuzz():
 # with a report, which the harness looks for
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=66"}
-# each pass's own ports (harness.free_port), below the kernel's ephemeral
-# range (32768 and up), so that side by side neither takes the other's
-PORTS = {"plain": "20000-25999", "san": "26000-31999"}
+# each side-by-side process's own ports (harness.free_port), below the
+# kernel's ephemeral range (32768 and up), so neither takes the other's
+PORTS = ("20000-25999", "26000-31999")
 
 
-def e2e_pass(bdir, tag, only, check, counts):
-    """One pass's end-to-end tests, in a process of its own (--pass): its
-    lines as they come, its counts into the file counts."""
-    os.environ["TOKENTAP_TEST_PORTS"] = PORTS[tag]
+def e2e_pass(tag, only, check, counts, job):
+    """One pass's end-to-end tests (or one shard of them: make check), in a
+    process of its own (--pass): its lines as they come, its counts into
+    the file counts. job "i/n": the i-th of n processes side by side."""
+    i, n = (int(x) for x in job.split("/"))
+    os.environ["TOKENTAP_TEST_PORTS"] = PORTS[i]
     if tag == "san":
         os.environ.update(SAN_ENV)
-    run_e2e(bdir, tag, only, check)
+    # make test: a pass each; make check: the plain pass in n shards
+    shard = (i, n) if check else (0, 1)
+    run_e2e("build" if tag == "plain" else "build/san", tag, only, check, shard)
     with open(counts, "w") as f:
         json.dump({"passed": passed, "failed": failed, "failures": failures}, f)
 
 
-def e2e_side_by_side(builds, only):
-    """The plain and the sanitizer passes at once: most of an e2e test's
-    time is waiting (for a schedule, a timer, a peer), so two passes on
-    two cores take little more than the longer one. The plain pass's lines
-    come as they are written, the sanitizer pass's after it."""
+def e2e_side_by_side(tags, only, check):
+    """Two processes at once: make test's plain and sanitizer passes, or
+    make check's plain pass in two halves. Most of an e2e test's time is
+    waiting (for a schedule, a timer, a peer), so two on two cores take
+    little more than the longer one. The first one's lines come as they
+    are written, the second's after it."""
     global passed, failed
     procs = []
-    for bdir, tag, _ in builds:
-        counts = os.path.join(ROOT, bdir, f"e2e-{tag}.json")
-        out = open(os.path.join(ROOT, bdir, f"e2e-{tag}.log"), "w+")
+    for i, tag in enumerate(tags):
+        counts = os.path.join(ROOT, "build", f"e2e-{i}.json")
+        out = open(os.path.join(ROOT, "build", f"e2e-{i}.log"), "w+")
         cmd = [sys.executable, os.path.abspath(__file__), "--pass", tag, "--counts", counts,
-               "-k", only]
+               "--job", f"{i}/{len(tags)}", "-k", only] + (["--check"] if check else [])
         p = subprocess.Popen(cmd, cwd=ROOT, text=True, stderr=subprocess.STDOUT,
-                             stdout=subprocess.PIPE if tag == "plain" else out)
+                             stdout=subprocess.PIPE if i == 0 else out)
         procs.append((tag, p, counts, out))
     for tag, p, counts, out in procs:
         if p.stdout is not None:
@@ -230,6 +239,7 @@ def main():
                     help="the two passes one after the other ($TOKENTAP_TEST_SERIAL too)")
     ap.add_argument("--pass", dest="one_pass", choices=("plain", "san"), help=argparse.SUPPRESS)
     ap.add_argument("--counts", help=argparse.SUPPRESS)
+    ap.add_argument("--job", default="0/1", help=argparse.SUPPRESS)
     a = ap.parse_args()
     start = time.monotonic()
     # warnings are errors here (and in CI); a plain make leaves them
@@ -237,8 +247,7 @@ def main():
     # install, make demo) builds with the same flags and rebuilds nothing.
     os.environ["WERROR"] = "-Werror"
     if a.one_pass:
-        bdir = "build" if a.one_pass == "plain" else "build/san"
-        e2e_pass(bdir, a.one_pass, a.k, a.check, a.counts)
+        e2e_pass(a.one_pass, a.k, a.check, a.counts, a.job)
         return 0
     quick = a.fast or a.check
     builds = [("build", "plain", "")] + ([] if quick else [("build/san", "san", SAN)])
@@ -249,8 +258,11 @@ def main():
         built.append((bdir, tag, san))
         env = dict(os.environ, **SAN_ENV) if tag == "san" else None
         run_unit(bdir, tag, a.k, env)
-    if len(built) == 2 and not (a.serial or os.environ.get("TOKENTAP_TEST_SERIAL")):
-        e2e_side_by_side(built, a.k)
+    serial = a.serial or os.environ.get("TOKENTAP_TEST_SERIAL")
+    if len(built) == 2 and not serial:
+        e2e_side_by_side(("plain", "san"), a.k, False)
+    elif built and a.check and not serial:
+        e2e_side_by_side(("plain", "plain"), a.k, True)
     else:
         for bdir, tag, _ in built:
             if tag == "san":
