@@ -160,6 +160,7 @@ def test_history_survives_restart_and_reload():
             for _ in range(3):
                 staircase(t.port, "/a/v1/chat/completions", 5)
             spread(t.port, 10, 0.05, lambda i: "b")
+            t.wait_logged(25)       # each request is in the history by its line
             before, doc = totals(t)
             assert before[None][0] == 25 and before["a"][0] == 15, before
             slo = [s for s in doc["slos"] if s["slo"] == "chat"]
