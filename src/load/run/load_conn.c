@@ -62,29 +62,29 @@ static void conn_event(struct bufferevent *bev, short what, void *arg);
 
 /* ---- llhttp callbacks -------------------------------------------------- */
 
+/* Appends a piece of a header's name or value to buf (cap bytes, *used
+ * of them taken), cut at cap: one too long is none of those we look for. */
+static int append_capped(char *buf, size_t cap, size_t *used, const char *at, size_t len)
+{
+	if (len > cap - *used)
+		len = cap - *used;
+	memcpy(buf + *used, at, len);
+	*used += len;
+	return 0;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
 	struct load_conn *c = p->data;
-	size_t room = sizeof(c->hname) - c->hname_len;
 
-	/* a name too long for the buffer is none of the two we look for */
-	if (len > room)
-		len = room;
-	memcpy(c->hname + c->hname_len, at, len);
-	c->hname_len += len;
-	return 0;
+	return append_capped(c->hname, sizeof(c->hname), &c->hname_len, at, len);
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
 	struct load_conn *c = p->data;
-	size_t room = sizeof(c->hvalue) - c->hvalue_len;
 
-	if (len > room)
-		len = room;
-	memcpy(c->hvalue + c->hvalue_len, at, len);
-	c->hvalue_len += len;
-	return 0;
+	return append_capped(c->hvalue, sizeof(c->hvalue), &c->hvalue_len, at, len);
 }
 
 static int on_header_value_complete(llhttp_t *p)
