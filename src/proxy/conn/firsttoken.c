@@ -126,6 +126,21 @@ static double rate_at(const struct session *s, uint64_t now)
 	return (double)n * 1e6 / (double)(end - m->t_first_token);
 }
 
+/* The worker's loop keeps libevent's coarse clock (a tick of up to 4 ms,
+ * no timerfd call per loop turn), so the window's timer may go off a
+ * little before the window has run on the precise clock the tokens are
+ * stamped with: it then waits out the rest. 1: re-armed. */
+int firsttoken_early(struct session *s)
+{
+	uint64_t end = s->x.meter.t_first_token + s->x.route->health.throughput.window_us;
+	uint64_t now = util_now_us();
+
+	if (s->probe_state != 1 || now >= end)
+		return 0;       /* (2: its tokens are all in, the verdict is due) */
+	timer_in(s, end - now);
+	return 1;
+}
+
 int firsttoken_slow(struct session *s)
 {
 	double rate = rate_at(s, util_now_us());

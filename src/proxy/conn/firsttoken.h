@@ -27,6 +27,9 @@ struct evbuffer *firsttoken_out(struct session *s);
  * once its verdict is in), at its end, past 64 KiB, or when it is no
  * stream of a 2xx at all. */
 void firsttoken_check(struct session *s);
+/* The window's timer went off before the window ran (the loop's clock is
+ * coarse): 1, re-armed for the rest; 0, the verdict is due. */
+int firsttoken_early(struct session *s);
 /* The probe's verdict, when its window ended or its tokens are in: the
  * rate of the tokens after the first (to the last of those it waits for,
  * or to now when they are not all in) against min_rate. 0: fast enough

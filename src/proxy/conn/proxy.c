@@ -827,6 +827,8 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (s->probing && s->x.meter.t_first_token != 0) {
 		/* the throughput probe's verdict; slow with nowhere to go: kept */
+		if (firsttoken_early(s))
+			return;
 		if (firsttoken_slow(s) && failover(s, FAILOVER_THROUGHPUT, 0) != 1)
 			return;
 		firsttoken_keep(s);
