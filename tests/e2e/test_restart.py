@@ -161,17 +161,21 @@ def test_backend_restart_within_25ms_every_post_answered():
                     t.p.send_signal(signal.SIGCONT)
                 got = collect(clients)
                 # Before the check before reuse this order answered 0 to 4
-                # of 100. One 502 in 100 was seen twice in busy runs (make
-                # test's two passes side by side; the request's connect
-                # phase 311 ms, no attempt before it) and never alone: not
-                # yet explained, so it is shown, and one is let pass while
-                # it is looked into
-                bad = [x for x in t.access(4 * N, 10)
-                       if x["status"] != 200]
-                if bad:
-                    report(f"restart while stopped: {len(bad)} not 200: {bad}")
-                assert got.count(200) >= N - 1, f"{got.count(200)}/{N} answered 200 when " \
-                    f"the requests came before the close: {sorted(set(got))}; logged: {bad}"
+                # of 100. With it, 1 in 100 was still a 502 in busy runs:
+                # the killed backend's FIN waited in the kernel's deferred
+                # loopback delivery past the check, and the POST went out on
+                # the dead connection. Its FIN acknowledged none of the
+                # POST, so tokentap sends it again (tokentap.yaml(5), retries).
+                again = t.stderr().count("pooled upstream connection closed, retrying")
+                if again:
+                    report(f"restart while stopped: {again} POST(s) the backend never "
+                           "read sent again on a new connection")
+                bad = [x for x in t.access(4 * N, 10) if x["status"] != 200]
+                ids = [x["request_id"] for x in bad]
+                said = [ln for ln in t.stderr().splitlines() if any(i in ln for i in ids)]
+                assert got.count(200) == N, f"{got.count(200)}/{N} answered 200 when " \
+                    f"the requests came before the close: {sorted(set(got))}; logged: " \
+                    f"{bad}; tokentap said: {said}"
                 log = t.wait_logged(4 * N)
                 assert [x["status"] for x in log].count(200) == 3 * N + got.count(200)
             finally:

@@ -118,9 +118,11 @@ static void test_upstream_head_and_retry_copy(void **state)
 	assert_string_equal(x.target, "/v1/models");   /* origin-form, for the log */
 	exchange_write_request(&x, &rq, &x.route->upstreams[0], out, "https", 1);
 	evbuffer_drain(in, len);
-	copy = exchange_take_retry(&x);
+	assert_int_equal(exchange_written(&x, 0), evbuffer_get_length(out));
+	assert_int_equal(exchange_written(&x, evbuffer_get_length(out)), 0);
+	copy = exchange_take_retry(&x, 0);
 	assert_non_null(copy);
-	assert_null(exchange_take_retry(&x));            /* one retry at most */
+	assert_null(exchange_take_retry(&x, 1));         /* one retry at most */
 	s = unit_take(out);
 	c = unit_take(copy);
 	assert_string_equal(s, c);
@@ -129,6 +131,30 @@ static void test_upstream_head_and_retry_copy(void **state)
 	    "X-Request-Id: abc-1\r\n\r\n");
 	free(s);
 	free(c);
+	evbuffer_free(copy);
+	exchange_abandon(&x);
+	evbuffer_free(in);
+	evbuffer_free(out);
+}
+
+/* A POST goes again only when the backend cannot have read any of it. */
+static void test_post_retried_only_unseen(void **state)
+{
+	struct exchange x;
+	struct http_head rq;
+	struct evbuffer *in = evbuffer_new(), *out = evbuffer_new(), *copy;
+	size_t len;
+	(void)state;
+
+	assert_int_equal(request(&x, in, "POST /v1/x HTTP/1.1\r\nHost: h\r\n"
+	    "Content-Length: 2\r\n\r\n", &rq, &len), 0);
+	exchange_write_request(&x, &rq, &x.route->upstreams[0], out, "http", 1);
+	evbuffer_drain(in, len);
+	assert_null(exchange_take_retry(&x, 0));        /* it may have been acted on */
+	copy = exchange_take_retry(&x, 1);              /* it cannot have been */
+	assert_non_null(copy);
+	assert_int_equal(evbuffer_get_length(copy), evbuffer_get_length(out));
+	assert_int_equal(exchange_written(&x, 0), 0);   /* none kept any more */
 	evbuffer_free(copy);
 	exchange_abandon(&x);
 	evbuffer_free(in);
@@ -379,6 +405,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_verdicts),
 		cmocka_unit_test(test_upstream_head_and_retry_copy),
+		cmocka_unit_test(test_post_retried_only_unseen),
 		cmocka_unit_test(test_another_replica),
 		cmocka_unit_test(test_request_body_trailers_and_limit),
 		cmocka_unit_test(test_response_heads),

@@ -791,14 +791,21 @@ int exchange_request_body(struct exchange *x, struct evbuffer *in,
 	return 0;
 }
 
-struct evbuffer *exchange_take_retry(struct exchange *x)
+size_t exchange_written(const struct exchange *x, size_t left)
+{
+	size_t kept = x->req_copy != NULL ? evbuffer_get_length(x->req_copy) : 0;
+
+	return kept > left ? kept - left : 0;
+}
+
+struct evbuffer *exchange_take_retry(struct exchange *x, int unseen)
 {
 	struct evbuffer *copy = x->req_copy;
 
 	/* never once anything of a response came back or reached the client,
 	 * and never a request the backend may have acted on already */
 	if (copy == NULL || x->retried || x->head_sent || x->bytes_out > 0 ||
-	    !x->idempotent)
+	    (!x->idempotent && !unseen))
 		return NULL;
 	x->req_copy = NULL;
 	x->retried = 1;

@@ -231,9 +231,13 @@ void exchange_keep_request(struct exchange *x, struct evbuffer *out);
 int exchange_request_body(struct exchange *x, struct evbuffer *in,
     struct evbuffer *out, struct exchange_verdict *v);
 /* The request kept for a retry on a new connection, when one is still
- * allowed (an idempotent method, and nothing of a response came back);
- * NULL otherwise. The caller owns and frees it. */
-struct evbuffer *exchange_take_retry(struct exchange *x);
+ * allowed (an idempotent method, or unseen: the backend cannot have read
+ * any of it; and nothing of a response came back); NULL otherwise. The
+ * caller owns and frees it. */
+struct evbuffer *exchange_take_retry(struct exchange *x, int unseen);
+/* The bytes of the kept request not yet handed to the socket were left
+ * in its output: how many were (0 when none is kept). */
+size_t exchange_written(const struct exchange *x, size_t left);
 
 /* ---- the response -------------------------------------------------------- */
 

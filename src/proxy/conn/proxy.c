@@ -62,7 +62,7 @@ static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
 static void up_readable(evutil_socket_t fd, short what, void *arg);
 static void client_readable(evutil_socket_t fd, short what, void *arg);
-static int upstream_closed(struct session *s, unsigned long tls_err);
+static int upstream_closed(struct session *s, unsigned long tls_err, int err);
 static int upstream_input(struct session *s);
 static void session_timer(evutil_socket_t fd, short what, void *arg);
 static int hold_request(struct session *s, const struct http_head *rq,
@@ -1103,7 +1103,7 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
-	upstream_closed(s, 0);
+	upstream_closed(s, 0, n < 0 ? errno : 0);
 }
 
 /* A TLS upstream's records, read by its bufferevent through tls.c's
@@ -1217,9 +1217,9 @@ static int tunnel_start(struct session *s)
 /* A reused connection that closed before answering: the request again, on
  * a new connection, when the exchange still allows it. 0: on its way;
  * 1: not possible; -1: the session is gone. */
-static int retry(struct session *s)
+static int retry(struct session *s, int unseen)
 {
-	struct evbuffer *copy = exchange_take_retry(&s->x);
+	struct evbuffer *copy = exchange_take_retry(&s->x, unseen);
 
 	if (copy == NULL)
 		return 1;
@@ -1299,10 +1299,32 @@ static int try_another(struct session *s, enum failover_reason why, unsigned sta
 	return r;
 }
 
-/* The upstream closed: a close-delimited body ends here; anything else
- * ends too early. A reused connection that closes before answering is
- * retried once on a new one, when the whole request is still at hand. */
-static int upstream_closed(struct session *s, unsigned long tls_err)
+/* Did the backend close before any of the request reached it? Then it
+ * cannot have acted on it, and even a POST may go again (RFC 9110 9.2.2:
+ * "some means to detect that the original request was never applied").
+ * The proof: its FIN came first (an orderly close, or EPIPE: a reset after
+ * the FIN, which our bytes reaching its closed socket draw), and that FIN
+ * acknowledged none of the request's bytes written (the peer's kernel had
+ * none when its program closed: a FIN carries the acknowledgement of all
+ * it received). The check before reuse misses this close when its FIN is
+ * still on its way, which a loaded machine's deferred loopback delivery
+ * makes last hundreds of ms (1 POST in 100 after a backend restart, with
+ * two CPU hogs). */
+static int request_unseen(struct session *s, int err)
+{
+	size_t left = evbuffer_get_length(bufferevent_get_output(s->up->bev));
+	size_t written = exchange_written(&s->x, left);
+	long unacked = upstream_unacked(s->up);
+
+	return (err == 0 || err == EPIPE) && written > 0 && unacked >= 0 &&
+	    (size_t)unacked == written;
+}
+
+/* The upstream closed (err: the socket's error, 0 for an orderly close):
+ * a close-delimited body ends here; anything else ends too early. A reused
+ * connection that closes before answering is retried once on a new one,
+ * when the whole request is still at hand. */
+static int upstream_closed(struct session *s, unsigned long tls_err, int err)
 {
 	int r;
 
@@ -1333,7 +1355,7 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 		 * one again on a new connection first, and no verdict; the
 		 * pooled connections as old as this one are not reused */
 		upstream_stale(s->up, s->att.rep);
-		if ((r = retry(s)) <= 0)
+		if ((r = retry(s, request_unseen(s, err))) <= 0)
 			return r;
 		r = failover(s, FAILOVER_CLOSED, 0);
 	} else {
@@ -1341,6 +1363,11 @@ static int upstream_closed(struct session *s, unsigned long tls_err)
 	}
 	if (r != 1)
 		return r;
+	log_warn("request %s: upstream %s: %s before responding (a %s connection, "
+	    "the request %s)", s->x.request_id, s->att.rep->name,
+	    err != 0 ? evutil_socket_error_to_string(err) : "closed the connection",
+	    s->up != NULL && s->up->reused ? "reused" : "new",
+	    s->req_sent ? "sent" : "not all sent");
 	return respond_error(s, 502, "bad_gateway",
 	    "upstream closed the connection before responding", METER_END_MALFORMED);
 }
@@ -1361,6 +1388,7 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 	unsigned long tls_err;
+	int err;
 
 	if (s->dispatching) {
 		/* libevent defers CONNECTED, so only a failure comes here */
@@ -1385,9 +1413,10 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 	/* EOF or error: read what is left first */
 	tls_err = upstream_is_tls(s->up) ? bufferevent_get_openssl_error(bev) : 0;
 	s->x.meter.now = util_now_us();
+	err = what & BEV_EVENT_ERROR ? EVUTIL_SOCKET_ERROR() : 0;
 	if (upstream_input(s) < 0 || s->up == NULL)
 		return;
-	upstream_closed(s, tls_err);
+	upstream_closed(s, tls_err, err);
 }
 
 /* ---- timers ------------------------------------------------------------ */

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#include <linux/sockios.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -132,6 +135,16 @@ static void mark_stale(struct replica *rep, uint64_t now)
 	while (was < now && !atomic_compare_exchange_weak_explicit(&rep->stale_before,
 	    &was, now, memory_order_relaxed, memory_order_relaxed))
 		;
+}
+
+long upstream_unacked(const struct upconn *u)
+{
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+	int n;
+
+	if (u->pool->tls || fd < 0 || ioctl(fd, SIOCOUTQ, &n) != 0)
+		return -1;
+	return n;
 }
 
 /* Is a pooled connection still open, with nothing from its peer? The

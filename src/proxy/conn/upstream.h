@@ -70,6 +70,9 @@ void upstream_direct_read(struct upconn *u, int on);
  * the peer restarted, likely, and the other idle connections to rep that
  * are as old are as dead. None of them is reused, on any worker. */
 void upstream_stale(struct upconn *u, struct replica *rep);
+/* The bytes written to a plain connection that its peer has not
+ * acknowledged (SIOCOUTQ); -1: not known (TLS, an error). */
+long upstream_unacked(const struct upconn *u);
 /* Gives a connection back: to the pool if reusable, else closed. */
 void upstream_release(struct upconn *u, int reusable);
 /* Closes every pooled connection of the worker and frees its pools. */
