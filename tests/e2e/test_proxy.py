@@ -245,6 +245,29 @@ def test_each_read_is_written_in_the_same_loop_turn():
     assert len(nodelay) >= 2, [c for tid, c in traced if c.startswith("setsockopt(")]
 
 
+def strace_calls(path):
+    """strace -f's calls as (thread, call), in each thread's order. A call
+    another thread's interrupted is written in two pieces ("recvfrom(17,
+    <unfinished ...>", later "<... recvfrom resumed>...)"): made whole
+    again, at its end."""
+    out, pending = [], {}
+    with open(path) as f:
+        for raw in f:
+            m = re.match(r"(\d+) +(.*)", raw.rstrip("\n"))
+            if m is None:
+                continue
+            tid, call = m.groups()
+            if call.endswith("<unfinished ...>"):
+                pending[tid] = call[:-len("<unfinished ...>")]
+                continue
+            r = re.match(r"<\.\.\. \w+ resumed>(.*)", call)
+            if r is not None and tid in pending:
+                call = pending.pop(tid) + r.group(1)
+            if re.match(r"\w+\(", call):
+                out.append((tid, call))
+    return out
+
+
 def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
     """A request read from the client goes to a kept-alive upstream
     connection in the same loop turn: the worker's read of the request is
@@ -285,8 +308,7 @@ def test_request_on_a_pooled_connection_leaves_in_the_same_loop_turn():
         st.wait(10)
         s.close()
         assert len(b.conns) == 1, "the upstream connection was not reused"
-    with open(trace) as f:
-        lines = [l.split(None, 1) for l in f if re.match(r"\d+ +\w+\(", l)]
+    lines = strace_calls(trace)
     os.unlink(trace)
     reads = [(tid, i) for i, (tid, c) in enumerate(lines)
              if c.startswith(("readv(", "recvfrom(", "recvmsg(")) and "GET /v1/req-" in c]
