@@ -153,12 +153,13 @@ def totals(t, rng="2m"):
 def test_history_survives_restart_and_reload():
     d = tempfile.mkdtemp(prefix="tt-hist-")
     state = os.path.join(d, "slo.state")
-    # streams of 80 tokens (320 ms) outlast each staircase's climb (the
-    # fifth starts about 300 ms after the first), so the k-th really starts
-    # with k - 1 in flight: with 8 a stream ended before the next two began
-    # and a busy host's late closes blurred the line (R² 0.61)
+    # streams of 200 tokens (800 ms) outlast each staircase's climb (the
+    # fifth starts about 300 ms after the first on a quiet host), so the
+    # k-th really starts with k - 1 in flight: with 8 a stream ended before
+    # the next two began (R² 0.61), and with 80 (320 ms) a fresh machine's
+    # busy run stretched the climb past the first stream's end (R² 0.77)
     with Mock(*SIX, "--ttft", "40ms", "--ttft-per-stream", "25ms",
-              "--tokens", "80") as m:
+              "--tokens", "200") as m:
         with Tokentap(restart_conf(m.port, state)) as t:
             wait_port(t.admin)
             for _ in range(3):
