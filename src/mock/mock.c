@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mock_conn.h"
 #include "net.h"
+#include "rxtime.h"
 #include "util.h"
 
 #define MAX_LISTEN 16
@@ -267,6 +268,7 @@ static int worker_init(struct worker *wk, unsigned id, const struct options *o,
 		log_error("mock: cannot create an event base");
 		return -1;
 	}
+	rxtime_clock_init(&wk->w.rx);
 	wk->resume_ev = evtimer_new(wk->w.base, accept_resume, wk);
 	if (wk->resume_ev == NULL)
 		return -1;
@@ -274,6 +276,8 @@ static int worker_init(struct worker *wk, unsigned id, const struct options *o,
 		wk->lfd[i] = listen_on(o->listen[i], o->workers > 1);
 		if (wk->lfd[i] < 0)
 			return -1;
+		/* the accepted sockets inherit it; a kernel without: the loop's clock */
+		(void)rxtime_enable(wk->lfd[i]);
 		wk->accept_ev[i] = event_new(wk->w.base, wk->lfd[i],
 		    EV_READ | EV_PERSIST, server_accept, wk);
 		if (wk->accept_ev[i] == NULL || event_add(wk->accept_ev[i], NULL) < 0)

@@ -142,7 +142,8 @@ static int on_message_complete(llhttp_t *p)
 {
 	struct mock_conn *c = parser_conn(p);
 
-	c->t_req = util_now_us();
+	c->t_req_loop = util_now_us();
+	c->t_req = c->rx_us != 0 && c->rx_us <= c->t_req_loop ? c->rx_us : c->t_req_loop;
 	c->keep_alive = llhttp_should_keep_alive(p);
 	c->http10 = llhttp_get_http_major(p) == 1 && llhttp_get_http_minor(p) == 0;
 	c->method_get = llhttp_get_method(p) == HTTP_GET;
@@ -310,13 +311,38 @@ static int conn_parse(struct mock_conn *c)
 	return 0;
 }
 
+/* One read into c->in, with the kernel's receive time of its newest bytes
+ * (c->rx_us): a request's time is when it reached this host, not when a
+ * busy loop got to it, as tokentap stamps its own reads. */
+static int read_stamped(struct mock_conn *c, evutil_socket_t fd)
+{
+	struct evbuffer_iovec v;
+	int64_t real = 0;
+	ssize_t n;
+
+	if (evbuffer_reserve_space(c->in, 65536, &v, 1) < 1) {
+		errno = ENOMEM;
+		return -1;
+	}
+	n = rxtime_recv(fd, v.iov_base, v.iov_len < 65536 ? v.iov_len : 65536, 0, &real);
+	if (n <= 0)
+		return (int)n;
+	v.iov_len = (size_t)n;
+	if (evbuffer_commit_space(c->in, &v, 1) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	c->rx_us = rxtime_mono(&c->w->rx, real, util_now_us());
+	return (int)n;
+}
+
 static void conn_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct mock_conn *c = arg;
 	int n;
 
 	(void)what;
-	n = evbuffer_read(c->in, fd, 65536);
+	n = read_stamped(c, fd);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {

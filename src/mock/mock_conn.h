@@ -13,6 +13,7 @@
 
 #include "mock_buf.h"
 #include "mock_params.h"
+#include "rxtime.h"
 #include "mock_slots.h"
 #include "mock_stream.h"
 
@@ -29,6 +30,7 @@ struct mock_worker {
 	struct mock_buf ev;            /* scratch: the event being rendered */
 	struct mock_buf out;           /* scratch: the bytes of one flush */
 	uint64_t requests;             /* numbers requests for their seeds */
+	struct rxtime_clock rx;        /* kernel receive stamps -> monotonic */
 	unsigned id;
 };
 
@@ -61,7 +63,12 @@ struct mock_conn {
 	struct mock_params params;     /* flags, then X-Mock-* headers */
 	char error[160];               /* a bad X-Mock-* header: 400 */
 	char request_id[64];           /* X-Request-Id, for the request log */
-	uint64_t t_req;                /* request fully read */
+	uint64_t t_req;                /* request fully read: the kernel's
+	                                * receive time of the read that
+	                                * completed it (the loop's clock where
+	                                * the kernel gave none) */
+	uint64_t t_req_loop;           /* ... when this loop parsed it */
+	uint64_t rx_us;                /* the last read's receive time; 0: none */
 	/* --slots: its place (mock_slots.c, under its lock) */
 	enum mock_slot slot;
 	uint64_t slot_at;              /* when it got its slot */

@@ -530,7 +530,8 @@ void mock_stream_log(struct mock_conn *c)
 		mock_buf_str(&b, ",\"tpot_us\":null");
 	/* CLOCK_MONOTONIC: lets a client on this host line up its own times. */
 	mock_buf_printf(&b, ",\"late_max_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
-	    ",\"t_req_mono_us\":%" PRIu64 "}\n", s->late_max, s->queue_us, t0);
+	    ",\"t_req_mono_us\":%" PRIu64 ",\"read_wait_us\":%" PRIu64 "}\n",
+	    s->late_max, s->queue_us, t0, c->t_req_loop - t0);
 	if (!b.failed && write(c->w->cfg->log_fd, b.p, b.len) < 0)
 		log_warn("mock: request log: write failed");
 	mock_buf_free(&b);
