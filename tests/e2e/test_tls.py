@@ -9,7 +9,7 @@ import tempfile
 import time
 
 from harness import Mock, Response, Tokentap, conf, raw_request, read_response, request, run
-from peers import Backend, Nginx, TLSBackend, curl, node, pki, sse_handler
+from peers import SSE_HEAD, Backend, Nginx, TLSBackend, curl, node, pki, sse_handler
 
 SANITIZER_SKIP = {"test_openai_sdk_streams_through_plain_and_tls"}
 
@@ -175,3 +175,56 @@ def test_openai_sdk_streams_through_plain_and_tls():
             assert json.loads(got) == direct
             line = t.wait_logged(1)[0]
             assert line["output_tokens"] == 12 and line["model"] == "mock-1"
+
+
+def slow_tls_client(port, p):
+    """A TLS client that reads nothing at first, so that the proxy's writes
+    of small events find its socket full (the write that must be retried
+    with the same bytes), then reads to the end: the bytes it got."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=p["ca.crt"])
+    raw = socket.create_connection(("127.0.0.1", port))
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.settimeout(20)
+    time.sleep(0.5)                      # the proxy meets a full socket
+    data = bytearray()
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    return bytes(data)
+
+
+def test_tls_client_small_events_behind_a_full_socket_lose_nothing():
+    """Small events (each written at once with one SSL_write while the
+    client's output is empty) to a TLS client that lags: a write the socket
+    did not take is retried from the output with the same bytes; every
+    byte arrives in order, from a plain and from a TLS upstream."""
+    p = pki()
+    events = [b'data: {"choices":[{"delta":{"content":"%05d"}}]}\n\n' % i
+              for i in range(8000)] + [b"data: [DONE]\n\n"]   # ~400 KB
+    listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
+              f"{p['server.crt']}, key: {p['server.key']}}}\n")
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+
+    def at_once(req, c):
+        c.send(SSE_HEAD)
+        c.send(framed)          # as fast as the kernel takes it
+        return "keep"
+    for tls_up in (False, True):
+        backend = TLSBackend(at_once, p["server.crt"], p["server.key"]) \
+            if tls_up else Backend(at_once)
+        with backend as b:
+            up = (f"https://localhost:{b.port}", f"    tls: {{ca_file: {p['ca.crt']}}}\n") \
+                if tls_up else (f"http://127.0.0.1:{b.port}", "")
+            with Tokentap(listen + conf(up[0], up[1], "r")) as t:
+                got = slow_tls_client(t.port, p)
+                head, _, body = got.partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200"), head
+                assert body == framed, (tls_up, len(body), len(framed))
+                line = t.access(1)[0]
+                assert line["outcome"] == "ok" and line["events"] == len(events), line

@@ -982,25 +982,49 @@ static int body_forwarded(struct session *s, int r, int drained)
 	return 0;
 }
 
+/* Bytes for a client whose output is empty, written now: send(2), or one
+ * SSL_write (all or nothing; tls_write_now says why not through the
+ * bufferevent). How many went. */
+static size_t client_send_now(struct session *s, const char *buf, size_t n)
+{
+	ssize_t w;
+
+	if (s->tls)
+		return tls_write_now(bufferevent_openssl_get_ssl(s->bev), buf, n);
+	w = send(s->fd, buf, n, MSG_NOSIGNAL);
+	return w > 0 ? (size_t)w : 0;
+}
+
 /* Forwards what the upstream sent: the same bytes, to the client, now. */
 static int response_body(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
 	struct evbuffer *out = bufferevent_get_output(s->bev);
 	size_t used;
-	int r;
+	int r, drained = 0;
 
 	s->last_progress = s->x.meter.now;
 	r = exchange_parse_body(&s->x, in, &used);
 	if (s->x.decode) {
 		evbuffer_drain(in, used);
+	} else if (s->hold == NULL && s->tls && used > 0 &&
+	    evbuffer_get_length(out) == 0) {
+		/* a TLS client, as direct_body writes to it */
+		const char *p = used <= TLS_WRITE_NOW_MAX ?
+		    (const char *)evbuffer_pullup(in, (ev_ssize_t)used) : NULL;
+		drained = p != NULL && client_send_now(s, p, used) == used;
+		if (drained)
+			evbuffer_drain(in, used);
+		else
+			tls_queue(out, in, NULL, used);
+		s->x.bytes_out += used;
 	} else {
 		evbuffer_remove_buffer(in, s->hold != NULL ? s->hold : out, used);
 		s->x.bytes_out += used;
 	}
 	if (s->hold != NULL)
 		firsttoken_check(s);
-	return body_forwarded(s, r, 0);
+	return body_forwarded(s, r, drained);
 }
 
 /* What waits in the upstream's input, read at meter.now (the read's; the
@@ -1060,12 +1084,13 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		s->x.bytes_out += used;
 		firsttoken_check(s);
 	} else if (used > 0) {
-		if (!s->tls && evbuffer_get_length(out) == 0) {
-			ssize_t w = send(s->fd, buf, used, MSG_NOSIGNAL);
-			sent = w > 0 ? (size_t)w : 0;
+		if (evbuffer_get_length(out) == 0) {
+			sent = client_send_now(s, buf, used);
 			drained = sent == used;
 		}
-		if (sent < used)
+		if (sent < used && s->tls)
+			tls_queue(out, NULL, buf, used);      /* sent is 0 */
+		else if (sent < used)
 			evbuffer_add(out, buf + sent, used - sent);
 		s->x.bytes_out += used;
 	}

@@ -210,6 +210,35 @@ void tls_rx_mark(SSL *ssl)
 		d->first = 0;
 }
 
+size_t tls_write_now(SSL *ssl, const void *buf, size_t n)
+{
+	if (ssl == NULL || n == 0 || n > TLS_WRITE_NOW_MAX || !SSL_is_init_finished(ssl))
+		return 0;
+	/* No ERR_clear_error first (800 instructions, as much as the rest of
+	 * an event's forwarding): this needs no SSL_get_error, and a write
+	 * that must be retried adds nothing to the error queue; one that
+	 * failed did, and the bufferevent's retry meets the same error. */
+	/* no SSL_MODE_ENABLE_PARTIAL_WRITE: all of it, or nothing yet */
+	return SSL_write(ssl, buf, (int)n) == (int)n ? n : 0;
+}
+
+void tls_queue(struct evbuffer *out, struct evbuffer *src, const void *buf, size_t n)
+{
+	struct evbuffer *one = evbuffer_new();
+	struct evbuffer *to = one != NULL ? one : out;   /* no memory: as it comes */
+
+	if (src != NULL)
+		evbuffer_remove_buffer(src, to, n);
+	else
+		evbuffer_add(to, buf, n);
+	if (one == NULL)
+		return;
+	/* one chain, which an empty out takes whole */
+	evbuffer_pullup(one, -1);
+	evbuffer_add_buffer(out, one);
+	evbuffer_free(one);
+}
+
 static struct tls_conn *conn_of(const SSL *ssl)
 {
 	return SSL_get_ex_data(ssl, ex_index);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <event2/buffer.h>
 #include <openssl/ssl.h>
 
 #include "config.h"
@@ -53,6 +54,22 @@ int64_t tls_rx_take(SSL *ssl);
  * handshake ended), 0: none. */
 int64_t tls_rx_first(const SSL *ssl);
 void tls_rx_mark(SSL *ssl);
+
+/* SSL_write of all of buf now, by a caller whose output holds nothing (so
+ * no earlier write waits for its retry): n when it all went, else 0 (the
+ * write must be retried, or failed). The caller then queues the same bytes
+ * as one piece with tls_queue, and libevent's OpenSSL bufferevent retries
+ * the write from there (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, which it sets)
+ * or meets the error and reports it. At most TLS_WRITE_NOW_MAX bytes: the
+ * bufferevent writes no more than that at once, and a retry must be as
+ * long as the write it retries. Why: the bufferevent arms EPOLLOUT when
+ * bytes are added to its empty output and disarms it once they are
+ * written, two epoll_ctl(2) calls for each event forwarded. */
+#define TLS_WRITE_NOW_MAX 16384
+size_t tls_write_now(SSL *ssl, const void *buf, size_t n);
+/* Moves n bytes from src (NULL: buf) to the empty out as one piece, so that
+ * a write that tls_write_now left to retry is retried with the same bytes. */
+void tls_queue(struct evbuffer *out, struct evbuffer *src, const void *buf, size_t n);
 
 /* Why the handshake or verification of ssl failed, for a 502 and the log. */
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len);
