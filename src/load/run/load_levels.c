@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -10,6 +11,12 @@
 /* Open loop without -c: at most this many connections (load_run.c's). */
 #define OPEN_MAX_CONNS 1024
 #define TT_TIMEOUT_MS 5000
+/* tokentap's main thread takes its workers' records every 50 ms, and a
+ * client has a stream's last byte a moment before its record is made: the
+ * level's /stats is read again, 50 ms apart, until it counts the level's
+ * requests, for at most TT_SETTLE_TRIES reads (a request that never
+ * reached tokentap is never counted) */
+#define TT_SETTLE_TRIES 20
 
 void load_plan_init(struct load_plan *p)
 {
@@ -175,6 +182,18 @@ static void level_line(const struct load_result *r, const struct load_level *lv)
 	(void)r;
 }
 
+/* The level's figures from tokentap once it counts the n requests the level
+ * ended (or has been asked TT_SETTLE_TRIES times). */
+static void tt_read_settled(struct load_tt_conf *c, struct load_tt *out, size_t n)
+{
+	for (int i = 1;; i++) {
+		load_tt_read(c, out, TT_TIMEOUT_MS);
+		if (!out->ok || out->requests >= n || i == TT_SETTLE_TRIES)
+			return;
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	}
+}
+
 static int run_level(struct load_env *e, struct load_result *r, struct load_level *lv,
     unsigned repeats)
 {
@@ -215,7 +234,7 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 			return -1;
 		}
 		if (e->tt != NULL) {
-			load_tt_read(e->tt, &lv->tt, TT_TIMEOUT_MS);
+			tt_read_settled(e->tt, &lv->tt, st.n);
 			lv->tt.window_short = e->tt->window_us > 0 &&
 			    info.elapsed_us > load_tt_span_us(e->tt);
 			e->tt_ready_at = util_now_us() + load_tt_settle_us(e->tt);
