@@ -995,11 +995,29 @@ static size_t client_send_now(struct session *s, const char *buf, size_t n)
 	return w > 0 ? (size_t)w : 0;
 }
 
+/* A piece of the body for the client: written now when nothing waits
+ * before it, else (or what did not go) queued. 1: it all went. */
+static int client_forward(struct session *s, const char *buf, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	int tried = evbuffer_get_length(out) == 0;
+	size_t sent = tried ? client_send_now(s, buf, n) : 0;
+
+	if (sent == n)
+		return 1;
+	if (tried && s->tls)
+		tls_queue(out, buf, n);      /* all or nothing: sent is 0 */
+	else
+		evbuffer_add(out, buf + sent, n - sent);
+	return 0;
+}
+
 /* Forwards what the upstream sent: the same bytes, to the client, now. */
 static int response_body(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
 	struct evbuffer *out = bufferevent_get_output(s->bev);
+	unsigned char *p;
 	size_t used;
 	int r, drained = 0;
 
@@ -1007,16 +1025,11 @@ static int response_body(struct session *s)
 	r = exchange_parse_body(&s->x, in, &used);
 	if (s->x.decode) {
 		evbuffer_drain(in, used);
-	} else if (s->hold == NULL && s->tls && used > 0 &&
-	    evbuffer_get_length(out) == 0) {
-		/* a TLS client, as direct_body writes to it */
-		const char *p = used <= TLS_WRITE_NOW_MAX ?
-		    (const char *)evbuffer_pullup(in, (ev_ssize_t)used) : NULL;
-		drained = p != NULL && client_send_now(s, p, used) == used;
-		if (drained)
-			evbuffer_drain(in, used);
-		else
-			tls_queue(out, in, NULL, used);
+	} else if (s->hold == NULL && s->tls && used > 0 && used <= TLS_WRITE_NOW_MAX &&
+	    evbuffer_get_length(out) == 0 && (p = evbuffer_pullup(in, (ev_ssize_t)used))) {
+		/* a TLS client, written as direct_body writes to it */
+		drained = client_forward(s, (const char *)p, used);
+		evbuffer_drain(in, used);
 		s->x.bytes_out += used;
 	} else {
 		evbuffer_remove_buffer(in, s->hold != NULL ? s->hold : out, used);
@@ -1073,8 +1086,7 @@ static void up_buffer(struct session *s, const char *p, size_t n)
  * output buffer only when the socket does not take it all at once. */
 static int direct_body(struct session *s, const char *buf, size_t n)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
-	size_t used, sent = 0;
+	size_t used;
 	int r, drained = 0;
 
 	s->last_progress = s->x.meter.now;
@@ -1084,14 +1096,7 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 		s->x.bytes_out += used;
 		firsttoken_check(s);
 	} else if (used > 0) {
-		if (evbuffer_get_length(out) == 0) {
-			sent = client_send_now(s, buf, used);
-			drained = sent == used;
-		}
-		if (sent < used && s->tls)
-			tls_queue(out, NULL, buf, used);      /* sent is 0 */
-		else if (sent < used)
-			evbuffer_add(out, buf + sent, used - sent);
+		drained = client_forward(s, buf, used);
 		s->x.bytes_out += used;
 	}
 	/* bytes past the response's end are not forwarded; kept in the input,

@@ -222,21 +222,19 @@ size_t tls_write_now(SSL *ssl, const void *buf, size_t n)
 	return SSL_write(ssl, buf, (int)n) == (int)n ? n : 0;
 }
 
-void tls_queue(struct evbuffer *out, struct evbuffer *src, const void *buf, size_t n)
+void tls_queue(struct evbuffer *out, const void *buf, size_t n)
 {
 	struct evbuffer *one = evbuffer_new();
-	struct evbuffer *to = one != NULL ? one : out;   /* no memory: as it comes */
 
-	if (src != NULL)
-		evbuffer_remove_buffer(src, to, n);
-	else
-		evbuffer_add(to, buf, n);
-	if (one == NULL)
-		return;
-	/* one chain, which an empty out takes whole */
-	evbuffer_pullup(one, -1);
-	evbuffer_add_buffer(out, one);
-	evbuffer_free(one);
+	/* a new buffer takes it in one chain, and an empty out takes that
+	 * chain whole; no memory for it: as it comes */
+	if (one == NULL || evbuffer_add(one, buf, n) < 0) {
+		evbuffer_add(out, buf, n);
+	} else {
+		evbuffer_add_buffer(out, one);
+	}
+	if (one != NULL)
+		evbuffer_free(one);
 }
 
 static struct tls_conn *conn_of(const SSL *ssl)

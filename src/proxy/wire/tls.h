@@ -67,9 +67,9 @@ void tls_rx_mark(SSL *ssl);
  * written, two epoll_ctl(2) calls for each event forwarded. */
 #define TLS_WRITE_NOW_MAX 16384
 size_t tls_write_now(SSL *ssl, const void *buf, size_t n);
-/* Moves n bytes from src (NULL: buf) to the empty out as one piece, so that
- * a write that tls_write_now left to retry is retried with the same bytes. */
-void tls_queue(struct evbuffer *out, struct evbuffer *src, const void *buf, size_t n);
+/* Adds buf to the empty out as one piece, so that a write tls_write_now
+ * left to retry is retried with the same bytes. */
+void tls_queue(struct evbuffer *out, const void *buf, size_t n);
 
 /* Why the handshake or verification of ssl failed, for a 502 and the log. */
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len);
