@@ -67,7 +67,9 @@ def run_request(v, backend, proxy_cls=TokentapProxy):
     proxy = proxy_cls(backend, v)
     try:
         head_req = v.send.startswith(b"HEAD") if isinstance(v.send, bytes) else False
-        got, closed, extra = peer.exchange(proxy.port, v.send, len(v.status), head_req)
+        wait_close = bool(v.closed) and proxy_cls is TokentapProxy
+        got, closed, extra = peer.exchange(proxy.port, v.send, len(v.status), head_req,
+                                           wait_close=wait_close)
         statuses = [s for s, _, _ in got if s >= 200]
         want_up = expected_upstream(v, backend)
         raw = settle(backend, want_up if not v.partial else None)
