@@ -417,7 +417,9 @@ class Tokentap(Proc):
         """The access log once it has n lines; fails after timeout. A request
         is in /stats and /metrics before its line is written (the exchange
         publishes its record first): a test that reads them right after its
-        client had the last byte waits here first."""
+        client had the last byte waits here first. The stream and its
+        connection leave active_streams and active_connections only after
+        the line is written: wait for those gauges themselves."""
         lines = self.access(n, timeout)
         assert len(lines) >= n, f"{len(lines)} access-log lines of {n} after {timeout}s:" \
             f"\n{lines[-3:]}\n{self.stderr()[-2000:]}"

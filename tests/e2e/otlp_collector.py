@@ -262,7 +262,7 @@ class Collector:
         self.delay = delay
         self.tls = tls               # (cert, key): HTTPS
         self.exports = []            # every decoded export, in order
-        self.attempts = []           # (monotonic time, path, status answered)
+        self.attempts = []           # (monotonic time, path, status answered[, body's hash])
         self.lock = threading.Lock()
         self.port = port or free_port()
         self.server = None
@@ -291,7 +291,8 @@ class Collector:
                     return
                 if isinstance(mode, tuple) and mode[0] == "status":
                     with coll.lock:
-                        coll.attempts.append((time.monotonic(), self.path, mode[1]))
+                        coll.attempts.append((time.monotonic(), self.path, mode[1],
+                                              hash(raw)))
                     self.send_response(mode[1])
                     if mode[2] is not None:
                         self.send_header("Retry-After", str(mode[2]))

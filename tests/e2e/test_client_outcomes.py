@@ -21,11 +21,11 @@ TOKEN = b'data: {"choices":[{"delta":{"content":"tok"}}]}\n\n'
 def stalled_upload(port, path=b"/v1/chat/completions", wait=10):
     """Sends a head and 9 bytes of a 100-byte body, then nothing (path
     None: half a head): (the response, seconds until it came)."""
+    t0 = time.monotonic()       # before the connect: no timer starts earlier
     s = socket.create_connection(("127.0.0.1", port), timeout=wait)
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHo" if path is None else
               POST.replace(b"/v1/chat/completions", path) +
               b"Content-Length: 100\r\n\r\n{\"model\":")
-    t0 = time.monotonic()
     buf = b""
     try:
         while True:

@@ -280,7 +280,9 @@ def test_overhead_in_log_stats_and_metrics():
             assert 0 < e["overhead_ms"] < e["duration_ms"], e
         g = t.stats()["groups"][0]["overhead_us"]
         assert g["request"]["count"] == 20 and g["request"]["p50"] > 0, g
-        assert g["read"]["count"] >= 20 * 30 * 0.5, g        # about a read a token
+        # a read a token on a quiet host, fewer when a late worker finds
+        # several waiting: one a request at least, never more than events
+        assert 20 <= g["read"]["count"] <= 20 * 32, g
         assert g["read"]["p50"] > 0, g
         # per route: the proxy's time does not depend on the tenant or model
         req = metric(t, "tokentap_proxy_overhead_seconds_count", route="llm", stage="request")

@@ -178,7 +178,8 @@ def test_tokentap_beside_the_client():
                           "-d", "1s", "--warmup", "0", "--max-tokens", "10",
                           "--tokentap", f"http://127.0.0.1:{t.admin}",
                           t.url(CHAT), whole=True)
-        logged = t.access()
+        # tokentap-load waited for /stats; each line is written just after
+        logged = t.wait_logged(sum(lv["requests"] for lv in doc["levels"]))
     run = doc["run_id"]
     assert len(doc["levels"]) == 2
     for lv in doc["levels"]:

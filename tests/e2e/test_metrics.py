@@ -8,7 +8,8 @@ import os
 import re
 import time
 
-from harness import CHAT, Mock, Tokentap, load, parallel, promtool_check, request, samples
+from harness import (CHAT, Mock, Tokentap, load, metric, parallel, promtool_check, request,
+                     samples, until)
 from peers import Prometheus
 from test_alert_rules import rules_for
 from test_grafana import check_board
@@ -145,6 +146,10 @@ def test_gzip_and_process_metrics():
         request(t.port, CHAT, b'{"model":"m\\/\xed\xa0\x80\x01","stream":true}',
                 [("X-Tenant-Id", "t\x80\xff")])
         t.wait_logged(1)
+        # the stream and its connection are counted out just after the
+        # line is written: two scrapes must see the same gauges
+        until(lambda: metric(t, "tokentap_active_connections") == 0 and
+              not metric(t, "tokentap_active_streams"), 5, "the connection counted out")
         _, h, plain = t.get("/metrics")
         assert "Content-Encoding" not in h and h["Content-Type"].startswith("text/plain")
         _, h, z = t.get("/metrics", headers={"Accept-Encoding": "gzip"})

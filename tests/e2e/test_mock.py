@@ -303,7 +303,7 @@ def test_slots_queue_first_come_first_served():
     # each waiter got the slot the oldest holder freed with its last token
     # (at once; a busy machine may pause the mock between the two)
     for waiter, freed_by in ((2, 0), (3, 1), (4, 2)):
-        assert 0 <= slot[waiter] - end[freed_by] < 5000, (waiter, slot, end)
+        assert 0 <= slot[waiter] - end[freed_by] < 50000, (waiter, slot, end)
         # it waited (about 60 ms when sent on time; a busy host sends late)
         assert logs[waiter]["queue_us"] > 0, logs[waiter]
     for x in logs:

@@ -260,9 +260,18 @@ def test_metric_quantiles_within_3_percent_of_stats():
             for _ in delays:
                 post(t.port)
             assert len(t.access(len(delays))) == len(delays)
-            time.sleep(1.2)
-            exports = [e for e in col.of("/v1/metrics")]
             from otlp_collector import metrics_of
+
+            def counted():
+                """The requests the exports so far count (the last one's,
+                or all of them added up in delta): every 500 ms from the
+                main thread, later on a busy host."""
+                ms = [metrics_of(e) for e in col.of("/v1/metrics")]
+                ms = ms if "delta" in extra else ms[-1:]
+                return sum(p["value"] for m in ms
+                           for p in m.get("tokentap.requests", {"points": []})["points"])
+            until(lambda: counted() >= len(delays), 10, "the exports counting every request")
+            exports = [e for e in col.of("/v1/metrics")]
             last = metrics_of(exports[-1])
             ttft = last["gen_ai.server.time_to_first_token"]
             req = last["tokentap.requests"]

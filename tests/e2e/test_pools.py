@@ -81,6 +81,7 @@ def test_killed_replica_costs_no_request_and_comes_back_after_its_backoff():
             res = load("-c", "6", "-n", "60", "--max-tokens", "5", t.url(CHAT))
             assert res["errors"] == 0, res
             assert len(b.served()) > 0
+            t.wait_logged(60)                 # the first load's lines all come first
             b.p.send_signal(signal.SIGKILL)
             b.p.wait()
             res = load("-c", "6", "-n", "120", "--max-tokens", "5", t.url(CHAT))
@@ -358,7 +359,7 @@ def test_a_replica_over_ttft_factor_times_the_median_is_slow_not_ejected():
             assert st[a.url()]["state"] == "healthy" and st[b.url()]["state"] == "healthy"
             assert st[slow.url()]["ttft_p95_ms"] > 3 * st[a.url()]["ttft_p95_ms"], st
             assert "is slow: a quarter of its share" in t.stderr()
-            n = len(t.access())
+            n = len(t.wait_logged(60))        # the load's lines, each written after its bytes
             for _ in range(27):
                 assert chat(t.port)[0] == 200
             later = Counter(x["upstream"] for x in t.wait_logged(n + 27)[n:])

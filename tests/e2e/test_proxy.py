@@ -205,7 +205,9 @@ def test_each_read_is_written_in_the_same_loop_turn():
     n = 40
     chunks = [b"data: %d\n\n" % i for i in range(n)]
     trace = tempfile.mktemp(prefix="tt-strace-")
-    with Backend(sse_handler(chunks, gap=0.005)) as b, Tokentap(conf(b, "workers: 1\n")) as t:
+    # 20 ms apart: under strace (every call of every thread stopped) on a
+    # busy host, events 5 ms apart were read together
+    with Backend(sse_handler(chunks, gap=0.02)) as b, Tokentap(conf(b, "workers: 1\n")) as t:
         st = subprocess.Popen(["strace", "-f", "-p", str(t.p.pid), "-o", trace,
                                "-e", "trace=readv,writev,recvfrom,recvmsg,sendto,"
                                "epoll_ctl,epoll_wait,ioctl,setsockopt"],

@@ -91,8 +91,10 @@ def test_idle_tunnel_closed_after_timeouts_idle():
         s.settimeout(20)
         start = time.monotonic()
         assert s.recv(10) == b""
-        # 1 s configured (60 s by default): a second, and what a busy host adds
-        assert 0.9 < time.monotonic() - start < 10
+        # 1 s configured (60 s by default): a second, and what a busy host
+        # adds (the timer started when the 101 went out: a client late to
+        # read it sees less than the second)
+        assert 0.5 < time.monotonic() - start < 10
         [log] = t.wait_logged(1)
         assert log["status"] == 101 and log["outcome"] == "timeout", log
 
