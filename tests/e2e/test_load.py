@@ -327,9 +327,11 @@ def test_first_chunk_of_8_tokens_leaves_tpot_right():
     assert ch["token_chunks"]["p50"] == 13 and abs(ch["tokens_per_chunk"]["p50"] - 20 / 13) < 1e-3
     assert all(s["first_chunk_tokens"] == 8 and s["output_tokens"] == 20
                for s in j["samples"])
-    # itl per chunk: the 12 gaps of 5 ms
-    assert 4.5 < j["itl_ms"]["p50"] < gaps[-1] + 0.2 and j["itl_ms"]["count"] == 120, \
-        (j["itl_ms"], gaps)
+    # itl per chunk: the 12 gaps of each request, whose mean is the mock's
+    # (a late send and the next one on schedule make one long gap and one
+    # short: the median moves under a busy host, the mean does not)
+    assert j["itl_ms"]["count"] == 120, j["itl_ms"]
+    assert abs(j["itl_ms"]["mean"] - statistics.mean(gaps)) < 0.25, (j["itl_ms"], gaps)
     assert plain["chunks"]["first_chunk_tokens"]["count"] == 0
     # 12 gaps over 19: 0.63 of it
     assert plain["tpot_ms"]["p50"] < 0.75 * j["tpot_ms"]["p50"], plain["tpot_ms"]
