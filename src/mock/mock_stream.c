@@ -59,10 +59,15 @@ static void frame(const struct mock_stream *s, struct mock_buf *out,
 		mock_buf_add(out, "\r\n", 2);
 }
 
-/* Sends the worker's out buffer. Returns 0, or -1 when c was freed. */
+/* Sends the worker's out buffer. Returns 0, or -1 when c was freed. The
+ * write's time is read just before send(2): the earliest the bytes could
+ * leave. Read after it, a mock preempted as the send woke its reader
+ * stamped a token later than the reader had it (seen beside two CPU hogs:
+ * a client's TTFT under the mock's). */
 static int flush(struct mock_conn *c)
 {
 	struct mock_buf *out = &c->w->out;
+	uint64_t now = util_now_us();
 
 	if (out->failed) {
 		log_error("mock: out of memory rendering a response");
@@ -73,7 +78,7 @@ static int flush(struct mock_conn *c)
 		mock_conn_close(c);
 		return -1;
 	}
-	c->s.last_write = util_now_us();
+	c->s.last_write = now;
 	return 0;
 }
 
