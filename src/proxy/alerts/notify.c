@@ -146,9 +146,16 @@ static void on_response(struct evhttp_request *req, void *arg)
 	struct delivery *d = n->head;
 	char why[64];
 
-	/* libevent still runs this connection's code after we return */
-	n->spent = n->conn;
-	n->conn = NULL;
+	/* libevent still runs this connection's code after we return: it is
+	 * freed later, from the timer. One spent before it that the timer has
+	 * not freed yet (a new attempt began and ended first, on a busy host:
+	 * seen leaked under ASan) is done with now. */
+	if (n->conn != NULL) {
+		if (n->spent != NULL)
+			evhttp_connection_free(n->spent);
+		n->spent = n->conn;
+		n->conn = NULL;
+	}
 	n->busy = 0;
 	if (d == NULL)
 		return;
