@@ -437,10 +437,11 @@ class Tokentap(Proc):
         return until(lambda: ok(text := self.get(path).text) and text, timeout,
                      f"{path} as wanted")
 
-    def stats(self, token=None, **query):
+    def stats(self, token=None, timeout=10.0, **query):
         """/stats?query as JSON."""
         q = "&".join(f"{k}={v}" for k, v in query.items())
-        return get(self.admin, "/stats" + ("?" + q if q else ""), token=token, json=True)
+        return get(self.admin, "/stats" + ("?" + q if q else ""), token=token, json=True,
+                   timeout=timeout)
 
     def metric(self, name, **labels):
         return metric(self, name, **labels)
