@@ -28,10 +28,12 @@ def test_sweep_stops_at_the_knee():
     """4 slots, users doubling: throughput doubles up to 4 users, then not
     at all while the latency doubles; the sweep stops at 8 and names 4 the
     knee. Its levels are in the JSON and the CSV."""
-    with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "4ms") as m:
+    # a request of 216 ms: a busy host's late timers (milliseconds) move
+    # a level's throughput by a few per cent, not by the knee's 1.6x
+    with Mock("--slots", "4", "--ttft", "40ms", "--tpot", "16ms") as m:
         csv = os.path.join(os.path.dirname(m.log), f"sweep-{m.port}.csv")
         doc = load("sweep", "--over", "concurrency", "--levels", "1..64",
-                          "-d", "1s", "--warmup", "300ms", "--max-tokens", "12",
+                          "-d", "2s", "--warmup", "300ms", "--max-tokens", "12",
                           "--csv", csv, m.url(CHAT), whole=True)
     with open(csv) as f:
         rows = f.read().splitlines()
@@ -175,7 +177,7 @@ def test_tokentap_beside_the_client():
                      "    match: {path_prefix: /v1/}\n"
                      f"    upstream: http://127.0.0.1:{m.port}\n") as t:
         doc = load("sweep", "--over", "concurrency", "--levels", "2,6",
-                          "-d", "1s", "--warmup", "0", "--max-tokens", "10",
+                          "-d", "1s", "--warmup", "0", "--max-tokens", "40",
                           "--tokentap", f"http://127.0.0.1:{t.admin}",
                           t.url(CHAT), whole=True)
         # tokentap-load waited for /stats; each line is written just after
@@ -195,9 +197,11 @@ def test_tokentap_beside_the_client():
                 got = tt[field][f"p{q}"]
                 # /stats is within 1 % of the exact figure of its rule
                 assert abs(got - want) <= 0.012 * want + 0.05, (field, q, got, want)
+        # the client reads its first and last token a little late, more
+        # so beside CPU hogs (39 gaps: 0.5 ms a token is 20 ms of it)
         diff = tt["client_minus_tokentap_ms"]
         assert 0 <= diff["ttft_p50"] < 5, diff
-        assert abs(diff["tpot_p50"]) < 0.2, diff
+        assert abs(diff["tpot_p50"]) < 0.5, diff
 
 
 if __name__ == "__main__":
