@@ -280,8 +280,8 @@ def test_role_delay_prefill_and_keepalive_comments():
 
 def test_slots_queue_first_come_first_served():
     """--slots 2: of 5 streams sent 10 ms apart the first two decode at once,
-    the third takes the slot the first frees, the fourth the second's, the
-    fifth the third's (first come, first served); a waiting stream's first
+    and the slots, in the order their holders free them, go to the other
+    three in the order they came (first come, first served); a waiting stream's first
     token is due the TTFT after its slot, and the log says how long it
     waited. With --tpot-per-stream the gap grows by it for each other
     sequence decoding (the slots' holders), never for the ones waiting."""
@@ -300,10 +300,14 @@ def test_slots_queue_first_come_first_served():
     slot = [r + x["queue_us"] for r, x in zip(read, logs)]
     end = [r + x["last_token_us"] for r, x in zip(read, logs)]
     assert logs[0]["queue_us"] == logs[1]["queue_us"] == 0, logs
-    # each waiter got the slot the oldest holder freed with its last token
-    # (at once; a busy machine may pause the mock between the two)
-    for waiter, freed_by in ((2, 0), (3, 1), (4, 2)):
-        assert 0 <= slot[waiter] - end[freed_by] < 50000, (waiter, slot, end)
+    # the k-th waiter got the slot the k-th last token freed (at once; a
+    # busy machine may pause the mock between the two). Which holder ends
+    # first is not the read order's business: each schedule starts at its
+    # request's arrival, and two read in one loop turn may have arrived in
+    # either order (seen: the second read ended 3.4 ms before the first)
+    freed = sorted(end)
+    for k, waiter in enumerate((2, 3, 4)):
+        assert 0 <= slot[waiter] - freed[k] < 50000, (waiter, slot, end)
         # it waited (about 60 ms when sent on time; a busy host sends late)
         assert logs[waiter]["queue_us"] > 0, logs[waiter]
     for x in logs:
