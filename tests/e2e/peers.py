@@ -215,6 +215,74 @@ class TLSBackend(Backend):
         super()._serve_new(s)
 
 
+class RecordSock:
+    """A server-side TLS connection over a raw socket through Python's
+    ssl.SSLObject (memory BIOs), so that its handler places the records
+    itself: seal(data) is the records of data (one per 16 KiB) as bytes,
+    raw(bytes) sends bytes as they are (several records in one send, a
+    part of one, ...); sendall, recv and close as a socket's (close: no
+    close_notify)."""
+
+    def __init__(self, raw, ctx):
+        self.sock = raw
+        self.inb, self.outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inb, self.outb, server_side=True)
+        self._io(self.obj.do_handshake)
+
+    def _io(self, op):
+        while True:
+            try:
+                r = op()
+                self.raw(self.outb.read())
+                return r
+            except ssl.SSLWantReadError:
+                self.raw(self.outb.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    self.inb.write_eof()
+                else:
+                    self.inb.write(data)
+
+    def seal(self, data):
+        self.obj.write(data)
+        return self.outb.read()
+
+    def raw(self, data):
+        if data:
+            self.sock.sendall(data)
+
+    def sendall(self, data):
+        self.raw(self.seal(data))
+
+    def recv(self, n):
+        try:
+            return self._io(lambda: self.obj.read(n))
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+            return b""
+
+    def setsockopt(self, *a):
+        self.sock.setsockopt(*a)
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def close(self):
+        self.sock.close()
+
+
+class RecordBackend(TLSBackend):
+    """TLSBackend whose connections are RecordSocks: a handler's c.sock
+    places the TLS records on the wire (c.sock.seal, c.sock.raw)."""
+
+    def _serve_new(self, raw):
+        try:
+            s = RecordSock(raw, self.tls_ctx)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        Backend._serve_new(self, s)
+
+
 def sse_handler(chunks, gap=0.0, head=SSE_HEAD):
     """A handler that streams the given chunks (chunked framing), gap apart."""
     def handle(req, c):

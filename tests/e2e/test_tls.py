@@ -5,11 +5,14 @@ import json
 import os
 import shutil
 import socket
+import ssl
+import struct
 import tempfile
 import time
 
-from harness import Mock, Response, Tokentap, conf, raw_request, read_response, request, run
-from peers import SSE_HEAD, Backend, Nginx, TLSBackend, curl, node, pki, sse_handler
+from harness import (Mock, Response, Tokentap, conf, metric, raw_request, read_response, request,
+                     run, until)
+from peers import SSE_HEAD, Backend, Nginx, RecordBackend, TLSBackend, curl, node, pki, sse_handler
 
 SANITIZER_SKIP = {"test_openai_sdk_streams_through_plain_and_tls"}
 
@@ -228,3 +231,256 @@ def test_tls_client_small_events_behind_a_full_socket_lose_nothing():
                 assert body == framed, (tls_up, len(body), len(framed))
                 line = t.access(1)[0]
                 assert line["outcome"] == "ok" and line["events"] == len(events), line
+
+
+# ---- a TLS upstream's body read by tokentap's own TLS read path (one
+# recv(2) brings many records, read-ahead on) -------------------------------
+
+def token(i):
+    return b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i
+
+
+def chunked(events):
+    return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+
+
+def tls_route(b, p, extra="", dialect="openai"):
+    return conf(f"https://localhost:{b.port}", f"    tls: {{ca_file: {p['ca.crt']}}}\n"
+                f"    dialect: {dialect}\n", "r") + extra
+
+
+def dirty_close(c):
+    """Closes without close_notify: the TCP connection just ends."""
+    c.sock.close()
+
+
+def clean_close(c):
+    """close_notify, then the close (tokentap sends none back: its SSL_shutdown
+    read meets the close)."""
+    c.sock.settimeout(5)
+    try:
+        c.sock.unwrap()
+    except (OSError, ValueError):
+        pass
+
+
+def reset_close(c):
+    """A reset (SO_LINGER 0): the read fails with ECONNRESET."""
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.sock.close()
+
+
+def garbage_close(c):
+    """Bytes that are no TLS record, on the socket under TLS: OpenSSL fails
+    the read (SSL_ERROR_SSL)."""
+    os.write(c.sock.fileno(), b"\x17\x03\x03\x00\x20" + b"x" * 32)
+    time.sleep(0.2)
+    c.sock.close()
+
+
+ENDS = {"dirty": dirty_close, "clean": clean_close, "reset": reset_close,
+        "garbage": garbage_close}
+
+
+def cut_stream(end, framed=True):
+    """A handler that sends a head and three events (framed: chunked; else
+    delimited by the close), then ends the connection as end does."""
+    head = SSE_HEAD if framed else (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                    b"Connection: close\r\n\r\n")
+    events = [token(i) for i in range(3)]
+
+    def handle(req, c):
+        c.send(head)
+        for e in events:
+            c.send(b"%x\r\n%s\r\n" % (len(e), e) if framed else e)
+            time.sleep(0.02)
+        time.sleep(0.1)
+        ENDS[end](c)
+    return handle, events
+
+
+def test_tls_upstream_cut_mid_stream_outcomes():
+    """A chunked stream the TLS upstream ends before its last chunk, with a
+    close_notify or without, by a reset or by bytes that are no record: the
+    client has every event that came, then the close; the access log says
+    upstream_abort (the outcomes tokentap gave before its own TLS read
+    path)."""
+    p = pki()
+    for end in ENDS:
+        handle, events = cut_stream(end)
+        with TLSBackend(handle, p["server.crt"], p["server.key"]) as b, \
+                Tokentap(tls_route(b, p)) as t:
+            r = request(t.port)
+            assert r.status == 200 and not r.complete and r.eof, (end, r.head)
+            assert r.body == b"".join(events), (end, r.body)
+            line = t.wait_logged(1)[0]
+            assert line["outcome"] == "upstream_abort", (end, line)
+            assert line["output_tokens"] == 3 and line["events"] == 3, (end, line)
+
+
+def test_tls_upstream_close_delimited_body_outcomes():
+    """A body delimited by the close (no length, not chunked), of a dialect
+    without an end marker: the close ends it, close_notify or not, and so
+    does a reset or a broken record: ok each time, every byte forwarded (as
+    tokentap gave it before its own TLS read path: a TLS upstream's end is
+    its close, whatever the kind)."""
+    p = pki()
+    for end in ENDS:
+        handle, events = cut_stream(end, framed=False)
+        with TLSBackend(handle, p["server.crt"], p["server.key"]) as b, \
+                Tokentap(tls_route(b, p, dialect="raw")) as t:
+            r = request(t.port)
+            assert r.status == 200 and r.body == b"".join(events), (end, r.head, r.body)
+            line = t.wait_logged(1)[0]
+            assert r.complete and r.eof, (end, r.head)
+            assert line["outcome"] == "ok" and line["events"] == 3, (end, line)
+
+
+K, BURSTS = 40, 3                 # events a burst, and bursts
+FIRST_S, GAP_S = 0.1, 0.15        # before the first burst, between bursts
+SLACK_MS = 0.05                   # the log's µs rounding, the clocks'
+
+
+def bursts(sent):
+    """A stream whose events come in bursts: K events, each its own TLS
+    record, all in one send (one segment: one read brings them all), a gap
+    apart; [DONE] a gap after the last. The bracket of each burst's send in
+    sent[request] = [(before, after), ...]."""
+    def handle(req, c):
+        marks = []
+        sent.append(marks)
+        c.send(SSE_HEAD)
+        time.sleep(FIRST_S)
+        for b in range(BURSTS):
+            if b:
+                time.sleep(GAP_S)
+            wire = b"".join(c.sock.seal(chunked([token(b * K + i)])) for i in range(K))
+            before = time.monotonic()
+            c.sock.raw(wire)
+            marks.append((before, time.monotonic()))
+        time.sleep(GAP_S)
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+    return handle
+
+
+def client_conn(port, tls):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls:
+        ctx = ssl.create_default_context(cafile=pki()["ca.crt"])
+        s = ctx.wrap_socket(s, server_hostname="localhost")
+    s.settimeout(20)
+    return s
+
+
+def stream_once(s, i):
+    """One request on the kept-alive s: the bracket of its send and the raw
+    body (chunked, as the backend framed it)."""
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: burst-%d\r\n"
+           b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}" % i)
+    before = time.monotonic()
+    s.sendall(req)
+    after = time.monotonic()
+    data = b""
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        d = s.recv(65536)
+        assert d, data[-200:]
+        data += d
+    return (before, after), data.partition(b"\r\n\r\n")[2]
+
+
+def test_tls_upstream_bursts_of_records_are_read_whole_and_timed():
+    """One read of the TLS upstream brings K records at once: every event
+    reaches the client byte for byte (a plain one, and a TLS one), every
+    token counts, and the tokens are timed by the read that brought them:
+    TTFT and TPOT lie within what the backend's sends allow (a record left
+    in OpenSSL's buffer until more bytes came would be timed a gap late:
+    the [DONE] is sent a gap after the last burst)."""
+    p = pki()
+    events = [token(i) for i in range(K * BURSTS)] + [b"data: [DONE]\n\n"]
+    expect = chunked(events) + b"0\r\n\r\n"
+    for tls_client in (False, True):
+        sent = []
+        listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
+                  f"{p['server.crt']}, key: {p['server.key']}}}\n") if tls_client else ""
+        with RecordBackend(bursts(sent), p["server.crt"], p["server.key"]) as b, \
+                Tokentap(listen + "workers: 1\n" + tls_route(b, p)) as t:
+            s = client_conn(t.port, tls_client)
+            reqs = []
+            for i in range(3):
+                req, body = stream_once(s, i)
+                assert body == expect, (tls_client, i, len(body), len(expect))
+                reqs.append(req)
+            s.close()
+            lines = {l["request_id"]: l for l in t.wait_logged(3)}
+        for i, req in enumerate(reqs):
+            line, marks = lines[f"burst-{i}"], sent[i]
+            assert line["outcome"] == "ok" and line["timestamps"] == "kernel", line
+            assert line["output_tokens"] == K * BURSTS and line["events"] == K * BURSTS + 1, line
+            first, last = marks[0], marks[-1]
+            ttft = ((first[0] - req[1]) * 1000, (first[1] - req[0]) * 1000)
+            tpot = ((last[0] - first[1]) * 1000 / (K * BURSTS - 1),
+                    (last[1] - first[0]) * 1000 / (K * BURSTS - 1))
+            # brackets this narrow tell a gap (150 ms) from none
+            assert ttft[1] - ttft[0] < GAP_S * 1000 / 3, ttft
+            assert ttft[0] - SLACK_MS <= line["ttft_ms"] <= ttft[1] + SLACK_MS, \
+                (tls_client, i, line["ttft_ms"], ttft)
+            assert tpot[0] - SLACK_MS <= line["tpot_ms"] <= tpot[1] + SLACK_MS, \
+                (tls_client, i, line["tpot_ms"], tpot)
+
+
+def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
+    """TLS clients that read late, together past limits.client_backlog:
+    tokentap reads the TLS upstreams 4 KiB at a time then and pauses each
+    as soon as its client lags, with decrypted bytes and records left in
+    OpenSSL's buffer (the socket does not say so): resumed, every byte
+    arrives in order and every stream ends ok."""
+    p = pki()
+    n, size = 6, 300
+    events = [b"data: " + (b"%06d" % i) * 660 + b"\n\n" for i in range(size)]   # ~4 KB
+    framed = chunked(events) + b"0\r\n\r\n"
+
+    def flood(req, c):
+        c.send(SSE_HEAD)
+        for e in events:
+            c.chunk(e)              # a record each, as fast as tokentap takes them
+        c.end_chunks()
+        return "keep"
+    listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
+              f"{p['server.crt']}, key: {p['server.key']}}}\n")
+    ctx = ssl.create_default_context(cafile=p["ca.crt"])
+    with TLSBackend(flood, p["server.crt"], p["server.key"]) as b, \
+            Tokentap(listen + "workers: 1\nlimits: {client_backlog: 1m}\n" +
+                     tls_route(b, p, dialect="raw")) as t:
+        socks = []
+        for _ in range(n):
+            raw = socket.socket()
+            # small segments keep tokentap's send buffer small (loopback's
+            # 64 KiB ones grow it to megabytes): the backlog is its own
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1000)
+            raw.connect(("127.0.0.1", t.port))
+            s = ctx.wrap_socket(raw, server_hostname="localhost")
+            s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            s.settimeout(20)
+            socks.append(s)
+        # nobody reads: the streams fill their clients' buffers in tokentap
+        until(lambda: (metric(t, "tokentap_client_backlog_bytes") or 0) > 1 << 20, 10,
+              "the backlog past limits.client_backlog")
+        for k, s in enumerate(socks):
+            data = bytearray()
+            while not data.endswith(b"\r\n0\r\n\r\n"):
+                d = s.recv(4096 if len(data) < 256 * 1024 else 65536)
+                assert d, (k, len(data))
+                data += d
+                if len(data) < 256 * 1024:
+                    time.sleep(0.0005)      # slow at first: pauses come and go
+            s.close()
+            head, _, body = bytes(data).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert body == framed, (k, len(body), len(framed))
+        lines = t.wait_logged(n)
+        assert all(l["outcome"] == "ok" and l["events"] == size for l in lines), \
+            [(l["outcome"], l["events"]) for l in lines]
