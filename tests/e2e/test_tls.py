@@ -431,6 +431,54 @@ def test_tls_upstream_bursts_of_records_are_read_whole_and_timed():
                 (tls_client, i, line["tpot_ms"], tpot)
 
 
+def past_the_end(kind):
+    """A keep-alive chunked stream whose last bytes come with more after
+    the response's end, in the first response on a connection: in the same
+    record (kind "record"), in a record of their own in the same send
+    ("records"), or as the first half of a record ("partial"). Later
+    responses on a connection are clean."""
+    stale = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE"
+    events = [token(i) for i in range(3)] + [b"data: [DONE]\n\n"]
+    seen = set()
+
+    def handle(req, c):
+        c.send(SSE_HEAD)
+        time.sleep(0.05)            # the body comes by tokentap's own reads
+        c.chunk(events[0])
+        time.sleep(0.02)
+        end = chunked(events[1:]) + b"0\r\n\r\n"
+        if req.conn_id in seen:
+            c.send(end)
+            return "keep"
+        seen.add(req.conn_id)
+        if kind == "record":
+            wire = c.sock.seal(end + stale)
+        else:
+            wire = c.sock.seal(end)       # sealed in their order: records are numbered
+            extra = c.sock.seal(stale)
+            wire += extra if kind == "records" else extra[:len(extra) // 2]
+        c.sock.raw(wire)
+        return "keep"
+    return handle, events
+
+
+def test_tls_upstream_bytes_past_the_end_keep_the_connection_out_of_the_pool():
+    """Bytes after a response's end on a kept-alive TLS upstream (read by
+    tokentap's own TLS reads along with the end): the connection is not
+    reused, and the next request has a clean answer on a new one."""
+    p = pki()
+    for kind in ("record", "records", "partial"):
+        handle, events = past_the_end(kind)
+        with RecordBackend(handle, p["server.crt"], p["server.key"]) as b, \
+                Tokentap("workers: 1\n" + tls_route(b, p)) as t:
+            for i in range(2):
+                r = request(t.port)
+                assert r.status == 200 and r.complete, (kind, i, r.head)
+                assert r.body == b"".join(events), (kind, i, r.body)
+            assert [q.conn_id for q in b.requests] == [0, 1], (kind, [q.conn_id for q in b.requests])
+            assert [l["outcome"] for l in t.wait_logged(2)] == ["ok", "ok"], kind
+
+
 def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
     """TLS clients that read late, together past limits.client_backlog:
     tokentap reads the TLS upstreams 4 KiB at a time then and pauses each

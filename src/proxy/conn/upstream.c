@@ -147,6 +147,18 @@ long upstream_unacked(const struct upconn *u)
 	return n;
 }
 
+/* Bytes from the peer that no response took: in the input, or under TLS
+ * still in OpenSSL's buffer (a record, or the start of one, that came
+ * with the response's end). The next response on the connection would
+ * begin with them. */
+static int unread(struct upconn *u)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+
+	return evbuffer_get_length(bufferevent_get_input(u->bev)) != 0 ||
+	    (ssl != NULL && SSL_has_pending(ssl));
+}
+
 /* Is a pooled connection still open, with nothing from its peer? The
  * pool's callbacks close one whose peer closed, reset or spoke, but only
  * when the loop gets to it: after a backend's restart its FIN (or RST)
@@ -154,8 +166,10 @@ long upstream_unacked(const struct upconn *u)
  * and a POST is not sent twice. One non-blocking recv(2) MSG_PEEK tells
  * (about 1 µs, once per reuse; nothing per event). 1: open (and silent,
  * or a TLS peer's records: a late session ticket is no reason to drop it);
- * 0: closed or reset; -1: a plain peer spoke out of turn. */
-static int pooled_state(const struct upconn *u)
+ * 0: closed or reset; -1: a plain peer spoke out of turn, or a TLS peer's
+ * bytes wait in OpenSSL's buffer (unread: the start of a record, which no
+ * read callback reports). */
+static int pooled_state(struct upconn *u)
 {
 	char c;
 	evutil_socket_t fd = bufferevent_getfd(u->bev);
@@ -163,6 +177,8 @@ static int pooled_state(const struct upconn *u)
 
 	if (fd < 0)
 		return 0;
+	if (unread(u))
+		return -1;
 	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n > 0)
 		return u->pool->tls ? 1 : -1;
@@ -327,8 +343,7 @@ void upstream_release(struct upconn *u, int reusable)
 		u->direct = 0;
 	}
 	if (!reusable || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
-	    p->w->draining ||
-	    evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {
+	    p->w->draining || unread(u)) {
 		upconn_free(u);
 		return;
 	}
