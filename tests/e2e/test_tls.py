@@ -479,12 +479,60 @@ def test_tls_upstream_bytes_past_the_end_keep_the_connection_out_of_the_pool():
             assert [l["outcome"] for l in t.wait_logged(2)] == ["ok", "ok"], kind
 
 
+def tls_reader(port, ctx, window=None):
+    """A TLS client with a stream on its way. window: a receive buffer that
+    small, and small segments, which keep tokentap's send buffer small too
+    (loopback's 64 KiB ones grow it to megabytes): tokentap must soon hold
+    what the client does not read."""
+    raw = socket.socket()
+    if window:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    raw.connect(("127.0.0.1", port))
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.settimeout(20)
+    return s
+
+
+def backlog(t):
+    return metric(t, "tokentap_client_backlog_bytes") or 0
+
+
+def settled(t):
+    """Once what tokentap holds for its clients stops changing (0.3 s)."""
+    last, same = None, 0
+    for _ in range(50):
+        time.sleep(0.1)
+        now = backlog(t)
+        same = same + 1 if now == last else 0
+        last = now
+        if same >= 3:
+            return
+
+
+def read_slowly(s, pause):
+    """The body of the response on s, read 4 KiB at a time, pause apart."""
+    data = bytearray()
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        d = s.recv(4096)
+        assert d, len(data)
+        data += d
+        time.sleep(pause)
+    s.close()
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return body
+
+
 def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
-    """TLS clients that read late, together past limits.client_backlog:
-    tokentap reads the TLS upstreams 4 KiB at a time then and pauses each
-    as soon as its client lags, with decrypted bytes and records left in
-    OpenSSL's buffer (the socket does not say so): resumed, every byte
-    arrives in order and every stream ends ok."""
+    """Past limits.client_backlog (TLS clients hold it, reading nothing),
+    tokentap reads a TLS upstream 4 KiB at a time, with records
+    (or the rest of one) left in OpenSSL's buffer, of which the socket says
+    nothing: a stream's last 16 KB come in one segment and nothing after
+    them. Read on at once for a client that keeps up, and for one that
+    lags (paused as soon as it does) once it has caught up: every byte
+    arrives in order, and every stream ends ok."""
     p = pki()
     n, size = 6, 300
     events = [b"data: " + (b"%06d" % i) * 660 + b"\n\n" for i in range(size)]   # ~4 KB
@@ -496,39 +544,28 @@ def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
             c.chunk(e)              # a record each, as fast as tokentap takes them
         c.end_chunks()
         return "keep"
+
     listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
               f"{p['server.crt']}, key: {p['server.key']}}}\n")
     ctx = ssl.create_default_context(cafile=p["ca.crt"])
     with TLSBackend(flood, p["server.crt"], p["server.key"]) as b, \
             Tokentap(listen + "workers: 1\nlimits: {client_backlog: 1m}\n" +
                      tls_route(b, p, dialect="raw")) as t:
-        socks = []
-        for _ in range(n):
-            raw = socket.socket()
-            # small segments keep tokentap's send buffer small (loopback's
-            # 64 KiB ones grow it to megabytes): the backlog is its own
-            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1000)
-            raw.connect(("127.0.0.1", t.port))
-            s = ctx.wrap_socket(raw, server_hostname="localhost")
-            s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            s.settimeout(20)
-            socks.append(s)
-        # nobody reads: the streams fill their clients' buffers in tokentap
-        until(lambda: (metric(t, "tokentap_client_backlog_bytes") or 0) > 1 << 20, 10,
-              "the backlog past limits.client_backlog")
-        for k, s in enumerate(socks):
-            data = bytearray()
-            while not data.endswith(b"\r\n0\r\n\r\n"):
-                d = s.recv(4096 if len(data) < 256 * 1024 else 65536)
-                assert d, (k, len(data))
-                data += d
-                if len(data) < 256 * 1024:
-                    time.sleep(0.0005)      # slow at first: pauses come and go
-            s.close()
-            head, _, body = bytes(data).partition(b"\r\n\r\n")
-            assert head.startswith(b"HTTP/1.1 200"), head
-            assert body == framed, (k, len(body), len(framed))
-        lines = t.wait_logged(n)
+        # holders, one after another, until what tokentap holds for them
+        # is past the limit, with a little room (each holds about 250 KiB
+        # before it pauses; once the limit is passed, a few KiB); paused,
+        # and reading nothing, they keep it there
+        holders = []
+        while backlog(t) <= (1 << 20) + 8192:
+            assert len(holders) < 16, backlog(t)
+            holders.append(tls_reader(t.port, ctx, window=1))
+            settled(t)
+        # these run past the limit from their first byte to their last
+        assert read_slowly(tls_reader(t.port, ctx), 0) == framed
+        assert read_slowly(tls_reader(t.port, ctx, window=16384), 0.003) == framed
+        assert backlog(t) > 1 << 20
+        for k, s in enumerate(holders):
+            assert read_slowly(s, 0) == framed, k
+        lines = t.wait_logged(len(holders) + 2)
         assert all(l["outcome"] == "ok" and l["events"] == size for l in lines), \
             [(l["outcome"], l["events"]) for l in lines]
