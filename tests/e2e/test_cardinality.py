@@ -124,7 +124,11 @@ def test_unknown_models_earn_no_label_and_a_real_one_still_gets_its_own():
     top = "tenant: {header: X-Tenant-Id, header_values: [acme]}\n"
     with Backend(vllm) as b, Tokentap(conf(b, name="chat", prefix="/v1/", top=top)) as t:
         assert chat(t.port, "acme", "llama-3") == 200
-        base = t.get_when("/metrics", lambda x: 'model="llama-3"' in x)
+        # the request counted (the model's label shows in the active
+        # gauges first, while the stream ends)
+        base = t.get_when("/metrics", lambda x: (
+            'tokentap_requests_total{route="chat",tenant="acme",model="llama-3",'
+            'upstream="http://127.0.0.1:%d",outcome="ok",code="2xx"} 1\n' % b.port) in x)
         assert set(flood(t.port, 50)) == {404}
         t.wait_logged(51)
         fifty = t.get_when("/metrics", lambda x: ',code="4xx"} 50\n' in x)
@@ -141,9 +145,11 @@ def test_unknown_models_earn_no_label_and_a_real_one_still_gets_its_own():
         assert added[1] <= 400 and used <= 300, (added, used)
         assert "gpt-" not in text
         assert chat(t.port, "acme", "qwen-new") == 200
-        text = t.get_when("/metrics", lambda x: 'model="qwen-new"' in x)
-        assert ('tokentap_requests_total{route="chat",tenant="acme",model="qwen-new",'
-                'upstream="http://127.0.0.1:%d",outcome="ok",code="2xx"} 1\n' % b.port) in text
+        # its line once the request is counted (its label comes with the
+        # active gauges first, while the stream ends): a wait, not a race
+        text = t.get_when("/metrics", lambda x: (
+            'tokentap_requests_total{route="chat",tenant="acme",model="qwen-new",'
+            'upstream="http://127.0.0.1:%d",outcome="ok",code="2xx"} 1\n' % b.port) in x)
         assert ('tenant="acme",model="_other",upstream="http://127.0.0.1:%d",'
                 'outcome="upstream_error",code="4xx"} 50\n' % b.port) in text
         rows = t.stats(by="tenant,model", limit=10000)
