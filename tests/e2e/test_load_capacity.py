@@ -29,10 +29,14 @@ def test_sweep_stops_at_the_knee():
     at all while the latency doubles; the sweep stops at 8 and names 4 the
     knee. Its levels are in the JSON and the CSV."""
     # a request of 216 ms: a busy host's late timers (milliseconds) move
-    # a level's throughput by a few per cent, not by the knee's 1.6x
+    # a level's throughput by a few per cent, not by the knee's 1.6x. At 4
+    # users each slot idles while its user turns round (reads the end,
+    # sends the next); at 8 none does: beside two CPU hogs that made 8
+    # users' throughput 10 % over 4's, so the rule's share is 25 % here
     with Mock("--slots", "4", "--ttft", "40ms", "--tpot", "16ms") as m:
         csv = os.path.join(os.path.dirname(m.log), f"sweep-{m.port}.csv")
         doc = load("sweep", "--over", "concurrency", "--levels", "1..64",
+                          "--saturation", "25%",
                           "-d", "2s", "--warmup", "300ms", "--max-tokens", "12",
                           "--csv", csv, m.url(CHAT), whole=True)
     with open(csv) as f:
@@ -46,7 +50,7 @@ def test_sweep_stops_at_the_knee():
     assert sw["saturated_level"] == 3
     x = [lv["output_throughput"] for lv in doc["levels"]]
     assert x[1] > 1.6 * x[0] and x[2] > 1.6 * x[1], x
-    assert abs(x[3] / x[2] - 1) < 0.1, x
+    assert abs(x[3] / x[2] - 1) < 0.25, x
     e2e = [lv["e2el_ms"]["p50"] for lv in doc["levels"]]
     assert e2e[3] > 1.6 * e2e[2], e2e
     for lv in doc["levels"]:
