@@ -20,9 +20,14 @@
  * replica). */
 #define HOLD_MAX (64 * 1024)
 
+/* A deadline from now: libevent counts a timer from the time it cached at
+ * the loop turn's start, which a busy turn leaves milliseconds behind the
+ * attempt's own start (its t0, read since): refreshed, the deadline is
+ * never early by the attempt's clock (one clock read an attempt). */
 static void timer_in(struct session *s, uint64_t us)
 {
 	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	event_base_update_cache_time(s->loop->base);
 	evtimer_add(s->ft_timer, &tv);
 	s->ft_armed = 1;
 }
