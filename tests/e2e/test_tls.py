@@ -479,6 +479,30 @@ def test_tls_upstream_bytes_past_the_end_keep_the_connection_out_of_the_pool():
             assert [l["outcome"] for l in t.wait_logged(2)] == ["ok", "ok"], kind
 
 
+def test_tls_upstream_reused_after_a_body_that_began_with_its_head():
+    """The head and the first events in one record (the bufferevent reads
+    them, and tokentap's own reads take the body on from there): the
+    connection goes back to the pool in order, and the next request on it
+    is read and answered whole."""
+    p = pki()
+    events = [token(i) for i in range(6)] + [b"data: [DONE]\n\n"]
+
+    def handle(req, c):
+        c.send(SSE_HEAD + chunked(events[:2]))
+        for e in events[2:]:
+            time.sleep(0.01)
+            c.chunk(e)
+        c.end_chunks()
+        return "keep"
+    with RecordBackend(handle, p["server.crt"], p["server.key"]) as b, \
+            Tokentap("workers: 1\n" + tls_route(b, p)) as t:
+        for i in range(3):
+            r = request(t.port, timeout=5)
+            assert r.status == 200 and r.complete and r.body == b"".join(events), (i, r.body)
+        assert [q.conn_id for q in b.requests] == [0, 0, 0], [q.conn_id for q in b.requests]
+        assert [l["outcome"] for l in t.wait_logged(3)] == ["ok"] * 3
+
+
 def tls_reader(port, ctx, window=None):
     """A TLS client with a stream on its way. window: a receive buffer that
     small, and small segments, which keep tokentap's send buffer small too
@@ -540,15 +564,16 @@ def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
 
     def flood(req, c):
         c.send(SSE_HEAD)
-        for e in events:
+        for e in events[:-4]:
             c.chunk(e)              # a record each, as fast as tokentap takes them
-        c.end_chunks()
+        c.sock.raw(b"".join(c.sock.seal(chunked([e])) for e in events[-4:]) +
+                   c.sock.seal(b"0\r\n\r\n"))
         return "keep"
 
     listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
               f"{p['server.crt']}, key: {p['server.key']}}}\n")
     ctx = ssl.create_default_context(cafile=p["ca.crt"])
-    with TLSBackend(flood, p["server.crt"], p["server.key"]) as b, \
+    with RecordBackend(flood, p["server.crt"], p["server.key"]) as b, \
             Tokentap(listen + "workers: 1\nlimits: {client_backlog: 1m}\n" +
                      tls_route(b, p, dialect="raw")) as t:
         # holders, one after another, until what tokentap holds for them

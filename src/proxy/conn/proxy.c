@@ -13,10 +13,12 @@
  * streaming body is parsed and sent to the client from there at once (only
  * what the client socket does not take is copied), anything else (a head,
  * a decoded body, a tunnel) goes through the bufferevent's input. A TLS
- * upstream's body moves from the bufferevent's input to the client's
- * output (no copy when whole chains move), its reads stamped by tls.c's
- * socket BIO. A plain client is read by client_readable (its bufferevent
- * only writes), a TLS client by its bufferevent. Every function that may
+ * upstream's head is read by its bufferevent (its reads stamped by tls.c's
+ * socket BIO); its streaming body the same way as a plain one's, by
+ * up_tls_readable: the records one read brought (OpenSSL's read-ahead),
+ * decrypted into the worker's buffer, parsed and sent on from there. A
+ * plain client is read by client_readable (its bufferevent only writes), a
+ * TLS client by its bufferevent. Every function that may
  * free the session returns -1 when it did; callers return at once. */
 #include "proxy.h"
 
@@ -61,6 +63,7 @@ static void up_read(struct bufferevent *bev, void *arg);
 static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
 static void up_readable(evutil_socket_t fd, short what, void *arg);
+static void up_tls_readable(evutil_socket_t fd, short what, void *arg);
 static void client_readable(evutil_socket_t fd, short what, void *arg);
 static int upstream_closed(struct session *s, unsigned long tls_err, int err);
 static int upstream_input(struct session *s);
@@ -855,6 +858,17 @@ static int retry_status(struct session *s)
 	    METER_END_MALFORMED);
 }
 
+/* A TLS upstream's streaming body is read by up_tls_readable from here
+ * on, the records of one read at a time (as a plain upstream's by
+ * up_readable); what its bufferevent read with the head goes first
+ * (up_input). A decoded body stays with the bufferevent. */
+static void tls_body_direct(struct session *s)
+{
+	if (upstream_is_tls(s->up) && !s->x.decode &&
+	    upstream_direct_tls(s->up, up_tls_readable, s) == 0)
+		s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
+}
+
 static int response_head(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
@@ -905,6 +919,7 @@ static int response_head(struct session *s)
 		return response_done(s);
 	}
 	timer_idle(s);      /* a body follows */
+	tls_body_direct(s);
 	return 0;
 }
 
@@ -1069,15 +1084,20 @@ static int upstream_input(struct session *s)
 	return 0;
 }
 
-/* Bytes for the upstream's input, which then may hold some (up_input; a
- * socket bufferevent freezes its input's end so that only it adds there). */
+/* Bytes for the upstream's input, which then may hold some (up_input). A
+ * socket bufferevent freezes its input's end so that only it adds there;
+ * an OpenSSL one does not, and frozen, its own reads would fail (with no
+ * word: the socket stays readable, the loop spins). */
 static void up_buffer(struct session *s, const char *p, size_t n)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	int frozen = !upstream_is_tls(s->up);
 
-	evbuffer_unfreeze(in, 0);
+	if (frozen)
+		evbuffer_unfreeze(in, 0);
 	evbuffer_add(in, p, n);
-	evbuffer_freeze(in, 0);
+	if (frozen)
+		evbuffer_freeze(in, 0);
 	s->up_input = 1;
 }
 
@@ -1107,10 +1127,25 @@ static int direct_body(struct session *s, const char *buf, size_t n)
 	return body_forwarded(s, r, drained);
 }
 
+/* Bytes a direct read brought, in the worker's buffer: a streaming body
+ * is forwarded from there; anything else goes through the bufferevent's
+ * input (and while that holds bytes, so do these, after them). -1: the
+ * session is gone. */
+static int upstream_read(struct session *s, const char *buf, size_t n)
+{
+	if (s->us == U_BODY && !s->x.decode && !s->up_input)
+		return direct_body(s, buf, n);
+	up_buffer(s, buf, n);
+	if (upstream_input(s) < 0)
+		return -1;
+	if (s->up != NULL)
+		s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
+	return 0;
+}
+
 /* One recvmsg(2) per readiness into the worker's buffer, with the
  * kernel's receive time: no FIONREAD ioctl, no buffer chain allocated per
- * read (libevent's bufferevent does both). A streaming body is forwarded
- * from the buffer; anything else goes through the bufferevent's input. */
+ * read (libevent's bufferevent does both). */
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
@@ -1122,18 +1157,47 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 
 	if (n > 0) {
 		exchange_read(&s->x, &s->loop->clock, real);
-		if (s->us == U_BODY && !s->x.decode && !s->up_input) {
-			direct_body(s, s->loop->rbuf, (size_t)n);
-			return;
-		}
-		up_buffer(s, s->loop->rbuf, (size_t)n);
-		if (upstream_input(s) == 0 && s->up != NULL)
-			s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
+		upstream_read(s, s->loop->rbuf, (size_t)n);
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	upstream_closed(s, 0, n < 0 ? errno : 0);
+}
+
+/* up_readable's twin for a TLS upstream's streaming body: the records one
+ * read of the socket brought (read-ahead: all it had, up to OpenSSL's
+ * buffer; libevent's bufferevent read each record's header and body
+ * apart, and handed on a record or two at a time), decrypted one after
+ * another into the worker's buffer, parsed and forwarded at once: a TLS
+ * client gets them in one SSL_write. Bytes OpenSSL held from an earlier
+ * read (its buffer was full, or the client held the stream back) came
+ * with that read, and keep its time (meter.now). The read's end comes
+ * after its bytes, as up_event gave it: a close (close_notify or not)
+ * or an error ends the body, at the loop's now. */
+static void up_tls_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	struct tls_read r;
+	(void)fd;
+	(void)what;
+
+	upstream_tls_read(s->up, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
+	    LOOP_READ_MAX, &r);
+	if (r.n > 0) {
+		if (r.fresh)
+			exchange_read(&s->x, &s->loop->clock, r.real);
+		/* gone, or the response ended (its connection released) */
+		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL ||
+		    s->us != U_BODY)
+			return;
+	}
+	if (r.end == TLS_READ_FULL && !s->up_paused) {
+		upstream_direct_more(s->up);
+	} else if (r.end == TLS_READ_EOF || r.end == TLS_READ_ERROR) {
+		s->x.meter.now = util_now_us();
+		upstream_closed(s, r.err, r.sys);
+	}
 }
 
 /* A TLS upstream's records, read by its bufferevent through tls.c's

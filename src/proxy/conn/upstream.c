@@ -294,12 +294,10 @@ int upstream_is_tls(const struct upconn *u)
 	return u->pool->tls;
 }
 
-int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
+/* rd_ev reads fd with cb from now on, and the bufferevent reads nothing. */
+static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
+    void *arg)
 {
-	evutil_socket_t fd = bufferevent_getfd(u->bev);
-
-	if (u->pool->tls || fd < 0)
-		return -1;
 	if (u->rd_ev == NULL)
 		u->rd_ev = event_new(u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
 	else
@@ -309,6 +307,63 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
 	bufferevent_disable(u->bev, EV_READ);
 	u->direct = 1;
 	return 0;
+}
+
+int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg)
+{
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+
+	if (u->pool->tls || fd < 0)
+		return -1;
+	return read_with(u, fd, cb, arg);
+}
+
+int upstream_direct_tls(struct upconn *u, event_callback_fn cb, void *arg)
+{
+	evutil_socket_t fd = bufferevent_getfd(u->bev);
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+
+	if (ssl == NULL || fd < 0 || tls_read_ahead(ssl, 1) < 0)
+		return -1;
+	if (read_with(u, fd, cb, arg) < 0) {
+		tls_read_ahead(ssl, 0);
+		return -1;
+	}
+	upstream_direct_more(u);
+	return 0;
+}
+
+/* The event rd_ev waits for: EV_READ, or EV_WRITE while OpenSSL must
+ * write before it reads on. Added as it was (not while paused). */
+static void wait_for(struct upconn *u, short what)
+{
+	int added = event_pending(u->rd_ev, EV_READ | EV_WRITE, NULL) != 0;
+
+	if ((event_get_events(u->rd_ev) & (EV_READ | EV_WRITE)) == what)
+		return;
+	event_del(u->rd_ev);
+	event_assign(u->rd_ev, u->pool->w->base, event_get_fd(u->rd_ev),
+	    what | EV_PERSIST, event_get_callback(u->rd_ev),
+	    event_get_callback_arg(u->rd_ev));
+	if (added)
+		event_add(u->rd_ev, NULL);
+}
+
+void upstream_tls_read(struct upconn *u, char *buf, size_t len, struct tls_read *r)
+{
+	tls_read(bufferevent_openssl_get_ssl(u->bev), buf, len, r);
+	if (r->end == TLS_READ_EOF || r->end == TLS_READ_ERROR)
+		u->ended = 1;
+	else
+		wait_for(u, r->end == TLS_READ_WRITABLE ? EV_WRITE : EV_READ);
+}
+
+void upstream_direct_more(struct upconn *u)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(u->bev);
+
+	if (ssl != NULL && SSL_has_pending(ssl))
+		event_active(u->rd_ev, EV_READ, 1);
 }
 
 int upstream_flush(struct upconn *u)
@@ -326,10 +381,12 @@ int upstream_flush(struct upconn *u)
 
 void upstream_direct_read(struct upconn *u, int on)
 {
-	if (on)
-		event_add(u->rd_ev, NULL);
-	else
+	if (!on) {
 		event_del(u->rd_ev);
+		return;
+	}
+	event_add(u->rd_ev, NULL);
+	upstream_direct_more(u);
 }
 
 void upstream_release(struct upconn *u, int reusable)
@@ -341,8 +398,10 @@ void upstream_release(struct upconn *u, int reusable)
 	if (u->direct) {
 		event_del(u->rd_ev);
 		u->direct = 0;
+		if (p->tls)
+			tls_read_ahead(bufferevent_openssl_get_ssl(u->bev), 0);
 	}
-	if (!reusable || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
+	if (!reusable || u->ended || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
 	    p->w->draining || unread(u)) {
 		upconn_free(u);
 		return;

@@ -27,6 +27,8 @@ struct upconn {
 	int connected;
 	int reused;                 /* taken from the pool */
 	int direct;                 /* read by rd_ev, not by the bufferevent */
+	int ended;                  /* a direct TLS read met its end: the peer
+	                             * closed, or it broke; never pooled */
 };
 
 /* Takes an idle pooled connection to replica rep of route r (one still
@@ -50,6 +52,21 @@ int upstream_is_tls(const struct upconn *u);
  * Until the connection is released: a pooled one is watched by the
  * bufferevent again. -1: not possible (TLS, no memory). */
 int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
+/* The same for a TLS connection's streaming body: cb reads it with
+ * upstream_tls_read, OpenSSL's read-ahead on (tls_read_ahead; off again
+ * when the connection is released). What OpenSSL holds already is read at
+ * once (upstream_direct_more). -1: not possible (the bufferevent reads on). */
+int upstream_direct_tls(struct upconn *u, event_callback_fn cb, void *arg);
+/* tls_read for a direct TLS connection; rd_ev then waits for what OpenSSL
+ * waits for (the socket readable, or writable: TLS_READ_WRITABLE), and a
+ * connection whose read met its end (TLS_READ_EOF, TLS_READ_ERROR) is not
+ * pooled. */
+struct tls_read;
+void upstream_tls_read(struct upconn *u, char *buf, size_t len, struct tls_read *r);
+/* Bytes OpenSSL holds wait for no readiness of the socket: rd_ev is made
+ * active for them (a direct TLS connection that stopped short of them:
+ * its buffer full, or paused). Nothing on a plain one. */
+void upstream_direct_more(struct upconn *u);
 /* Writes what waits in the output to a connected plain upstream now, in
  * this loop turn: no EPOLLOUT round (two epoll_ctl and a loop turn) before
  * a request leaves. 0: the output is empty; 1: bytes wait, and the
@@ -64,7 +81,8 @@ void upstream_connect_error(struct bufferevent *bev, short what,
  * refusal of the client certificate arrives so), JSON-safe. */
 void upstream_tls_error(struct upconn *u, unsigned long tls_err, char *why,
     size_t len);
-/* Direct reading paused (0) or resumed (1): backpressure. */
+/* Direct reading paused (0) or resumed (1): backpressure (resumed, what
+ * OpenSSL holds is read at once: upstream_direct_more). */
 void upstream_direct_read(struct upconn *u, int on);
 /* A connection taken from the pool closed or was reset before it answered:
  * the peer restarted, likely, and the other idle connections to rep that

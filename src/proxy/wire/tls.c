@@ -49,6 +49,8 @@ struct stamped {
 	int fd;
 	int stamps;               /* ask for them (timestamps: kernel) */
 	int64_t first, last;      /* CLOCK_REALTIME ns; 0: none */
+	int fresh;                /* it read bytes since tls_rx_take / tls_read */
+	int held;                 /* tls_read: no read of the socket (EAGAIN) */
 };
 
 static int retry_errno(void)
@@ -67,9 +69,14 @@ static int stamped_read(BIO *b, char *out, int len)
 
 	if (out == NULL || d == NULL)
 		return 0;
-	n = rxtime_recv(d->fd, out, (size_t)len, 0, d->stamps ? &t : NULL);
 	BIO_clear_retry_flags(b);
+	if (d->held) {
+		BIO_set_retry_read(b);
+		return -1;
+	}
+	n = rxtime_recv(d->fd, out, (size_t)len, 0, d->stamps ? &t : NULL);
 	if (n > 0) {
+		d->fresh = 1;
 		if (t != 0) {
 			d->last = t;
 			if (d->first == 0)
@@ -194,6 +201,7 @@ int64_t tls_rx_take(SSL *ssl)
 		return 0;
 	t = d->last;
 	d->last = 0;
+	d->fresh = 0;
 	return t;
 }
 
@@ -208,6 +216,89 @@ void tls_rx_mark(SSL *ssl)
 	struct stamped *d = stamped_of(ssl);
 	if (d != NULL)
 		d->first = 0;
+}
+
+int tls_read_ahead(SSL *ssl, int on)
+{
+	struct stamped *d = stamped_of(ssl);
+
+	if (d == NULL)
+		return -1;
+	SSL_set_read_ahead(ssl, on);
+	/* what was read until now was the bufferevent's, and timed there */
+	d->fresh = 0;
+	d->last = 0;
+	return 0;
+}
+
+/* Why SSL_read gave no bytes, told without SSL_get_error: that one reads
+ * the thread's error queue first, where a TLS client's failed SSL_write
+ * may have left an error the bufferevent has not taken yet (tls_write_now
+ * does not clear it), and a read that only waits would be taken for a
+ * broken connection. OpenSSL's own state says it: waiting for the socket
+ * (SSL_want_read / SSL_want_write, with the BIO's retry), the peer's
+ * close_notify, the socket's EOF without one (allowed: a dirty shutdown,
+ * as the bufferevent's allow_dirty_shutdown), else an error. */
+static void read_end(SSL *ssl, struct tls_read *r)
+{
+	int sys = errno;
+	BIO *b = SSL_get_rbio(ssl);
+
+	if (SSL_want_read(ssl) && BIO_should_read(b)) {
+		r->end = TLS_READ_WAIT;
+		return;
+	}
+	if (SSL_want_write(ssl) && BIO_should_write(SSL_get_wbio(ssl))) {
+		r->end = TLS_READ_WRITABLE;
+		return;
+	}
+	if ((SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN) ||
+	    BIO_test_flags(b, BIO_FLAGS_IN_EOF)) {
+		r->end = TLS_READ_EOF;
+	} else {
+		r->end = TLS_READ_ERROR;
+		r->err = ERR_peek_last_error();
+		r->sys = sys;
+	}
+	/* (OpenSSL 3 queues an EOF without close_notify as an error too) */
+	ERR_clear_error();
+}
+
+void tls_read(SSL *ssl, char *buf, size_t len, struct tls_read *r)
+{
+	struct stamped *d = stamped_of(ssl);
+	int k = SSL_read(ssl, buf, (int)len);
+
+	r->n = 0;
+	r->err = 0;
+	r->sys = 0;
+	r->fresh = d->fresh;
+	r->real = d->last;
+	d->fresh = 0;
+	d->last = 0;
+	/* the rest is what OpenSSL holds: the records of the same read */
+	d->held = 1;
+	while (k > 0) {
+		r->n += (size_t)k;
+		if (r->n == len) {
+			r->end = TLS_READ_FULL;
+			break;
+		}
+		if (!SSL_has_pending(ssl)) {
+			r->end = TLS_READ_WAIT;
+			break;
+		}
+		k = SSL_read(ssl, buf + r->n, (int)(len - r->n));
+	}
+	if (k <= 0)
+		read_end(ssl, r);
+	d->held = 0;
+	/* a read that gave nothing yet (half a record; a write first) keeps
+	 * its time for the bytes it brought: a later read may give them */
+	if (r->n == 0) {
+		d->fresh = r->fresh;
+		d->last = r->real;
+	}
 }
 
 size_t tls_write_now(SSL *ssl, const void *buf, size_t n)

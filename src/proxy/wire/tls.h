@@ -55,6 +55,43 @@ int64_t tls_rx_take(SSL *ssl);
 int64_t tls_rx_first(const SSL *ssl);
 void tls_rx_mark(SSL *ssl);
 
+/* A TLS upstream's streaming body read by tokentap itself, as a plain
+ * one's is (rxtime.h's one recvmsg(2) per readiness): tls_read_ahead(ssl,
+ * 1) lets OpenSSL take all the socket has, up to its buffer, in one read
+ * (else two reads a record: its header, then the rest), and tls_read
+ * decrypts the records of that one read into one buffer. Off again (0)
+ * when the connection goes back to its bufferevent, which reads only what
+ * OpenSSL says is pending of the current record. -1: ssl does not read
+ * through the stamped BIO (tls_stamp_reads). */
+int tls_read_ahead(SSL *ssl, int on);
+/* How a tls_read ended, after its bytes. */
+enum tls_read_end {
+	TLS_READ_WAIT,            /* for the socket to be readable: OpenSSL
+	                           * holds no whole record */
+	TLS_READ_FULL,            /* buf is full: OpenSSL may hold more */
+	TLS_READ_WRITABLE,        /* for it to be writable: OpenSSL must write
+	                           * first (a TLS 1.3 KeyUpdate's answer) */
+	TLS_READ_EOF,             /* the peer closed: close_notify, or the
+	                           * connection without one */
+	TLS_READ_ERROR            /* a reset, a broken record: err, sys */
+};
+struct tls_read {
+	size_t n;                 /* bytes in buf */
+	int fresh;                /* they came with a read of the socket made
+	                           * now; else OpenSSL held them from an
+	                           * earlier one */
+	int64_t real;             /* that read's receive time (tls_rx_take) */
+	enum tls_read_end end;
+	unsigned long err;        /* TLS_READ_ERROR: OpenSSL's error, 0: none */
+	int sys;                  /* ... and errno */
+};
+/* SSL_read into buf (len bytes at most) of what OpenSSL holds and of what
+ * one read of the socket brings, at most one: the first SSL_read may read
+ * it, the others take the records OpenSSL holds (its reads go no further:
+ * EAGAIN), so that all of buf came with one read and has its time. Only
+ * on an ssl that tls_read_ahead accepted. */
+void tls_read(SSL *ssl, char *buf, size_t len, struct tls_read *r);
+
 /* SSL_write of all of buf now, by a caller whose output holds nothing (so
  * no earlier write waits for its retry): n when it all went, else 0 (the
  * write must be retried, or failed). The caller then queues the same bytes
