@@ -394,13 +394,11 @@ void upstream_release(struct upconn *u, int reusable)
 	struct upool *p = u->pool;
 	struct timeval tv = { (time_t)(u->keepalive_us / 1000000),
 	    (suseconds_t)(u->keepalive_us % 1000000) };
+	int direct = u->direct;
 
-	if (u->direct) {
-		event_del(u->rd_ev);
-		u->direct = 0;
-		if (p->tls)
-			tls_read_ahead(bufferevent_openssl_get_ssl(u->bev), 0);
-	}
+	u->direct = 0;
+	if (direct && p->tls)
+		tls_read_ahead(bufferevent_openssl_get_ssl(u->bev), 0);
 	if (!reusable || u->ended || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
 	    p->w->draining || unread(u)) {
 		upconn_free(u);
@@ -412,6 +410,10 @@ void upstream_release(struct upconn *u, int reusable)
 	if (!p->tls)
 		bufferevent_disable(u->bev, EV_WRITE);
 	bufferevent_enable(u->bev, EV_READ);
+	/* only now: the descriptor never leaves epoll's read set in between
+	 * (an epoll_ctl pair less per request) */
+	if (direct)
+		event_del(u->rd_ev);
 	TAILQ_INSERT_HEAD(&p->idle, u, link);
 	p->n_idle++;
 }
