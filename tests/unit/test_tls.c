@@ -362,6 +362,28 @@ static void fill_send_buffer(struct pair *p)
 	assert_true(send(p->fd, junk, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
 }
 
+/* A broken record on a connection whose socket cannot send: an error,
+ * not a wait for the socket to be writable. OpenSSL 3 tries its fatal
+ * alert from inside SSL_read, and on a full socket it cannot leave; it
+ * says nothing of a write to wait for then (had it, every later SSL_read
+ * would fail the same way and a wait for writable would spin). */
+static void test_a_broken_record_is_an_error_when_the_alert_cannot_leave(void **state)
+{
+	struct pair *p = *state;
+	char buf[65536];
+	static const char junk[] = "\x17\x03\x03\x00\x20xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+	struct tls_read r;
+
+	fill_send_buffer(p);
+	put(p, junk, sizeof junk - 1);
+	tls_read(p->ssl, buf, sizeof buf, &r);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(r.end, TLS_READ_ERROR);
+	assert_false(SSL_want_write(p->ssl));
+	assert_true(r.err != 0);
+	assert_int_equal(ERR_peek_error(), 0);
+}
+
 /* A TLS 1.3 KeyUpdate that asks for one back: OpenSSL 3 answers it with
  * its next write, not in the read, so a full socket does not stop the
  * read. */
@@ -429,6 +451,9 @@ int main(void)
 		    test_bytes_that_are_no_record_are_an_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_a_stale_error_in_the_queue_is_not_this_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_a_broken_record_is_an_error_when_the_alert_cannot_leave, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_a_keyupdate_is_answered_by_a_write_not_the_read, setup, teardown),
 		cmocka_unit_test_prestate_setup_teardown(
