@@ -558,7 +558,7 @@ def test_tls_upstream_paused_for_slow_tls_clients_loses_nothing():
     lags (paused as soon as it does) once it has caught up: every byte
     arrives in order, and every stream ends ok."""
     p = pki()
-    n, size = 6, 300
+    size = 300
     events = [b"data: " + (b"%06d" % i) * 660 + b"\n\n" for i in range(size)]   # ~4 KB
     framed = chunked(events) + b"0\r\n\r\n"
 
