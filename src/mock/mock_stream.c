@@ -63,7 +63,10 @@ static void frame(const struct mock_stream *s, struct mock_buf *out,
  * write's time is read just before send(2): the earliest the bytes could
  * leave. Read after it, a mock preempted as the send woke its reader
  * stamped a token later than the reader had it (seen beside two CPU hogs:
- * a client's TTFT under the mock's). */
+ * a client's TTFT under the mock's). It is read after it too: on loopback
+ * the bytes are in the reader's socket when send(2) returns, so the two
+ * bracket their arrival, however long the mock was kept from its CPU in
+ * between (a benchmark's truth, with its own width). */
 static int flush(struct mock_conn *c)
 {
 	struct mock_buf *out = &c->w->out;
@@ -79,6 +82,7 @@ static int flush(struct mock_conn *c)
 		return -1;
 	}
 	c->s.last_write = now;
+	c->s.last_write_end = util_now_us();
 	return 0;
 }
 
@@ -97,6 +101,7 @@ static int respond(struct mock_conn *c, int status, const char *type,
 	if (flush(c) < 0)
 		return -1;
 	c->s.sent_first = c->s.sent_last = c->s.last_write;
+	c->s.sent_first_end = c->s.sent_last_end = c->s.last_write_end;
 	return mock_conn_finish(c);
 }
 
@@ -243,9 +248,11 @@ static int step_tokens(struct mock_conn *c)
 		if (s->w.events_sent == n) {
 			s->sched_first = s->due;
 			s->sent_first = now;
+			s->sent_first_end = s->last_write_end;
 		}
 		s->sched_last = s->due + gaps;
 		s->sent_last = now;
+		s->sent_last_end = s->last_write_end;
 		if (now > s->due && now - s->due > s->late_max)
 			s->late_max = now - s->due;
 	}
@@ -527,6 +534,8 @@ void mock_stream_log(struct mock_conn *c)
 	log_time(&b, "first_token_us", have, s->sent_first, t0);
 	log_time(&b, "sched_last_token_us", have, s->sched_last, t0);
 	log_time(&b, "last_token_us", have, s->sent_last, t0);
+	log_time(&b, "first_token_end_us", have, s->sent_first_end, t0);
+	log_time(&b, "last_token_end_us", have, s->sent_last_end, t0);
 	log_time(&b, "ttft_us", have && s->streaming, s->sent_first, t0);
 	if (s->streaming && n >= 2)
 		mock_buf_printf(&b, ",\"tpot_us\":%.1f",

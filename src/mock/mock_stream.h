@@ -33,11 +33,13 @@ struct mock_stream {
 	uint64_t due;                /* absolute time of the next step */
 	uint64_t first_due;          /* absolute time of the first token */
 	uint64_t last_write;
+	uint64_t last_write_end;     /* read just after that send(2) returned */
 	uint64_t events_planned;
 	uint64_t fault_at;           /* tokens before the fault, or UINT64_MAX */
 	int stalling;                /* in --stall's pause: heartbeats, no tokens */
 	int stalled;                 /* the pause is over */
 	uint64_t sched_first, sent_first, sched_last, sent_last;
+	uint64_t sent_first_end, sent_last_end;   /* each send's other end */
 	uint64_t late_max;
 	uint64_t queue_us;           /* --slots: the wait for a slot */
 	long others;                 /* streams in progress at its start, besides it */

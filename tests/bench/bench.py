@@ -850,6 +850,11 @@ def disturbance(cpu):
     return max(cpu["other_share"] / DISTURBED, cpu["steal_share"] / STOLEN)
 
 
+def outside(v, lo, hi):
+    """How far v lies outside [lo, hi] (0 inside it)."""
+    return max(0.0, lo - v, v - hi)
+
+
 def accuracy(pairs):
     """tokentap's access-log TTFT / TPOT against the mock's actual send
     times, over the matched requests. The mock stamps a request with the
@@ -864,18 +869,25 @@ def accuracy(pairs):
     same against the mock's TTFT from its loop's read (the reference
     before the mock took kernel stamps). head->token: the response head
     to the first token (the backend's alone; the mock sends its head as it
-    reads the request), timed at both ends by tokentap."""
+    reads the request), timed at both ends by tokentap. The mock reads
+    its clock on both sides of each send(2) (on loopback the bytes are in
+    tokentap's socket when it returns): the truth is that bracket, and TTFT
+    and TPOT err are the distances outside it (0 inside); 'bracket' is its
+    width, the truth's own doubt (a mock kept from its CPU mid-send)."""
     ttft, whole, loopmock, front, head, tpot, rel = [], [], [], [], [], [], []
-    kernel = 0
+    width, kernel = [], 0
     for t, m in pairs:
         kernel += t.get("timestamps") == "kernel"
         p = t.get("phases") or {}
         if t.get("ttft_ms") is not None and m.get("ttft_us") is not None:
             mock = m["ttft_us"] / 1000
+            hi = m.get("first_token_end_us", m["first_token_us"]) / 1000
+            hi += mock - m["first_token_us"] / 1000
+            width.append(hi - mock)
             fwd = [p.get(k) for k in ("client_ms", "connect_ms", "send_ms")]
             if None not in fwd:
                 front.append(sum(fwd))
-                ttft.append(abs(t["ttft_ms"] - sum(fwd) - mock))
+                ttft.append(outside(t["ttft_ms"] - sum(fwd), mock, hi))
             whole.append(abs(t["ttft_ms"] - mock))
             if m.get("read_wait_us") is not None:
                 loopmock.append(abs(t["ttft_ms"] - mock + m["read_wait_us"] / 1000))
@@ -886,7 +898,12 @@ def accuracy(pairs):
                 head.append(abs(p["first_event_ms"] + p["first_token_ms"] -
                                 (m["first_token_us"] - m.get("read_wait_us", 0)) / 1000))
         if t.get("tpot_ms") is not None and m.get("tpot_us"):
-            err = abs(t["tpot_ms"] - m["tpot_us"] / 1000)
+            lo = hi = m["tpot_us"] / 1000
+            if m.get("last_token_end_us") is not None and m.get("tokens", 0) >= 2:
+                gaps = 1000 * (m["tokens"] - 1)
+                lo = (m["last_token_us"] - m["first_token_end_us"]) / gaps
+                hi = (m["last_token_end_us"] - m["first_token_us"]) / gaps
+            err = outside(t["tpot_ms"], lo, hi)
             tpot.append(err)
             rel.append(100 * err / (m["tpot_us"] / 1000))
 
@@ -894,6 +911,7 @@ def accuracy(pairs):
         return {"median": fg.median(v), "max": max(v) if v else None}
     within = sum(1 for a, b in zip(ttft, rel) if a <= 1.0 and b <= 2.0)
     return {"matched": len(pairs), "kernel_stamped": kernel,
+            "send_bracket_ms": stat(width),
             "ttft_abs_err_ms": stat(ttft), "ttft_whole_err_ms": stat(whole),
             "ttft_loop_mock_err_ms": stat(loopmock), "forwarding_ms": stat(front),
             "head_token_abs_err_ms": stat(head),

@@ -235,6 +235,9 @@ def test_headers_override_flags():
         for line, got, tpot in ((flags, toks, 0.030), (headers, toks2, 0.005)):
             due = line["t_req_mono_us"] / 1e6 + line["sched_first_token_us"] / 1e6
             assert all(t >= due + i * tpot for i, t in enumerate(got)), (due, got)
+            # each send bracketed: the clock before send(2), then after it
+            assert line["first_token_us"] <= line["first_token_end_us"] <= \
+                line["last_token_us"] <= line["last_token_end_us"], line
         for bad in ({"X-Mock-TTFT": "soon"}, {"X-Mock-Fault": "explode"},
                     {"X-Mock-Bogus": "1"}, {"X-Mock-Tokens-Per-Chunk": "0"}):
             resp = request(m.port, "/v1/messages", {}, bad)
