@@ -875,7 +875,7 @@ def accuracy(pairs):
     and TPOT err are the distances outside it (0 inside); 'bracket' is its
     width, the truth's own doubt (a mock kept from its CPU mid-send)."""
     ttft, whole, loopmock, front, head, tpot, rel = [], [], [], [], [], [], []
-    width, kernel = [], 0
+    width, kernel, worst = [], 0, []
     for t, m in pairs:
         kernel += t.get("timestamps") == "kernel"
         p = t.get("phases") or {}
@@ -888,6 +888,7 @@ def accuracy(pairs):
             if None not in fwd:
                 front.append(sum(fwd))
                 ttft.append(outside(t["ttft_ms"] - sum(fwd), mock, hi))
+                worst.append((ttft[-1], t, m))
             whole.append(abs(t["ttft_ms"] - mock))
             if m.get("read_wait_us") is not None:
                 loopmock.append(abs(t["ttft_ms"] - mock + m["read_wait_us"] / 1000))
@@ -916,7 +917,11 @@ def accuracy(pairs):
             "ttft_loop_mock_err_ms": stat(loopmock), "forwarding_ms": stat(front),
             "head_token_abs_err_ms": stat(head),
             "tpot_abs_err_ms": stat(tpot), "tpot_rel_err_pct": stat(rel),
-            "within_target": within / len(ttft) if ttft else None}
+            "within_target": within / len(ttft) if ttft else None,
+            # the worst requests whole, both sides: where an outlier's
+            # error lies (its phases, the mock's send times) is in them
+            "worst": [{"ttft_err_ms": e, "tokentap": t, "mock": m} for e, t, m in
+                      sorted(worst, key=lambda w: w[0], reverse=True)[:5]]}
 
 
 def client_accuracy(doc, by_id, load_cpu_s):

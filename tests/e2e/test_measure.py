@@ -126,12 +126,14 @@ def test_openai_timeline_usage_and_phases():
         total = sum(v for v in phases.values() if v is not None)
         assert abs(total - line["ttft_ms"]) < 0.01, (total, line)
         # from the request's going upstream to the first event (the role
-        # chunk). The send phase ends when tokentap's write returned, and
-        # the backend may read the request before that (a run in 100 with
-        # two CPU hogs: 0.07 ms): the bracket from below holds with it
+        # chunk). The send phase ends on the clock read just before the
+        # write of the request's end, so the backend reads it after that
+        # (when it ended as the write returned, a preempted return put
+        # part of this phase into send_ms: 0.07 ms in a run beside two CPU
+        # hogs, up to 42 ms in make bench)
         first_event = phases["first_event_ms"] + phases["upstream_head_ms"]
         lo, hi = (sent[0] - b.start) * 1000, (got[0] - r.t_sent) * 1000
-        assert lo - 0.004 <= first_event + phases["send_ms"], (lo, hi, phases)
+        assert lo - 0.004 <= first_event, (lo, hi, phases)
         assert first_event <= hi + 0.004, (lo, hi, phases)
         lo, hi = (sent[1] - got[0]) * 1000, (got[1] - sent[0]) * 1000
         assert lo - 0.002 <= phases["first_token_ms"] <= hi + 0.002, (lo, hi, phases)
