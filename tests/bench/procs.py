@@ -85,6 +85,8 @@ admin:
 workers: {workers}{timestamps}
 limits:
   max_connections: 19000
+timeouts:
+  upstream_keepalive: 60s
 access_log: {log}
 routes:
   - name: bench
