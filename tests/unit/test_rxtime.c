@@ -23,25 +23,6 @@ static int64_t now_ns(clockid_t id)
 	return (int64_t)t.tv_sec * S + t.tv_nsec;
 }
 
-/* A connected loopback TCP pair: fds[0] sends, fds[1] receives. */
-static void tcp_pair(int fds[2])
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(rxtime_enable(l), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(fds[0], (struct sockaddr *)&a, sizeof a), 0);
-	fds[1] = accept(l, NULL, NULL);
-	assert_true(fds[1] >= 0);
-	close(l);
-}
-
 static void test_a_read_is_stamped_when_it_arrived(void **state)
 {
 	struct rxtime_clock c;
@@ -53,7 +34,7 @@ static void test_a_read_is_stamped_when_it_arrived(void **state)
 
 	(void)state;
 	rxtime_clock_init(&c);
-	tcp_pair(fds);
+	unit_tcp_pair(fds);
 	/* the kernel turns its receive stamps on for everyone a moment after
 	 * the first socket asks (a deferred static key): a segment before
 	 * that has none */

@@ -51,24 +51,6 @@ static X509 *self_signed(EVP_PKEY *k)
 	return x;
 }
 
-static void tcp_pair(int fds[2])
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(rxtime_enable(l), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(fds[0], (struct sockaddr *)&a, sizeof a), 0);
-	fds[1] = accept(l, NULL, NULL);
-	assert_true(fds[1] >= 0);
-	close(l);
-}
-
 /* What the peer's OpenSSL wrote, sent as it is. */
 static void flush_peer(struct pair *p)
 {
@@ -109,7 +91,7 @@ static int setup(void **state)
 		SSL_CTX_set_max_proto_version(p->sctx, TLS1_2_VERSION);
 	X509_free(x);
 	EVP_PKEY_free(k);
-	tcp_pair(fds);
+	unit_tcp_pair(fds);
 	p->wire = fds[0];
 	p->fd = fds[1];
 	fcntl(p->fd, F_SETFL, O_NONBLOCK);

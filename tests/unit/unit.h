@@ -42,4 +42,30 @@ static inline char *unit_take(struct evbuffer *b)
 #define UNIT_FIELD(n, v) { n, sizeof(n) - 1, v, sizeof(v) - 1 }
 #endif
 
+#ifdef TOKENTAP_RXTIME_H
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A connected loopback TCP pair: fds[0] sends, fds[1] receives, with the
+ * kernel's receive stamps on (set on the listener, inherited). */
+static inline void unit_tcp_pair(int fds[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof a;
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(rxtime_enable(l), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(fds[0], (struct sockaddr *)&a, sizeof a), 0);
+	fds[1] = accept(l, NULL, NULL);
+	assert_true(fds[1] >= 0);
+	close(l);
+}
+#endif
+
 #endif
