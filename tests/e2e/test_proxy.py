@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from harness import CHAT, Response, Tokentap, conf, dechunk, parse_response, read_response, \
@@ -348,6 +349,64 @@ def test_plain_upstream_backpressure_bounds_memory_and_loses_nothing():
         s.close()
         assert r.complete and r.body == b"".join(big)
         assert stalled - before < 4096, (before, stalled)
+
+
+def test_a_client_paused_while_the_connect_waits_is_read_again():
+    """request_buffering off, a connect that takes a second (the backend's
+    accept queue is full, so the kernel drops tokentap's SYN and sends it
+    again a second later): the client, paused past the 256 KiB high mark
+    meanwhile, is read again once what it sent has gone, and the backend
+    gets the whole body. Seen failing when the connect callback wrote the
+    request itself and told no one: libevent, finding the output empty,
+    calls no write callback, and the client stayed paused."""
+    n = 600_000
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)
+    port = ls.getsockname()[1]
+    plug = socket.create_connection(("127.0.0.1", port))    # the queue's one place
+    got = {}
+
+    def serve():
+        time.sleep(0.5)                 # tokentap's first SYN is dropped by now
+        p, _ = ls.accept()
+        p.close()
+        c, _ = ls.accept()
+        c.settimeout(20)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += c.recv(65536)
+        body = buf.split(b"\r\n\r\n", 1)[1]
+        while len(body) < n:
+            data = c.recv(1 << 20)
+            if not data:
+                break
+            body += data
+        got["body"] = body
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        c.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        with Tokentap(conf(port, "    request_buffering: false\n")) as t:
+            s = socket.create_connection(("127.0.0.1", t.port))
+            s.settimeout(10)
+            head = f"POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n" \
+                   "Connection: close\r\n\r\n"
+            s.sendall(head.encode() + b"y" * n)
+            r = Response()
+            read_response(s, r, timeout=10)
+            s.close()
+            assert r.complete and r.body == b"ok", r.status_line
+            th.join(10)
+            assert got.get("body") == b"y" * n, len(got.get("body", b""))
+            line = t.wait_logged(1)[0]
+            # the connect waited (else nothing was paused meanwhile)
+            assert line["outcome"] == "ok" and line["duration_ms"] > 500, line
+    finally:
+        plug.close()
+        ls.close()
 
 
 def test_bytes_after_the_response_are_not_forwarded():

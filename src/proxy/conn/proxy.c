@@ -1509,9 +1509,15 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 		timer_request(s);
 		/* plain TCP: the request goes now, timed before its write
 		 * (libevent would write it after this callback, and up_write
-		 * time it after); TLS: the bufferevent writes, up_write times */
-		if (ssl == NULL)
+		 * time it after); TLS: the bufferevent writes, up_write times.
+		 * What libevent's write would have told up_write, it is told
+		 * here: a client paused while the connect took long resumes
+		 * once what it sent has gone (libevent, finding the output
+		 * empty, calls no write callback) */
+		if (ssl == NULL) {
 			request_flush(s);
+			up_write(bev, s);
+		}
 		return;
 	}
 	if (s->us == U_CONNECT) {
