@@ -303,16 +303,21 @@ def test_board_plots_every_family_and_every_query_has_data():
 
 
 def check_queries(board, *ports):
+    """Every query has data on each Prometheus, every alternative on one,
+    within 10 s: a scrape a busy host let time out leaves a gap a rate
+    over it may fall in (the upstream connect quantile once had none in a
+    full make test, while it always had in runs of its own)."""
     n_alt = 0
     for where, expr in queries(board):
         q = grafana(expr)
         for port in ports:
-            assert finite(query(port, q)), f"{where}: no data on :{port}: {q}"
+            until(lambda: finite(query(port, q)), 10, f"{where}: data on :{port}: {q}", 0.5)
         for alt in alternatives(q):
             if alt == "vector(0)":
                 continue
             n_alt += 1
-            assert any(finite(query(port, alt)) for port in ports), f"{where}: never data: {alt}"
+            until(lambda: any(finite(query(port, alt)) for port in ports), 10,
+                  f"{where}: data for {alt}", 0.5)
     for v in board["templating"]["list"]:
         if v["type"] != "query":
             continue
