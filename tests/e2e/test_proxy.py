@@ -137,6 +137,41 @@ def test_keepalive_reuse_both_sides():
         assert len(b.conns) == 1, "the upstream connection was not reused"
 
 
+def test_limits_upstream_keepalive_caps_the_idle_pool():
+    """Five requests at once need five upstream connections. By default
+    all five are kept idle and the next five reuse them; with
+    limits.upstream_keepalive: 2 three are closed as they are released, and
+    the next five open three new ones (as nginx's keepalive 2 does)."""
+    body = b"data: ok\n\n"
+
+    def round_of_five(t, b):
+        gate = threading.Barrier(5, timeout=20)
+
+        def handle(req, c):
+            gate.wait()               # all five in flight: five connections
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            return "keep"
+        b.handler = handle
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(
+            request(t.port, "/v1/chat/completions").status)) for _ in range(5)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert out == [200] * 5, out
+
+    for extra, conns in (("", 5), ("limits: {upstream_keepalive: 2}\n", 8)):
+        with Backend(None) as b, Tokentap(conf(b, top="workers: 1\n" + extra)) as t:
+            round_of_five(t, b)
+            t.wait_logged(5)          # each released before its log line
+            round_of_five(t, b)
+            t.wait_logged(10)
+            assert len(b.requests) == 10
+            assert len(b.conns) == conns, (extra, len(b.conns))
+
+
 def test_a_post_is_never_sent_twice():
     """A backend that closes a pooled connection right after reading a POST
     (the keep-alive race): the request is not sent again on a new

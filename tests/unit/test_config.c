@@ -1257,11 +1257,27 @@ static void test_request_buffers(void **state)
 	    "t.yaml:1:27: limits.request_buffers:");
 }
 
+/* limits.upstream_keepalive: 256 idle connections by default, 0 allowed
+ * (none kept), a count */
+static void test_upstream_keepalive_count(void **state)
+{
+	(void)state;
+	struct conf *c = unit_conf("routes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->upstream_keepalive, 256);
+	conf_unref(c);
+	c = unit_conf("limits: {upstream_keepalive: 0}\nroutes:\n  - {name: a, upstream: http://b}\n");
+	assert_int_equal(c->upstream_keepalive, 0);
+	conf_unref(c);
+	expect_one("limits: {upstream_keepalive: 60s}\nroutes:\n  - {name: a, upstream: http://b}\n",
+	    "t.yaml:1:30: limits.upstream_keepalive:");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_upgrades),
 		cmocka_unit_test(test_request_buffers),
+		cmocka_unit_test(test_upstream_keepalive_count),
 		cmocka_unit_test(test_metrics_keys),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_empty_and_null_sections),

@@ -170,6 +170,7 @@ struct conf *conf_default(void)
 	c->max_event_bytes = 1024 * 1024;
 	c->client_backlog = 32 * 1024 * 1024;
 	c->request_buffers = 16 * 1024 * 1024;
+	c->upstream_keepalive = 256;
 	c->max_tenants = 1000;
 	c->max_models = 100;
 	c->metrics_max_series = 20000;

@@ -257,6 +257,7 @@ struct conf {
 	uint64_t max_event_bytes;
 	uint64_t client_backlog;     /* bytes queued to slow clients, in all */    /* 1m */
 	uint64_t request_buffers;    /* request bodies held in memory, in all: 16m */
+	uint64_t upstream_keepalive; /* idle connections a worker keeps a replica: 256 */
 
 	char *tenant_header;         /* NULL: none */
 	struct conf_kv *tenant_api_keys; /* name -> sha256 hex (lowercase) */

@@ -967,6 +967,7 @@ static const struct yconf_key limits_keys[] = {
 	SIZE("max_event_bytes", struct conf, max_event_bytes, 1024, 1 << 30),
 	SIZE("client_backlog", struct conf, client_backlog, 1 << 20, 0),
 	SIZE("request_buffers", struct conf, request_buffers, 0, 0),
+	UINT("upstream_keepalive", struct conf, upstream_keepalive, 0, 1000000),
 };
 static const struct yconf_section limits_section = TABLE(limits_keys, NULL);
 

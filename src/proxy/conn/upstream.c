@@ -30,8 +30,9 @@
 /* Backends close idle keep-alive connections after a few seconds (Node and
  * uvicorn: 5 s). Dropping ours earlier (timeouts.upstream_keepalive,
  * default 4 s) avoids sending a request on a connection the peer is
- * closing: a request that is not idempotent is not sent again. */
-#define POOL_MAX_IDLE  256
+ * closing: a request that is not idempotent is not sent again. How many
+ * idle ones a worker keeps for a replica is limits.upstream_keepalive (as
+ * nginx's keepalive N): past it, a released connection is closed. */
 
 TAILQ_HEAD(upconn_list, upconn);
 
@@ -399,7 +400,7 @@ void upstream_release(struct upconn *u, int reusable)
 	u->direct = 0;
 	if (direct && p->tls)
 		tls_read_ahead(bufferevent_openssl_get_ssl(u->bev), 0);
-	if (!reusable || u->ended || !u->connected || p->n_idle >= POOL_MAX_IDLE ||
+	if (!reusable || u->ended || !u->connected || p->n_idle >= p->w->conf->upstream_keepalive ||
 	    p->w->draining || unread(u)) {
 		upconn_free(u);
 		return;
