@@ -193,7 +193,8 @@ class Backend:
 
 class TLSBackend(Backend):
     """The scriptable backend behind Python's OpenSSL server socket; it
-    records the client certificate each connection presented."""
+    records the client certificate each connection presented, and whether
+    its handshake resumed a session (reused)."""
 
     def __init__(self, handler, cert, key, client_ca=None):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -202,6 +203,7 @@ class TLSBackend(Backend):
             ctx.verify_mode = ssl.CERT_REQUIRED
             ctx.load_verify_locations(client_ca)
         self.peer_certs = []
+        self.reused = []
         self.tls_ctx = ctx
         super().__init__(handler)
 
@@ -212,6 +214,7 @@ class TLSBackend(Backend):
             raw.close()
             return
         self.peer_certs.append(s.getpeercert())
+        self.reused.append(s.session_reused)
         super()._serve_new(s)
 
 

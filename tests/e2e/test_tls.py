@@ -8,6 +8,7 @@ import socket
 import ssl
 import struct
 import tempfile
+import threading
 import time
 
 from harness import (Mock, Response, Tokentap, conf, metric, raw_request, read_response, request,
@@ -37,6 +38,38 @@ def test_https_upstream_through_nginx_is_byte_identical():
         assert first["phases"]["tls_ms"] is not None and first["phases"]["tls_ms"] > 0
         assert first["phases"]["tls_ms"] <= first["phases"]["connect_ms"] + 0.01
         assert second["phases"]["tls_ms"] is None     # the pooled connection
+
+
+def test_a_new_upstream_connection_resumes_while_the_first_stays_pooled():
+    """The tickets of a connection that stays in the pool are kept as they
+    come: a second connection, opened while the first is busy, resumes its
+    session (no certificate to verify, on either side) instead of waiting
+    for the first to close. Python's OpenSSL server tells which resumed."""
+    p = pki()
+    gate = {"n": 1}
+    barriers = {1: threading.Barrier(1, timeout=20), 2: threading.Barrier(2, timeout=20)}
+
+    def handle(req, c):
+        barriers[gate["n"]].wait()      # round 2: both in flight at once
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(STREAM[0]), STREAM[0]))
+        return "keep"
+
+    with TLSBackend(handle, p["server.crt"], p["server.key"]) as b, \
+            Tokentap("workers: 1\n" + route(b.port, f"ca_file: {p['ca.crt']}")) as t:
+        assert request(t.port).status == 200
+        t.wait_logged(1)                # the first connection is pooled
+        gate["n"] = 2
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(request(t.port).status))
+                   for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert out == [200, 200], out
+        assert len(b.conns) == 2, len(b.conns)
+        assert b.reused == [False, True], b.reused
 
 
 def expect_502(t, words):

@@ -83,22 +83,17 @@ static struct upool *pool_for(struct loop *w, const struct conf_route *r,
 	return p;
 }
 
-/* Keeps the connection's newest TLS session for the next handshake. */
-static void keep_session(struct upconn *u)
+/* The newest TLS session of the pool's connections, for the next
+ * handshake (tls_session_fn; pools outlive their connections). */
+static void keep_session(void *arg, SSL_SESSION *s)
 {
-	SSL *ssl;
-	SSL_SESSION *s;
-	if (!u->pool->tls || u->bev == NULL ||
-	    (ssl = bufferevent_openssl_get_ssl(u->bev)) == NULL ||
-	    (s = tls_take_session(ssl)) == NULL)
-		return;
-	SSL_SESSION_free(u->pool->session);
-	u->pool->session = s;
+	struct upool *p = arg;
+	SSL_SESSION_free(p->session);
+	p->session = s;
 }
 
 static void upconn_free(struct upconn *u)
 {
-	keep_session(u);
 	if (u->rd_ev != NULL)
 		event_free(u->rd_ev);
 	if (u->bev != NULL)
@@ -228,7 +223,8 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 	u->pool = p;
 	u->keepalive_us = r->timeouts.upstream_keepalive_us;
 	if (rep->target.tls) {
-		SSL *ssl = tls_client_new(r, peer_name(r, rep), p->session);
+		SSL *ssl = tls_client_new(r, peer_name(r, rep), p->session,
+		    keep_session, p);
 		if (ssl == NULL)
 			goto fail;
 		u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl,

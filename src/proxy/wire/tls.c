@@ -19,7 +19,8 @@
 /* What tokentap keeps per SSL connection, in the SSL's ex data. */
 struct tls_conn {
 	uint64_t hs_start;
-	SSL_SESSION *session;
+	tls_session_fn *kept;      /* a client's new sessions go there */
+	void *arg;
 };
 
 static int ex_index = -1;
@@ -36,9 +37,6 @@ static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
 	(void)idx;
 	(void)argl;
 	(void)argp;
-	if (tc == NULL)
-		return;
-	SSL_SESSION_free(tc->session);
 	free(tc);
 }
 
@@ -344,15 +342,17 @@ static void info_cb(const SSL *ssl, int where, int ret)
 		tls_rx_mark((SSL *)ssl);
 }
 
-/* TLS 1.3 sends tickets after the handshake: keep the newest one. */
+/* TLS 1.3 sends tickets after the handshake: each goes where the
+ * connection's maker keeps them, at once (not when the connection closes:
+ * a pooled one may live for minutes, and every connection opened
+ * meanwhile would make a full handshake, its certificate verified). */
 static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 {
 	struct tls_conn *tc = conn_of(ssl);
-	if (tc == NULL)
+	if (tc == NULL || tc->kept == NULL)
 		return 0;
-	SSL_SESSION_free(tc->session);
-	tc->session = sess;
-	return 1;      /* we keep the reference */
+	tc->kept(tc->arg, sess);
+	return 1;      /* the reference is kept's */
 }
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
@@ -551,13 +551,16 @@ SSL *tls_client_ssl(SSL_CTX *ctx, const char *host)
 	return ssl;
 }
 
-SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume)
+SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume,
+    tls_session_fn *kept, void *arg)
 {
 	SSL *ssl = tls_client_ssl(r->tls_ctx, name);
 	struct tls_conn *tc = calloc(1, sizeof *tc);
 
 	if (ssl == NULL || tc == NULL)
 		goto fail;
+	tc->kept = kept;
+	tc->arg = arg;
 	SSL_set_ex_data(ssl, ex_index, tc);
 	tc = NULL;
 	if (resume != NULL)
@@ -574,17 +577,6 @@ uint64_t tls_handshake_start(const SSL *ssl)
 {
 	struct tls_conn *tc = conn_of(ssl);
 	return tc ? tc->hs_start : 0;
-}
-
-SSL_SESSION *tls_take_session(SSL *ssl)
-{
-	struct tls_conn *tc = conn_of(ssl);
-	SSL_SESSION *s;
-	if (tc == NULL || tc->session == NULL)
-		return NULL;
-	s = tc->session;
-	tc->session = NULL;
-	return s;
 }
 
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len)

@@ -22,19 +22,21 @@ int tls_prepare(struct conf *c, FILE *errs);
  * verify (an IP literal is checked against the certificate's IP entries
  * and sends no SNI). NULL when OpenSSL fails. */
 SSL *tls_client_ssl(SSL_CTX *ctx, const char *host);
+/* Takes each resumable session a connection receives (TLS 1.3: the
+ * tickets just after the handshake), a reference it owns. */
+typedef void tls_session_fn(void *arg, SSL_SESSION *s);
 /* tls_client_ssl on route r's context for a connection to a replica (the
  * name: route tls.sni, default the replica's host), with the session to
- * resume, if any. */
-SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume);
+ * resume, if any; its sessions go to kept(arg) as they come, so that the
+ * connections opened while it is still open resume too. */
+SSL *tls_client_new(const struct conf_route *r, const char *name, SSL_SESSION *resume,
+    tls_session_fn *kept, void *arg);
 /* A client context that verifies peers against the system store (the
  * notifiers'), TLS 1.2 or later like the routes'. NULL when OpenSSL fails. */
 SSL_CTX *tls_client_ctx_new(void);
 
 /* The time (CLOCK_MONOTONIC µs) the handshake of ssl started, 0 if never. */
 uint64_t tls_handshake_start(const SSL *ssl);
-/* The newest resumable session seen on ssl's connections (a reference the
- * caller owns), or NULL. */
-SSL_SESSION *tls_take_session(SSL *ssl);
 
 /* Kernel receive times under TLS (rxtime.h): the records' bytes arrive in
  * reads of a socket BIO of tokentap's own, which reads with recvmsg(2)
