@@ -396,8 +396,9 @@ void upstream_release(struct upconn *u, int reusable)
 	u->direct = 0;
 	if (direct && p->tls)
 		tls_read_ahead(bufferevent_openssl_get_ssl(u->bev), 0);
-	if (!reusable || u->ended || !u->connected || p->n_idle >= p->w->conf->upstream_keepalive ||
-	    p->w->draining || unread(u)) {
+	if (!reusable || u->ended || !u->connected ||
+	    p->n_idle >= p->w->conf->upstream_keepalive || p->w->draining ||
+	    unread(u)) {
 		upconn_free(u);
 		return;
 	}
