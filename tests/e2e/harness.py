@@ -46,6 +46,14 @@ def binary(name):
     return os.path.join(ROOT, os.environ.get("TOKENTAP_BUILD", "build"), name)
 
 
+def jsonl(f):
+    """The complete lines of a JSON-lines file f, parsed. A line is one
+    write(2), but a reader may see its first part: a write that crosses a
+    page boundary extends the file after each page it copied (a tailer
+    waits for the newline, as this does)."""
+    return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
+
+
 def report(msg):
     """A figure for the reader of the test run, not asserted."""
     print("REPORT " + msg, flush=True)
@@ -406,7 +414,7 @@ class Tokentap(Proc):
         while True:
             try:
                 with open(self.log) as f:
-                    lines = [json.loads(l) for l in f if l.strip()]
+                    lines = jsonl(f)
             except FileNotFoundError:
                 lines = []
             if n is None or len(lines) >= n or time.monotonic() > deadline:

@@ -8,7 +8,7 @@ import socket
 import tempfile
 import time
 
-from harness import CHAT, Mock, Tokentap, conf, promtool_check, request, until
+from harness import CHAT, Mock, Tokentap, conf, jsonl, promtool_check, request, until
 from peers import Prometheus
 
 SANITIZER_SKIP = {"test_prometheus_scrapes_and_agrees"}
@@ -179,7 +179,7 @@ def test_stats_file_grows_on_schedule():
 
         def snapshots():
             with open(path) as f:
-                return [json.loads(l) for l in f]
+                return jsonl(f)
         lines = until(lambda: (x := snapshots()) and x[-1]["groups"] and
                       x[-1]["groups"][0]["requests"] == 1 and len(x) >= 4 and x, 10,
                       "four snapshots, the last with the request")
