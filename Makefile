@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tokentap: plain make, pkg-config, objects in build/.
 #   make                 build the three programs
 #   make test            unit + end-to-end tests, normal and under ASan+UBSan

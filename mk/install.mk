@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation and the container check; included by the Makefile.
 #   make install [PREFIX=/usr/local] [DESTDIR=]   programs, man pages, unit,
 #                                                 logrotate, and the config

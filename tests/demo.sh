@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make demo: tokentap-mock (a healthy and a slow backend), tokentap in front
 # of them (conf/demo.yaml), a short load from tokentap-load, then tokentap's
 # own figures and the alert the slow route raised. Stops what it started.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages named in the given lists that are missing.
 # Quiet when everything is there. The Makefile runs it before it reads the
 # rules that need the packages (see "Packages" in the Makefile):

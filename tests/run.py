@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs every test of tokentap and ends with one line: "N passed, N failed".
 
   1. builds the programs and the unit tests, plain and with ASan+UBSan;

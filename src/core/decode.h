@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Content-Encoding, undone for the meter: the bytes tokentap forwards stay
  * as they came; the meter reads a decoded copy (zlib: gzip and deflate;
  * libbrotli: br; libzstd: zstd), streaming, each piece as it comes. Nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The rules of SPEC §4 that tell, for each event of a response stream, what
  * it means: a token, the reported token counts, the end marker, an error, the
  * model. Pure code: JSON is read with jsmn on the caller's stack, nothing is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dialects of SPEC §4 and their config names. Kept apart from dialect.h
  * so the config loader does not depend on the dialect rules. */
 #ifndef TOKENTAP_DIALECT_NAMES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POSIX extended regular expressions for the patterns an operator writes
  * in the config (tenant.header_pattern, models.pattern), matched against
  * a whole value, in time linear in the value and in the pattern.

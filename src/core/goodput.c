@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "goodput.h"
 
 static const char *const names[GOODPUT_TARGETS] = { "ttft", "tpot", "ttfo" };

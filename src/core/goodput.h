@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one rule that says whether a request met its latency targets (an
  * SLO's in tokentap, a scenario's in tokentap-load): goodput counts the
  * requests it calls good, DistServe's "requests that meet both the TTFT

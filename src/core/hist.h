@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A log-linear (HDR-style) histogram of microsecond values: fixed memory,
  * O(1) record, mergeable, quantiles within 1 % relative error from 1 µs to
  * 1 h (larger values are clamped into the top bucket; max stays exact).

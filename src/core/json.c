@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jsmn's code, static in this file; json.h then brings only what the
  * other files see. */
 #define JSMN_STATIC

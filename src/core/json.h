@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON tokenized with jsmn into the caller's token array: no allocation.
  * A text with more tokens than the array holds is tokenized sparsely,
  * member by member, and what does not fit stays one opaque token; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one JSON writer: strings escaped so that no byte a client sends can
  * make a line or a document invalid JSON or invalid UTF-8, numbers as
  * tokentap writes them, RFC 3339 times. One escape routine, three front

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "lhist.h"
 
 uint64_t lhist_lo(unsigned i)

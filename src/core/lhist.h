@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Coarse log histograms for summaries kept per request or per stream,
  * where a struct hist (16 KiB) would not fit: 4 buckets per octave of µs
  * (a bucket's middle is within 12 % of any value in it), 16-bit counts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The error log: one line per event worth an operator's eye, on stderr,
  * prefixed with a level so journald and grep can sort them. */
 #ifndef TOKENTAP_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-request meter: the timeline of SPEC §4 and what follows from it
  * (TTFT, N and its source, TPOT, ITL, outcome inputs). Pure: the proxy hands
  * it timestamps and the decoded response body; it runs the SSE parser and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The runtime helpers every program needs once: descriptors, the event
  * base, the listening socket and its pause when accept(2) runs dry, the
  * reason phrases, a peer's address as text, and writing a socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one PRNG: splitmix64, small and fast, for draws that need to be
  * repeatable from a seed (the mock's text and jitter, tokentap-load's
  * token counts, prompts and arrivals) and for request ids. Not for

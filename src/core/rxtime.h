@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel receive times: when the bytes a read returns reached this host,
  * not when a busy event loop got to them. A socket with SO_TIMESTAMPING's
  * software receive stamps (rxtime_enable) gets, with each recvmsg(2), the

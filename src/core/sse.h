@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An incremental event-stream parser (WHATWG HTML §9.2.6) with no I/O.
  *
  * Fed the decoded body bytes as they are read, split anywhere, it calls back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* W3C Trace Context (Level 1, www.w3.org/TR/trace-context/): the
  * traceparent header read as the recommendation says (a value that is not
  * exactly right is ignored, never repaired), and written. Pure, no

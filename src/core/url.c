@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one URL parser (url.h): RFC 3986's http URLs, strictly, since every
  * URL here is written by an operator and a mistake is best reported when
  * the file is read. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* URLs of the HTTP servers the programs talk to: a route's upstream, a
  * notifier's webhook or Alertmanager, tokentap-load's target. One parser,
  * so that the three agree on what a URL means (the scheme in any case,

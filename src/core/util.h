@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small helpers shared by every module: clock, units, strings. */
 #ifndef TOKENTAP_UTIL_H
 #define TOKENTAP_UTIL_H

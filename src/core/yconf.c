@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The table-driven YAML reader (yconf.h): it walks libyaml's node tree
  * along a table of keys, converts and range-checks each value, expands
  * ${NAME}, and collects every problem with its position instead of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A table-driven reader of YAML settings files, shared by tokentap's
  * config (src/proxy/config_schema.c holds its tables) and tokentap-load's
  * scenario files (src/load/load_scen.c). libyaml loads the document; each

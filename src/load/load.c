@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-load: a load generator and capacity-planning benchmark that
  * measures TTFT, TPOT, ITL and output speed on the client side with the
  * definitions of SPEC §4, exactly from every request, so its figures can

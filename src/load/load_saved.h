@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The commands on saved documents (docs/load-schema.md), which run no
  * load: `tokentap-load report RUN.json` (the table again, and the HTML
  * page or the CSV of a CI artefact) and `tokentap-load compare A.json

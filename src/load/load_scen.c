@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scenario file's reader: the core's table-driven YAML reader (yconf.h)
  * along the tables below, with the setters the command line uses. */
 #include "load_scen.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scenario files of tokentap-load: a YAML list of runs, each with targets
  * (a quantile of TTFT / TPOT / ITL under a duration, the error rate under
  * a fraction, TTFT or TPOT at most so much worse than a baseline scenario's)

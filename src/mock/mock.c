@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-mock: a simulated LLM backend speaking the dialects of SPEC §4
  * with scheduled TTFT, TPOT, jitter, token counts and faults. Options,
  * listeners, worker threads and shutdown live here. */

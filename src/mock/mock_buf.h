@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A growable byte buffer for rendering responses. An allocation failure is
  * remembered in `failed` and later appends are dropped, so a caller renders
  * a whole response and checks once. */

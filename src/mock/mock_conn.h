@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One client connection of tokentap-mock: the socket, the HTTP/1.1 request
  * parser, the write path, keep-alive and the single teardown. What to answer
  * and when is mock_stream's job; it talks back through mock_conn_send,

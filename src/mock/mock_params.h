@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one simulated response looks like: the timing and fault knobs that
  * flags set as defaults and X-Mock-* headers override per request, the few
  * fields of a request body that shape the answer, and the seeded PRNG that

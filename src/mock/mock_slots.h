@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-mock --slots N: a backend that decodes at most N sequences at
  * once, the rest waiting their turn first come, first served (vLLM's
  * max_num_seqs with its waiting queue), so that its saturation is known in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The schedule of one simulated response: when the head, each token event,
  * the end or the fault go out, computed as absolute monotonic due times from
  * the moment the request was read (so a late timer never shifts the events

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bytes of each simulated API: the same events, in the same framing, as
  * the real services send (see tests/fixtures/streams). Rendering only:
  * when each event goes out is mock_stream's business.

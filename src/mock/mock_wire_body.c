@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The answers that are one JSON document: non-streaming responses and the
  * error bodies that go with an HTTP error status. */
 #include "mock_wire.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The admin HTTP server (SPEC §5) on admin.address, run by the main
  * thread's event loop so it never competes with proxy traffic. */
 #ifndef TOKENTAP_ADMIN_H

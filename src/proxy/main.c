@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap: a transparent SSE measuring reverse proxy.
  *
  * The main thread loads the config, starts the workers, serves the admin

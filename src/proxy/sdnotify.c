@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sd_notify(3) by hand: one AF_UNIX datagram per message to the socket
  * systemd names in $NOTIFY_SOCKET. A socket per call keeps this stateless
  * and thread-safe; messages are rare (start, reload, stop). */

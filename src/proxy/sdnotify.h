@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Readiness and status for systemd (Type=notify) over sd_notify(3)'s plain
  * datagram protocol, without linking libsystemd. Outside systemd
  * (NOTIFY_SOCKET unset) every call does nothing and succeeds. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dashboard page and its config endpoint. */
 #include "ui.h"
 

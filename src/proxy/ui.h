@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The live dashboard of SPEC §5 (GET /ui): a static page, built into the
  * binary, that reads /stats and /alerts from the browser; and
  * /ui/config.json, the windows and per-route thresholds the page colours

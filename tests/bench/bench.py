@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make bench: the same load four ways in one run, to tokentap-mock
 directly, through the floor (tests/bench/relay.c: a bare relay, what any
 proxy must spend), through tokentap and through nginx (proxy_buffering

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arithmetic and presentation of the benchmark figures: medians of runs,
 differences and ratios, and the same tables as plain text and Markdown."""
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """/metrics size and scrape time at N groups: N requests, each its own
 tenant (X-Tenant-Id: tN), through tokentap to tokentap-mock; then the best
 of 5 scrapes as text, text with gzip, and protobuf with gzip.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cost of encoding a span as OTLP protobuf, two ways: tokentap's
  * encoder (otel/otlpspan.c on otel/otlpenc.c on stats/pb.c) and Debian's
  * protobuf-c with code generated from tests/e2e/otlp/*.proto, the same

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The OTLP span encoder against Debian's protobuf-c (tests/bench/otlp_encode.c):
 # the measurement behind README "One protobuf writer". Needs the plain
 # build (make) and protobuf-c-compiler and libprotobuf-c-dev, which make

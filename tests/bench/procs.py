@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The processes of a benchmark run and what /proc says about them, on
 the harness of the end-to-end tests (tests/e2e/harness.py: Proc, ports,
 the build's programs).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The floor of make bench: a bare TCP relay that does what every proxy
  * must and nothing else. Per connection it accepts, connects to the
  * upstream, and copies bytes both ways with one recv(2) and one send(2) per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The results of bench.py as tables (stdout and build/bench.md), the SPEC §7
 targets checked against them, and the JSON file."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the kernel's receive stamps cost, at an equal event rate.
 
   python3 tests/bench/stamps.py [TPOT] [RUNS]     (default 2ms, 5)

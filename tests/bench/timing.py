@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """make bench's timing section: the wall-clock claims that left make test.
 
 How late an event comes against its schedule, how soon a timer fires, how

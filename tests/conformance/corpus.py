@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs one vector of vectors.py against a proxy in front of the recording
 backend, and judges it. A vector's proxy is a fresh tokentap (or nginx, for
 the differential report), so nothing one vector leaves in a connection pool

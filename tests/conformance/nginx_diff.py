@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The framing corpus through nginx, for information: where nginx answers
 another status than tokentap must, or lets the backend see other requests.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The peers of the conformance corpus: a backend that records the exact
 bytes it receives, and a client that sends raw bytes and reads responses.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The framing corpus (vectors.py) as tests: one test per vector, each
 against a fresh tokentap in front of the recording backend."""
 import atexit

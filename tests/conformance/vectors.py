@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The request-smuggling and framing corpus: raw bytes in, what must come out.
 
 Request vectors (REQUEST): what a client sends to tokentap, the statuses it

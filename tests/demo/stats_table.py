@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Prints tokentap's /stats (and firing alerts) as a table for people.
 
   python3 tests/demo/stats_table.py [ADMIN_URL] [--window 1m] [--by route,tenant]

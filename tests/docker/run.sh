@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds docker/Dockerfile with podman and checks the image, without a
 # Docker engine or a registry (`podman run` cannot work in this sandbox):
 #   1. a Debian bookworm base image, debootstrapped once and imported into

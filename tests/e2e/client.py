@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The raw HTTP/1.1 client of the end-to-end tests (harness.py offers it):
 requests built byte by byte, responses parsed as their bytes arrive with
 the time of each read, chunk and event, Server-Sent Events split and read.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the end-to-end tests share: the programs under test as processes,
 one-route configs, a raw HTTP client that timestamps what it reads, the
 admin endpoints and /metrics, tokentap-load, and waiting.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An OTLP/HTTP collector stand-in for the tests, on loopback.
 
 Every export tokentap sends is kept and decoded two ways, as a real

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The peers of the end-to-end tests, the other side of tokentap: a
 scriptable HTTP/1.1 upstream on raw sockets (and behind TLS), nginx 1.22
 (the reference proxy, and a TLS terminator), Prometheus, Alertmanager, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A buffering hop for the clumping tests: a TCP relay that passes what the
 client sends at once, but holds what the upstream sends and flushes it
 every `interval` seconds, as a CDN or a proxy that flushes on a timer does.

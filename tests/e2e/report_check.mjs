@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opens tokentap-load's HTML reports (files) in headless Chromium, one
 // after the other in one browser, and prints what each page holds as one
 // JSON object {pages: [...]}: the panels, every chart's series and points,

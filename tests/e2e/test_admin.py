@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Admin endpoints: /stats against the access log, /metrics against promtool
 and a real Prometheus, the admin token, the stats file."""
 import json

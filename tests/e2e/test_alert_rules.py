@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One alerting path, one page: `tokentap --prometheus-rules -c FILE`
 writes every built-in alert as Prometheus rules with the config's own
 thresholds per route (and tenant), and the labels tokentap's notifiers

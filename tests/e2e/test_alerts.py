@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Threshold alerts end to end: slow streams through the real proxy make a
 webhook receiver get "firing", fast ones "resolved"; the log line, /alerts
 and /metrics agree; a real Alertmanager shows the alert; dead webhooks

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end test of make bench's smoke mode (tests/bench/bench.py --quick).
 
 Checks that one quick run produces every figure, with values that can be

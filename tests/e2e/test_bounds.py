@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bounds that clients cannot push past (issue 22): connections that send
 nothing, clients that stop reading, many slow readers, slow uploads, and
 the request bodies curl sends with and without Expect."""

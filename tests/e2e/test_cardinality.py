@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What one client can do to everyone's statistics (issue 26): tenant
 patterns that cost the main thread seconds, model names that take the
 label budget, and groups by the hundred thousand."""

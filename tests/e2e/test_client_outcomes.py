@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Whose fault it was: a client too slow to send its request or to take its
 answer ends `client_timeout`, an outcome the SLOs and the error-rate alert
 leave out as they leave out `client_abort`; a client that holds a stream

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Statistics never silently lose what the access log has (issue 22):
 100,000 requests over 10,000 groups, while /metrics is scraped over and
 over (each scrape keeps the main thread, the statistics' reader, away)."""

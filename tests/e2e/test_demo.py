@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """make demo, shortened: it runs to completion, its table has the routes it
 drove, the slow route's alert fires, and it leaves nothing running."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Compressed responses (Content-Encoding br and zstd beside gzip): the
 bytes pass unchanged, curl (--compressed) reads what was sent, and the
 access log measures the decoded events; what cannot be measured is said

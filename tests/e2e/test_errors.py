@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every error tokentap answers itself (SPEC §3), each with its outcome in
 the access log."""
 import socket

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Expect: 100-continue on a route that streams the request body
 (request_buffering: false): tokentap answers 100 Continue itself as it
 starts reading the body, as nginx 1.22 does, and the backend gets no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Grafana board (conf/grafana-dashboard.json) against real Prometheus
 2.42, one with native histograms and one without, both scraping a tokentap
 whose traffic exercises every metric family it exports (pools, SLOs,

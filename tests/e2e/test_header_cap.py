@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The 128-field cap on a head (HTTPHEAD_MAX_HEADERS, documented in the
 README and tokentap(8)): a request with 128 fields goes through, the 129th
 is a 431 tokentap answers itself (logged `rejected`, the backend never

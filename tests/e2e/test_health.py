@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stream health end to end: the first answer token of reasoning streams
 (TTFO) in every dialect that has reasoning, and in a recorded stream;
 stalls seen while they last behind heartbeats (StreamStalled fires while

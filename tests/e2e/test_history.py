@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tokentap's memory, GET /stats/history: each route's and the instance's
 figures at fixed steps, the same histograms as /stats (its summary of a
 range is /stats' row, its points add up to the access log); behind the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The house: the folders are the architecture, and the compiler keeps it.
 
 tokentap (src/proxy/) is two thread planes and what they stand on:

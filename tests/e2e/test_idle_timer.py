@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """timeouts.idle is the longest silence, however many times it re-arms: a
 stream (or a WebSocket tunnel) whose bytes never stop for that long is
 never cut. Each case runs through tokentap and, on the same backend at the

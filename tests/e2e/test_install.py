@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Running tokentap as a service: `make install` into a DESTDIR, the systemd
 unit (systemd-analyze verify and security), the logrotate snippet (a real
 rotation with a SIGUSR1 reopen), the man pages (lint, and every config key

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Command line, reload and drain: the process as an operator runs it."""
 import os
 import signal

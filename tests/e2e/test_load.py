@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of tokentap-load against tokentap-mock.
 
 The mock answers on a known schedule (TTFT, TPOT, token count, faults, set

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of tokentap-load as a capacity-planning benchmark:
 sweeps that stop at the knee, the largest concurrency and request rate
 that meet an SLO, the input-length study, and tokentap's own figures beside

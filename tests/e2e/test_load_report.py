@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of tokentap-load's reports and A/B comparison.
 
 The HTML report (--report, and `tokentap-load report RUN.json --html`) is

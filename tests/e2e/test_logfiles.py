@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The access log and the stats file when the file system says no.
 
 A log that runs out of room (a full tmpfs: ENOSPC; a file-size limit set

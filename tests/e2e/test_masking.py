@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Credentials in the request target stay out of every output (SPEC §5):
 the values of credential parameters are masked in the access log however
 the client spells the name (k%65y), whatever separates the parameters

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Measurement: the access log's timeline against a backend whose schedule
 is known, for the dialects whose first bytes are not tokens.
 

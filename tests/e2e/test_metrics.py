@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fleet metrics: a real Prometheus 2.42 (native histograms on, so it
 scrapes the protobuf format) agrees with /stats within 3 % on TTFT and
 TPOT quantiles per route under a tokentap-load run, and one without them

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of tokentap-mock, the simulated LLM backend.
 
 The harness's raw client (chunked decoding, SSE split on blank lines,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """OpenTelemetry: W3C trace context in and out, one span per request, and
 OTLP metrics, each export decoded by the collector stand-in (protoc, or a
 JSON parser) and checked against what the client, the backend stand-in,

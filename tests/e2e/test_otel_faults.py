@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The OTLP export against a collector that is down, slow (10 s per
 request), answers 429 with Retry-After, 400, garbage, or a partial
 success: the proxy's answers stay byte for byte the backend's, TTFT stays

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finish reasons: gen_ai.response.finish_reasons on the span (a string
 array, decoded by the collector stand-in with protoc, or as OTLP/JSON) and
 finish_reason in the access log, for tokentap-mock's streams and bodies,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One trace from an app through tokentap to the backend: the openai npm
 SDK's app with its own OpenTelemetry tracer (@opentelemetry/sdk-trace-base,
 an in-memory exporter, the W3C propagator) calls the model through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replica pools end to end: tokentap in front of several tokentap-mock
 replicas (each its own process and port: one slow, one refusing or killed,
 the others healthy), driven by tokentap-load, curl and raw sockets. Judged

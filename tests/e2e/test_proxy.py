@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Forwarding: what the client gets is what the upstream sent, byte for byte,
 and what the upstream gets is the client's request with the proxy's few
 documented rewrites."""

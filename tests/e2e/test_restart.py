@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A backend killed (-9) and started again on the same port while tokentap
 holds pooled connections to it: a POST is never sent twice, so a request
 must not go out on a pooled connection the old process left behind (one

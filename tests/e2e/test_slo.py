@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SLOs end to end: tokentap-mock serves a known mix of fast, slow, failed
 and abandoned streams through the real proxy, and /slo, /metrics and the
 access log agree on exactly which were good; a burn-rate pair fires while

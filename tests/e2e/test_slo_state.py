@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The SLO state file (slo_state) as an operator may find it: written on a
 clock an hour or ten years ahead, or with a head of -1 (tokentap starts,
 says so, and the burn-rate pair fires on the requests that come after; what

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """health.throughput: a stream too slow to keep is caught before the client
 sees a byte of it.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kernel receive times: a worker kept from its CPU still reports what the
 backend did.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS on both sides: https upstreams against real TLS peers (nginx from
 Debian, and Python's OpenSSL server where a test needs to look at the
 handshake), TLS listeners with curl, and the openai npm SDK."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The live dashboard at GET /ui, in a real browser: headless Chromium
 driven by playwright-core (tests/e2e/ui_check.mjs) against tokentap with
 traffic from tokentap-mock. Opened after a load, every chart is full from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Upgrade lists, with raw sockets on both sides: a client may only switch
 to a protocol its route allows (`upgrades`, websocket by default), the
 backend sees only those in Upgrade, and a 101 to anything else is a 502,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Request bodies held while they arrive (request_buffering, the default):
 in memory up to 256 KiB each while all of them stay within
 limits.request_buffers, else in a temporary file; the memory given back

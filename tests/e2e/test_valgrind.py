@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tokentap, tokentap-mock and tokentap-load under valgrind's memcheck:
 no invalid access, no use of uninitialised memory, nothing definitely lost,
 along the paths a stream takes (direct body reads, keep-alive, a client

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """WebSocket through tokentap: the handshake reaches the backend with its
 Upgrade, the 101 reaches the client, and from then on the connection is a
 tunnel: frames both ways unchanged, counted, logged once at the close."""

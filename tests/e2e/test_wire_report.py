@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wire report and chunks that are not tokens, against real peers.
 
 Two python backends (raw sockets) behind two routes: one that streams as

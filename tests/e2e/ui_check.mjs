@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Drives the dashboard at GET /ui in headless Chromium and prints what it
 // saw as one JSON object; tests/e2e/test_ui.py decides what is right.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opens a WebSocket in headless Chromium, sends each message, waits for
 // each answer, closes, and prints what it got as JSON; test_websocket.py
 // decides what is right. A browser is the client tokentap did not write.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make test-fresh: the README's two commands on a fresh Debian 12, as a new
 # user runs them. A debootstrapped minbase bookworm with git, make and
 # ca-certificates only (bootstrapped once, kept as a tarball in build/fresh,

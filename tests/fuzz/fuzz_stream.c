@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer harness for the SSE / NDJSON parser and the dialect rules.
  *
  * Input: byte 0 picks max_event_bytes, bytes 1-2 the cut point, the rest

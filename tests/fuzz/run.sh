@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the stream fuzzer (clang libFuzzer + ASan + UBSan), seeds its
 # corpus from the recorded fixtures and runs it for SECONDS (default 20).
 # Exits non-zero, and says "fuzz: FAIL", on a crash or a build failure.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The access log's request target: the value of every credential
  * parameter masked wherever a server would read one (SPEC §5): in the
  * query whatever separates the parameters (& or ;) and however the name is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Alert rules on a fake clock: when rules fire and resolve (min_samples,
  * for, hysteresis, empty windows, severities, route overrides, error rate,
  * per tenant), what /alerts and /metrics say, and that a reload keeps the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The rules --prometheus-rules writes (alert_rules.c), as text: what they
  * read under each metrics.names, the summaries word for word as the
  * Alertmanager notifier's, one rule per alertname and severity, nothing

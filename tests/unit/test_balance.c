@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Choosing a replica: power of two choices on open streams, weighted round
  * robin, rendezvous hashing (a joining replica moves about 1/N of the keys). */
 

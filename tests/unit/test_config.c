@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the config loader: good files give the values SPEC §2 says,
  * and every kind of mistake is reported as "t.yaml:LINE:COL: message" at
  * the place it was made, all of them in one run, in file order. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of otel:'s keys and the OTel SDKs' environment variables:
  * the file wins over the environment, the environment over the
  * defaults; a bad variable is named, a header's value never echoed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The meter's decoded copy of a compressed body: gzip with a sync flush
  * after each event (as an SSE server writes it), zlib and raw deflate,
  * several gzip members, brotli and zstd (a flush after each event, and

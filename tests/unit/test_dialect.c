@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dialect rules: recorded SDK fixtures through the real parser, then
  * each rule on small hand-written events, the path table, the request and
  * path model, and non-streamed bodies.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The config's regular expressions: the same verdicts as glibc's
  * regcomp(REG_EXTENDED) anchored whole, on patterns drawn at random and on
  * a table; back-references and expansions past the bound refused at

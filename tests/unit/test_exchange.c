@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exchange as the lower layer it is: request and response heads in
  * buffers, the verdicts it answers with, the bytes it writes, and the books
  * it closes (the access log line's outcome by the one rule). No sockets. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* When a request may go to another replica, and what counts against one. */
 
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* framing: what tokentap refuses to forward, on heads built by hand. The
  * conformance corpus (tests/conformance) drives the same rules through the
  * proxy with raw bytes; these pin each rule and its boundary directly. */

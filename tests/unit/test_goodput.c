@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* goodput.c: the rule that calls a request good, bad or not counted. */
 #include "goodput.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* headroom.c: the least-squares line of TTFT on concurrency, and where it
  * reaches a threshold. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of hist.c: the bucket layout against an independent reference
  * built by walking the powers of two, and quantiles against the exact
  * quantiles of large sorted samples. Every sample comes from a fixed-seed

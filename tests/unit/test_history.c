@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The history (history.c, history_file.c): a step's bytes, merging steps
  * into points and ranges exactly as one histogram of every value would,
  * the coarser tiers built from the finer, concurrency, the /stats window

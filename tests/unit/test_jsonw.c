@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jsonw.c: every byte and every class of ill-formed UTF-8 comes out as
  * valid JSON and valid UTF-8, valid text unchanged, a small buffer cut on a
  * character boundary; the numbers and times. A reader written here, apart

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The coarse histogram: every value lands in the bucket that holds it, the
  * buckets tile the range without a gap, a bucket's middle is within 12 %
  * of its values, counts saturate, the median. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_arrive.c: 200,000 gaps of each kind have the mean
  * 1/rate and the coefficient of variation of their definition (Poisson 1,
  * constant 0, gamma 1/sqrt(k)), within bounds some 6 standard errors

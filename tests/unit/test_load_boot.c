@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_boot.c against values known in closed form: a
  * resample's statistic from its counts equals the statistic of the
  * resample written out and sorted; the bootstrap distribution of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_compare.c: the --fail-on syntax (each form, each
  * mistake named), the figures' names, levels matched by what they set
  * (the others listed), a 20 % TPOT rise failing its rule where an A/A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_html.c: whatever the command line, the target, the
  * server (tokentap's error text, a route) or a saved document's labels
  * held, the page has only the report's own markup, every such text

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_lag.c: stamps found in the mock's event format, split
  * at every byte, with every line ending, and the lines that look like a
  * stamp but are not one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_levels.c's pure parts: the sweep's keys and levels
  * and the saturation rule on figures a backend with a knee gives. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_slo.c: the targets' syntax and its errors, each
  * figure exact from the samples, its 95 % interval (a percentile's by
  * order statistics, the error rate's by Wilson), "within noise", the

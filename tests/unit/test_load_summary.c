@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_summary.c: every figure against the same figure
  * computed here another way (percentiles by numpy's rule written out from
  * a sorted copy, the standard deviation in one pass of sums), throughput

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_svg.c: HTML escaping (markup characters as entities,
  * ill-formed UTF-8 as U+FFFD, control bytes as '?', well-formed UTF-8
  * kept, a count honoured), numbers for people, and nice ticks that cover

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of load_trace.c (and load_jsonl.c under it, and
  * load_prompts.c, which reads the same way): a JSONL trace, tokentap's
  * access log replayed as one (arrival = ts - duration_ms), prompts of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of tokentap-load's pure parts: the raw measurements
  * (loadstats.c: every request and gap kept, the per-request sample derived
  * from a real meter fed real SSE bytes, TPOT over the tokens after the

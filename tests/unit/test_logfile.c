@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* logfile.c: a line is in the file whole or not at all, lost lines and
  * bytes are counted, the warning comes at most once a LOGFILE_WARN_EVERY_S.
  * The file runs out of room through RLIMIT_FSIZE (the write past the

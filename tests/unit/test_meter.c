@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-request meter against SPEC §4: when an event counts as complete,
  * which bodies are parsed, where the model label comes from, token counts
  * from usage or from events, ITL, and the non-stream JSON body. (TTFT and

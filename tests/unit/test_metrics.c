@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /metrics label sets: bucket layout, tenant labels, the series
  * budget and its folding, the code label, OpenTelemetry names. */
 #include <math.h>

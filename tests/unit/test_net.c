@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* net.c: the descriptor table reserved before threads start, the reason
  * phrases, the listening socket, the accept pause and the write-now. */
 #include <errno.h>

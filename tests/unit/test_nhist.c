@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of nhist.c's whole-microsecond path: nhist_index_us against
  * nhist_index of the value in seconds (every value below 2^22 µs, and the
  * few values around every bucket bound up to 2^32), and buckets added by

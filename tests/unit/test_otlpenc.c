@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the OTLP encoder: one description of a message written as
  * protobuf (bytes checked by hand against the wire format) and as
  * OTLP/JSON (repeated fields as arrays, ids in hex, 64-bit integers as

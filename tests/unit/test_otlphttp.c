@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the OTLP sender's Retry-After reading (RFC 9110
  * §10.2.3): delay-seconds and an HTTP-date, and what is neither. */
 

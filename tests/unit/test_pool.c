@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replica pools: sets built from a route (one replica per address of a
  * name), live state kept across rebuilds, picks, ejection with backoff,
  * the one trial of a returning replica. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* procmetrics.c: the lines and bytes the log files lost (logfile.h), as
  * /metrics and /stats show them. */
 #include <fcntl.h>

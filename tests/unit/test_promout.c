@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exposition writer: text lines, label values whatever their bytes,
  * the scraper's Accept and Accept-Encoding, gzip. */
 #include <event2/buffer.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The protobuf exposition encoder: exact bytes for a small family, long
  * lengths, and a histogram's classic and native fields read back by a
  * decoder written here from the wire format. */

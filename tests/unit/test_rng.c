@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rng.c: splitmix64 gives the reference outputs, and the draws built on it. */
 
 #include "rng.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Routing and the header rules of the upstream request and the response. */
 
 #include <event2/buffer.h>

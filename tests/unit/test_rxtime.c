@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel receive times: a loopback read is stamped between the send and
  * the read; CLOCK_REALTIME stamps convert to the monotonic timeline with
  * the offset of their side of a clock step, and a stamp that cannot be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of sdnotify.c: each test plays systemd, binding a datagram
  * socket (a path in a temp directory, or an abstract name bound with its
  * exact length, as systemd does) and reading what tokentap sent. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* slo.c: requests counted per SLO in buckets of time, the budget and the
  * windows read from them, burn-rate pairs that fire only when both windows
  * burn, the state text read back whole or not at all. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The event-stream parser against the WHATWG rules. Every case is fed
  * whole, one byte at a time and cut in two at every offset, and each way
  * must give the same events. */

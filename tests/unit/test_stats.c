@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Statistics: windows, trend, R², cardinality, Prometheus output, on a fake
  * clock. Records go through the same ring the workers use. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tls_read, the read of a TLS upstream's streaming body: the records of
  * one read of the socket at most (read-ahead), decrypted into one buffer;
  * what OpenSSL keeps for the next call, and how a read ends. The peer is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of W3C traceparent reading and writing: the examples of the
  * recommendation, and each way a value can be wrong, which the reader
  * must ignore (§3.2: a vendor never passes on or repairs a broken one). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the one URL parser: every form a route's upstream, a
  * notifier or tokentap-load's target may take, and every way to get one
  * wrong, with the problem named. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.c: the duration text, the inverse of util_parse_duration_us; the
  * RFC 3339 time against gmtime_r. */
 #include <time.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The prelude of every cmocka unit test (the headers cmocka wants before
  * it, in its order) and the helpers several tests share. */
 #ifndef TOKENTAP_UNIT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parameters of one tokentap-load run, as the command line or a
  * scenario sets them, and the parsers of their text forms. Pure. */
 #ifndef TOKENTAP_LOAD_CONF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jsmn's code, static here, strict and with parent links (the core's
  * json.c keeps its own); json.h after it adds only the unescaping. */
 #define JSMN_STATIC

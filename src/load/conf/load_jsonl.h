@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON documents tokentap-load reads: one line of a JSONL file (a trace,
  * an access log, prompts) or an admin response. A line is checked whole,
  * and a problem is placed at its byte, so the readers can report

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prompts from a file (--prompts): JSONL, one prompt a line, each
  *   "a text"                          a JSON string, or
  *   {"text": "..."} or {"prompt": "..."}, or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Traces tokentap-load replays open-loop: requests at given time offsets
  * with given token counts (and headers), read from
  *   - a JSONL trace, one request a line:

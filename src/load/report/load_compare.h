@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A/B: two saved runs side by side (tokentap-load compare A.json B.json).
  * Levels are matched by what they set (concurrency 16 with concurrency
  * 16; a single run with a single run); a level in one document only is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTML report of a load_result (--report FILE.html, or tokentap-load
  * report RUN.json --html FILE): one self-contained page for a review, no
  * script and no external resource (its Content-Security-Policy allows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JSON document of a load_result (docs/load-schema.md, schema_version
  * 1), and the CSV of its levels. Durations in ms, rates per second, null
  * where undefined; strings through the one JSON writer (jsonw.h). */

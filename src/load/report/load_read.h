@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A JSON document of docs/load-schema.md read back into a load_result, so
  * that a saved run is reported (tokentap-load report) and compared
  * (tokentap-load compare) as a live one is: its header, its levels with

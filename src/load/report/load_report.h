@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What tokentap-load prints for people: a single run's figures in detail,
  * a sweep's or a capacity search's levels one a row, the capacity found,
  * the generator's warnings, and with --tokentap the client's TTFT and

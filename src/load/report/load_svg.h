@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTML report's pieces, written by hand: text escaped for HTML, and
  * charts as inline SVG (a plot's box and scales, nice ticks, axes and
  * grid, lines, points, bars, marks), each figure drawn carrying its value

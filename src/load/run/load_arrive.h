@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gaps between open-loop arrivals, in µs, at a mean of 1/rate:
  * Poisson (exponential gaps), constant, or gamma with shape k = the
  * burstiness factor and scale mean / k, as vLLM's and AIPerf's benchmarks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The requests tokentap-load sends: an HTTP/1.1 POST with a realistic
  * streaming JSON body in the dialect's own shape, a prompt of about four
  * characters per token, and the output-token limit under the name that

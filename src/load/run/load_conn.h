@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One client connection of tokentap-load: it sends a request, parses the
  * response with llhttp, feeds the body to the shared meter (so the figures
  * follow SPEC §4 exactly as tokentap computes them) and reports how the

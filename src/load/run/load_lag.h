@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-load --lag: each event's trip from the server's send to the
  * client's read. tokentap-mock --stamp opens every token event with the
  * comment line ": ts=<CLOCK_MONOTONIC µs>"; this scanner finds those stamps

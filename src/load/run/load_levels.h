@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs the levels of an invocation into a load_result: one run, a sweep
  * (levels of concurrency, rate or prompt size, in order, stopped at
  * saturation or at an error-rate limit), or a capacity search (the

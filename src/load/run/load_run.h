@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One load run (a level of a sweep): closed loop (N virtual users, each
  * sending its next request when the previous one ends, on its own
  * kept-alive connection) or open loop (arrivals at a rate, Poisson,

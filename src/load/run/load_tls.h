@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* https targets: the OpenSSL client context of a run, with the semantics
  * of tokentap's https upstreams (src/proxy/tls.c): TLS 1.2 or later, the
  * certificate verified against the system store or --cacert's file (or

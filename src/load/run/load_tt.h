@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The proxy's view beside the client's (--tokentap ADMIN_URL): tokentap's
  * own figures for the requests of a level, read from its admin /stats
  * (GET /stats?window=W&by=route; the route, --tokentap-route, else the one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bootstrap of a statistic's change between two sets of per-request
  * samples (tokentap-load compare): is B's TPOT p50 really 20 % above A's,
  * or is that noise? Each set is resampled with replacement, B times, the

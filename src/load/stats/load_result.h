@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The results of one tokentap-load invocation, in memory: what every
  * report (the table, the JSON document of docs/load-schema.md, the CSV,
  * the HTML page) is written from. One invocation runs levels: a single

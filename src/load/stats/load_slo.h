@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Service-level targets of a sweep or a capacity search, as in
  *   --slo 'ttft_p95<=1s tpot_p95<=50ms error_rate<=1%'
  * each METRIC_STAT<=LIMIT: METRIC ttft, ttfo, tpot, itl, e2e with STAT a

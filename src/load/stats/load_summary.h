@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The figures of one level, computed exactly from its samples
  * (loadstats.h): each distribution's count, mean, standard deviation,
  * min, max and the configured percentiles; throughput over the level's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-load's raw measurements: one sample per request (warm-up ones
  * too, flagged) with the figures of SPEC §4 derived from the shared
  * per-request meter, and every inter-token gap, kept whole so that every

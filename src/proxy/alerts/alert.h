@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Threshold alert rules (SPEC §6), pure logic: no clock, no I/O.
  *
  * A rule exists per route (and per (route, tenant) with per_tenant) for each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `tokentap --prometheus-rules -c FILE`: every built-in alert (SPEC §6:
  * alert.c's threshold rules, slo.c's SLOBurnRate) as Prometheus recording
  * and alerting rules over the /metrics of each instance, with the config's

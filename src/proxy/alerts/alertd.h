@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The alerting service on the main thread: every alerts.evaluate_every it
  * reads the statistics windows, runs the rules (alert.c) and hands each
  * transition to the log and the notifiers (notify.c), which never block:

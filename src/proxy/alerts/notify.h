@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where alert transitions go (SPEC §6): a line in the error log, and for
  * each webhook or Alertmanager notifier a POST over libevent's HTTP client
  * on the main loop. Nothing here ever blocks: each notifier has a bounded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SLOs (slos:), pure: no clock, no I/O beyond the buffers given.
  *
  * Each finished request is judged per SLO whose match it meets (goodput.h)

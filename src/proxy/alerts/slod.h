@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SLO service on the main thread: every finished request the
  * statistics apply is counted against the SLOs (slo.c); the budgets are
  * kept over SIGHUP, written to slo_state at most once a minute and at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The config's life cycle (defaults, reference counting, freeing) and the
  * entry points that read a file along the schema (config_schema.c) with
  * the core's YAML reader. */

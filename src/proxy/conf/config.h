@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The configuration (SPEC §2): loaded from YAML with libyaml, validated
  * whole, then read-only. A loaded config is shared by worker threads and
  * reference-counted: each request keeps the config it started with, so a

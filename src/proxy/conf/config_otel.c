@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* otel: the OpenTelemetry export's keys (README, "OpenTelemetry"), and
  * the OTel SDKs' environment variables (OTEL_EXPORTER_OTLP_ENDPOINT and
  * friends, as the specification names them) for what the file leaves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the config's two halves: config.c (life cycle, entry points)
  * reads a file with the core's table-driven reader (yconf.h) along the
  * schema of SPEC §2 in config_schema.c. Nothing outside config*.c

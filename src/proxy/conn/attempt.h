@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The attempts of one request: the replica each went to (pool.h), its
  * verdict on the replica's health, and the replicas left before the one
  * in flight, held until the request's books are closed (the access log

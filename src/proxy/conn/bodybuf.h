@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A request body held while it arrives, before an upstream connection is
  * taken (request_buffering): in memory up to BODYBUF_MEMORY bytes while all
  * bodies held in memory stay within limits.request_buffers, else in an

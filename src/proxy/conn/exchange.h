@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One request/response exchange: the HTTP of it (finding and parsing heads
  * with llhttp, checking them, rewriting them, framing bodies) and its books
  * (the meter, the access log, the statistics). A lower layer under proxy.c:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "failover.h"
 
 static const char *const reason_names[FAILOVER_REASON_COUNT] = {

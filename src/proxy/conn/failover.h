@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* When a request goes to another replica (pure rules). Only before
  * anything of a response reached the client, and at most `retries` times:
  *

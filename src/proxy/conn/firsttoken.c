@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* timeouts.first_token and health.throughput: while another replica may
  * still take the request, the response head and its events are held back
  * (the client sees nothing of an attempt that is left): until the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* timeouts.first_token and health.throughput: the response held until
  * its first token, and with the throughput probe until its first tokens
  * showed the replica's pace, while another replica may still take the

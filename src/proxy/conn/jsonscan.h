@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Finds the top-level "model" string of a JSON request body as it streams
  * past, without keeping the body: a byte-at-a-time scanner of nesting and
  * strings. The OpenAI SDKs send "messages" before "model", so the key can

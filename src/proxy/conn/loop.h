@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the code of one worker thread runs in: its event base and
  * resolver, its config, its statistics ring, the buffer direct reads land
  * in, its sessions and its upstream pools. A worker (worker.c) owns one

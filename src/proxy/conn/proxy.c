@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client connection's I/O. Flow of one request on it:
  *
  *   C_IDLE --first byte--> C_HEAD --head parsed--> C_BODY --body done--> C_WAIT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The exchange between one client connection and its upstream: request
  * head and body in, response head and body out, byte for byte, measured on
  * the way. One struct session per client connection owns it all and one

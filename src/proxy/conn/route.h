@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Routing: the first route whose every match key fits the request wins. */
 #ifndef TOKENTAP_ROUTE_H
 #define TOKENTAP_ROUTE_H

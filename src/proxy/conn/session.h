@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client connection's state: proxy.c moves its bytes and runs its
  * timers, firsttoken.c holds its response until the first token. Only
  * these two include it. */

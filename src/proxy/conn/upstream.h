@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Upstream connections: asynchronous connect (evdns, never a blocking
  * resolver in a worker loop) and a keep-alive pool per upstream and worker.
  * While a connection serves an exchange its callbacks are the proxy's; in

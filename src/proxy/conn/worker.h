@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker threads: one event_base each, SO_REUSEPORT listeners of their own,
  * their own upstream pools and statistics. The main thread talks to them
  * only through worker_command(), which wakes the worker's loop. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Protocol Buffers wire format, written (never read): varints, tags,
  * fixed and length-delimited fields into a growable byte buffer, messages
  * nested by marking where one starts and writing its length at its end.

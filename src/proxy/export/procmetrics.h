@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process metrics every Prometheus exporter has (client_golang's
  * process collector): CPU seconds, resident and virtual memory, open and
  * allowed descriptors, start time; read from /proc at each scrape. And

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One /metrics exposition being written, in the format the scraper asked
  * for: Prometheus text 0.0.4, or the protobuf format (promproto.h) whose
  * histograms also carry native buckets. Every module that exports series

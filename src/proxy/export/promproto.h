@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus protobuf exposition (io.prometheus.client.MetricFamily,
  * "encoding=delimited": each family is a varint length and the message),
  * written from the format's definition (client_model's metrics.proto,

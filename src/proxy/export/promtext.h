@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus text exposition (0.0.4) helpers shared by every module that
  * writes series to /metrics. */
 #ifndef TOKENTAP_PROMTEXT_H

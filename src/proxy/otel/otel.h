@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The OpenTelemetry export (README, "OpenTelemetry"), on the main thread:
  * every 100 ms the workers' span queues (ring.h) are drained into a
  * bounded queue of otel.traces.queue spans, and a batch of up to

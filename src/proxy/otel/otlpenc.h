@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One writer for OTLP's two encodings (OTLP/HTTP: binary protobuf or
  * proto3 JSON, opentelemetry-proto's field numbers and names): the
  * exporters describe each message once, field by field, and this writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One OTLP/HTTP signal's sender (/v1/traces or /v1/metrics) on the main
  * loop, libevent's HTTP client as the alert notifiers use it: one export
  * in flight at a time with its timeout (otel.timeout); the OTLP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /metrics series as OTLP metrics (metrics/v1/metrics.proto,
  * collector's ExportMetricsServiceRequest): the modules write them
  * through a promout sink (promout.h), once, as they write /metrics; this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Spans as OTLP writes them (trace/v1/trace.proto, collector's
  * ExportTraceServiceRequest): one span per request, the GenAI semantic
  * conventions' inference span (README, "OpenTelemetry": the version, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The replica pools' main-thread side (pool.h is what workers share):
  * each loaded config's routes attached to their pools and the member sets
  * published; DNS names resolved again every dns_ttl with evdns on the

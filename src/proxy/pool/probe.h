@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Active health checks (route health.path): a GET of the path on one
  * replica, on the main thread's loop, over its own connection (plain or
  * TLS as the replica is), answered within health.timeout with a 2xx or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "headroom.h"
 
 void headroom_fit(double n, double sx, double sy, double sxy, double sxx, double syy,

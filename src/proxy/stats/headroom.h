@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Capacity headroom from the TTFT-vs-concurrency line the statistics
  * keep (least squares over each window's requests: TTFT in ms against the
  * streams active when each began). Pure. */

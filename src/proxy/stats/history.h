@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The statistics' memory: each route's, each SLO's and the whole
  * instance's figures at fixed steps over the last hours, for the board
  * (GET /ui) and GET /stats/history. Pure: no clock, no I/O; the service

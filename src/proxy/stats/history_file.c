@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The history's file: the store as it is, so that a restart goes on where
  * the last run stopped.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store's insides, shared by history.c and history_file.c only. */
 #ifndef TOKENTAP_HISTORY_INT_H
 #define TOKENTAP_HISTORY_INT_H

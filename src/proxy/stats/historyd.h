@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The history's service on the main thread (history.h is the store): the
  * statistics' drained records feed it (stats_set_history); every half
  * second it takes the instance's concurrency and the SLOs' counts and

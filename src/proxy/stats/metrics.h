@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus series of the requests (SPEC §5), kept on the main
  * thread beside the /stats groups: per label set (route, tenant, model,
  * upstream, and with OpenTelemetry names the operation and provider) cumulative

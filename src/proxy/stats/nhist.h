@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus native histograms (sparse exponential buckets) kept beside
  * the classic buckets of /metrics: bucket i of schema s holds the values in
  * (2^((i-1)/2^s), 2^(i/2^s)], values of 0 go to the zero bucket. Only the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files of state tokentap keeps across a restart (slo_state, the
  * history): written whole or not at all, read back only from a regular
  * file. */

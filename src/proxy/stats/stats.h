@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Statistics per (route, tenant, model), on the main thread.
  *
  * The workers' records (ring.h) are drained every 50 ms and before

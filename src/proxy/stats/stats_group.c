@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The statistics groups: which group a record goes to (the names it may
  * have, the cardinality limits), the streams tied to a group while they
  * are open, and the groups, names and label sets that idle time gives

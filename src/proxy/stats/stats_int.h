@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reader's state of stats.c, shared with stats_out.c only. */
 #ifndef TOKENTAP_STATS_INT_H
 #define TOKENTAP_STATS_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the statistics look like from outside: /stats JSON, /metrics text,
  * and the window views the alert rules read. */
 #include <math.h>

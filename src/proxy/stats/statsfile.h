@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stats.file: the /stats snapshot (first window, by route) appended as one
  * JSON line every stats.interval; reopened on SIGUSR1. */
 #ifndef TOKENTAP_STATSFILE_H

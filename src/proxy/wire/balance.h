@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Choosing one replica of a pool (pure: the caller gives the candidates,
  * their weights and loads, and the randomness). Three ways, as a route's
  * `balance` says:

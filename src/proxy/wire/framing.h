@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What tokentap refuses to forward: the HTTP/1.1 framing and routing rules
  * a message must meet so that tokentap, the backend and the client can only
  * agree on where it begins and ends (RFC 9110, RFC 9112). llhttp (strict)

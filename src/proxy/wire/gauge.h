@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's gauges and counters that worker threads move and the main
  * thread reads (/metrics, /stats, /healthz): atomics, one update per
  * connection, request or held body, never per event. */

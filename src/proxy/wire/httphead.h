@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.1 message heads as the proxy rewrites them: the request it sends
  * upstream and the response head it passes to the client (RFC 9110 §7.6.1
  * hop-by-hop rules). Pure: reads parsed heads, writes into an evbuffer. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The files tokentap appends lines to: the access log (worker threads) and
  * the stats file (the main thread).
  *

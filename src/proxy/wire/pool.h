@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replica pools: what the workers share about the replicas of a route.
  *
  * A pool per route name lives from the first config that names the route

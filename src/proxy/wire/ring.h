@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The workers' records to the main thread. Workers never lock: each
  * stream's start and end, each stall, every RING_ITL_BATCH token gaps of a
  * running stream and each finished request (its sample, sample.h) become a

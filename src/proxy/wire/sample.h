@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One request as the statistics see it: the group it counts in (its key)
  * and, once it ended, its figures (its sample). The exchange fills the
  * sample once, from its meter and its vitals, when the request ends; the

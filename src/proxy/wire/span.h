@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One request's span as a worker hands it to the OTLP exporter (otel/):
  * the request's sample and group key (sample.h), the trace context it
  * ran in, and the moments a span's events mark. Fixed size: a worker

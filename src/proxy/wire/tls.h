@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS with OpenSSL: contexts for https upstreams and TLS listeners, made
  * once per loaded config on the main thread, and the per-connection setup
  * (SNI, host-name verification, ALPN, session resumption). */

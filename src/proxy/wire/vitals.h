@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The vitals of one exchange (a part of its stream health), beside its
  * meter: what the proxy itself costs it (the overhead of the request on
  * its way up and of each read forwarded down), and the stalls the sweep
