@@ -176,7 +176,11 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=66"}
 # each side-by-side process's own ports (harness.free_port), below the
 # kernel's ephemeral range (32768 and up), so neither takes the other's
-PORTS = ("20000-25999", "26000-31999")
+# $TOKENTAP_TEST_PORT_BASE moves both ranges (1,500 ports each from there):
+# several runs at once on one machine, each with a base of its own
+_base = int(os.environ.get("TOKENTAP_TEST_PORT_BASE", "0"))
+PORTS = ((f"{_base}-{_base + 1499}", f"{_base + 1500}-{_base + 2999}") if _base
+         else ("20000-25999", "26000-31999"))
 
 
 def e2e_pass(tag, only, check, counts, job):
