@@ -23,7 +23,8 @@ from peers import ALERTMANAGER
 
 PROMTOOL = "/usr/bin/promtool"
 # a real Prometheus and Alertmanager under the sanitizer build add only minutes
-SANITIZER_SKIP = {"test_both_paths_page_once_per_condition"}
+SANITIZER_SKIP = {"test_both_paths_page_once_per_condition", "test_restarts_never_re_page"}
+TIME_LIMITS = {"test_restarts_never_re_page": 240}
 # and make check: a real Prometheus scraping for seconds is make test's
 CHECK_SKIP = SANITIZER_SKIP
 
@@ -427,4 +428,138 @@ scrape_configs:
                     if w.is_alive():
                         w.join(15)
                 stalled.close()
+        assert am.p.poll() is None, am.stderr()[-2000:]
+
+
+RESTART = """listen:
+  - address: 127.0.0.1:{port}
+admin:
+  address: 127.0.0.1:{admin}
+access_log: {d}/access.jsonl
+stats: {{windows: [10s]}}
+routes:
+  - name: strict
+    match: {{path_prefix: /s/}}
+    strip_prefix: true
+    upstream: http://127.0.0.1:{mock}
+    thresholds: {{ttft_warning: 50ms, ttft_critical: 100ms}}
+slos:
+  - {{name: chat, match: {{route: strict}}, ttft: 100ms, objective: 0.9}}
+alerts:
+  evaluate_every: 500ms
+  window: 10s
+  min_samples: 3
+  burn_rates: [{{severity: critical, long: 10s, short: 5s, rate: 2}}]
+  burn_min_requests: 3
+"""
+RESTART_ALERTS = {("TTFTHigh", "warning"), ("TTFTHigh", "critical"), ("SLOBurnRate", "critical")}
+
+
+def test_restarts_never_re_page():
+    """Five restarts of tokentap (two seconds down each: a scrape or two
+    fail) while TTFTHigh and SLOBurnRate fire on its rules in a real
+    Prometheus, routed by a real Alertmanager to a webhook: each alert is
+    notified firing once and never resolved, as its problem never went
+    away. Before, the rules lost their instance's name and the SLO's
+    objective at the first failed scrape (instant vectors of a target
+    marked stale): every alert resolved, then fired again, a second page."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import json
+    am_port, prom_port, port, admin = free_port(), free_port(), free_port(), free_port()
+    d = tempfile.mkdtemp(prefix="tt-repage-")
+    notes = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            for a in body["alerts"]:
+                notes.append((a["labels"]["alertname"], a["labels"]["severity"], a["status"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    with open(os.path.join(d, "am.yml"), "w") as f:
+        f.write(f"""route:
+  receiver: hook
+  group_by: ['...']
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs: [{{url: 'http://127.0.0.1:{hook.server_port}/', send_resolved: true}}]
+""")
+    am_args = [ALERTMANAGER, f"--config.file={d}/am.yml", f"--storage.path={d}/am",
+               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="]
+    stop = threading.Event()
+    with Proc(am_args) as am, Mock() as m:
+        conf = os.path.join(d, "tokentap.yaml")
+        with open(conf, "w") as f:
+            f.write(RESTART.format(port=port, admin=admin, d=d, mock=m.port))
+        rules = rules_for(d, open(conf).read())
+        with open(os.path.join(d, "prometheus.yml"), "w") as f:
+            f.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{rules}]
+alerting:
+  alertmanagers:
+    - static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]
+scrape_configs:
+  - job_name: tokentap
+    static_configs: [{{targets: ['127.0.0.1:{admin}']}}]
+""")
+
+        def start():
+            p = Proc([binary("tokentap"), "-c", conf])
+            wait_port(port, 10, proc=p.p)
+            wait_port(admin, 10, proc=p.p)
+            return p
+
+        def traffic():
+            while not stop.is_set():
+                try:
+                    completion(port, "/s/v1/chat/completions", ttft="200ms", tokens=2,
+                               timeout=5)
+                except OSError:
+                    time.sleep(0.05)        # tokentap is restarting
+
+        tt = start()
+        prom = Proc(["prometheus", f"--config.file={d}/prometheus.yml",
+                     f"--storage.tsdb.path={d}/data", "--rules.alert.resend-delay=1s",
+                     f"--web.listen-address=127.0.0.1:{prom_port}"])
+        workers = [threading.Thread(target=traffic) for _ in range(3)]
+        try:
+            with prom:
+                for w in workers:
+                    w.start()
+                until(lambda: {(n, s) for n, s, st in notes if st == "firing"} >= RESTART_ALERTS,
+                      60, f"Alertmanager notifies {RESTART_ALERTS}")
+                for _ in range(5):
+                    tt.stop()
+                    # down long enough for a scrape to fail (1 s interval)
+                    time.sleep(2.5)
+                    tt = start()
+                    # back long enough for a few evaluations after it
+                    up_since = time.monotonic()
+                    until(lambda: time.monotonic() - up_since > 4, 10, "a few evaluations")
+                # a resolve in flight reaches the hook within group_interval
+                time.sleep(3)
+                seen = list(notes)
+                resolved = [x for x in seen if x[2] == "resolved"]
+                assert not resolved, seen
+                firing = [x for x in seen if x[2] == "firing"]
+                assert sorted(set(firing)) == sorted((n, s, "firing") for n, s in RESTART_ALERTS), seen
+                # each notified once: no group was notified again
+                assert len(firing) == len(set(firing)), seen
+        finally:
+            stop.set()
+            for w in workers:
+                if w.is_alive():
+                    w.join(15)
+            tt.stop()
+            hook.shutdown()
         assert am.p.poll() is None, am.stderr()[-2000:]

@@ -367,6 +367,55 @@ tests:
     assert "burned its error budget 10x over the last 6h" in got, got
 
 
+def test_prometheus_rules_keep_firing_across_a_restart():
+    """A tokentap restart: one scrape fails (Prometheus marks every series
+    of the target stale at once), and the counters start again from 0.
+    The burn is as true after as before, so SLOBurnRate must fire at the
+    failed scrape too. Before, the rules joined on the instance's name and
+    the SLO's objective as instant vectors: at the stale scrape they had no
+    value, the alert resolved, and fired again a scrape later: on-call was
+    paged twice for one problem (#41: 3 restarts in 5 re-paged)."""
+    d = tempfile.mkdtemp(prefix="tt-rules-")
+    conf = os.path.join(d, "tokentap.yaml")
+    with open(conf, "w") as f:
+        f.write("slos:\n  - {name: fast, tpot: 50ms}\n")
+    r = run("tokentap", "--prometheus-rules", "-c", conf, expect=0)
+    rules = os.path.join(d, "rules.yaml")
+    with open(rules, "w") as f:
+        f.write(r.stdout)
+    target = 'instance="a:9464",job="tokentap"'
+    # 400 minutes at 80 good and 20 bad a minute (burn 20: every pair), the
+    # scrape at 400m failed, then the counters from 0 again
+    series = [(f'tokentap_slo_requests_total{{{target},slo="fast",result="good"}}',
+               "0+80x399 stale 0+80x30"),
+              (f'tokentap_slo_requests_total{{{target},slo="fast",result="bad"}}',
+               "0+20x399 stale 0+20x30"),
+              (f'tokentap_slo_objective{{{target},slo="fast"}}', "0.99+0x399 stale 0.99+0x30"),
+              (f'tokentap_alert_instance_info{{{target},alert_instance="a/x"}}',
+               "1+0x399 stale 1+0x30")]
+    pairs = (("critical", "1h", "5m", 14.4), ("critical", "6h", "30m", 6),
+             ("warning", "3d", "6h", 1))
+    evals = "".join(f"""      - eval_time: {m}m
+        alertname: SLOBurnRate
+        exp_alerts:
+{"".join(exp("fast", sev, lw, sw, rate, 20) for sev, lw, sw, rate in pairs)}"""
+                    for m in (399, 400, 401, 402))
+    test = f"""rule_files: [{rules}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+{chr(10).join(f"      - {{series: '{s}', values: '{v}'}}" for s, v in series)}
+    alert_rule_test:
+{evals}"""
+    path = os.path.join(d, "test.yaml")
+    with open(path, "w") as f:
+        f.write(test)
+    r = subprocess.run([PROMTOOL, "test", "rules", path], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 # ---- capacity headroom ---------------------------------------------------------------
 
 def test_headroom_from_a_mock_linear_in_concurrency():

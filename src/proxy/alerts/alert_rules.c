@@ -40,7 +40,24 @@ void alert_rules_range(uint64_t us, char *buf, size_t len)
 /* A recording rule named name: the caller writes between head and tail
  * an expression by instance, job and by (lines indented 14 spaces); the
  * record is by instance (tokentap's name, from tokentap_alert_instance_info)
- * and by, without job. */
+ * and by, without job.
+ *
+ * A gauge read as an instant vector (the instance's name, an SLO's
+ * objective, a replica's state) vanishes at the first failed scrape:
+ * Prometheus marks a down target's series stale at once. Every rule that
+ * stood on one then had no value, and every alert resolved, to fire again
+ * a scrape after a restart of two seconds: a second page for a problem
+ * that never went away. So such a gauge is "the series, or, while the
+ * target has none, its last value within GAP" (range vectors skip the
+ * staleness markers); the counters' rates span the gap on their own. */
+#define GAP "2m"
+
+/* gauge, or its last value over GAP where no series of the target is left */
+static void held(FILE *f, const char *gauge, const char *on)
+{
+	fprintf(f, "(%s or on (%s) last_over_time(%s[" GAP "]))", gauge, on, gauge);
+}
+
 static void record_head(FILE *f, const char *name, const char *by)
 {
 	fprintf(f,
@@ -54,7 +71,10 @@ static void record_tail(FILE *f)
 {
 	fprintf(f,
 	    "            )\n"
-	    "            * on (instance, job) group_left (alert_instance) tokentap_alert_instance_info,\n"
+	    "            * on (instance, job) group_left (alert_instance)\n"
+	    "              ");
+	held(f, "tokentap_alert_instance_info", "instance, job");
+	fprintf(f, ",\n"
 	    "            \"instance\", \"$1\", \"alert_instance\", \"(.*)\"))\n");
 }
 
@@ -253,7 +273,9 @@ static void records(const struct ctx *x)
 	}
 	if (used(x->c, ALERT_HEALTHY)) {
 		record_head(x->f, "instance_route:tokentap_upstream_up:sum", "route");
-		fprintf(x->f, "              sum by (instance, job, route) (tokentap_upstream_up)\n");
+		fprintf(x->f, "              sum by (instance, job, route) ");
+		held(x->f, "tokentap_upstream_up", "instance, job");
+		fputc('\n', x->f);
 		record_tail(x->f);
 	}
 }
@@ -545,7 +567,9 @@ static void slo_record(FILE *f, uint64_t w_us)
 	    "              sum by (instance, job, slo) "
 	    "(rate(tokentap_slo_requests_total{result=\"bad\"}[%s]))\n"
 	    "              / sum by (instance, job, slo) (rate(tokentap_slo_requests_total[%s]))\n"
-	    "              / (1 - max by (instance, job, slo) (tokentap_slo_objective))\n", w, w);
+	    "              / (1 - max by (instance, job, slo) ", w, w);
+	held(f, "tokentap_slo_objective", "instance, job");
+	fprintf(f, ")\n");
 	record_tail(f);
 }
 
@@ -627,6 +651,10 @@ static void header(const struct ctx *x)
 	    "# are 1.1 %% wide), counts from increase() (extrapolated to the window),\n"
 	    "# stalls and replicas are seen at each scrape (tokentap looks every\n"
 	    "# 500 ms), and a restarted Prometheus forgets what was firing.\n"
+	    "#\n"
+	    "# A restart of tokentap or a missed scrape does not resolve an alert\n"
+	    "# that is still true: the gauges the rules join on keep their last value\n"
+	    "# for " GAP " while the target has no series, and the rates span the gap.\n"
 	    "#\n"
 	    "#   promtool check rules FILE\n"
 	    "groups:\n"
