@@ -22,7 +22,8 @@ from harness import ROOT, Mock, Tokentap, completion, get, node_modules, paralle
 # make check leaves out what needs Chromium
 CHECK_SKIP = {"test_board_opens_full_from_history", "test_dashboard_in_browser",
               "test_dashboard_asks_for_token", "test_slo_panel_in_browser",
-              "test_stream_health_badges_and_hints", "test_dashboard_shows_a_pools_replicas"}
+              "test_stream_health_badges_and_hints", "test_dashboard_shows_a_pools_replicas",
+              "test_card_state_counts_every_alert", "test_board_rates_over_the_time_lived"}
 
 
 # The browser tests take about 10 s together, so they run in the sanitizer
@@ -86,6 +87,13 @@ def browse(plan):
                              f"{r.stderr[-3000:]}")
     assert out.get("error") is None, f"browser stopped at {out['steps'][-1:]}: {out['error']}"
     return out
+
+
+def parse_ms(text):
+    """An RFC 3339 time as tokentap writes it ("2026-12-06T17:28:52.029Z")
+    in ms since 1970."""
+    from datetime import datetime
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
 
 
 def shown_ms(text):
@@ -342,6 +350,7 @@ def test_slo_panel_in_browser():
                       "slos": ["chat", "slow-chat"], "range": "1m",
                       "slo_firing": {"slo": "slow-chat", "severity": "critical"},
                       "screenshot": shots})
+        read = time.time() * 1000
         doc = t.get("/slo", json=True)
         stats = t.get("/stats?window=1m&by=route", json=True)
 
@@ -358,7 +367,14 @@ def test_slo_panel_in_browser():
         assert f"{w['good']} of {w['eligible']} good" in row["cells"]["attainment"]["text"]
         assert float(row["cells"]["objective"]["value"]) == s["objective"]
         assert float(row["cells"]["budget"]["value"]) == s["budget"]["remaining"]
-        assert float(row["cells"]["goodput"]["value"]) == w["goodput_per_s"]
+        # good over the time the window covers: all of it, or since the start
+        lo, hi = out["opened"] - parse_ms(stats["since"]), read - parse_ms(stats["since"])
+        gp = float(row["cells"]["goodput"]["value"])
+        if lo >= 60e3:
+            assert gp == w["goodput_per_s"], (gp, w)
+        else:
+            assert w["good"] / (hi / 1000) * 0.99 <= gp <= w["good"] / (max(lo, 1) / 1000) * 1.01 \
+                or (hi >= 60e3 and gp == w["goodput_per_s"]), (gp, w, lo, hi)
         assert [b["long_window"] for b in row["burns"]] == ["2m", "5m"]
     chat, slow_chat = rows["chat"], rows["slow-chat"]
     assert chat["state"] == "ok" and slow_chat["state"] == "critical", (chat, slow_chat)
@@ -479,6 +495,142 @@ def test_dashboard_shows_a_pools_replicas():
     assert not out["cards"]["one"]["pool_shown"]
     (f,) = [f for f in out["firing"] if f["alertname"] == "PoolUnhealthy"]
     assert "healthy replicas 1 < 2" in f["text"], f
+
+
+TRUTH = """routes:
+  - name: burn
+    match: {{path_prefix: /burn/}}
+    upstream: http://127.0.0.1:{mock}
+    strip_prefix: true
+  - name: down
+    match: {{path_prefix: /down/}}
+    upstream: http://127.0.0.1:{mock}
+    strip_prefix: true
+  - name: fine
+    match: {{path_prefix: /fine/}}
+    upstream: http://127.0.0.1:{mock}
+    strip_prefix: true
+stats: {{windows: [1m, 5m]}}
+alerts:
+  evaluate_every: 500ms
+  min_samples: 3
+  burn_min_requests: 3
+  burn_rates: [{{severity: critical, long: 2m, short: 1m, rate: 4}}]
+slos:
+  - {{name: burn-chat, ttft: 5ms, objective: 0.9, match: {{route: burn}}}}
+  - {{name: fine-chat, ttft: 2s, objective: 0.9, match: {{route: fine}}}}
+"""
+
+
+def test_card_state_counts_every_alert():
+    """A route whose only firing alert is its SLO's burn rate (SLOBurnRate
+    has no route label: the SLO names the route) is not "ok"; a route that
+    fails every request is critical with no error-rate rule set (none is
+    here: the defaults have none), its error rate red; a healthy one ok."""
+    with Mock(*SIX, "--ttft", "20ms") as m, Tokentap(TRUTH.format(mock=m.port)) as t:
+        assert traffic(t.port, [("burn", "m", "a", None)] * 5 + [("fine", "m", "a", None)] * 5
+                       + [("down", "m", "a", {"fault": "status:500"})] * 5) == \
+            [200] * 10 + [500] * 5
+        until(lambda: [r for r in t.get("/alerts", json=True)["rules"]
+                       if r["alertname"] == "SLOBurnRate" and r["state"] == "firing"],
+              15, "SLOBurnRate firing")
+        out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["burn", "down", "fine"],
+                      "slo_firing": {"slo": "burn-chat", "severity": "critical"}})
+        alerts = t.get("/alerts", json=True)
+        cfg = t.get("/ui/config.json", json=True)
+    assert out["console"] == [], out["console"]
+    firing = [r for r in alerts["rules"] if r["state"] == "firing"]
+    # what the test stands on: the burn alert alone fires, and on no route;
+    # no error-rate rule is set
+    assert [(r["alertname"], r["route"], r["slo"]) for r in firing] == \
+        [("SLOBurnRate", None, "burn-chat")], firing
+    th = {r["name"]: r["thresholds"] for r in cfg["routes"]}["down"]
+    assert th["error_rate_warning"] is None and th["error_rate_critical"] is None, th
+    cards = out["cards"]
+    assert cards["burn"]["state"] == "critical", cards["burn"]["state"]
+    assert cards["burn"]["figs"]["firing"]["value"] == "1", cards["burn"]["figs"]
+    down = cards["down"]
+    assert down["state"] == "critical", (down["state"], down["figs"]["error_rate"])
+    assert "critical" in down["figs"]["error_rate"]["cls"].split(), down["figs"]["error_rate"]
+    assert down["figs"]["failing"]["text"] == "100.0 % of requests fail", down["figs"]["failing"]
+    assert cards["fine"]["state"] == "ok", cards["fine"]["state"]
+    assert cards["fine"]["figs"]["failing"]["text"] == ""
+    assert out["order"][2] == "fine", out["order"]
+
+
+def test_board_rates_over_the_time_lived():
+    """On a process younger than the range (the default hour), a rate is
+    what was served over the time it lived, not diluted by the empty rest
+    of the hour: the top's throughput (every stream's output tokens per
+    second, beside the per-stream speed) and an SLO's goodput, against
+    /stats' and /slo's counts over the time between the process's start
+    and the page's read; the notes say "since start". With 1,000 errors
+    (a 4-digit count), and then with the widest figures the board can
+    show, no figure runs into another at a desktop's and a phone's width."""
+    with Mock(*SIX, "--ttft", "20ms") as m:
+        before = time.time() * 1000
+        with Tokentap(TRUTH.format(mock=m.port)) as t:
+            n_ok, n_err = 12, 1000
+            statuses = traffic(t.port, [("fine", "m", "a", None)] * n_ok)
+            statuses += parallel(lambda i: completion(t.port, "/down/v1/chat/completions", "m",
+                                                      fault="status:500").status,
+                                 [(i,) for i in range(n_err)], 16)
+            assert statuses == [200] * n_ok + [500] * n_err, statuses[:20]
+            # every request counted before the page opens
+            stats0 = until(lambda: (lambda st: st if st["instance"]["requests"] == n_ok + n_err
+                                    else None)(t.get("/stats?window=5m", json=True)), 10,
+                           "the requests in /stats")
+            until(lambda: [w for s in t.get("/slo", json=True)["slos"] if s["name"] == "fine-chat"
+                           for w in s["windows"] if w["window"] == "5m" and w["good"] == n_ok],
+                  10, "the good requests in /slo")
+            out = browse({"url": f"http://127.0.0.1:{t.admin}/ui", "routes": ["fine", "down"],
+                          "slos": ["fine-chat"], "overlap": [1280, 390]})
+            read = time.time() * 1000
+            stats = t.get("/stats?window=5m", json=True)
+            slo = t.get("/slo", json=True)
+    assert out["console"] == [], out["console"]
+    since = parse_ms(stats["since"])
+    # /stats' windows began as the process started, and not since
+    assert before - 1 <= since <= parse_ms(stats0["generated_at"]), (before, stats0)
+    assert stats["since"] == stats0["since"], (stats0["since"], stats["since"])
+    # the page read between its opening and the test's read after it (the
+    # times are whole ms)
+    lo, hi = out["opened"] - since - 2, read - since + 2
+    assert 0 < lo < hi < 600e3, (lo, hi)
+    figs = out["board"]["figs"]
+    assert out["range"] == "1h", out["range"]
+    tokens = stats["instance"]["output_tokens"]
+    assert tokens == 6 * n_ok, stats["instance"]
+    tp = figs["throughput"]
+    assert int(tp["tokens"]) == tokens, tp
+    ms = float(tp["ms"])
+    assert lo <= ms <= hi, (ms, lo, hi)
+    assert abs(float(tp["value"]) - tokens / (ms / 1000)) < 1e-9 * tokens, tp
+    assert tokens / (hi / 1000) <= float(tp["value"]) <= tokens / (lo / 1000), (tp, lo, hi)
+    shown = float(tp["text"].split()[0])
+    assert tp["text"].endswith(" tok/s") and abs(shown - float(tp["value"])) <= \
+        0.5 * 10 ** -(2 if shown < 10 else 1 if shown < 100 else 0) + 1e-9, tp
+    # beside it, and named apart: one stream's speed
+    assert float(figs["speed"]["value"]) == stats["instance"]["output_tokens_per_s"]
+    assert out["board"]["young"] and out["notes"]["board"].startswith("since start, "), out["notes"]
+    assert out["notes"]["routes"].startswith("since start, "), out["notes"]
+    # the SLO's goodput: good requests over the time the window lived
+    (w,) = [x for x in next(s for s in slo["slos"] if s["name"] == "fine-chat")["windows"]
+            if x["window"] == "5m"]
+    assert w["good"] == n_ok, w
+    gp = float(out["slos"]["fine-chat"]["cells"]["goodput"]["value"])
+    assert n_ok / (hi / 1000) <= gp <= n_ok / (lo / 1000), (gp, lo, hi)
+    assert "since start, " in out["notes"]["slos"], out["notes"]
+    # nothing runs into anything, as served (1000 errors in the top's
+    # count) and at the widest
+    assert f"{n_err} of {n_ok + n_err}" in figs["errors"]["text"], figs["errors"]
+    assert [o["width"] for o in out["overlap"]] == [1280, 390], out["overlap"]
+    for o in out["overlap"]:
+        for k in ("served", "widest"):
+            r = o[k]
+            assert r["lists"] >= 3 and r["figures"] >= 30, (o["width"], k, r)
+            assert r["meet"] == [] and r["out"] == [], (o["width"], k, r)
+        assert "123456 of 123456" in "".join(o["widest"]["texts"]), o["widest"]["texts"]
 
 
 # The board's test: a load of LOAD_S seconds on 1 s steps, then the page.

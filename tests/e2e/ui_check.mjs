@@ -13,7 +13,9 @@
 // mobile, dark (extra checks), phone_screenshot ([path, selector or
 // null] pairs: a screen at a phone's size from the top or that section),
 // slos (SLO rows to wait for), slo_firing ({slo, severity} of an
-// SLOBurnRate to wait for, in the alerts and in its row).
+// SLOBurnRate to wait for, in the alerts and in its row), overlap (widths
+// at which to look for figures that run into each other: as served, then
+// with the widest values the board can show).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -110,6 +112,55 @@ async function readCards(page) {
 	})));
 }
 
+// Every figure list (the board's top, each card's): the boxes of each
+// figure's text, one per line; what of one figure meets another's, and
+// what runs out of its own column. Numbers that run into each other are
+// read wrong.
+function overlaps() {
+	const textRects = root => {
+		const out = [];
+		const w = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+		for (let n = w.nextNode(); n; n = w.nextNode()) {
+			if (!n.textContent.trim()) continue;
+			const r = document.createRange();
+			r.selectNodeContents(n);
+			for (const q of r.getClientRects())
+				if (q.width > 0 && q.height > 0)
+					out.push({ x0: q.left, x1: q.right, y0: q.top, y1: q.bottom, text: n.textContent });
+		}
+		return out;
+	};
+	const meet = (a, b) => a.x0 < b.x1 - 0.5 && b.x0 < a.x1 - 0.5 && a.y0 < b.y1 - 0.5 && b.y0 < a.y1 - 0.5;
+	const res = { lists: 0, figures: 0, meet: [], out: [], texts: [] };
+	for (const dl of document.querySelectorAll('dl.figs')) {
+		if (!dl.getClientRects().length) continue;      // folded
+		res.lists++;
+		const figs = [...dl.children].filter(d => d.getClientRects().length).map(d => ({
+			name: d.querySelector('dt').textContent, cell: d.getBoundingClientRect(), rects: textRects(d) }));
+		res.figures += figs.length;
+		if (dl.id === 'inst') res.texts = figs.map(f => f.rects.map(r => r.text).join(''));
+		for (const [i, f] of figs.entries()) {
+			for (const r of f.rects)
+				if (r.x1 > f.cell.right + 0.5 || r.x0 < f.cell.left - 3.5)
+					res.out.push(f.name + ': ' + r.text);
+			for (const g of figs.slice(i + 1))
+				if (f.rects.some(a => g.rects.some(b => meet(a, b))))
+					res.meet.push(f.name + ' / ' + g.name);
+		}
+	}
+	return res;
+}
+
+// The widest figures the board can show, in the top's figures (the next
+// poll puts the real ones back).
+function widest() {
+	const g = { requests: 123456, errors: 123456, error_rate: 1, active: 12345, max_active: 12345,
+		ttft_ms: { p50: 99999, p95: 99999, p99: 99999 }, tpot_ms: { p50: 9999, p95: 9999 },
+		trend: { ttft_p95: 12.34, tpot_p50: -0.99 }, output_tokens_per_s: 99999,
+		output_tokens: 99999 * (S.cover ? S.cover.ms / 1000 : 3600), ttft_concurrency_r2: 0.9999 };
+	fillFigs(document.querySelector('#inst'), g, {});
+}
+
 async function main() {
 	ctx = await chromium.launchPersistentContext(profile, {
 		executablePath: plan.chromium || '/usr/bin/chromium',
@@ -189,8 +240,10 @@ async function main() {
 	out.board = await page.$eval('#board', b => {
 		const figs = {};
 		for (const e of b.querySelectorAll('#inst [data-k]'))
-			figs[e.dataset.k] = { value: e.dataset.value ?? null, text: e.textContent, cls: e.className };
+			figs[e.dataset.k] = { value: e.dataset.value ?? null, text: e.textContent, cls: e.className,
+				tokens: e.dataset.tokens ?? null, ms: e.dataset.ms ?? null };
 		return { figs, range: b.querySelector('#inst').dataset.range,
+			young: b.querySelector('#inst').dataset.young === '1',
 			note: b.querySelector('#board-note').textContent };
 	});
 	out.board.charts = await page.$eval('#board', chartsIn);
@@ -212,6 +265,9 @@ async function main() {
 		return [r.dataset.slo, { state: r.dataset.state, cells, burns }];
 	})));
 	out.slo_hidden = await page.$eval('#slo-section', e => e.hidden);
+	out.notes = await page.evaluate(() => ({ board: document.querySelector('#board-note').textContent,
+		routes: document.querySelector('#window-note').textContent,
+		slos: document.querySelector('#slo-note').textContent }));
 	out.storage = await page.evaluate(() => ({
 		token: sessionStorage.getItem('tokentap.token'), local: localStorage.length,
 	}));
@@ -254,6 +310,26 @@ async function main() {
 			await page.screenshot({ path });
 		}
 		await page.evaluate(() => window.scrollTo(0, 0));
+		await page.setViewportSize({ width: 1280, height: 900 });
+	}
+	if (plan.overlap) {
+		// as served at each width, then the widest (a poll puts the real
+		// figures back only later)
+		const frame = () => page.evaluate(() => new Promise(r =>
+			requestAnimationFrame(() => requestAnimationFrame(r))));
+		out.overlap = [];
+		for (const width of plan.overlap) {
+			step('overlap ' + width);
+			await page.setViewportSize({ width, height: 900 });
+			await frame();
+			out.overlap.push({ width, served: await page.evaluate(overlaps) });
+		}
+		for (const o of out.overlap) {
+			step('overlap widest ' + o.width);
+			await page.setViewportSize({ width: o.width, height: 900 });
+			await frame();
+			o.widest = await page.evaluate(`(${widest})(); (${overlaps})()`);
+		}
 		await page.setViewportSize({ width: 1280, height: 900 });
 	}
 	if (plan.reload) {

@@ -408,6 +408,7 @@ void stats_configure(const struct conf *c)
 		for (struct group *g = state.newest; g != NULL; g = g->older)
 			stats_group_windows_free(&state, g);
 		state.n_windows = n;
+		state.since_ms = util_wall_ms();
 		for (size_t i = 0; i < state.n_windows; i++) {
 			state.window_us[i] = want[i];
 			state.slice_us[i] = state.window_us[i] / SLICES ? state.window_us[i] / SLICES : 1;

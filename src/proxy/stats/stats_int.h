@@ -105,6 +105,8 @@ struct stats_state {
 	size_t n_served;              /* stats.windows first, then the alerts' */
 	uint64_t window_us[MAX_WINDOWS];
 	uint64_t slice_us[MAX_WINDOWS];
+	uint64_t since_ms;            /* wall time the windows began (the start,
+	                               * or the reload that changed them) */
 	uint64_t max_tenants, max_models;
 	/* groups by key (the names' addresses), and by last record, newest
 	 * first: the sweep walks from the oldest */

@@ -438,7 +438,7 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 
 	static struct agg a;       /* 35 KiB of histograms: not on the stack */
 	struct group **v;
-	char ts[32], wt[32];
+	char ts[32], wt[32], since[32];
 	uint64_t cur;
 	size_t i = 0, rows = 0;
 	int first = 1;
@@ -447,14 +447,15 @@ void stats_json(struct evbuffer *out, int wi, unsigned by, size_t offset, size_t
 	int listed = 0;
 
 	util_rfc3339_ms(util_wall_ms(), ts);
+	util_rfc3339_ms(st->since_ms, since);
 	util_duration_text(st->window_us[wi], wt, sizeof wt);
 	evbuffer_add_printf(out, "{\"window\":\"%s\",\"by\":[", wt);
 	for (unsigned f = 0; f < 4; f++)
 		if (by & (1u << f))
 			evbuffer_add_printf(out, "%s\"%s\"", listed++ ? "," : "", fields[f]);
 	evbuffer_add_printf(out, "],"
-	    "\"generated_at\":\"%s\",\"active_streams\":%ld,\"max_active_streams\":%ld,"
-	    "\"instance\":", ts, atomic_load(&gauge_streams),
+	    "\"generated_at\":\"%s\",\"since\":\"%s\",\"active_streams\":%ld,"
+	    "\"max_active_streams\":%ld,\"instance\":", ts, since, atomic_load(&gauge_streams),
 	    atomic_load(&gauge_max_streams));
 	cur = stats_clock() / st->slice_us[wi];
 	/* every group together; its concurrency the streams', as above */
