@@ -441,6 +441,14 @@ class Tokentap(Proc):
         """get() on the admin address."""
         return get(self.admin, path, **kw)
 
+    def __exit__(self, *exc):
+        text = _metrics_texts.pop(self.admin, None)
+        try:
+            if exc[0] is None and text is not None:
+                promtool_check(text)
+        finally:
+            super().__exit__(*exc)
+
     def get_when(self, path, ok, timeout=15.0):
         """The admin document at path (text) once ok(text) holds."""
         return until(lambda: ok(text := self.get(path).text) and text, timeout,
@@ -552,10 +560,26 @@ def get(where, path, token=None, headers=None, json=False, timeout=10.0, method=
         reply = Reply(r.status, r.headers, r.read())
     finally:
         c.close()
+    if path.startswith("/metrics") and reply.status == 200 and method == "GET":
+        _metrics_read(_admin_port(where), reply)
     if json:
         assert reply.status == 200, f"GET {path}: {reply.status} {reply.body[:2000]!r}"
         return reply.json()
     return reply
+
+
+# The last text exposition a test read from each admin port: when the
+# tokentap serving it stops, promtool checks it (Tokentap.__exit__), so
+# every test that reads /metrics proves it valid, whatever features it
+# turned on, at no more than one promtool run a test.
+_metrics_texts = {}
+
+
+def _metrics_read(port, reply):
+    kind = reply.headers.get("Content-Type", "")
+    if reply.headers.get("Content-Encoding") or not kind.startswith("text/plain"):
+        return
+    _metrics_texts[port] = reply.body.decode()
 
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$')

@@ -238,3 +238,66 @@ def test_admin_bounds():
         silent.close()
         # a scrape with the token still works
         assert t.get("/stats", token="s3cret").status == 200
+
+
+EVERY_FEATURE = """tenant: {{header: X-Tenant-Id, header_values: [t1, t2]}}
+stats: {{windows: [10s, 1m], history: [{{step: 1s, keep: 1m}}]}}
+routes:
+  - name: chat
+    match: {{path_prefix: /c/}}
+    strip_prefix: true
+    upstream: http://127.0.0.1:{mock}
+    thresholds: {{ttft_warning: 5ms, ttft_critical: 10ms, tpot_warning: 1ms, stall: 1s}}
+  - name: pool
+    match: {{path_prefix: /p/}}
+    strip_prefix: true
+    upstreams: [{{url: 'http://127.0.0.1:{mock}'}}, {{url: 'http://127.0.0.1:{dead}'}}]
+    min_healthy: 2
+    health: {{path: /healthz, interval: 200ms, timeout: 500ms}}
+slos:
+  - {{name: fast, match: {{route: chat}}, ttft: 5ms, objective: 0.99}}
+alerts:
+  evaluate_every: 200ms
+  window: 10s
+  min_samples: 1
+  burn_rates: [{{severity: critical, long: 10s, short: 5s, rate: 2}}]
+  burn_min_requests: 1
+  notify: [{{type: log}}]
+otel:
+  endpoint: {otel}
+  traces: {{delay: 100ms}}
+  metrics: {{interval: 1s}}
+"""
+
+
+def test_exposition_valid_with_every_feature_on():
+    """/metrics with every feature on at once (tenants, pools with health
+    checks and a dead replica, SLOs and burn rates, alerts firing, the
+    history, OTLP export of spans and metrics) passes promtool: no family
+    twice, no HELP or TYPE out of place (#41: the otel families had two
+    blocks each with OTel on). OpenMetrics does not apply: tokentap
+    answers an Accept of it with the text format."""
+    from harness import free_port, get
+    from otlp_collector import Collector
+    with Collector() as col, Mock() as m, Tokentap(EVERY_FEATURE.format(
+            mock=m.port, dead=free_port(), otel=col.url())) as t:
+        for tenant in ("t1", "t2", "t3"):
+            request(t.port, "/c" + CHAT, {"model": "m1", "stream": True},
+                    {"X-Tenant-Id": tenant, "X-Mock-TTFT": "20ms", "X-Mock-Tokens": "3"})
+            request(t.port, "/p" + CHAT, {"model": "m2", "stream": True},
+                    {"X-Tenant-Id": tenant, "X-Mock-Tokens": "2"})
+        t.wait_logged(6)
+        # the alerts fire, the pool is short, an OTLP export went out
+        until(lambda: any(r["state"] == "firing" for r in t.get("/alerts", json=True)["rules"]),
+              10, "an alert firing")
+        until(lambda: "tokentap_otel_exports_total{" in t.get("/metrics").text, 10,
+              "an OTLP export counted")
+        text = t.get("/metrics").text
+        for family in ("tokentap_slo_requests_total", "tokentap_upstream_up",
+                       "tokentap_alert_instance_info", "tokentap_otel_exports_total"):
+            assert family in text, family
+        promtool_check(text)
+        # tokentap serves no OpenMetrics text: asked for it, the text format
+        om = get(t.admin, "/metrics", headers={"Accept": "application/openmetrics-text"})
+        assert om.headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"), \
+            om.headers
