@@ -12,7 +12,7 @@ import time
 
 from harness import ROOT, Tokentap, conf, metric, parallel, parse_response, promtool_check, \
     raw_request
-from peers import Backend, answer
+from peers import Backend, answer, pki
 
 # the kinds' burst and interval (src/proxy/wire/gauge.c, the README)
 BURST, INTERVAL = 10, 10.0
@@ -64,6 +64,33 @@ def test_a_flood_of_malformed_requests_writes_a_burst_an_interval():
         said = sum(int(m.group(1) or m.group(2)) for x in t.stderr().splitlines()
                    if (m := SAID.search(x)))
         assert said == suppressed, (said, suppressed, t.stderr()[-2000:])
+
+
+def test_failed_tls_handshakes_are_a_kind_of_their_own():
+    """A client that speaks plain HTTP to a TLS listener: one line a
+    failed handshake (there was none), within the kind's burst."""
+    p = pki()
+    listen = (f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: {p['server.crt']}, "
+              f"key: {p['server.key']}}}\n")
+    n = 3 * BURST
+    with Backend(answer()) as b, Tokentap(listen + conf(b)) as t:
+        start = time.monotonic()
+        for _ in range(n):
+            try:
+                assert not raw_request(t.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       timeout=10).startswith(b"HTTP")
+            except ConnectionResetError:
+                pass
+        # the line is written (or counted) before the connection closes
+        text = t.get("/metrics").text
+        elapsed = time.monotonic() - start
+        written = [x for x in t.stderr().splitlines()
+                   if re.match(r"(?:<\d>)?client 127\.0\.0\.1: TLS handshake failed: ", x)]
+        assert 0 < len(written) <= BURST * (int(elapsed // INTERVAL) + 2), written
+        suppressed = metric(text, "tokentap_log_lines_suppressed_total", kind="client_tls")
+        assert len(written) + suppressed == n, (len(written), suppressed, t.stderr()[-2000:])
+        assert metric(text, "tokentap_log_lines_suppressed_total",
+                      kind="malformed_request") == 0
 
 
 # The call sites: a line of the workers' plane that names a request or a

@@ -758,7 +758,6 @@ static void client_write(struct bufferevent *bev, void *arg)
 static void client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
-	(void)bev;
 	if (what & BEV_EVENT_CONNECTED)
 		return;     /* a TLS listener's handshake completed */
 	if (what & BEV_EVENT_TIMEOUT) {
@@ -771,6 +770,20 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 			request_end(s, METER_END_CLIENT_TIMEOUT);
 		session_close(s);
 		return;
+	}
+	/* a TLS listener's client whose handshake OpenSSL refused (plain HTTP
+	 * on the TLS port, no common version or cipher); one that only closed
+	 * (a TCP health check: OpenSSL 3's unexpected EOF) is nothing to log */
+	if (s->tls && (what & BEV_EVENT_ERROR)) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		unsigned long err = bufferevent_get_openssl_error(bev);
+		char why[300];
+		if (ssl != NULL && err != 0 && !SSL_is_init_finished(ssl) &&
+		    !tls_error_is_eof(err)) {
+			tls_error_text(ssl, err, why, sizeof why);
+			log_limited(&gauge_log[GAUGE_LOG_CLIENT_TLS], LOG_LVL_INFO,
+			    "client %s: %s", s->client_ip, why);
+		}
 	}
 	/* EOF or error: whatever was in flight is a client abort. A client that
 	 * half-closes after its request gets the same treatment as nginx gives

@@ -44,6 +44,7 @@ extern atomic_ullong gauge_probes[GAUGE_PROBE_COUNT];
 enum gauge_log {
 	GAUGE_LOG_MALFORMED_REQUEST,    /* a request llhttp cannot parse */
 	GAUGE_LOG_CLIENT_TIMEOUT,       /* timeouts.send, timeouts.client_body */
+	GAUGE_LOG_CLIENT_TLS,           /* a client's failed TLS handshake */
 	GAUGE_LOG_REQUEST_BODY_FILE,    /* a held body's temporary file */
 	GAUGE_LOG_UPSTREAM_RETRY,       /* "trying another replica", retries */
 	GAUGE_LOG_UPSTREAM_ERROR,       /* connect, TLS, closed before answering */
