@@ -10,8 +10,8 @@ import os
 import re
 import time
 
-from harness import ROOT, Tokentap, conf, metric, parallel, parse_response, promtool_check, \
-    raw_request
+from harness import ROOT, Tokentap, conf, free_port, metric, parallel, parse_response, \
+    promtool_check, raw_request
 from peers import Backend, answer, pki
 
 # the kinds' burst and interval (src/proxy/wire/gauge.c, the README)
@@ -88,6 +88,27 @@ def test_failed_tls_handshakes_are_a_kind_of_their_own():
                    if re.match(r"(?:<\d>)?client 127\.0\.0\.1: TLS handshake failed: ", x)]
         assert 0 < len(written) <= BURST * (int(elapsed // INTERVAL) + 2), written
         suppressed = metric(text, "tokentap_log_lines_suppressed_total", kind="client_tls")
+        assert len(written) + suppressed == n, (len(written), suppressed, t.stderr()[-2000:])
+        assert metric(text, "tokentap_log_lines_suppressed_total",
+                      kind="malformed_request") == 0
+
+
+def test_a_backend_that_refuses_is_a_kind_apart():
+    """A replica that refuses every connection: a 502 each, its lines
+    within the upstream_error kind's burst, the client kinds untouched."""
+    n = 3 * BURST
+    with Tokentap(conf(free_port(), prefix="/v1/")) as t:
+        start = time.monotonic()
+        for _ in range(n):
+            r = parse_response(raw_request(t.port, b"GET /v1/x HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert r.status == 502, r
+        text = t.get("/metrics").text
+        elapsed = time.monotonic() - start
+        written = [x for x in t.stderr().splitlines()
+                   if re.match(r"(?:<\d>)?(?:warning: )?request \w+: upstream \S+: "
+                               r"cannot connect: Connection refused", x)]
+        assert 0 < len(written) <= BURST * (int(elapsed // INTERVAL) + 2), written
+        suppressed = metric(text, "tokentap_log_lines_suppressed_total", kind="upstream_error")
         assert len(written) + suppressed == n, (len(written), suppressed, t.stderr()[-2000:])
         assert metric(text, "tokentap_log_lines_suppressed_total",
                       kind="malformed_request") == 0
