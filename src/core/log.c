@@ -53,6 +53,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 static struct log_limit *_Atomic limits[LOG_LIMITS];
 static _Atomic size_t n_limits;
+static atomic_flag registering = ATOMIC_FLAG_INIT;
 
 static uint64_t real_now_ms(void)
 {
@@ -66,22 +67,29 @@ void log_limit_clock(uint64_t (*now_ms)(void))
 	clock_ms = now_ms != NULL ? now_ms : real_now_ms;
 }
 
-static void limit_register(struct log_limit *lim)
+/* A kind is published (n_limits) only once its slot holds it, so that a
+ * reader never meets an empty slot below n_limits. */
+void log_limit_register(struct log_limit *lim)
 {
-	size_t i;
+	size_t n;
 
 	if (atomic_flag_test_and_set(&lim->registered))
 		return;
-	i = atomic_fetch_add(&n_limits, 1);
-	if (i < LOG_LIMITS)
-		atomic_store(&limits[i], lim);
+	while (atomic_flag_test_and_set_explicit(&registering, memory_order_acquire))
+		;
+	n = atomic_load_explicit(&n_limits, memory_order_relaxed);
+	if (n < LOG_LIMITS) {
+		atomic_store_explicit(&limits[n], lim, memory_order_relaxed);
+		atomic_store_explicit(&n_limits, n + 1, memory_order_release);
+	}
+	atomic_flag_clear_explicit(&registering, memory_order_release);
 }
 
 const struct log_limit *log_limit_at(size_t i)
 {
-	size_t n = atomic_load(&n_limits);
+	size_t n = atomic_load_explicit(&n_limits, memory_order_acquire);
 
-	return i < n && i < LOG_LIMITS ? atomic_load(&limits[i]) : NULL;
+	return i < n ? atomic_load_explicit(&limits[i], memory_order_relaxed) : NULL;
 }
 
 uint64_t log_limit_suppressed(const struct log_limit *lim)
@@ -89,17 +97,34 @@ uint64_t log_limit_suppressed(const struct log_limit *lim)
 	return atomic_load_explicit(&lim->suppressed, memory_order_relaxed);
 }
 
+#define COUNT_MASK ((UINT64_C(1) << LOG_LIMIT_COUNT_BITS) - 1)
+
+static uint64_t window_now(const struct log_limit *lim)
+{
+	return clock_ms() / (lim->interval_ms ? lim->interval_ms : 1);
+}
+
 /* Whether this line may be written: the first `burst` of an interval are.
- * A new interval is claimed by one thread (the exchange), which resets the
- * count; a line that races it may be counted in either interval. */
+ * The interval's number and its count change together (one word), so a
+ * new interval's count starts at its first line whichever thread sees it
+ * first, and a clock read before another thread's (a stale, earlier
+ * interval) counts in the current one rather than turning it back. */
 static int limit_admit(struct log_limit *lim)
 {
-	uint64_t w = clock_ms() / (lim->interval_ms ? lim->interval_ms : 1);
-	uint64_t seen = atomic_load(&lim->window);
+	uint64_t w = window_now(lim);
+	uint64_t cur = atomic_load(&lim->state), next;
 
-	if (w != seen && atomic_compare_exchange_strong(&lim->window, &seen, w))
-		atomic_store(&lim->in_window, 0);
-	if (atomic_fetch_add(&lim->in_window, 1) < lim->burst)
+	do {
+		uint64_t seen = cur >> LOG_LIMIT_COUNT_BITS, n = cur & COUNT_MASK;
+
+		if (w > seen)
+			next = w << LOG_LIMIT_COUNT_BITS | 1;
+		else if (n < lim->burst)
+			next = cur + 1;
+		else
+			break;
+	} while (!atomic_compare_exchange_weak(&lim->state, &cur, next));
+	if (cur >> LOG_LIMIT_COUNT_BITS < w || (cur & COUNT_MASK) < lim->burst)
 		return 1;
 	atomic_fetch_add_explicit(&lim->pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&lim->suppressed, 1, memory_order_relaxed);
@@ -114,7 +139,7 @@ void log_limited(struct log_limit *lim, enum log_level level, const char *fmt, .
 
 	if (level > current)
 		return;
-	limit_register(lim);
+	log_limit_register(lim);
 	if (!limit_admit(lim))
 		return;
 	pending = atomic_exchange(&lim->pending, 0);
@@ -126,22 +151,32 @@ void log_limited(struct log_limit *lim, enum log_level level, const char *fmt, .
 	va_end(ap);
 }
 
-void log_limits_flush(void)
+static void flush(int all)
 {
 	const struct log_limit *c;
 
 	for (size_t i = 0; (c = log_limit_at(i)) != NULL; i++) {
 		struct log_limit *lim = (struct log_limit *)c;
-		uint64_t w = clock_ms() / (lim->interval_ms ? lim->interval_ms : 1);
 		uint64_t pending;
 
 		/* said by the kind's next line while its interval lasts */
-		if (w == atomic_load(&lim->window) || atomic_load(&lim->pending) == 0)
+		if (atomic_load(&lim->pending) == 0 || (!all &&
+		    window_now(lim) <= atomic_load(&lim->state) >> LOG_LIMIT_COUNT_BITS))
 			continue;
 		pending = atomic_exchange(&lim->pending, 0);
 		if (pending > 0)
-			log_msg(LOG_LVL_WARN, "%llu %s line(s) suppressed (at most %u a %llu s)",
+			log_msg(LOG_LVL_WARN, "%llu %s line(s) suppressed (at most %u every %g s)",
 			    (unsigned long long)pending, lim->kind, lim->burst,
-			    (unsigned long long)(lim->interval_ms / 1000));
+			    (double)lim->interval_ms / 1000);
 	}
+}
+
+void log_limits_flush(void)
+{
+	flush(0);
+}
+
+void log_limits_flush_all(void)
+{
+	flush(1);
 }

@@ -134,20 +134,16 @@ int net_listen(const char *host, unsigned port, int reuseport, int backlog,
 	return fd;
 }
 
+struct log_limit net_accept_log = LOG_LIMIT_INIT("accept", 10, 10000);
+
 int net_accept_pause(struct event *resume, int err)
 {
-	static _Thread_local uint64_t last;
 	struct timeval tv = { 0, NET_ACCEPT_PAUSE_US };
-	uint64_t now;
 
 	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
 		return 0;
-	now = util_now_us();
-	if (now - last > 1000000) {
-		log_warn("accept: %s; pausing accepts for %d ms", strerror(err),
-		    NET_ACCEPT_PAUSE_US / 1000);
-		last = now;
-	}
+	log_limited(&net_accept_log, LOG_LVL_WARN, "accept: %s; pausing accepts for %d ms",
+	    strerror(err), NET_ACCEPT_PAUSE_US / 1000);
 	evtimer_add(resume, &tv);
 	return 1;
 }

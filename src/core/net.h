@@ -42,10 +42,15 @@ int net_address_free(const char *host, unsigned port, const char *what);
 /* For an accept(2) that failed with err: when descriptors or memory ran
  * out (EMFILE, ENFILE, ENOBUFS, ENOMEM), a listener that stays readable
  * would spin, so this arms resume (a timer whose callback enables the
- * listeners again) for NET_ACCEPT_PAUSE_US, logs it at most once a
- * second, and returns 1: the caller then disables its listeners. 0 for
- * any other error. */
+ * listeners again) for NET_ACCEPT_PAUSE_US, logs it (net_accept_log),
+ * and returns 1: the caller then disables its listeners. 0 for any other
+ * error. */
 int net_accept_pause(struct event *resume, int err);
+
+/* The accept errors' kind of log line (log.h's log_limited): clients in
+ * numbers cause them, so at most 10 every 10 s, the others counted. */
+struct log_limit;
+extern struct log_limit net_accept_log;
 
 /* A peer's IP address as text: an IPv4-mapped IPv6 address as the IPv4
  * one, "-" for a family that has none. */

@@ -19,6 +19,7 @@
 #include "alertd.h"
 #include "bodybuf.h"
 #include "config.h"
+#include "gauge.h"
 #include "historyd.h"
 #include "log.h"
 #include "procmetrics.h"
@@ -42,6 +43,7 @@ static struct conf *current;
 static const char *config_path = DEFAULT_CONFIG;
 static struct event *drain_poll;
 static struct event *stats_tick;
+static struct event *log_tick;
 static uint64_t drain_deadline;
 
 static void usage(FILE *f)
@@ -162,6 +164,15 @@ static void on_stats_tick(evutil_socket_t fd, short what, void *arg)
 	bodybuf_trim(util_now_us());
 }
 
+/* A kind of error-log line that fell silent says what it suppressed. */
+static void on_log_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	log_limits_flush();
+}
+
 /* This thread's work (statistics, admin, alerts) can wait; the workers'
  * forwarding cannot. A lower priority for this thread alone (on Linux a
  * thread's nice value is its own; the workers, started before, keep
@@ -198,6 +209,7 @@ static int run(void)
 		return 1;
 	stats_configure(current);
 	stats_json_more = stats_more;
+	gauge_log_register();
 	if (accesslog_open(current->access_log) < 0 ||
 	    statsfile_configure(current) < 0 ||
 	    admin_start(main_base, current) < 0 ||
@@ -227,6 +239,10 @@ static int run(void)
 		struct timeval tv = { 0, 50000 };
 		stats_tick = event_new(main_base, -1, EV_PERSIST, on_stats_tick, NULL);
 		event_add(stats_tick, &tv);
+		tv.tv_sec = 1;
+		tv.tv_usec = 0;
+		log_tick = event_new(main_base, -1, EV_PERSIST, on_log_tick, NULL);
+		event_add(log_tick, &tv);
 	}
 	sdnotify_send("READY=1\nSTATUS=serving");
 	log_info("tokentap %s: %zu listener(s), %d worker(s), admin on %s",
@@ -242,6 +258,7 @@ static int run(void)
 	slod_stop();
 	admin_stop();
 	event_free(stats_tick);
+	event_free(log_tick);
 	statsfile_close();
 	stats_free();
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(sigs); i++)
@@ -250,6 +267,7 @@ static int run(void)
 		event_free(drain_poll);
 	accesslog_close();
 	event_base_free(main_base);
+	log_limits_flush_all();
 	log_info("tokentap stopped");
 	return rc;
 }

@@ -120,12 +120,104 @@ static void test_kinds_are_registered_once(void **state)
 	log_limit_clock(NULL);
 }
 
+static struct log_limit stale = LOG_LIMIT_INIT("stale_kind", 3, 1000);
+
+static void five_stale(void)
+{
+	for (int i = 0; i < 5; i++)
+		log_limited(&stale, LOG_LVL_WARN, "stale %d", i);
+}
+
+static void one_stale(void)
+{
+	log_limited(&stale, LOG_LVL_WARN, "stale later");
+}
+
+/* A thread that read the clock just before another one began the next
+ * interval must not take the interval back (and its count with it). */
+static void test_a_stale_clock_reading_does_not_restart_the_burst(void **state)
+{
+	char *out;
+
+	(void)state;
+	log_limit_clock(fake_now);
+	fake_ms = 200000;
+	out = captured(five_stale);
+	assert_int_equal(count_lines(out), 3);
+	fake_ms = 199999;
+	assert_string_equal(captured(one_stale), "");
+	fake_ms = 200500;
+	assert_string_equal(captured(one_stale), "");
+	assert_int_equal(log_limit_suppressed(&stale), 4);
+	fake_ms = 201000;
+	out = captured(one_stale);
+	assert_non_null(strstr(out, "stale later (4 more such line(s) suppressed before this)"));
+	log_limit_clock(NULL);
+}
+
+static struct log_limit early = LOG_LIMIT_INIT("early_kind", 2, 10000);
+
+static void three_early(void)
+{
+	for (int i = 0; i < 3; i++)
+		log_limited(&early, LOG_LVL_WARN, "early %d", i);
+}
+
+static void flush_all(void)
+{
+	log_limits_flush_all();
+}
+
+/* Registered before its first line: listed (for /metrics, from 0), once. */
+static void test_a_kind_registered_before_its_first_line(void **state)
+{
+	size_t n = 0;
+	const struct log_limit *c;
+	int seen = 0;
+
+	(void)state;
+	log_limit_register(&early);
+	log_limit_register(&early);
+	for (; (c = log_limit_at(n)) != NULL; n++)
+		seen += c == &early;
+	assert_int_equal(seen, 1);
+	assert_int_equal(log_limit_suppressed(&early), 0);
+	/* the first line registers it no more */
+	log_limit_clock(fake_now);
+	fake_ms = 300000;
+	captured(three_early);
+	assert_ptr_equal(log_limit_at(n - 1), &early);
+	assert_null(log_limit_at(n));
+	log_limit_clock(NULL);
+}
+
+/* At exit, the counts not said yet are said, their interval over or not. */
+static void test_flush_all_says_what_the_interval_still_holds(void **state)
+{
+	char *out;
+
+	(void)state;
+	log_limit_clock(fake_now);
+	fake_ms = 400000;
+	captured(three_early);
+	assert_string_equal(captured(flush), "");
+	out = captured(flush_all);
+	assert_non_null(strstr(out, "1 early_kind line(s) suppressed (at most 2 every 10 s)"));
+	assert_int_equal(count_lines(out), 1);
+	assert_string_equal(captured(flush_all), "");
+	assert_int_equal(log_limit_suppressed(&early), 2);
+	log_limit_clock(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_burst_then_silence_then_the_count),
 		cmocka_unit_test(test_a_kind_that_fell_silent_is_said_by_the_flush),
 		cmocka_unit_test(test_kinds_are_registered_once),
+		cmocka_unit_test(test_a_stale_clock_reading_does_not_restart_the_burst),
+		cmocka_unit_test(test_a_kind_registered_before_its_first_line),
+		cmocka_unit_test(test_flush_all_says_what_the_interval_still_holds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 
 #include <event2/buffer.h>
 
+#include "log.h"
 #include "logfile.h"
 #include "procmetrics.h"
 #include "promout.h"
@@ -50,7 +51,43 @@ static void test_lost_lines_in_metrics_and_stats(void **state)
 	procmetrics_logs_json(b);
 	text = unit_take(b);
 	assert_string_equal(text, ",\"logs\":{\"access\":{\"lines_lost\":7,\"bytes_lost\":56},"
-	    "\"stats\":{\"lines_lost\":0,\"bytes_lost\":0}}");
+	    "\"stats\":{\"lines_lost\":0,\"bytes_lost\":0}},\"log_lines_suppressed\":{}");
+	free(text);
+	evbuffer_free(b);
+}
+
+static struct log_limit quiet = LOG_LIMIT_INIT("quiet_kind", 2, 10000);
+static struct log_limit loud = LOG_LIMIT_INIT("loud_kind", 2, 10000);
+
+/* Each kind's suppressed lines, from 0 for a kind registered before its
+ * first line. */
+static void test_suppressed_lines_by_kind(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct promout *o;
+	char *text;
+	int saved = dup(2), null = open("/dev/null", O_WRONLY);
+
+	(void)state;
+	log_limit_register(&quiet);
+	dup2(null, 2);
+	for (int i = 0; i < 7; i++)
+		log_limited(&loud, LOG_LVL_WARN, "loud %d", i);
+	dup2(saved, 2);
+	close(null);
+	close(saved);
+	o = promout_new(b, 0);
+	procmetrics_logs(o);
+	assert_int_equal(promout_finish(o), 0);
+	text = unit_take(b);
+	assert_non_null(strstr(text, "# TYPE tokentap_log_lines_suppressed_total counter\n"
+	    "tokentap_log_lines_suppressed_total{kind=\"quiet_kind\"} 0\n"
+	    "tokentap_log_lines_suppressed_total{kind=\"loud_kind\"} 5\n"));
+	free(text);
+	procmetrics_logs_json(b);
+	text = unit_take(b);
+	assert_non_null(strstr(text, "},\"log_lines_suppressed\":{\"quiet_kind\":0,"
+	    "\"loud_kind\":5}"));
 	free(text);
 	evbuffer_free(b);
 }
@@ -59,6 +96,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lost_lines_in_metrics_and_stats),
+		cmocka_unit_test(test_suppressed_lines_by_kind),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

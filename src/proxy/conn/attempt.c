@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "attempt.h"
 
+#include "gauge.h"
 #include "log.h"
 #include "util.h"
 
@@ -43,11 +44,13 @@ void attempt_judge(struct attempt *a, const struct exchange *x, int ok)
 	a->judged = 1;
 	switch (pool_report(a->rep, &r->health, ok, a->trial, util_now_us(), &us)) {
 	case POOL_EJECTED:
-		log_warn("route %s: upstream %s ejected for %llu ms (request %s)", r->name,
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_EJECTION], LOG_LVL_WARN,
+		    "route %s: upstream %s ejected for %llu ms (request %s)", r->name,
 		    a->rep->name, (unsigned long long)(us / 1000), x->request_id);
 		break;
 	case POOL_BACK:
-		log_info("route %s: upstream %s is back (request %s)", r->name, a->rep->name,
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_EJECTION], LOG_LVL_INFO,
+		    "route %s: upstream %s is back (request %s)", r->name, a->rep->name,
 		    x->request_id);
 		break;
 	case POOL_SAME:

@@ -116,14 +116,16 @@ int bodybuf_settle(struct bodybuf *b, uint64_t limit)
 	}
 	if (b->fd < 0) {
 		if ((b->fd = temp_file()) < 0) {
-			log_warn("request body: no temporary file: %s", strerror(errno));
+			log_limited(&gauge_log[GAUGE_LOG_REQUEST_BODY_FILE], LOG_LVL_WARN,
+			    "request body: no temporary file: %s", strerror(errno));
 			return -1;
 		}
 		atomic_fetch_add_explicit(&gauge_body_spills, 1, memory_order_relaxed);
 	}
 	n += evbuffer_get_length(b->kept);
 	if (write_all(b->fd, b->kept) < 0 || write_all(b->fd, b->mem) < 0) {
-		log_warn("request body: writing the temporary file: %s", strerror(errno));
+		log_limited(&gauge_log[GAUGE_LOG_REQUEST_BODY_FILE], LOG_LVL_WARN,
+		    "request body: writing the temporary file: %s", strerror(errno));
 		return -1;
 	}
 	uncount(b);

@@ -509,7 +509,8 @@ int exchange_request_head(struct exchange *x, struct evbuffer *in,
 		return rejected(v, 431, "request_header_too_large",
 		    "too many header fields");
 	if (r < 0) {
-		log_info("client %s: malformed request: %s", x->client_ip,
+		log_limited(&gauge_log[GAUGE_LOG_MALFORMED_REQUEST], LOG_LVL_INFO,
+		    "client %s: malformed request: %s", x->client_ip,
 		    llhttp_get_error_reason(&x->req));
 		if (llhttp_get_errno(&x->req) == HPE_INVALID_TRANSFER_ENCODING)
 			return rejected(v, 501, "not_implemented",

@@ -158,7 +158,8 @@ int firsttoken_slow(struct session *s)
 		attempt_judge(&s->att, &s->x, 1);
 		return 0;
 	}
-	log_info("request %s: upstream %s made %.1f tokens/s, below "
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_TIMEOUT], LOG_LVL_INFO,
+	    "request %s: upstream %s made %.1f tokens/s, below "
 	    "health.throughput.min_rate", s->x.request_id, s->att.rep->name,
 	    rate < 0 ? 0 : rate);
 	atomic_fetch_add_explicit(&gauge_probes[GAUGE_PROBE_SLOW], 1, memory_order_relaxed);

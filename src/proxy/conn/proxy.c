@@ -483,7 +483,8 @@ static int dispatch(struct session *s, int fresh)
 		if (!attempt_more(&s->att, &s->x, FAILOVER_CONNECT))
 			return respond_error(s, 502, "bad_gateway",
 			    "cannot open a connection to the upstream", METER_END_CONNECT);
-		log_info("request %s: upstream %s: connection refused, trying another replica",
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_RETRY], LOG_LVL_INFO,
+		    "request %s: upstream %s: connection refused, trying another replica",
 		    s->x.request_id, s->att.rep->name);
 		attempt_leave(&s->att, &s->x, FAILOVER_CONNECT, 0);
 	}
@@ -757,18 +758,32 @@ static void client_write(struct bufferevent *bev, void *arg)
 static void client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
-	(void)bev;
 	if (what & BEV_EVENT_CONNECTED)
 		return;     /* a TLS listener's handshake completed */
 	if (what & BEV_EVENT_TIMEOUT) {
 		/* the client took nothing for timeouts.send: it is let go, and
 		 * its buffer with it */
-		log_info("client %s took no bytes for %llu ms, closing", s->client_ip,
+		log_limited(&gauge_log[GAUGE_LOG_CLIENT_TIMEOUT], LOG_LVL_INFO,
+		    "client %s took no bytes for %llu ms, closing", s->client_ip,
 		    (unsigned long long)(s->loop->conf->timeouts.send_us / 1000));
 		if (s->x.conf != NULL)
 			request_end(s, METER_END_CLIENT_TIMEOUT);
 		session_close(s);
 		return;
+	}
+	/* a TLS listener's client whose handshake OpenSSL refused (plain HTTP
+	 * on the TLS port, no common version or cipher); one that only closed
+	 * (a TCP health check: OpenSSL 3's unexpected EOF) is nothing to log */
+	if (s->tls && (what & BEV_EVENT_ERROR)) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		unsigned long err = bufferevent_get_openssl_error(bev);
+		char why[300];
+		if (ssl != NULL && err != 0 && !SSL_is_init_finished(ssl) &&
+		    !tls_error_is_eof(err)) {
+			tls_error_text(ssl, err, why, sizeof why);
+			log_limited(&gauge_log[GAUGE_LOG_CLIENT_TLS], LOG_LVL_INFO,
+			    "client %s: %s", s->client_ip, why);
+		}
 	}
 	/* EOF or error: whatever was in flight is a client abort. A client that
 	 * half-closes after its request gets the same treatment as nginx gives
@@ -848,7 +863,8 @@ static void first_token_late(evutil_socket_t fd, short what, void *arg)
 		client_flush(s);
 		return;
 	}
-	log_info("request %s: no token from upstream %s within timeouts.first_token",
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_TIMEOUT], LOG_LVL_INFO,
+	    "request %s: no token from upstream %s within timeouts.first_token",
 	    s->x.request_id, s->att.rep->name);
 	if (failover(s, FAILOVER_FIRST_TOKEN, 0) != 1)
 		return;
@@ -1327,7 +1343,8 @@ static int retry(struct session *s, int unseen)
 
 	if (copy == NULL)
 		return 1;
-	log_info("request %s: pooled upstream connection closed, retrying on a new one",
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_RETRY], LOG_LVL_INFO,
+	    "request %s: pooled upstream connection closed, retrying on a new one",
 	    s->x.request_id);
 	upstream_release(s->up, 0);
 	s->up = NULL;
@@ -1359,10 +1376,12 @@ static int failover(struct session *s, enum failover_reason why, unsigned status
 	else if (!exchange_resendable(&s->x))
 		return 1;
 	if (status != 0)
-		log_info("request %s: upstream %s answered %u, trying another replica",
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_RETRY], LOG_LVL_INFO,
+		    "request %s: upstream %s answered %u, trying another replica",
 		    s->x.request_id, s->att.rep->name, status);
 	else
-		log_info("request %s: upstream %s: %s, trying another replica",
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_RETRY], LOG_LVL_INFO,
+		    "request %s: upstream %s: %s, trying another replica",
 		    s->x.request_id, s->att.rep->name, failover_reason_name(why));
 	attempt_judge(&s->att, &s->x, !failover_unhealthy(why, status));
 	attempt_leave(&s->att, &s->x, why, status);
@@ -1448,8 +1467,8 @@ static int upstream_closed(struct session *s, unsigned long tls_err, int err)
 	if (upstream_is_tls(s->up) && tls_err != 0) {
 		char why[300];
 		upstream_tls_error(s->up, tls_err, why, sizeof why);
-		log_warn("request %s: upstream %s: %s", s->x.request_id,
-		    s->att.rep->name, why);
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_ERROR], LOG_LVL_WARN,
+		    "request %s: upstream %s: %s", s->x.request_id, s->att.rep->name, why);
 		if ((r = try_another(s, FAILOVER_CONNECT, 0)) != 1)
 			return r;
 		return respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
@@ -1467,7 +1486,8 @@ static int upstream_closed(struct session *s, unsigned long tls_err, int err)
 	}
 	if (r != 1)
 		return r;
-	log_warn("request %s: upstream %s: %s before responding (a %s connection, "
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_ERROR], LOG_LVL_WARN,
+	    "request %s: upstream %s: %s before responding (a %s connection, "
 	    "the request %s)", s->x.request_id, s->att.rep->name,
 	    err != 0 ? evutil_socket_error_to_string(err) : "closed the connection",
 	    s->up != NULL && s->up->reused ? "reused" : "new",
@@ -1482,7 +1502,8 @@ static void connect_failed(struct session *s, struct bufferevent *bev, short wha
 	char why[512];
 
 	upstream_connect_error(bev, what, s->att.rep->target.host, why, sizeof why);
-	log_warn("request %s: upstream %s: %s", s->x.request_id, s->att.rep->name, why);
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_ERROR], LOG_LVL_WARN,
+	    "request %s: upstream %s: %s", s->x.request_id, s->att.rep->name, why);
 	if (try_another(s, FAILOVER_CONNECT, 0) != 1)
 		return;
 	respond_error(s, 502, "bad_gateway", why, METER_END_CONNECT);
@@ -1545,13 +1566,15 @@ static void silence(struct session *s, uint64_t now)
 	unsigned long long ms = (now - s->last_progress) / 1000;
 
 	if (s->tkind == T_BODY && !s->client_paused) {
-		log_info("request %s: no request body bytes for %llu ms, closing",
+		log_limited(&gauge_log[GAUGE_LOG_CLIENT_TIMEOUT], LOG_LVL_INFO,
+		    "request %s: no request body bytes for %llu ms, closing",
 		    s->x.request_id, ms);
 		respond_error(s, 408, "request_timeout", "request body not received "
 		    "within timeouts.client_body", METER_END_CLIENT_TIMEOUT);
 		return;
 	}
-	log_info("request %s: upstream idle for %llu ms, closing", s->x.request_id, ms);
+	log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_TIMEOUT], LOG_LVL_INFO,
+	    "request %s: upstream idle for %llu ms, closing", s->x.request_id, ms);
 	respond_error(s, 504, "gateway_timeout", "upstream idle timeout",
 	    METER_END_TIMEOUT);
 }
@@ -1615,7 +1638,8 @@ void proxy_sweep(struct loop *w, uint64_t now)
 			continue;
 		/* timeouts.token_idle: heartbeats kept it busy, tokens did not;
 		 * the upstream is closed so that the backend stops */
-		log_info("request %s: no token for %llu ms, closing",
+		log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_TIMEOUT], LOG_LVL_INFO,
+		    "request %s: no token for %llu ms, closing",
 		    s->x.request_id,
 		    (unsigned long long)(s->x.route->timeouts.token_idle_us / 1000));
 		respond_error(s, 504, "gateway_timeout", "no token within "

@@ -20,6 +20,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "gauge.h"
 #include "jsonw.h"
 #include "log.h"
 #include "net.h"
@@ -200,7 +201,8 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 		unpool(u);
 		if (now - u->idle_since < u->keepalive_us && u->born > stale &&
 		    (state = pooled_state(u)) == 0) {
-			log_info("upstream %s: a pooled connection was closed by the peer; "
+			log_limited(&gauge_log[GAUGE_LOG_UPSTREAM_RETRY], LOG_LVL_INFO,
+			    "upstream %s: a pooled connection was closed by the peer; "
 			    "not reusing the older ones", rep->name);
 			mark_stale(rep, now);
 			stale = now;

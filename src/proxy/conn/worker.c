@@ -68,7 +68,7 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 		evconnlistener_disable(l);
 		return;
 	}
-	log_warn("accept: %s", strerror(err));
+	log_limited(&net_accept_log, LOG_LVL_WARN, "accept: %s", strerror(err));
 }
 
 static int listen_all(struct worker *w, const struct conf *c)

@@ -10,6 +10,8 @@
 
 #include <event2/buffer.h>
 
+#include "jsonw.h"
+#include "log.h"
 #include "logfile.h"
 #include "promout.h"
 
@@ -115,6 +117,7 @@ void procmetrics_write(struct promout *o)
 
 void procmetrics_logs(struct promout *o)
 {
+	const struct log_limit *lim;
 	static const char *const names[2] = {
 		"tokentap_log_lines_lost_total", "tokentap_log_bytes_lost_total",
 	};
@@ -135,10 +138,20 @@ void procmetrics_logs(struct promout *o)
 			promout_sample(o, &lb, (double)v[k]);
 		}
 	}
+	promout_family(o, "tokentap_log_lines_suppressed_total",
+	    "Error-log lines of a kind a client or a peer can cause, left out over "
+	    "the kind's burst an interval.", PROMPROTO_COUNTER);
+	for (size_t i = 0; (lim = log_limit_at(i)) != NULL; i++) {
+		struct promout_labels lb = { .n = 0 };
+		promout_label(&lb, "kind", lim->kind);
+		promout_sample(o, &lb, (double)log_limit_suppressed(lim));
+	}
 }
 
 void procmetrics_logs_json(struct evbuffer *out)
 {
+	const struct log_limit *lim;
+
 	evbuffer_add_printf(out, ",\"logs\":{");
 	for (int i = 0; i < LOGFILES; i++) {
 		struct logfile *l = logfile_of((enum logfile_kind)i);
@@ -146,6 +159,13 @@ void procmetrics_logs_json(struct evbuffer *out)
 		logfile_lost(l, &lines, &bytes);
 		evbuffer_add_printf(out, "%s\"%s\":{\"lines_lost\":%" PRIu64 ",\"bytes_lost\":%"
 		    PRIu64 "}", i ? "," : "", logfile_label(l), lines, bytes);
+	}
+	evbuffer_add_printf(out, "},\"log_lines_suppressed\":{");
+	for (size_t i = 0; (lim = log_limit_at(i)) != NULL; i++) {
+		if (i > 0)
+			evbuffer_add(out, ",", 1);
+		jsonw_str(out, lim->kind);
+		evbuffer_add_printf(out, ":%" PRIu64, log_limit_suppressed(lim));
 	}
 	evbuffer_add(out, "}", 1);
 }

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 
+#include "log.h"
 #include "meter.h"
 
 extern atomic_long gauge_connections;      /* client connections open */
@@ -33,5 +34,28 @@ extern atomic_ullong gauge_clock_steps;
  * and sent elsewhere, too slow with nowhere else to go (kept). */
 enum { GAUGE_PROBE_PASS, GAUGE_PROBE_SLOW, GAUGE_PROBE_KEPT, GAUGE_PROBE_COUNT };
 extern atomic_ullong gauge_probes[GAUGE_PROBE_COUNT];
+
+/* The kinds of error-log lines that a client or a peer (a backend) can
+ * cause, one per request or connection: each at most a burst per interval
+ * (log.h), the others counted (tokentap_log_lines_suppressed_total{kind})
+ * and said by the kind's next line. A flood of one kind does not silence
+ * another: a client's malformed requests leave the backends' failures
+ * said. */
+enum gauge_log {
+	GAUGE_LOG_MALFORMED_REQUEST,    /* a request llhttp cannot parse */
+	GAUGE_LOG_CLIENT_TIMEOUT,       /* timeouts.send, timeouts.client_body */
+	GAUGE_LOG_CLIENT_TLS,           /* a client's failed TLS handshake */
+	GAUGE_LOG_REQUEST_BODY_FILE,    /* a held body's temporary file */
+	GAUGE_LOG_UPSTREAM_RETRY,       /* "trying another replica", retries */
+	GAUGE_LOG_UPSTREAM_ERROR,       /* connect, TLS, closed before answering */
+	GAUGE_LOG_UPSTREAM_TIMEOUT,     /* first_token, token_idle, idle, too slow */
+	GAUGE_LOG_UPSTREAM_EJECTION,    /* a replica ejected or back */
+	GAUGE_LOG_COUNT
+};
+extern struct log_limit gauge_log[GAUGE_LOG_COUNT];
+
+/* Every kind of the process listed (gauge_log, and the accept errors'
+ * net_accept_log) before the first line, so /metrics shows each from 0. */
+void gauge_log_register(void);
 
 #endif

@@ -580,6 +580,17 @@ uint64_t tls_handshake_start(const SSL *ssl)
 	return tc ? tc->hs_start : 0;
 }
 
+int tls_error_is_eof(unsigned long err)
+{
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+	return ERR_GET_LIB(err) == ERR_LIB_SSL &&
+	    ERR_GET_REASON(err) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+#else
+	(void)err;
+	return 0;
+#endif
+}
+
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len)
 {
 	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;

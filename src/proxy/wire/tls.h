@@ -113,5 +113,8 @@ void tls_queue(struct evbuffer *out, const void *buf, size_t n);
 
 /* Why the handshake or verification of ssl failed, for a 502 and the log. */
 void tls_error_text(SSL *ssl, unsigned long err, char *buf, size_t len);
+/* err is the peer's close without a close_notify (OpenSSL 3's unexpected
+ * EOF), not a refusal. */
+int tls_error_is_eof(unsigned long err);
 
 #endif
