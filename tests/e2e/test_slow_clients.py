@@ -167,3 +167,11 @@ def test_slow_clients_page_nobody_and_a_slow_model_still_does():
         g = next(x for x in t.stats(by="route")["groups"] if x["route"] == "clients")
         assert g["ttft_ms"]["count"] == 12 and g["ttft_ms"]["p50"] >= 2300, json.dumps(g)
         assert g["ttft_server_ms"]["count"] == 12 and g["ttft_server_ms"]["p95"] < 800, g
+        # /metrics likewise: the server side's histogram is what the
+        # generated TTFTHigh rules read (le 0.8: the warning's bound)
+        ttft = "tokentap_time_to_first_token_seconds"
+        assert metric(t, ttft + "_bucket", route="clients", le="0.800000") == 0
+        assert metric(t, ttft + "_count", route="clients") == 12
+        server = "tokentap_time_to_first_token_server_seconds"
+        assert metric(t, server + "_bucket", route="clients", le="0.800000") == 12
+        assert metric(t, server + "_bucket", route="model", le="1.500000") == 0
