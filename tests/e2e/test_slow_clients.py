@@ -96,6 +96,19 @@ def slow_head(port):
     return send_slowly(port, [whole[i:i + 1] for i in range(PIECES)] + [whole[PIECES:]])
 
 
+def gives_up(port):
+    """Sends the head and 4 of a 2 KiB body's ten pieces, 300 ms apart, and
+    closes: a user who gave up on their own upload (1.2 s, past the SLO's
+    800 ms)."""
+    b = body(2048)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    for i, p in enumerate([head(len(b))] + split(b, PIECES)[:4]):
+        if i:
+            time.sleep(PAUSE)       # the client's pace
+        s.sendall(p)
+    s.close()
+
+
 def fast_slow_model(port):
     """A request sent at once to a backend that takes 2 s to its first token."""
     b = body(64)
@@ -115,19 +128,27 @@ def slo(t, name):
 def test_slow_clients_page_nobody_and_a_slow_model_still_does():
     """12 clients trickle their requests (6 a 2 KiB body in ten pieces, 6
     their head byte by byte) at 300 ms a piece to a backend that answers in
-    50 ms: each ttft_ms is about 3 s, each ttft_server_ms small; no TTFTHigh
-    fires for their route, their SLO counts 12 good and burns nothing.
+    50 ms: each ttft_ms is about 3 s, each ttft_server_ms small; 2 more
+    give up 1.2 s into their upload. No TTFTHigh fires for their route,
+    their SLO counts 12 good and burns nothing (the 2 are not counted).
     Then 4 fast requests to a backend 2 s to its first token: TTFTHigh
     warning and critical and the SLO's burn-rate pairs fire for that
     route, which shows the evaluations ran over the slow clients' window
     too. Before: the slow clients fired TTFTHigh warning and critical and
-    both SLOBurnRate pairs, their budget 12 bad of 12."""
+    both SLOBurnRate pairs, their budget 14 bad of 14."""
     with Mock() as m, Tokentap(CONFIG.format(port=m.port)) as t:
         got = parallel(lambda f: f(t.port), [slow_body] * 6 + [slow_head] * 6, threads=12)
         for buf, sent in got:
             assert buf.startswith(b"HTTP/1.1 200") and b"[DONE]" in buf, buf[-300:]
             assert sent >= PIECES * PAUSE
-        log = t.wait_logged(12)
+        parallel(lambda f: f(t.port), [gives_up] * 2, threads=2)
+        log = t.wait_logged(14)
+        gave_up = [e for e in log if e["outcome"] != "ok"]
+        log = [e for e in log if e["outcome"] == "ok"]
+        assert len(gave_up) == 2 and len(log) == 12, gave_up
+        for e in gave_up:
+            assert (e["route"], e["outcome"]) == ("clients", "client_abort"), e
+            assert e["ttft_server_ms"] is None and e["duration_ms"] >= 3 * PAUSE * 1000, e
         for e in log:
             assert (e["route"], e["outcome"]) == ("clients", "ok"), e
             # the user waited the upload: t0 is the arrival of the first
@@ -142,7 +163,7 @@ def test_slow_clients_page_nobody_and_a_slow_model_still_does():
             assert "ttft_warning" not in e["exceeded"], e
 
         parallel(lambda f: f(t.port), [fast_slow_model] * 4, threads=4)
-        model = t.wait_logged(16)[12:]
+        model = t.wait_logged(18)[14:]
         assert all(e["route"] == "model" and e["ttft_server_ms"] >= 2000 for e in model), model
         # the control fires: every evaluation from now on saw both routes
         until(lambda: all(r["state"] == "firing" for r in
