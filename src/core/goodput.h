@@ -28,7 +28,9 @@ struct goodput_targets {
 struct goodput_request {
 	enum meter_outcome outcome;
 	int64_t value_us[GOODPUT_TARGETS];
-	int64_t duration_us;     /* t_end - t0 */
+	int64_t duration_us;     /* t_end - the start the figures run from:
+	                          * t0 (tokentap-load's send), t_req (tokentap's
+	                          * SLOs: the server side's); 0: none */
 };
 
 /* "ttft", "tpot", "ttfo": the config key and the JSON name (with "_ms"). */

@@ -466,6 +466,29 @@ int64_t meter_ttfo_us(const struct meter *m)
 	return (int64_t)(m->t_first_output - m->t0);
 }
 
+/* t - t_req: 0 when t came first, -1 without either. */
+static int64_t since_request(const struct meter *m, uint64_t t)
+{
+	if (!m->stream || t == 0 || m->t_req == 0)
+		return -1;
+	return t > m->t_req ? (int64_t)(t - m->t_req) : 0;
+}
+
+int64_t meter_ttft_server_us(const struct meter *m)
+{
+	return since_request(m, m->t_first_token);
+}
+
+int64_t meter_ttfo_server_us(const struct meter *m)
+{
+	return since_request(m, m->t_first_output);
+}
+
+int64_t meter_duration_server_us(const struct meter *m)
+{
+	return m->t_req != 0 && m->t_end > m->t_req ? (int64_t)(m->t_end - m->t_req) : 0;
+}
+
 int64_t meter_reasoning_tokens(const struct meter *m)
 {
 	return m->reported_reasoning;

@@ -224,6 +224,17 @@ int64_t meter_ttft_us(const struct meter *m);
 /* Time to the first output token: the first token event that is not
  * reasoning (TTFO), where TTFT counts reasoning too. */
 int64_t meter_ttfo_us(const struct meter *m);
+/* The server side's TTFT and TTFO: from the request's last byte read
+ * (t_req), where TTFT and TTFO run from its first (t0). What the client
+ * took to send its request (the client phase) is left out: the time
+ * tokentap, the network to the backend and the backend took. What judges a
+ * route (alerts, SLOs, headroom, slow replicas) judges these; a client's
+ * pace does not page. -1 where undefined, or the request never completed;
+ * 0 where the answer came before the request's end. */
+int64_t meter_ttft_server_us(const struct meter *m);
+int64_t meter_ttfo_server_us(const struct meter *m);
+/* The duration from t_req, 0 where the request never completed. */
+int64_t meter_duration_server_us(const struct meter *m);
 int64_t meter_reasoning_tokens(const struct meter *m);
 int64_t meter_output_tokens(const struct meter *m);
 int meter_tokens_from_usage(const struct meter *m);

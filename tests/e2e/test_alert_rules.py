@@ -125,7 +125,7 @@ def gauge(name, target, values, **labels):
     return (sel(name, target, **labels), values + values[-1:])
 
 
-TTFT = "tokentap_time_to_first_token_seconds"
+TTFT = "tokentap_time_to_first_token_server_seconds"   # what the rules judge
 RULES_CONF = f"""tenant: {{header: X-Tenant-Id, header_values: [acme, globex]}}
 routes:
   - name: strict

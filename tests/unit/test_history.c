@@ -36,7 +36,7 @@ static struct history *fresh(void)
 
 static struct history_req req(enum meter_outcome o, int64_t ttft, int64_t tpot, int64_t conc)
 {
-	struct history_req r = { o, ttft, tpot, -1, 6, 10, 5, 5 * (uint64_t)tpot, conc, 0 };
+	struct history_req r = { o, ttft, tpot, -1, 6, 10, 5, 5 * (uint64_t)tpot, conc, 0, ttft };
 	return r;
 }
 
@@ -494,7 +494,7 @@ static void test_memory_of_a_day(void **state)
 		uint64_t ttft = lognormal(&seed, 400000, 0.5), tpot = lognormal(&seed, 20000, 0.25);
 		struct history_req r = { n % 100 ? OUTCOME_OK : OUTCOME_UPSTREAM_ERROR,
 			(int64_t)ttft, (int64_t)tpot, (int64_t)ttft, 50, 400, 49, 49 * tpot,
-			(int64_t)(n % 8), 0 };
+			(int64_t)(n % 8), 0, (int64_t)ttft };
 		uint64_t sum = 0, min = UINT64_MAX, max = 0;
 		unsigned n_used = 0;
 		for (int i = 0; i < 49; i++) {

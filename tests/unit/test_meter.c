@@ -424,6 +424,36 @@ static void test_ttfo_and_reasoning_tokens(void **state)
 	meter_free(&m);
 }
 
+/* The server side's TTFT and TTFO run from the request's last byte
+ * (t_req): a client that took 18 s to send its request adds 18 s to
+ * TTFT and nothing to them. Undefined before the request completed, 0
+ * where the answer came before its end. */
+static void test_server_side_from_the_request_end(void **state)
+{
+	struct meter m;
+
+	(void)state;
+	openai(&m, 1000, SSE, 19000100);
+	assert_int_equal(meter_ttft_server_us(&m), -1);
+	m.t_req = 19000000;                      /* the body took 18.999 s */
+	feed(&m, THINK, 19040000);
+	feed(&m, TOK, 19050000);
+	meter_end(&m, 19060000);
+	assert_int_equal(meter_ttft_us(&m), 19039000);
+	assert_int_equal(meter_ttft_server_us(&m), 40000);
+	assert_int_equal(meter_ttfo_us(&m), 19049000);
+	assert_int_equal(meter_ttfo_server_us(&m), 50000);
+	assert_int_equal(meter_duration_server_us(&m), 60000);
+	m.t_req = 0;                             /* never completed */
+	assert_int_equal(meter_ttft_server_us(&m), -1);
+	assert_int_equal(meter_ttfo_server_us(&m), -1);
+	assert_int_equal(meter_duration_server_us(&m), 0);
+	m.t_req = 19045000;                      /* answered before its end */
+	assert_int_equal(meter_ttft_server_us(&m), 0);
+	assert_int_equal(meter_ttfo_server_us(&m), 5000);
+	meter_free(&m);
+}
+
 /* Tokens in one read share its timestamp: clumped. The gaps between the
  * reads that carried tokens give the median between clumps. */
 static void test_clumping(void **state)
@@ -743,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_client_hold),
 		cmocka_unit_test(test_stalls),
 		cmocka_unit_test(test_no_token),
+		cmocka_unit_test(test_server_side_from_the_request_end),
 		cmocka_unit_test(test_chunks_are_not_tokens),
 		cmocka_unit_test(test_wire_report),
 	};

@@ -226,6 +226,44 @@ static void test_series_budget(void **state)
 	free(s);
 }
 
+/* A client 3 s in sending its request to a backend 50 ms to its first
+ * token: the user-felt TTFT's histogram has 3 s, the server side's (what
+ * the TTFTHigh rules read) 50 ms; the server side's TTFO is exported only
+ * where a TTFO threshold is (what reads it is the TTFOHigh rule). */
+static void test_server_side_families(void **state)
+{
+	int f;
+	struct sample o = { .outcome = OUTCOME_OK, .status = 200, .ttft_us = 3000000,
+		.ttft_server_us = 50000, .ttfo_us = 3000000, .ttfo_server_us = 50000,
+		.tpot_us = -1, .duration_us = 3100000, .duration_server_us = 100000,
+		.connect_us = -1, .output_tokens = 3, .input_tokens = 2 };
+	const char *lbl = "{route=\"r\",tenant=\"-\",model=\"m\",upstream=\"-\"";
+	char want[256];
+	char *s;
+
+	(void)state;
+	for (int ttfo = 0; ttfo < 2; ttfo++) {
+		setup(ttfo ? "alerts: {thresholds: {ttfo_warning: 1s}}\n"
+		    "routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n" :
+		    "routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n");
+		metrics_request(metrics_resolve("r", "-", "m", "-", 0, 0, &f), f, &o);
+		s = exposition();
+		snprintf(want, sizeof want, "tokentap_time_to_first_token_server_seconds_bucket%s"
+		    ",le=\"0.100000\"} 1\n", lbl);
+		assert_non_null(strstr(s, want));
+		snprintf(want, sizeof want, "tokentap_time_to_first_token_seconds_bucket%s"
+		    ",le=\"0.100000\"} 0\n", lbl);
+		assert_non_null(strstr(s, want));
+		snprintf(want, sizeof want, "tokentap_time_to_first_output_token_server_seconds_bucket"
+		    "%s,le=\"0.100000\"} 1\n", lbl);
+		if (ttfo)
+			assert_non_null(strstr(s, want));
+		else
+			assert_null(strstr(s, "tokentap_time_to_first_output_token_server_seconds"));
+		free(s);
+	}
+}
+
 static void test_otel_names(void **state)
 {
 	int f;
@@ -315,6 +353,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_bucket_layout, teardown),
 		cmocka_unit_test_teardown(test_tenant_labels, teardown),
 		cmocka_unit_test_teardown(test_series_budget, teardown),
+		cmocka_unit_test_teardown(test_server_side_families, teardown),
 		cmocka_unit_test_teardown(test_otel_names, teardown),
 		cmocka_unit_test_teardown(test_itl_classic_buckets, teardown),
 	};

@@ -39,6 +39,7 @@ static void setup_conf(const char *yaml)
 
 /* One finished streaming request: TTFT and TPOT in µs, n tokens. */
 static int unverified;      /* the next requests were answered 401 / 403 */
+static uint64_t client_us;  /* the next requests took this to send (t_req - t0) */
 
 static void request(const char *route, const char *tenant, const char *model,
     uint64_t ttft, uint64_t tpot, int n, long concurrency, enum meter_outcome outcome)
@@ -49,6 +50,7 @@ static void request(const char *route, const char *tenant, const char *model,
 
 	meter_init(&m, fake_now - ttft - tpot * (uint64_t)(n - 1) - 1000, DIALECT_OPENAI);
 	m.stream = 1;
+	m.t_req = m.t0 + client_us;
 	m.t_first_token = m.t0 + ttft;
 	m.t_last_token = m.t_first_token + tpot * (uint64_t)(n - 1);
 	m.token_events = (uint64_t)n;
@@ -88,6 +90,51 @@ static void test_counts_and_quantiles(void **state)
 	assert_true(v.tpot_q > 20000 * 0.99 && v.tpot_q < 20000 * 1.01);
 	char *s = json("1m", BY_ROUTE);
 	assert_non_null(strstr(s, "\"requests\":100,\"errors\":5,\"error_rate\":0.050"));
+	free(s);
+}
+
+/* Clients that take 18.9 s to send their requests are felt in the TTFT
+ * of /stats, but the alerts, the slow replicas and the headroom judge the
+ * server side's TTFT (from the request's last byte): 50 to 61 ms, 1 ms
+ * more for each other stream, where the TTFT from the first byte falls
+ * with concurrency (the clients sent faster). */
+static void test_alerts_judge_the_server_side(void **state)
+{
+	struct stats_view v;
+	uint64_t count;
+	double q, p50, slope, intercept;
+
+	(void)state;
+	setup_conf("stats: {windows: [1m]}\n");
+	for (int i = 0; i < 12; i++) {
+		client_us = 18900000 - (uint64_t)i * 10000;
+		request("r", "t", "m", client_us + 50000 + (uint64_t)i * 1000, 20000, 10, i,
+		    OUTCOME_OK);
+	}
+	client_us = 0;
+	stats_drain();
+	stats_route_view("r", NULL, 60000000, 0.95, &v);
+	assert_int_equal(v.ttft_count, 12);
+	assert_true(v.ttft_q > 61000 * 0.98 && v.ttft_q < 61000 * 1.02);
+	stats_upstream_ttft("r", "-", 60000000, 0.95, &count, &q);
+	assert_int_equal(count, 12);
+	assert_true(q == v.ttft_q);
+	char *s = json("1m", BY_ROUTE);
+	char *p = strstr(s, "\"ttft_ms\":{");
+	assert_non_null(p);
+	assert_int_equal(sscanf(strstr(p, "\"p50\":"), "\"p50\":%lf", &p50), 1);
+	assert_true(p50 > 18700 && p50 < 19000);               /* user-felt */
+	p = strstr(s, "\"ttft_server_ms\":{");
+	assert_non_null(p);
+	assert_int_equal(sscanf(strstr(p, "\"p50\":"), "\"p50\":%lf", &p50), 1);
+	assert_true(p50 > 54 && p50 < 57);
+	/* the headroom's line: 50 ms, 1 ms a stream */
+	assert_int_equal(sscanf(strstr(s, "\"ttft_concurrency_slope_ms\":"),
+	    "\"ttft_concurrency_slope_ms\":%lf", &slope), 1);
+	assert_int_equal(sscanf(strstr(s, "\"ttft_concurrency_intercept_ms\":"),
+	    "\"ttft_concurrency_intercept_ms\":%lf", &intercept), 1);
+	assert_true(slope > 0.99 && slope < 1.01);
+	assert_true(intercept > 49.9 && intercept < 50.1);
 	free(s);
 }
 
@@ -582,6 +629,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_counts_and_quantiles, teardown),
+		cmocka_unit_test_teardown(test_alerts_judge_the_server_side, teardown),
 		cmocka_unit_test_teardown(test_itl_pending_matches_direct, teardown),
 		cmocka_unit_test_teardown(test_window_expiry, teardown),
 		cmocka_unit_test_teardown(test_trend_against_previous_window, teardown),

@@ -118,18 +118,19 @@ static int used(const struct conf *c, enum alert_metric m)
 	return 0;
 }
 
-/* The histogram the rule of m reads, under the metrics.names in force. */
+/* The histogram the rule of m reads, under the metrics.names in force:
+ * TTFT and TTFO are the server side's, as tokentap judges them (from the
+ * request's last byte; exported under either names). */
 static const char *family(const struct conf *c, enum alert_metric m)
 {
 	int otel = c->metrics_names == METRICS_NAMES_OTEL;
 
 	if (m == ALERT_TTFT)
-		return otel ? "gen_ai_server_time_to_first_token_seconds" :
-		    "tokentap_time_to_first_token_seconds";
+		return "tokentap_time_to_first_token_server_seconds";
 	if (m == ALERT_TPOT)
 		return otel ? "gen_ai_server_time_per_output_token_seconds" :
 		    "tokentap_time_per_output_token_seconds";
-	return "tokentap_time_to_first_output_token_seconds";
+	return "tokentap_time_to_first_output_token_server_seconds";
 }
 
 /* A route name as a literal in a PromQL regex string: RE2's metacharacters

@@ -44,8 +44,11 @@ static void on_request(void *arg, const struct sample_key *k, const struct sampl
 	uint64_t ago = now > d->t_us ? now - d->t_us : 0;
 	struct slo_request q = {
 		k->route, k->tenant, k->model,
-		{ (enum meter_outcome)d->outcome, { d->ttft_us, d->tpot_us, d->ttfo_us },
-		  d->duration_us },
+		/* judged from the request's last byte: a client's pace is no
+		 * slow model (sample.h) */
+		{ (enum meter_outcome)d->outcome,
+		  { d->ttft_server_us, d->tpot_us, d->ttfo_server_us },
+		  d->duration_server_us },
 		wall > ago ? wall - ago : 0,
 	};
 	(void)arg;

@@ -251,6 +251,7 @@ static void put_health(struct jsonw_buf *b, const struct meter *m,
 	int buffered = meter_buffered(m);
 
 	field_ms(b, "ttfo_ms", s->ttfo_us);
+	field_ms(b, "ttfo_server_ms", s->ttfo_server_us);
 	field_int(b, "reasoning_tokens", meter_reasoning_tokens(m));
 	field_int(b, "stalls", m->stream ? (int64_t)m->stalls : -1);
 	field_ms(b, "gap_max_ms", m->stream && m->token_events > 0 ?
@@ -310,6 +311,7 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	/* the first the response gave (the span has them all); clean */
 	field_str(&b, "finish_reason", meter_finish_reason(m));
 	field_ms(&b, "ttft_ms", e->s->ttft_us);
+	field_ms(&b, "ttft_server_ms", e->s->ttft_server_us);   /* from t_req */
 	field_ms(&b, "tpot_ms", e->s->tpot_us);
 	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);
 	field_int(&b, "output_tokens", n);

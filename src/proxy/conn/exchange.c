@@ -1147,8 +1147,9 @@ void exchange_begin(struct exchange *x, struct conf *conf,
 static unsigned exceeded_bits(const struct exchange *x)
 {
 	const struct conf_thresholds *t = &x->route->thresholds;
-	int64_t ttft = meter_ttft_us(&x->meter), tpot = meter_tpot_us(&x->meter);
-	int64_t ttfo = meter_ttfo_us(&x->meter);
+	/* the thresholds judge the server side, as the alerts do */
+	int64_t ttft = meter_ttft_server_us(&x->meter), tpot = meter_tpot_us(&x->meter);
+	int64_t ttfo = meter_ttfo_server_us(&x->meter);
 	unsigned bits = 0;
 
 	if (ttft >= 0 && t->ttft_warning_us && (uint64_t)ttft > t->ttft_warning_us)

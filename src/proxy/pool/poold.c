@@ -283,7 +283,8 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* A replica whose TTFT p95 over the last minute is over ttft_factor times
+/* A replica whose TTFT p95 (the server side's, from the request's last
+ * byte: a slow client is no slow replica) over the last minute is over ttft_factor times
  * the median of its pool's gets a quarter of its share (pool.c): slower,
  * not sick. With fewer than two replicas measured there is no median. */
 static void slow_route(const struct conf_route *r)

@@ -699,11 +699,13 @@ static void add_request(struct history_sum *s, const struct history_req *r)
 	s->speed_tokens += r->speed_tokens;
 	s->speed_us += r->speed_us;
 	s->stalls += r->stalls;
-	if (r->ttft_us >= 0) {
+	if (r->ttft_us >= 0)
 		hist_sparse_record(&s->ttft, (uint64_t)r->ttft_us);
+	/* the headroom's line is the server side's TTFT (sample.h) */
+	if (r->ttft_server_us >= 0) {
 		if (r->concurrency >= 0) {
 			uint64_t x = (uint64_t)r->concurrency;
-			double y = (double)r->ttft_us / 1000.0;
+			double y = (double)r->ttft_server_us / 1000.0;
 			s->r2.n++;
 			s->r2.sx += x;
 			s->r2.sxx += x * x;

@@ -39,6 +39,7 @@ struct history_req {
 	uint64_t speed_tokens, speed_us;         /* tokens after the first, their time */
 	int64_t concurrency;                     /* streams active at its start */
 	uint64_t stalls;
+	int64_t ttft_server_us;                  /* the headroom's line: -1 none */
 };
 
 /* Running sums for R² of TTFT (ms) against concurrency (headroom.h). */

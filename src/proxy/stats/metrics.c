@@ -53,7 +53,8 @@ static const double tokens_table[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 655
 /* ---- families ------------------------------------------------------------ */
 
 /* The histograms kept per label set; a family names one of them. */
-enum { H_TTFT, H_TPOT, H_ITL, H_DURATION, H_TOKENS_IN, H_TOKENS_OUT, H_TTFO, H_COUNT };
+enum { H_TTFT, H_TPOT, H_ITL, H_DURATION, H_TOKENS_IN, H_TOKENS_OUT, H_TTFO,
+	H_TTFT_SERVER, H_TTFO_SERVER, H_COUNT };
 
 /* Which metrics.names exports a family. */
 enum { N_TOKENTAP = 1, N_OTEL = 2, N_ANY = 3 };
@@ -83,6 +84,16 @@ static const struct hfamily hfamilies[] = {
 	{ "tokentap_time_to_first_output_token_seconds",
 	  "Time from the request's first byte to the first token-bearing event "
 	  "that is not reasoning.", H_TTFO, B_TTFT, N_ANY, NULL },
+	/* the server side's (sample.h), what the TTFTHigh and TTFOHigh rules
+	 * judge, under either names; TTFO's only with a TTFO threshold */
+	{ "tokentap_time_to_first_token_server_seconds",
+	  "Time from the request's last byte to the first token-bearing event: "
+	  "TTFT without the client's upload, what the TTFTHigh alerts judge.",
+	  H_TTFT_SERVER, B_TTFT, N_ANY, NULL },
+	{ "tokentap_time_to_first_output_token_server_seconds",
+	  "Time from the request's last byte to the first token-bearing event "
+	  "that is not reasoning, what the TTFOHigh alerts judge.",
+	  H_TTFO_SERVER, B_TTFT, N_ANY, NULL },
 	{ "tokentap_request_duration_seconds",
 	  "Time from the request's first byte to the end of the response.",
 	  H_DURATION, B_DURATION, N_TOKENTAP, NULL },
@@ -191,6 +202,8 @@ static struct {
 
 static int family_on(const struct hfamily *f)
 {
+	if (f->slot == H_TTFO_SERVER && M.n_thresholds < THRESHOLDS)
+		return 0;
 	return (f->names & (M.names == METRICS_NAMES_TOKENTAP ? N_TOKENTAP :
 	    M.names == METRICS_NAMES_OTEL ? N_OTEL : N_TOKENTAP | N_OTEL)) != 0;
 }
@@ -645,6 +658,8 @@ static void request_health(struct mset *m, const struct sample *o)
 		m->no_token[o->outcome]++;
 	if (o->ttfo_us >= 0)
 		mhist_observe(&m->h[H_TTFO], B_TTFT, (uint64_t)o->ttfo_us);
+	if (o->ttfo_server_us >= 0)
+		mhist_observe(&m->h[H_TTFO_SERVER], B_TTFT, (uint64_t)o->ttfo_server_us);
 	if (o->ovh_request_us >= 0)
 		mhist_observe(&r->ovh[OVH_REQUEST], B_OVERHEAD, (uint64_t)o->ovh_request_us);
 	if (r->ovh[OVH_READ].counts == NULL)
@@ -684,6 +699,8 @@ void metrics_request(struct mset *m, int folded, const struct sample *o)
 	request_health(m, o);
 	if (o->ttft_us >= 0)
 		mhist_observe(&m->h[H_TTFT], B_TTFT, (uint64_t)o->ttft_us);
+	if (o->ttft_server_us >= 0)
+		mhist_observe(&m->h[H_TTFT_SERVER], B_TTFT, (uint64_t)o->ttft_server_us);
 	if (o->tpot_us >= 0)
 		mhist_observe(&m->h[H_TPOT], B_TPOT, (uint64_t)o->tpot_us);
 	if (o->duration_us >= 0)

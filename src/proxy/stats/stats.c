@@ -75,8 +75,8 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 	}
 	s = *sp;
 	if (s->index != idx) {
-		struct hist_sparse keep[6] = { s->ttft, s->tpot, s->itl, s->ttfo,
-			s->ovh_request, s->ovh_read };
+		struct hist_sparse keep[8] = { s->ttft, s->tpot, s->itl, s->ttfo,
+			s->ovh_request, s->ovh_read, s->ttft_server, s->ttfo_server };
 		memset(s, 0, sizeof *s);
 		s->ttft = keep[0];
 		s->tpot = keep[1];
@@ -84,12 +84,16 @@ static struct slice *slice_at(struct group *g, size_t w, uint64_t t)
 		s->ttfo = keep[3];
 		s->ovh_request = keep[4];
 		s->ovh_read = keep[5];
+		s->ttft_server = keep[6];
+		s->ttfo_server = keep[7];
 		hist_sparse_clear(&s->ttft);
 		hist_sparse_clear(&s->tpot);
 		hist_sparse_clear(&s->itl);
 		hist_sparse_clear(&s->ttfo);
 		hist_sparse_clear(&s->ovh_request);
 		hist_sparse_clear(&s->ovh_read);
+		hist_sparse_clear(&s->ttft_server);
+		hist_sparse_clear(&s->ttfo_server);
 		s->index = idx;
 	}
 	return s;
@@ -219,6 +223,8 @@ static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
 		s->no_token[x->outcome] += x->no_token;
 		if (x->ttfo_us >= 0)
 			hist_sparse_record(&s->ttfo, (uint64_t)x->ttfo_us);
+		if (x->ttfo_server_us >= 0)
+			hist_sparse_record(&s->ttfo_server, (uint64_t)x->ttfo_server_us);
 		if (x->ovh_request_us >= 0)
 			hist_sparse_record(&s->ovh_request, (uint64_t)x->ovh_request_us);
 		for (unsigned i = 0; i < VITALS_OVH_BUCKETS; i++)
@@ -260,9 +266,14 @@ static void apply_request(struct group *g, const struct ring_rec *r)
 		s->input_tokens += x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0;
 		s->speed_tokens += x->speed_tokens;
 		s->speed_us += x->speed_us;
-		if (x->ttft_us >= 0) {
-			double cx = (double)x->concurrency, cy = (double)x->ttft_us / 1000.0;
+		if (x->ttft_us >= 0)
 			hist_sparse_record(&s->ttft, (uint64_t)x->ttft_us);
+		/* the headroom's line: the server side's TTFT, which a slow
+		 * client does not raise */
+		if (x->ttft_server_us >= 0) {
+			double cx = (double)x->concurrency;
+			double cy = (double)x->ttft_server_us / 1000.0;
+			hist_sparse_record(&s->ttft_server, (uint64_t)x->ttft_server_us);
 			s->r2.n++;
 			s->r2.sx += cx;
 			s->r2.sy += cy;
@@ -281,6 +292,7 @@ static void apply_request(struct group *g, const struct ring_rec *r)
 			x->output_tokens > 0 ? (uint64_t)x->output_tokens : 0,
 			x->input_tokens > 0 ? (uint64_t)x->input_tokens : 0,
 			x->speed_tokens, x->speed_us, x->concurrency, x->stalls,
+			x->ttft_server_us,
 		};
 		history_request(state.history, g->route->text, r->t_us, &hr);
 	}

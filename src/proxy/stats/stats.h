@@ -65,7 +65,8 @@ void stats_prometheus(struct promout *out);
 
 /* For alert rules: the window figures of one route (and tenant, or all
  * tenants when tenant is NULL) over the window closest to window_us.
- * Quantiles in µs; -1 when there is no sample. */
+ * Quantiles in µs; -1 when there is no sample. TTFT and TTFO are the
+ * server side's (sample.h: from the request's last byte). */
 struct stats_view {
 	uint64_t requests;
 	uint64_t errors;
@@ -82,8 +83,8 @@ struct stats_view {
 uint64_t stats_route_stalled(const char *route);
 void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
     double quantile, struct stats_view *out);
-/* The TTFT quantile q (µs) of one route's replica over the window closest
- * to window_us, and its sample count (*value -1 without samples). */
+/* The server side's TTFT quantile q (µs) of one route's replica over the
+ * window closest to window_us, and its sample count (*value -1 without samples). */
 void stats_upstream_ttft(const char *route, const char *upstream, uint64_t window_us,
     double q, uint64_t *count, double *value);
 /* Calls fn for each (route, tenant) pair seen in the window. */

@@ -196,6 +196,8 @@ void stats_group_windows_free(struct stats_state *st, struct group *g)
 		hist_sparse_free(&s->ttfo);
 		hist_sparse_free(&s->ovh_request);
 		hist_sparse_free(&s->ovh_read);
+		hist_sparse_free(&s->ttft_server);
+		hist_sparse_free(&s->ttfo_server);
 		free(s);
 	}
 	free(g->slot);

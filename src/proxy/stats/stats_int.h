@@ -46,6 +46,9 @@ struct slice {
 	uint64_t tpot_estimated;
 	uint32_t wire[W_COUNT];
 	struct hist_sparse ttft, tpot, itl, ttfo, ovh_request, ovh_read;
+	/* the server side's TTFT and TTFO (sample.h): what the alerts, the
+	 * slow replicas and the headroom (r2) judge */
+	struct hist_sparse ttft_server, ttfo_server;
 };
 
 /* A name groups are keyed by (a route, tenant, model or replica), kept

@@ -36,6 +36,7 @@ struct agg {
 	unsigned dialects;         /* bit d: a group of dialect d */
 	struct hist ttft, tpot, itl, prev_ttft, prev_tpot;
 	struct hist ttfo, ovh_request, ovh_read;
+	struct hist ttft_server, ttfo_server;
 };
 
 static void agg_reset(struct agg *a)
@@ -49,6 +50,8 @@ static void agg_reset(struct agg *a)
 	hist_init(&a->ttfo);
 	hist_init(&a->ovh_request);
 	hist_init(&a->ovh_read);
+	hist_init(&a->ttft_server);
+	hist_init(&a->ttfo_server);
 }
 
 /* The stream health part of a slice in the window. */
@@ -67,6 +70,7 @@ static void agg_health(struct agg *a, const struct slice *s)
 	for (int i = 0; i < W_COUNT; i++)
 		a->wire[i] += s->wire[i];
 	hist_sparse_merge_into(&a->ttfo, &s->ttfo);
+	hist_sparse_merge_into(&a->ttfo_server, &s->ttfo_server);
 	hist_sparse_merge_into(&a->ovh_request, &s->ovh_request);
 	hist_sparse_merge_into(&a->ovh_read, &s->ovh_read);
 }
@@ -102,6 +106,7 @@ static void agg_add(struct agg *a, const struct group *g, size_t w, uint64_t cur
 		a->r2.sxx += s->r2.sxx;
 		a->r2.syy += s->r2.syy;
 		hist_sparse_merge_into(&a->ttft, &s->ttft);
+		hist_sparse_merge_into(&a->ttft_server, &s->ttft_server);
 		hist_sparse_merge_into(&a->tpot, &s->tpot);
 		hist_sparse_merge_into(&a->itl, &s->itl);
 		agg_health(a, s);
@@ -188,6 +193,7 @@ static const enum meter_outcome no_token_outcomes[] = {
 static void json_health(struct evbuffer *out, const struct agg *a)
 {
 	json_dist(out, "ttfo_ms", &a->ttfo);
+	json_dist(out, "ttfo_server_ms", &a->ttfo_server);
 	evbuffer_add_printf(out, ",\"stalled\":%ld,\"stalls\":%llu,\"no_token\":{",
 	    a->stalled, (unsigned long long)a->stalls);
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(no_token_outcomes); i++)
@@ -358,6 +364,7 @@ static void json_row(struct evbuffer *out, const struct group *g, unsigned by,
 	evbuffer_add_printf(out, ",\"active\":%ld,\"max_active\":%ld", a->active,
 	    a->max_active);
 	json_dist(out, "ttft_ms", &a->ttft);
+	json_dist(out, "ttft_server_ms", &a->ttft_server);
 	json_dist(out, "tpot_ms", &a->tpot);
 	json_dist(out, "itl_ms", &a->itl);
 	evbuffer_add_printf(out, ",\"output_tokens\":%llu,\"input_tokens\":%llu,"
@@ -535,15 +542,17 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	out->requests = a.requests;
 	out->errors = a.errors;
 	out->by_client = a.by_client;
-	out->ttft_count = a.ttft.count;
+	/* the route is judged by the server side's TTFT and TTFO: a client's
+	 * pace is no slow model */
+	out->ttft_count = a.ttft_server.count;
 	out->tpot_count = a.tpot.count;
-	out->ttfo_count = a.ttfo.count;
-	if (a.ttft.count)
-		out->ttft_q = hist_quantile(&a.ttft, quantile);
+	out->ttfo_count = a.ttfo_server.count;
+	if (a.ttft_server.count)
+		out->ttft_q = hist_quantile(&a.ttft_server, quantile);
 	if (a.tpot.count)
 		out->tpot_q = hist_quantile(&a.tpot, quantile);
-	if (a.ttfo.count)
-		out->ttfo_q = hist_quantile(&a.ttfo, quantile);
+	if (a.ttfo_server.count)
+		out->ttfo_q = hist_quantile(&a.ttfo_server, quantile);
 }
 
 uint64_t stats_route_stalled(const char *route)
@@ -572,9 +581,9 @@ void stats_upstream_ttft(const char *route, const char *upstream, uint64_t windo
 	for (struct group *g = st->newest; g != NULL; g = g->older)
 		if (strcmp(g->route->text, route) == 0 && strcmp(g->upstream->text, upstream) == 0)
 			agg_add(&a, g, w, stats_clock() / st->slice_us[w]);
-	*count = a.ttft.count;
-	if (a.ttft.count)
-		*value = hist_quantile(&a.ttft, q);
+	*count = a.ttft_server.count;
+	if (a.ttft_server.count)
+		*value = hist_quantile(&a.ttft_server, q);
 }
 
 void stats_each_route_tenant(uint64_t window_us,

@@ -59,6 +59,9 @@ void sample_fill(struct sample *s, const struct meter *m, const struct vitals *v
 	s->tpot_us = meter_tpot_us(m);
 	s->ttfo_us = meter_ttfo_us(m);
 	s->duration_us = m->t_end > m->t0 ? (int64_t)(m->t_end - m->t0) : 0;
+	s->ttft_server_us = meter_ttft_server_us(m);
+	s->ttfo_server_us = meter_ttfo_server_us(m);
+	s->duration_server_us = meter_duration_server_us(m);
 	s->connect_us = m->t_conn && !m->conn_reused && m->t_conn >= m->t_req && m->t_req ?
 	    (int64_t)(m->t_conn - m->t_req) : -1;
 	s->output_tokens = out;

@@ -65,6 +65,10 @@ struct sample {
 	uint16_t status;           /* the status the client got; 0: none */
 	uint64_t t_us;             /* when it ended (monotonic) */
 	int64_t ttft_us, tpot_us, ttfo_us, duration_us;
+	/* the server side's (meter_ttft_server_us): from the request's last
+	 * byte, what judges the route: the alerts, the SLOs, the headroom
+	 * and the slow replicas (0 duration: the request never completed) */
+	int64_t ttft_server_us, ttfo_server_us, duration_server_us;
 	int64_t connect_us;        /* a new upstream connection's; -1: pooled */
 	int64_t output_tokens, input_tokens;   /* -1: unknown */
 	/* output speed: (N - 1) tokens over the time from the first token to
