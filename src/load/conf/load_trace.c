@@ -282,34 +282,52 @@ static int log_line(void *arg, const char *line, size_t len, size_t lineno)
 	return 0;
 }
 
+struct order {
+	double at;
+	size_t i;
+};
+
+/* By arrival, then by the file's order: qsort is not stable, the index
+ * makes it so. */
+static int by_arrival(const void *a, const void *b)
+{
+	const struct order *x = a, *y = b;
+
+	if (x->at != y->at)
+		return x->at < y->at ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+int load_trace_order(const double *at, size_t n, size_t *idx)
+{
+	struct order *o = malloc(n * sizeof(*o) + 1);
+
+	if (o == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		o[i] = (struct order){ at[i], i };
+	qsort(o, n, sizeof(*o), by_arrival);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = o[i].i;
+	free(o);
+	return 0;
+}
+
 /* Sorts by arrival (stable: the file's order among equals) and makes the
- * offsets relative to the first. */
-static void finish(struct reader *rd)
+ * offsets relative to the first. Returns 0 or -1 (out of memory). */
+static int finish(struct reader *rd)
 {
 	struct load_trace *t = rd->t;
 	size_t *idx = malloc(t->n * sizeof(*idx) + 1);
 	struct load_trace_entry *v = malloc(t->n * sizeof(*v) + 1);
-	double first = INFINITY;
+	double first;
 
-	if (idx == NULL || v == NULL) {
+	if (idx == NULL || v == NULL || load_trace_order(rd->at_ms, t->n, idx) < 0) {
 		free(idx);
 		free(v);
-		return;
+		return -1;
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		idx[i] = i;
-		if (rd->at_ms[i] < first)
-			first = rd->at_ms[i];
-	}
-	/* insertion sort over a mostly sorted log, run by run */
-	for (size_t i = 1; i < t->n; i++) {
-		size_t x = idx[i], j = i;
-		while (j > 0 && rd->at_ms[idx[j - 1]] > rd->at_ms[x]) {
-			idx[j] = idx[j - 1];
-			j--;
-		}
-		idx[j] = x;
-	}
+	first = rd->at_ms[idx[0]];
 	for (size_t i = 0; i < t->n; i++) {
 		v[i] = t->v[idx[i]];
 		v[i].offset_us = (uint64_t)llround((rd->at_ms[idx[i]] - first) * 1000.0);
@@ -318,6 +336,7 @@ static void finish(struct reader *rd)
 	t->v = v;
 	t->cap = t->n;
 	free(idx);
+	return 0;
 }
 
 static int read_with(struct load_trace *t, const char *path, const char *route,
@@ -337,10 +356,12 @@ static int read_with(struct load_trace *t, const char *path, const char *route,
 		    route ? route : "");
 		rc = -1;
 	}
-	if (rc == 0) {
-		finish(&rd);
-		t->path = strdup(path);
+	if (rc == 0 && finish(&rd) < 0) {
+		fprintf(err, "%s: out of memory\n", path);
+		rc = -1;
 	}
+	if (rc == 0)
+		t->path = strdup(path);
 	free(rd.at_ms);
 	if (rc < 0 || t->path == NULL) {
 		load_trace_free(t);

@@ -45,6 +45,11 @@ void load_trace_free(struct load_trace *t);
 /* The span from the first request to the last (µs). */
 uint64_t load_trace_span_us(const struct load_trace *t);
 
+/* The order of n arrivals: idx[k] is the index of the k-th earliest, the
+ * earlier index first among equals (a stable sort, O(n log n)). Returns 0,
+ * or -1 when memory ran out. */
+int load_trace_order(const double *at, size_t n, size_t *idx);
+
 /* "2026-11-29T16:04:31.123Z" (RFC 3339 in UTC, as tokentap writes it, any
  * number of fraction digits) as ms since the epoch. Returns 0 or -1. */
 int load_trace_rfc3339_ms(const char *s, double *ms);
