@@ -248,6 +248,46 @@ static void test_reversed_trace(void **state)
 	load_trace_free(&t);
 }
 
+/* A line is read up to 64 MiB and no further: a file without a newline
+ * (/dev/zero: getline read 2 GiB of it before the line's length was
+ * checked, then said "no requests") is an error at its line, for a trace,
+ * an access log and prompts alike; so is a line of 64 MiB and a byte
+ * after a good one. */
+static void test_line_limit(void **state)
+{
+	struct load_trace t;
+	struct load_prompts p;
+	char *errs = NULL;
+	size_t len;
+	FILE *f, *err;
+
+	(void)state;
+	err = open_memstream(&errs, &len);
+	alarm(120);
+	assert_int_equal(load_trace_read(&t, "/dev/zero", err), -1);
+	assert_int_equal(load_trace_read_access_log(&t, "/dev/zero", NULL, err), -1);
+	assert_int_equal(load_prompts_read(&p, "/dev/zero", err), -1);
+	alarm(0);
+	fclose(err);
+	assert_non_null(strstr(errs, "/dev/zero:1:1: a line longer than 64 MiB"));
+	assert_null(strstr(errs, "no requests"));
+	free(errs);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"offset_ms\": 0}\n", f);
+	fputs("{\"offset_ms\": 1, \"x\": \"", f);
+	for (size_t i = 0; i < 64 * 1024; i++)
+		fprintf(f, "%01024d", 0);
+	fputs("\"}\n{\"offset_ms\": 2}\n", f);
+	fclose(f);
+	err = open_memstream(&errs, &len);
+	assert_int_equal(load_trace_read(&t, path, err), -1);
+	fclose(err);
+	has_error(errs, 2, 1, "a line longer than 64 MiB");
+	free(errs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +295,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_access_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prompts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reversed_trace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_line_limit, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
