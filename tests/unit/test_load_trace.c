@@ -288,6 +288,62 @@ static void test_line_limit(void **state)
 	free(errs);
 }
 
+/* Spans a replay would wait out are refused, each at FILE:LINE:COL with
+ * its field: offsets past 30 days (1e12 ms was taken: 31 years), an
+ * access log's ts before 1970 or past 2099 (year 1 replayed the years to
+ * 2026), a duration over a day (1e300 ms), a log spanning more than 30
+ * days; a number past a double's range is no number. */
+static void test_absurd_spans(void **state)
+{
+	struct load_trace t;
+	char *errs = NULL;
+
+	(void)state;
+	assert_int_equal(read_trace(
+	    "{\"offset_ms\": 0}\n"
+	    "{\"offset_ms\": 1e12}\n"
+	    "{\"timestamp\": 2592000001}\n"
+	    "{\"offset_ms\": 1e999}\n",
+	    0, NULL, &t, &errs), -1);
+	has_error(errs, 2, 15, "offset_ms: expected a time in ms from 0 to 2592000000 "
+	    "(30 days)");
+	has_error(errs, 3, 15, "offset_ms: expected a time in ms from 0 to 2592000000");
+	has_error(errs, 4, 15, "offset_ms: expected a time in ms from 0 to 2592000000");
+	free(errs);
+	/* 30 days exactly is a trace */
+	assert_int_equal(read_trace("{\"offset_ms\": 2592000000}\n{\"offset_ms\": 0}\n",
+	    0, NULL, &t, &errs), 0);
+	assert_int_equal(t.v[1].offset_us, 2592000000000ull);
+	free(errs);
+	load_trace_free(&t);
+
+	assert_int_equal(read_trace(
+	    "{\"ts\":\"0001-01-01T00:00:00Z\",\"duration_ms\":1}\n"
+	    "{\"ts\":\"9999-12-31T23:59:59Z\",\"duration_ms\":1}\n"
+	    "{\"ts\":\"1969-12-31T23:59:59.999Z\"}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"duration_ms\":1e300}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"duration_ms\":86400001}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"output_tokens\":-1e999}\n",
+	    1, NULL, &t, &errs), -1);
+	has_error(errs, 1, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 2, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 3, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 4, 44, "duration_ms: expected at most 86400000 (a day)");
+	has_error(errs, 5, 44, "duration_ms: expected at most 86400000 (a day)");
+	has_error(errs, 6, 46, "output_tokens: expected a number >= 0 or null");
+	free(errs);
+
+	/* every line fine, but 31 days from the first to the last */
+	assert_int_equal(read_trace(
+	    "{\"ts\":\"2026-01-01T00:00:00Z\"}\n"
+	    "{\"ts\":\"2026-02-01T00:00:00Z\"}\n"
+	    "{\"ts\":\"2025-12-31T23:59:59Z\",\"duration_ms\":3600000}\n",
+	    1, NULL, &t, &errs), -1);
+	has_error(errs, 2, 1, "the requests span 31.0 days, from line 3 to this one; a "
+	    "replay spans at most 30");
+	free(errs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +352,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prompts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reversed_trace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_line_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absurd_spans, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

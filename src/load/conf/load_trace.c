@@ -11,6 +11,13 @@
 #include "util.h"
 
 #define MAX_PROBLEMS 20
+/* What a replay can mean: a trace of at most 30 days (at --trace-speed 1),
+ * an access log's times from 1970 to 2099, a request of at most a day. A
+ * number past them is a mistake, not a month of waiting. */
+#define MAX_SPAN_MS (30 * 86400e3)
+#define MIN_TS_MS 0.0                    /* 1970-01-01T00:00:00Z */
+#define MAX_TS_MS 4102444800e3           /* 2100-01-01T00:00:00Z */
+#define MAX_DURATION_MS 86400e3
 
 struct reader {
 	struct load_trace *t;
@@ -183,9 +190,10 @@ static int trace_line(void *arg, const char *line, size_t len, size_t lineno)
 		int v = k + 1;
 		if (load_jl_is(&rd->j, k, "offset_ms") || load_jl_is(&rd->j, k, "timestamp")) {
 			if (load_jl_num(&rd->j, v, &offset) < 0 || offset < 0 ||
-			    offset > 1e12) {
+			    offset > MAX_SPAN_MS) {
 				problem(rd, lineno, load_jl_off(&rd->j, v), "%s: expected a time in "
-				    "ms from 0", "offset_ms");
+				    "ms from 0 to %.0f (30 days)", "offset_ms", MAX_SPAN_MS);
+				offset = -1;
 				bad = 1;
 			}
 		} else if (load_jl_is(&rd->j, k, "prompt_tokens") ||
@@ -266,10 +274,20 @@ static int log_line(void *arg, const char *line, size_t len, size_t lineno)
 		return -1;
 	}
 	free(s);
+	if (ts < MIN_TS_MS || ts >= MAX_TS_MS) {
+		problem(rd, lineno, load_jl_off(&rd->j, v), "%s", "ts: expected a time from "
+		    "1970 to 2099");
+		return -1;
+	}
 	if (opt_num(rd, lineno, "duration_ms", &dur) < 0 ||
 	    opt_num(rd, lineno, "input_tokens", &in) < 0 ||
 	    opt_num(rd, lineno, "output_tokens", &out) < 0)
 		return -1;
+	if (dur > MAX_DURATION_MS) {
+		problem(rd, lineno, load_jl_off(&rd->j, load_jl_get(&rd->j, 0, "duration_ms")),
+		    "duration_ms: expected at most %.0f (a day)", MAX_DURATION_MS);
+		return -1;
+	}
 	memset(&e, 0, sizeof(e));
 	e.line = lineno;
 	e.prompt_tokens = in > 0 && in <= LOAD_CONF_MAX_TOKENS ? (uint32_t)in : 0;
@@ -314,20 +332,31 @@ int load_trace_order(const double *at, size_t n, size_t *idx)
 }
 
 /* Sorts by arrival (stable: the file's order among equals) and makes the
- * offsets relative to the first. Returns 0 or -1 (out of memory). */
+ * offsets relative to the first. Returns 0, or -1 after reporting a span
+ * over the limit or memory run out. */
 static int finish(struct reader *rd)
 {
 	struct load_trace *t = rd->t;
 	size_t *idx = malloc(t->n * sizeof(*idx) + 1);
 	struct load_trace_entry *v = malloc(t->n * sizeof(*v) + 1);
-	double first;
+	double first, last;
 
 	if (idx == NULL || v == NULL || load_trace_order(rd->at_ms, t->n, idx) < 0) {
+		fprintf(rd->err, "%s: out of memory\n", rd->path);
 		free(idx);
 		free(v);
 		return -1;
 	}
 	first = rd->at_ms[idx[0]];
+	last = rd->at_ms[idx[t->n - 1]];
+	if (last - first > MAX_SPAN_MS) {
+		problem(rd, t->v[idx[t->n - 1]].line, 0, "the requests span %.1f days, from "
+		    "line %zu to this one; a replay spans at most 30", (last - first) / 86400e3,
+		    t->v[idx[0]].line);
+		free(idx);
+		free(v);
+		return -1;
+	}
 	for (size_t i = 0; i < t->n; i++) {
 		v[i] = t->v[idx[i]];
 		v[i].offset_us = (uint64_t)llround((rd->at_ms[idx[i]] - first) * 1000.0);
@@ -356,10 +385,8 @@ static int read_with(struct load_trace *t, const char *path, const char *route,
 		    route ? route : "");
 		rc = -1;
 	}
-	if (rc == 0 && finish(&rd) < 0) {
-		fprintf(err, "%s: out of memory\n", path);
+	if (rc == 0 && finish(&rd) < 0)
 		rc = -1;
-	}
 	if (rc == 0)
 		t->path = strdup(path);
 	free(rd.at_ms);
