@@ -463,6 +463,20 @@ def test_trace_prompts_and_bad_files():
         assert len(m.served(9, timeout=0.2)) == 9          # nothing more sent
 
 
+def test_gaps_bounded_per_request():
+    """A stream of more token chunks than a request keeps gaps for
+    (65,536: 16 M one-token events took 96 MB) keeps a sample of that many,
+    each one of the stream's gaps; its tokens and its longest gap are the
+    stream's whole."""
+    with Mock("--ttft", "1ms", "--tpot", "0", "--tokens", "70000") as m:
+        j = load("-c", "1", "-n", "1", "--itl-samples", "--max-tokens", "70000", m.url(CHAT))
+    s = j["samples"][0]
+    assert s["outcome"] == "ok" and s["output_tokens"] == 70000, s["outcome"]
+    assert s["token_chunks"] == 70000
+    assert len(s["itl_ms"]) == 65536 and j["itl_ms"]["count"] == 65536
+    assert max(s["itl_ms"]) <= s["itl_max_ms"]
+
+
 def test_sigint_writes_the_levels_done():
     """SIGINT in a sweep's second level: it drains, stops, and the JSON
     holds the level that ran and the one cut short, exit 130."""
