@@ -467,7 +467,8 @@ def test_replays_no_run_can_mean_are_refused():
     """What a replay cannot mean is refused at its FILE:LINE:COL, exit 2,
     before anything is sent: an access-log line a duration of 1e300 ms
     long, a ts in year 1 and in 9999, a trace offset of 31 years, a log
-    spanning 31 days, and a file without newlines (/dev/zero was read 2
+    spanning 31 days, a day replayed at --trace-speed 0.01, and a file
+    without newlines (/dev/zero was read 2
     GiB deep before it said "no requests")."""
     with Mock("--ttft", "1ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
         def write(name, *lines):
@@ -491,6 +492,11 @@ def test_replays_no_run_can_mean_are_refused():
         trace = write("years.jsonl", {"offset_ms": 0}, {"offset_ms": 1e12})
         err = load("--trace", trace, m.url(CHAT), expect=2, report=False).stderr
         assert f"{trace}:2:15: offset_ms: expected a time in ms from 0 to 2592000000" in err
+        # a day at a hundredth of its speed: 100 days
+        trace = write("day.jsonl", {"offset_ms": 0}, {"offset_ms": 86400000})
+        err = load("--trace", trace, "--trace-speed", "0.01", m.url(CHAT), expect=2,
+                   report=False, timeout=60).stderr
+        assert f"{trace}: at --trace-speed 0.01 the requests span 100.0 days" in err, err
         err = load("--trace", "/dev/zero", m.url(CHAT), expect=2, report=False).stderr
         assert "/dev/zero:1:1: a line longer than 64 MiB" in err, err
         assert m.served(1, timeout=0.2) == []

@@ -296,7 +296,7 @@ static void test_line_limit(void **state)
 static void test_absurd_spans(void **state)
 {
 	struct load_trace t;
-	char *errs = NULL;
+	char *errs = NULL, want[512];
 
 	(void)state;
 	assert_int_equal(read_trace(
@@ -315,6 +315,18 @@ static void test_absurd_spans(void **state)
 	    0, NULL, &t, &errs), 0);
 	assert_int_equal(t.v[1].offset_us, 2592000000000ull);
 	free(errs);
+	/* and so it lasts at --trace-speed 1, but not slower */
+	{
+		size_t len;
+		FILE *err = open_memstream(&errs, &len);
+		assert_int_equal(load_trace_check_speed(&t, 1, err), 0);
+		assert_int_equal(load_trace_check_speed(&t, 0.5, err), -1);
+		fclose(err);
+		snprintf(want, sizeof want, "%s: at --trace-speed 0.5 the requests span 60.0 "
+		    "days; a replay spans at most 30\n", path);
+		assert_string_equal(errs, want);
+		free(errs);
+	}
 	load_trace_free(&t);
 
 	assert_int_equal(read_trace(

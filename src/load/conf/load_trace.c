@@ -14,7 +14,7 @@
 /* What a replay can mean: a trace of at most 30 days (at --trace-speed 1),
  * an access log's times from 1970 to 2099, a request of at most a day. A
  * number past them is a mistake, not a month of waiting. */
-#define MAX_SPAN_MS (30 * 86400e3)
+#define MAX_SPAN_MS (LOAD_TRACE_MAX_SPAN_US / 1e3)
 #define MIN_TS_MS 0.0                    /* 1970-01-01T00:00:00Z */
 #define MAX_TS_MS 4102444800e3           /* 2100-01-01T00:00:00Z */
 #define MAX_DURATION_MS 86400e3
@@ -420,6 +420,17 @@ void load_trace_free(struct load_trace *t)
 uint64_t load_trace_span_us(const struct load_trace *t)
 {
 	return t->n ? t->v[t->n - 1].offset_us : 0;
+}
+
+int load_trace_check_speed(const struct load_trace *t, double speed, FILE *err)
+{
+	double span = (double)load_trace_span_us(t) / speed;
+
+	if (speed > 0 && span <= (double)LOAD_TRACE_MAX_SPAN_US)
+		return 0;
+	fprintf(err, "%s: at --trace-speed %g the requests span %.1f days; a replay "
+	    "spans at most 30\n", t->path, speed, span / 86400e6);
+	return -1;
 }
 
 /* Days from 1970-01-01 of a civil date (Howard Hinnant's algorithm). */
