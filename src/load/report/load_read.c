@@ -405,7 +405,8 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 		}
 	}
 	k->timeout_us = secs(c, t, "timeout_s");
-	k->seed = cnt(c, t, "seed");
+	/* any --seed (to UINT64_MAX / 10), as a double reads it */
+	k->seed = cnt_max(c, t, "seed", 18446744073709549568.0);
 	k->continuous_usage = flag(c, t, "continuous_usage");
 	k->ramp_us = secs(c, t, "ramp_s");
 }
