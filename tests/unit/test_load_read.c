@@ -186,6 +186,26 @@ static void test_hostile_members(void **state)
 	free(doc);
 }
 
+/* A device or a binary file is refused at its first bytes: /dev/zero was
+ * read 1 GiB deep (2 GiB of memory) before it was refused. */
+static void test_not_a_document(void **state)
+{
+	struct load_doc d;
+	char *errs = NULL;
+	size_t len;
+	FILE *err = open_memstream(&errs, &len);
+
+	(void)state;
+	assert_int_equal(load_read(&d, "/dev/zero", err), -1);
+	write_doc("  \n [1]", 7);
+	assert_int_equal(load_read(&d, path, err), -1);
+	fclose(err);
+	assert_non_null(strstr(errs, "/dev/zero:1:1: a NUL byte: not a JSON document\n"));
+	assert_non_null(strstr(errs, ":2:2: a tokentap-load JSON document (an object) "
+	    "expected\n"));
+	free(errs);
+}
+
 /* ---- a deterministic mutation run -------------------------------------- */
 
 struct pos {
@@ -400,6 +420,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_hostile_members, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_a_document, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mutations, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

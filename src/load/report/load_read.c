@@ -955,7 +955,7 @@ static const char *kind_word(struct rd *c, int root, enum load_kind *k)
 static int slurp(struct rd *c)
 {
 	FILE *f = fopen(c->path, "rb");
-	size_t cap = 1 << 16, got;
+	size_t cap = 1 << 16, got, b = 0;
 
 	if (f == NULL) {
 		fprintf(c->err, "%s: %s\n", c->path, strerror(errno));
@@ -963,7 +963,20 @@ static int slurp(struct rd *c)
 	}
 	c->s = malloc(cap);
 	while (c->s != NULL && (got = fread(c->s + c->len, 1, cap - c->len, f)) > 0) {
+		const char *nul = memchr(c->s + c->len, '\0', got);
+
 		c->len += got;
+		/* no JSON text holds a NUL byte, and ours starts with '{': a
+		 * device or a binary file is refused at once, not 1 GiB later */
+		while (b < c->len && strchr(" \t\r\n", c->s[b]) != NULL && c->s[b] != '\0')
+			b++;
+		if (nul != NULL || (b < c->len && c->s[b] != '{')) {
+			problem_at(c, nul != NULL ? (size_t)(nul - c->s) : b, NULL, nul != NULL ?
+			    "a NUL byte: not a JSON document" :
+			    "a tokentap-load JSON document (an object) expected");
+			fclose(f);
+			return -1;
+		}
 		if (c->len == cap) {
 			char *s = cap >= MAX_DOC_BYTES ? NULL : realloc(c->s, cap * 2);
 			if (s == NULL) {
