@@ -136,7 +136,7 @@ BINS       := $(B)/tokentap $(B)/tokentap-mock $(B)/tokentap-load
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-.PHONY: all deps test check test-unit test-e2e demo bench fuzz clean
+.PHONY: all deps test check test-unit test-e2e demo bench fuzz fuzz-load clean
 all: $(BINS)
 
 # every package, the tests' too
@@ -206,6 +206,12 @@ $(B)/fuzz_stream: tests/fuzz/fuzz_stream.c $(CORE_LIB)
 	$(CC) $(XCFLAGS) $(INC_core) $(CFLAGS) -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all -o $@ $^ $(LIBS)
 
+# tokentap-load's saved documents (load_read, the reports, compare):
+# tests/fuzz/run.sh SECONDS load_read, make fuzz-load
+$(B)/fuzz_load_read: tests/fuzz/fuzz_load_read.c $(LIB_load) $(CORE_LIB)
+	$(CC) $(XCFLAGS) $(INC_load) $(CFLAGS) -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -o $@ $^ $(LIBS)
+
 test-unit: $(TEST_DEPS) $(UNIT_BINS)
 test: $(TEST_DEPS)
 	@python3 tests/run.py
@@ -227,6 +233,9 @@ bench: $(TEST_DEPS) all $(B)/bench-relay
 
 fuzz: $(TEST_DEPS)
 	@sh tests/fuzz/run.sh
+
+fuzz-load: $(TEST_DEPS)
+	@sh tests/fuzz/run.sh 60 load_read
 
 # install, test-docker and the packaging targets live in mk/
 -include mk/*.mk

@@ -729,6 +729,8 @@ static int read_inputs(struct opts *o, struct inputs *in)
 			return -1;
 		c->trace = &in->trace;
 	}
+	if (c->trace != NULL && load_trace_check_speed(c->trace, c->trace_speed, stderr) < 0)
+		return -1;
 	if (load_tls_init(&in->tls, c) < 0)
 		return -1;
 	if (o->tt_url != NULL) {

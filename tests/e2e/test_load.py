@@ -463,6 +463,59 @@ def test_trace_prompts_and_bad_files():
         assert len(m.served(9, timeout=0.2)) == 9          # nothing more sent
 
 
+def test_replays_no_run_can_mean_are_refused():
+    """What a replay cannot mean is refused at its FILE:LINE:COL, exit 2,
+    before anything is sent: an access-log line a duration of 1e300 ms
+    long, a ts in year 1 and in 9999, a trace offset of 31 years, a log
+    spanning 31 days, a day replayed at --trace-speed 0.01, and a file
+    without newlines (/dev/zero was read 2
+    GiB deep before it said "no requests")."""
+    with Mock("--ttft", "1ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        def write(name, *lines):
+            p = os.path.join(d, name)
+            with open(p, "w") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in lines))
+            return p
+
+        log = write("dur.jsonl", {"ts": "2026-11-29T16:04:31Z", "duration_ms": 1e300})
+        err = load("--replay-log", log, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{log}:1:47: duration_ms: expected at most 86400000 (a day)" in err, err
+        log = write("years.jsonl", {"ts": "0001-01-01T00:00:00Z"},
+                    {"ts": "9999-12-31T23:59:59Z"}, {"ts": "2026-11-29T16:04:31Z"})
+        err = load("--replay-log", log, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{log}:1:8: ts: expected a time from 1970 to 2099" in err, err
+        assert f"{log}:2:8: ts: expected a time from 1970 to 2099" in err, err
+        log = write("month.jsonl", {"ts": "2026-01-01T00:00:00Z"},
+                    {"ts": "2026-02-01T00:00:00Z"})
+        err = load("--replay-log", log, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{log}:2:1: the requests span 31.0 days, from line 1" in err, err
+        trace = write("years.jsonl", {"offset_ms": 0}, {"offset_ms": 1e12})
+        err = load("--trace", trace, m.url(CHAT), expect=2, report=False).stderr
+        assert f"{trace}:2:15: offset_ms: expected a time in ms from 0 to 2592000000" in err
+        # a day at a hundredth of its speed: 100 days
+        trace = write("day.jsonl", {"offset_ms": 0}, {"offset_ms": 86400000})
+        err = load("--trace", trace, "--trace-speed", "0.01", m.url(CHAT), expect=2,
+                   report=False, timeout=60).stderr
+        assert f"{trace}: at --trace-speed 0.01 the requests span 100.0 days" in err, err
+        err = load("--trace", "/dev/zero", m.url(CHAT), expect=2, report=False).stderr
+        assert "/dev/zero:1:1: a line longer than 64 MiB" in err, err
+        assert m.served(1, timeout=0.2) == []
+
+
+def test_gaps_bounded_per_request():
+    """A stream of more token chunks than a request keeps gaps for
+    (65,536: 16 M one-token events took 96 MB) keeps a sample of that many,
+    each one of the stream's gaps; its tokens and its longest gap are the
+    stream's whole."""
+    with Mock("--ttft", "1ms", "--tpot", "0", "--tokens", "70000") as m:
+        j = load("-c", "1", "-n", "1", "--itl-samples", "--max-tokens", "70000", m.url(CHAT))
+    s = j["samples"][0]
+    assert s["outcome"] == "ok" and s["output_tokens"] == 70000, s["outcome"]
+    assert s["token_chunks"] == 70000
+    assert len(s["itl_ms"]) == 65536 and j["itl_ms"]["count"] == 65536
+    assert max(s["itl_ms"]) <= s["itl_max_ms"]
+
+
 def test_sigint_writes_the_levels_done():
     """SIGINT in a sweep's second level: it drains, stops, and the JSON
     holds the level that ran and the one cut short, exit 130."""

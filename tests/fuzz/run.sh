@@ -3,10 +3,13 @@
 # Builds the stream fuzzer (clang libFuzzer + ASan + UBSan), seeds its
 # corpus from the recorded fixtures and runs it for SECONDS (default 20).
 # Exits non-zero, and says "fuzz: FAIL", on a crash or a build failure.
-#   tests/fuzz/run.sh [SECONDS]
+# With load_read: tokentap-load's saved documents instead (report and
+# compare), seeded from tests/fixtures/load.
+#   tests/fuzz/run.sh [SECONDS [stream|load_read]]
 set -u
 
 secs=${1:-20}
+what=${2:-stream}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
 fixtures=${TOKENTAP_FIXTURES:-$root/tests/fixtures/streams}
@@ -16,6 +19,23 @@ fail() {
 	echo "fuzz: FAIL${1:+ ($1)}"
 	exit 1
 }
+
+if [ "$what" = load_read ]; then
+	mkdir -p "$out/corpus-load" "$out/artifacts" || fail "mkdir"
+	make -s -C "$root" CC="$cc" SANITIZER=fuzzer-no-link,address,undefined \
+	    build/fuzz/fuzz_load_read || fail "build"
+	cp "$root"/tests/fixtures/load/*.json "$out/corpus-load/" || fail "seeds"
+	"$out/fuzz_load_read" -max_total_time="$secs" -max_len=262144 -timeout=20 \
+	    -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix="$out/artifacts/" "$out/corpus-load" \
+	    > "$out/fuzz-load.log" 2>&1
+	rc=$?
+	tail -n 20 "$out/fuzz-load.log"
+	[ $rc -eq 0 ] || fail "exit $rc, crash input in $out/artifacts, log $out/fuzz-load.log"
+	echo "fuzz: PASS"
+	exit 0
+fi
+[ "$what" = stream ] || fail "unknown fuzzer $what (stream, load_read)"
 
 mkdir -p "$out/corpus" "$out/artifacts" || fail "mkdir"
 

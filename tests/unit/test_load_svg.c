@@ -135,6 +135,29 @@ static void plot_scales(void **state)
 	assert_true(p.x0 < 8 && p.x1 > 8 && p.y1 > p.y0);
 }
 
+/* A range no tick can mark (a saved document's span of +-1e308, whose
+ * width overflows; a denormal one, whose step underflows) made no tick,
+ * and the plot read its ticks[-1] (load_svg.c:145, UBSan): such a plot
+ * falls back to [0, 1], every position finite. */
+static void plot_of_any_range(void **state)
+{
+	static const double r[][2] = {{-1e308, 1e308}, {-1.7e308, 1.7e308}, {0, 1e308},
+		{1e-320, 1e-320}, {0, 4.9e-324}, {-1e300, -1e300}};
+	struct load_plot p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+		for (int xlog = 0; xlog < 2; xlog++) {
+			load_plot_init(&p, stdout, r[i][0], r[i][1], xlog, r[i][0], r[i][1]);
+			assert_true(p.nxt >= 2 && p.nyt >= 2);
+			assert_true(p.x1 > p.x0 && p.y1 > p.y0);
+			assert_true(isfinite(load_plot_x(&p, p.x0)) &&
+			    isfinite(load_plot_x(&p, p.x1)));
+			assert_true(isfinite(load_plot_y(&p, p.y0)) &&
+			    isfinite(load_plot_y(&p, p.y1)));
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -142,6 +165,7 @@ int main(void)
 		cmocka_unit_test(numbers),
 		cmocka_unit_test(ticks),
 		cmocka_unit_test(plot_scales),
+		cmocka_unit_test(plot_of_any_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

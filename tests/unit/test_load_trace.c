@@ -212,12 +212,159 @@ static void test_prompts(void **state)
 	free(errs);
 }
 
+/* A trace in reverse order is put in order in O(n log n): 1,000,000 lines
+ * took the insertion sort about 4 minutes (400,000: 37 s), a second or two
+ * now; the alarm (120 s, SIGALRM's default action ends the test) fails
+ * the test long before the old way would have finished, and far after
+ * the new one does, even under ASan on a busy host. Equal arrivals keep
+ * the file's order. */
+static void test_reversed_trace(void **state)
+{
+	const size_t n = 1000000;
+	struct load_trace t;
+	char *errs = NULL;
+	size_t len;
+	FILE *f = fopen(path, "w"), *err;
+
+	(void)state;
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "{\"offset_ms\":%zu,\"output_tokens\":%zu}\n", (n - 1 - i) / 2,
+		    i % 2);
+	fclose(f);
+	err = open_memstream(&errs, &len);
+	alarm(120);
+	assert_int_equal(load_trace_read(&t, path, err), 0);
+	alarm(0);
+	fclose(err);
+	free(errs);
+	assert_int_equal(t.n, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(t.v[i].offset_us, i / 2 * 1000);
+		/* the pair's first line asked 0 tokens, its second 1 */
+		assert_int_equal(t.v[i].max_tokens, i % 2);
+		assert_int_equal(t.v[i].line, n - (i / 2) * 2 - 1 + i % 2);
+	}
+	load_trace_free(&t);
+}
+
+/* A line is read up to 64 MiB and no further: a file without a newline
+ * (/dev/zero: getline read 2 GiB of it before the line's length was
+ * checked, then said "no requests") is an error at its line, for a trace,
+ * an access log and prompts alike; so is a line of 64 MiB and a byte
+ * after a good one. */
+static void test_line_limit(void **state)
+{
+	struct load_trace t;
+	struct load_prompts p;
+	char *errs = NULL;
+	size_t len;
+	FILE *f, *err;
+
+	(void)state;
+	err = open_memstream(&errs, &len);
+	alarm(120);
+	assert_int_equal(load_trace_read(&t, "/dev/zero", err), -1);
+	assert_int_equal(load_trace_read_access_log(&t, "/dev/zero", NULL, err), -1);
+	assert_int_equal(load_prompts_read(&p, "/dev/zero", err), -1);
+	alarm(0);
+	fclose(err);
+	assert_non_null(strstr(errs, "/dev/zero:1:1: a line longer than 64 MiB"));
+	assert_null(strstr(errs, "no requests"));
+	free(errs);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"offset_ms\": 0}\n", f);
+	fputs("{\"offset_ms\": 1, \"x\": \"", f);
+	for (size_t i = 0; i < 64 * 1024; i++)
+		fprintf(f, "%01024d", 0);
+	fputs("\"}\n{\"offset_ms\": 2}\n", f);
+	fclose(f);
+	err = open_memstream(&errs, &len);
+	assert_int_equal(load_trace_read(&t, path, err), -1);
+	fclose(err);
+	has_error(errs, 2, 1, "a line longer than 64 MiB");
+	free(errs);
+}
+
+/* Spans a replay would wait out are refused, each at FILE:LINE:COL with
+ * its field: offsets past 30 days (1e12 ms was taken: 31 years), an
+ * access log's ts before 1970 or past 2099 (year 1 replayed the years to
+ * 2026), a duration over a day (1e300 ms), a log spanning more than 30
+ * days; a number past a double's range is no number. */
+static void test_absurd_spans(void **state)
+{
+	struct load_trace t;
+	char *errs = NULL, want[512];
+
+	(void)state;
+	assert_int_equal(read_trace(
+	    "{\"offset_ms\": 0}\n"
+	    "{\"offset_ms\": 1e12}\n"
+	    "{\"timestamp\": 2592000001}\n"
+	    "{\"offset_ms\": 1e999}\n",
+	    0, NULL, &t, &errs), -1);
+	has_error(errs, 2, 15, "offset_ms: expected a time in ms from 0 to 2592000000 "
+	    "(30 days)");
+	has_error(errs, 3, 15, "offset_ms: expected a time in ms from 0 to 2592000000");
+	has_error(errs, 4, 15, "offset_ms: expected a time in ms from 0 to 2592000000");
+	free(errs);
+	/* 30 days exactly is a trace */
+	assert_int_equal(read_trace("{\"offset_ms\": 2592000000}\n{\"offset_ms\": 0}\n",
+	    0, NULL, &t, &errs), 0);
+	assert_int_equal(t.v[1].offset_us, 2592000000000ull);
+	free(errs);
+	/* and so it lasts at --trace-speed 1, but not slower */
+	{
+		size_t len;
+		FILE *err = open_memstream(&errs, &len);
+		assert_int_equal(load_trace_check_speed(&t, 1, err), 0);
+		assert_int_equal(load_trace_check_speed(&t, 0.5, err), -1);
+		fclose(err);
+		snprintf(want, sizeof want, "%s: at --trace-speed 0.5 the requests span 60.0 "
+		    "days; a replay spans at most 30\n", path);
+		assert_string_equal(errs, want);
+		free(errs);
+	}
+	load_trace_free(&t);
+
+	assert_int_equal(read_trace(
+	    "{\"ts\":\"0001-01-01T00:00:00Z\",\"duration_ms\":1}\n"
+	    "{\"ts\":\"9999-12-31T23:59:59Z\",\"duration_ms\":1}\n"
+	    "{\"ts\":\"1969-12-31T23:59:59.999Z\"}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"duration_ms\":1e300}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"duration_ms\":86400001}\n"
+	    "{\"ts\":\"2026-11-29T16:04:31Z\",\"output_tokens\":-1e999}\n",
+	    1, NULL, &t, &errs), -1);
+	has_error(errs, 1, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 2, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 3, 7, "ts: expected a time from 1970 to 2099");
+	has_error(errs, 4, 44, "duration_ms: expected at most 86400000 (a day)");
+	has_error(errs, 5, 44, "duration_ms: expected at most 86400000 (a day)");
+	has_error(errs, 6, 46, "output_tokens: expected a number >= 0 or null");
+	free(errs);
+
+	/* every line fine, but 31 days from the first to the last */
+	assert_int_equal(read_trace(
+	    "{\"ts\":\"2026-01-01T00:00:00Z\"}\n"
+	    "{\"ts\":\"2026-02-01T00:00:00Z\"}\n"
+	    "{\"ts\":\"2025-12-31T23:59:59Z\",\"duration_ms\":3600000}\n",
+	    1, NULL, &t, &errs), -1);
+	has_error(errs, 2, 1, "the requests span 31.0 days, from line 3 to this one; a "
+	    "replay spans at most 30");
+	free(errs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_trace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_access_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prompts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reversed_trace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_line_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absurd_spans, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -408,35 +408,92 @@ char *load_jl_str(const struct load_jl *j, int i, size_t *len)
 	return out;
 }
 
+/* A file read line by line in chunks, never more than a line's limit
+ * held: getline would read a file without a newline (/dev/zero) whole
+ * before its length could be checked. */
+struct lines {
+	FILE *f;
+	char in[1 << 16];
+	size_t pos, n;
+	char *line;
+	size_t cap;
+};
+
+enum { LINE_END = -1, LINE_READ_ERROR = -2, LINE_TOO_LONG = -3 };
+
+/* The next line into l->line (its newline dropped, NUL-terminated): its
+ * length, or LINE_END, LINE_READ_ERROR, LINE_TOO_LONG (over max bytes:
+ * the reading stops there). */
+static long long next_line(struct lines *l, size_t max)
+{
+	size_t len = 0;
+
+	for (;;) {
+		const char *nl;
+		size_t take;
+
+		if (l->pos == l->n) {
+			l->pos = 0;
+			l->n = fread(l->in, 1, sizeof l->in, l->f);
+			if (l->n == 0) {
+				if (ferror(l->f))
+					return LINE_READ_ERROR;
+				return len > 0 ? (long long)len : LINE_END;
+			}
+		}
+		nl = memchr(l->in + l->pos, '\n', l->n - l->pos);
+		take = nl ? (size_t)(nl - (l->in + l->pos)) : l->n - l->pos;
+		if (take > max - len)
+			return LINE_TOO_LONG;
+		if (len + take + 1 > l->cap) {
+			size_t cap = l->cap ? l->cap : 256;
+			char *p;
+			while (cap < len + take + 1)
+				cap *= 2;
+			p = realloc(l->line, cap);
+			if (p == NULL)
+				return LINE_READ_ERROR;
+			l->line = p;
+			l->cap = cap;
+		}
+		memcpy(l->line + len, l->in + l->pos, take);
+		len += take;
+		l->line[len] = '\0';
+		l->pos += take + (nl != NULL);
+		if (nl != NULL)
+			return (long long)len;
+	}
+}
+
 int load_jl_read_file(const char *path, FILE *err, int max_problems,
     int (*fn)(void *arg, const char *line, size_t len, size_t lineno), void *arg)
 {
-	FILE *f = fopen(path, "r");
-	char *line = NULL;
-	size_t cap = 0, lineno = 0;
-	ssize_t got;
+	struct lines *l = calloc(1, sizeof(*l));
+	size_t lineno = 0;
+	long long got;
 	int problems = 0, rc;
 
-	if (f == NULL) {
-		fprintf(err, "%s: %s\n", path, strerror(errno));
+	if (l == NULL) {
+		fprintf(err, "%s: out of memory\n", path);
 		return -1;
 	}
-	while ((got = getline(&line, &cap, f)) >= 0) {
+	l->f = fopen(path, "r");
+	if (l->f == NULL) {
+		fprintf(err, "%s: %s\n", path, strerror(errno));
+		free(l);
+		return -1;
+	}
+	while ((got = next_line(l, LINE_MAX_BYTES)) >= 0) {
 		size_t len = (size_t)got, k = 0;
+		char *line = l->line;
 
 		lineno++;
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		while (len > 0 && line[len - 1] == '\r')
 			len--;
 		while (k < len && (line[k] == ' ' || line[k] == '\t'))
 			k++;
 		if (k == len)
 			continue;
-		if (len > LINE_MAX_BYTES) {
-			fprintf(err, "%s:%zu:1: line longer than %u bytes\n", path, lineno,
-			    LINE_MAX_BYTES);
-			problems++;
-			break;
-		}
 		rc = fn(arg, line, len, lineno);
 		if (rc == -2) {
 			problems++;
@@ -447,11 +504,18 @@ int load_jl_read_file(const char *path, FILE *err, int max_problems,
 			break;
 		}
 	}
-	if (ferror(f)) {
-		fprintf(err, "%s: read failed\n", path);
+	if (got == LINE_TOO_LONG) {
+		fprintf(err, "%s:%zu:1: a line longer than %u MiB (one JSON value a line; "
+		    "is this a JSON-lines file?)\n", path, lineno + 1, LINE_MAX_BYTES >> 20);
+		problems++;
+	} else if (got == LINE_READ_ERROR) {
+		fprintf(err, "%s:%zu: read failed%s%s\n", path, lineno + 1,
+		    ferror(l->f) ? ": " : ", or out of memory",
+		    ferror(l->f) ? strerror(errno) : "");
 		problems++;
 	}
-	free(line);
-	fclose(f);
+	free(l->line);
+	fclose(l->f);
+	free(l);
 	return problems ? -1 : 0;
 }

@@ -11,6 +11,13 @@
 #include "util.h"
 
 #define MAX_PROBLEMS 20
+/* What a replay can mean: a trace of at most 30 days (at --trace-speed 1),
+ * an access log's times from 1970 to 2099, a request of at most a day. A
+ * number past them is a mistake, not a month of waiting. */
+#define MAX_SPAN_MS (LOAD_TRACE_MAX_SPAN_US / 1e3)
+#define MIN_TS_MS 0.0                    /* 1970-01-01T00:00:00Z */
+#define MAX_TS_MS 4102444800e3           /* 2100-01-01T00:00:00Z */
+#define MAX_DURATION_MS 86400e3
 
 struct reader {
 	struct load_trace *t;
@@ -183,9 +190,10 @@ static int trace_line(void *arg, const char *line, size_t len, size_t lineno)
 		int v = k + 1;
 		if (load_jl_is(&rd->j, k, "offset_ms") || load_jl_is(&rd->j, k, "timestamp")) {
 			if (load_jl_num(&rd->j, v, &offset) < 0 || offset < 0 ||
-			    offset > 1e12) {
+			    offset > MAX_SPAN_MS) {
 				problem(rd, lineno, load_jl_off(&rd->j, v), "%s: expected a time in "
-				    "ms from 0", "offset_ms");
+				    "ms from 0 to %.0f (30 days)", "offset_ms", MAX_SPAN_MS);
+				offset = -1;
 				bad = 1;
 			}
 		} else if (load_jl_is(&rd->j, k, "prompt_tokens") ||
@@ -266,10 +274,20 @@ static int log_line(void *arg, const char *line, size_t len, size_t lineno)
 		return -1;
 	}
 	free(s);
+	if (ts < MIN_TS_MS || ts >= MAX_TS_MS) {
+		problem(rd, lineno, load_jl_off(&rd->j, v), "%s", "ts: expected a time from "
+		    "1970 to 2099");
+		return -1;
+	}
 	if (opt_num(rd, lineno, "duration_ms", &dur) < 0 ||
 	    opt_num(rd, lineno, "input_tokens", &in) < 0 ||
 	    opt_num(rd, lineno, "output_tokens", &out) < 0)
 		return -1;
+	if (dur > MAX_DURATION_MS) {
+		problem(rd, lineno, load_jl_off(&rd->j, load_jl_get(&rd->j, 0, "duration_ms")),
+		    "duration_ms: expected at most %.0f (a day)", MAX_DURATION_MS);
+		return -1;
+	}
 	memset(&e, 0, sizeof(e));
 	e.line = lineno;
 	e.prompt_tokens = in > 0 && in <= LOAD_CONF_MAX_TOKENS ? (uint32_t)in : 0;
@@ -282,33 +300,62 @@ static int log_line(void *arg, const char *line, size_t len, size_t lineno)
 	return 0;
 }
 
+struct order {
+	double at;
+	size_t i;
+};
+
+/* By arrival, then by the file's order: qsort is not stable, the index
+ * makes it so. */
+static int by_arrival(const void *a, const void *b)
+{
+	const struct order *x = a, *y = b;
+
+	if (x->at != y->at)
+		return x->at < y->at ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+int load_trace_order(const double *at, size_t n, size_t *idx)
+{
+	struct order *o = malloc(n * sizeof(*o) + 1);
+
+	if (o == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		o[i] = (struct order){ at[i], i };
+	qsort(o, n, sizeof(*o), by_arrival);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = o[i].i;
+	free(o);
+	return 0;
+}
+
 /* Sorts by arrival (stable: the file's order among equals) and makes the
- * offsets relative to the first. */
-static void finish(struct reader *rd)
+ * offsets relative to the first. Returns 0, or -1 after reporting a span
+ * over the limit or memory run out. */
+static int finish(struct reader *rd)
 {
 	struct load_trace *t = rd->t;
 	size_t *idx = malloc(t->n * sizeof(*idx) + 1);
 	struct load_trace_entry *v = malloc(t->n * sizeof(*v) + 1);
-	double first = INFINITY;
+	double first, last;
 
-	if (idx == NULL || v == NULL) {
+	if (idx == NULL || v == NULL || load_trace_order(rd->at_ms, t->n, idx) < 0) {
+		fprintf(rd->err, "%s: out of memory\n", rd->path);
 		free(idx);
 		free(v);
-		return;
+		return -1;
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		idx[i] = i;
-		if (rd->at_ms[i] < first)
-			first = rd->at_ms[i];
-	}
-	/* insertion sort over a mostly sorted log, run by run */
-	for (size_t i = 1; i < t->n; i++) {
-		size_t x = idx[i], j = i;
-		while (j > 0 && rd->at_ms[idx[j - 1]] > rd->at_ms[x]) {
-			idx[j] = idx[j - 1];
-			j--;
-		}
-		idx[j] = x;
+	first = rd->at_ms[idx[0]];
+	last = rd->at_ms[idx[t->n - 1]];
+	if (last - first > MAX_SPAN_MS) {
+		problem(rd, t->v[idx[t->n - 1]].line, 0, "the requests span %.1f days, from "
+		    "line %zu to this one; a replay spans at most 30", (last - first) / 86400e3,
+		    t->v[idx[0]].line);
+		free(idx);
+		free(v);
+		return -1;
 	}
 	for (size_t i = 0; i < t->n; i++) {
 		v[i] = t->v[idx[i]];
@@ -318,6 +365,7 @@ static void finish(struct reader *rd)
 	t->v = v;
 	t->cap = t->n;
 	free(idx);
+	return 0;
 }
 
 static int read_with(struct load_trace *t, const char *path, const char *route,
@@ -337,10 +385,10 @@ static int read_with(struct load_trace *t, const char *path, const char *route,
 		    route ? route : "");
 		rc = -1;
 	}
-	if (rc == 0) {
-		finish(&rd);
+	if (rc == 0 && finish(&rd) < 0)
+		rc = -1;
+	if (rc == 0)
 		t->path = strdup(path);
-	}
 	free(rd.at_ms);
 	if (rc < 0 || t->path == NULL) {
 		load_trace_free(t);
@@ -372,6 +420,17 @@ void load_trace_free(struct load_trace *t)
 uint64_t load_trace_span_us(const struct load_trace *t)
 {
 	return t->n ? t->v[t->n - 1].offset_us : 0;
+}
+
+int load_trace_check_speed(const struct load_trace *t, double speed, FILE *err)
+{
+	double span = (double)load_trace_span_us(t) / speed;
+
+	if (speed > 0 && span <= (double)LOAD_TRACE_MAX_SPAN_US)
+		return 0;
+	fprintf(err, "%s: at --trace-speed %g the requests span %.1f days; a replay "
+	    "spans at most 30\n", t->path, speed, span / 86400e6);
+	return -1;
 }
 
 /* Days from 1970-01-01 of a civil date (Howard Hinnant's algorithm). */

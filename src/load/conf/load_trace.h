@@ -44,6 +44,16 @@ int load_trace_read_access_log(struct load_trace *t, const char *path,
 void load_trace_free(struct load_trace *t);
 /* The span from the first request to the last (µs). */
 uint64_t load_trace_span_us(const struct load_trace *t);
+/* A replay lasts at most this long (µs), as read and at its speed. */
+#define LOAD_TRACE_MAX_SPAN_US (30ull * 86400 * 1000000)
+/* 0 when t replayed at speed (--trace-speed) lasts at most 30 days, else
+ * -1 after saying so to err. */
+int load_trace_check_speed(const struct load_trace *t, double speed, FILE *err);
+
+/* The order of n arrivals: idx[k] is the index of the k-th earliest, the
+ * earlier index first among equals (a stable sort, O(n log n)). Returns 0,
+ * or -1 when memory ran out. */
+int load_trace_order(const double *at, size_t n, size_t *idx);
 
 /* "2026-11-29T16:04:31.123Z" (RFC 3339 in UTC, as tokentap writes it, any
  * number of fraction digits) as ms since the epoch. Returns 0 or -1. */

@@ -2,6 +2,7 @@
 #include "load_read.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,15 @@
 #define MAX_PROBLEMS 20
 /* A saved document is read whole: past this it is not one of ours. */
 #define MAX_DOC_BYTES (1ull << 30)
+/* What a document's numbers can mean, so that no figure read back
+ * overflows an integer, a sum or a chart's scale (a span of 1e308 s made
+ * no tick): any number within +-1e15; a count an integer up to 1e15 (a
+ * thousand of them still sum in an int64); a time in a level up to 1e9 s
+ * (31 years) and a request's up to 1e10 ms (115 days). */
+#define MAX_NUM 1e15
+#define MAX_COUNT 1e15
+#define MAX_SECS 1e9
+#define MAX_MS 1e10
 
 /* The members of the objects being read, indexed once each: a sample's
  * thirty members are then found by name without a walk of the document's
@@ -109,9 +119,11 @@ static int present(struct rd *c, int tok)
 	return tok >= 0 && !load_jl_null(&c->j, tok);
 }
 
-/* A number; NaN when missing or null. */
-static double num_tok(struct rd *c, int t, const char *key)
+/* A number from lo to hi; NaN when missing or null (or out of range,
+ * reported). */
+static double num_tok_in(struct rd *c, int t, const char *key, double lo, double hi)
 {
+	char why[80];
 	double v;
 
 	if (!present(c, t))
@@ -120,7 +132,22 @@ static double num_tok(struct rd *c, int t, const char *key)
 		bad(c, t, key, "a number expected");
 		return NAN;
 	}
+	if (!(v >= lo && v <= hi)) {
+		snprintf(why, sizeof why, "expected a number from %g to %g", lo, hi);
+		bad(c, t, key, why);
+		return NAN;
+	}
 	return v;
+}
+
+static double num_tok(struct rd *c, int t, const char *key)
+{
+	return num_tok_in(c, t, key, -MAX_NUM, MAX_NUM);
+}
+
+static double num_in(struct rd *c, int obj, const char *key, double lo, double hi)
+{
+	return num_tok_in(c, get(c, obj, key), key, lo, hi);
 }
 
 static double num(struct rd *c, int obj, const char *key)
@@ -128,19 +155,36 @@ static double num(struct rd *c, int obj, const char *key)
 	return num_tok(c, get(c, obj, key), key);
 }
 
-/* A count: 0 when missing or null. */
-static uint64_t cnt(struct rd *c, int obj, const char *key)
+/* A count up to max: 0 when missing or null. */
+static uint64_t cnt_max(struct rd *c, int obj, const char *key, double max)
 {
 	int t = get(c, obj, key);
-	double v = num_tok(c, t, key);
+	char why[80];
+	double v;
 
-	if (isnan(v))
+	if (!present(c, t))
 		return 0;
-	if (v < 0 || v > 1e18 || v != floor(v)) {
-		bad(c, t, key, "a count (an integer, 0 or more) expected");
+	if (load_jl_num(&c->j, t, &v) < 0) {
+		bad(c, t, key, "a number expected");
+		return 0;
+	}
+	if (!(v >= 0 && v <= max) || v != floor(v)) {
+		snprintf(why, sizeof why, "a count (an integer from 0 to %.0f) expected", max);
+		bad(c, t, key, why);
 		return 0;
 	}
 	return (uint64_t)v;
+}
+
+static uint64_t cnt(struct rd *c, int obj, const char *key)
+{
+	return cnt_max(c, obj, key, MAX_COUNT);
+}
+
+/* A count that fits 32 bits. */
+static uint32_t cnt32(struct rd *c, int obj, const char *key)
+{
+	return (uint32_t)cnt_max(c, obj, key, UINT32_MAX);
 }
 
 /* An integer that may be undefined: -1 when missing or null. */
@@ -149,20 +193,32 @@ static int64_t opt(struct rd *c, int obj, const char *key)
 	return present(c, get(c, obj, key)) ? (int64_t)cnt(c, obj, key) : -1;
 }
 
-/* Seconds as µs, 0 when undefined. */
-static uint64_t secs(struct rd *c, int obj, const char *key)
+/* An integer up to max that may be undefined: -1 when missing or null. */
+static int64_t opt_max(struct rd *c, int obj, const char *key, double max)
 {
-	double v = num(c, obj, key);
-
-	return isnan(v) || v < 0 ? 0 : (uint64_t)llround(v * 1e6);
+	return present(c, get(c, obj, key)) ? (int64_t)cnt_max(c, obj, key, max) : -1;
 }
 
-/* ms as µs, -1 when undefined (the document's 3 decimals are whole µs). */
-static int64_t us(struct rd *c, int obj, const char *key)
+/* Seconds (0 to 31 years) as µs, 0 when undefined. */
+static uint64_t secs(struct rd *c, int obj, const char *key)
 {
-	double v = num(c, obj, key);
+	double v = num_in(c, obj, key, 0, MAX_SECS);
+
+	return isnan(v) ? 0 : (uint64_t)llround(v * 1e6);
+}
+
+/* ms as µs (0 to 115 days; from -115 days where neg), -1 when undefined
+ * (the document's 3 decimals are whole µs). */
+static int64_t us_in(struct rd *c, int obj, const char *key, int neg)
+{
+	double v = num_in(c, obj, key, neg ? -MAX_MS : 0, MAX_MS);
 
 	return isnan(v) ? -1 : (int64_t)llround(v * 1e3);
+}
+
+static int64_t us(struct rd *c, int obj, const char *key)
+{
+	return us_in(c, obj, key, 0);
 }
 
 static int flag(struct rd *c, int obj, const char *key)
@@ -322,16 +378,16 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 	double v;
 	char *s;
 
-	k->concurrency = (unsigned)cnt(c, t, "concurrency");
+	k->concurrency = cnt32(c, t, "concurrency");
 	k->concurrency_set = 1;
-	v = num(c, t, "rate");
+	v = num_in(c, t, "rate", 0, MAX_NUM);
 	k->rate = isnan(v) ? 0 : v;
 	s = text(c, t, "arrivals");
 	for (size_t i = 0; s != NULL && i < 3; i++)
 		if (strcmp(s, arrivals[i]) == 0)
 			k->arrivals = (enum load_arrivals)i;
 	free(s);
-	v = num(c, t, "burstiness");
+	v = num_in(c, t, "burstiness", 0, MAX_NUM);
 	k->burstiness = isnan(v) ? 1 : v;
 	k->duration_us = secs(c, t, "duration_s");
 	k->count = cnt(c, t, "count");
@@ -349,7 +405,8 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 		}
 	}
 	k->timeout_us = secs(c, t, "timeout_s");
-	k->seed = cnt(c, t, "seed");
+	/* any --seed (to UINT64_MAX / 10), as a double reads it */
+	k->seed = cnt_max(c, t, "seed", 18446744073709549568.0);
 	k->continuous_usage = flag(c, t, "continuous_usage");
 	k->ramp_us = secs(c, t, "ramp_s");
 }
@@ -443,8 +500,8 @@ static void slices(struct rd *c, int obj, struct load_summary *s)
 	while (load_jl_elem(&c->j, a, &el)) {
 		struct load_slice *x = &s->slices[s->nslices];
 		snprintf(c->where, sizeof c->where, "%s.slices[%zu]", saved, s->nslices);
-		x->start_s = num(c, el, "start_s");
-		x->end_s = num(c, el, "end_s");
+		x->start_s = num_in(c, el, "start_s", 0, MAX_SECS);
+		x->end_s = num_in(c, el, "end_s", 0, MAX_SECS);
 		x->requests = cnt(c, el, "requests");
 		x->ok = cnt(c, el, "ok");
 		x->errors = cnt(c, el, "errors");
@@ -537,13 +594,13 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	s.start_us = (uint64_t)(us(c, el, "start_ms") < 0 ? 0 : us(c, el, "start_ms"));
 	s.warmup = (uint8_t)flag(c, el, "warmup");
 	s.cooldown = (uint8_t)flag(c, el, "cooldown");
-	s.status = (unsigned)(opt(c, el, "status") < 0 ? 0 : opt(c, el, "status"));
+	s.status = (unsigned)cnt_max(c, el, "status", 999);
 	s.ttft_us = us(c, el, "ttft_ms");
 	s.ttfo_us = us(c, el, "ttfo_ms");
 	s.tpot_us = (double)us(c, el, "tpot_ms");
 	s.itl_max_us = us(c, el, "itl_max_ms");
 	s.duration_us = us(c, el, "e2el_ms");
-	s.lag_us = us(c, el, "dispatch_lag_ms");
+	s.lag_us = us_in(c, el, "dispatch_lag_ms", 1);
 	s.queued = (uint8_t)flag(c, el, "queued");
 	s.connect_us = us(c, el, "connect_ms");
 	s.first_token_us = us(c, el, "first_token_ms");
@@ -557,15 +614,15 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	s.output_speed = num(c, el, "output_speed");
 	if (isnan(s.output_speed))
 		s.output_speed = -1;
-	s.events = (uint32_t)cnt(c, el, "events");
-	s.token_chunks = (uint32_t)cnt(c, el, "token_chunks");
+	s.events = cnt32(c, el, "events");
+	s.token_chunks = cnt32(c, el, "token_chunks");
 	s.first_chunk_tokens = opt(c, el, "first_chunk_tokens");
-	s.prompt_tokens = (uint32_t)cnt(c, el, "prompt_tokens");
-	s.max_tokens = (uint32_t)cnt(c, el, "max_tokens");
+	s.prompt_tokens = cnt32(c, el, "prompt_tokens");
+	s.max_tokens = cnt32(c, el, "max_tokens");
 	if (a < 0)
 		*has_itl = 0;
 	while (a >= 0 && load_jl_elem(&c->j, a, &e2)) {
-		double v = num_tok(c, e2, "itl_ms");
+		double v = num_tok_in(c, e2, "itl_ms", 0, MAX_MS);
 		if (n == *gcap) {
 			size_t cap = *gcap ? *gcap * 2 : 256;
 			uint32_t *g = realloc(*gaps, cap * sizeof(*g));
@@ -615,11 +672,11 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	lv->index = (size_t)cnt(c, obj, "index");
 	text_to(c, obj, "label", lv->label, sizeof lv->label);
 	lv->key = key_of(c, obj, "key");
-	lv->value = num(c, obj, "value");
+	lv->value = num_in(c, obj, "value", 0, MAX_NUM);
 	lv->search = key_of(c, obj, "search");
 	lv->phase = word(c, obj, "phase", phases, 2);
-	lv->runs = (unsigned)cnt(c, obj, "runs");
-	lv->started_s = num(c, obj, "started_s");
+	lv->runs = cnt32(c, obj, "runs");
+	lv->started_s = num_in(c, obj, "started_s", 0, MAX_SECS);
 	lv->info.start_us = cnt(c, obj, "monotonic_start_us");
 	conf(c, obj, &lv->conf);
 	lv->info.elapsed_us = secs(c, obj, "elapsed_s");
@@ -780,8 +837,8 @@ static void sweep(struct rd *c, int root)
 		return;
 	r->sweep_key = key_of(c, t, "key");
 	r->stop_reason = word(c, t, "stop_reason", reasons, UTIL_ARRAY_LEN(reasons));
-	r->knee = (int)opt(c, t, "knee_level");
-	r->saturated_at = (int)opt(c, t, "saturated_level");
+	r->knee = (int)opt_max(c, t, "knee_level", INT_MAX);
+	r->saturated_at = (int)opt_max(c, t, "saturated_level", INT_MAX);
 	fit(c, t, "input_fit", "slope_ms_per_1k_tokens", "intercept_ms", &r->input_fit);
 }
 
@@ -855,6 +912,22 @@ static void levels(struct rd *c, int root)
 	c->where[0] = '\0';
 }
 
+/* The sweep's levels are levels of the document. */
+static void indices(struct rd *c, int root)
+{
+	static const char *const names[] = {"knee_level", "saturated_level"};
+	struct load_result *r = &c->d->r;
+	int *at[] = {&r->knee, &r->saturated_at}, t = object(c, root, "sweep");
+
+	for (int i = 0; i < 2; i++)
+		if (*at[i] >= 0 && (size_t)*at[i] >= r->nlevels) {
+			snprintf(c->where, sizeof c->where, "sweep");
+			bad(c, get(c, t, names[i]), names[i], "a level of the document expected");
+			c->where[0] = '\0';
+			*at[i] = -1;
+		}
+}
+
 static const char *kind_word(struct rd *c, int root, enum load_kind *k)
 {
 	char *s = text(c, root, "kind");
@@ -882,7 +955,7 @@ static const char *kind_word(struct rd *c, int root, enum load_kind *k)
 static int slurp(struct rd *c)
 {
 	FILE *f = fopen(c->path, "rb");
-	size_t cap = 1 << 16, got;
+	size_t cap = 1 << 16, got, b = 0;
 
 	if (f == NULL) {
 		fprintf(c->err, "%s: %s\n", c->path, strerror(errno));
@@ -890,7 +963,20 @@ static int slurp(struct rd *c)
 	}
 	c->s = malloc(cap);
 	while (c->s != NULL && (got = fread(c->s + c->len, 1, cap - c->len, f)) > 0) {
+		const char *nul = memchr(c->s + c->len, '\0', got);
+
 		c->len += got;
+		/* no JSON text holds a NUL byte, and ours starts with '{': a
+		 * device or a binary file is refused at once, not 1 GiB later */
+		while (b < c->len && strchr(" \t\r\n", c->s[b]) != NULL && c->s[b] != '\0')
+			b++;
+		if (nul != NULL || (b < c->len && c->s[b] != '{')) {
+			problem_at(c, nul != NULL ? (size_t)(nul - c->s) : b, NULL, nul != NULL ?
+			    "a NUL byte: not a JSON document" :
+			    "a tokentap-load JSON document (an object) expected");
+			fclose(f);
+			return -1;
+		}
 		if (c->len == cap) {
 			char *s = cap >= MAX_DOC_BYTES ? NULL : realloc(c->s, cap * 2);
 			if (s == NULL) {
@@ -963,6 +1049,7 @@ int load_read(struct load_doc *d, const char *path, FILE *err)
 	sweep(&c, root);
 	capacity(&c, root);
 	levels(&c, root);
+	indices(&c, root);
 	if (c.problems > 0)
 		goto fail;
 	load_jl_free(&c.j);

@@ -341,7 +341,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 	if (r->kind == LOAD_KIND_SWEEP) {
 		fprintf(f, "sweep        %s, stopped: %s", load_key_name(r->sweep_key),
 		    r->stop_reason ? r->stop_reason : "-");
-		if (r->knee >= 0)
+		if (r->knee >= 0 && (size_t)r->knee < r->nlevels)
 			fprintf(f, "; the knee is level %d (%s): past it throughput stopped "
 			    "growing while latency rose", r->knee, r->levels[r->knee].label);
 		fputc('\n', f);

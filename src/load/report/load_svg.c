@@ -86,6 +86,8 @@ size_t load_svg_ticks(double lo, double hi, size_t want, double *out, size_t max
 	if (!(hi > lo) || want < 2 || max == 0)
 		return 0;
 	step = nice_step((hi - lo) / (double)(want - 1));
+	if (!(step > 0) || !isfinite(step))
+		return 0;
 	a = floor(lo / step + 1e-9) * step;
 	b = ceil(hi / step - 1e-9) * step;
 	for (double v = a; v <= b + step / 2 && n < max; v += step)
@@ -125,6 +127,9 @@ void load_plot_init(struct load_plot *p, FILE *f, double xlo, double xhi, int xl
 	if (!isfinite(yhi) || yhi <= ylo)
 		yhi = ylo + 1;
 	p->nyt = load_svg_ticks(ylo, ylo + (yhi - ylo) * 1.04, 6, p->yt, 16);
+	/* a range no tick can mark (a saved document's 1e-320 or 1e300) */
+	if (p->nyt < 2)
+		p->nyt = load_svg_ticks(0, 1, 6, p->yt, 16);
 	p->y0 = p->yt[0];
 	p->y1 = p->yt[p->nyt - 1];
 	p->xlog = xlog && xlo > 0;
@@ -141,6 +146,10 @@ void load_plot_init(struct load_plot *p, FILE *f, double xlo, double xhi, int xl
 			xhi += d;
 		}
 		p->nxt = load_svg_ticks(xlo, xhi, 7, p->xt, 16);
+	}
+	if (p->nxt < 2) {
+		p->xlog = 0;
+		p->nxt = load_svg_ticks(0, 1, 7, p->xt, 16);
 	}
 	p->x0 = p->xt[0];
 	p->x1 = p->xt[p->nxt - 1];

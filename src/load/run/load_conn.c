@@ -14,6 +14,7 @@
 #include <event2/event.h>
 #include <llhttp.h>
 
+#include "load_gaps.h"
 #include "load_lag.h"
 #include "load_tls.h"
 #include "util.h"
@@ -51,8 +52,7 @@ struct load_conn {
 	char cenc[32];             /* Content-Encoding */
 	size_t cenc_len;
 
-	uint32_t *itl;
-	size_t nitl, itl_cap;
+	struct load_gaps gaps;       /* the request's, bounded (load_gaps.h) */
 
 	struct load_lag lag;
 };
@@ -152,15 +152,7 @@ static void itl_gap(void *arg, uint64_t gap_us)
 {
 	struct load_conn *c = arg;
 
-	if (c->nitl == c->itl_cap) {
-		size_t cap = c->itl_cap ? c->itl_cap * 2 : 256;
-		uint32_t *v = realloc(c->itl, cap * sizeof(*v));
-		if (v == NULL)
-			return;     /* a gap less in the ITL figures, not a failure */
-		c->itl = v;
-		c->itl_cap = cap;
-	}
-	c->itl[c->nitl++] = gap_us > UINT32_MAX ? UINT32_MAX : (uint32_t)gap_us;
+	load_gaps_add(&c->gaps, gap_us);
 }
 
 static void lag_record(void *arg, uint64_t lag_us)
@@ -257,8 +249,8 @@ static void finish(struct load_conn *c, enum meter_end how)
 	else
 		close_bev(c);
 	c->busy = 0;
-	e.itl = c->itl;
-	e.nitl = c->nitl;
+	e.itl = c->gaps.v;
+	e.nitl = c->gaps.n;
 	e.reused = c->reused;
 	c->ctx->done(c->arg, c, &c->m, how, &e);
 }
@@ -431,6 +423,7 @@ struct load_conn *load_conn_new(struct load_conn_ctx *ctx, void *arg)
 		return NULL;
 	c->ctx = ctx;
 	c->arg = arg;
+	load_gaps_init(&c->gaps, 0x9a95u);
 	c->timer = evtimer_new(ctx->base, conn_timer, c);
 	c->req = evbuffer_new();
 	if (c->timer == NULL || c->req == NULL) {
@@ -452,7 +445,7 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	meter_init(&c->m, t0, dialect);
 	c->m.itl_fn = itl_gap;
 	c->m.itl_arg = c;
-	c->nitl = 0;
+	load_gaps_reset(&c->gaps);
 	load_lag_init(&c->lag, lag_record, c);
 	c->busy = 1;
 	c->retried = c->connect_failed = 0;
@@ -480,6 +473,6 @@ void load_conn_free(struct load_conn *c)
 	if (c->req != NULL)
 		evbuffer_free(c->req);
 	meter_free(&c->m);
-	free(c->itl);
+	load_gaps_free(&c->gaps);
 	free(c);
 }
