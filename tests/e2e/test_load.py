@@ -222,15 +222,17 @@ def test_faults_counted():
         cases = [("status:500", "upstream_error"), ("error-after:2", "upstream_error"),
                  ("close-after:2", "upstream_abort")]
         for fault, outcome in cases:
-            j = load("-c", "2", "-n", "6", "--max-tokens", "5",
-                             "-H", f"X-Mock-Fault: {fault}", m.url(CHAT))
+            # every request fails: without the pre-flight, which would stop
+            # at the first 500, and exit 3 (no request succeeded)
+            j = load("-c", "2", "-n", "6", "--max-tokens", "5", "--no-preflight",
+                     "-H", f"X-Mock-Fault: {fault}", m.url(CHAT), expect=3)
             assert j["requests"] == 6, (fault, j)
             assert j["outcomes"][outcome] == 6, (fault, j["outcomes"])
             assert j["errors"] == 6 and j["error_rate"] == 1.0
             assert j["ttft_ms"]["count"] == 0        # latency only of ok requests
         # a stall beyond --timeout
         j = load("-c", "2", "-n", "2", "--timeout", "300ms",
-                         "-H", "X-Mock-Fault: stall-after:1", m.url(CHAT))
+                 "-H", "X-Mock-Fault: stall-after:1", m.url(CHAT), expect=3)
         assert j["outcomes"]["timeout"] == 2, j["outcomes"]
         # 300 ms, not the default 60 s
         assert j["elapsed_s"] < 10.0
@@ -255,7 +257,8 @@ def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
 
 def test_connect_error_and_usage():
     port = free_port()     # nothing listens there
-    j = load("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
+    j = load("-c", "2", "-d", "300ms", "--no-preflight", f"http://127.0.0.1:{port}{CHAT}",
+             expect=3)
     assert j["requests"] > 0 and j["outcomes"]["connect_error"] == j["requests"]
     assert j["error_rate"] == 1.0
     err = load("--cacert", "/x", f"http://127.0.0.1:{port}/", expect=2, report=False).stderr
@@ -508,7 +511,8 @@ def test_https_target_with_verification():
             assert j["connections"] == 2           # kept alive over TLS
         for args in ((), ("--cacert", p["evil.crt"]), ("--cacert", p["ca.crt"],
                                                        "--sni", "other.example")):
-            j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", *args, name, stderr=True)
+            j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", "--no-preflight", *args,
+                          name, stderr=True, expect=3)
             assert j["outcomes"]["connect_error"] == 2, (args, j["outcomes"])
             assert err.count("certificate verification failed") == 1, err
         j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", "--insecure", name,

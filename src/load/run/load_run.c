@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "load_run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "load_summary.h"
 #include "load_trace.h"
 #include "log.h"
+#include "net.h"
 #include "rng.h"
 #include "util.h"
 
@@ -51,6 +53,8 @@ struct slot {
 	int64_t lag_us;
 	uint32_t prompt_tokens, max_tokens;
 	uint8_t phase, queued;
+	uint32_t backoff_ms;         /* closed loop: after a connect error */
+	struct event *backoff_ev;
 };
 
 struct run {
@@ -87,6 +91,9 @@ struct run {
 static struct run *current;
 static int signals;
 static struct event *sig_ev[2];
+/* the pre-flight: on until a request succeeds; why the target failed it */
+static int preflight;
+static char target_failed[1024];
 
 static void stop_issuing(struct run *r);
 
@@ -128,7 +135,74 @@ void load_run_signals_free(void)
 
 int load_run_interrupted(void)
 {
-	return signals;
+	return signals + (target_failed[0] != '\0');
+}
+
+void load_run_preflight(int on)
+{
+	preflight = on;
+}
+
+const char *load_run_target_failed(void)
+{
+	return target_failed[0] ? target_failed : NULL;
+}
+
+/* What to do about an answer of this status. */
+static const char *status_hint(unsigned st)
+{
+	if (st == 401 || st == 403)
+		return "it wants credentials: -H 'Authorization: Bearer ...'";
+	if (st == 404)
+		return "no such path or model there: check the URL's path, --dialect "
+		    "and --model";
+	if (st == 400 || st == 422)
+		return "it refused the request's body: check --dialect and --model";
+	if (st == 429)
+		return "it limits the request rate: lower -c or -r, or raise its limit";
+	if (st >= 500)
+		return "it failed: see its log";
+	return "a streaming answer is 2xx";
+}
+
+/* The pre-flight's verdict on a request that ended (x): the first that
+ * did not connect, or was answered other than 2xx, before any succeeded,
+ * fails the target, and the run stops issuing. */
+static void preflight_check(struct run *r, const struct load_sample *x,
+    const struct load_conn_end *e)
+{
+	const struct load_conf *c = r->conf;
+	int bad_status = x->status != 0 && (x->status < 200 || x->status > 299);
+
+	if (!preflight || target_failed[0] != '\0')
+		return;
+	if (x->outcome == OUTCOME_OK) {
+		preflight = 0;
+		return;
+	}
+	if (x->outcome != OUTCOME_CONNECT_ERROR && !bad_status)
+		return;
+	if (x->outcome == OUTCOME_CONNECT_ERROR && e->tls_failed)
+		snprintf(target_failed, sizeof target_failed, "the TLS handshake with %s:%u "
+		    "failed (why: above): --cacert FILE for a private CA, --sni NAME for "
+		    "another name, or --insecure", c->host, c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR && e->conn_errno == ECONNREFUSED)
+		snprintf(target_failed, sizeof target_failed, "%s:%u refused the "
+		    "connection: is the server running, and listening on that port?",
+		    c->host, c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR && e->conn_errno == ETIMEDOUT)
+		snprintf(target_failed, sizeof target_failed, "the connection to %s:%u "
+		    "timed out: is the address right, and open to this host?", c->host,
+		    c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR)
+		snprintf(target_failed, sizeof target_failed, "cannot connect to %s:%u%s%s",
+		    c->host, c->port, e->conn_errno ? ": " : "",
+		    e->conn_errno ? strerror(e->conn_errno) : "");
+	else
+		snprintf(target_failed, sizeof target_failed, "%s:%u answered HTTP %u "
+		    "(%s) to the first request: %s", c->host, c->port, x->status,
+		    net_reason(x->status), status_hint(x->status));
+	stop_issuing(r);
 }
 
 void load_run_wait(struct event_base *base, uint64_t us)
@@ -366,6 +440,16 @@ static void arrive(struct run *r, uint64_t t0, size_t entry)
 		window_closed(r);
 }
 
+static void on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+
+	(void)fd;
+	(void)what;
+	user_next(s->r, s);
+	check_end(s->r);
+}
+
 static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
     enum meter_end how, const struct load_conn_end *e)
 {
@@ -389,10 +473,27 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 		run_failed(r, "samples");
 	r->in_flight--;
 	r->last_end = util_now_us();
+	preflight_check(r, &x, e);
 	/* the last counted request ended: the cool-down has done its work */
 	if (s->phase == PH_COUNTED && --r->counted_in_flight == 0 && r->cooling)
 		stop_issuing(r);
 	if (!r->open_loop) {
+		/* a user whose connection failed waits before it tries again,
+		 * 10 ms doubling to a second: a dead target is not a hot loop */
+		if (x.outcome == OUTCOME_CONNECT_ERROR && !r->stopping) {
+			s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : 10;
+			if (s->backoff_ms > 1000)
+				s->backoff_ms = 1000;
+			if (s->backoff_ev == NULL)
+				s->backoff_ev = evtimer_new(r->base, on_backoff, s);
+			if (s->backoff_ev != NULL) {
+				arm(s->backoff_ev, (uint64_t)s->backoff_ms * 1000);
+				check_end(r);
+				return;
+			}
+		} else {
+			s->backoff_ms = 0;
+		}
 		user_next(r, s);
 	} else if (r->qlen > 0) {
 		struct pending p = queue_pop(r);
@@ -597,8 +698,11 @@ static int setup(struct run *r)
 
 static void teardown(struct run *r)
 {
-	for (size_t i = 0; i < r->max_slots && r->slots != NULL; i++)
+	for (size_t i = 0; i < r->max_slots && r->slots != NULL; i++) {
 		load_conn_free(r->slots[i].conn);
+		if (r->slots[i].backoff_ev != NULL)
+			event_free(r->slots[i].backoff_ev);
+	}
 	free(r->slots);
 	free(r->idle);
 	free(r->queue);
@@ -719,7 +823,7 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	info->queued = r.queued;
 	info->cooldown_requests = r.cooled;
 	info->warmup_requests = r.created - r.accepted - r.cooled;
-	info->interrupted = load_run_interrupted() > 0;
+	info->interrupted = signals > 0;
 	if (o->progress)
 		fputs("\r\033[K", stderr);
 	rc = r.failed ? -1 : 0;

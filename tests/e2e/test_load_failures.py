@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tokentap-load against targets that fail: the pre-flight (the first
+answer of the invocation decides whether the target works at all), the
+exit statuses of runs, sweeps and searches that met errors or nothing,
+and the errors by HTTP status."""
+import threading
+import time
+
+from harness import CHAT, Mock, free_port, load
+from peers import SSE_HEAD, Backend, TLSBackend, pki
+
+# long enough that a run which does not stop at once is plainly seen:
+# before the pre-flight each of these ran its whole duration and exited 0
+LONG = ["-c", "4", "-d", "30s", "--max-tokens", "4"]
+
+
+def timed(*args, expect):
+    t = time.monotonic()
+    j, err = load(*args, expect=expect, stderr=True)
+    return j, err, time.monotonic() - t
+
+
+def test_preflight_stops_a_refused_port():
+    port = free_port()     # nothing listens there
+    j, err, took = timed(*LONG, f"http://127.0.0.1:{port}{CHAT}", expect=3)
+    assert "refused the connection" in err and "listening on that port" in err, err
+    assert j["requests"] <= 4 and j["outcomes"]["connect_error"] == j["requests"], j
+    assert took < 10, took     # at once, not the 30 s level
+
+
+def test_preflight_stops_a_tls_failure():
+    p = pki()
+    with TLSBackend(lambda req, c: None, p["server.crt"], p["server.key"]) as b:
+        # the system store does not know the test CA
+        j, err, took = timed(*LONG, f"https://localhost:{b.port}{CHAT}", expect=3)
+    assert err.count("certificate verification failed") == 1, err
+    assert "the TLS handshake with localhost" in err and "--cacert" in err, err
+    assert j["outcomes"]["connect_error"] == j["requests"] <= 4, j
+    assert took < 10, took
+
+
+def test_preflight_stops_429_and_500():
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m:
+        for code, words in (("429", "limits the request rate"), ("500", "see its log")):
+            j, err, took = timed(*LONG, "-H", f"X-Mock-Fault: status:{code}", m.url(CHAT),
+                                 expect=3)
+            assert f"answered HTTP {code}" in err and words in err, err
+            assert j["requests"] <= 4 and j["errors"] == j["requests"], j
+            assert took < 10, took
+        # a target that works passes it, and exits 0
+        j = load("-c", "2", "-n", "4", "--max-tokens", "2", m.url(CHAT))
+        assert j["ok"] == 4
+
+
+class Crowded:
+    """A backend that streams to one request at a time and answers 429 to
+    any other while one streams."""
+
+    def __init__(self):
+        self.busy = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, req, c):
+        with self.lock:
+            busy = self.busy
+            if not busy:
+                self.busy = 1
+        if busy:
+            c.send(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n")
+            time.sleep(0.005)
+            return "keep"
+        try:
+            c.send(SSE_HEAD)
+            for _ in range(3):
+                time.sleep(0.01)
+                c.chunk(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n')
+            c.chunk(b"data: [DONE]\n\n")
+            c.end_chunks()
+        finally:
+            with self.lock:
+                self.busy = 0
+        return "keep"
+
+
+def test_no_request_ok_and_error_rate_exit_3():
+    """Without the pre-flight, a run whose every request failed exits 3;
+    one whose error rate passed --stop-error-rate (default 10 %) too."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m:
+        j, err = load("-c", "2", "-n", "6", "--max-tokens", "2", "--no-preflight",
+                      "-H", "X-Mock-Fault: status:503", m.url(CHAT), expect=3, stderr=True)
+        assert j["outcomes"]["upstream_error"] == 6 and "no request succeeded" in err, err
+    # two users of a backend that serves one at a time: many 429s among
+    # the streams, past 10 %; and under a --stop-error-rate of 100 %, 0
+    with Backend(Crowded()) as b:
+        url = f"http://127.0.0.1:{b.port}{CHAT}"
+        j, err = load("-c", "2", "-n", "40", "--max-tokens", "4", "--no-preflight", url,
+                      expect=3, stderr=True)
+        assert 0 < j["ok"] and j["error_rate"] > 0.1, j["outcomes"]
+        assert "over --stop-error-rate 10.00 %" in err, err
+        load("-c", "2", "-n", "10", "--no-preflight", "--stop-error-rate", "100%", url)
+
+
+def test_sweep_stopped_by_errors_exits_3():
+    with Backend(Crowded()) as b:
+        r = load("sweep", "--over", "concurrency", "--levels", "1,4,8", "--warmup", "100ms",
+                 "-d", "1s", "--max-tokens", "4", f"http://127.0.0.1:{b.port}{CHAT}",
+                 whole=True, expect=3, stderr=True)
+    doc, err = r
+    assert doc["sweep"]["stop_reason"] == "error_rate", doc["sweep"]
+    assert len(doc["levels"]) == 2 and doc["levels"][0]["errors"] == 0
+    assert "error rate" in err and "--stop-error-rate" in err, err
+
+
+def test_capacity_that_meets_nothing_exits_1():
+    with Mock("--ttft", "40ms", "--tpot", "1ms") as m:
+        doc, err = load("capacity", "--slo", "ttft_p95<=1ms", "--over", "concurrency",
+                        "--warmup", "100ms", "-d", "500ms", "--max-tokens", "2",
+                        m.url(CHAT), whole=True, expect=1, stderr=True)
+    assert doc["capacity"][0]["found"] is False, doc["capacity"]
+    assert "no level met the SLO" in err, err
