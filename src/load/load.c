@@ -54,7 +54,7 @@ struct opts {
 	const char *slo_text;
 	struct load_slo slo;
 	const char *prompts_path, *trace_path, *replay_path, *replay_route;
-	const char *tt_url, *tt_window, *tt_route;
+	const char *tt_url, *tt_window, *tt_route, *tt_log;
 	const char *over, *levels;
 	struct load_plan plan;
 	int tls_opt_given;
@@ -71,7 +71,7 @@ enum {
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT,
-	OPT_NO_PREFLIGHT
+	OPT_NO_PREFLIGHT, OPT_TT_LOG
 };
 
 static const struct option long_opts[] = {
@@ -111,6 +111,7 @@ static const struct option long_opts[] = {
 	{"tokentap", required_argument, NULL, OPT_TOKENTAP},
 	{"tokentap-window", required_argument, NULL, OPT_TT_WINDOW},
 	{"tokentap-route", required_argument, NULL, OPT_TT_ROUTE},
+	{"tokentap-log", required_argument, NULL, OPT_TT_LOG},
 	{"over", required_argument, NULL, OPT_OVER},
 	{"levels", required_argument, NULL, OPT_LEVELS},
 	{"saturation", required_argument, NULL, OPT_SATURATION},
@@ -205,6 +206,9 @@ static void usage(FILE *f)
 	    "                          beside the client's figures\n"
 	    "      --tokentap-window W the /stats window to read (default tokentap's first)\n"
 	    "      --tokentap-route R  the route to read (default the busiest)\n"
+	    "      --tokentap-log FILE tokentap's access log: each request paired with its\n"
+	    "                          line by X-Request-Id, client - tokentap per request\n"
+	    "                          (no /stats window to wait for between levels)\n"
 	    "\n"
 	    "Sweeps (tokentap-load sweep):\n"
 	    "      --over KEY          concurrency, rate or prompt-tokens\n"
@@ -490,6 +494,9 @@ static int parse_other(struct opts *o, int ch)
 	case OPT_REPLAY_ROUTE:
 		o->replay_route = optarg;
 		break;
+	case OPT_TT_LOG:
+		o->tt_log = optarg;
+		break;
 	case OPT_TOKENTAP:
 		o->tt_url = optarg;
 		break;
@@ -744,6 +751,10 @@ static int read_inputs(struct opts *o, struct inputs *in)
 	}
 	if (load_tls_init(&in->tls, c) < 0)
 		return -1;
+	if (o->tt_log != NULL && access(o->tt_log, R_OK) < 0) {
+		log_error("--tokentap-log %s: %s", o->tt_log, strerror(errno));
+		return -1;
+	}
 	if (o->tt_url != NULL) {
 		struct load_tt probe;
 		if (load_tt_conf_init(&in->tt, o->tt_url, o->tt_window, o->tt_route, &err) < 0) {
@@ -891,6 +902,11 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 		load_levels_single(&le, &r);
 	if (load_run_target_failed() != NULL && load_run_interrupted() == 1)
 		target_failed_fixup(&r);
+	if (o->tt_log != NULL && r.nlevels > 0) {
+		char err[300];
+		if (load_tt_pair(o->tt_log, &r, 2000, err, sizeof err) < 0)
+			log_error("--tokentap-log %s", err);
+	}
 	if (r.nlevels == 0 || (r.nlevels == 1 && r.levels[0].st.n == 0 && r.failed)) {
 		rc = EXIT_USAGE;
 		goto done;

@@ -107,7 +107,7 @@ LEVEL_KEYS = {
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
-    "input_fit", "slices", "generator", "tokentap", "samples",
+    "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "samples",
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",

@@ -3,10 +3,11 @@
 answer of the invocation decides whether the target works at all), the
 exit statuses of runs, sweeps and searches that met errors or nothing,
 and the errors by HTTP status."""
+import statistics
 import threading
 import time
 
-from harness import CHAT, Mock, free_port, load
+from harness import CHAT, Mock, Tokentap, free_port, load
 from peers import SSE_HEAD, Backend, TLSBackend, pki
 
 # long enough that a run which does not stop at once is plainly seen:
@@ -118,3 +119,37 @@ def test_capacity_that_meets_nothing_exits_1():
                         m.url(CHAT), whole=True, expect=1, stderr=True)
     assert doc["capacity"][0]["found"] is False, doc["capacity"]
     assert "no level met the SLO" in err, err
+
+
+def test_tokentap_log_pairs_each_request():
+    """Three levels through tokentap with --tokentap-log: each measured
+    request is paired with tokentap's access-log line of it by
+    X-Request-Id, and the client - tokentap figures are those of the
+    pairs (recomputed here, numpy's rule); no /stats window is waited for
+    between levels, so the invocation takes about the levels' own time.
+    The client sent before tokentap read and read after tokentap sent:
+    each TTFT difference is positive."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        doc = load("sweep", "--over", "concurrency", "--levels", "1,2,4", "--no-stop",
+                   "-d", "1s", "--warmup", "100ms", "--max-tokens", "10",
+                   "--tokentap-log", t.log, t.url(CHAT), whole=True)
+        took = time.monotonic() - began
+        logged = {x["request_id"]: x for x in t.access()}
+    assert len(doc["levels"]) == 3
+    run = doc["run_id"]
+    for lv in doc["levels"]:
+        p = lv["tokentap_paired"]
+        mine = [s for s in lv["samples"] if not s["warmup"] and not s["cooldown"]]
+        assert p["requests"] == len(mine) == lv["requests"] and p["missing"] == 0, p
+        d = sorted(s["ttft_ms"] - logged[f"{run}-{lv['index']}-{s['seq']}"]["ttft_ms"]
+                   for s in mine)
+        assert d[0] >= 0, d
+        got = p["client_minus_tokentap_ttft_ms"]
+        assert got["count"] == len(d) and abs(got["max"] - d[-1]) < 0.002, (got, d)
+        assert abs(got["p50"] - statistics.quantiles(d, n=100, method="inclusive")[49]) \
+            < 0.002 if len(d) > 1 else True, (got, d)
+    # the levels' own time and the log's last lines: not a window each
+    assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took

@@ -382,6 +382,32 @@ static void tokentap(struct emit *e, const struct load_result *r,
 	end_obj(e);
 }
 
+/* --tokentap-log: client - tokentap per request. */
+static void tokentap_paired(struct emit *e, const struct load_level *lv)
+{
+	const struct load_tt_pairs *p = &lv->pairs;
+	static const char *const names[] = {"p50", "p95", "max"};
+
+	if (!p->asked) {
+		null(e, "tokentap_paired");
+		return;
+	}
+	obj(e, "tokentap_paired", 1);
+	u64(e, "requests", p->paired);
+	u64(e, "missing", p->missing);
+	obj(e, "client_minus_tokentap_ttft_ms", 1);
+	u64(e, "count", p->ttft_n);
+	for (int i = 0; i < 3; i++)
+		num(e, names[i], p->ttft[i], 3);
+	end_obj(e);
+	obj(e, "client_minus_tokentap_tpot_ms", 1);
+	u64(e, "count", p->tpot_n);
+	for (int i = 0; i < 3; i++)
+		num(e, names[i], p->tpot[i], 3);
+	end_obj(e);
+	end_obj(e);
+}
+
 static void sample(struct emit *e, const struct loadstats *st,
     const struct load_sample *s, int itl)
 {
@@ -503,6 +529,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	slices(e, s);
 	generator(e, lv);
 	tokentap(e, r, lv);
+	tokentap_paired(e, lv);
 	if (!o->samples)
 		return;
 	arr(e, "samples", 0);

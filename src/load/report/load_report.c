@@ -309,6 +309,35 @@ static void capacity_lines(FILE *f, const struct load_result *r)
 	}
 }
 
+static void pair_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, " %9.3f", v);
+	else
+		fprintf(f, " %9s", "-");
+}
+
+/* --tokentap-log: client - tokentap per request, a line per level. */
+static void pairs_table(FILE *f, const struct load_result *r)
+{
+	if (r->nlevels == 0 || !r->levels[0].pairs.asked)
+		return;
+	fprintf(f, "\nclient - tokentap per request (ms), paired by X-Request-Id with "
+	    "tokentap's access log\n%-36s %8s %8s %9s %9s %9s %9s %9s %9s\n", "level",
+	    "paired", "missing", "TTFT p50", "TTFT p95", "TTFT max", "TPOT p50", "TPOT p95",
+	    "TPOT max");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_tt_pairs *p = &r->levels[i].pairs;
+		fprintf(f, "%-36.36s %8llu %8llu", r->levels[i].label,
+		    (unsigned long long)p->paired, (unsigned long long)p->missing);
+		for (int k = 0; k < 3; k++)
+			pair_num(f, p->ttft[k]);
+		for (int k = 0; k < 3; k++)
+			pair_num(f, p->tpot[k]);
+		fputc('\n', f);
+	}
+}
+
 void load_report_table(FILE *f, const struct load_result *r)
 {
 	const struct load_conf *c = r->conf;
@@ -320,6 +349,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 			fputc('\n', f);
 			levels_table(f, r);
 		}
+		pairs_table(f, r);
 		return;
 	}
 	fprintf(f, "target       %s (%s, model %s)\n", c->url,
@@ -354,4 +384,5 @@ void load_report_table(FILE *f, const struct load_result *r)
 		capacity_lines(f, r);
 	if (r->interrupted)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
+	pairs_table(f, r);
 }

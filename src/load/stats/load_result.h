@@ -60,6 +60,18 @@ struct load_tt {
 
 enum { LOAD_TT_MEAN, LOAD_TT_P50, LOAD_TT_P90, LOAD_TT_P95, LOAD_TT_P99, LOAD_TT_MAX };
 
+/* --tokentap-log: each measured request paired with tokentap's access-log
+ * record of it by X-Request-Id (load_tt.h), and the client's figure
+ * minus tokentap's per request. */
+struct load_tt_pairs {
+	int asked;
+	uint64_t paired;             /* measured requests found in the log */
+	uint64_t missing;            /* measured requests not found */
+	/* client - tokentap per ok request: p50, p95, max (ms); NaN: none */
+	double ttft[3], tpot[3];
+	uint64_t ttft_n, tpot_n;
+};
+
 struct load_level {
 	size_t index;                /* in the document, from 0 */
 	enum load_key key;           /* what this level set: concurrency, ... */
@@ -76,6 +88,7 @@ struct load_level {
 	int has_slo;
 	struct load_slo_result slo;
 	struct load_tt tt;
+	struct load_tt_pairs pairs;
 };
 
 /* A capacity search's answer. */
