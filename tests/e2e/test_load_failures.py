@@ -3,7 +3,10 @@
 answer of the invocation decides whether the target works at all), the
 exit statuses of runs, sweeps and searches that met errors or nothing,
 and the errors by HTTP status."""
+import json
+import os
 import statistics
+import tempfile
 import threading
 import time
 
@@ -153,3 +156,30 @@ def test_tokentap_log_pairs_each_request():
             < 0.002 if len(d) > 1 else True, (got, d)
     # the levels' own time and the log's last lines: not a window each
     assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
+
+
+def test_cosmetic_faults():
+    """The replay header says its requests and where the sizes come from
+    (it said "requests0)" and "prompt 100-100 tokens"); a rate is a plain
+    number (it said 1e+04 req/s); an undefined output speed is null (it
+    was -1); a --lag row with nothing stamped says why."""
+    with Mock("--ttft", "2ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        with open(trace, "w") as f:
+            for i in range(3):
+                f.write(json.dumps({"offset_ms": 10 * i, "prompt_tokens": 50,
+                                    "output_tokens": 2}) + "\n")
+        out = load("--trace", trace, m.url(CHAT), report=False).stdout
+        assert f"replaying {trace} (3 requests)," in out, out
+        assert "prompt and output tokens as the trace has them" in out, out
+        assert "100-100" not in out and "requests0" not in out, out
+        out = load("-r", "10000", "-n", "3", "--max-tokens", "2", m.url(CHAT),
+                   report=False).stdout
+        assert "10000 req/s" in out and "e+" not in out, out
+        out = load("-c", "1", "-n", "2", "--max-tokens", "3", m.url(CHAT), report=False).stdout
+        assert "max 3 tokens" in out and "3-3" not in out, out
+        j = load("-c", "1", "-n", "2", "--max-tokens", "1", m.url(CHAT))
+        assert [s["output_speed"] for s in j["samples"]] == [None, None], j["samples"]
+        out = load("-c", "1", "-n", "2", "--max-tokens", "3", "--lag", m.url(CHAT),
+                   report=False).stdout
+        assert "no event was stamped" in out and "--stamp on" in out, out

@@ -433,8 +433,8 @@ static int workload_diffs(FILE *out, const char *label, const struct load_conf *
 		DIFF(a->rate > 0 ? "connections (-c)" : "concurrency", x, y);
 	}
 	if (!same_num(a->rate, b->rate)) {
-		snprintf(x, sizeof x, "%g/s", a->rate);
-		snprintf(y, sizeof y, "%g/s", b->rate);
+		snprintf(x, sizeof x, "%.10g/s", a->rate);
+		snprintf(y, sizeof y, "%.10g/s", b->rate);
 		DIFF("rate", x, y);
 	}
 	if (a->rate > 0 && b->rate > 0 && (a->arrivals != b->arrivals ||

@@ -435,7 +435,8 @@ static void sample(struct emit *e, const struct loadstats *st,
 		null(e, "token_source");
 	i64(e, "input_tokens", s->input_tokens);
 	i64(e, "reasoning_tokens", s->reasoning_tokens);
-	num(e, "output_speed", s->output_speed, 3);
+	/* undefined (< 0: no token, or one) is null, as the schema says */
+	num(e, "output_speed", s->output_speed >= 0 ? s->output_speed : NAN, 3);
 	u64(e, "events", s->events);
 	u64(e, "token_chunks", s->token_chunks);
 	i64(e, "first_chunk_tokens", s->first_chunk_tokens);

@@ -17,15 +17,29 @@ static void cell(FILE *f, double v, int w, int dec)
 		fprintf(f, " %*s", w, "-");
 }
 
+/* A token count's range: "100", or "100-200". */
+static void range(FILE *f, const char *what, const struct load_range *r)
+{
+	if (r->min == r->max)
+		fprintf(f, ", %s %u tokens", what, r->min);
+	else
+		fprintf(f, ", %s %u-%u tokens", what, r->min, r->max);
+}
+
 static void table_mode(FILE *f, const struct load_conf *c)
 {
-	if (c->trace != NULL)
-		fprintf(f, "load         open loop, replaying %s (%zu requests%s%.3g)",
-		    c->trace->path, c->trace->n, c->trace_speed != 1 ? ", speed x" : "",
-		    c->trace_speed != 1 ? c->trace_speed : 0.0);
-	else if (c->rate > 0)
-		fprintf(f, "load         open loop, %.4g req/s %s arrivals", c->rate,
+	if (c->trace != NULL) {
+		fprintf(f, "load         open loop, replaying %s (%zu requests", c->trace->path,
+		    c->trace->n);
+		if (c->trace_speed != 1)
+			fprintf(f, ", speed x%.3g", c->trace_speed);
+		fputc(')', f);
+	} else if (c->rate > 0) {
+		/* a rate is a plain number, 10000 and not 1e+04 */
+		fprintf(f, c->rate < 1e4 ? "load         open loop, %.4g req/s %s arrivals" :
+		    "load         open loop, %.0f req/s %s arrivals", c->rate,
 		    load_conf_arrivals_name(c));
+	}
 	else
 		fprintf(f, "load         closed loop, %u users", c->concurrency);
 	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
@@ -42,9 +56,13 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		fprintf(f, ", %" PRIu64 " requests", c->count);
 	if (c->prompts != NULL)
 		fprintf(f, ", prompts of %s (%zu)", c->prompts->path, c->prompts->n);
+	else if (c->trace == NULL)
+		range(f, "prompt", &c->prompt_tokens);
+	if (c->trace != NULL)
+		fprintf(f, ", %s tokens as the trace has them\n", c->prompts != NULL ?
+		    "output" : "prompt and output");
 	else
-		fprintf(f, ", prompt %u-%u tokens", c->prompt_tokens.min, c->prompt_tokens.max);
-	fprintf(f, ", max %u-%u tokens\n", c->max_tokens.min, c->max_tokens.max);
+		range(f, "max", &c->max_tokens), fputc('\n', f);
 }
 
 static void dist_row(FILE *f, const char *label, const struct load_dist *d,
@@ -202,6 +220,9 @@ void load_report_level(FILE *f, const struct load_result *r,
 	dist_row(f, "speed tok/s", &s->speed, p);
 	if (c->lag)
 		dist_row(f, "event lag ms", &s->event_lag, p);
+	if (c->lag && s->event_lag.count == 0)
+		fprintf(f, "%-16s no event was stamped: start tokentap-mock with --stamp on "
+		    "(or send -H 'X-Mock-Stamp: on'); --lag times only those\n", "");
 	if (lv->has_slo)
 		slo_lines(f, r, lv);
 	if (s->nslices > 1)
