@@ -101,7 +101,7 @@ LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
-    "outcomes", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
+    "outcomes", "errors_by_status", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
     "input_tokens",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",

@@ -183,3 +183,24 @@ def test_cosmetic_faults():
         out = load("-c", "1", "-n", "2", "--max-tokens", "3", "--lag", m.url(CHAT),
                    report=False).stdout
         assert "no event was stamped" in out and "--stamp on" in out, out
+
+
+def test_errors_by_status_everywhere():
+    """429 and 500 are both upstream_error; the status is said beside the
+    cause in the table, the JSON, the CSV and the HTML page."""
+    with Backend(Crowded()) as b, tempfile.TemporaryDirectory() as d:
+        p = {n: os.path.join(d, n) for n in ("run.json", "run.csv", "run.html")}
+        r = load("-c", "3", "-n", "30", "--max-tokens", "4", "--no-preflight",
+                 "--stop-error-rate", "100%", "--json", p["run.json"], "--csv", p["run.csv"],
+                 "--report", p["run.html"], f"http://127.0.0.1:{b.port}{CHAT}", report=False)
+        with open(p["run.json"]) as f:
+            lv = json.load(f)["levels"][0]
+        with open(p["run.csv"]) as f:
+            head, row = f.read().splitlines()[:2]
+        with open(p["run.html"]) as f:
+            html = f.read()
+    n = lv["outcomes"]["upstream_error"]
+    assert n > 0 and lv["errors_by_status"] == {"429": n}, lv["errors_by_status"]
+    assert f"by status    HTTP 429 {n}\n" in r.stdout, r.stdout
+    assert head.endswith(",errors_by_status") and row.endswith(f",429:{n}"), (head, row)
+    assert f'data-status="429" data-count="{n}"' in html

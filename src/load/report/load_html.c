@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_report.h"
 #include "load_svg.h"
 #include "util.h"
 
@@ -736,6 +737,22 @@ static void panel_errors(struct page *pg)
 	if (nn > 0)
 		load_plot_legend(&p, names, cls, NULL, nn);
 	load_plot_close(&p);
+	/* the errors that had an answer, by HTTP status: 429 and 500 are
+	 * both upstream_error above */
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(&r->levels[i], st);
+		if (n == 0)
+			continue;
+		fprintf(pg->f, "<p class=\"note\" data-level=\"%zu\">", i);
+		text(pg, r->levels[i].label);
+		fputs(": errors by HTTP status", pg->f);
+		for (size_t k = 0; k < n; k++)
+			fprintf(pg->f, "%s <span data-status=\"%u\" data-count=\"%" PRIu64
+			    "\">%u &#215; %" PRIu64 "</span>", k ? "," : "", st[k].status, st[k].n,
+			    st[k].status, st[k].n);
+		fputs("</p>\n", pg->f);
+	}
 	end_section(pg);
 }
 

@@ -7,6 +7,7 @@
 
 #include "jsonw.h"
 #include "load_prompts.h"
+#include "load_report.h"
 #include "load_trace.h"
 #include "util.h"
 
@@ -490,6 +491,17 @@ static void level_members(struct emit *e, const struct load_result *r,
 	for (int i = 0; i < OUTCOME_COUNT; i++)
 		u64(e, meter_outcome_name((enum meter_outcome)i), s->outcomes[i]);
 	end_obj(e);
+	{
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(lv, st);
+		char code[16];
+		obj(e, "errors_by_status", 1);
+		for (size_t i = 0; i < n; i++) {
+			snprintf(code, sizeof code, "%u", st[i].status);
+			u64(e, code, st[i].n);
+		}
+		end_obj(e);
+	}
 	u64(e, "warmup_requests", lv->info.warmup_requests);
 	u64(e, "cooldown_requests", lv->info.cooldown_requests);
 	u64(e, "completed", s->completed);
@@ -710,7 +722,7 @@ void load_csv_write(FILE *f, const struct load_result *r)
 		fprintf(f, ",%s", meter_outcome_name((enum meter_outcome)o));
 	fputs(",tokens_per_chunk_mean,first_chunk_tokens_mean,dispatch_lag_max_ms,"
 	    "generator_cpu_share,slo_met,tokentap_ttft_p50_ms,tokentap_ttft_p95_ms,"
-	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms\n", f);
+	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms,errors_by_status\n", f);
 	for (size_t i = 0; i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
 		const struct load_summary *s = &lv->sum;
@@ -752,6 +764,14 @@ void load_csv_write(FILE *f, const struct load_result *r)
 		csv_num(f, lv->tt.ok ? lv->tt.ttft[LOAD_TT_P95] : NAN, 3);
 		csv_num(f, lv->tt.ok ? lv->tt.tpot[LOAD_TT_P50] : NAN, 3);
 		csv_num(f, lv->tt.ok ? lv->tt.tpot[LOAD_TT_P95] : NAN, 3);
+		{
+			/* "429:58 500:2": the errors that had an answer, by status */
+			struct load_status_count st[LOAD_REPORT_STATUSES];
+			size_t n = load_report_error_statuses(lv, st);
+			fputc(',', f);
+			for (size_t k = 0; k < n; k++)
+				fprintf(f, "%s%u:%" PRIu64, k ? " " : "", st[k].status, st[k].n);
+		}
 		fputc('\n', f);
 	}
 }

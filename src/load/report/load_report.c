@@ -17,6 +17,32 @@ static void cell(FILE *f, double v, int w, int dec)
 		fprintf(f, " %*s", w, "-");
 }
 
+size_t load_report_error_statuses(const struct load_level *lv,
+    struct load_status_count v[LOAD_REPORT_STATUSES])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < lv->st.n; i++) {
+		const struct load_sample *x = &lv->st.v[i];
+		size_t k;
+		if (!loadstats_counted(x) || x->outcome == OUTCOME_OK || x->status == 0)
+			continue;
+		for (k = 0; k < n && v[k].status != x->status; k++)
+			;
+		if (k == n) {
+			if (n == LOAD_REPORT_STATUSES)
+				continue;
+			/* in order */
+			for (k = n++; k > 0 && v[k - 1].status > x->status; k--)
+				v[k] = v[k - 1];
+			v[k].status = x->status;
+			v[k].n = 0;
+		}
+		v[k].n++;
+	}
+	return n;
+}
+
 /* A token count's range: "100", or "100-200". */
 static void range(FILE *f, const char *what, const struct load_range *r)
 {
@@ -189,6 +215,15 @@ void load_report_level(FILE *f, const struct load_result *r,
 	}
 	if (sep)
 		fputc('\n', f);
+	{
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(lv, st);
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%sHTTP %u %" PRIu64, i ? ", " : "by status    ", st[i].status,
+			    st[i].n);
+		if (n > 0)
+			fputc('\n', f);
+	}
 	fprintf(f, "throughput   %.2f req/s, output %.1f tokens/s, total %.1f tokens/s "
 	    "(%" PRIu64 " connections, at most %" PRIu64 " in flight)\n",
 	    s->requests_per_s, s->output_tokens_per_s, s->total_tokens_per_s,
