@@ -5,12 +5,14 @@ exit statuses of runs, sweeps and searches that met errors or nothing,
 and the errors by HTTP status."""
 import json
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
 
-from harness import CHAT, Mock, Tokentap, free_port, load
+from harness import CHAT, Mock, Tokentap, binary, free_port, load
 from peers import SSE_HEAD, Backend, TLSBackend, pki
 
 # long enough that a run which does not stop at once is plainly seen:
@@ -204,3 +206,39 @@ def test_errors_by_status_everywhere():
     assert f"by status    HTTP 429 {n}\n" in r.stdout, r.stdout
     assert head.endswith(",errors_by_status") and row.endswith(f",429:{n}"), (head, row)
     assert f'data-status="429" data-count="{n}"' in html
+
+
+def stopped_a_while(args):
+    """tokentap-load run with args, stopped (SIGSTOP) for 300 ms in its
+    middle: every read due then comes late. Returns (document, stdout)."""
+    p = subprocess.Popen([binary("tokentap-load"), *args, "--json", "-"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.8)
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGCONT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    return json.loads(out), err
+
+
+def test_reads_late_warned_once():
+    """A generator stopped for 300 ms reads late: from tokentap-mock's
+    stamps with --lag, else from its own loop's timer, it says so once
+    for the invocation (not once per level), against the tightest target
+    of its SLO; the levels that read late carry it in the JSON."""
+    with Mock("--ttft", "5ms", "--tpot", "5ms", "--stamp", "on") as m:
+        doc, err = stopped_a_while(["-c", "2", "-d", "2s", "--max-tokens", "50", "--lag",
+                                    m.url(CHAT)])
+        g = doc["levels"][0]["generator"]
+        assert g["read_late_source"] == "stamps" and g["read_late_p99_ms"] > 100, g
+        assert "read_late" in g["warnings"], g
+        doc, err = stopped_a_while(["sweep", "--over", "concurrency", "--levels", "1,2",
+                                    "--no-stop", "--warmup", "100ms", "-d", "1.5s",
+                                    "--max-tokens", "50", "--slo", "ttft_p95<=1s",
+                                    m.url(CHAT)])
+    gens = [lv["generator"] for lv in doc["levels"]]
+    assert gens[0]["read_late_source"] == "timer" and gens[0]["read_late_p99_ms"] > 100, gens
+    # the table (on stderr with --json -) warns once, naming the target
+    assert err.count("the generator read late") == 1, err
+    assert "of the target ttft_p95 <= 1000 ms" in err, err

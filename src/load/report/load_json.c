@@ -303,7 +303,8 @@ static void slices(struct emit *e, const struct load_summary *s)
 	end_arr(e);
 }
 
-static void generator(struct emit *e, const struct load_level *lv)
+static void generator(struct emit *e, const struct load_result *r,
+    const struct load_level *lv)
 {
 	const struct load_gen *g = &lv->sum.gen;
 
@@ -315,7 +316,13 @@ static void generator(struct emit *e, const struct load_level *lv)
 	u64(e, "connections", lv->info.connections);
 	u64(e, "max_in_flight", lv->info.max_in_flight);
 	u64(e, "queued", g->queued);
+	num(e, "read_late_p99_ms", lv->info.read_late_p99_ms, 3);
+	num(e, "read_late_max_ms", lv->info.read_late_max_ms, 3);
+	str(e, "read_late_source", isnan(lv->info.read_late_p99_ms) ? NULL :
+	    lv->info.read_late_stamps ? "stamps" : "timer");
 	arr(e, "warnings", 1);
+	if (load_report_read_late(r, lv))
+		str(e, NULL, "read_late");
 	if (g->cpu_bound)
 		str(e, NULL, "cpu");
 	if (g->lag_bound)
@@ -540,7 +547,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	fit(e, "drift", &s->drift, "ttft_slope_ms_per_min", "ttft_intercept_ms");
 	fit(e, "input_fit", &s->input_fit, "slope_ms_per_1k_tokens", "intercept_ms");
 	slices(e, s);
-	generator(e, lv);
+	generator(e, r, lv);
 	tokentap(e, r, lv);
 	tokentap_paired(e, lv);
 	if (!o->samples)

@@ -43,6 +43,58 @@ size_t load_report_error_statuses(const struct load_level *lv,
 	return n;
 }
 
+double load_report_read_late_limit(const struct load_result *r, int *target)
+{
+	double lim = 1;
+
+	*target = -1;
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		if (t->metric == LOAD_SLO_ERROR_RATE)
+			continue;
+		if (*target < 0 || t->limit < r->slo.v[*target].limit)
+			*target = (int)i;
+	}
+	if (*target >= 0 && 0.05 * r->slo.v[*target].limit > lim)
+		lim = 0.05 * r->slo.v[*target].limit;
+	return lim;
+}
+
+int load_report_read_late(const struct load_result *r, const struct load_level *lv)
+{
+	int t;
+
+	return lv->info.read_late_p99_ms > load_report_read_late_limit(r, &t);
+}
+
+/* Once per invocation: the generator read late (the worst level). */
+static void read_late_warning(FILE *f, const struct load_result *r)
+{
+	const struct load_level *w = NULL;
+	double lim;
+	int t;
+
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (load_report_read_late(r, &r->levels[i]) && (w == NULL ||
+		    r->levels[i].info.read_late_p99_ms > w->info.read_late_p99_ms))
+			w = &r->levels[i];
+	if (w == NULL)
+		return;
+	lim = load_report_read_late_limit(r, &t);
+	fprintf(f, "warning      the generator read late: %.2f ms at p99, %.2f ms at most "
+	    "(%s%s, %s)", w->info.read_late_p99_ms, w->info.read_late_max_ms,
+	    r->nlevels > 1 ? "the worst level: " : "", r->nlevels > 1 ? w->label : "the run",
+	    w->info.read_late_stamps ? "tokentap-mock's stamps" : "its own loop's timer");
+	if (t >= 0)
+		fprintf(f, ", %.0f %% of the target %s <= %.4g ms", 100 *
+		    w->info.read_late_p99_ms / r->slo.v[t].limit, r->slo.v[t].name,
+		    r->slo.v[t].limit);
+	else
+		fprintf(f, ", over %.3g ms", lim);
+	fprintf(f, ": its figures include it; give it a CPU of its own, or split the "
+	    "users among generators\n");
+}
+
 /* A token count's range: "100", or "100-200". */
 static void range(FILE *f, const char *what, const struct load_range *r)
 {
@@ -405,6 +457,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 			fputc('\n', f);
 			levels_table(f, r);
 		}
+		read_late_warning(f, r);
 		pairs_table(f, r);
 		return;
 	}
@@ -440,5 +493,6 @@ void load_report_table(FILE *f, const struct load_result *r)
 		capacity_lines(f, r);
 	if (r->interrupted)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
+	read_late_warning(f, r);
 	pairs_table(f, r);
 }

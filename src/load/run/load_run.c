@@ -30,6 +30,9 @@
 #define MAX_EVENT_BYTES (1024 * 1024)
 /* The progress line's p95 TTFT: over the last this many requests. */
 #define PROGRESS_SAMPLES 4096
+/* The loop's lateness is sampled this often, at most SLIP_MAX times. */
+#define SLIP_US 10000
+#define SLIP_MAX (1u << 20)
 
 struct run;
 
@@ -84,6 +87,12 @@ struct run {
 	int enough;                  /* the count is reached */
 	struct evbuffer *req;
 	struct event *deadline_ev, *arrival_ev, *progress_ev, *ramp_ev;
+	/* the loop's own lateness: a timer every SLIP_US, each period it
+	 * missed recorded as how late its tick came (µs) */
+	struct event *slip_ev;
+	uint64_t slip_next;
+	uint32_t *slip;
+	size_t nslip, slip_cap;
 };
 
 /* ---- signals: one handler for the program, the run in progress told */
@@ -557,6 +566,72 @@ static void on_ramp(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void on_slip(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	uint64_t now = util_now_us();
+
+	(void)fd;
+	(void)what;
+	/* a stall of 300 ms is 30 ticks late by 300, 290, ... ms: as late
+	 * as a read that became ready in each would have been */
+	for (; r->slip_next <= now; r->slip_next += SLIP_US) {
+		if (r->nslip == r->slip_cap && r->slip_cap < SLIP_MAX) {
+			size_t cap = r->slip_cap ? 2 * r->slip_cap : 1024;
+			uint32_t *v = realloc(r->slip, cap * sizeof(*v));
+			if (v != NULL) {
+				r->slip = v;
+				r->slip_cap = cap;
+			}
+		}
+		if (r->nslip < r->slip_cap) {
+			uint64_t late = now - r->slip_next;
+			r->slip[r->nslip++] = late > UINT32_MAX ? UINT32_MAX : (uint32_t)late;
+		}
+	}
+	arm(r->slip_ev, r->slip_next - now);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p99 and max (ms) of n lateness samples (µs), sorted in place. */
+static void late_of(uint32_t *v, size_t n, double *p99, double *max)
+{
+	double *d;
+
+	*p99 = *max = NAN;
+	if (n == 0 || (d = malloc(n * sizeof(*d))) == NULL)
+		return;
+	qsort(v, n, sizeof(*v), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		d[i] = (double)v[i] / 1e3;
+	*p99 = load_quantile(d, n, 99);
+	*max = d[n - 1];
+	free(d);
+}
+
+/* How late the run read: its stamped events', else its loop's. */
+static void read_late(struct run *r, struct load_run_info *info)
+{
+	if (r->st->nlag > 0) {
+		uint32_t *v = malloc(r->st->nlag * sizeof(*v));
+		if (v != NULL) {
+			memcpy(v, r->st->lag, r->st->nlag * sizeof(*v));
+			late_of(v, r->st->nlag, &info->read_late_p99_ms,
+			    &info->read_late_max_ms);
+			info->read_late_stamps = 1;
+			free(v);
+			return;
+		}
+	}
+	late_of(r->slip, r->nslip, &info->read_late_p99_ms, &info->read_late_max_ms);
+}
+
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -677,7 +752,8 @@ static int setup(struct run *r)
 	for (size_t i = 0; i < r->max_slots; i++)
 		r->slots[i].r = r;
 	r->deadline_ev = evtimer_new(r->base, on_deadline, r);
-	if (r->deadline_ev == NULL)
+	r->slip_ev = evtimer_new(r->base, on_slip, r);
+	if (r->deadline_ev == NULL || r->slip_ev == NULL)
 		return -1;
 	if (r->open_loop) {
 		r->arrival_ev = evtimer_new(r->base, on_arrival, r);
@@ -716,6 +792,9 @@ static void teardown(struct run *r)
 		event_free(r->ramp_ev);
 	if (r->progress_ev != NULL)
 		event_free(r->progress_ev);
+	if (r->slip_ev != NULL)
+		event_free(r->slip_ev);
+	free(r->slip);
 }
 
 static void begin(struct run *r)
@@ -723,6 +802,8 @@ static void begin(struct run *r)
 	const struct load_conf *c = r->conf;
 
 	r->start = util_now_us();
+	r->slip_next = r->start + SLIP_US;
+	arm(r->slip_ev, SLIP_US);
 	/* without a warm-up the window opens at once (and the deadline with
 	 * it); a timed warm-up's at its end */
 	if (c->warmup_us > 0 && c->duration_us > 0)
@@ -824,6 +905,7 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	info->cooldown_requests = r.cooled;
 	info->warmup_requests = r.created - r.accepted - r.cooled;
 	info->interrupted = signals > 0;
+	read_late(&r, info);
 	if (o->progress)
 		fputs("\r\033[K", stderr);
 	rc = r.failed ? -1 : 0;

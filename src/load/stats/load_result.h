@@ -41,6 +41,11 @@ struct load_run_info {
 	uint64_t cooldown_requests;
 	double cpu_s;               /* the generator's user + system CPU */
 	int interrupted;
+	/* how late the generator read (ms): each stamped event's trip from
+	 * tokentap-mock's send (--lag), else its own loop's timer slip (a
+	 * read ready at t is read when the loop comes to it); NaN: none */
+	double read_late_p99_ms, read_late_max_ms;
+	int read_late_stamps;       /* from the stamps, not the timer */
 };
 
 /* tokentap's /stats over a level's window (--tokentap). */
