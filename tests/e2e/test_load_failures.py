@@ -242,3 +242,17 @@ def test_reads_late_warned_once():
     # the table (on stderr with --json -) warns once, naming the target
     assert err.count("the generator read late") == 1, err
     assert "of the target ttft_p95 <= 1000 ms" in err, err
+
+
+def test_request_rate_is_not_quantised():
+    """4 users of requests 400 ms long (TTFT 20 ms, 19 gaps of 20 ms) in a
+    1 s window: each completes 2.5 a second, and req/s says 10, where
+    counting whole completions in the window said 8 (2 each); by Little's
+    law c / E2E. Tokens/s agreed already."""
+    with Mock("--ttft", "20ms", "--tpot", "20ms") as m:
+        j = load("-c", "4", "-d", "1s", "--max-tokens", "20", m.url(CHAT))
+    per_s = 4 * 1000 / j["e2el_ms"]["mean"]
+    assert abs(j["request_throughput"] / per_s - 1) < 0.06, (j["request_throughput"], per_s)
+    assert abs(j["output_throughput"] / (20 * per_s) - 1) < 0.06, \
+        (j["output_throughput"], 20 * per_s)
+

@@ -88,6 +88,12 @@ struct load_level {
 	struct loadstats st;         /* every request of every run of the level */
 	struct load_run_info info;   /* of its last run; window and CPU summed */
 	unsigned runs;               /* > 1: repeated within noise, samples pooled */
+	/* each run's own window (from the level's start, as its samples are
+	 * shifted): a repeated level's throughput is theirs, not diluted by
+	 * the gaps between them; the first LOAD_LEVEL_WINDOWS runs */
+#define LOAD_LEVEL_WINDOWS 16
+	uint64_t windows[LOAD_LEVEL_WINDOWS][2];
+	size_t nwindows;
 	double started_s;            /* its start, from the invocation's origin */
 	struct load_summary sum;
 	int has_slo;
