@@ -233,10 +233,15 @@ def test_reads_late_warned_once():
         g = doc["levels"][0]["generator"]
         assert g["read_late_source"] == "stamps" and g["read_late_p99_ms"] > 100, g
         assert "read_late" in g["warnings"], g
-        doc, err = stopped_a_while(["sweep", "--over", "concurrency", "--levels", "1,2",
-                                    "--no-stop", "--warmup", "100ms", "-d", "1.5s",
-                                    "--max-tokens", "50", "--slo", "ttft_p95<=1s",
-                                    m.url(CHAT)])
+        with tempfile.TemporaryDirectory() as d:
+            page = os.path.join(d, "sweep.html")
+            doc, err = stopped_a_while(["sweep", "--over", "concurrency", "--levels", "1,2",
+                                        "--no-stop", "--warmup", "100ms", "-d", "1.5s",
+                                        "--max-tokens", "50", "--slo", "ttft_p95<=1s",
+                                        "--report", page, m.url(CHAT)])
+            with open(page) as f:
+                html = f.read()
+    assert html.count("data-read-late-p99=") == 1 and "the generator read late" in html
     gens = [lv["generator"] for lv in doc["levels"]]
     assert gens[0]["read_late_source"] == "timer" and gens[0]["read_late_p99_ms"] > 100, gens
     # the table (on stderr with --json -) warns once, naming the target

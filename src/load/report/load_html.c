@@ -336,6 +336,22 @@ static void verdict(struct page *pg)
 		    g->lag_bound ? "sent late (dispatch lag p99 over 1 ms); " : "",
 		    g->conn_bound ? "had requests wait for a connection" : "");
 	}
+	/* reading late: once, its worst level */
+	{
+		const struct load_level *w = NULL;
+		for (size_t i = 0; i < r->nlevels; i++)
+			if (load_report_read_late(r, &r->levels[i]) && (w == NULL ||
+			    r->levels[i].info.read_late_p99_ms > w->info.read_late_p99_ms))
+				w = &r->levels[i];
+		if (w != NULL) {
+			fprintf(f, "<li class=\"missed\" data-read-late-p99=\"%.3f\">the "
+			    "generator read late: %.2f ms at p99 (", w->info.read_late_p99_ms,
+			    w->info.read_late_p99_ms);
+			text(pg, w->label);
+			fprintf(f, ", %s): its figures include it</li>\n", w->info.read_late_stamps ?
+			    "tokentap-mock's stamps" : "its own loop's timer");
+		}
+	}
 	fputs("</ul>\n", f);
 	end_section(pg);
 }
