@@ -34,6 +34,16 @@ def test_preflight_stops_a_refused_port():
     assert took < 10, took     # at once, not the 30 s level
 
 
+def test_connect_errors_back_off():
+    """Without the pre-flight, a user whose connection was refused waits
+    10 ms, doubling to a second, before it tries again: 2 users in 1 s
+    try some 14 times, not thousands (38,000 a second before)."""
+    port = free_port()
+    j = load("-c", "2", "-d", "1s", "--no-preflight", f"http://127.0.0.1:{port}{CHAT}",
+             expect=3)
+    assert 2 <= j["requests"] <= 40 and j["outcomes"]["connect_error"] == j["requests"], j
+
+
 def test_preflight_stops_a_tls_failure():
     p = pki()
     with TLSBackend(lambda req, c: None, p["server.crt"], p["server.key"]) as b:
