@@ -249,7 +249,8 @@ def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
             args = ["-c", "1", "-n", "3", "--max-tokens", "6"]
             if fault:
                 args += ["-H", f"X-Mock-Fault: {fault}"]
-            j = load(*args, t.url(CHAT))
+            # no request ok: exit 3
+            j = load(*args, t.url(CHAT), expect=3 if fault else 0)
             assert j["outcomes"][outcome] == 3, j["outcomes"]
             logged = [e["outcome"] for e in t.wait_logged(3)]
             assert logged == [outcome] * 3, logged

@@ -260,14 +260,15 @@ def test_reads_late_warned_once():
 
 
 def test_request_rate_is_not_quantised():
-    """4 users of requests 400 ms long (TTFT 20 ms, 19 gaps of 20 ms) in a
-    1 s window: each completes 2.5 a second, and req/s says 10, where
-    counting whole completions in the window said 8 (2 each); by Little's
-    law c / E2E. Tokens/s agreed already."""
-    with Mock("--ttft", "20ms", "--tpot", "20ms") as m:
+    """4 users of requests some 550 ms long (TTFT 20 ms, 19 gaps of 28
+    ms) in a 1 s window: each completes 1.8 a second, c / E2E by Little's
+    law, and req/s says so, where counting whole completions in the window
+    said 4 (1 each: 0.55 of it, at most 0.7 on a machine slow enough to
+    make them 700 ms). Tokens/s, which spreads each request's tokens, says
+    the same."""
+    with Mock("--ttft", "20ms", "--tpot", "28ms") as m:
         j = load("-c", "4", "-d", "1s", "--max-tokens", "20", m.url(CHAT))
     per_s = 4 * 1000 / j["e2el_ms"]["mean"]
-    assert abs(j["request_throughput"] / per_s - 1) < 0.06, (j["request_throughput"], per_s)
-    assert abs(j["output_throughput"] / (20 * per_s) - 1) < 0.06, \
+    assert abs(j["request_throughput"] / per_s - 1) < 0.15, (j["request_throughput"], per_s)
+    assert abs(j["output_throughput"] / (20 * per_s) - 1) < 0.15, \
         (j["output_throughput"], 20 * per_s)
-
