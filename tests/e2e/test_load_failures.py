@@ -148,10 +148,13 @@ def test_tokentap_log_pairs_each_request():
             Tokentap("routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
                      f"    upstream: http://127.0.0.1:{m.port}\n") as t:
         began = time.monotonic()
+        csv = os.path.join(os.path.dirname(t.log), "pairs.csv")
         doc = load("sweep", "--over", "concurrency", "--levels", "1,2,4", "--no-stop",
-                   "-d", "1s", "--warmup", "100ms", "--max-tokens", "10",
+                   "-d", "1s", "--warmup", "100ms", "--max-tokens", "10", "--csv", csv,
                    "--tokentap-log", t.log, t.url(CHAT), whole=True)
         took = time.monotonic() - began
+        with open(csv) as f:
+            rows = [x.split(",") for x in f.read().splitlines()]
         logged = {x["request_id"]: x for x in t.access()}
     assert len(doc["levels"]) == 3
     run = doc["run_id"]
@@ -166,6 +169,9 @@ def test_tokentap_log_pairs_each_request():
         assert got["count"] == len(d) and abs(got["max"] - d[-1]) < 0.002, (got, d)
         assert abs(got["p50"] - statistics.quantiles(d, n=100, method="inclusive")[49]) \
             < 0.002 if len(d) > 1 else True, (got, d)
+        # the CSV's columns of it
+        at = rows[0].index("paired_ttft_diff_max_ms")
+        assert abs(float(rows[1 + lv["index"]][at]) - got["max"]) < 0.002, rows
     # the levels' own time and the log's last lines: not a window each
     assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
 
@@ -214,7 +220,8 @@ def test_errors_by_status_everywhere():
     n = lv["outcomes"]["upstream_error"]
     assert n > 0 and lv["errors_by_status"] == {"429": n}, lv["errors_by_status"]
     assert f"by status    HTTP 429 {n}\n" in r.stdout, r.stdout
-    assert head.endswith(",errors_by_status") and row.endswith(f",429:{n}"), (head, row)
+    assert f",errors_by_status,paired_ttft_diff_p50_ms," in head and \
+        f",429:{n},,,,,," in row, (head, row)
     assert f'data-status="429" data-count="{n}"' in html
 
 

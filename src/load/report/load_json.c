@@ -729,7 +729,9 @@ void load_csv_write(FILE *f, const struct load_result *r)
 		fprintf(f, ",%s", meter_outcome_name((enum meter_outcome)o));
 	fputs(",tokens_per_chunk_mean,first_chunk_tokens_mean,dispatch_lag_max_ms,"
 	    "generator_cpu_share,slo_met,tokentap_ttft_p50_ms,tokentap_ttft_p95_ms,"
-	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms,errors_by_status\n", f);
+	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms,errors_by_status,"
+	    "paired_ttft_diff_p50_ms,paired_ttft_diff_p95_ms,paired_ttft_diff_max_ms,"
+	    "paired_tpot_diff_p50_ms,paired_tpot_diff_p95_ms,paired_tpot_diff_max_ms\n", f);
 	for (size_t i = 0; i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
 		const struct load_summary *s = &lv->sum;
@@ -779,6 +781,10 @@ void load_csv_write(FILE *f, const struct load_result *r)
 			for (size_t k = 0; k < n; k++)
 				fprintf(f, "%s%u:%" PRIu64, k ? " " : "", st[k].status, st[k].n);
 		}
+		/* --tokentap-log: client - tokentap per request */
+		for (int k = 0; k < 6; k++)
+			csv_num(f, !lv->pairs.asked ? NAN : k < 3 ? lv->pairs.ttft[k] :
+			    lv->pairs.tpot[k - 3], 3);
 		fputc('\n', f);
 	}
 }
