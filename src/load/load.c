@@ -256,11 +256,12 @@ static void usage(FILE *f)
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
 	    "Exit status: 0 done (scenarios: all passed); 1 a target missed: a scenario's,\n"
-	    "or a capacity search met no level (compare: a --fail-on rule failed); 2\n"
-	    "usage or input error; 3 the target failed: the pre-flight (a refused\n"
-	    "connection, a TLS failure or a non-2xx answer before any success), an\n"
-	    "error rate past --stop-error-rate (a run, a sweep), or no request ok; 130\n"
-	    "interrupted (the levels done are written).\n", f);
+	    "or a capacity search met no level (compare: a --fail-on rule failed; 4 the\n"
+	    "workloads differ, without --allow-different); 2 usage or input error; 3 the\n"
+	    "target failed: the pre-flight (a refused connection, a TLS failure or a\n"
+	    "non-2xx answer before any success), an error rate past --stop-error-rate\n"
+	    "(a run, a sweep), or no request ok; 130 interrupted (the levels done are\n"
+	    "written).\n", f);
 }
 
 static void bad_value(const char *opt, const char *err)
