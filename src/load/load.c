@@ -36,6 +36,7 @@
 
 #define EXIT_MISSED 1
 #define EXIT_USAGE 2
+#define EXIT_TARGET 3
 #define EXIT_INTERRUPTED 130
 
 struct opts {
@@ -53,10 +54,11 @@ struct opts {
 	const char *slo_text;
 	struct load_slo slo;
 	const char *prompts_path, *trace_path, *replay_path, *replay_route;
-	const char *tt_url, *tt_window, *tt_route;
+	const char *tt_url, *tt_window, *tt_route, *tt_log;
 	const char *over, *levels;
 	struct load_plan plan;
 	int tls_opt_given;
+	int no_preflight;
 };
 
 enum {
@@ -68,7 +70,8 @@ enum {
 	OPT_CONTINUOUS, OPT_INSECURE, OPT_CACERT, OPT_SNI, OPT_TOKENTAP,
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
-	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT
+	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT,
+	OPT_NO_PREFLIGHT, OPT_TT_LOG
 };
 
 static const struct option long_opts[] = {
@@ -108,11 +111,13 @@ static const struct option long_opts[] = {
 	{"tokentap", required_argument, NULL, OPT_TOKENTAP},
 	{"tokentap-window", required_argument, NULL, OPT_TT_WINDOW},
 	{"tokentap-route", required_argument, NULL, OPT_TT_ROUTE},
+	{"tokentap-log", required_argument, NULL, OPT_TT_LOG},
 	{"over", required_argument, NULL, OPT_OVER},
 	{"levels", required_argument, NULL, OPT_LEVELS},
 	{"saturation", required_argument, NULL, OPT_SATURATION},
 	{"no-stop", no_argument, NULL, OPT_NO_STOP},
 	{"stop-error-rate", required_argument, NULL, OPT_STOP_ERRORS},
+	{"no-preflight", no_argument, NULL, OPT_NO_PREFLIGHT},
 	{"from", required_argument, NULL, OPT_FROM},
 	{"max-concurrency", required_argument, NULL, OPT_MAX_CONC},
 	{"max-rate", required_argument, NULL, OPT_MAX_RATE},
@@ -165,6 +170,8 @@ static void usage(FILE *f)
 	    "                          but off with --tokentap; else off)\n"
 	    "      --ramp DUR          closed loop: start the users evenly over DUR\n"
 	    "      --timeout DUR       per request, from its intended send (default 60s)\n"
+	    "      --no-preflight      do not stop at once when the target refuses, fails\n"
+	    "                          TLS or answers other than 2xx before any success\n"
 	    "      --trace FILE        open loop at a JSONL trace's offsets and token counts\n"
 	    "                          (offset_ms, prompt_tokens, output_tokens, headers)\n"
 	    "      --replay-log FILE   replay tokentap's access log: each request at\n"
@@ -199,6 +206,9 @@ static void usage(FILE *f)
 	    "                          beside the client's figures\n"
 	    "      --tokentap-window W the /stats window to read (default tokentap's first)\n"
 	    "      --tokentap-route R  the route to read (default the busiest)\n"
+	    "      --tokentap-log FILE tokentap's access log: each request paired with its\n"
+	    "                          line by X-Request-Id, client - tokentap per request\n"
+	    "                          (no /stats window to wait for between levels)\n"
 	    "\n"
 	    "Sweeps (tokentap-load sweep):\n"
 	    "      --over KEY          concurrency, rate or prompt-tokens\n"
@@ -207,7 +217,8 @@ static void usage(FILE *f)
 	    "      --saturation PCT    stop where throughput grew less than PCT of the\n"
 	    "                          load's growth while latency rose more (default 10%)\n"
 	    "      --no-stop           run every level\n"
-	    "      --stop-error-rate F stop past this error rate (default 10%)\n"
+	    "      --stop-error-rate F stop past this error rate, and exit 3 (default 10%;\n"
+	    "                          a run too)\n"
 	    "\n"
 	    "Capacity (tokentap-load capacity --slo TARGETS):\n"
 	    "      --over KEYS         concurrency, rate, or both (default concurrency,rate)\n"
@@ -244,9 +255,13 @@ static void usage(FILE *f)
 	    "                          exits 1 when B regressed beyond it\n"
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
-	    "Exit status: 0 done (scenarios: all passed), 1 a scenario missed a target\n"
-	    "(compare: a --fail-on rule failed), 2 usage or input error, 130 interrupted\n"
-	    "(the levels done are written).\n", f);
+	    "Exit status: 0 done (scenarios: all passed); 1 a target missed: a scenario's,\n"
+	    "or a capacity search met no level (compare: a --fail-on rule failed; 4 the\n"
+	    "workloads differ, without --allow-different); 2 usage or input error; 3 the\n"
+	    "target failed: the pre-flight (a refused connection, a TLS failure or a\n"
+	    "non-2xx answer before any success), an error rate past --stop-error-rate\n"
+	    "(a run, a sweep), or no request ok; 130 interrupted (the levels done are\n"
+	    "written).\n", f);
 }
 
 static void bad_value(const char *opt, const char *err)
@@ -480,6 +495,9 @@ static int parse_other(struct opts *o, int ch)
 	case OPT_REPLAY_ROUTE:
 		o->replay_route = optarg;
 		break;
+	case OPT_TT_LOG:
+		o->tt_log = optarg;
+		break;
 	case OPT_TOKENTAP:
 		o->tt_url = optarg;
 		break;
@@ -507,6 +525,9 @@ static int parse_other(struct opts *o, int ch)
 		break;
 	case OPT_STOP_ERRORS:
 		parse_share("--stop-error-rate", optarg, &p->stop_error_rate);
+		break;
+	case OPT_NO_PREFLIGHT:
+		o->no_preflight = 1;
 		break;
 	case OPT_FROM:
 		parse_from(p, optarg);
@@ -733,6 +754,10 @@ static int read_inputs(struct opts *o, struct inputs *in)
 		return -1;
 	if (load_tls_init(&in->tls, c) < 0)
 		return -1;
+	if (o->tt_log != NULL && access(o->tt_log, R_OK) < 0) {
+		log_error("--tokentap-log %s: %s", o->tt_log, strerror(errno));
+		return -1;
+	}
 	if (o->tt_url != NULL) {
 		struct load_tt probe;
 		if (load_tt_conf_init(&in->tt, o->tt_url, o->tt_window, o->tt_route, &err) < 0) {
@@ -770,6 +795,72 @@ struct env {
 	int progress;
 };
 
+/* A target that failed its pre-flight stopped the levels as a signal
+ * would: they say so as "failed", not "interrupted". */
+static void target_failed_fixup(struct load_result *r)
+{
+	r->interrupted = 0;
+	for (size_t i = 0; i < r->nlevels; i++)
+		r->levels[i].info.interrupted = 0;
+	if (r->kind == LOAD_KIND_SWEEP)
+		r->stop_reason = "failed";
+	for (size_t i = 0; i < r->ncapacity; i++)
+		if (r->capacity[i].ran && r->capacity[i].stopped != NULL &&
+		    strcmp(r->capacity[i].stopped, "interrupted") == 0)
+			r->capacity[i].stopped = "failed";
+}
+
+/* The exit status of levels that ran (the README's "Exit status"), with
+ * its reason on stderr: 3 when the target failed (its pre-flight, an
+ * error rate past --stop-error-rate, no request ok), 1 when a capacity
+ * search met no level. */
+static int verdict(const struct opts *o, const struct load_result *r)
+{
+	const char *why = load_run_target_failed();
+	uint64_t requests = 0, ok = 0;
+
+	if (why != NULL) {
+		log_error("the target failed the pre-flight: %s", why);
+		return EXIT_TARGET;
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		requests += r->levels[i].sum.requests;
+		ok += r->levels[i].sum.ok;
+	}
+	if (requests > 0 && ok == 0) {
+		log_error("no request succeeded (%llu sent): the target failed",
+		    (unsigned long long)requests);
+		return EXIT_TARGET;
+	}
+	if (r->kind == LOAD_KIND_RUN && r->nlevels == 1 &&
+	    r->levels[0].sum.requests > 0 &&
+	    r->levels[0].sum.error_rate > o->plan.stop_error_rate) {
+		log_error("error rate %.2f %% over --stop-error-rate %.2f %%",
+		    100 * r->levels[0].sum.error_rate, 100 * o->plan.stop_error_rate);
+		return EXIT_TARGET;
+	}
+	if (r->kind == LOAD_KIND_SWEEP && r->stop_reason != NULL &&
+	    strcmp(r->stop_reason, "error_rate") == 0) {
+		const struct load_level *lv = &r->levels[r->nlevels - 1];
+		log_error("the sweep stopped at %s: error rate %.2f %% over "
+		    "--stop-error-rate %.2f %%", lv->label, 100 * lv->sum.error_rate,
+		    100 * o->plan.stop_error_rate);
+		return EXIT_TARGET;
+	}
+	if (r->kind == LOAD_KIND_CAPACITY) {
+		int ran = 0, found = 0;
+		for (size_t i = 0; i < r->ncapacity; i++) {
+			ran += r->capacity[i].ran;
+			found += r->capacity[i].ran && r->capacity[i].found;
+		}
+		if (ran > 0 && found == 0) {
+			log_error("capacity: no level met the SLO");
+			return EXIT_MISSED;
+		}
+	}
+	return 0;
+}
+
 /* A run, a sweep or a capacity search, and its reports. */
 static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc,
     char **argv)
@@ -805,12 +896,20 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 	/* requests of before in the window: the first level waits them out */
 	if (in->tt_busy)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+	load_run_preflight(!o->no_preflight);
 	if (o->kind == LOAD_KIND_SWEEP)
 		load_levels_sweep(&le, &o->plan, &r);
 	else if (o->kind == LOAD_KIND_CAPACITY)
 		load_levels_capacity(&le, &o->plan, &r);
 	else
 		load_levels_single(&le, &r);
+	if (load_run_target_failed() != NULL && load_run_interrupted() == 1)
+		target_failed_fixup(&r);
+	if (o->tt_log != NULL && r.nlevels > 0) {
+		char err[300];
+		if (load_tt_pair(o->tt_log, &r, 2000, err, sizeof err) < 0)
+			log_error("--tokentap-log %s", err);
+	}
 	if (r.nlevels == 0 || (r.nlevels == 1 && r.levels[0].st.n == 0 && r.failed)) {
 		rc = EXIT_USAGE;
 		goto done;
@@ -824,6 +923,8 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 		load_html_write(html, &r);
 	if (r.interrupted && o->kind != LOAD_KIND_RUN)
 		rc = EXIT_INTERRUPTED;
+	else if ((rc = verdict(o, &r)) != 0)
+		;
 	else if (r.failed)
 		rc = EXIT_MISSED;
 done:

@@ -16,6 +16,7 @@
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2
+#define EXIT_DIFFERENT 4
 
 FILE *load_out_open(const char *opt, const char *path)
 {
@@ -147,10 +148,17 @@ static void compare_usage(FILE *f)
 	    "  --alpha A           1 - the interval's confidence (default 0.05: 95 %)\n"
 	    "  --resamples N       bootstrap resamples (default 2000)\n"
 	    "  --seed N            the resampling's seed (default 1)\n"
+	    "  --allow-different   compare levels whose workloads differ (mode,\n"
+	    "                      concurrency or rate, arrivals, seed, prompt and output\n"
+	    "                      lengths, target, dialect, model): each difference is\n"
+	    "                      printed, and without this refuses the comparison\n"
 	    "  -h, --help          this text\n"
 	    "\n"
+	    "A level that ran more than once (capacity: within noise) is compared by its\n"
+	    "first run: repeats of one seed are not independent draws.\n"
+	    "\n"
 	    "Exit status: 0 no rule failed, 1 a rule failed, 2 usage, a bad document or\n"
-	    "no level in common.\n", f);
+	    "no level in common, 4 the workloads differ (without --allow-different).\n", f);
 }
 
 int load_saved_compare(int argc, char **argv)
@@ -161,6 +169,7 @@ int load_saved_compare(int argc, char **argv)
 		{"alpha", required_argument, NULL, 'a'},
 		{"resamples", required_argument, NULL, 'r'},
 		{"seed", required_argument, NULL, 's'},
+		{"allow-different", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -207,6 +216,9 @@ int load_saved_compare(int argc, char **argv)
 			else
 				o.seed = (uint64_t)x;
 			break;
+		case 'A':
+			o.allow_different = 1;
+			break;
 		case 'h':
 			compare_usage(stdout);
 			return 0;
@@ -230,6 +242,8 @@ int load_saved_compare(int argc, char **argv)
 		    "interval, and a rule judges them by its limit alone\n",
 		    !a.has_samples ? a.path : b.path);
 	rc = load_compare(stdout, &a.r, a.path, &b.r, b.path, &o);
+	if (rc == LOAD_CMP_DIFFERENT)
+		rc = EXIT_DIFFERENT;
 	if (fflush(stdout) != 0 && rc == 0)
 		rc = EXIT_FAILED;
 	load_doc_free(&a);

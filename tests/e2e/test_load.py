@@ -101,13 +101,13 @@ LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
-    "outcomes", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
+    "outcomes", "errors_by_status", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
     "input_tokens",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
-    "input_fit", "slices", "generator", "tokentap", "samples",
+    "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "samples",
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
@@ -222,15 +222,17 @@ def test_faults_counted():
         cases = [("status:500", "upstream_error"), ("error-after:2", "upstream_error"),
                  ("close-after:2", "upstream_abort")]
         for fault, outcome in cases:
-            j = load("-c", "2", "-n", "6", "--max-tokens", "5",
-                             "-H", f"X-Mock-Fault: {fault}", m.url(CHAT))
+            # every request fails: without the pre-flight, which would stop
+            # at the first 500, and exit 3 (no request succeeded)
+            j = load("-c", "2", "-n", "6", "--max-tokens", "5", "--no-preflight",
+                     "-H", f"X-Mock-Fault: {fault}", m.url(CHAT), expect=3)
             assert j["requests"] == 6, (fault, j)
             assert j["outcomes"][outcome] == 6, (fault, j["outcomes"])
             assert j["errors"] == 6 and j["error_rate"] == 1.0
             assert j["ttft_ms"]["count"] == 0        # latency only of ok requests
         # a stall beyond --timeout
         j = load("-c", "2", "-n", "2", "--timeout", "300ms",
-                         "-H", "X-Mock-Fault: stall-after:1", m.url(CHAT))
+                 "-H", "X-Mock-Fault: stall-after:1", m.url(CHAT), expect=3)
         assert j["outcomes"]["timeout"] == 2, j["outcomes"]
         # 300 ms, not the default 60 s
         assert j["elapsed_s"] < 10.0
@@ -247,7 +249,8 @@ def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
             args = ["-c", "1", "-n", "3", "--max-tokens", "6"]
             if fault:
                 args += ["-H", f"X-Mock-Fault: {fault}"]
-            j = load(*args, t.url(CHAT))
+            # no request ok: exit 3
+            j = load(*args, t.url(CHAT), expect=3 if fault else 0)
             assert j["outcomes"][outcome] == 3, j["outcomes"]
             logged = [e["outcome"] for e in t.wait_logged(3)]
             assert logged == [outcome] * 3, logged
@@ -255,7 +258,8 @@ def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
 
 def test_connect_error_and_usage():
     port = free_port()     # nothing listens there
-    j = load("-c", "2", "-d", "300ms", f"http://127.0.0.1:{port}{CHAT}")
+    j = load("-c", "2", "-d", "300ms", "--no-preflight", f"http://127.0.0.1:{port}{CHAT}",
+             expect=3)
     assert j["requests"] > 0 and j["outcomes"]["connect_error"] == j["requests"]
     assert j["error_rate"] == 1.0
     err = load("--cacert", "/x", f"http://127.0.0.1:{port}/", expect=2, report=False).stderr
@@ -561,7 +565,8 @@ def test_https_target_with_verification():
             assert j["connections"] == 2           # kept alive over TLS
         for args in ((), ("--cacert", p["evil.crt"]), ("--cacert", p["ca.crt"],
                                                        "--sni", "other.example")):
-            j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", *args, name, stderr=True)
+            j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", "--no-preflight", *args,
+                          name, stderr=True, expect=3)
             assert j["outcomes"]["connect_error"] == 2, (args, j["outcomes"])
             assert err.count("certificate verification failed") == 1, err
         j, err = load("-c", "1", "-n", "2", "--max-tokens", "3", "--insecure", name,

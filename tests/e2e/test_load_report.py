@@ -299,7 +299,12 @@ def test_compare_flags_a_regression_and_passes_aa():
         for p in (a, b):
             with open(p) as f:
                 docs[p] = json.load(f)
-        out = load("compare", "--fail-on", "tpot_p50>+10%", a, b, expect=1, report=False).stdout
+        # two mocks: two targets, which compare names and refuses (exit 4)
+        # unless told
+        out = load("compare", a, b, expect=4, report=False).stdout
+        assert "workload differs: target" in out, out
+        out = load("compare", "--allow-different", "--fail-on", "tpot_p50>+10%", a, b,
+                   expect=1, report=False).stdout
         va, vb, change, interval = row(out, "tpot_p50")
         # compare's figures are the samples': saved to the µs, each a µs or
         # less from the one the run computed, both printed to 3 decimals
@@ -311,12 +316,50 @@ def test_compare_flags_a_regression_and_passes_aa():
         _, _, change, _ = row(out, "tpot_p50")
         assert abs(change) < 3, out
         assert "fail-on tpot_p50>+10%: passed at 1 level" in out and "FAIL" not in out
-        load("compare", "--fail-on", "tpot_p50<-10%", b, a, expect=1, report=False)
-        load("compare", "--fail-on", "tpot_p50>+10%", b, a, expect=0, report=False)
+        load("compare", "--allow-different", "--fail-on", "tpot_p50<-10%", b, a, expect=1,
+             report=False)
+        load("compare", "--allow-different", "--fail-on", "tpot_p50>+10%", b, a, expect=0,
+             report=False)
         # the rows' figures; one asked for beyond the defaults
-        out = load("compare", "--metrics", "tpot_p99,e2el_mean", a, b, expect=0, report=False).stdout
+        out = load("compare", "--allow-different", "--metrics", "tpot_p99,e2el_mean", a, b,
+                   expect=0, report=False).stdout
         assert re.search(r"^run\s+tpot_p99 ", out, re.M) and \
             re.search(r"^\s+e2e_mean ", out, re.M) and "ttft_p50" not in out, out
+
+
+def test_compare_refuses_unlike_workloads():
+    """8 users asking 32 tokens against 4 asking 16, on one target: each
+    difference named, and refused (exit 4) unless --allow-different; the
+    seed too. A level that ran twice (a capacity level within noise) is
+    compared by its first run: a copy of a run's requests pooled with
+    them gives the very intervals of the run alone, not narrower ones."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        p = {n: os.path.join(d, n + ".json") for n in ("a", "b", "seed", "twice")}
+        load("-c", "8", "-n", "24", "--max-tokens", "32", "--json", p["a"], m.url(CHAT),
+             report=False)
+        load("-c", "4", "-n", "24", "--max-tokens", "16", "--json", p["b"], m.url(CHAT),
+             report=False)
+        load("-c", "8", "-n", "24", "--max-tokens", "32", "--seed", "2", "--json", p["seed"],
+             m.url(CHAT), report=False)
+        out = load("compare", p["a"], p["b"], expect=4, report=False).stdout
+        assert "workload differs at run: concurrency 8 in A, 4 in B" in out, out
+        assert "workload differs at run: max tokens 32 in A, 16 in B" in out, out
+        assert "--allow-different" in out and "ttft_p50" not in out, out
+        out = load("compare", "--allow-different", p["a"], p["b"], expect=0, report=False).stdout
+        assert "concurrency 8 in A, 4 in B" in out and "ttft_p50" in out, out
+        out = load("compare", p["a"], p["seed"], expect=4, report=False).stdout
+        assert "seed 1 in A, 2 in B" in out, out
+        with open(p["a"]) as f:
+            doc = json.load(f)
+        lv = doc["levels"][0]
+        twice = dict(doc, levels=[dict(lv, runs=2, samples=lv["samples"] + lv["samples"])])
+        with open(p["twice"], "w") as f:
+            json.dump(twice, f)
+        alone = load("compare", p["a"], p["a"], report=False).stdout
+        pooled = load("compare", p["a"], p["twice"], report=False).stdout
+        assert "runs pooled, 1 in A and 2 in B" in pooled, pooled
+        for fig in ("ttft_p95", "e2e_p50", "tpot_p50"):
+            assert row(pooled, fig) == row(alone, fig), (fig, alone, pooled)
 
 
 def test_compare_exit_codes_and_bad_input():

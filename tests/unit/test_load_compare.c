@@ -233,6 +233,61 @@ static void without_samples(void **state)
 	pair_free(&p);
 }
 
+/* A level that ran twice is compared by its first run: the samples
+ * before a request number comes again. */
+static void first_run_of_repeats(void **state)
+{
+	struct load_level lv;
+	struct load_sample s;
+
+	(void)state;
+	memset(&lv, 0, sizeof(lv));
+	loadstats_init(&lv.st);
+	memset(&s, 0, sizeof(s));
+	for (uint64_t k = 0; k < 2; k++)
+		for (uint64_t i = 0; i < 5; i++) {
+			s.seq = (i * 3) % 5;       /* ended out of order */
+			assert_int_equal(loadstats_record(&lv.st, &s, NULL, 0), 0);
+		}
+	lv.runs = 1;
+	assert_int_equal(load_cmp_first_run(&lv), 10);
+	lv.runs = 2;
+	assert_int_equal(load_cmp_first_run(&lv), 5);
+	loadstats_free(&lv.st);
+}
+
+/* Unlike workloads: named, and refused unless allowed. */
+static void unlike_workloads(void **state)
+{
+	struct pair p;
+	struct load_cmp_opts o;
+	char *t;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	pair_init(&p);
+	level(&p.a, LOAD_KEY_CONCURRENCY, 8, 20, 20, 1, 1);
+	level(&p.b, LOAD_KEY_CONCURRENCY, 8, 20, 20, 2, 1);
+	p.b.levels[0].conf.seed = 7;
+	p.b.levels[0].conf.max_tokens.min = p.b.levels[0].conf.max_tokens.max = 16;
+	load_cmp_opts_init(&o);
+	f = open_memstream(&t, &len);
+	assert_int_equal(load_compare(f, &p.a, "A", &p.b, "B", &o), LOAD_CMP_DIFFERENT);
+	fclose(f);
+	assert_non_null(strstr(t, "workload differs at concurrency 8: seed 1 in A, 7 in B"));
+	assert_non_null(strstr(t, "max tokens 100 in A, 16 in B"));
+	assert_null(strstr(t, "ttft_p50"));
+	free(t);
+	o.allow_different = 1;
+	f = open_memstream(&t, &len);
+	assert_int_equal(load_compare(f, &p.a, "A", &p.b, "B", &o), 0);
+	fclose(f);
+	assert_non_null(strstr(t, "ttft_p50"));
+	free(t);
+	pair_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +296,8 @@ int main(void)
 		cmocka_unit_test(regression_and_aa),
 		cmocka_unit_test(nothing_in_common),
 		cmocka_unit_test(without_samples),
+		cmocka_unit_test(first_run_of_repeats),
+		cmocka_unit_test(unlike_workloads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

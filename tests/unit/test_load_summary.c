@@ -183,6 +183,47 @@ static void test_window_and_counts(void **state)
 	loadstats_free(&st);
 }
 
+/* req/s counts each request by the share of its span (intended send to
+ * end) inside the window, not whole completions; a level of several
+ * runs is measured over the runs' own windows, the gap in none. */
+static void test_request_shares_and_windows(void **state)
+{
+	struct loadstats st;
+	struct load_pcts p;
+	struct load_summary sum;
+	struct load_sum_in in;
+	struct load_sample s;
+	uint64_t win[2][2] = {{0, 1000000}, {3000000, 4000000}};
+
+	(void)state;
+	load_pcts_default(&p);
+	loadstats_init(&st);
+	s = ok_at(0, 1000, 100);
+	s.duration_us = 2000000;              /* 0 .. 2 s: half in [0, 1 s) */
+	s.last_token_us = 1999000;
+	loadstats_record(&st, &s, NULL, 0);
+	memset(&in, 0, sizeof(in));
+	in.st = &st;
+	in.pcts = &p;
+	in.window_end_us = 1000000;
+	assert_int_equal(load_summary(&in, &sum), 0);
+	assert_int_equal(sum.completed, 0);
+	near(sum.requests_per_s, 0.5, 1e-12);
+	load_summary_free(&sum);
+	s = ok_at(3500000, 1000, 100);
+	s.duration_us = 1000000;              /* 3.5 .. 4.5 s: half in [3, 4 s) */
+	s.last_token_us = 4499000;
+	loadstats_record(&st, &s, NULL, 0);
+	in.windows = (const uint64_t (*)[2])win;
+	in.nwindows = 2;
+	in.window_end_us = 4000000;           /* one window would span the gap */
+	assert_int_equal(load_summary(&in, &sum), 0);
+	near(sum.window_s, 2, 1e-12);
+	near(sum.requests_per_s, (0.5 + 0.5) / 2, 1e-12);
+	load_summary_free(&sum);
+	loadstats_free(&st);
+}
+
 /* Goodput: ok and within every per-request target; a pace that is
  * undefined meets its target; an error is bad. */
 static void test_goodput(void **state)
@@ -331,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_exact_percentiles),
 		cmocka_unit_test(test_pcts_parse),
 		cmocka_unit_test(test_window_and_counts),
+		cmocka_unit_test(test_request_shares_and_windows),
 		cmocka_unit_test(test_goodput),
 		cmocka_unit_test(test_slices_drift_fit),
 		cmocka_unit_test(test_chunks_and_names),

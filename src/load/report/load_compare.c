@@ -220,18 +220,44 @@ struct row {
 	int sampled;                 /* from the samples (else the documents' figures) */
 };
 
+size_t load_cmp_first_run(const struct load_level *lv)
+{
+	const struct loadstats *st = &lv->st;
+	unsigned char *seen;
+	size_t i;
+
+	if (lv->runs <= 1 || st->n == 0)
+		return st->n;
+	/* the runs ran one after the other, each numbering its requests from
+	 * 0, and the samples are in the order they ended: the first run's
+	 * are those before a number comes again */
+	seen = calloc(st->n, 1);
+	if (seen == NULL)
+		return st->n;
+	for (i = 0; i < st->n; i++) {
+		uint64_t q = st->v[i].seq;
+		if (q < st->n && seen[q])
+			break;
+		if (q < st->n)
+			seen[q] = 1;
+	}
+	free(seen);
+	return i;
+}
+
 /* The per-request values of a family over a level's measured requests
  * (unsorted); *n 0 when it has none. */
 static double *values(const struct load_level *lv, enum family f, size_t *n)
 {
 	const struct loadstats *st = &lv->st;
 	size_t cap = f == FAM_ITL ? st->nitl : st->n, k = 0;
+	size_t end = load_cmp_first_run(lv);
 	double *v = malloc((cap + 1) * sizeof(double));
 
 	*n = 0;
 	if (v == NULL)
 		return NULL;
-	for (size_t i = 0; i < st->n; i++) {
+	for (size_t i = 0; i < end; i++) {
 		const struct load_sample *s = &st->v[i];
 		double x = -1;
 		if (!loadstats_counted(s))
@@ -357,6 +383,86 @@ static int same_level(const struct load_level *a, const struct load_level *b)
 	return fabs(a->value - b->value) <= 1e-9 * fmax(1, fabs(a->value));
 }
 
+/* ---- the workloads -------------------------------------------------------- */
+
+static int same_num(double a, double b)
+{
+	return (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-9 * fmax(1, fabs(a));
+}
+
+static const char *mode_of(const struct load_conf *c)
+{
+	return c->rate > 0 || c->trace != NULL ? "open" : "closed";
+}
+
+static void range_text(char *buf, size_t len, const struct load_range *r)
+{
+	if (r->min == r->max)
+		snprintf(buf, len, "%u", r->min);
+	else
+		snprintf(buf, len, "%u-%u", r->min, r->max);
+}
+
+/* Prints each way the workloads of a and b differ, under label; returns
+ * how many. */
+static int workload_diffs(FILE *out, const char *label, const struct load_conf *a,
+    const struct load_conf *b)
+{
+	char x[48], y[48];
+	int n = 0;
+
+#define DIFF(what, fa, fb) do { \
+	fprintf(out, "workload differs%s%s: %s %s in A, %s in B\n", label ? " at " : "", \
+	    label ? label : "", what, fa, fb); \
+	n++; \
+} while (0)
+	if (strcmp(a->url ? a->url : "", b->url ? b->url : "") != 0)
+		DIFF("target", a->url ? a->url : "-", b->url ? b->url : "-");
+	if (load_conf_dialect(a) != load_conf_dialect(b))
+		DIFF("dialect", dialect_names[load_conf_dialect(a)],
+		    dialect_names[load_conf_dialect(b)]);
+	if (strcmp(a->model ? a->model : "", b->model ? b->model : "") != 0)
+		DIFF("model", a->model ? a->model : "-", b->model ? b->model : "-");
+	if (label == NULL)
+		return n;
+	if (strcmp(mode_of(a), mode_of(b)) != 0)
+		DIFF("mode", mode_of(a), mode_of(b));
+	if (a->concurrency != b->concurrency) {
+		snprintf(x, sizeof x, "%u", a->concurrency);
+		snprintf(y, sizeof y, "%u", b->concurrency);
+		DIFF(a->rate > 0 ? "connections (-c)" : "concurrency", x, y);
+	}
+	if (!same_num(a->rate, b->rate)) {
+		snprintf(x, sizeof x, "%.10g/s", a->rate);
+		snprintf(y, sizeof y, "%.10g/s", b->rate);
+		DIFF("rate", x, y);
+	}
+	if (a->rate > 0 && b->rate > 0 && (a->arrivals != b->arrivals ||
+	    (a->arrivals == LOAD_ARR_GAMMA && !same_num(a->burstiness, b->burstiness)))) {
+		snprintf(x, sizeof x, "%s %g", load_conf_arrivals_name(a), a->burstiness);
+		snprintf(y, sizeof y, "%s %g", load_conf_arrivals_name(b), b->burstiness);
+		DIFF("arrivals", x, y);
+	}
+	if (a->seed != b->seed) {
+		snprintf(x, sizeof x, "%llu", (unsigned long long)a->seed);
+		snprintf(y, sizeof y, "%llu", (unsigned long long)b->seed);
+		DIFF("seed", x, y);
+	}
+	if (a->prompt_tokens.min != b->prompt_tokens.min ||
+	    a->prompt_tokens.max != b->prompt_tokens.max) {
+		range_text(x, sizeof x, &a->prompt_tokens);
+		range_text(y, sizeof y, &b->prompt_tokens);
+		DIFF("prompt tokens", x, y);
+	}
+	if (a->max_tokens.min != b->max_tokens.min || a->max_tokens.max != b->max_tokens.max) {
+		range_text(x, sizeof x, &a->max_tokens);
+		range_text(y, sizeof y, &b->max_tokens);
+		DIFF("max tokens", x, y);
+	}
+#undef DIFF
+	return n;
+}
+
 /* ---- printing ----------------------------------------------------------------- */
 
 static void value(FILE *f, const struct row *r, double v)
@@ -418,7 +524,7 @@ int load_compare(FILE *out, const struct load_result *a, const char *aname,
 	size_t nrows = 0, matched = 0;
 	int *pair = calloc(a->nlevels + 1, sizeof(int)), *used = calloc(b->nlevels + 1,
 	    sizeof(int));
-	int failed[LOAD_CMP_MAX_RULES] = {0}, status = 0;
+	int failed[LOAD_CMP_MAX_RULES] = {0}, status = 0, differ;
 	char worst[LOAD_CMP_MAX_RULES][160];
 
 	if (pair == NULL || used == NULL) {
@@ -451,6 +557,18 @@ int load_compare(FILE *out, const struct load_result *a, const char *aname,
 	}
 	header(out, "A", aname, a);
 	header(out, "B", bname, b);
+	differ = workload_diffs(out, NULL, a->conf, b->conf);
+	for (size_t i = 0; i < a->nlevels; i++)
+		if (pair[i] >= 0)
+			differ += workload_diffs(out, a->levels[i].label, &a->levels[i].conf,
+			    &b->levels[pair[i]].conf);
+	if (differ > 0 && !o->allow_different) {
+		fprintf(out, "compare: A and B ran different workloads (above): their "
+		    "figures are not comparable; --allow-different compares them anyway\n");
+		free(pair);
+		free(used);
+		return LOAD_CMP_DIFFERENT;
+	}
 	if (matched == 0) {
 		fprintf(out, "compare: no level of A matches a level of B (levels are matched "
 		    "by what they set: concurrency 16 with concurrency 16, a run with a run)\n");
@@ -470,6 +588,11 @@ int load_compare(FILE *out, const struct load_result *a, const char *aname,
 		if (pair[i] < 0)
 			continue;
 		lb = &b->levels[pair[i]];
+		if (la->runs > 1 || lb->runs > 1)
+			fprintf(out, "%s: runs pooled, %u in A and %u in B: repeats of one "
+			    "seed are not independent draws, so the intervals are of each "
+			    "one's first run\n", la->label, la->runs ? la->runs : 1,
+			    lb->runs ? lb->runs : 1);
 		if (compare_level(a, la, b, lb, rows, nrows, o) < 0) {
 			fprintf(out, "compare: out of memory\n");
 			status = -1;

@@ -46,7 +46,11 @@ struct load_cmp_opts {
 	double alpha;                /* 0.05: 95 % intervals */
 	size_t resamples;            /* 2000 */
 	uint64_t seed;
+	int allow_different;         /* compare unlike workloads anyway */
 };
+
+/* load_compare's answer when the workloads differ (not allowed). */
+#define LOAD_CMP_DIFFERENT 2
 
 /* The default rows, alpha, resamples and seed. */
 void load_cmp_opts_init(struct load_cmp_opts *o);
@@ -62,8 +66,18 @@ int load_cmp_parse_metrics(struct load_cmp_opts *o, const char *s, char *err,
 int load_cmp_parse_rules(struct load_cmp_opts *o, const char *s, char *err,
     size_t errlen);
 
-/* Prints the comparison of a (the base) and b to out. Returns 0 when no
- * rule failed, 1 when one did, -1 when no level of a matches one of b or
+/* The samples of a level's first run: st.v[0 .. this). A level that ran
+ * again within noise pooled its runs, and repeats of one seed draw the
+ * same prompts, sizes and arrivals: they are not independent draws, and
+ * resampling the pool as if they were makes its intervals too narrow. */
+size_t load_cmp_first_run(const struct load_level *lv);
+
+/* Prints the comparison of a (the base) and b to out. Each matched
+ * level's workload (mode, concurrency or rate, arrivals, seed, prompt and
+ * output lengths; the target, dialect and model) is checked first, and
+ * each difference printed; unless o->allow_different, a difference
+ * refuses the comparison (LOAD_CMP_DIFFERENT). Returns 0 when no rule
+ * failed, 1 when one did, -1 when no level of a matches one of b or
  * memory ran out (said on out). names: how to call them ("A.json"). */
 int load_compare(FILE *out, const struct load_result *a, const char *aname,
     const struct load_result *b, const char *bname, const struct load_cmp_opts *o);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_report.h"
 #include "load_svg.h"
 #include "util.h"
 
@@ -334,6 +335,22 @@ static void verdict(struct page *pg)
 		    g->cpu_bound ? "used 90 % of a CPU or more; " : "",
 		    g->lag_bound ? "sent late (dispatch lag p99 over 1 ms); " : "",
 		    g->conn_bound ? "had requests wait for a connection" : "");
+	}
+	/* reading late: once, its worst level */
+	{
+		const struct load_level *w = NULL;
+		for (size_t i = 0; i < r->nlevels; i++)
+			if (load_report_read_late(r, &r->levels[i]) && (w == NULL ||
+			    r->levels[i].info.read_late_p99_ms > w->info.read_late_p99_ms))
+				w = &r->levels[i];
+		if (w != NULL) {
+			fprintf(f, "<li class=\"missed\" data-read-late-p99=\"%.3f\">the "
+			    "generator read late: %.2f ms at p99 (", w->info.read_late_p99_ms,
+			    w->info.read_late_p99_ms);
+			text(pg, w->label);
+			fprintf(f, ", %s): its figures include it</li>\n", w->info.read_late_stamps ?
+			    "tokentap-mock's stamps" : "its own loop's timer");
+		}
 	}
 	fputs("</ul>\n", f);
 	end_section(pg);
@@ -736,6 +753,22 @@ static void panel_errors(struct page *pg)
 	if (nn > 0)
 		load_plot_legend(&p, names, cls, NULL, nn);
 	load_plot_close(&p);
+	/* the errors that had an answer, by HTTP status: 429 and 500 are
+	 * both upstream_error above */
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(&r->levels[i], st);
+		if (n == 0)
+			continue;
+		fprintf(pg->f, "<p class=\"note\" data-level=\"%zu\">", i);
+		text(pg, r->levels[i].label);
+		fputs(": errors by HTTP status", pg->f);
+		for (size_t k = 0; k < n; k++)
+			fprintf(pg->f, "%s <span data-status=\"%u\" data-count=\"%" PRIu64
+			    "\">%u &#215; %" PRIu64 "</span>", k ? "," : "", st[k].status, st[k].n,
+			    st[k].status, st[k].n);
+		fputs("</p>\n", pg->f);
+	}
 	end_section(pg);
 }
 

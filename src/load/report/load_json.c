@@ -7,6 +7,7 @@
 
 #include "jsonw.h"
 #include "load_prompts.h"
+#include "load_report.h"
 #include "load_trace.h"
 #include "util.h"
 
@@ -302,7 +303,8 @@ static void slices(struct emit *e, const struct load_summary *s)
 	end_arr(e);
 }
 
-static void generator(struct emit *e, const struct load_level *lv)
+static void generator(struct emit *e, const struct load_result *r,
+    const struct load_level *lv)
 {
 	const struct load_gen *g = &lv->sum.gen;
 
@@ -314,7 +316,13 @@ static void generator(struct emit *e, const struct load_level *lv)
 	u64(e, "connections", lv->info.connections);
 	u64(e, "max_in_flight", lv->info.max_in_flight);
 	u64(e, "queued", g->queued);
+	num(e, "read_late_p99_ms", lv->info.read_late_p99_ms, 3);
+	num(e, "read_late_max_ms", lv->info.read_late_max_ms, 3);
+	str(e, "read_late_source", isnan(lv->info.read_late_p99_ms) ? NULL :
+	    lv->info.read_late_stamps ? "stamps" : "timer");
 	arr(e, "warnings", 1);
+	if (load_report_read_late(r, lv))
+		str(e, NULL, "read_late");
 	if (g->cpu_bound)
 		str(e, NULL, "cpu");
 	if (g->lag_bound)
@@ -382,6 +390,32 @@ static void tokentap(struct emit *e, const struct load_result *r,
 	end_obj(e);
 }
 
+/* --tokentap-log: client - tokentap per request. */
+static void tokentap_paired(struct emit *e, const struct load_level *lv)
+{
+	const struct load_tt_pairs *p = &lv->pairs;
+	static const char *const names[] = {"p50", "p95", "max"};
+
+	if (!p->asked) {
+		null(e, "tokentap_paired");
+		return;
+	}
+	obj(e, "tokentap_paired", 1);
+	u64(e, "requests", p->paired);
+	u64(e, "missing", p->missing);
+	obj(e, "client_minus_tokentap_ttft_ms", 1);
+	u64(e, "count", p->ttft_n);
+	for (int i = 0; i < 3; i++)
+		num(e, names[i], p->ttft[i], 3);
+	end_obj(e);
+	obj(e, "client_minus_tokentap_tpot_ms", 1);
+	u64(e, "count", p->tpot_n);
+	for (int i = 0; i < 3; i++)
+		num(e, names[i], p->tpot[i], 3);
+	end_obj(e);
+	end_obj(e);
+}
+
 static void sample(struct emit *e, const struct loadstats *st,
     const struct load_sample *s, int itl)
 {
@@ -409,7 +443,8 @@ static void sample(struct emit *e, const struct loadstats *st,
 		null(e, "token_source");
 	i64(e, "input_tokens", s->input_tokens);
 	i64(e, "reasoning_tokens", s->reasoning_tokens);
-	num(e, "output_speed", s->output_speed, 3);
+	/* undefined (< 0: no token, or one) is null, as the schema says */
+	num(e, "output_speed", s->output_speed >= 0 ? s->output_speed : NAN, 3);
 	u64(e, "events", s->events);
 	u64(e, "token_chunks", s->token_chunks);
 	i64(e, "first_chunk_tokens", s->first_chunk_tokens);
@@ -463,6 +498,17 @@ static void level_members(struct emit *e, const struct load_result *r,
 	for (int i = 0; i < OUTCOME_COUNT; i++)
 		u64(e, meter_outcome_name((enum meter_outcome)i), s->outcomes[i]);
 	end_obj(e);
+	{
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(lv, st);
+		char code[16];
+		obj(e, "errors_by_status", 1);
+		for (size_t i = 0; i < n; i++) {
+			snprintf(code, sizeof code, "%u", st[i].status);
+			u64(e, code, st[i].n);
+		}
+		end_obj(e);
+	}
 	u64(e, "warmup_requests", lv->info.warmup_requests);
 	u64(e, "cooldown_requests", lv->info.cooldown_requests);
 	u64(e, "completed", s->completed);
@@ -501,8 +547,9 @@ static void level_members(struct emit *e, const struct load_result *r,
 	fit(e, "drift", &s->drift, "ttft_slope_ms_per_min", "ttft_intercept_ms");
 	fit(e, "input_fit", &s->input_fit, "slope_ms_per_1k_tokens", "intercept_ms");
 	slices(e, s);
-	generator(e, lv);
+	generator(e, r, lv);
 	tokentap(e, r, lv);
+	tokentap_paired(e, lv);
 	if (!o->samples)
 		return;
 	arr(e, "samples", 0);
@@ -682,7 +729,9 @@ void load_csv_write(FILE *f, const struct load_result *r)
 		fprintf(f, ",%s", meter_outcome_name((enum meter_outcome)o));
 	fputs(",tokens_per_chunk_mean,first_chunk_tokens_mean,dispatch_lag_max_ms,"
 	    "generator_cpu_share,slo_met,tokentap_ttft_p50_ms,tokentap_ttft_p95_ms,"
-	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms\n", f);
+	    "tokentap_tpot_p50_ms,tokentap_tpot_p95_ms,errors_by_status,"
+	    "paired_ttft_diff_p50_ms,paired_ttft_diff_p95_ms,paired_ttft_diff_max_ms,"
+	    "paired_tpot_diff_p50_ms,paired_tpot_diff_p95_ms,paired_tpot_diff_max_ms\n", f);
 	for (size_t i = 0; i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
 		const struct load_summary *s = &lv->sum;
@@ -724,6 +773,18 @@ void load_csv_write(FILE *f, const struct load_result *r)
 		csv_num(f, lv->tt.ok ? lv->tt.ttft[LOAD_TT_P95] : NAN, 3);
 		csv_num(f, lv->tt.ok ? lv->tt.tpot[LOAD_TT_P50] : NAN, 3);
 		csv_num(f, lv->tt.ok ? lv->tt.tpot[LOAD_TT_P95] : NAN, 3);
+		{
+			/* "429:58 500:2": the errors that had an answer, by status */
+			struct load_status_count st[LOAD_REPORT_STATUSES];
+			size_t n = load_report_error_statuses(lv, st);
+			fputc(',', f);
+			for (size_t k = 0; k < n; k++)
+				fprintf(f, "%s%u:%" PRIu64, k ? " " : "", st[k].status, st[k].n);
+		}
+		/* --tokentap-log: client - tokentap per request */
+		for (int k = 0; k < 6; k++)
+			csv_num(f, !lv->pairs.asked ? NAN : k < 3 ? lv->pairs.ttft[k] :
+			    lv->pairs.tpot[k - 3], 3);
 		fputc('\n', f);
 	}
 }

@@ -17,15 +17,107 @@ static void cell(FILE *f, double v, int w, int dec)
 		fprintf(f, " %*s", w, "-");
 }
 
+size_t load_report_error_statuses(const struct load_level *lv,
+    struct load_status_count v[LOAD_REPORT_STATUSES])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < lv->st.n; i++) {
+		const struct load_sample *x = &lv->st.v[i];
+		size_t k;
+		if (!loadstats_counted(x) || x->outcome == OUTCOME_OK || x->status == 0)
+			continue;
+		for (k = 0; k < n && v[k].status != x->status; k++)
+			;
+		if (k == n) {
+			if (n == LOAD_REPORT_STATUSES)
+				continue;
+			/* in order */
+			for (k = n++; k > 0 && v[k - 1].status > x->status; k--)
+				v[k] = v[k - 1];
+			v[k].status = x->status;
+			v[k].n = 0;
+		}
+		v[k].n++;
+	}
+	return n;
+}
+
+double load_report_read_late_limit(const struct load_result *r, int *target)
+{
+	double lim = 1;
+
+	*target = -1;
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		if (t->metric == LOAD_SLO_ERROR_RATE)
+			continue;
+		if (*target < 0 || t->limit < r->slo.v[*target].limit)
+			*target = (int)i;
+	}
+	if (*target >= 0 && 0.05 * r->slo.v[*target].limit > lim)
+		lim = 0.05 * r->slo.v[*target].limit;
+	return lim;
+}
+
+int load_report_read_late(const struct load_result *r, const struct load_level *lv)
+{
+	int t;
+
+	return lv->info.read_late_p99_ms > load_report_read_late_limit(r, &t);
+}
+
+/* Once per invocation: the generator read late (the worst level). */
+static void read_late_warning(FILE *f, const struct load_result *r)
+{
+	const struct load_level *w = NULL;
+	double lim;
+	int t;
+
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (load_report_read_late(r, &r->levels[i]) && (w == NULL ||
+		    r->levels[i].info.read_late_p99_ms > w->info.read_late_p99_ms))
+			w = &r->levels[i];
+	if (w == NULL)
+		return;
+	lim = load_report_read_late_limit(r, &t);
+	fprintf(f, "warning      the generator read late: %.2f ms at p99, %.2f ms at most "
+	    "(%s%s, %s)", w->info.read_late_p99_ms, w->info.read_late_max_ms,
+	    r->nlevels > 1 ? "the worst level: " : "", r->nlevels > 1 ? w->label : "the run",
+	    w->info.read_late_stamps ? "tokentap-mock's stamps" : "its own loop's timer");
+	if (t >= 0)
+		fprintf(f, ", %.0f %% of the target %s <= %.4g ms", 100 *
+		    w->info.read_late_p99_ms / r->slo.v[t].limit, r->slo.v[t].name,
+		    r->slo.v[t].limit);
+	else
+		fprintf(f, ", over %.3g ms", lim);
+	fprintf(f, ": its figures include it; give it a CPU of its own, or split the "
+	    "users among generators\n");
+}
+
+/* A token count's range: "100", or "100-200". */
+static void range(FILE *f, const char *what, const struct load_range *r)
+{
+	if (r->min == r->max)
+		fprintf(f, ", %s %u tokens", what, r->min);
+	else
+		fprintf(f, ", %s %u-%u tokens", what, r->min, r->max);
+}
+
 static void table_mode(FILE *f, const struct load_conf *c)
 {
-	if (c->trace != NULL)
-		fprintf(f, "load         open loop, replaying %s (%zu requests%s%.3g)",
-		    c->trace->path, c->trace->n, c->trace_speed != 1 ? ", speed x" : "",
-		    c->trace_speed != 1 ? c->trace_speed : 0.0);
-	else if (c->rate > 0)
-		fprintf(f, "load         open loop, %.4g req/s %s arrivals", c->rate,
+	if (c->trace != NULL) {
+		fprintf(f, "load         open loop, replaying %s (%zu requests", c->trace->path,
+		    c->trace->n);
+		if (c->trace_speed != 1)
+			fprintf(f, ", speed x%.3g", c->trace_speed);
+		fputc(')', f);
+	} else if (c->rate > 0) {
+		/* a rate is a plain number, 10000 and not 1e+04 */
+		fprintf(f, c->rate < 1e4 ? "load         open loop, %.4g req/s %s arrivals" :
+		    "load         open loop, %.0f req/s %s arrivals", c->rate,
 		    load_conf_arrivals_name(c));
+	}
 	else
 		fprintf(f, "load         closed loop, %u users", c->concurrency);
 	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
@@ -42,9 +134,13 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		fprintf(f, ", %" PRIu64 " requests", c->count);
 	if (c->prompts != NULL)
 		fprintf(f, ", prompts of %s (%zu)", c->prompts->path, c->prompts->n);
+	else if (c->trace == NULL)
+		range(f, "prompt", &c->prompt_tokens);
+	if (c->trace != NULL)
+		fprintf(f, ", %s tokens as the trace has them\n", c->prompts != NULL ?
+		    "output" : "prompt and output");
 	else
-		fprintf(f, ", prompt %u-%u tokens", c->prompt_tokens.min, c->prompt_tokens.max);
-	fprintf(f, ", max %u-%u tokens\n", c->max_tokens.min, c->max_tokens.max);
+		range(f, "max", &c->max_tokens), fputc('\n', f);
 }
 
 static void dist_row(FILE *f, const char *label, const struct load_dist *d,
@@ -171,6 +267,15 @@ void load_report_level(FILE *f, const struct load_result *r,
 	}
 	if (sep)
 		fputc('\n', f);
+	{
+		struct load_status_count st[LOAD_REPORT_STATUSES];
+		size_t n = load_report_error_statuses(lv, st);
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%sHTTP %u %" PRIu64, i ? ", " : "by status    ", st[i].status,
+			    st[i].n);
+		if (n > 0)
+			fputc('\n', f);
+	}
 	fprintf(f, "throughput   %.2f req/s, output %.1f tokens/s, total %.1f tokens/s "
 	    "(%" PRIu64 " connections, at most %" PRIu64 " in flight)\n",
 	    s->requests_per_s, s->output_tokens_per_s, s->total_tokens_per_s,
@@ -202,6 +307,9 @@ void load_report_level(FILE *f, const struct load_result *r,
 	dist_row(f, "speed tok/s", &s->speed, p);
 	if (c->lag)
 		dist_row(f, "event lag ms", &s->event_lag, p);
+	if (c->lag && s->event_lag.count == 0)
+		fprintf(f, "%-16s no event was stamped: start tokentap-mock with --stamp on "
+		    "(or send -H 'X-Mock-Stamp: on'); --lag times only those\n", "");
 	if (lv->has_slo)
 		slo_lines(f, r, lv);
 	if (s->nslices > 1)
@@ -309,6 +417,35 @@ static void capacity_lines(FILE *f, const struct load_result *r)
 	}
 }
 
+static void pair_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, " %9.3f", v);
+	else
+		fprintf(f, " %9s", "-");
+}
+
+/* --tokentap-log: client - tokentap per request, a line per level. */
+static void pairs_table(FILE *f, const struct load_result *r)
+{
+	if (r->nlevels == 0 || !r->levels[0].pairs.asked)
+		return;
+	fprintf(f, "\nclient - tokentap per request (ms), paired by X-Request-Id with "
+	    "tokentap's access log\n%-36s %8s %8s %9s %9s %9s %9s %9s %9s\n", "level",
+	    "paired", "missing", "TTFT p50", "TTFT p95", "TTFT max", "TPOT p50", "TPOT p95",
+	    "TPOT max");
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_tt_pairs *p = &r->levels[i].pairs;
+		fprintf(f, "%-36.36s %8llu %8llu", r->levels[i].label,
+		    (unsigned long long)p->paired, (unsigned long long)p->missing);
+		for (int k = 0; k < 3; k++)
+			pair_num(f, p->ttft[k]);
+		for (int k = 0; k < 3; k++)
+			pair_num(f, p->tpot[k]);
+		fputc('\n', f);
+	}
+}
+
 void load_report_table(FILE *f, const struct load_result *r)
 {
 	const struct load_conf *c = r->conf;
@@ -320,6 +457,8 @@ void load_report_table(FILE *f, const struct load_result *r)
 			fputc('\n', f);
 			levels_table(f, r);
 		}
+		read_late_warning(f, r);
+		pairs_table(f, r);
 		return;
 	}
 	fprintf(f, "target       %s (%s, model %s)\n", c->url,
@@ -354,4 +493,6 @@ void load_report_table(FILE *f, const struct load_result *r)
 		capacity_lines(f, r);
 	if (r->interrupted)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
+	read_late_warning(f, r);
+	pairs_table(f, r);
 }

@@ -14,6 +14,23 @@ void load_report_table(FILE *f, const struct load_result *r);
 /* One level in detail (a single run, a scenario). */
 void load_report_level(FILE *f, const struct load_result *r,
     const struct load_level *lv);
+/* A level's measured errors that had an answer, by its HTTP status. */
+#define LOAD_REPORT_STATUSES 16
+struct load_status_count {
+	unsigned status;
+	uint64_t n;
+};
+/* Fills v (ascending by status, at most LOAD_REPORT_STATUSES; rarer ones
+ * beyond are left out) from the level's samples; returns how many. A
+ * document read back without its samples has none. */
+size_t load_report_error_statuses(const struct load_level *lv,
+    struct load_status_count v[LOAD_REPORT_STATUSES]);
+/* How late the generator may read before it warns (ms): 1 ms, or 5 % of
+ * the tightest latency target of r's SLO when that is more (*target its
+ * index, else -1). */
+double load_report_read_late_limit(const struct load_result *r, int *target);
+/* The level's reads ran later than that at p99. */
+int load_report_read_late(const struct load_result *r, const struct load_level *lv);
 /* Goodput and attainment of a level: one line; nothing without targets. */
 void load_report_goodput_line(FILE *f, const struct load_level *lv);
 

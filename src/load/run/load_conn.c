@@ -39,6 +39,8 @@ struct load_conn {
 	int got_bytes;               /* some of the response has arrived */
 	int complete;
 	int connect_failed;          /* report a connect error from the timer */
+	int cerr;                    /* a failed connect's errno */
+	int tls_fail;                /* its TLS handshake failed */
 
 	/* the response header being parsed */
 	char hname[HNAME_MAX];
@@ -252,6 +254,8 @@ static void finish(struct load_conn *c, enum meter_end how)
 	e.itl = c->gaps.v;
 	e.nitl = c->gaps.n;
 	e.reused = c->reused;
+	e.conn_errno = how == METER_END_CONNECT ? c->cerr : 0;
+	e.tls_failed = how == METER_END_CONNECT && c->tls_fail;
 	c->ctx->done(c->arg, c, &c->m, how, &e);
 }
 
@@ -288,6 +292,8 @@ static void conn_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	/* a connect still pending at the deadline counts as a connect error */
 	if (c->connect_failed || (c->bev != NULL && !c->connected)) {
+		if (!c->connect_failed)
+			c->cerr = ETIMEDOUT;
 		close_bev(c);
 		finish(c, METER_END_CONNECT);
 		return;
@@ -301,6 +307,8 @@ static void fail_later(struct load_conn *c)
 {
 	struct timeval now = {0, 0};
 
+	if (c->cerr == 0)
+		c->cerr = errno;
 	close_bev(c);
 	c->connect_failed = 1;
 	evtimer_add(c->timer, &now);
@@ -387,9 +395,17 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (!c->connected) {
-		if (c->ctx->tls != NULL)
-			load_tls_failed(c->ctx->tls, bufferevent_openssl_get_ssl(bev),
-			    bufferevent_get_openssl_error(bev));
+		c->cerr = EVUTIL_SOCKET_ERROR();
+		if (c->ctx->tls != NULL) {
+			SSL *ssl = bufferevent_openssl_get_ssl(bev);
+			unsigned long oe = bufferevent_get_openssl_error(bev);
+			/* a refused or unreachable TCP connect is no TLS failure */
+			c->tls_fail = oe != 0 || (ssl != NULL &&
+			    SSL_get_verify_result(ssl) != X509_V_OK) ||
+			    (c->cerr != ECONNREFUSED && c->cerr != ETIMEDOUT &&
+			    c->cerr != EHOSTUNREACH && c->cerr != ENETUNREACH);
+			load_tls_failed(c->ctx->tls, ssl, oe);
+		}
 		close_bev(c);
 		finish(c, METER_END_CONNECT);
 		return;
@@ -449,6 +465,7 @@ int load_conn_start(struct load_conn *c, uint64_t t0, uint64_t timeout_us,
 	load_lag_init(&c->lag, lag_record, c);
 	c->busy = 1;
 	c->retried = c->connect_failed = 0;
+	c->cerr = c->tls_fail = 0;
 	evbuffer_drain(c->req, evbuffer_get_length(c->req));
 	evbuffer_add_buffer(c->req, req);
 	left = deadline > now ? deadline - now : 0;

@@ -25,6 +25,8 @@ struct load_conn_end {
 	const uint32_t *itl;        /* its gaps between token events (µs) */
 	size_t nitl;
 	int reused;                 /* sent on a kept-alive connection */
+	int conn_errno;             /* a connect error's errno, 0 when unknown */
+	int tls_failed;             /* the TLS handshake failed */
 };
 
 /* A request ended; m has been closed with meter_end. The callee may start

@@ -156,6 +156,10 @@ static int summarise(const struct load_result *r, struct load_level *lv)
 	in.goodput = r->slo.n ? &g : NULL;
 	in.window_start_us = lv->info.window_start_us;
 	in.window_end_us = lv->info.window_end_us;
+	if (lv->nwindows > 1) {
+		in.windows = (const uint64_t (*)[2])lv->windows;
+		in.nwindows = lv->nwindows;
+	}
 	in.slice_us = r->slice_us;
 	in.cpu_s = lv->info.cpu_s;
 	in.wall_s = (double)lv->info.elapsed_us / 1e6;
@@ -259,6 +263,10 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 			if (info.max_in_flight > lv->info.max_in_flight)
 				lv->info.max_in_flight = info.max_in_flight;
 			lv->info.interrupted = info.interrupted;
+		}
+		if (lv->nwindows < LOAD_LEVEL_WINDOWS) {
+			lv->windows[lv->nwindows][0] = offset + info.window_start_us;
+			lv->windows[lv->nwindows++][1] = offset + info.window_end_us;
 		}
 		offset = lv->info.elapsed_us;
 		lv->runs = k + 1;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "load_run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "load_summary.h"
 #include "load_trace.h"
 #include "log.h"
+#include "net.h"
 #include "rng.h"
 #include "util.h"
 
@@ -28,6 +30,9 @@
 #define MAX_EVENT_BYTES (1024 * 1024)
 /* The progress line's p95 TTFT: over the last this many requests. */
 #define PROGRESS_SAMPLES 4096
+/* The loop's lateness is sampled this often, at most SLIP_MAX times. */
+#define SLIP_US 10000
+#define SLIP_MAX (1u << 20)
 
 struct run;
 
@@ -51,6 +56,8 @@ struct slot {
 	int64_t lag_us;
 	uint32_t prompt_tokens, max_tokens;
 	uint8_t phase, queued;
+	uint32_t backoff_ms;         /* closed loop: after a connect error */
+	struct event *backoff_ev;
 };
 
 struct run {
@@ -80,6 +87,12 @@ struct run {
 	int enough;                  /* the count is reached */
 	struct evbuffer *req;
 	struct event *deadline_ev, *arrival_ev, *progress_ev, *ramp_ev;
+	/* the loop's own lateness: a timer every SLIP_US, each period it
+	 * missed recorded as how late its tick came (µs) */
+	struct event *slip_ev;
+	uint64_t slip_next;
+	uint32_t *slip;
+	size_t nslip, slip_cap;
 };
 
 /* ---- signals: one handler for the program, the run in progress told */
@@ -87,6 +100,9 @@ struct run {
 static struct run *current;
 static int signals;
 static struct event *sig_ev[2];
+/* the pre-flight: on until a request succeeds; why the target failed it */
+static int preflight;
+static char target_failed[1024];
 
 static void stop_issuing(struct run *r);
 
@@ -128,7 +144,74 @@ void load_run_signals_free(void)
 
 int load_run_interrupted(void)
 {
-	return signals;
+	return signals + (target_failed[0] != '\0');
+}
+
+void load_run_preflight(int on)
+{
+	preflight = on;
+}
+
+const char *load_run_target_failed(void)
+{
+	return target_failed[0] ? target_failed : NULL;
+}
+
+/* What to do about an answer of this status. */
+static const char *status_hint(unsigned st)
+{
+	if (st == 401 || st == 403)
+		return "it wants credentials: -H 'Authorization: Bearer ...'";
+	if (st == 404)
+		return "no such path or model there: check the URL's path, --dialect "
+		    "and --model";
+	if (st == 400 || st == 422)
+		return "it refused the request's body: check --dialect and --model";
+	if (st == 429)
+		return "it limits the request rate: lower -c or -r, or raise its limit";
+	if (st >= 500)
+		return "it failed: see its log";
+	return "a streaming answer is 2xx";
+}
+
+/* The pre-flight's verdict on a request that ended (x): the first that
+ * did not connect, or was answered other than 2xx, before any succeeded,
+ * fails the target, and the run stops issuing. */
+static void preflight_check(struct run *r, const struct load_sample *x,
+    const struct load_conn_end *e)
+{
+	const struct load_conf *c = r->conf;
+	int bad_status = x->status != 0 && (x->status < 200 || x->status > 299);
+
+	if (!preflight || target_failed[0] != '\0')
+		return;
+	if (x->outcome == OUTCOME_OK) {
+		preflight = 0;
+		return;
+	}
+	if (x->outcome != OUTCOME_CONNECT_ERROR && !bad_status)
+		return;
+	if (x->outcome == OUTCOME_CONNECT_ERROR && e->tls_failed)
+		snprintf(target_failed, sizeof target_failed, "the TLS handshake with %s:%u "
+		    "failed (why: above): --cacert FILE for a private CA, --sni NAME for "
+		    "another name, or --insecure", c->host, c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR && e->conn_errno == ECONNREFUSED)
+		snprintf(target_failed, sizeof target_failed, "%s:%u refused the "
+		    "connection: is the server running, and listening on that port?",
+		    c->host, c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR && e->conn_errno == ETIMEDOUT)
+		snprintf(target_failed, sizeof target_failed, "the connection to %s:%u "
+		    "timed out: is the address right, and open to this host?", c->host,
+		    c->port);
+	else if (x->outcome == OUTCOME_CONNECT_ERROR)
+		snprintf(target_failed, sizeof target_failed, "cannot connect to %s:%u%s%s",
+		    c->host, c->port, e->conn_errno ? ": " : "",
+		    e->conn_errno ? strerror(e->conn_errno) : "");
+	else
+		snprintf(target_failed, sizeof target_failed, "%s:%u answered HTTP %u "
+		    "(%s) to the first request: %s", c->host, c->port, x->status,
+		    net_reason(x->status), status_hint(x->status));
+	stop_issuing(r);
 }
 
 void load_run_wait(struct event_base *base, uint64_t us)
@@ -366,6 +449,16 @@ static void arrive(struct run *r, uint64_t t0, size_t entry)
 		window_closed(r);
 }
 
+static void on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+
+	(void)fd;
+	(void)what;
+	user_next(s->r, s);
+	check_end(s->r);
+}
+
 static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
     enum meter_end how, const struct load_conn_end *e)
 {
@@ -389,10 +482,27 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 		run_failed(r, "samples");
 	r->in_flight--;
 	r->last_end = util_now_us();
+	preflight_check(r, &x, e);
 	/* the last counted request ended: the cool-down has done its work */
 	if (s->phase == PH_COUNTED && --r->counted_in_flight == 0 && r->cooling)
 		stop_issuing(r);
 	if (!r->open_loop) {
+		/* a user whose connection failed waits before it tries again,
+		 * 10 ms doubling to a second: a dead target is not a hot loop */
+		if (x.outcome == OUTCOME_CONNECT_ERROR && !r->stopping) {
+			s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : 10;
+			if (s->backoff_ms > 1000)
+				s->backoff_ms = 1000;
+			if (s->backoff_ev == NULL)
+				s->backoff_ev = evtimer_new(r->base, on_backoff, s);
+			if (s->backoff_ev != NULL) {
+				arm(s->backoff_ev, (uint64_t)s->backoff_ms * 1000);
+				check_end(r);
+				return;
+			}
+		} else {
+			s->backoff_ms = 0;
+		}
 		user_next(r, s);
 	} else if (r->qlen > 0) {
 		struct pending p = queue_pop(r);
@@ -454,6 +564,72 @@ static void on_ramp(evutil_socket_t fd, short what, void *arg)
 		r->nslots++;
 		user_next(r, &r->slots[r->nslots - 1]);
 	}
+}
+
+static void on_slip(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	uint64_t now = util_now_us();
+
+	(void)fd;
+	(void)what;
+	/* a stall of 300 ms is 30 ticks late by 300, 290, ... ms: as late
+	 * as a read that became ready in each would have been */
+	for (; r->slip_next <= now; r->slip_next += SLIP_US) {
+		if (r->nslip == r->slip_cap && r->slip_cap < SLIP_MAX) {
+			size_t cap = r->slip_cap ? 2 * r->slip_cap : 1024;
+			uint32_t *v = realloc(r->slip, cap * sizeof(*v));
+			if (v != NULL) {
+				r->slip = v;
+				r->slip_cap = cap;
+			}
+		}
+		if (r->nslip < r->slip_cap) {
+			uint64_t late = now - r->slip_next;
+			r->slip[r->nslip++] = late > UINT32_MAX ? UINT32_MAX : (uint32_t)late;
+		}
+	}
+	arm(r->slip_ev, r->slip_next - now);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p99 and max (ms) of n lateness samples (µs), sorted in place. */
+static void late_of(uint32_t *v, size_t n, double *p99, double *max)
+{
+	double *d;
+
+	*p99 = *max = NAN;
+	if (n == 0 || (d = malloc(n * sizeof(*d))) == NULL)
+		return;
+	qsort(v, n, sizeof(*v), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		d[i] = (double)v[i] / 1e3;
+	*p99 = load_quantile(d, n, 99);
+	*max = d[n - 1];
+	free(d);
+}
+
+/* How late the run read: its stamped events', else its loop's. */
+static void read_late(struct run *r, struct load_run_info *info)
+{
+	if (r->st->nlag > 0) {
+		uint32_t *v = malloc(r->st->nlag * sizeof(*v));
+		if (v != NULL) {
+			memcpy(v, r->st->lag, r->st->nlag * sizeof(*v));
+			late_of(v, r->st->nlag, &info->read_late_p99_ms,
+			    &info->read_late_max_ms);
+			info->read_late_stamps = 1;
+			free(v);
+			return;
+		}
+	}
+	late_of(r->slip, r->nslip, &info->read_late_p99_ms, &info->read_late_max_ms);
 }
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
@@ -576,7 +752,8 @@ static int setup(struct run *r)
 	for (size_t i = 0; i < r->max_slots; i++)
 		r->slots[i].r = r;
 	r->deadline_ev = evtimer_new(r->base, on_deadline, r);
-	if (r->deadline_ev == NULL)
+	r->slip_ev = evtimer_new(r->base, on_slip, r);
+	if (r->deadline_ev == NULL || r->slip_ev == NULL)
 		return -1;
 	if (r->open_loop) {
 		r->arrival_ev = evtimer_new(r->base, on_arrival, r);
@@ -597,8 +774,11 @@ static int setup(struct run *r)
 
 static void teardown(struct run *r)
 {
-	for (size_t i = 0; i < r->max_slots && r->slots != NULL; i++)
+	for (size_t i = 0; i < r->max_slots && r->slots != NULL; i++) {
 		load_conn_free(r->slots[i].conn);
+		if (r->slots[i].backoff_ev != NULL)
+			event_free(r->slots[i].backoff_ev);
+	}
 	free(r->slots);
 	free(r->idle);
 	free(r->queue);
@@ -612,6 +792,9 @@ static void teardown(struct run *r)
 		event_free(r->ramp_ev);
 	if (r->progress_ev != NULL)
 		event_free(r->progress_ev);
+	if (r->slip_ev != NULL)
+		event_free(r->slip_ev);
+	free(r->slip);
 }
 
 static void begin(struct run *r)
@@ -619,6 +802,8 @@ static void begin(struct run *r)
 	const struct load_conf *c = r->conf;
 
 	r->start = util_now_us();
+	r->slip_next = r->start + SLIP_US;
+	arm(r->slip_ev, SLIP_US);
 	/* without a warm-up the window opens at once (and the deadline with
 	 * it); a timed warm-up's at its end */
 	if (c->warmup_us > 0 && c->duration_us > 0)
@@ -719,7 +904,8 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	info->queued = r.queued;
 	info->cooldown_requests = r.cooled;
 	info->warmup_requests = r.created - r.accepted - r.cooled;
-	info->interrupted = load_run_interrupted() > 0;
+	info->interrupted = signals > 0;
+	read_late(&r, info);
 	if (o->progress)
 		fputs("\r\033[K", stderr);
 	rc = r.failed ? -1 : 0;

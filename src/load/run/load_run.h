@@ -42,8 +42,17 @@ struct load_run_opts {
  * Returns 0 or -1. */
 int load_run_signals(struct event_base *base);
 void load_run_signals_free(void);
-/* Signals received so far (1: stop after this level, 2 or more: now). */
+/* Signals received so far (1: stop after this level, 2 or more: now);
+ * a target that failed its pre-flight (below) counts as one: no level
+ * runs after it. */
 int load_run_interrupted(void);
+/* The pre-flight (on: 1): until a request of the invocation has succeeded,
+ * a refused connection, a TLS failure or an answer other than 2xx stops
+ * the run at once (what is in flight drains), and every run after it. */
+void load_run_preflight(int on);
+/* Why the target failed its pre-flight, with the fix; NULL while it has
+ * not. */
+const char *load_run_target_failed(void);
 /* Waits us on base, or until a signal. */
 void load_run_wait(struct event_base *base, uint64_t us);
 

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "load_jsonl.h"
+#include "load_summary.h"
 #include "url.h"
 #include "util.h"
 
@@ -267,4 +269,214 @@ uint64_t load_tt_settle_us(const struct load_tt_conf *c)
 uint64_t load_tt_span_us(const struct load_tt_conf *c)
 {
 	return c->window_us * 5 / 6;
+}
+
+/* ---- --tokentap-log: pairs by request id ------------------------------- */
+
+struct rec {
+	char *id;                    /* NULL: an empty bucket */
+	double ttft, tpot;           /* ms, NaN: null */
+};
+
+struct recs {
+	struct rec *v;
+	size_t cap, n;               /* cap a power of 2 */
+};
+
+static struct rec *rec_find(struct recs *h, const char *id)
+{
+	size_t i = util_fnv_str(UTIL_FNV_INIT, id) & (h->cap - 1);
+
+	while (h->v[i].id != NULL && strcmp(h->v[i].id, id) != 0)
+		i = (i + 1) & (h->cap - 1);
+	return &h->v[i];
+}
+
+static int rec_put(struct recs *h, char *id, double ttft, double tpot)
+{
+	struct rec *e;
+
+	if (2 * (h->n + 1) > h->cap) {
+		struct recs g = { calloc(h->cap ? 2 * h->cap : 1024, sizeof(struct rec)),
+			h->cap ? 2 * h->cap : 1024, 0 };
+		if (g.v == NULL)
+			return -1;
+		for (size_t i = 0; i < h->cap; i++)
+			if (h->v[i].id != NULL) {
+				*rec_find(&g, h->v[i].id) = h->v[i];
+				g.n++;
+			}
+		free(h->v);
+		*h = g;
+	}
+	e = rec_find(h, id);
+	if (e->id != NULL) {
+		free(id);               /* a line seen before */
+		return 0;
+	}
+	e->id = id;
+	e->ttft = ttft;
+	e->tpot = tpot;
+	h->n++;
+	return 0;
+}
+
+static void recs_free(struct recs *h)
+{
+	for (size_t i = 0; i < h->cap; i++)
+		free(h->v[i].id);
+	free(h->v);
+	memset(h, 0, sizeof(*h));
+}
+
+/* The log's lines of this run (they hold its run id) into h. */
+static int recs_read(struct recs *h, const char *path, const char *run_id, char *err,
+    size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	struct load_jl j;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	load_jl_init(&j);
+	while ((len = getline(&line, &cap, f)) > 0) {
+		size_t at;
+		const char *why;
+		int id;
+		char *s;
+
+		/* a line half written has no newline yet: next time */
+		if (line[len - 1] != '\n' || strstr(line, run_id) == NULL)
+			continue;
+		if (load_jl_parse(&j, line, (size_t)len, &at, &why) < 0 ||
+		    load_jl_type(&j, 0) != LOAD_JL_OBJECT ||
+		    (id = load_jl_get(&j, 0, "request_id")) < 0 ||
+		    (s = load_jl_str(&j, id, NULL)) == NULL)
+			continue;
+		if (rec_put(h, s, num_at(&j, 0, "ttft_ms"), num_at(&j, 0, "tpot_ms")) < 0) {
+			snprintf(err, errlen, "out of memory");
+			load_jl_free(&j);
+			free(line);
+			fclose(f);
+			return -1;
+		}
+	}
+	load_jl_free(&j);
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+/* The request id a level's sample was sent with: the k-th time a request
+ * number comes in a level is its k-th run's (the runs ran one after the
+ * other, each from 0). */
+static void sample_id(char *buf, size_t len, const struct load_result *r,
+    const struct load_level *lv, unsigned k, uint64_t seq)
+{
+	if (k == 0)
+		snprintf(buf, len, "%s-%zu-%llu", r->run_id, lv->index,
+		    (unsigned long long)seq);
+	else
+		snprintf(buf, len, "%s-%zur%u-%llu", r->run_id, lv->index, k,
+		    (unsigned long long)seq);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void three(double *v, size_t n, double out[3])
+{
+	qsort(v, n, sizeof(*v), cmp_dbl);
+	out[0] = load_quantile(v, n, 50);
+	out[1] = load_quantile(v, n, 95);
+	out[2] = n ? v[n - 1] : NAN;
+}
+
+/* Pairs one level's measured samples; returns how many of those missing
+ * had an answer (their lines may still come), or -1 when memory ran out. */
+static long pair_level(struct recs *h, const struct load_result *r, struct load_level *lv)
+{
+	const struct loadstats *st = &lv->st;
+	struct load_tt_pairs *p = &lv->pairs;
+	double *dt = malloc((st->n + 1) * sizeof(double));
+	double *dp = malloc((st->n + 1) * sizeof(double));
+	unsigned *runs = calloc(st->n + 1, sizeof(unsigned));
+	char id[96];
+	long awaited = 0;
+
+	if (dt == NULL || dp == NULL || runs == NULL) {
+		free(dt);
+		free(dp);
+		free(runs);
+		return -1;
+	}
+	memset(p, 0, sizeof(*p));
+	p->asked = 1;
+	for (size_t i = 0; i < st->n; i++) {
+		const struct load_sample *x = &st->v[i];
+		unsigned k = x->seq < st->n ? runs[x->seq]++ : 0;
+		struct rec *e;
+
+		if (!loadstats_counted(x))
+			continue;
+		sample_id(id, sizeof id, r, lv, k, x->seq);
+		e = h->cap ? rec_find(h, id) : NULL;
+		if (e == NULL || e->id == NULL) {
+			p->missing++;
+			/* one that had an answer went through tokentap: its
+			 * line is still to come */
+			awaited += x->status != 0;
+			continue;
+		}
+		p->paired++;
+		if (x->outcome != OUTCOME_OK)
+			continue;
+		if (x->ttft_us >= 0 && !isnan(e->ttft))
+			dt[p->ttft_n++] = (double)x->ttft_us / 1e3 - e->ttft;
+		if (x->tpot_us >= 0 && !isnan(e->tpot))
+			dp[p->tpot_n++] = x->tpot_us / 1e3 - e->tpot;
+	}
+	three(dt, p->ttft_n, p->ttft);
+	three(dp, p->tpot_n, p->tpot);
+	free(dt);
+	free(dp);
+	free(runs);
+	return awaited;
+}
+
+int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
+    size_t errlen)
+{
+	uint64_t deadline = util_now_us() + (uint64_t)wait_ms * 1000;
+
+	for (;;) {
+		struct recs h = { NULL, 0, 0 };
+		long missing = 0, m;
+
+		if (recs_read(&h, path, r->run_id, err, errlen) < 0) {
+			recs_free(&h);
+			return -1;
+		}
+		for (size_t i = 0; i < r->nlevels; i++) {
+			if ((m = pair_level(&h, r, &r->levels[i])) < 0) {
+				recs_free(&h);
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			missing += m;
+		}
+		recs_free(&h);
+		if (missing == 0 || util_now_us() >= deadline)
+			return 0;
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	}
 }

@@ -39,4 +39,15 @@ uint64_t load_tt_settle_us(const struct load_tt_conf *c);
 /* The longest level the window holds whole (µs). */
 uint64_t load_tt_span_us(const struct load_tt_conf *c);
 
+/* --tokentap-log FILE: pairs every measured request of r's levels with
+ * tokentap's access-log line of it, by its X-Request-Id (the log's
+ * request_id: <run_id>-<level>-<seq>, <run_id>-<level>r<k>-<seq> for
+ * the k-th repeat), into each level's pairs: no /stats window to wait
+ * for, and the difference per request, not of two histograms' buckets.
+ * A line is written a moment after the client had the last byte: the
+ * file is read again, 50 ms apart, until every request is in it or
+ * wait_ms passed. Returns 0, or -1 with err (the file cannot be read). */
+int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
+    size_t errlen);
+
 #endif

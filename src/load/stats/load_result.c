@@ -57,7 +57,9 @@ struct load_level *load_result_add(struct load_result *r, enum load_key key,
 	if (key == LOAD_KEY_NONE)
 		snprintf(lv->label, sizeof(lv->label), "run");
 	else if (key == LOAD_KEY_RATE)
-		snprintf(lv->label, sizeof(lv->label), "rate %.4g/s", value);
+		/* 10000, not 1e+04 */
+		snprintf(lv->label, sizeof(lv->label), value < 1e4 ? "rate %.4g/s" :
+		    "rate %.0f/s", value);
 	else
 		snprintf(lv->label, sizeof(lv->label), "%s %.0f", load_key_name(key), value);
 	return lv;

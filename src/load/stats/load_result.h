@@ -41,6 +41,11 @@ struct load_run_info {
 	uint64_t cooldown_requests;
 	double cpu_s;               /* the generator's user + system CPU */
 	int interrupted;
+	/* how late the generator read (ms): each stamped event's trip from
+	 * tokentap-mock's send (--lag), else its own loop's timer slip (a
+	 * read ready at t is read when the loop comes to it); NaN: none */
+	double read_late_p99_ms, read_late_max_ms;
+	int read_late_stamps;       /* from the stamps, not the timer */
 };
 
 /* tokentap's /stats over a level's window (--tokentap). */
@@ -60,6 +65,18 @@ struct load_tt {
 
 enum { LOAD_TT_MEAN, LOAD_TT_P50, LOAD_TT_P90, LOAD_TT_P95, LOAD_TT_P99, LOAD_TT_MAX };
 
+/* --tokentap-log: each measured request paired with tokentap's access-log
+ * record of it by X-Request-Id (load_tt.h), and the client's figure
+ * minus tokentap's per request. */
+struct load_tt_pairs {
+	int asked;
+	uint64_t paired;             /* measured requests found in the log */
+	uint64_t missing;            /* measured requests not found */
+	/* client - tokentap per ok request: p50, p95, max (ms); NaN: none */
+	double ttft[3], tpot[3];
+	uint64_t ttft_n, tpot_n;
+};
+
 struct load_level {
 	size_t index;                /* in the document, from 0 */
 	enum load_key key;           /* what this level set: concurrency, ... */
@@ -71,11 +88,18 @@ struct load_level {
 	struct loadstats st;         /* every request of every run of the level */
 	struct load_run_info info;   /* of its last run; window and CPU summed */
 	unsigned runs;               /* > 1: repeated within noise, samples pooled */
+	/* each run's own window (from the level's start, as its samples are
+	 * shifted): a repeated level's throughput is theirs, not diluted by
+	 * the gaps between them; the first LOAD_LEVEL_WINDOWS runs */
+#define LOAD_LEVEL_WINDOWS 16
+	uint64_t windows[LOAD_LEVEL_WINDOWS][2];
+	size_t nwindows;
 	double started_s;            /* its start, from the invocation's origin */
 	struct load_summary sum;
 	int has_slo;
 	struct load_slo_result slo;
 	struct load_tt tt;
+	struct load_tt_pairs pairs;
 };
 
 /* A capacity search's answer. */

@@ -163,6 +163,21 @@ static double tokens_in(const struct load_sample *s, double a, double b)
 	return hi > lo ? n * (hi - lo) / (l - f) : 0;
 }
 
+/* The share of a request's span (its intended send to its end) inside
+ * [a, b): summed over the requests, the completions of the window
+ * without the quantisation of counting whole ones (Little's law). */
+static double request_in(const struct load_sample *s, double a, double b)
+{
+	double lo = (double)s->start_us, hi = lo + (s->duration_us > 0 ?
+	    (double)s->duration_us : 0), x, y;
+
+	if (hi <= lo)
+		return lo >= a && lo < b ? 1 : 0;
+	x = lo > a ? lo : a;
+	y = hi < b ? hi : b;
+	return y > x ? (y - x) / (hi - lo) : 0;
+}
+
 /* Fills one distribution from the samples that pass keep, by get. */
 static void dist(const struct loadstats *st, double *buf, int (*keep)(const struct load_sample *),
     double (*get)(const struct load_sample *), const struct load_pcts *p,
@@ -259,8 +274,16 @@ static void counts(const struct load_sum_in *in, struct load_summary *sum)
 {
 	const struct loadstats *st = in->st;
 	double a = (double)in->window_start_us, b = (double)in->window_end_us;
-	double out_tokens = 0, in_tokens = 0;
+	double out_tokens = 0, in_tokens = 0, reqs = 0, span = 0;
+	/* the windows: the level's, or each run's of a repeated level (the
+	 * gaps between runs, their warm-ups and drains, in none) */
+	uint64_t one[1][2] = {{in->window_start_us, in->window_end_us}};
+	const uint64_t (*win)[2] = in->nwindows > 0 ? in->windows : one;
+	size_t nwin = in->nwindows > 0 ? in->nwindows : 1;
 
+	for (size_t w = 0; w < nwin; w++)
+		if (win[w][1] > win[w][0])
+			span += (double)(win[w][1] - win[w][0]);
 	for (size_t i = 0; i < st->n; i++) {
 		const struct load_sample *s = &st->v[i];
 		double end = (double)(s->start_us + (s->duration_us > 0 ?
@@ -268,11 +291,16 @@ static void counts(const struct load_sum_in *in, struct load_summary *sum)
 
 		/* throughput: every request's work inside the window, warm-up
 		 * ones included: they load the target too */
-		out_tokens += tokens_in(s, a, b);
-		if (end >= a && end <= b) {
-			sum->completed++;
-			if (s->input_tokens > 0)
-				in_tokens += (double)s->input_tokens;
+		for (size_t w = 0; w < nwin; w++) {
+			a = (double)win[w][0];
+			b = (double)win[w][1];
+			out_tokens += tokens_in(s, a, b);
+			reqs += request_in(s, a, b);
+			if (end >= a && end <= b) {
+				sum->completed++;
+				if (s->input_tokens > 0)
+					in_tokens += (double)s->input_tokens;
+			}
 		}
 		if (!measured(s))
 			continue;
@@ -288,9 +316,9 @@ static void counts(const struct load_sum_in *in, struct load_summary *sum)
 	sum->ok = sum->outcomes[OUTCOME_OK];
 	sum->errors = sum->requests - sum->ok;
 	sum->error_rate = sum->requests ? (double)sum->errors / (double)sum->requests : 0;
-	sum->window_s = b > a ? (b - a) / 1e6 : 0;
+	sum->window_s = span / 1e6;
 	if (sum->window_s > 0) {
-		sum->requests_per_s = (double)sum->completed / sum->window_s;
+		sum->requests_per_s = reqs / sum->window_s;
 		sum->output_tokens_per_s = out_tokens / sum->window_s;
 		sum->input_tokens_per_s = in_tokens / sum->window_s;
 		sum->total_tokens_per_s = sum->output_tokens_per_s + sum->input_tokens_per_s;

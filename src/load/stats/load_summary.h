@@ -114,6 +114,10 @@ struct load_sum_in {
 	const struct goodput_targets *goodput;   /* NULL: none */
 	uint64_t window_start_us;   /* from the level's start */
 	uint64_t window_end_us;
+	/* nwindows > 0: the throughput of these windows instead (a level's
+	 * runs, each its own [start, end), from the level's start) */
+	const uint64_t (*windows)[2];
+	size_t nwindows;
 	uint64_t slice_us;          /* 0: no slices */
 	double cpu_s;               /* the generator's CPU over the level */
 	double wall_s;              /* the level's wall time, warm-up included */
