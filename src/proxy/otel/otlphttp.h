@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One OTLP/HTTP signal's sender (/v1/traces or /v1/metrics) on the main
  * loop, libevent's HTTP client as the alert notifiers use it: one export
- * in flight at a time with its timeout (otel.timeout); the OTLP
+ * in flight at a time. Each attempt has a deadline, otel.timeout from its
+ * start, whatever the collector trickles meanwhile, and reads at most
+ * OTLPHTTP_HEAD_MAX of response head and OTLPHTTP_BODY_MAX of body: a
+ * collector can neither hold an export nor grow memory. The OTLP
  * specification's retries, and only those: 429, 502, 503 and 504 again
- * after Retry-After when the collector gives one, else an exponential
- * backoff with jitter, at most OTLPHTTP_ATTEMPTS times; every other
- * failure (refused, timed out, 400, garbage) drops the export, counted
- * and logged once a minute at most. A partial success is logged with the
+ * after Retry-After (at most OTLPHTTP_RETRY_AFTER_MAX_US) when the
+ * collector gives one, else an exponential backoff with jitter, at most
+ * OTLPHTTP_ATTEMPTS times; every other failure (refused, past the
+ * deadline, too large, 400, garbage) drops the export. Each failed
+ * attempt is counted by its reason and logged at once (rate-limited: a
+ * dead collector fills no log). A partial success is logged with the
  * collector's message. The header values (API keys) are never logged. */
 #ifndef TOKENTAP_OTLPHTTP_H
 #define TOKENTAP_OTLPHTTP_H
@@ -22,12 +27,29 @@ struct evbuffer;
 #define OTLPHTTP_ATTEMPTS   5
 #define OTLPHTTP_BACKOFF_US 1000000   /* then 2 s, 4 s, 8 s */
 #define OTLPHTTP_BACKOFF_MAX_US 30000000
+#define OTLPHTTP_RETRY_AFTER_MAX_US 60000000
+/* what is read of an answer: its status line and headers, its body (a
+ * partial success is a few hundred bytes) */
+#define OTLPHTTP_HEAD_MAX   (64 * 1024)
+#define OTLPHTTP_BODY_MAX   (64 * 1024)
+
+/* Why an attempt failed (tokentap_otel_export_failures_total{reason}). */
+enum otlphttp_reason {
+	OTLPHTTP_DEADLINE,          /* no complete answer within otel.timeout */
+	OTLPHTTP_TOO_LARGE,         /* a body over its bound */
+	OTLPHTTP_INVALID,           /* not HTTP, malformed, a head over its bound */
+	OTLPHTTP_CONNECTION,        /* refused, reset, closed early, TLS */
+	OTLPHTTP_STATUS,            /* an answer other than 2xx */
+	OTLPHTTP_REASONS
+};
+extern const char *const otlphttp_reason_names[OTLPHTTP_REASONS];
 
 struct otlphttp_counts {
 	uint64_t exports_ok, exports_failed, retries;
 	uint64_t items_ok;          /* spans or data points the collector took */
 	uint64_t items_failed;      /* given up: an export that failed */
 	uint64_t items_rejected;    /* a partial success's rejected ones */
+	uint64_t failures[OTLPHTTP_REASONS];   /* attempts, by reason */
 };
 
 struct otlphttp;
