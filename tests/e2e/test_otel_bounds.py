@@ -101,6 +101,34 @@ def test_trickling_collector_ends_at_the_timeout():
     against("trickle", "deadline", "no complete answer within otel.timeout")
 
 
+def test_a_retried_export_keeps_its_encoding_across_a_reload():
+    """An export written as gzip protobuf, answered 503 with Retry-After,
+    then a reload to json without compression: the retry goes as gzip
+    protobuf (which it is), and the next export as json."""
+    with Collector(("status", 503, 2)) as col, Backend(chat) as b, \
+            Tokentap(conf(b.port, col.port, "  protocol: protobuf\n  compression: gzip\n")) \
+            as t:
+        post(t.port, 1)
+        until(lambda: any(a[2] == 503 for a in col.attempts), 15, "the first answer, 503")
+        t.reload("  protocol: protobuf\n  compression: gzip\n",
+                 "  protocol: json\n  compression: none\n")
+        until(lambda: "(json)" in t.stderr(), 15, "the reload to json")
+        col.mode = "ok"
+        first = col.wait_spans(1, timeout=30)
+        assert len(first) == 1, col.attempts
+        e = col.of("/v1/traces")[0]
+        assert not e["json"], e["headers"]
+        assert e["headers"]["Content-Type"] == "application/x-protobuf", e["headers"]
+        assert e["headers"].get("Content-Encoding") == "gzip", e["headers"]
+        # the next export is written, and labelled, as the reload says
+        post(t.port, 2)
+        until(lambda: len(col.of("/v1/traces")) >= 2, 15, "the second export")
+        e = col.of("/v1/traces")[1]
+        assert e["json"] and e["headers"]["Content-Type"] == "application/json"
+        assert "Content-Encoding" not in e["headers"], e["headers"]
+        assert t.stats()["otel"]["traces"]["retries"] >= 1
+
+
 def test_metrics_with_otel_pass_promtool():
     """Both signals on: each tokentap_otel_ family once (two HELP lines of
     one name and promtool refuses the exposition)."""

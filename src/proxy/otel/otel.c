@@ -138,7 +138,7 @@ static void flush(uint64_t now)
 	}
 	otlpspan_request(&e, O.res, O.n_res, batch, k);
 	if (otlpenc_finish(&e, body) == 0)
-		otlphttp_send(O.traces, body, k);
+		otlphttp_send(O.traces, body, k, o->protocol == OTEL_JSON);
 	else
 		O.spans_dropped += k;
 	evbuffer_free(body);
@@ -196,7 +196,8 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg)
 	O.series(otlpmetric_out(m));
 	points = otlpmetric_end(m);
 	if (otlpenc_finish(&e, body) == 0 && points > 0)
-		otlphttp_send(O.metrics, body, (uint64_t)points);
+		otlphttp_send(O.metrics, body, (uint64_t)points,
+		    o->protocol == OTEL_JSON);
 	evbuffer_free(body);
 }
 

@@ -48,12 +48,13 @@ struct otlphttp {
 	char *path, *host_header;
 	struct conf_kv *headers;
 	size_t n_headers;
-	int json, gzip;
+	int gzip;
 	uint64_t timeout_us;
 	SSL_CTX *ssl;              /* a reference of the config's */
 
 	struct evbuffer *body;     /* the export in flight or waiting to retry */
 	uint64_t items;
+	int body_json, body_gzip;  /* how body is encoded: its own, not h's */
 	int attempts;
 	int busy;                  /* a request in flight */
 	int error;                 /* libevent's reason for the last failure, or -1 */
@@ -139,7 +140,6 @@ int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url
 	if (asprintf(&h->label, "%s://%s%s", u.tls ? "https" : "http", auth, u.path) < 0)
 		h->label = NULL;
 	url_free(&u);
-	h->json = o->protocol == OTEL_JSON;
 	h->gzip = o->gzip;
 	h->timeout_us = o->timeout_us;
 	if (h->https && o->tls_ctx != NULL && SSL_CTX_up_ref(o->tls_ctx) == 1)
@@ -526,9 +526,9 @@ static void attempt(struct otlphttp *h)
 	h->error = -1;
 	hd = evhttp_request_get_output_headers(req);
 	evhttp_add_header(hd, "Host", h->host_header);
-	evhttp_add_header(hd, "Content-Type", h->json ? "application/json" :
+	evhttp_add_header(hd, "Content-Type", h->body_json ? "application/json" :
 	    "application/x-protobuf");
-	if (h->gzip)
+	if (h->body_gzip)
 		evhttp_add_header(hd, "Content-Encoding", "gzip");
 	evhttp_add_header(hd, "User-Agent", "tokentap/" TOKENTAP_VERSION);
 	evhttp_add_header(hd, "Connection", "close");
@@ -557,7 +557,7 @@ fail:
 	done(h, 0);
 }
 
-int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n)
+int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n, int json)
 {
 	struct evbuffer *b;
 
@@ -576,6 +576,8 @@ int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n)
 	}
 	h->body = b;
 	h->items = n;
+	h->body_json = json;
+	h->body_gzip = h->gzip;
 	h->attempts = 0;
 	if (!h->busy)
 		attempt(h);

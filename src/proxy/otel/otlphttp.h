@@ -12,7 +12,9 @@
  * deadline, too large, 400, garbage) drops the export. Each failed
  * attempt is counted by its reason and logged at once (rate-limited: a
  * dead collector fills no log). A partial success is logged with the
- * collector's message. The header values (API keys) are never logged. */
+ * collector's message. The header values (API keys) are never logged.
+ * An export keeps the encoding it was written in (content type and
+ * compression) until it is done, across a reload. */
 #ifndef TOKENTAP_OTLPHTTP_H
 #define TOKENTAP_OTLPHTTP_H
 
@@ -63,9 +65,11 @@ struct otlphttp *otlphttp_new(struct event_base *base, struct evdns_base *dns,
 int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url);
 /* Nothing in flight and no retry waiting: a new export may go. */
 int otlphttp_idle(const struct otlphttp *h);
-/* Sends body (emptied) holding n items. 0, or -1 (not idle, no memory:
- * the items are counted failed). */
-int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n);
+/* Sends body (emptied) holding n items, encoded as OTLP/JSON (json) or
+ * protobuf; compressed as configured now. Its retries go as it went
+ * first, whatever a reload sets meanwhile. 0, or -1 (not idle, no
+ * memory: the items are counted failed). */
+int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n, int json);
 const struct otlphttp_counts *otlphttp_counts(const struct otlphttp *h);
 /* The items of the export in flight or waiting to retry. */
 uint64_t otlphttp_in_flight(const struct otlphttp *h);
