@@ -410,10 +410,10 @@ static enum otlphttp_reason no_answer(const struct otlphttp *h, const char **why
 		*why = "not an HTTP answer, a malformed one, or a head over 64 KiB";
 		return OTLPHTTP_INVALID;
 	case EVREQ_HTTP_EOF:
-		*why = "closed before a complete answer";
+		*why = "no response: closed before a complete answer, or TLS failed";
 		return OTLPHTTP_CONNECTION;
 	default:
-		*why = "no response (refused, reset, TLS failed or not HTTP)";
+		*why = "no response: refused, reset or TLS failed";
 		return OTLPHTTP_CONNECTION;
 	}
 }
