@@ -122,8 +122,10 @@ static void free_settings(struct otlphttp *h)
 int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url)
 {
 	const struct conf_otel *o = &c->otel;
+	const struct conf_kv *hv;
 	char auth[URL_HOST_LEN + 8];
 	struct url u;
+	size_t hn;
 	int ok;
 
 	free_settings(h);
@@ -145,12 +147,23 @@ int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url
 	if (h->https && o->tls_ctx != NULL && SSL_CTX_up_ref(o->tls_ctx) == 1)
 		h->ssl = o->tls_ctx;
 	ok = h->url && h->host_header && h->path && h->label && (!h->https || h->ssl);
-	if (ok && o->n_headers > 0) {
-		h->headers = calloc(o->n_headers, sizeof *h->headers);
+	/* the signal's own variable's, else otel.headers (or the variable
+	 * of both) */
+	hv = o->headers;
+	hn = o->n_headers;
+	if (strcmp(h->signal, "traces") == 0 && o->n_traces_headers > 0) {
+		hv = o->traces_headers;
+		hn = o->n_traces_headers;
+	} else if (strcmp(h->signal, "metrics") == 0 && o->n_metrics_headers > 0) {
+		hv = o->metrics_headers;
+		hn = o->n_metrics_headers;
+	}
+	if (ok && hn > 0) {
+		h->headers = calloc(hn, sizeof *h->headers);
 		ok = h->headers != NULL;
-		for (size_t i = 0; ok && i < o->n_headers; i++) {
-			h->headers[i].name = strdup(o->headers[i].name);
-			h->headers[i].value = strdup(o->headers[i].value);
+		for (size_t i = 0; ok && i < hn; i++) {
+			h->headers[i].name = strdup(hv[i].name);
+			h->headers[i].value = strdup(hv[i].value);
 			h->n_headers = i + 1;
 			ok = h->headers[i].name && h->headers[i].value;
 		}
