@@ -391,6 +391,16 @@ int64_t otlphttp_retry_after(const char *v, int64_t now_s)
 	return s <= 0 ? 0 : (int64_t)s * 1000000;
 }
 
+int64_t otlphttp_retry_wait(const char *v, int64_t now_s)
+{
+	int64_t wait = otlphttp_retry_after(v, now_s);
+
+	/* a collector asking for hours would hold the export, and the
+	 * metrics intervals behind it, that long */
+	return wait > (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US ?
+	    (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US : wait;
+}
+
 /* The backoff before attempt k + 1 (k >= 1): 1 s, 2 s, 4 s ... with
  * jitter of up to a quarter, so tokentaps that failed together do not
  * come back together. */
@@ -464,13 +474,11 @@ static void on_response(struct evhttp_request *req, void *arg)
 	/* the OTLP specification's retryable statuses, and only those */
 	if ((code == 429 || code == 502 || code == 503 || code == 504) &&
 	    h->attempts < OTLPHTTP_ATTEMPTS) {
-		wait = otlphttp_retry_after(evhttp_find_header(
+		wait = otlphttp_retry_wait(evhttp_find_header(
 		    evhttp_request_get_input_headers(req), "Retry-After"),
 		    (int64_t)(util_wall_ms() / 1000));
 		if (wait < 0)
 			wait = (int64_t)backoff(h);
-		else if (wait > (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US)
-			wait = (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US;
 		h->n.retries++;
 		arm(h, (uint64_t)wait);
 		return;

@@ -78,5 +78,8 @@ void otlphttp_free(struct otlphttp *h);
 /* Retry-After: delay-seconds or an HTTP-date (RFC 9110 §10.2.3), from
  * now_s (Unix seconds); the delay in µs, or -1 when unreadable. */
 int64_t otlphttp_retry_after(const char *v, int64_t now_s);
+/* What the sender waits for a Retry-After of v: the delay, at most
+ * OTLPHTTP_RETRY_AFTER_MAX_US; -1 when unreadable (then its backoff). */
+int64_t otlphttp_retry_wait(const char *v, int64_t now_s);
 
 #endif
