@@ -105,7 +105,7 @@ def test_a_retried_export_keeps_its_encoding_across_a_reload():
     """An export written as gzip protobuf, answered 503 with Retry-After,
     then a reload to json without compression: the retry goes as gzip
     protobuf (which it is), and the next export as json."""
-    with Collector(("status", 503, 2)) as col, Backend(chat) as b, \
+    with Collector(("status", 503, 3)) as col, Backend(chat) as b, \
             Tokentap(conf(b.port, col.port, "  protocol: protobuf\n  compression: gzip\n")) \
             as t:
         post(t.port, 1)
@@ -138,6 +138,10 @@ def test_metrics_with_otel_pass_promtool():
         post(t.port)
         col.wait_spans(1)
         col.wait_metrics(1)
+        # counted when tokentap has the collector's answer, a moment after
+        # the collector has the export
+        until(lambda: metric(t, "tokentap_otel_exports_total", signal="traces",
+                             result="ok") == 1, 15, "the traces export counted")
         text = t.get("/metrics").text
         for family in ("tokentap_otel_exports_total", "tokentap_otel_export_retries_total",
                        "tokentap_otel_items_total", "tokentap_otel_export_failures_total"):
