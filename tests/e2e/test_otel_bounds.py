@@ -74,6 +74,8 @@ def against(kind, reason, words):
                       reason=reason) >= 1
         tr = t.stats()["otel"]["traces"]
         assert tr["failed"] == 1 and tr["sent"] == 0, tr
+        assert tr["failures"][reason] >= 1 and set(tr["failures"]) == \
+            {"deadline", "too_large", "invalid", "connection", "status"}, tr
 
 
 def test_collector_sends_a_1gib_body():

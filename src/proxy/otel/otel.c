@@ -391,11 +391,16 @@ static void json_sender(struct evbuffer *out, const char *signal,
 	n = otlphttp_counts(h);
 	evbuffer_add_printf(out, "%s\"%s\":{\"exports_ok\":%llu,\"exports_failed\":%llu,"
 	    "\"retries\":%llu,\"sent\":%llu,\"failed\":%llu,\"rejected\":%llu,"
-	    "\"in_flight\":%llu}", *first ? "" : ",", signal,
+	    "\"in_flight\":%llu", *first ? "" : ",", signal,
 	    (unsigned long long)n->exports_ok, (unsigned long long)n->exports_failed,
 	    (unsigned long long)n->retries, (unsigned long long)n->items_ok,
 	    (unsigned long long)n->items_failed, (unsigned long long)n->items_rejected,
 	    (unsigned long long)otlphttp_in_flight(h));
+	/* the attempts that failed, by reason */
+	for (int r = 0; r < OTLPHTTP_REASONS; r++)
+		evbuffer_add_printf(out, "%s\"%s\":%llu", r ? "," : ",\"failures\":{",
+		    otlphttp_reason_names[r], (unsigned long long)n->failures[r]);
+	evbuffer_add(out, "}}", 2);
 	*first = 0;
 }
 
