@@ -385,6 +385,24 @@ static int no_line_break(struct yconf *ld, yaml_node_t *v, const char *s,
 	return 0;
 }
 
+/* A header's value (RFC 9110 §5.5: visible characters, space and tab):
+ * CR and LF would split the head, NUL cut it where it is sent, the other
+ * control characters and DEL are refused by peers, or worse, taken. The
+ * value is never echoed: it is often a credential. */
+static int header_value_ok(struct yconf *ld, yaml_node_t *v, const char *s,
+    const char *path)
+{
+	if (!no_line_break(ld, v, s, path))
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++)
+		if ((*p < 0x20 && *p != '\t') || *p == 0x7f) {
+			yconf_err(ld, v, "%s: must not contain a control character (byte "
+			    "0x%02X)", path, *p);
+			return 0;
+		}
+	return 1;
+}
+
 static void apply_string(struct yconf *ld, const struct yconf_key *k, yaml_node_t *v,
     char **field, const char *path)
 {
@@ -444,7 +462,7 @@ static void apply_map(struct yconf *ld, const struct yconf_key *k, yaml_node_t *
 		s = yconf_is_null(v) ? yconf_strdup(ld, "") : yconf_scalar(ld, v, sub, "a string");
 		if (s == NULL)
 			continue;
-		if (header && !no_line_break(ld, v, s, sub)) {
+		if (header && !header_value_ok(ld, v, s, sub)) {
 			free(s);
 			continue;
 		}

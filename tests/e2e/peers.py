@@ -192,6 +192,60 @@ class Backend:
         self.close()
 
 
+FLOOD_TOTAL = 1 << 30
+
+
+def flood(kind, total=FLOOD_TOTAL, log=None):
+    """A handler for a Backend that answers a client (a collector's or a
+    webhook receiver's, say) without end, streamed, never held in memory:
+    "body" (200, a Content-Length of total and that many bytes), "headers"
+    (header lines until total), "chunks" (4 KiB chunks until total), "line"
+    (a chunk size that never ends its line), "trickle" (a body one byte
+    every 0.2 s: 60,000 of them). log: a list that gets (kind, start, end, bytes sent)
+    of each answer when the client stopped reading it (or all was sent)."""
+    block = b"x" * 65536
+
+    def handle(req, c):
+        start, sent = time.monotonic(), 0
+        s = c.sock
+
+        def send(data):
+            nonlocal sent
+            s.sendall(data)
+            sent += len(data)
+        try:
+            if kind == "body":
+                send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % total)
+                while sent < total:
+                    send(block)
+            elif kind == "headers":
+                send(b"HTTP/1.1 200 OK\r\n")
+                line = b"X-Flood: " + b"y" * 1000 + b"\r\n"
+                while sent < total:
+                    send(line * 64)
+            elif kind == "chunks":
+                send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                chunk = b"1000\r\n" + b"z" * 4096 + b"\r\n"
+                while sent < total:
+                    send(chunk * 16)
+            elif kind == "line":
+                send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1")
+                zeros = b"0" * 65536
+                while sent < total:
+                    send(zeros)
+            elif kind == "trickle":
+                send(b"HTTP/1.1 200 OK\r\nContent-Length: 60000\r\n\r\n")
+                while sent < 60000:
+                    send(b"t")
+                    time.sleep(0.2)
+        except OSError:
+            pass                    # the client stopped reading: what is tested
+        if log is not None:
+            log.append((kind, start, time.monotonic(), sent))
+        return "close"
+    return handle
+
+
 class TLSBackend(Backend):
     """The scriptable backend behind Python's OpenSSL server socket; it
     records the client certificate each connection presented, and whether

@@ -13,11 +13,12 @@ import time
 
 from harness import CHAT, Mock, Tokentap, conf, free_port, metric, parallel, promtool_check, \
     request, until
-from peers import Alertmanager, Hook, self_signed
+from peers import Alertmanager, Backend, Hook, flood, self_signed
 
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TOKEN = re.compile(rb'"content":"[^"]')
 EVERY = 0.5          # alerts.evaluate_every of these tests
+RSS_MAX_KIB = 64 * 1024     # what a receiver may grow tokentap to, at most
 # how long a test waits for what is due after an evaluation or two: the
 # main thread runs 10 nice levels below the workers, and a busy host can
 # keep it waiting (the promptness itself is no claim of these tests)
@@ -231,6 +232,54 @@ def test_dead_or_slow_webhooks_neither_slow_the_proxy_nor_go_uncounted():
                               url=lazy_url) == 2
     finally:
         hole.close()
+
+
+def receiver_against(kind, reason, words):
+    """A webhook receiver answering `kind` (peers.flood: 1 GiB of body,
+    of header lines, of chunks; a chunk size without end; a byte every
+    0.2 s): the delivery fails for `reason`, counted and logged with
+    `words`, at the notifier's timeout from its start at the latest, and
+    tokentap's RSS, now and at its peak, stays under 64 MB."""
+    log = []
+    with Backend(flood(kind, log=log)) as h, Mock() as m:
+        url = f"http://127.0.0.1:{h.port}/hook"
+        notify = f"    - {{type: webhook, url: '{url}', timeout: 1s}}\n"
+        with Tokentap(config(m.port, notify)) as t:
+            burst(t.port, 4, ttft="300ms")
+            hook = {"notifier": "webhook", "url": url}
+            until(lambda: (metric(t, "tokentap_notify_failures_total", reason=reason,
+                                  **hook) or 0) >= 1, DUE, f"a delivery failed: {reason}")
+            until(lambda: log, DUE, "the receiver seeing tokentap stop reading")
+            rss, peak = t.rss_kib(), t.rss_kib("VmHWM")
+            print(f"{kind}: receiver sent {log[0][3]} bytes; tokentap VmRSS {rss} KiB, "
+                  f"VmHWM {peak} KiB")
+            assert log[0][3] < (1 << 30), log
+            assert rss < RSS_MAX_KIB and peak < RSS_MAX_KIB, (rss, peak)
+            until(lambda: f"notify: webhook {url}: {words}" in t.stderr(), DUE,
+                  "the failure logged")
+            assert metric(t, "tokentap_notify_sent_total", **hook) == 0
+
+
+def test_receiver_sending_a_1gib_body():
+    receiver_against("body", "too_large", "answer too large")
+
+
+def test_receiver_sending_endless_headers():
+    receiver_against("headers", "invalid", "not an HTTP answer, a malformed one, or a head over")
+
+
+def test_receiver_sending_endless_chunks():
+    receiver_against("chunks", "too_large", "answer too large")
+
+
+def test_receiver_sending_a_chunk_size_without_end():
+    receiver_against("line", "deadline", "no complete answer within the timeout")
+
+
+def test_trickling_receiver_ends_at_the_timeout():
+    """A byte every 0.2 s never lets an inactivity timeout of 1 s fire; the
+    notifier's timeout from the attempt's start does."""
+    receiver_against("trickle", "deadline", "no complete answer within the timeout")
 
 
 @contextlib.contextmanager

@@ -372,6 +372,62 @@ def test_config_check_names_otel_problems():
     assert (rc, out) == (0, "configuration OK\n"), out
 
 
+def test_control_bytes_in_header_values_are_refused():
+    """tokentap -t refuses a header value with a control byte (CR, LF,
+    NUL, another C0 but tab, DEL): in otel.headers with FILE:LINE:COL,
+    in OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ and _METRICS_ forms,
+    percent-encoded, with the variable's name; the value is never
+    echoed. A tab inside a value is a header's own."""
+    import subprocess
+    import tempfile
+    from harness import binary
+    d = tempfile.mkdtemp(prefix="tt-otel-h-")
+    path = f"{d}/t.yaml"
+
+    def check(text, env=None):
+        with open(path, "w") as f:
+            f.write(text)
+        e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        e.update(env or {})
+        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
+                           text=True, env=e, timeout=30)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = check('otel:\n  endpoint: http://h:4318\n  headers: {x-a: "hunter2\\x01", '
+                    'x-b: "hunter2\\x7f", x-c: "hunter2\\r\\nX: 1", x-d: "a\\tb"}\n')
+    assert rc == 1, out
+    for where in ("t.yaml:3:18: otel.headers.x-a: must not contain a control character "
+                  "(byte 0x01)",
+                  "t.yaml:3:38: otel.headers.x-b: must not contain a control character "
+                  "(byte 0x7F)",
+                  "t.yaml:3:58: otel.headers.x-c: must not contain CR or LF"):
+        assert where in out, (where, out)
+    assert "x-d" not in out and "hunter2" not in out, out
+    for var in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "OTEL_EXPORTER_OTLP_METRICS_HEADERS"):
+        for bad in ("hunter2%0D%0AX-Injected: 1", "hunter2%0A", "hunter2%00tail",
+                    "hunter2%1B", "hunter2%7F"):
+            rc, out = check("workers: 1\n", {var: f"ok=1,x-key={bad}"})
+            assert rc == 1 and f"environment: {var}: a value holds a control character" \
+                in out and "hunter2" not in out, (var, bad, out)
+        rc, out = check("workers: 1\n", {var: "x-key=a%09b,y=%20c"})
+        assert (rc, out) == (0, "configuration OK\n"), (var, out)
+
+
+def test_signal_headers_from_the_environment():
+    """OTEL_EXPORTER_OTLP_TRACES_HEADERS and _METRICS_HEADERS take the
+    place of OTEL_EXPORTER_OTLP_HEADERS for their signal."""
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col, "  traces: {delay: 100ms}\n  metrics: {interval: 300ms}"),
+                     env={"OTEL_EXPORTER_OTLP_HEADERS": "x-all=1",
+                          "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-t=2,x-u=3"}) as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        col.wait_spans(1)
+        col.wait_metrics(1)
+        tr, me = col.of("/v1/traces")[0]["headers"], col.of("/v1/metrics")[0]["headers"]
+        assert (tr.get("x-t"), tr.get("x-u"), tr.get("x-all")) == ("2", "3", None), tr
+        assert (me.get("x-all"), me.get("x-t")) == ("1", None), me
+
+
 def test_client_bytes_reach_the_span_as_valid_utf8():
     """A model and a tenant of bytes that are not UTF-8 (and control
     bytes) reach the span cleaned, as every other output has them: protoc

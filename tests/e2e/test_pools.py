@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from harness import CHAT, Mock, Tokentap, completion, conf, load, metric, until
-from peers import Nginx, curl, pki
+from peers import Backend, Nginx, curl, pki
 
 TOKEN = re.compile(rb'"content":"[^"]')     # a delta with text: a token
 
@@ -295,6 +295,31 @@ def test_active_checks_eject_and_pool_unhealthy_fires_and_resolves():
             # the checks were GETs of the path, with the replica's Host
             paths = {x["path"] for x in b.served()}
             assert paths == {"/health"}, paths
+
+
+def test_a_check_answered_a_byte_at_a_time_times_out():
+    """health.timeout is the whole check's: a replica that sends its
+    status line a byte every 0.3 s (never idle for the timeout's 1 s) is
+    ejected as timed out, where before its check waited the 3.6 s the
+    line took and found it healthy."""
+    def trickle(req, c):
+        try:
+            for b in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                c.sock.sendall(bytes([b]))
+                time.sleep(0.3)
+        except OSError:
+            pass                    # tokentap gave up: what is tested
+        return "close"
+    with Mock() as a, Backend(trickle) as b:
+        yaml = conf([a, b], "    health: {path: /health, interval: 200ms, timeout: 1s,"
+                    " failures: 1, backoff: 30s, backoff_max: 30s}\n", prefix="/v1/")
+        with Tokentap(yaml) as t:
+            url = f"http://127.0.0.1:{b.port}"
+            until(lambda: replica_state(t)[0][url]["state"] == "ejected", 15,
+                  "the trickling replica ejected by its check")
+            assert re.search(rf"upstream {re.escape(url)} ejected for \d+ ms "
+                             r"\(health check: timed out\)", t.stderr()), t.stderr()
+            assert replica_state(t)[0][a.url()]["state"] == "healthy"
 
 
 def test_a_name_is_resolved_to_its_address_and_curl_goes_through():

@@ -934,6 +934,10 @@ static void test_headers(void **state)
 	    "    set_headers: {X-A: \"v\\r\\nInjected: 1\"}\n",
 	    "t.yaml:4:24: routes[0].set_headers.X-A: must not contain CR or LF");
 	expect_one("routes:\n  - name: a\n    upstream: http://x\n"
+	    "    set_headers: {X-A: \"v\\x1b\"}\n",
+	    "t.yaml:4:24: routes[0].set_headers.X-A: must not contain a control character "
+	    "(byte 0x1B)");
+	expect_one("routes:\n  - name: a\n    upstream: http://x\n"
 	    "    match: {header: {X-A: \"a\\0b\"}}\n",
 	    "t.yaml:4:27: routes[0].match.header.X-A: contains a NUL character");
 	expect_one("routes:\n  - name: a\n    upstream: http://x\n"

@@ -29,6 +29,16 @@
 /* Re-sending to Alertmanager more often than this would only load it. */
 #define MIN_REPEAT_US 1000000
 
+/* Lines a receiver causes (a failure, a drop): a few a minute, then the
+ * count of those left out (log.h). */
+static struct log_limit delivery_lines = LOG_LIMIT_INIT("notify_delivery", 10, 60000);
+
+/* Why an attempt failed (tokentap_notify_failures_total{reason}). */
+enum reason { R_DEADLINE, R_TOO_LARGE, R_INVALID, R_CONNECTION, R_STATUS, R_N };
+static const char *const reason_names[R_N] = {
+	"deadline", "too_large", "invalid", "connection", "status"
+};
+
 struct delivery {
 	struct delivery *next;
 	char *body;
@@ -58,12 +68,15 @@ struct notifier {
 	int busy;
 	struct evhttp_connection *conn;   /* the attempt in flight */
 	struct evhttp_connection *spent;  /* a finished one, freed from the timer */
+	int error;                 /* libevent's reason for the last failure, or -1 */
 	struct event *timer;       /* the next attempt: now or after a backoff */
+	struct event *deadline;    /* the attempt in flight ends here */
 	struct event *repeat;      /* alertmanager: re-send the firing alerts */
 	int keep;
 
 	uint64_t sent;
 	uint64_t dropped;
+	uint64_t failures[R_N];    /* attempts, by reason */
 };
 
 /* A firing alert, kept to re-send to Alertmanager. */
@@ -135,17 +148,49 @@ static void drop_head(struct notifier *n, const char *why)
 {
 	struct delivery *d = pop(n);
 	n->dropped++;
-	log_warn("notify: %s %s: dropped %s after %d attempt(s): %s",
-	    type_names[n->type], n->label, d->what, d->attempts, why);
+	log_limited(&delivery_lines, LOG_LVL_WARN, "notify: %s %s: dropped %s after %d "
+	    "attempt(s): %s", type_names[n->type], n->label, d->what, d->attempts, why);
 	delivery_free(d);
 }
+
+/* What libevent says went wrong, before it calls on_response without a
+ * request. */
+static void on_error(enum evhttp_request_error error, void *arg)
+{
+	((struct notifier *)arg)->error = (int)error;
+}
+
+/* The failure of an attempt that got no answer: its reason and words. */
+static enum reason no_answer(const struct notifier *n, const char **why)
+{
+	switch (n->error) {
+	case EVREQ_HTTP_TIMEOUT:
+		*why = "no complete answer within the timeout";
+		return R_DEADLINE;
+	case EVREQ_HTTP_DATA_TOO_LONG:
+		*why = "answer too large (a body over 64 KiB)";
+		return R_TOO_LARGE;
+	case EVREQ_HTTP_INVALID_HEADER:
+		*why = "not an HTTP answer, a malformed one, or a head over 64 KiB";
+		return R_INVALID;
+	case EVREQ_HTTP_EOF:
+		*why = "no response: closed before a complete answer, or TLS failed";
+		return R_CONNECTION;
+	default:
+		*why = "no response: refused, reset or TLS failed";
+		return R_CONNECTION;
+	}
+}
+
+static void failed(struct notifier *n, struct delivery *d, const char *why);
 
 static void on_response(struct evhttp_request *req, void *arg)
 {
 	struct notifier *n = arg;
 	int code = req ? evhttp_request_get_response_code(req) : 0;
 	struct delivery *d = n->head;
-	char why[64];
+	const char *what;
+	char why[96];
 
 	/* libevent still runs this connection's code after we return: it is
 	 * freed later, from the timer. One spent before it that the timer has
@@ -158,6 +203,7 @@ static void on_response(struct evhttp_request *req, void *arg)
 		n->conn = NULL;
 	}
 	n->busy = 0;
+	evtimer_del(n->deadline);
 	if (d == NULL)
 		return;
 	if (code >= 200 && code < 300) {
@@ -166,26 +212,59 @@ static void on_response(struct evhttp_request *req, void *arg)
 		kick(n);
 		return;
 	}
-	if (code == 0)
-		snprintf(why, sizeof why, "no response (refused, timed out or reset)");
-	else
+	if (code == 0) {
+		n->failures[no_answer(n, &what)]++;
+		snprintf(why, sizeof why, "%s", what);
+	} else {
+		n->failures[R_STATUS]++;
 		snprintf(why, sizeof why, "HTTP %d", code);
+	}
 	/* a 4xx other than 408 / 429 will not change on a retry */
-	if (d->attempts >= NOTIFY_ATTEMPTS_MAX ||
-	    (code >= 400 && code < 500 && code != 408 && code != 429)) {
+	if (code >= 400 && code < 500 && code != 408 && code != 429) {
 		drop_head(n, why);
 		kick(n);
 		return;
 	}
-	{
-		uint64_t us = (uint64_t)NOTIFY_BACKOFF_US << (d->attempts - 1);
-		struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
-		/* the first failure says why; the drop will say it again */
-		if (d->attempts == 1)
-			log_warn("notify: %s %s: %s; retrying", type_names[n->type],
-			    n->label, why);
-		evtimer_add(n->timer, &tv);
+	failed(n, d, why);
+}
+
+/* An attempt failed: tried again after a backoff, or dropped after the
+ * last. */
+static void failed(struct notifier *n, struct delivery *d, const char *why)
+{
+	uint64_t us = (uint64_t)NOTIFY_BACKOFF_US << (d->attempts - 1);
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+
+	if (d->attempts >= NOTIFY_ATTEMPTS_MAX) {
+		drop_head(n, why);
+		kick(n);
+		return;
 	}
+	/* the first failure says why; the drop will say it again */
+	if (d->attempts == 1)
+		log_limited(&delivery_lines, LOG_LVL_WARN, "notify: %s %s: %s; retrying",
+		    type_names[n->type], n->label, why);
+	evtimer_add(n->timer, &tv);
+}
+
+/* The attempt in flight took the notifier's timeout: it ends now,
+ * whatever the receiver is still sending. Freeing the connection frees
+ * the request without calling on_response. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct notifier *n = arg;
+	char why[96];
+	(void)fd;
+	(void)what;
+	if (!n->busy || n->conn == NULL || n->head == NULL)
+		return;
+	evhttp_connection_free(n->conn);
+	n->conn = NULL;
+	n->busy = 0;
+	n->failures[R_DEADLINE]++;
+	snprintf(why, sizeof why, "no complete answer within the timeout (%.3g s)",
+	    (double)n->timeout_us / 1e6);
+	failed(n, n->head, why);
 }
 
 static struct bufferevent *tls_bufferevent(struct notifier *n)
@@ -227,9 +306,19 @@ static void attempt(struct notifier *n)
 		goto fail;
 	}
 	evhttp_connection_set_timeout_tv(n->conn, &tv);
+	/* what a receiver may send is bounded: the head and the body by
+	 * libevent, and what waits unparsed (a line that never ends, a chunk
+	 * size without its CRLF) by the buffer's high-water mark, past which
+	 * nothing more is read until the deadline */
+	evhttp_connection_set_max_headers_size(n->conn, NOTIFY_HEAD_MAX);
+	evhttp_connection_set_max_body_size(n->conn, NOTIFY_BODY_MAX);
+	bufferevent_setwatermark(evhttp_connection_get_bufferevent(n->conn), EV_READ, 0,
+	    NOTIFY_HEAD_MAX + NOTIFY_BODY_MAX);
 	req = evhttp_request_new(on_response, n);
 	if (req == NULL)
 		goto fail;
+	evhttp_request_set_error_cb(req, on_error);
+	n->error = -1;
 	h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", n->host_header);
 	evhttp_add_header(h, "Content-Type", "application/json");
@@ -243,12 +332,14 @@ static void attempt(struct notifier *n)
 	}
 	evbuffer_add(evhttp_request_get_output_buffer(req), d->body, d->len);
 	n->busy = 1;
+	evtimer_add(n->deadline, &tv);
 	/* on a failure libevent may already have called on_response */
 	if (evhttp_make_request(n->conn, req, EVHTTP_REQ_POST, n->path) < 0 && n->busy)
 		goto fail;
 	return;
 fail:
 	n->busy = 0;
+	evtimer_del(n->deadline);
 	if (n->conn != NULL) {
 		evhttp_connection_free(n->conn);
 		n->conn = NULL;
@@ -282,8 +373,8 @@ static void enqueue(struct notifier *n, char *body, size_t len, const char *what
 
 	if (n->queued >= NOTIFY_QUEUE_MAX || (d = calloc(1, sizeof *d)) == NULL) {
 		n->dropped++;
-		log_warn("notify: %s %s: queue full (%d), dropped %s", type_names[n->type],
-		    n->label, NOTIFY_QUEUE_MAX, what);
+		log_limited(&delivery_lines, LOG_LVL_WARN, "notify: %s %s: queue full (%d), "
+		    "dropped %s", type_names[n->type], n->label, NOTIFY_QUEUE_MAX, what);
 		free(body);
 		return;
 	}
@@ -416,6 +507,8 @@ static void notifier_free(struct notifier *n)
 		evhttp_connection_free(n->spent);
 	if (n->timer != NULL)
 		event_free(n->timer);
+	if (n->deadline != NULL)
+		event_free(n->deadline);
 	if (n->repeat != NULL)
 		event_free(n->repeat);
 	if (n->queued > 0)
@@ -553,9 +646,11 @@ static struct notifier *notifier_new(struct notify_set *ns, const struct conf_no
 	n->set = ns;
 	n->type = cn->type;
 	n->url = strdup(cn->url);
+	n->error = -1;
 	n->timer = evtimer_new(ns->base, on_timer, n);
+	n->deadline = evtimer_new(ns->base, on_deadline, n);
 	n->repeat = event_new(ns->base, -1, EV_PERSIST, on_repeat, n);
-	if (n->url == NULL || n->timer == NULL || n->repeat == NULL ||
+	if (n->url == NULL || n->timer == NULL || n->deadline == NULL || n->repeat == NULL ||
 	    parse_url(n) < 0 || (n->https && ns->ssl == NULL) ||
 	    notifier_update(n, cn) < 0) {
 		log_error("notify: %s %s: cannot set up this notifier", type_names[cn->type],
@@ -723,6 +818,22 @@ void notify_prometheus(const struct notify_set *ns, struct promout *out)
 	    "Alert notifications delivered, per notifier.", 0);
 	prom_counter(ns, out, "tokentap_notify_dropped_total",
 	    "Alert notifications given up: queue full or retries exhausted.", 1);
+	promout_family(out, "tokentap_notify_failures_total", "Alert notification "
+	    "attempts that failed, per notifier and reason: deadline (no complete answer "
+	    "within the timeout), too_large (a body over 64 KiB), invalid (not "
+	    "HTTP, malformed, or a head over 64 KiB), connection (refused, reset, "
+	    "closed early, TLS), status (not 2xx).",
+	    PROMPROTO_COUNTER);
+	for (size_t i = 0; i < ns->n; i++) {
+		const struct notifier *n = ns->v[i];
+		for (int r = 0; r < R_N; r++) {
+			l.n = 0;
+			promout_label(&l, "notifier", type_names[n->type]);
+			promout_label(&l, "url", n->label);
+			promout_label(&l, "reason", reason_names[r]);
+			promout_sample(out, &l, (double)n->failures[r]);
+		}
+	}
 }
 
 void notify_free(struct notify_set *ns)

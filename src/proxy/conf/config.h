@@ -214,6 +214,10 @@ struct conf_otel {
 	int gzip;
 	struct conf_kv *headers;     /* sent with every export; never logged */
 	size_t n_headers;
+	/* OTEL_EXPORTER_OTLP_TRACES_HEADERS, _METRICS_HEADERS: instead of
+	 * headers for one signal, when the file gives no otel.headers */
+	struct conf_kv *traces_headers, *metrics_headers;
+	size_t n_traces_headers, n_metrics_headers;
 	uint64_t timeout_us;         /* one export request: 10s */
 	struct conf_tls tls;         /* as a route's */
 	void *tls_ctx;               /* SSL_CTX, by tls_prepare() */

@@ -17,18 +17,23 @@
 
 #define UNSET (-1)
 
+static void kv_free(struct conf_kv **kv, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++) {
+		free((*kv)[i].name);
+		free((*kv)[i].value);
+	}
+	free(*kv);
+	*kv = NULL;
+	*n = 0;
+}
+
 void conf_otel_free(struct conf_otel *o)
 {
-	for (size_t i = 0; i < o->n_headers; i++) {
-		free(o->headers[i].name);
-		free(o->headers[i].value);
-	}
-	free(o->headers);
-	for (size_t i = 0; i < o->n_resource; i++) {
-		free(o->resource[i].name);
-		free(o->resource[i].value);
-	}
-	free(o->resource);
+	kv_free(&o->headers, &o->n_headers);
+	kv_free(&o->traces_headers, &o->n_traces_headers);
+	kv_free(&o->metrics_headers, &o->n_metrics_headers);
+	kv_free(&o->resource, &o->n_resource);
 	free(o->endpoint);
 	free(o->traces_url);
 	free(o->metrics_url);
@@ -272,8 +277,9 @@ static int hexval(char c)
 	    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* A W3C Baggage-style value: percent-escapes decoded, space trimmed. */
-static char *decoded(const char *p, size_t n)
+/* A W3C Baggage-style value: percent-escapes decoded, space trimmed;
+ * *len its length (a %00 is a byte of it). */
+static char *decoded(const char *p, size_t n, size_t *len)
 {
 	char *s = malloc(n + 1);
 	size_t o = 0;
@@ -296,7 +302,18 @@ static char *decoded(const char *p, size_t n)
 		}
 	}
 	s[o] = '\0';
+	*len = o;
 	return s;
+}
+
+/* A header's value holds a control character (CR, LF, NUL, any other
+ * below space but tab, DEL): it would split, cut or poison the head. */
+static int has_control(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)s[i] < 0x20 && s[i] != '\t') || s[i] == 0x7f)
+			return 1;
+	return 0;
 }
 
 /* "k1=v1,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS, OTEL_RESOURCE_ATTRIBUTES)
@@ -311,7 +328,7 @@ static void env_pairs(struct env *e, const char *name, struct conf_kv **kv, size
 		return;
 	for (p = v; *p != '\0';) {
 		const char *end = strchr(p, ','), *eq;
-		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p), kn = 0, vn = 0;
 		struct conf_kv *grown;
 		char *k, *val;
 		int ok = 1;
@@ -322,12 +339,20 @@ static void env_pairs(struct env *e, const char *name, struct conf_kv **kv, size
 				env_err(e, name, "expected key=value pairs separated by ','", NULL);
 			goto next;
 		}
-		k = decoded(p, (size_t)(eq - p));
-		val = decoded(eq + 1, len - (size_t)(eq - p) - 1);
-		if (k == NULL || val == NULL || *k == '\0')
+		k = decoded(p, (size_t)(eq - p), &kn);
+		val = decoded(eq + 1, len - (size_t)(eq - p) - 1, &vn);
+		if (k == NULL || val == NULL || *k == '\0' || kn != strlen(k))
 			ok = 0;
 		for (size_t i = 0; ok && header && k[i] != '\0'; i++)
 			ok = util_is_tchar((unsigned char)k[i]);
+		if (ok && header && has_control(val, vn)) {
+			env_err(e, name, "a value holds a control character (CR, LF, NUL, "
+			    "another below space but tab, or DEL), percent-encoded or not",
+			    NULL);
+			free(k);
+			free(val);
+			goto next;
+		}
 		if (!ok || (grown = realloc(*kv, (*n + 1) * sizeof **kv)) == NULL) {
 			env_err(e, name, k == NULL || val == NULL ? "out of memory" :
 			    "a key is empty or not a header name", NULL);
@@ -396,6 +421,7 @@ static void env_apply(struct env *e, struct conf_otel *o)
 	static const int temp_v[] = { 0, 1, 1 };
 	static const char *const none[] = { "otlp", "none" };
 	static const int none_v[] = { 1, 0 };
+	int file_headers = o->n_headers > 0;
 
 	env_url(e, "OTEL_EXPORTER_OTLP_ENDPOINT", &o->endpoint);
 	env_url(e, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &o->traces_url);
@@ -405,6 +431,15 @@ static void env_apply(struct env *e, struct conf_otel *o)
 	env_choice(e, "OTEL_EXPORTER_OTLP_COMPRESSION", &o->gzip, comps, comp_v, 2,
 	    "expected gzip or none");
 	env_pairs(e, "OTEL_EXPORTER_OTLP_HEADERS", &o->headers, &o->n_headers, 1);
+	/* checked whatever the file says; used where it gives no headers */
+	env_pairs(e, "OTEL_EXPORTER_OTLP_TRACES_HEADERS", &o->traces_headers,
+	    &o->n_traces_headers, 1);
+	env_pairs(e, "OTEL_EXPORTER_OTLP_METRICS_HEADERS", &o->metrics_headers,
+	    &o->n_metrics_headers, 1);
+	if (file_headers) {
+		kv_free(&o->traces_headers, &o->n_traces_headers);
+		kv_free(&o->metrics_headers, &o->n_metrics_headers);
+	}
 	env_ms(e, "OTEL_EXPORTER_OTLP_TIMEOUT", &o->timeout_us, 1000);
 	env_str(e, "OTEL_EXPORTER_OTLP_CERTIFICATE", &o->tls.ca_file);
 	env_str(e, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &o->tls.client_cert);

@@ -138,7 +138,7 @@ static void flush(uint64_t now)
 	}
 	otlpspan_request(&e, O.res, O.n_res, batch, k);
 	if (otlpenc_finish(&e, body) == 0)
-		otlphttp_send(O.traces, body, k);
+		otlphttp_send(O.traces, body, k, o->protocol == OTEL_JSON);
 	else
 		O.spans_dropped += k;
 	evbuffer_free(body);
@@ -196,7 +196,8 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg)
 	O.series(otlpmetric_out(m));
 	points = otlpmetric_end(m);
 	if (otlpenc_finish(&e, body) == 0 && points > 0)
-		otlphttp_send(O.metrics, body, (uint64_t)points);
+		otlphttp_send(O.metrics, body, (uint64_t)points,
+		    o->protocol == OTEL_JSON);
 	evbuffer_free(body);
 }
 
@@ -312,44 +313,66 @@ static void counter(struct promout *o, const char *name, const char *help,
 	promout_sample(o, &l, (double)v);
 }
 
-static void sender_series(struct promout *o, const struct otlphttp *h, const char *signal)
+/* Each family once, with a sample per signal exported (two families of
+ * one name are no exposition: promtool refuses a second HELP line). */
+static void sender_series(struct promout *o)
 {
-	const struct otlphttp_counts *n;
+	static const char *const items[] = { "sent", "failed", "rejected" };
+	const struct otlphttp *hs[2] = { O.traces, O.metrics };
+	static const char *const sig[2] = { "traces", "metrics" };
 	struct promout_labels l;
 
-	if (h == NULL)
-		return;
-	n = otlphttp_counts(h);
 	promout_family(o, "tokentap_otel_exports_total",
 	    "OTLP export requests by signal and result (ok, failed: given up).",
 	    PROMPROTO_COUNTER);
-	for (int ok = 1; ok >= 0; ok--) {
-		l.n = 0;
-		promout_label(&l, "signal", signal);
-		promout_label(&l, "result", ok ? "ok" : "failed");
-		promout_sample(o, &l, (double)(ok ? n->exports_ok : n->exports_failed));
-	}
-	counter(o, "tokentap_otel_export_retries_total",
-	    "OTLP exports sent again after 429, 502, 503 or 504.", signal, n->retries, 1);
+	for (int s = 0; s < 2; s++)
+		for (int ok = 1; hs[s] != NULL && ok >= 0; ok--) {
+			const struct otlphttp_counts *n = otlphttp_counts(hs[s]);
+			l.n = 0;
+			promout_label(&l, "signal", sig[s]);
+			promout_label(&l, "result", ok ? "ok" : "failed");
+			promout_sample(o, &l, (double)(ok ? n->exports_ok : n->exports_failed));
+		}
+	promout_family(o, "tokentap_otel_export_retries_total",
+	    "OTLP exports sent again after 429, 502, 503 or 504.", PROMPROTO_COUNTER);
+	for (int s = 0; s < 2; s++)
+		if (hs[s] != NULL) {
+			l.n = 0;
+			promout_label(&l, "signal", sig[s]);
+			promout_sample(o, &l, (double)otlphttp_counts(hs[s])->retries);
+		}
+	promout_family(o, "tokentap_otel_export_failures_total", "OTLP export attempts "
+	    "that failed, by reason: deadline (no complete answer within otel.timeout), "
+	    "too_large (a body over 64 KiB), invalid (not HTTP, malformed, or a head over "
+	    "64 KiB), connection "
+	    "(refused, reset, closed early, TLS), status (not 2xx).", PROMPROTO_COUNTER);
+	for (int s = 0; s < 2; s++)
+		for (int r = 0; hs[s] != NULL && r < OTLPHTTP_REASONS; r++) {
+			l.n = 0;
+			promout_label(&l, "signal", sig[s]);
+			promout_label(&l, "reason", otlphttp_reason_names[r]);
+			promout_sample(o, &l, (double)otlphttp_counts(hs[s])->failures[r]);
+		}
 	promout_family(o, "tokentap_otel_items_total", "Spans (traces) or data points "
 	    "(metrics) by what became of them: sent (the collector took them), failed "
 	    "(an export given up), rejected (a partial success).", PROMPROTO_COUNTER);
-	for (int k = 0; k < 3; k++) {
-		static const char *const what[] = { "sent", "failed", "rejected" };
-		uint64_t v = k == 0 ? n->items_ok : k == 1 ? n->items_failed : n->items_rejected;
-		l.n = 0;
-		promout_label(&l, "signal", signal);
-		promout_label(&l, "result", what[k]);
-		promout_sample(o, &l, (double)v);
-	}
+	for (int s = 0; s < 2; s++)
+		for (int k = 0; hs[s] != NULL && k < 3; k++) {
+			const struct otlphttp_counts *n = otlphttp_counts(hs[s]);
+			uint64_t v = k == 0 ? n->items_ok : k == 1 ? n->items_failed :
+			    n->items_rejected;
+			l.n = 0;
+			promout_label(&l, "signal", sig[s]);
+			promout_label(&l, "result", items[k]);
+			promout_sample(o, &l, (double)v);
+		}
 }
 
 void otel_prometheus(struct promout *o)
 {
 	if (O.traces == NULL && O.metrics == NULL)
 		return;
-	sender_series(o, O.traces, "traces");
-	sender_series(o, O.metrics, "metrics");
+	sender_series(o);
 	counter(o, "tokentap_otel_spans_dropped_total", "Spans dropped before export: "
 	    "the span queues were full (the collector slow or away).", NULL,
 	    O.spans_dropped, O.traces != NULL);
@@ -368,11 +391,16 @@ static void json_sender(struct evbuffer *out, const char *signal,
 	n = otlphttp_counts(h);
 	evbuffer_add_printf(out, "%s\"%s\":{\"exports_ok\":%llu,\"exports_failed\":%llu,"
 	    "\"retries\":%llu,\"sent\":%llu,\"failed\":%llu,\"rejected\":%llu,"
-	    "\"in_flight\":%llu}", *first ? "" : ",", signal,
+	    "\"in_flight\":%llu", *first ? "" : ",", signal,
 	    (unsigned long long)n->exports_ok, (unsigned long long)n->exports_failed,
 	    (unsigned long long)n->retries, (unsigned long long)n->items_ok,
 	    (unsigned long long)n->items_failed, (unsigned long long)n->items_rejected,
 	    (unsigned long long)otlphttp_in_flight(h));
+	/* the attempts that failed, by reason */
+	for (int r = 0; r < OTLPHTTP_REASONS; r++)
+		evbuffer_add_printf(out, "%s\"%s\":%llu", r ? "," : ",\"failures\":{",
+		    otlphttp_reason_names[r], (unsigned long long)n->failures[r]);
+	evbuffer_add(out, "}}", 2);
 	*first = 0;
 }
 

@@ -26,8 +26,14 @@
 #include "url.h"
 #include "util.h"
 
-/* what a failure log line waits for after the last one */
-#define LOG_EVERY_US 60000000ull
+/* The failure lines of each signal: a few at once, then the count of
+ * those left out (log.h). */
+static struct log_limit traces_lines = LOG_LIMIT_INIT("otel_traces_export", 3, 60000);
+static struct log_limit metrics_lines = LOG_LIMIT_INIT("otel_metrics_export", 3, 60000);
+
+const char *const otlphttp_reason_names[OTLPHTTP_REASONS] = {
+	"deadline", "too_large", "invalid", "connection", "status"
+};
 
 struct otlphttp {
 	struct event_base *base;
@@ -42,23 +48,26 @@ struct otlphttp {
 	char *path, *host_header;
 	struct conf_kv *headers;
 	size_t n_headers;
-	int json, gzip;
+	int gzip;
 	uint64_t timeout_us;
 	SSL_CTX *ssl;              /* a reference of the config's */
 
 	struct evbuffer *body;     /* the export in flight or waiting to retry */
 	uint64_t items;
+	int body_json, body_gzip;  /* how body is encoded: its own, not h's */
 	int attempts;
 	int busy;                  /* a request in flight */
+	int error;                 /* libevent's reason for the last failure, or -1 */
 	struct evhttp_connection *conn, *spent;
 	struct event *timer;       /* the retry, or freeing a spent connection */
+	struct event *deadline;    /* the attempt in flight ends here */
 	uint64_t rng;
-	uint64_t last_log_us;
-	uint64_t quiet;            /* failures not logged since the last line */
+	struct log_limit *lines;
 	struct otlphttp_counts n;
 };
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+static void on_deadline(evutil_socket_t fd, short what, void *arg);
 
 struct otlphttp *otlphttp_new(struct event_base *base, struct evdns_base *dns,
     const char *signal)
@@ -71,7 +80,15 @@ struct otlphttp *otlphttp_new(struct event_base *base, struct evdns_base *dns,
 	h->dns = dns;
 	h->signal = signal;
 	h->rng = rng_seed();
-	if ((h->timer = evtimer_new(base, on_timer, h)) == NULL) {
+	h->error = -1;
+	h->lines = strcmp(signal, "traces") == 0 ? &traces_lines : &metrics_lines;
+	h->timer = evtimer_new(base, on_timer, h);
+	h->deadline = evtimer_new(base, on_deadline, h);
+	if (h->timer == NULL || h->deadline == NULL) {
+		if (h->timer != NULL)
+			event_free(h->timer);
+		if (h->deadline != NULL)
+			event_free(h->deadline);
 		free(h);
 		return NULL;
 	}
@@ -105,8 +122,10 @@ static void free_settings(struct otlphttp *h)
 int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url)
 {
 	const struct conf_otel *o = &c->otel;
+	const struct conf_kv *hv;
 	char auth[URL_HOST_LEN + 8];
 	struct url u;
+	size_t hn;
 	int ok;
 
 	free_settings(h);
@@ -123,18 +142,28 @@ int otlphttp_configure(struct otlphttp *h, const struct conf *c, const char *url
 	if (asprintf(&h->label, "%s://%s%s", u.tls ? "https" : "http", auth, u.path) < 0)
 		h->label = NULL;
 	url_free(&u);
-	h->json = o->protocol == OTEL_JSON;
 	h->gzip = o->gzip;
 	h->timeout_us = o->timeout_us;
 	if (h->https && o->tls_ctx != NULL && SSL_CTX_up_ref(o->tls_ctx) == 1)
 		h->ssl = o->tls_ctx;
 	ok = h->url && h->host_header && h->path && h->label && (!h->https || h->ssl);
-	if (ok && o->n_headers > 0) {
-		h->headers = calloc(o->n_headers, sizeof *h->headers);
+	/* the signal's own variable's, else otel.headers (or the variable
+	 * of both) */
+	hv = o->headers;
+	hn = o->n_headers;
+	if (strcmp(h->signal, "traces") == 0 && o->n_traces_headers > 0) {
+		hv = o->traces_headers;
+		hn = o->n_traces_headers;
+	} else if (strcmp(h->signal, "metrics") == 0 && o->n_metrics_headers > 0) {
+		hv = o->metrics_headers;
+		hn = o->n_metrics_headers;
+	}
+	if (ok && hn > 0) {
+		h->headers = calloc(hn, sizeof *h->headers);
 		ok = h->headers != NULL;
-		for (size_t i = 0; ok && i < o->n_headers; i++) {
-			h->headers[i].name = strdup(o->headers[i].name);
-			h->headers[i].value = strdup(o->headers[i].value);
+		for (size_t i = 0; ok && i < hn; i++) {
+			h->headers[i].name = strdup(hv[i].name);
+			h->headers[i].value = strdup(hv[i].value);
 			h->n_headers = i + 1;
 			ok = h->headers[i].name && h->headers[i].value;
 		}
@@ -159,31 +188,21 @@ uint64_t otlphttp_in_flight(const struct otlphttp *h)
 	return h->body != NULL ? h->items : 0;
 }
 
-/* A failure is logged at once, then at most once a minute with the
- * number not logged in between: a dead collector fills no log. */
+/* A failure is logged at once, a few a minute at most, then with the
+ * number not logged in between (log.h): a dead collector fills no log.
+ * What the collector said is never in it, but its cleaned message. */
 static void log_failure(struct otlphttp *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void log_failure(struct otlphttp *h, const char *fmt, ...)
 {
-	uint64_t now = util_now_us();
 	char msg[512];
 	va_list ap;
 
-	if (h->last_log_us != 0 && now - h->last_log_us < LOG_EVERY_US) {
-		h->quiet++;
-		return;
-	}
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (h->quiet > 0)
-		log_warn("otel: %s %s: %s (and %llu more failures since the last line)",
-		    h->signal, h->label, msg, (unsigned long long)h->quiet);
-	else
-		log_warn("otel: %s %s: %s", h->signal, h->label, msg);
-	h->quiet = 0;
-	h->last_log_us = now;
+	log_limited(h->lines, LOG_LVL_WARN, "otel: %s %s: %s", h->signal, h->label, msg);
 }
 
 static void done(struct otlphttp *h, int ok)
@@ -305,6 +324,7 @@ static void partial_success(struct otlphttp *h, struct evhttp_request *req)
 /* ---- sending ------------------------------------------------------------------------- */
 
 static void attempt(struct otlphttp *h);
+static void arm(struct otlphttp *h, uint64_t us);
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -317,6 +337,27 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!h->busy && h->body != NULL)
 		attempt(h);
+}
+
+/* The attempt in flight took otel.timeout: it ends now, whatever the
+ * collector is still sending. Freeing the connection frees the request
+ * without calling on_response. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct otlphttp *h = arg;
+	(void)fd;
+	(void)what;
+	if (!h->busy || h->conn == NULL)
+		return;
+	evhttp_connection_free(h->conn);
+	h->conn = NULL;
+	h->busy = 0;
+	h->n.failures[OTLPHTTP_DEADLINE]++;
+	log_failure(h, "no complete answer within otel.timeout (%.3g s) after %d "
+	    "attempt(s); %llu item(s) dropped", (double)h->timeout_us / 1e6, h->attempts,
+	    (unsigned long long)h->items);
+	done(h, 0);
+	arm(h, 0);
 }
 
 static void arm(struct otlphttp *h, uint64_t us)
@@ -350,6 +391,16 @@ int64_t otlphttp_retry_after(const char *v, int64_t now_s)
 	return s <= 0 ? 0 : (int64_t)s * 1000000;
 }
 
+int64_t otlphttp_retry_wait(const char *v, int64_t now_s)
+{
+	int64_t wait = otlphttp_retry_after(v, now_s);
+
+	/* a collector asking for hours would hold the export, and the
+	 * metrics intervals behind it, that long */
+	return wait > (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US ?
+	    (int64_t)OTLPHTTP_RETRY_AFTER_MAX_US : wait;
+}
+
 /* The backoff before attempt k + 1 (k >= 1): 1 s, 2 s, 4 s ... with
  * jitter of up to a quarter, so tokentaps that failed together do not
  * come back together. */
@@ -361,10 +412,40 @@ static uint64_t backoff(struct otlphttp *h)
 	return us + (uint64_t)(rng_unit(&h->rng) * (double)(us / 4));
 }
 
+/* What libevent says went wrong, before it calls on_response without
+ * a request. */
+static void on_error(enum evhttp_request_error error, void *arg)
+{
+	((struct otlphttp *)arg)->error = (int)error;
+}
+
+/* The failure of an attempt that got no answer: its reason and words. */
+static enum otlphttp_reason no_answer(const struct otlphttp *h, const char **why)
+{
+	switch (h->error) {
+	case EVREQ_HTTP_TIMEOUT:
+		*why = "no complete answer within otel.timeout";
+		return OTLPHTTP_DEADLINE;
+	case EVREQ_HTTP_DATA_TOO_LONG:
+		*why = "answer too large (a body over 64 KiB)";
+		return OTLPHTTP_TOO_LARGE;
+	case EVREQ_HTTP_INVALID_HEADER:
+		*why = "not an HTTP answer, a malformed one, or a head over 64 KiB";
+		return OTLPHTTP_INVALID;
+	case EVREQ_HTTP_EOF:
+		*why = "no response: closed before a complete answer, or TLS failed";
+		return OTLPHTTP_CONNECTION;
+	default:
+		*why = "no response: refused, reset or TLS failed";
+		return OTLPHTTP_CONNECTION;
+	}
+}
+
 static void on_response(struct evhttp_request *req, void *arg)
 {
 	struct otlphttp *h = arg;
 	int code = req != NULL ? evhttp_request_get_response_code(req) : 0;
+	const char *why;
 	int64_t wait;
 
 	/* libevent still runs this connection's code after we return: it is
@@ -378,6 +459,7 @@ static void on_response(struct evhttp_request *req, void *arg)
 		h->conn = NULL;
 	}
 	h->busy = 0;
+	evtimer_del(h->deadline);
 	if (h->body == NULL)
 		return;
 	if (code >= 200 && code < 300) {
@@ -387,26 +469,28 @@ static void on_response(struct evhttp_request *req, void *arg)
 		arm(h, 0);
 		return;
 	}
+	if (code != 0)
+		h->n.failures[OTLPHTTP_STATUS]++;
 	/* the OTLP specification's retryable statuses, and only those */
 	if ((code == 429 || code == 502 || code == 503 || code == 504) &&
 	    h->attempts < OTLPHTTP_ATTEMPTS) {
-		wait = otlphttp_retry_after(evhttp_find_header(
+		wait = otlphttp_retry_wait(evhttp_find_header(
 		    evhttp_request_get_input_headers(req), "Retry-After"),
 		    (int64_t)(util_wall_ms() / 1000));
 		if (wait < 0)
 			wait = (int64_t)backoff(h);
-		else if (wait > (int64_t)OTLPHTTP_BACKOFF_MAX_US * 10)
-			wait = (int64_t)OTLPHTTP_BACKOFF_MAX_US * 10;
 		h->n.retries++;
 		arm(h, (uint64_t)wait);
 		return;
 	}
-	if (code == 0)
-		log_failure(h, "no response (refused, timed out, reset or not HTTP); "
-		    "%llu item(s) dropped", (unsigned long long)h->items);
-	else
+	if (code == 0) {
+		h->n.failures[no_answer(h, &why)]++;
+		log_failure(h, "%s after %d attempt(s); %llu item(s) dropped", why,
+		    h->attempts, (unsigned long long)h->items);
+	} else {
 		log_failure(h, "HTTP %d after %d attempt(s); %llu item(s) dropped", code,
 		    h->attempts, (unsigned long long)h->items);
+	}
 	done(h, 0);
 	arm(h, 0);
 }
@@ -449,13 +533,23 @@ static void attempt(struct otlphttp *h)
 		goto fail;
 	}
 	evhttp_connection_set_timeout_tv(h->conn, &tv);
+	/* what a collector may send is bounded: the head and the body by
+	 * libevent, and what waits unparsed (a line that never ends, a chunk
+	 * size without its CRLF) by the buffer's high-water mark, past which
+	 * nothing more is read until the deadline */
+	evhttp_connection_set_max_headers_size(h->conn, OTLPHTTP_HEAD_MAX);
+	evhttp_connection_set_max_body_size(h->conn, OTLPHTTP_BODY_MAX);
+	bufferevent_setwatermark(evhttp_connection_get_bufferevent(h->conn), EV_READ, 0,
+	    OTLPHTTP_HEAD_MAX + OTLPHTTP_BODY_MAX);
 	if ((req = evhttp_request_new(on_response, h)) == NULL)
 		goto fail;
+	evhttp_request_set_error_cb(req, on_error);
+	h->error = -1;
 	hd = evhttp_request_get_output_headers(req);
 	evhttp_add_header(hd, "Host", h->host_header);
-	evhttp_add_header(hd, "Content-Type", h->json ? "application/json" :
+	evhttp_add_header(hd, "Content-Type", h->body_json ? "application/json" :
 	    "application/x-protobuf");
-	if (h->gzip)
+	if (h->body_gzip)
 		evhttp_add_header(hd, "Content-Encoding", "gzip");
 	evhttp_add_header(hd, "User-Agent", "tokentap/" TOKENTAP_VERSION);
 	evhttp_add_header(hd, "Connection", "close");
@@ -467,12 +561,14 @@ static void attempt(struct otlphttp *h)
 	evbuffer_add(evhttp_request_get_output_buffer(req),
 	    evbuffer_pullup(h->body, -1), evbuffer_get_length(h->body));
 	h->busy = 1;
+	evtimer_add(h->deadline, &tv);
 	/* on a failure libevent may already have called on_response */
 	if (evhttp_make_request(h->conn, req, EVHTTP_REQ_POST, h->path) < 0 && h->busy)
 		goto fail;
 	return;
 fail:
 	h->busy = 0;
+	evtimer_del(h->deadline);
 	if (h->conn != NULL) {
 		evhttp_connection_free(h->conn);
 		h->conn = NULL;
@@ -482,7 +578,7 @@ fail:
 	done(h, 0);
 }
 
-int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n)
+int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n, int json)
 {
 	struct evbuffer *b;
 
@@ -501,6 +597,8 @@ int otlphttp_send(struct otlphttp *h, struct evbuffer *body, uint64_t n)
 	}
 	h->body = b;
 	h->items = n;
+	h->body_json = json;
+	h->body_gzip = h->gzip;
 	h->attempts = 0;
 	if (!h->busy)
 		attempt(h);
@@ -518,6 +616,8 @@ void otlphttp_free(struct otlphttp *h)
 		evhttp_connection_free(h->spent);
 	if (h->timer != NULL)
 		event_free(h->timer);
+	if (h->deadline != NULL)
+		event_free(h->deadline);
 	if (h->body != NULL)
 		evbuffer_free(h->body);
 	free_settings(h);

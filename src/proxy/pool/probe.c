@@ -22,7 +22,8 @@ struct probe {
 	struct replica *rep;
 	struct bufferevent *bev;
 	struct event *finish;        /* done is called from here, once */
-	int ok;
+	struct event *deadline;      /* health.timeout from the start, in all */
+	int ok, concluded;
 	char why[128];
 	void (*done)(void *arg, struct replica *rep, int ok, const char *why);
 	void *arg;
@@ -41,6 +42,8 @@ static void probe_free(struct probe *p)
 		bufferevent_free(p->bev);
 	if (p->finish != NULL)
 		event_free(p->finish);
+	if (p->deadline != NULL)
+		event_free(p->deadline);
 	pool_replica_unref(p->rep);
 	conf_unref(p->conf);
 	free(p);
@@ -58,6 +61,10 @@ static void finished(evutil_socket_t fd, short what, void *arg)
 /* The verdict, delivered after the callback that found it returns. */
 static void conclude(struct probe *p, int ok, const char *why)
 {
+	if (p->concluded++)
+		return;
+	if (p->deadline != NULL)
+		event_del(p->deadline);
 	if (p->bev != NULL)
 		bufferevent_disable(p->bev, EV_READ | EV_WRITE);
 	p->ok = ok;
@@ -86,6 +93,15 @@ static void probe_read(struct bufferevent *bev, void *arg)
 	}
 	snprintf(why, sizeof why, "status %.3s", line + 9);
 	conclude(p, 0, why);
+}
+
+/* A replica that trickles its status line a byte at a time is as late
+ * as one that says nothing. */
+static void probe_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conclude(arg, 0, "timed out");
 }
 
 static void probe_event(struct bufferevent *bev, short what, void *arg)
@@ -130,6 +146,7 @@ int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
 	p->prev = &probes;
 	probes = p;
 	p->finish = event_new(base, -1, 0, finished, p);
+	p->deadline = evtimer_new(base, probe_deadline, p);
 	if (rep->target.tls && r->tls_ctx != NULL) {
 		SSL *ssl = tls_client_ssl(r->tls_ctx, r->tls.sni ? r->tls.sni : rep->target.host);
 		p->bev = ssl == NULL ? NULL : bufferevent_openssl_socket_new(base, -1, ssl,
@@ -141,7 +158,7 @@ int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
 	} else if (!rep->target.tls) {
 		p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	}
-	if (p->finish == NULL || p->bev == NULL) {
+	if (p->finish == NULL || p->deadline == NULL || p->bev == NULL) {
 		probe_free(p);
 		return -1;
 	}
@@ -153,6 +170,7 @@ int probe_start(struct event_base *base, struct evdns_base *dns, struct conf *c,
 	    hl > 0 ? hl : 0, host);
 	bufferevent_setcb(p->bev, probe_read, NULL, probe_event, p);
 	bufferevent_set_timeouts(p->bev, &tv, &tv);
+	evtimer_add(p->deadline, &tv);
 	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
 	if (pool_dial(p->bev, dns, rep) < 0)
 		conclude(p, 0, "cannot connect");
