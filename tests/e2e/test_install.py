@@ -28,6 +28,9 @@ SANITIZER_SKIP = {"test_install_local_prefix", "test_unit_verifies", "test_unit_
 CHECK_SKIP = {"test_install_local_prefix", "test_docker_config_and_libraries"}
 
 BINS = ("tokentap", "tokentap-mock", "tokentap-load")
+# the man pages, by where make install puts them
+MAN_PAGES = ("man8/tokentap.8", "man5/tokentap.yaml.5", "man1/tokentap-mock.1",
+             "man1/tokentap-load.1")
 UNIT = os.path.join(ROOT, "systemd", "tokentap.service")
 MINIMAL_CONF = ("listen:\n  - address: 127.0.0.1:8080\nroutes:\n  - name: default\n"
                 "    upstream: http://127.0.0.1:8000\n"
@@ -92,9 +95,8 @@ def test_install_tree():
         make("install", dest, "/usr", tmp)
         files = tree(dest)
         expected = {f"usr/bin/{b}": 0o755 for b in BINS}
+        expected.update({f"usr/share/man/{m}": 0o644 for m in MAN_PAGES})
         expected.update({
-            "usr/share/man/man8/tokentap.8": 0o644,
-            "usr/share/man/man5/tokentap.yaml.5": 0o644,
             "lib/systemd/system/tokentap.service": 0o644,
             "etc/logrotate.d/tokentap": 0o644,
             "etc/tokentap/tokentap.yaml": 0o644,
@@ -146,7 +148,8 @@ def test_install_local_prefix():
         files = tree(dest)
         for b in BINS:
             assert files.get(f"usr/local/bin/{b}") == 0o755, files
-        assert "usr/local/share/man/man8/tokentap.8" in files
+        for m in MAN_PAGES:
+            assert files.get(f"usr/local/share/man/{m}") == 0o644, (m, files)
         with open(os.path.join(dest, "usr/local/lib/systemd/system/tokentap.service")) as f:
             unit = unit_settings(f.read())
         assert unit["ExecStart"] == ["/usr/local/bin/tokentap -c /etc/tokentap/tokentap.yaml"]
@@ -284,15 +287,18 @@ def test_logrotate_rotates_and_reopens():
 
 
 def man_text(page):
-    r = run(["man", "-l", page], env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING=""))
-    assert r.returncode == 0 and r.stderr == "", f"man -l {page}: {r.stderr}"
+    """The page as man-db renders it, with every groff warning on
+    (--warnings=w: groff -ww): a warning is a failure."""
+    r = run(["man", "-l", "--warnings=w", page],
+            env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING=""))
+    assert r.returncode == 0 and r.stderr == "", f"man -l --warnings=w {page}: {r.stderr}"
     return r.stdout
 
 
 def test_man_pages():
     need("man", "man-db")
     groff = need("groff", "groff-base")
-    pages = [os.path.join(ROOT, "man", p) for p in ("tokentap.8", "tokentap.yaml.5")]
+    pages = [os.path.join(ROOT, "man", os.path.basename(m)) for m in MAN_PAGES]
     for page in pages:
         r = run([groff, "-mandoc", "-ww", "-z", page])
         assert r.returncode == 0 and r.stderr == "", f"groff {page}: {r.stderr}"
