@@ -25,11 +25,13 @@ INSTALL_CONF ?= conf/tokentap.yaml
 .PHONY: install uninstall test-docker test-fresh
 
 install: $(BINS)
-	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/tokentap $(DESTDIR)$(SYSCONFDIR)/logrotate.d
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/tokentap \
+	    $(DESTDIR)$(SYSCONFDIR)/logrotate.d
 	$(INSTALL) -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0644 man/tokentap.8 $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -m 0644 man/tokentap.yaml.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 man/tokentap-mock.1 man/tokentap-load.1 $(DESTDIR)$(MANDIR)/man1/
 	sed 's|/usr/bin/tokentap|$(BINDIR)/tokentap|g' systemd/tokentap.service \
 	    > $(DESTDIR)$(UNITDIR)/tokentap.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/tokentap.service
@@ -47,6 +49,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tokentap $(DESTDIR)$(BINDIR)/tokentap-mock \
 	    $(DESTDIR)$(BINDIR)/tokentap-load \
 	    $(DESTDIR)$(MANDIR)/man8/tokentap.8 $(DESTDIR)$(MANDIR)/man5/tokentap.yaml.5 \
+	    $(DESTDIR)$(MANDIR)/man1/tokentap-mock.1 $(DESTDIR)$(MANDIR)/man1/tokentap-load.1 \
 	    $(DESTDIR)$(UNITDIR)/tokentap.service $(DESTDIR)$(SYSCONFDIR)/logrotate.d/tokentap
 	@echo "uninstall: $(DESTDIR)$(SYSCONFDIR)/tokentap is left in place"
 

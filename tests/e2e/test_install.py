@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Running tokentap as a service: `make install` into a DESTDIR, the systemd
 unit (systemd-analyze verify and security), the logrotate snippet (a real
-rotation with a SIGUSR1 reopen), the man pages (lint, and every config key
-and flag documented), sd_notify readiness, and the Docker image's config and
+rotation with a SIGUSR1 reopen), the man pages (lint, every config key
+documented, and each program's options as its --help prints them),
+sd_notify readiness, and the Docker image's config and
 libraries (the image itself: make test-docker)."""
 import gzip
 import json
@@ -22,12 +23,15 @@ from harness import ROOT, Proc, Tokentap, binary, free_port, raw_request, until
 # still installed and run by test_install_tree and test_sd_notify.
 SANITIZER_SKIP = {"test_install_local_prefix", "test_unit_verifies", "test_unit_security",
                   "test_logrotate_rotates_and_reopens", "test_man_pages",
-                  "test_docker_config_and_libraries"}
+                  "test_man_pages_match_help", "test_docker_config_and_libraries"}
 # make check leaves out the two that build and install again (a minute and
 # a half of its five)
 CHECK_SKIP = {"test_install_local_prefix", "test_docker_config_and_libraries"}
 
 BINS = ("tokentap", "tokentap-mock", "tokentap-load")
+# the man pages, by where make install puts them
+MAN_PAGES = ("man8/tokentap.8", "man5/tokentap.yaml.5", "man1/tokentap-mock.1",
+             "man1/tokentap-load.1")
 UNIT = os.path.join(ROOT, "systemd", "tokentap.service")
 MINIMAL_CONF = ("listen:\n  - address: 127.0.0.1:8080\nroutes:\n  - name: default\n"
                 "    upstream: http://127.0.0.1:8000\n"
@@ -92,9 +96,8 @@ def test_install_tree():
         make("install", dest, "/usr", tmp)
         files = tree(dest)
         expected = {f"usr/bin/{b}": 0o755 for b in BINS}
+        expected.update({f"usr/share/man/{m}": 0o644 for m in MAN_PAGES})
         expected.update({
-            "usr/share/man/man8/tokentap.8": 0o644,
-            "usr/share/man/man5/tokentap.yaml.5": 0o644,
             "lib/systemd/system/tokentap.service": 0o644,
             "etc/logrotate.d/tokentap": 0o644,
             "etc/tokentap/tokentap.yaml": 0o644,
@@ -146,7 +149,8 @@ def test_install_local_prefix():
         files = tree(dest)
         for b in BINS:
             assert files.get(f"usr/local/bin/{b}") == 0o755, files
-        assert "usr/local/share/man/man8/tokentap.8" in files
+        for m in MAN_PAGES:
+            assert files.get(f"usr/local/share/man/{m}") == 0o644, (m, files)
         with open(os.path.join(dest, "usr/local/lib/systemd/system/tokentap.service")) as f:
             unit = unit_settings(f.read())
         assert unit["ExecStart"] == ["/usr/local/bin/tokentap -c /etc/tokentap/tokentap.yaml"]
@@ -284,15 +288,18 @@ def test_logrotate_rotates_and_reopens():
 
 
 def man_text(page):
-    r = run(["man", "-l", page], env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING=""))
-    assert r.returncode == 0 and r.stderr == "", f"man -l {page}: {r.stderr}"
+    """The page as man-db renders it, with every groff warning on
+    (--warnings=w: groff -ww): a warning is a failure."""
+    r = run(["man", "-l", "--warnings=w", page],
+            env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING=""))
+    assert r.returncode == 0 and r.stderr == "", f"man -l --warnings=w {page}: {r.stderr}"
     return r.stdout
 
 
 def test_man_pages():
     need("man", "man-db")
     groff = need("groff", "groff-base")
-    pages = [os.path.join(ROOT, "man", p) for p in ("tokentap.8", "tokentap.yaml.5")]
+    pages = [os.path.join(ROOT, "man", os.path.basename(m)) for m in MAN_PAGES]
     for page in pages:
         r = run([groff, "-mandoc", "-ww", "-z", page])
         assert r.returncode == 0 and r.stderr == "", f"groff {page}: {r.stderr}"
@@ -325,6 +332,98 @@ def test_man_pages():
         page8 = f.read()
     for flag in flags.replace(":", ""):
         assert re.search(rf"^\.It Fl {flag}\b", page8, re.M), f"-{flag} not in tokentap.8"
+
+
+def help_options(text):
+    """{long: short or None} of a --help text: its option lines (a short
+    option, then the long one, indented by at most 8 columns; a second
+    long option on the same line too), and the options of its first line
+    (`usage: ... [--html FILE]`, for a command that lists no others)."""
+    out = {}
+    lines = text.splitlines()
+    for line in lines:
+        m = re.match(r" {1,8}(?:-(\w), )?--([a-z][\w-]*)", line)
+        if m:
+            out[m.group(2)] = m.group(1)
+            for extra in re.findall(r", --([a-z][\w-]*)", line[m.end():]):
+                out.setdefault(extra, None)
+    for name in re.findall(r"\[--([a-z][\w-]*)", lines[0]):
+        out.setdefault(name, None)
+    return out
+
+
+def page_options(text):
+    """{long: short or None} of the .It lines of a piece of an mdoc page:
+    `.It Fl c Ar n , Fl -concurrency Ar n`, `.It Fl -max-concurrency Ar n ,
+    Fl -max-rate Ar r`."""
+    out = {}
+    for line in re.findall(r"^\.It Fl .*$", text, re.M):
+        shorts = re.findall(r"\bFl (\w)\b(?! *-)", line)
+        longs = re.findall(r"\bFl -([a-z][\w-]*)", line)
+        for name in longs:
+            out[name] = shorts[0] if len(shorts) == 1 and len(longs) == 1 else None
+    return out
+
+
+def page_sections(text):
+    """{heading: text} of an mdoc page, by .Sh and by .Ss (a .Sh's text
+    holds its .Ss ones)."""
+    out = {}
+    marks = [(m.start(), m.group(1), m.group(2).strip())
+             for m in re.finditer(r"^\.(Sh|Ss) (.*)$", text, re.M)]
+    for i, (at, kind, title) in enumerate(marks):
+        end = len(text)
+        for at2, kind2, _ in marks[i + 1:]:
+            if kind == "Ss" or kind2 == "Sh":
+                end = at2
+                break
+        out[title] = text[at:end]
+    return out
+
+
+def test_man_pages_match_help():
+    """Each program's man page documents exactly the options its --help
+    prints (and the commands': tokentap-load report and compare), each
+    under its short option too; so a flag added to one and not the other
+    fails here, saying where."""
+    def help_of(*args):
+        r = run([binary(args[0])] + list(args[1:]) + ["--help"])
+        assert r.returncode == 0 and r.stdout.startswith("usage:"), (args, r.stderr)
+        return r.stdout
+
+    def page(name):
+        with open(os.path.join(ROOT, "man", name)) as f:
+            return f.read()
+
+    load = page_sections(page("tokentap-load.1"))
+    checks = [
+        # (what, its --help, the page's part that documents it)
+        ("tokentap --help", help_of("tokentap"), page("tokentap.8")),
+        ("tokentap-mock --help", help_of("tokentap-mock"), page("tokentap-mock.1")),
+        ("tokentap-load --help", help_of("tokentap-load"), load["OPTIONS"]),
+        ("tokentap-load report --help", help_of("tokentap-load", "report"),
+         load["tokentap-load report"]),
+        ("tokentap-load compare --help", help_of("tokentap-load", "compare"),
+         load["tokentap-load compare"]),
+    ]
+    for what, text, doc in checks:
+        helped, documented = help_options(text), page_options(doc)
+        assert len(helped) >= 2, (what, helped)
+        missing = sorted(set(helped) - set(documented))
+        assert not missing, f"{what} prints --{', --'.join(missing)}: not in its man page"
+        extra = sorted(set(documented) - set(helped))
+        assert not extra, f"the man page documents --{', --'.join(extra)}: not in {what}"
+        for name, short in helped.items():
+            if short:
+                assert documented[name] == short, \
+                    f"{what}: -{short}, --{name}; the man page has -{documented[name]}"
+
+    # every knob of tokentap-mock (its options but these four) is a header
+    mock = page("tokentap-mock.1")
+    knobs = set(help_options(help_of("tokentap-mock"))) - {
+        "listen", "workers", "log", "slots", "help", "version"}
+    headers = {h.lower() for h in re.findall(r"X-Mock-([A-Za-z-]+)", mock)}
+    assert knobs <= headers, f"knobs without their X-Mock- header: {sorted(knobs - headers)}"
 
 
 def recv_states(sock, timeout):
