@@ -9,7 +9,7 @@ import time
 
 from peers import Backend, SSE_HEAD
 from harness import Tokentap, raw_request, until
-from otlp_collector import Collector, exp_quantile
+from otlp_collector import CLIENT, SERVER, Collector, exp_quantile
 
 CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 PROMPT = "the prompt text that must never leave tokentap"
@@ -78,13 +78,30 @@ def test_span_joins_the_clients_trace():
                  b"\r\ntracestate: vendor=abc,other=1\r\n")
         assert b" 200 OK" in r.split(b"\r\n")[0]
         line = t.access(1)[0]
-        spans = col.wait_spans(1)
-        assert len(spans) == 1, spans
-        s = spans[0]
+        spans = col.wait_spans(2)
+        assert len(spans) == 2, spans
+        srv = [x for x in spans if x["kind"] == SERVER][0]
+        s = [x for x in spans if x["kind"] == CLIENT][0]
         trace_id, client_span = CLIENT_TP.split("-")[1:3]
-        assert s["trace_id"] == trace_id and s["parent"] == client_span
-        assert s["span_id"] != client_span and len(s["span_id"]) == 16
-        assert s["trace_state"] == "vendor=abc,other=1"
+        # app -> tokentap (SERVER, the client's span its parent) -> the
+        # call to the model (CLIENT, the SERVER span its parent)
+        assert srv["trace_id"] == s["trace_id"] == trace_id
+        assert srv["parent"] == client_span and s["parent"] == srv["span_id"]
+        assert len({client_span, srv["span_id"], s["span_id"]}) == 3
+        assert len(s["span_id"]) == len(srv["span_id"]) == 16
+        assert s["trace_state"] == srv["trace_state"] == "vendor=abc,other=1"
+        # both in the same export
+        assert len(col.of("/v1/traces")) == 1
+        # the HTTP server conventions' span of the request tokentap got
+        h = srv["attrs"]
+        assert srv["name"] == "POST chat" and srv["status"] == 0
+        assert h["http.request.method"] == "POST"
+        assert h["url.path"] == "/v1/chat/completions"
+        assert h["http.route"] == h["tokentap.route"] == "chat"
+        assert h["http.response.status_code"] == 200
+        assert h["client.address"] == "127.0.0.1"
+        assert h["server.address"] == "x" and "server.port" not in h
+        assert srv["start"] == s["start"] and srv["end"] == s["end"]
         # the backend's parent is tokentap's span, sampled
         up = b.requests[0]
         assert up.all("traceparent") == [f"00-{trace_id}-{s['span_id']}-01"]
@@ -154,8 +171,9 @@ def test_trace_context_rules():
     with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
             Tokentap(conf(b.port, col, "  traces: {sample: 1, delay: 100ms}")) as t:
         post(t.port)
-        s = col.wait_spans(1)[0]
-        assert s["parent"] == ""
+        s = col.wait_spans(1, kind=CLIENT)[0]
+        root = col.wait_spans(1, kind=SERVER)[0]
+        assert root["parent"] == "" and s["parent"] == root["span_id"]
         assert b.requests[-1].header("traceparent") == \
             f"00-{s['trace_id']}-{s['span_id']}-01"
 
@@ -198,7 +216,7 @@ otel:
         for i in range(2):
             post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
         lines = t.access(2)
-        spans = col.wait_spans(2)
+        spans = col.wait_spans(2, kind=CLIENT)
         failed = [s for s in spans if s["attrs"]["tokentap.attempts"] == 2]
         assert failed, [s["attrs"] for s in spans]
         s = failed[0]
@@ -229,7 +247,7 @@ def test_json_gzip_and_the_api_key():
   traces: {{delay: 100ms}}
   metrics: {{interval: 300ms}}""")) as t:
         post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
-        s = col.wait_spans(1)[0]
+        s = col.wait_spans(1, kind=CLIENT)[0]
         assert s["trace_id"] == CLIENT_TP.split("-")[1]
         m = col.wait_metrics(1)
         assert m["gen_ai.server.time_to_first_token"]["type"] == "exponentialHistogram"
@@ -331,8 +349,8 @@ def test_tls_to_the_collector_as_to_upstreams():
             assert b" 200 OK" in r.split(b"\r\n")[0]
             tr = until(lambda: (x := t.stats()["otel"]["traces"])["failed"] and x, 5,
                        "the export refused")
-            assert tr["failed"] == 1 and tr["sent"] == 0, tr
-            assert len(col.spans()) == 1
+            assert tr["failed"] == 2 and tr["sent"] == 0, tr     # two spans
+            assert len(col.spans(CLIENT)) == 1
 
 
 def test_config_check_names_otel_problems():
@@ -381,7 +399,7 @@ def test_client_bytes_reach_the_span_as_valid_utf8():
             Tokentap(conf(b.port, col) + "tenant: {header: x-tenant}\n") as t:
         post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\nx-tenant: t\xc3\x28\r\n",
              body=body)
-        s = col.wait_spans(1)[0]
+        s = col.wait_spans(1, kind=CLIENT)[0]
         assert s["attrs"]["gen_ai.request.model"] == "m\ufffd?x", s["attrs"]
         assert s["attrs"]["tokentap.tenant"] == "t\ufffd(", s["attrs"]
         assert s["name"] == "chat m\ufffd?x"

@@ -453,7 +453,7 @@ static void keep_tracestate(struct exchange *x, const struct http_head *rq)
  * client's goes on untouched and the log names it. */
 static void trace_begin(struct exchange *x, const struct http_head *rq, uint64_t *rng)
 {
-	const struct http_header *tp = NULL;
+	const struct http_header *tp = NULL, *host;
 	struct tracectx t;
 	size_t n = 0;
 	int valid;
@@ -479,8 +479,19 @@ static void trace_begin(struct exchange *x, const struct http_head *rq, uint64_t
 		tracectx_random(x->trace_id, sizeof x->trace_id, rng_next, rng);
 		x->trace_flags = TRACECTX_SAMPLED;
 	}
+	/* two spans: the request received (SERVER, the client's span's
+	 * child) and the call to the model (CLIENT, its child, the parent
+	 * the backend is sent) */
+	tracectx_random(x->server_id, sizeof x->server_id, rng_next, rng);
 	tracectx_random(x->span_id, sizeof x->span_id, rng_next, rng);
 	x->traced = EXCHANGE_TRACE_OWN;
+	host = httphead_find(rq->h, rq->n, "host");
+	if (host != NULL) {
+		size_t k = host->value_len < sizeof x->trace_host - 1 ? host->value_len :
+		    sizeof x->trace_host - 1;
+		memcpy(x->trace_host, host->value, k);
+		x->trace_host[k] = '\0';
+	}
 	if (valid && trace_sampled(x))
 		keep_tracestate(x, rq);
 }
@@ -1270,6 +1281,7 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 		return;
 	memcpy(sp->trace_id, x->trace_id, sizeof sp->trace_id);
 	memcpy(sp->span_id, x->span_id, sizeof sp->span_id);
+	memcpy(sp->server_id, x->server_id, sizeof sp->server_id);
 	memcpy(sp->parent_id, x->parent_id, sizeof sp->parent_id);
 	sp->flags = x->trace_flags;
 	sp->stream = (uint8_t)(m->stream != 0);
@@ -1277,6 +1289,12 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;
 	memcpy(sp->method, x->method, sizeof sp->method);   /* NUL-terminated */
+	n = strcspn(x->target, "?");            /* url.path: no query */
+	n = n < sizeof sp->path - 1 ? n : sizeof sp->path - 1;
+	memcpy(sp->path, x->target, n);
+	sp->path[n] = '\0';
+	memcpy(sp->host, x->trace_host, sizeof sp->host);
+	snprintf(sp->client, sizeof sp->client, "%s", x->client_ip ? x->client_ip : "");
 	sp->model_src = (uint8_t)m->model_src;
 	sp->mono_end_us = m->t_end;
 	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;

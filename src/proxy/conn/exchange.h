@@ -129,7 +129,8 @@ struct exchange {
 	 * client's span (parent_id) and tokentap's (span_id, when it takes
 	 * part: otel.traces); the stall events and the attempts' moments a
 	 * sampled request's span (span.h) shows; a tracestate kept for it */
-	uint8_t trace_id[16], span_id[8], parent_id[8];
+	uint8_t trace_id[16], span_id[8], server_id[8], parent_id[8];
+	char trace_host[SPAN_HOST_MAX]; /* a traced request's Host (its SERVER span) */
 	uint8_t trace_flags;          /* what goes upstream */
 	uint8_t n_stalls;
 	unsigned traced : 2;          /* EXCHANGE_TRACE_* */
