@@ -138,6 +138,46 @@ def test_span_joins_the_clients_trace():
         assert PROMPT.encode() not in raw and SECRET.encode() not in raw
 
 
+def test_request_stream_is_what_the_request_asked():
+    """gen_ai.request.stream is the request's: a streaming request the
+    backend answers 500 (JSON, no stream) is true, a request with
+    "stream": false is false, Gemini's :streamGenerateContent (no body
+    key) true whatever came back; "stream" found after the model and
+    after a prompt with "stream" in a nested object."""
+    def handle(req, c):
+        body = b'{"error": {"message": "overloaded"}}'
+        if b"ok-json" in req.body:
+            body = b'{"choices": [], "usage": {"prompt_tokens": 1}}'
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return "keep"
+        c.send(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return "keep"
+    cases = [  # (body, path, want)
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "x", '
+         b'"meta": {"stream": false}}], "stream": true}', b"/v1/chat/completions", True),
+        (b'{"stream":false,"model":"gpt-4o","messages":[],"x":"ok-json"}',
+         b"/v1/chat/completions", False),
+        (b'{"contents": []}', b"/v1beta/models/gemini-2.0:streamGenerateContent?alt=sse",
+         True),
+    ]
+    with Collector() as col, Backend(handle) as b, Tokentap(conf(b.port, col)) as t:
+        ids = []
+        for body, path, _ in cases:
+            ids.append(os.urandom(16).hex())
+            r = post(t.port, b"traceparent: 00-" + ids[-1].encode() +
+                     b"-00f067aa0ba902b7-01\r\n", body=body, path=path)
+            assert r.split(b"\r\n")[0].split(b" ")[1] in (b"200", b"500"), r[:100]
+        spans = {s["trace_id"]: s for s in col.wait_spans(len(cases), kind=CLIENT)}
+        lines = t.access(len(cases))
+        for i, (body, path, want) in enumerate(cases):
+            s = spans[ids[i]]
+            assert s["attrs"]["gen_ai.request.stream"] is want, (body, s["attrs"])
+            assert lines[i]["stream"] is False          # no answer streamed
+            assert "gen_ai.response.time_to_first_chunk" not in s["attrs"]
+
+
 def test_trace_context_rules():
     """A malformed traceparent (or two) is dropped with its tracestate,
     never a 400; a request without one starts a trace only when sampled

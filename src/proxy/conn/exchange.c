@@ -149,9 +149,10 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct exchange *x = xchg(p);
 	x->body_bytes += len;
-	if (!x->model_scan.found) {
+	if (!jsonscan_done(&x->model_scan)) {
+		int had = x->model_scan.found;
 		jsonscan_feed(&x->model_scan, at, len);
-		if (x->model_scan.found)
+		if (!had && x->model_scan.found)
 			meter_offer_model(&x->meter, MODEL_REQUEST, x->model_scan.value,
 			    x->model_scan.value_len);
 	}
@@ -1266,6 +1267,26 @@ static void on_itl(void *arg, uint64_t gap)
  * worker's span queue filled in place, or nothing when it is full (the
  * drop is counted there). Out of line, once a request: make bench's
  * callgrind names what it costs. */
+/* Did the client ask for a stream (OpenTelemetry's gen_ai.request.stream),
+ * whatever the answer? The body's top-level "stream" where it has one;
+ * else the path (Gemini's :streamGenerateContent, TGI's /generate_stream)
+ * or Ollama's default (it streams unless told not to); a request that
+ * says nothing of it asked for what the response was. */
+static int stream_asked(const struct exchange *x)
+{
+	size_t n = strcspn(x->target, "?");
+
+	if (x->model_scan.stream >= 0)
+		return x->model_scan.stream;
+	if (memmem(x->target, n, ":streamGenerateContent", 22) != NULL ||
+	    memmem(x->target, n, "/generate_stream", 16) != NULL)
+		return 1;
+	if (x->req_dialect == DIALECT_OLLAMA &&
+	    (x->op == DIALECT_OP_CHAT || x->op == DIALECT_OP_TEXT))
+		return 1;
+	return x->meter.stream != 0;
+}
+
 _Static_assert(sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
     "a span's method is the exchange's, copied whole");
 
@@ -1285,6 +1306,7 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	memcpy(sp->parent_id, x->parent_id, sizeof sp->parent_id);
 	sp->flags = x->trace_flags;
 	sp->stream = (uint8_t)(m->stream != 0);
+	sp->stream_asked = (uint8_t)stream_asked(x);
 	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;

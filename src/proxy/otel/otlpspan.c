@@ -235,7 +235,7 @@ static void attributes(struct otlpenc *e, const struct span *s)
 		otlpenc_attr_strs(e, 9, "gen_ai.response.finish_reasons", r,
 		    s->n_finish < METER_FINISH_MAX ? s->n_finish : METER_FINISH_MAX);
 	}
-	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream);
+	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream_asked);
 	if (s->stream && s->t_first_event > s->t0)
 		otlpenc_attr_double(e, 9, "gen_ai.response.time_to_first_chunk",
 		    seconds((int64_t)(s->t_first_event - s->t0)));

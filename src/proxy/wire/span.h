@@ -38,6 +38,7 @@ struct span {
 	uint8_t parent_id[8];           /* the client's span; all zero: a root */
 	uint8_t flags;                  /* W3C trace-flags sent upstream */
 	uint8_t stream;                 /* the response was an event stream */
+	uint8_t stream_asked;           /* the request asked for one */
 	uint8_t n_stalls;               /* stall events below */
 	uint8_t n_attempts;
 	uint16_t tracestate_len;
