@@ -138,6 +138,56 @@ def test_span_joins_the_clients_trace():
         assert PROMPT.encode() not in raw and SECRET.encode() not in raw
 
 
+def test_time_to_first_chunk_runs_from_the_send_to_the_first_content():
+    """gen_ai.response.time_to_first_chunk: from tokentap's send of the
+    request to the first chunk with content. A backend sends a role-only
+    chunk at once and the content 200 ms later: the attribute lies in the
+    bracket the test establishes, from the backend's read of the request
+    to its send of the content (a lower bound: tokentap sent the request
+    before, read the content after) up to the client's send of the request
+    to its read of the content (an upper bound), not at the role chunk."""
+    import socket
+    marks = {}
+
+    def handle(req, c):
+        marks["got"] = time.monotonic()
+        c.send(SSE_HEAD)
+        c.chunk(chunk({"role": "assistant"}))
+        time.sleep(0.2)
+        marks["content"] = time.monotonic()
+        c.chunk(chunk({"content": "hello"}))
+        time.sleep(0.02)
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+    body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
+    with Collector() as col, Backend(handle) as b, Tokentap(conf(b.port, col)) as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.settimeout(30)
+        req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ntraceparent: " +
+               CLIENT_TP.encode() + b"\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        sent = time.monotonic()
+        s.sendall(req)
+        data, seen = b"", None
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+            if seen is None and b"hello" in data:
+                seen = time.monotonic()
+        s.close()
+        assert seen is not None, data
+        a = col.wait_spans(1, kind=CLIENT)[0]["attrs"]
+        ttfc = a["gen_ai.response.time_to_first_chunk"]
+        lo, hi = marks["content"] - marks["got"], seen - sent
+        assert lo - 2e-5 <= ttfc <= hi + 2e-5, (lo, ttfc, hi)
+        assert ttfc > 0.19
+        assert ttfc <= a["tokentap.time_to_first_token"]
+
+
 def test_request_stream_is_what_the_request_asked():
     """gen_ai.request.stream is the request's: a streaming request the
     backend answers 500 (JSON, no stream) is true, a request with
