@@ -495,3 +495,24 @@ def test_client_bytes_reach_the_span_as_valid_utf8():
         assert s["name"] == "chat m\ufffd?x"
         line = t.access(1)[0]
         assert line["model"] == s["attrs"]["gen_ai.request.model"]
+
+
+def test_metrics_page_with_both_signals_passes_promtool():
+    """With traces and metrics both exported, /metrics names each of the
+    export's families once (HELP and TYPE), a sample per signal: promtool
+    takes the page (it refused a second HELP line for
+    tokentap_otel_exports_total)."""
+    import re
+    from harness import promtool_check
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col, """  traces: {delay: 100ms}
+  metrics: {interval: 300ms}""")) as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        col.wait_spans(1)
+        text = t.get("/metrics").text
+        for fam in ("tokentap_otel_exports_total", "tokentap_otel_export_retries_total",
+                    "tokentap_otel_items_total"):
+            assert len(re.findall(rf"^# HELP {fam} ", text, re.M)) == 1, fam
+            for signal in ("traces", "metrics"):
+                assert re.search(rf'^{fam}{{signal="{signal}"', text, re.M), (fam, signal)
+        promtool_check(text)

@@ -313,44 +313,64 @@ static void counter(struct promout *o, const char *name, const char *help,
 	promout_sample(o, &l, (double)v);
 }
 
-static void sender_series(struct promout *o, const struct otlphttp *h, const char *signal)
+/* One family, a sample per signal with a sender: the text format allows
+ * a family's HELP and TYPE once (two senders wrote them twice, and
+ * promtool refused the page). */
+static void sender_family(struct promout *o, const char *name, const char *help,
+    int kind)
 {
-	const struct otlphttp_counts *n;
+	static const char *const what[] = { "sent", "failed", "rejected" };
+	const struct otlphttp *h[2] = { O.traces, O.metrics };
+	static const char *const signal[2] = { "traces", "metrics" };
 	struct promout_labels l;
 
-	if (h == NULL)
-		return;
-	n = otlphttp_counts(h);
-	promout_family(o, "tokentap_otel_exports_total",
-	    "OTLP export requests by signal and result (ok, failed: given up).",
-	    PROMPROTO_COUNTER);
-	for (int ok = 1; ok >= 0; ok--) {
-		l.n = 0;
-		promout_label(&l, "signal", signal);
-		promout_label(&l, "result", ok ? "ok" : "failed");
-		promout_sample(o, &l, (double)(ok ? n->exports_ok : n->exports_failed));
+	promout_family(o, name, help, PROMPROTO_COUNTER);
+	for (int i = 0; i < 2; i++) {
+		const struct otlphttp_counts *n;
+		if (h[i] == NULL)
+			continue;
+		n = otlphttp_counts(h[i]);
+		if (kind == 0) {                        /* exports by result */
+			for (int ok = 1; ok >= 0; ok--) {
+				l.n = 0;
+				promout_label(&l, "signal", signal[i]);
+				promout_label(&l, "result", ok ? "ok" : "failed");
+				promout_sample(o, &l, (double)(ok ? n->exports_ok :
+				    n->exports_failed));
+			}
+		} else if (kind == 1) {                 /* retries */
+			l.n = 0;
+			promout_label(&l, "signal", signal[i]);
+			promout_sample(o, &l, (double)n->retries);
+		} else {                                /* items by what became of them */
+			for (int k = 0; k < 3; k++) {
+				uint64_t v = k == 0 ? n->items_ok : k == 1 ? n->items_failed :
+				    n->items_rejected;
+				l.n = 0;
+				promout_label(&l, "signal", signal[i]);
+				promout_label(&l, "result", what[k]);
+				promout_sample(o, &l, (double)v);
+			}
+		}
 	}
-	counter(o, "tokentap_otel_export_retries_total",
-	    "OTLP exports sent again after 429, 502, 503 or 504.", signal, n->retries, 1);
-	promout_family(o, "tokentap_otel_items_total", "Spans (traces) or data points "
+}
+
+static void sender_series(struct promout *o)
+{
+	sender_family(o, "tokentap_otel_exports_total",
+	    "OTLP export requests by signal and result (ok, failed: given up).", 0);
+	sender_family(o, "tokentap_otel_export_retries_total",
+	    "OTLP exports sent again after 429, 502, 503 or 504.", 1);
+	sender_family(o, "tokentap_otel_items_total", "Spans (traces) or data points "
 	    "(metrics) by what became of them: sent (the collector took them), failed "
-	    "(an export given up), rejected (a partial success).", PROMPROTO_COUNTER);
-	for (int k = 0; k < 3; k++) {
-		static const char *const what[] = { "sent", "failed", "rejected" };
-		uint64_t v = k == 0 ? n->items_ok : k == 1 ? n->items_failed : n->items_rejected;
-		l.n = 0;
-		promout_label(&l, "signal", signal);
-		promout_label(&l, "result", what[k]);
-		promout_sample(o, &l, (double)v);
-	}
+	    "(an export given up), rejected (a partial success).", 2);
 }
 
 void otel_prometheus(struct promout *o)
 {
 	if (O.traces == NULL && O.metrics == NULL)
 		return;
-	sender_series(o, O.traces, "traces");
-	sender_series(o, O.metrics, "metrics");
+	sender_series(o);
 	counter(o, "tokentap_otel_spans_dropped_total", "Spans dropped before export: "
 	    "the span queues were full (the collector slow or away).", NULL,
 	    O.spans_dropped, O.traces != NULL);
