@@ -340,7 +340,7 @@ def test_json_gzip_and_the_api_key():
         s = col.wait_spans(1, kind=CLIENT)[0]
         assert s["trace_id"] == CLIENT_TP.split("-")[1]
         m = col.wait_metrics(1)
-        assert m["gen_ai.server.time_to_first_token"]["type"] == "exponentialHistogram"
+        assert m["tokentap.time_to_first_token"]["type"] == "exponentialHistogram"
         for e in col.exports:
             assert e["json"] and e["headers"]["Content-Encoding"] == "gzip"
             assert e["headers"]["x-api-key"] == key
@@ -353,7 +353,7 @@ def test_json_gzip_and_the_api_key():
 
 def test_metric_quantiles_within_3_percent_of_stats():
     """TTFT quantiles computed from the exported exponential histogram
-    (gen_ai.server.time_to_first_token) are within 3 % of /stats'; the
+    (tokentap.time_to_first_token) are within 3 % of /stats'; the
     counters are the requests made; delta temporality adds up to the
     cumulative one; explicit buckets carry the classic bounds."""
     delays = [0.005 + 0.002 * i for i in range(30)]
@@ -382,7 +382,7 @@ def test_metric_quantiles_within_3_percent_of_stats():
             until(lambda: counted() >= len(delays), 10, "the exports counting every request")
             exports = [e for e in col.of("/v1/metrics")]
             last = metrics_of(exports[-1])
-            ttft = last["gen_ai.server.time_to_first_token"]
+            ttft = last["tokentap.time_to_first_token"]
             req = last["tokentap.requests"]
             assert ttft["unit"] == "s"
             pts = ttft["points"]
@@ -390,7 +390,7 @@ def test_metric_quantiles_within_3_percent_of_stats():
                 assert ttft["temporality"] == 1 and req["temporality"] == 1
                 allm = [metrics_of(e) for e in exports]
                 total = sum(p["count"] for m in allm
-                            for p in m.get("gen_ai.server.time_to_first_token",
+                            for p in m.get("tokentap.time_to_first_token",
                                            {"points": []})["points"])
                 assert total == len(delays)
                 assert sum(p["value"] for m in allm for p in m.get(
@@ -419,6 +419,67 @@ def test_metric_quantiles_within_3_percent_of_stats():
             for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
                 got = exp_quantile(pts, q) * 1000
                 assert abs(got - st[key]) / st[key] <= 0.03, (q, got, st[key])
+
+
+# The conventions' client metrics: OTLP names and the /metrics names under
+# metrics.names: otel (Prometheus' translation of the OTLP name: dots to
+# underscores, the unit "s" as _seconds)
+CLIENT_METRICS = {"gen_ai.client.operation.duration": "gen_ai_client_operation_duration_seconds",
+                  "gen_ai.client.operation.time_to_first_chunk":
+                  "gen_ai_client_operation_time_to_first_chunk_seconds",
+                  "gen_ai.client.operation.time_per_output_chunk":
+                  "gen_ai_client_operation_time_per_output_chunk_seconds",
+                  "gen_ai.client.token.usage": "gen_ai_client_token_usage"}
+
+
+def test_one_naming_convention_over_otlp_and_metrics():
+    """tokentap is the model's client: its GenAI metrics are the
+    conventions' client metrics over OTLP and on /metrics under
+    metrics.names: otel, the same names (as Prometheus translates OTLP's),
+    never the model server's gen_ai.server.*; time_to_first_chunk counts
+    the streams and sums their span attributes; the rules written for
+    metrics.names: otel read only families /metrics has, and promtool
+    takes them."""
+    import re
+    import subprocess
+    import tempfile
+    from otlp_collector import metrics_of
+    from test_alert_rules import rules_for
+    with Collector() as col, Backend(chat_handler(ttft=0.03, n=3)) as b, \
+            Tokentap(conf(b.port, col, """  traces: {delay: 100ms}
+  metrics: {interval: 300ms}""") + """metrics: {names: otel}
+alerts:
+  thresholds: {ttft_warning: 1s, tpot_warning: 100ms, ttfo_warning: 2s}
+""") as t:
+        for _ in range(3):
+            post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        spans = col.wait_spans(3, kind=CLIENT)
+        def streams():
+            ex = col.of("/v1/metrics")
+            return ex and sum(p["count"] for p in metrics_of(ex[-1]).get(
+                "gen_ai.client.operation.time_to_first_chunk", {"points": []})["points"]) == 3
+        until(streams, 10, "an export with the three requests")
+        m = metrics_of(col.of("/v1/metrics")[-1])
+        otlp = {k for k in m if k.startswith("gen_ai.")}
+        assert otlp == set(CLIENT_METRICS), otlp
+        text = t.get("/metrics").text
+        prom = set(re.findall(r"^# TYPE (gen_ai_\S+) ", text, re.M))
+        assert prom == set(CLIENT_METRICS.values()), prom
+        assert "gen_ai.server" not in str(m.keys()) and "gen_ai_server" not in text
+        for k, v in CLIENT_METRICS.items():
+            assert m[k]["unit"] == ("{token}" if "token" in k else "s"), m[k]
+        # the histogram and the spans' attribute are one figure
+        ttfc = m["gen_ai.client.operation.time_to_first_chunk"]["points"]
+        want = sum(s["attrs"]["gen_ai.response.time_to_first_chunk"] for s in spans)
+        assert abs(sum(p["sum"] for p in ttfc) - want) < 1e-5, (ttfc, want)
+        # the rules of this config read families /metrics has
+        d = tempfile.mkdtemp(prefix="tt-otel-rules-")
+        rules = open(rules_for(d, open(t.conf).read())).read()
+        read = set(re.findall(r"\b((?:tokentap|gen_ai)_[a-z_]+?)(?:_bucket|_count|_sum)?\b[{\[]",
+                              rules))
+        assert read and "tokentap_time_per_output_token_seconds" in read, read
+        have = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+        assert read <= have, read - have
 
 
 def test_tls_to_the_collector_as_to_upstreams():

@@ -1322,7 +1322,6 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;
 	sp->t0 = m->t0;
 	sp->t_first_event = m->t_first_event;
-	sp->t_sent = m->t_sent;
 	sp->t_first_token = m->t_first_token;
 	sp->t_first_output = m->t_first_output;
 	sp->n_stalls = x->n_stalls;

@@ -238,12 +238,10 @@ static void attributes(struct otlpenc *e, const struct span *s)
 	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream_asked);
 	/* from the request's issuance by tokentap (its end sent to the
 	 * replica that answered) to the first chunk that carries content
-	 * (a token: not a role-only chunk, a ping or a message_start); 0
-	 * where the backend answered before the request's end */
-	if (s->stream && s->t_first_token != 0 && s->t_sent != 0)
+	 * (a token: not a role-only chunk, a ping or a message_start) */
+	if (o->ttfc_us >= 0)
 		otlpenc_attr_double(e, 9, "gen_ai.response.time_to_first_chunk",
-		    s->t_first_token > s->t_sent ?
-		    seconds((int64_t)(s->t_first_token - s->t_sent)) : 0.0);
+		    seconds(o->ttfc_us));
 	if (o->input_tokens >= 0)
 		otlpenc_attr_int(e, 9, "gen_ai.usage.input_tokens", o->input_tokens);
 	if (o->output_tokens >= 0)

@@ -52,8 +52,6 @@ struct span {
 	char client[64];
 	uint64_t mono_end_us, wall_end_ns;
 	uint64_t t0, t_first_event, t_first_token, t_first_output;
-	uint64_t t_sent;                /* the request's end sent to the replica
-	                                 * that answered (meter.h) */
 	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
 	struct span_attempt attempts[SPAN_ATTEMPTS_MAX];
 	uint64_t stalls;                /* all of the stream's (the sample's
