@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Spans as OTLP writes them (trace/v1/trace.proto, collector's
- * ExportTraceServiceRequest): one span per request, the GenAI semantic
- * conventions' inference span (README, "OpenTelemetry": the version, the
- * kind and why, every attribute and event). Pure: from span records
- * (span.h) into an encoder (otlpenc.h). */
+ * ExportTraceServiceRequest): two spans per request, the HTTP server
+ * conventions' SERVER span of the request tokentap received and, its
+ * child, the GenAI semantic conventions' inference span of the call to
+ * the model (README, "OpenTelemetry": the version, the kinds and why,
+ * every attribute and event). Pure: from span records (span.h) into an
+ * encoder (otlpenc.h). */
 #ifndef TOKENTAP_OTLPSPAN_H
 #define TOKENTAP_OTLPSPAN_H
 
