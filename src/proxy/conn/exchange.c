@@ -1263,10 +1263,6 @@ static void on_itl(void *arg, uint64_t gap)
 	}
 }
 
-/* A sampled request's span to the exporter (span.h): a slot of the
- * worker's span queue filled in place, or nothing when it is full (the
- * drop is counted there). Out of line, once a request: make bench's
- * callgrind names what it costs. */
 /* Did the client ask for a stream (OpenTelemetry's gen_ai.request.stream),
  * whatever the answer? The body's top-level "stream" where it has one;
  * else the path (Gemini's :streamGenerateContent, TGI's /generate_stream)
@@ -1287,6 +1283,10 @@ static int stream_asked(const struct exchange *x)
 	return x->meter.stream != 0;
 }
 
+/* A sampled request's span to the exporter (span.h): a slot of the
+ * worker's span queue filled in place, or nothing when it is full (the
+ * drop is counted there). Out of line, once a request: make bench's
+ * callgrind names what it costs. */
 _Static_assert(sizeof ((struct span *)0)->method == sizeof ((struct exchange *)0)->method,
     "a span's method is the exchange's, copied whole");
 
