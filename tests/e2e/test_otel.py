@@ -97,6 +97,7 @@ def test_span_joins_the_clients_trace():
         assert srv["name"] == "POST chat" and srv["status"] == 0
         assert h["http.request.method"] == "POST"
         assert h["url.path"] == "/v1/chat/completions"
+        assert h["url.scheme"] == "http" and h["network.protocol.version"] == "1.1"
         assert h["http.route"] == h["tokentap.route"] == "chat"
         assert h["http.response.status_code"] == 200
         assert h["client.address"] == "127.0.0.1"

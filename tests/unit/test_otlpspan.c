@@ -100,17 +100,24 @@ static void test_two_spans(void **state)
 	assert_non_null(strstr(cli, "\"kind\":3"));
 	/* the HTTP server conventions' attributes; the client's bytes valid */
 	assert_non_null(strstr(srv, "\"name\":\"POST chat\""));
+	assert_non_null(strstr(srv, "{\"key\":\"url.scheme\",\"value\":"
+	    "{\"stringValue\":\"http\"}}"));
+	assert_non_null(strstr(srv, "{\"key\":\"network.protocol.version\",\"value\":"
+	    "{\"stringValue\":\"1.1\"}}"));
 	assert_non_null(strstr(srv, "{\"key\":\"url.path\",\"value\":{\"stringValue\":"
 	    "\"/v1/chat/\xef\xbf\xbd\\u0001x\"}}"));
 	assert_non_null(strstr(srv, "{\"key\":\"server.address\",\"value\":"
 	    "{\"stringValue\":\"::1\"}}"));
-	assert_non_null(strstr(srv, "{\"key\":\"server.port\",\"value\":{\"intValue\":\"8080\"}}"));
+	assert_non_null(strstr(srv, "{\"key\":\"server.port\",\"value\":"
+	    "{\"intValue\":\"8080\"}}"));
 	assert_non_null(strstr(srv, "{\"key\":\"client.address\",\"value\":"
 	    "{\"stringValue\":\"10.0.0.7\"}}"));
-	assert_non_null(strstr(srv, "{\"key\":\"http.route\",\"value\":{\"stringValue\":\"chat\"}}"));
+	assert_non_null(strstr(srv, "{\"key\":\"http.route\",\"value\":"
+	    "{\"stringValue\":\"chat\"}}"));
 	assert_non_null(strstr(srv, "{\"key\":\"http.response.status_code\",\"value\":"
 	    "{\"intValue\":\"500\"}}"));
-	assert_non_null(strstr(srv, "{\"key\":\"error.type\",\"value\":{\"stringValue\":\"500\"}}"));
+	assert_non_null(strstr(srv, "{\"key\":\"error.type\",\"value\":"
+	    "{\"stringValue\":\"500\"}}"));
 	assert_null(strstr(srv, "gen_ai."));
 	/* the request asked for a stream; the answer was none */
 	assert_non_null(strstr(cli, "{\"key\":\"gen_ai.request.stream\",\"value\":"
@@ -131,6 +138,8 @@ static void test_host_and_first_chunk(void **state)
 	(void)state;
 	fill(&s);
 	snprintf(s.host, sizeof s.host, "api.example.com");
+	s.https = 1;
+	s.http10 = 1;
 	s.stream = 1;
 	s.s.outcome = OUTCOME_OK;
 	s.s.status = 200;
@@ -142,6 +151,10 @@ static void test_host_and_first_chunk(void **state)
 	    "{\"stringValue\":\"api.example.com\"}}"));
 	assert_null(strstr(srv, "server.port"));
 	assert_null(strstr(srv, "error.type"));
+	assert_non_null(strstr(srv, "{\"key\":\"url.scheme\",\"value\":"
+	    "{\"stringValue\":\"https\"}}"));
+	assert_non_null(strstr(srv, "{\"key\":\"network.protocol.version\",\"value\":"
+	    "{\"stringValue\":\"1.0\"}}"));
 	assert_non_null(strstr(cli, "{\"key\":\"gen_ai.response.time_to_first_chunk\","
 	    "\"value\":{\"doubleValue\":0.2005}}"));
 	free(srv);

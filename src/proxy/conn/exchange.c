@@ -1307,6 +1307,8 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 	sp->flags = x->trace_flags;
 	sp->stream = (uint8_t)(m->stream != 0);
 	sp->stream_asked = (uint8_t)stream_asked(x);
+	sp->https = (uint8_t)x->client_tls;
+	sp->http10 = (uint8_t)x->http10;
 	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;

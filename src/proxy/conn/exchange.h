@@ -57,6 +57,7 @@ struct exchange {
 	struct conf *conf;            /* own reference */
 	struct ring *stats;           /* the worker's records */
 	const char *client_ip;        /* the session's */
+	unsigned client_tls : 1;      /* the client came over TLS (url.scheme) */
 	const struct conf_route *route;
 	struct evbuffer *client_out;  /* where a decoded body goes (HTTP/1.0) */
 

@@ -372,7 +372,9 @@ static void server_span(struct otlpenc *e, const struct span *s)
 	otlpenc_fixed64(e, 7, "startTimeUnixNano", wall_of(s, s->t0));
 	otlpenc_fixed64(e, 8, "endTimeUnixNano", s->wall_end_ns);
 	otlpenc_attr_str(e, 9, "http.request.method", s->method);
+	otlpenc_attr_clean(e, 9, "url.scheme", s->https ? "https" : "http");
 	otlpenc_attr_str(e, 9, "url.path", s->path);
+	otlpenc_attr_clean(e, 9, "network.protocol.version", s->http10 ? "1.0" : "1.1");
 	if (routed) {
 		otlpenc_attr_clean(e, 9, "http.route", s->key.route);
 		otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);

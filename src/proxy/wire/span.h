@@ -39,6 +39,8 @@ struct span {
 	uint8_t flags;                  /* W3C trace-flags sent upstream */
 	uint8_t stream;                 /* the response was an event stream */
 	uint8_t stream_asked;           /* the request asked for one */
+	uint8_t https;                  /* the client came over TLS */
+	uint8_t http10;                 /* the request was HTTP/1.0 */
 	uint8_t n_stalls;               /* stall events below */
 	uint8_t n_attempts;
 	uint16_t tracestate_len;
