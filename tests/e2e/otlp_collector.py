@@ -114,6 +114,7 @@ def _attrs_json(d):
 
 
 KINDS = {"SPAN_KIND_CLIENT": 3, "SPAN_KIND_SERVER": 2, "SPAN_KIND_INTERNAL": 1}
+SERVER, CLIENT = 2, 3
 STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
@@ -352,17 +353,20 @@ class Collector:
         with self.lock:
             return [e for e in self.exports if e["path"] == path]
 
-    def spans(self):
-        return [s for e in self.of("/v1/traces") for s in spans_of(e)]
+    def spans(self, kind=None):
+        """Every span exported so far; kind: those of one kind alone
+        (SERVER 2, tokentap's request; CLIENT 3, its call to the model)."""
+        return [s for e in self.of("/v1/traces") for s in spans_of(e)
+                if kind is None or s["kind"] == kind]
 
-    def wait_spans(self, n, timeout=10.0):
+    def wait_spans(self, n, timeout=10.0, kind=None):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = self.spans()
+            got = self.spans(kind)
             if len(got) >= n:
                 return got
             time.sleep(0.05)
-        return self.spans()
+        return self.spans(kind)
 
     def wait_metrics(self, n=1, timeout=10.0):
         """The metrics of the last export once there were n."""

@@ -9,7 +9,7 @@ import time
 
 from peers import Backend, SSE_HEAD
 from harness import Tokentap, raw_request, until
-from otlp_collector import Collector, exp_quantile
+from otlp_collector import CLIENT, SERVER, Collector, exp_quantile
 
 CLIENT_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 PROMPT = "the prompt text that must never leave tokentap"
@@ -78,13 +78,31 @@ def test_span_joins_the_clients_trace():
                  b"\r\ntracestate: vendor=abc,other=1\r\n")
         assert b" 200 OK" in r.split(b"\r\n")[0]
         line = t.access(1)[0]
-        spans = col.wait_spans(1)
-        assert len(spans) == 1, spans
-        s = spans[0]
+        spans = col.wait_spans(2)
+        assert len(spans) == 2, spans
+        srv = [x for x in spans if x["kind"] == SERVER][0]
+        s = [x for x in spans if x["kind"] == CLIENT][0]
         trace_id, client_span = CLIENT_TP.split("-")[1:3]
-        assert s["trace_id"] == trace_id and s["parent"] == client_span
-        assert s["span_id"] != client_span and len(s["span_id"]) == 16
-        assert s["trace_state"] == "vendor=abc,other=1"
+        # app -> tokentap (SERVER, the client's span its parent) -> the
+        # call to the model (CLIENT, the SERVER span its parent)
+        assert srv["trace_id"] == s["trace_id"] == trace_id
+        assert srv["parent"] == client_span and s["parent"] == srv["span_id"]
+        assert len({client_span, srv["span_id"], s["span_id"]}) == 3
+        assert len(s["span_id"]) == len(srv["span_id"]) == 16
+        assert s["trace_state"] == srv["trace_state"] == "vendor=abc,other=1"
+        # both in the same export
+        assert len(col.of("/v1/traces")) == 1
+        # the HTTP server conventions' span of the request tokentap got
+        h = srv["attrs"]
+        assert srv["name"] == "POST chat" and srv["status"] == 0
+        assert h["http.request.method"] == "POST"
+        assert h["url.path"] == "/v1/chat/completions"
+        assert h["url.scheme"] == "http" and h["network.protocol.version"] == "1.1"
+        assert h["http.route"] == h["tokentap.route"] == "chat"
+        assert h["http.response.status_code"] == 200
+        assert h["client.address"] == "127.0.0.1"
+        assert h["server.address"] == "x" and "server.port" not in h
+        assert srv["start"] == s["start"] and srv["end"] == s["end"]
         # the backend's parent is tokentap's span, sampled
         up = b.requests[0]
         assert up.all("traceparent") == [f"00-{trace_id}-{s['span_id']}-01"]
@@ -121,6 +139,96 @@ def test_span_joins_the_clients_trace():
         assert PROMPT.encode() not in raw and SECRET.encode() not in raw
 
 
+def test_time_to_first_chunk_runs_from_the_send_to_the_first_content():
+    """gen_ai.response.time_to_first_chunk: from tokentap's send of the
+    request to the first chunk with content. A backend sends a role-only
+    chunk at once and the content 200 ms later: the attribute lies in the
+    bracket the test establishes, from the backend's read of the request
+    to its send of the content (a lower bound: tokentap sent the request
+    before, read the content after) up to the client's send of the request
+    to its read of the content (an upper bound), not at the role chunk."""
+    import socket
+    marks = {}
+
+    def handle(req, c):
+        marks["got"] = time.monotonic()
+        c.send(SSE_HEAD)
+        c.chunk(chunk({"role": "assistant"}))
+        time.sleep(0.2)
+        marks["content"] = time.monotonic()
+        c.chunk(chunk({"content": "hello"}))
+        time.sleep(0.02)
+        c.chunk(b"data: [DONE]\n\n")
+        c.end_chunks()
+        return "keep"
+    body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
+    with Collector() as col, Backend(handle) as b, Tokentap(conf(b.port, col)) as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.settimeout(30)
+        req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ntraceparent: " +
+               CLIENT_TP.encode() + b"\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        sent = time.monotonic()
+        s.sendall(req)
+        data, seen = b"", None
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+            if seen is None and b"hello" in data:
+                seen = time.monotonic()
+        s.close()
+        assert seen is not None, data
+        a = col.wait_spans(1, kind=CLIENT)[0]["attrs"]
+        ttfc = a["gen_ai.response.time_to_first_chunk"]
+        lo, hi = marks["content"] - marks["got"], seen - sent
+        assert lo - 2e-5 <= ttfc <= hi + 2e-5, (lo, ttfc, hi)
+        assert ttfc > 0.19
+        assert ttfc <= a["tokentap.time_to_first_token"]
+
+
+def test_request_stream_is_what_the_request_asked():
+    """gen_ai.request.stream is the request's: a streaming request the
+    backend answers 500 (JSON, no stream) is true, a request with
+    "stream": false is false, Gemini's :streamGenerateContent (no body
+    key) true whatever came back; "stream" found after the model and
+    after a prompt with "stream" in a nested object."""
+    def handle(req, c):
+        body = b'{"error": {"message": "overloaded"}}'
+        if b"ok-json" in req.body:
+            body = b'{"choices": [], "usage": {"prompt_tokens": 1}}'
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return "keep"
+        c.send(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return "keep"
+    cases = [  # (body, path, want)
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "x", '
+         b'"meta": {"stream": false}}], "stream": true}', b"/v1/chat/completions", True),
+        (b'{"stream":false,"model":"gpt-4o","messages":[],"x":"ok-json"}',
+         b"/v1/chat/completions", False),
+        (b'{"contents": []}', b"/v1beta/models/gemini-2.0:streamGenerateContent?alt=sse",
+         True),
+    ]
+    with Collector() as col, Backend(handle) as b, Tokentap(conf(b.port, col)) as t:
+        ids = []
+        for body, path, _ in cases:
+            ids.append(os.urandom(16).hex())
+            r = post(t.port, b"traceparent: 00-" + ids[-1].encode() +
+                     b"-00f067aa0ba902b7-01\r\n", body=body, path=path)
+            assert r.split(b"\r\n")[0].split(b" ")[1] in (b"200", b"500"), r[:100]
+        spans = {s["trace_id"]: s for s in col.wait_spans(len(cases), kind=CLIENT)}
+        lines = t.access(len(cases))
+        for i, (body, path, want) in enumerate(cases):
+            s = spans[ids[i]]
+            assert s["attrs"]["gen_ai.request.stream"] is want, (body, s["attrs"])
+            assert lines[i]["stream"] is False          # no answer streamed
+            assert "gen_ai.response.time_to_first_chunk" not in s["attrs"]
+
+
 def test_trace_context_rules():
     """A malformed traceparent (or two) is dropped with its tracestate,
     never a 400; a request without one starts a trace only when sampled
@@ -154,8 +262,9 @@ def test_trace_context_rules():
     with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
             Tokentap(conf(b.port, col, "  traces: {sample: 1, delay: 100ms}")) as t:
         post(t.port)
-        s = col.wait_spans(1)[0]
-        assert s["parent"] == ""
+        s = col.wait_spans(1, kind=CLIENT)[0]
+        root = col.wait_spans(1, kind=SERVER)[0]
+        assert root["parent"] == "" and s["parent"] == root["span_id"]
         assert b.requests[-1].header("traceparent") == \
             f"00-{s['trace_id']}-{s['span_id']}-01"
 
@@ -198,7 +307,7 @@ otel:
         for i in range(2):
             post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
         lines = t.access(2)
-        spans = col.wait_spans(2)
+        spans = col.wait_spans(2, kind=CLIENT)
         failed = [s for s in spans if s["attrs"]["tokentap.attempts"] == 2]
         assert failed, [s["attrs"] for s in spans]
         s = failed[0]
@@ -229,10 +338,10 @@ def test_json_gzip_and_the_api_key():
   traces: {{delay: 100ms}}
   metrics: {{interval: 300ms}}""")) as t:
         post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
-        s = col.wait_spans(1)[0]
+        s = col.wait_spans(1, kind=CLIENT)[0]
         assert s["trace_id"] == CLIENT_TP.split("-")[1]
         m = col.wait_metrics(1)
-        assert m["gen_ai.server.time_to_first_token"]["type"] == "exponentialHistogram"
+        assert m["tokentap.time_to_first_token"]["type"] == "exponentialHistogram"
         for e in col.exports:
             assert e["json"] and e["headers"]["Content-Encoding"] == "gzip"
             assert e["headers"]["x-api-key"] == key
@@ -245,7 +354,7 @@ def test_json_gzip_and_the_api_key():
 
 def test_metric_quantiles_within_3_percent_of_stats():
     """TTFT quantiles computed from the exported exponential histogram
-    (gen_ai.server.time_to_first_token) are within 3 % of /stats'; the
+    (tokentap.time_to_first_token) are within 3 % of /stats'; the
     counters are the requests made; delta temporality adds up to the
     cumulative one; explicit buckets carry the classic bounds."""
     delays = [0.005 + 0.002 * i for i in range(30)]
@@ -274,7 +383,7 @@ def test_metric_quantiles_within_3_percent_of_stats():
             until(lambda: counted() >= len(delays), 10, "the exports counting every request")
             exports = [e for e in col.of("/v1/metrics")]
             last = metrics_of(exports[-1])
-            ttft = last["gen_ai.server.time_to_first_token"]
+            ttft = last["tokentap.time_to_first_token"]
             req = last["tokentap.requests"]
             assert ttft["unit"] == "s"
             pts = ttft["points"]
@@ -282,7 +391,7 @@ def test_metric_quantiles_within_3_percent_of_stats():
                 assert ttft["temporality"] == 1 and req["temporality"] == 1
                 allm = [metrics_of(e) for e in exports]
                 total = sum(p["count"] for m in allm
-                            for p in m.get("gen_ai.server.time_to_first_token",
+                            for p in m.get("tokentap.time_to_first_token",
                                            {"points": []})["points"])
                 assert total == len(delays)
                 assert sum(p["value"] for m in allm for p in m.get(
@@ -313,6 +422,67 @@ def test_metric_quantiles_within_3_percent_of_stats():
                 assert abs(got - st[key]) / st[key] <= 0.03, (q, got, st[key])
 
 
+# The conventions' client metrics: OTLP names and the /metrics names under
+# metrics.names: otel (Prometheus' translation of the OTLP name: dots to
+# underscores, the unit "s" as _seconds)
+CLIENT_METRICS = {"gen_ai.client.operation.duration": "gen_ai_client_operation_duration_seconds",
+                  "gen_ai.client.operation.time_to_first_chunk":
+                  "gen_ai_client_operation_time_to_first_chunk_seconds",
+                  "gen_ai.client.operation.time_per_output_chunk":
+                  "gen_ai_client_operation_time_per_output_chunk_seconds",
+                  "gen_ai.client.token.usage": "gen_ai_client_token_usage"}
+
+
+def test_one_naming_convention_over_otlp_and_metrics():
+    """tokentap is the model's client: its GenAI metrics are the
+    conventions' client metrics over OTLP and on /metrics under
+    metrics.names: otel, the same names (as Prometheus translates OTLP's),
+    never the model server's gen_ai.server.*; time_to_first_chunk counts
+    the streams and sums their span attributes; the rules written for
+    metrics.names: otel read only families /metrics has, and promtool
+    takes them."""
+    import re
+    import subprocess
+    import tempfile
+    from otlp_collector import metrics_of
+    from test_alert_rules import rules_for
+    with Collector() as col, Backend(chat_handler(ttft=0.03, n=3)) as b, \
+            Tokentap(conf(b.port, col, """  traces: {delay: 100ms}
+  metrics: {interval: 300ms}""") + """metrics: {names: otel}
+alerts:
+  thresholds: {ttft_warning: 1s, tpot_warning: 100ms, ttfo_warning: 2s}
+""") as t:
+        for _ in range(3):
+            post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        spans = col.wait_spans(3, kind=CLIENT)
+        def streams():
+            ex = col.of("/v1/metrics")
+            return ex and sum(p["count"] for p in metrics_of(ex[-1]).get(
+                "gen_ai.client.operation.time_to_first_chunk", {"points": []})["points"]) == 3
+        until(streams, 10, "an export with the three requests")
+        m = metrics_of(col.of("/v1/metrics")[-1])
+        otlp = {k for k in m if k.startswith("gen_ai.")}
+        assert otlp == set(CLIENT_METRICS), otlp
+        text = t.get("/metrics").text
+        prom = set(re.findall(r"^# TYPE (gen_ai_\S+) ", text, re.M))
+        assert prom == set(CLIENT_METRICS.values()), prom
+        assert "gen_ai.server" not in str(m.keys()) and "gen_ai_server" not in text
+        for k, v in CLIENT_METRICS.items():
+            assert m[k]["unit"] == ("{token}" if "token" in k else "s"), m[k]
+        # the histogram and the spans' attribute are one figure
+        ttfc = m["gen_ai.client.operation.time_to_first_chunk"]["points"]
+        want = sum(s["attrs"]["gen_ai.response.time_to_first_chunk"] for s in spans)
+        assert abs(sum(p["sum"] for p in ttfc) - want) < 1e-5, (ttfc, want)
+        # the rules of this config read families /metrics has
+        d = tempfile.mkdtemp(prefix="tt-otel-rules-")
+        rules = open(rules_for(d, open(t.conf).read())).read()
+        read = set(re.findall(r"\b((?:tokentap|gen_ai)_[a-z_]+?)(?:_bucket|_count|_sum)?\b[{\[]",
+                              rules))
+        assert read and "tokentap_time_per_output_token_seconds" in read, read
+        have = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+        assert read <= have, read - have
+
+
 def test_tls_to_the_collector_as_to_upstreams():
     """An https collector: verified against otel.tls.ca_file as a route's
     upstream is; a certificate from a CA not trusted fails each export,
@@ -331,8 +501,8 @@ def test_tls_to_the_collector_as_to_upstreams():
             assert b" 200 OK" in r.split(b"\r\n")[0]
             tr = until(lambda: (x := t.stats()["otel"]["traces"])["failed"] and x, 5,
                        "the export refused")
-            assert tr["failed"] == 1 and tr["sent"] == 0, tr
-            assert len(col.spans()) == 1
+            assert tr["failed"] == 2 and tr["sent"] == 0, tr     # two spans
+            assert len(col.spans(CLIENT)) == 1
 
 
 def test_config_check_names_otel_problems():
@@ -437,9 +607,30 @@ def test_client_bytes_reach_the_span_as_valid_utf8():
             Tokentap(conf(b.port, col) + "tenant: {header: x-tenant}\n") as t:
         post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\nx-tenant: t\xc3\x28\r\n",
              body=body)
-        s = col.wait_spans(1)[0]
+        s = col.wait_spans(1, kind=CLIENT)[0]
         assert s["attrs"]["gen_ai.request.model"] == "m\ufffd?x", s["attrs"]
         assert s["attrs"]["tokentap.tenant"] == "t\ufffd(", s["attrs"]
         assert s["name"] == "chat m\ufffd?x"
         line = t.access(1)[0]
         assert line["model"] == s["attrs"]["gen_ai.request.model"]
+
+
+def test_metrics_page_with_both_signals_passes_promtool():
+    """With traces and metrics both exported, /metrics names each of the
+    export's families once (HELP and TYPE), a sample per signal: promtool
+    takes the page (it refused a second HELP line for
+    tokentap_otel_exports_total)."""
+    import re
+    from harness import promtool_check
+    with Collector() as col, Backend(chat_handler(ttft=0)) as b, \
+            Tokentap(conf(b.port, col, """  traces: {delay: 100ms}
+  metrics: {interval: 300ms}""")) as t:
+        post(t.port, b"traceparent: " + CLIENT_TP.encode() + b"\r\n")
+        col.wait_spans(1)
+        text = t.get("/metrics").text
+        for fam in ("tokentap_otel_exports_total", "tokentap_otel_export_retries_total",
+                    "tokentap_otel_items_total"):
+            assert len(re.findall(rf"^# HELP {fam} ", text, re.M)) == 1, fam
+            for signal in ("traces", "metrics"):
+                assert re.search(rf'^{fam}{{signal="{signal}"', text, re.M), (fam, signal)
+        promtool_check(text)

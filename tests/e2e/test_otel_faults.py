@@ -47,8 +47,10 @@ def request(port, i):
 
 
 def accounted(t, n):
-    """Every traced request's span is somewhere: sent (with the rejected
-    among them), failed, dropped, queued, or in flight."""
+    """Every traced request's spans (two: SERVER and CLIENT) are
+    somewhere: sent (with the rejected among them), failed, dropped,
+    queued, or in flight."""
+    n *= 2
     deadline = time.monotonic() + 3
     while True:
         o = t.stats()["otel"]
@@ -134,7 +136,8 @@ def test_collector_healthy():
     def check(row, t, col):
         assert row["dropped"] == row["failed"] == 0, row
         # all of them and the three of the recovery (those waited for)
-        assert t.stats()["otel"]["traces"]["sent"] == row["requests"] + 3
+        # two spans each
+        assert t.stats()["otel"]["traces"]["sent"] == 2 * (row["requests"] + 3)
     run_fault("none (healthy)", lambda port: Collector(port=port), heal_ok, check,
               queue=64)
 

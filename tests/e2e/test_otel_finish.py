@@ -11,7 +11,7 @@ import time
 
 from peers import SSE_HEAD, Backend
 from harness import Mock, Tokentap, raw_request
-from otlp_collector import Collector
+from otlp_collector import CLIENT, Collector
 
 # path, streamed, the reason tokentap-mock's answer gives
 CASES = [
@@ -61,7 +61,7 @@ def test_finish_reasons_of_each_dialect():
             r = post(t.port, path, stream, ids[-1])
             assert b" 200 OK" in r.split(b"\r\n")[0], (path, r[:200])
         lines = t.access(len(CASES))
-        spans = col.wait_spans(len(CASES))
+        spans = col.wait_spans(len(CASES), kind=CLIENT)
         assert len(spans) == len(CASES), spans
         got = {line["trace_id"]: (line, s) for line, s in by_trace(spans, lines)}
         for trace_id, (path, stream, want) in zip(ids, CASES):
@@ -104,7 +104,7 @@ def test_finish_reasons_of_several_choices():
         r = post(t.port, "/v1/chat/completions", True, trace_id)
         assert b" 200 OK" in r.split(b"\r\n")[0], r[:200]
         line = t.access(1)[0]
-        s = col.wait_spans(1)[0]
+        s = col.wait_spans(1, kind=CLIENT)[0]
         assert col.of("/v1/traces")[0]["json"]
         assert s["trace_id"] == trace_id
         assert s["attrs"]["gen_ai.response.finish_reasons"] == ["length", "stop___x_"]

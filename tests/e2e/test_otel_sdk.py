@@ -13,7 +13,7 @@ import subprocess
 
 from peers import Backend
 from harness import Tokentap, node_modules
-from otlp_collector import Collector
+from otlp_collector import CLIENT, SERVER, Collector
 from test_otel import chat_handler
 
 NODE_SCRIPT = r"""
@@ -77,7 +77,7 @@ otel:
                            capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 0, r.stderr
         app = json.loads(r.stdout)
-        proxy = col.wait_spans(1)
+        proxy = col.wait_spans(2)
         line = t.access(1)[0]
     return app, proxy, backend_spans, line
 
@@ -85,22 +85,33 @@ otel:
 def test_one_trace_from_the_app_through_tokentap_to_the_backend():
     app, proxy, backend, line = trace_tree()
     assert app["text"] == "t0 t1 t2 "
-    assert len(proxy) == 1 and len(backend) == 1
-    tt, be = proxy[0], backend[0]
-    # one trace id on every hop; each hop's parent is the hop before
-    assert app["trace_id"] == tt["trace_id"] == be["trace_id"] == line["trace_id"]
+    assert len(proxy) == 2 and len(backend) == 1
+    srv = [s for s in proxy if s["kind"] == SERVER][0]
+    tt = [s for s in proxy if s["kind"] == CLIENT][0]
+    be = backend[0]
+    # one trace id on every hop; each hop's parent is the hop before: the
+    # app's CLIENT span, tokentap's SERVER span (the request it got), its
+    # CLIENT span (the call to the model), the backend's
+    assert app["trace_id"] == srv["trace_id"] == tt["trace_id"] == be["trace_id"] == \
+        line["trace_id"]
     assert app["parent"] == ""
-    assert tt["parent"] == app["span_id"]
+    assert srv["parent"] == app["span_id"]
+    assert tt["parent"] == srv["span_id"]
     assert be["parent"] == tt["span_id"] == line["span_id"]
     assert tt["name"] == app["name"] == "chat gpt-4o"
+    assert srv["name"] == "POST chat"
 
 
 if __name__ == "__main__":
     app, proxy, backend, line = trace_tree()
-    tt, be = proxy[0], backend[0]
+    srv = [s for s in proxy if s["kind"] == SERVER][0]
+    tt = [s for s in proxy if s["kind"] == CLIENT][0]
+    be = backend[0]
     print(f"trace {app['trace_id']}")
     print(f"└─ {app['name']}  span {app['span_id']}  (the app: openai SDK, its own tracer)")
-    print(f"   └─ {tt['name']}  span {tt['span_id']}  parent {tt['parent']}  (tokentap, "
-          f"TTFT {tt['attrs']['tokentap.time_to_first_token'] * 1000:.3f} ms)")
-    print(f"      └─ {be['name']}  span {be['span_id']}  parent {be['parent']}  "
+    print(f"   └─ {srv['name']}  span {srv['span_id']}  parent {srv['parent']}  "
+          f"(tokentap, SERVER)")
+    print(f"      └─ {tt['name']}  span {tt['span_id']}  parent {tt['parent']}  (tokentap, "
+          f"CLIENT, TTFT {tt['attrs']['tokentap.time_to_first_token'] * 1000:.3f} ms)")
+    print(f"         └─ {be['name']}  span {be['span_id']}  parent {be['parent']}  "
           f"(the backend stand-in)")

@@ -60,7 +60,7 @@ static void observe(struct mset *m, int64_t ttft, unsigned status)
 {
 	struct sample o = { .outcome = OUTCOME_OK, .status = status, .ttft_us = ttft,
 		.tpot_us = 20000, .duration_us = 2 * ttft, .connect_us = 300,
-		.output_tokens = 10, .input_tokens = 5 };
+		.output_tokens = 10, .input_tokens = 5, .ttfc_us = ttft / 2 };
 	metrics_request(m, 0, &o);
 }
 
@@ -273,9 +273,17 @@ static void test_otel_names(void **state)
 	    dialect_operation("/v1/chat/completions?x=1", 24), &f);
 	observe(m, 5000, 200);
 	char *s = exposition();
-	assert_non_null(strstr(s, "gen_ai_server_time_to_first_token_seconds_count{route=\"-\","
-	    "tenant=\"t\",gen_ai_request_model=\"llama\",upstream=\"-\","
+	/* the conventions' client metrics (tokentap is the model's client),
+	 * never the model server's */
+	assert_non_null(strstr(s, "gen_ai_client_operation_time_to_first_chunk_seconds_count{"
+	    "route=\"-\",tenant=\"t\",gen_ai_request_model=\"llama\",upstream=\"-\","
 	    "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\"} 1\n"));
+	assert_non_null(strstr(s, "gen_ai_client_operation_time_to_first_chunk_seconds_sum{"
+	    "route=\"-\",tenant=\"t\",gen_ai_request_model=\"llama\",upstream=\"-\","
+	    "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\"} 0.002500\n"));
+	assert_non_null(strstr(s,
+	    "# TYPE gen_ai_client_operation_time_per_output_chunk_seconds histogram"));
+	assert_null(strstr(s, "gen_ai_server_"));
 	assert_non_null(strstr(s, "gen_ai_client_token_usage_sum{route=\"-\",tenant=\"t\","
 	    "gen_ai_request_model=\"llama\",upstream=\"-\",gen_ai_operation_name=\"chat\","
 	    "gen_ai_provider_name=\"openai\",gen_ai_token_type=\"output\"} 10\n"));
@@ -292,8 +300,13 @@ static void test_otel_names(void **state)
 	setup("metrics: {names: otel}\n");
 	observe(metrics_resolve("-", "-", "m", "-", 1, 1, &f), 5000, 200);
 	s = exposition();
-	assert_null(strstr(s, "tokentap_time_to_first_token_seconds"));
-	assert_non_null(strstr(s, "tokentap_inter_token_latency_seconds"));
+	/* TTFT from the client's first byte has no name of OpenTelemetry's:
+	 * tokentap's; the token gaps are the conventions' time per chunk */
+	assert_non_null(strstr(s, "tokentap_time_to_first_token_seconds_count{"));
+	assert_null(strstr(s, "tokentap_inter_token_latency_seconds"));
+	assert_non_null(strstr(s,
+	    "# TYPE gen_ai_client_operation_time_per_output_chunk_seconds histogram"));
+	assert_null(strstr(s, "gen_ai_server_"));
 	free(s);
 }
 

@@ -118,18 +118,17 @@ static int used(const struct conf *c, enum alert_metric m)
 	return 0;
 }
 
-/* The histogram the rule of m reads, under the metrics.names in force:
+/* The histogram the rule of m reads, exported under either metrics.names:
  * TTFT and TTFO are the server side's, as tokentap judges them (from the
- * request's last byte; exported under either names). */
+ * request's last byte), TPOT is per request (OpenTelemetry's client
+ * metrics have a per-chunk gap, not TPOT). */
 static const char *family(const struct conf *c, enum alert_metric m)
 {
-	int otel = c->metrics_names == METRICS_NAMES_OTEL;
-
+	(void)c;
 	if (m == ALERT_TTFT)
 		return "tokentap_time_to_first_token_server_seconds";
 	if (m == ALERT_TPOT)
-		return otel ? "gen_ai_server_time_per_output_token_seconds" :
-		    "tokentap_time_per_output_token_seconds";
+		return "tokentap_time_per_output_token_seconds";
 	return "tokentap_time_to_first_output_token_server_seconds";
 }
 

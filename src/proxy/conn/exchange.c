@@ -149,9 +149,10 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct exchange *x = xchg(p);
 	x->body_bytes += len;
-	if (!x->model_scan.found) {
+	if (!jsonscan_done(&x->model_scan)) {
+		int had = x->model_scan.found;
 		jsonscan_feed(&x->model_scan, at, len);
-		if (x->model_scan.found)
+		if (!had && x->model_scan.found)
 			meter_offer_model(&x->meter, MODEL_REQUEST, x->model_scan.value,
 			    x->model_scan.value_len);
 	}
@@ -453,7 +454,7 @@ static void keep_tracestate(struct exchange *x, const struct http_head *rq)
  * client's goes on untouched and the log names it. */
 static void trace_begin(struct exchange *x, const struct http_head *rq, uint64_t *rng)
 {
-	const struct http_header *tp = NULL;
+	const struct http_header *tp = NULL, *host;
 	struct tracectx t;
 	size_t n = 0;
 	int valid;
@@ -479,8 +480,19 @@ static void trace_begin(struct exchange *x, const struct http_head *rq, uint64_t
 		tracectx_random(x->trace_id, sizeof x->trace_id, rng_next, rng);
 		x->trace_flags = TRACECTX_SAMPLED;
 	}
+	/* two spans: the request received (SERVER, the client's span's
+	 * child) and the call to the model (CLIENT, its child, the parent
+	 * the backend is sent) */
+	tracectx_random(x->server_id, sizeof x->server_id, rng_next, rng);
 	tracectx_random(x->span_id, sizeof x->span_id, rng_next, rng);
 	x->traced = EXCHANGE_TRACE_OWN;
+	host = httphead_find(rq->h, rq->n, "host");
+	if (host != NULL) {
+		size_t k = host->value_len < sizeof x->trace_host - 1 ? host->value_len :
+		    sizeof x->trace_host - 1;
+		memcpy(x->trace_host, host->value, k);
+		x->trace_host[k] = '\0';
+	}
 	if (valid && trace_sampled(x))
 		keep_tracestate(x, rq);
 }
@@ -1251,6 +1263,26 @@ static void on_itl(void *arg, uint64_t gap)
 	}
 }
 
+/* Did the client ask for a stream (OpenTelemetry's gen_ai.request.stream),
+ * whatever the answer? The body's top-level "stream" where it has one;
+ * else the path (Gemini's :streamGenerateContent, TGI's /generate_stream)
+ * or Ollama's default (it streams unless told not to); a request that
+ * says nothing of it asked for what the response was. */
+static int stream_asked(const struct exchange *x)
+{
+	size_t n = strcspn(x->target, "?");
+
+	if (x->model_scan.stream >= 0)
+		return x->model_scan.stream;
+	if (memmem(x->target, n, ":streamGenerateContent", 22) != NULL ||
+	    memmem(x->target, n, "/generate_stream", 16) != NULL)
+		return 1;
+	if (x->req_dialect == DIALECT_OLLAMA &&
+	    (x->op == DIALECT_OP_CHAT || x->op == DIALECT_OP_TEXT))
+		return 1;
+	return x->meter.stream != 0;
+}
+
 /* A sampled request's span to the exporter (span.h): a slot of the
  * worker's span queue filled in place, or nothing when it is full (the
  * drop is counted there). Out of line, once a request: make bench's
@@ -1270,13 +1302,23 @@ static void trace_span(struct exchange *x, const struct sample_key *key,
 		return;
 	memcpy(sp->trace_id, x->trace_id, sizeof sp->trace_id);
 	memcpy(sp->span_id, x->span_id, sizeof sp->span_id);
+	memcpy(sp->server_id, x->server_id, sizeof sp->server_id);
 	memcpy(sp->parent_id, x->parent_id, sizeof sp->parent_id);
 	sp->flags = x->trace_flags;
 	sp->stream = (uint8_t)(m->stream != 0);
+	sp->stream_asked = (uint8_t)stream_asked(x);
+	sp->https = (uint8_t)x->client_tls;
+	sp->http10 = (uint8_t)x->http10;
 	n = x->tracestate != NULL ? strlen(x->tracestate) : 0;
 	memcpy(sp->tracestate, x->tracestate != NULL ? x->tracestate : "", n);
 	sp->tracestate_len = (uint16_t)n;
 	memcpy(sp->method, x->method, sizeof sp->method);   /* NUL-terminated */
+	n = strcspn(x->target, "?");            /* url.path: no query */
+	n = n < sizeof sp->path - 1 ? n : sizeof sp->path - 1;
+	memcpy(sp->path, x->target, n);
+	sp->path[n] = '\0';
+	memcpy(sp->host, x->trace_host, sizeof sp->host);
+	snprintf(sp->client, sizeof sp->client, "%s", x->client_ip ? x->client_ip : "");
 	sp->model_src = (uint8_t)m->model_src;
 	sp->mono_end_us = m->t_end;
 	sp->wall_end_ns = util_wall_ns() - (util_now_us() - m->t_end) * 1000;

@@ -57,6 +57,7 @@ struct exchange {
 	struct conf *conf;            /* own reference */
 	struct ring *stats;           /* the worker's records */
 	const char *client_ip;        /* the session's */
+	unsigned client_tls : 1;      /* the client came over TLS (url.scheme) */
 	const struct conf_route *route;
 	struct evbuffer *client_out;  /* where a decoded body goes (HTTP/1.0) */
 
@@ -129,7 +130,8 @@ struct exchange {
 	 * client's span (parent_id) and tokentap's (span_id, when it takes
 	 * part: otel.traces); the stall events and the attempts' moments a
 	 * sampled request's span (span.h) shows; a tracestate kept for it */
-	uint8_t trace_id[16], span_id[8], parent_id[8];
+	uint8_t trace_id[16], span_id[8], server_id[8], parent_id[8];
+	char trace_host[SPAN_HOST_MAX]; /* a traced request's Host (its SERVER span) */
 	uint8_t trace_flags;          /* what goes upstream */
 	uint8_t n_stalls;
 	unsigned traced : 2;          /* EXCHANGE_TRACE_* */

@@ -8,10 +8,26 @@ enum { S_NONE, S_KEY, S_AFTER_KEY, S_VALUE, S_IN_VALUE };
 void jsonscan_init(struct json_model_scan *js)
 {
 	memset(js, 0, sizeof *js);
+	js->stream = -1;
 }
 
-/* Top-level key strings are compared with "model" as they pass; its string
- * value is kept (escapes left as they are), other values are skipped. */
+enum { KEY_MODEL = 1, KEY_STREAM = 2 };
+
+/* The key just closed: "model", "stream", or neither (0). */
+static int key_of(const struct json_model_scan *js)
+{
+	if (!js->key_ok)
+		return 0;
+	if (js->key_pos == 5 && memcmp(js->key, "model", 5) == 0)
+		return KEY_MODEL;
+	if (js->key_pos == 6 && memcmp(js->key, "stream", 6) == 0)
+		return KEY_STREAM;
+	return 0;
+}
+
+/* Top-level key strings are compared with "model" and "stream" as they
+ * pass; the model's string value is kept (escapes left as they are), the
+ * stream's literal read (jsonscan_feed), other values skipped. */
 static void scan_string_byte(struct json_model_scan *js, char c)
 {
 	if (js->escape) {
@@ -22,17 +38,20 @@ static void scan_string_byte(struct json_model_scan *js, char c)
 		js->escape = 1;
 	} else if (c == '"') {
 		js->in_string = 0;
-		if (js->state == S_KEY)
-			js->state = js->key_ok && js->key_pos == 5 ? S_AFTER_KEY : S_NONE;
-		else if (js->state == S_IN_VALUE) {
+		if (js->state == S_KEY) {
+			js->key_which = key_of(js);
+			js->state = js->key_which != 0 && !(js->key_which == KEY_MODEL &&
+			    js->found) && !(js->key_which == KEY_STREAM && js->stream >= 0) ?
+			    S_AFTER_KEY : S_NONE;
+		} else if (js->state == S_IN_VALUE) {
 			js->found = 1;
 			js->state = S_NONE;
 		}
 		return;
 	}
 	if (js->state == S_KEY) {
-		if (js->key_pos < 5 && c == "model"[js->key_pos])
-			js->key_pos++;
+		if (js->key_pos < sizeof js->key)
+			js->key[js->key_pos++] = c;
 		else
 			js->key_ok = 0;
 	} else if (js->state == S_IN_VALUE) {
@@ -43,7 +62,7 @@ static void scan_string_byte(struct json_model_scan *js, char c)
 
 void jsonscan_feed(struct json_model_scan *js, const char *p, size_t len)
 {
-	for (size_t i = 0; i < len && !js->found; i++) {
+	for (size_t i = 0; i < len && !jsonscan_done(js); i++) {
 		char c = p[i];
 		if (js->in_string) {
 			scan_string_byte(js, c);
@@ -57,7 +76,8 @@ void jsonscan_feed(struct json_model_scan *js, const char *p, size_t len)
 				js->key_pos = 0;
 				js->key_ok = 1;
 			} else if (js->depth == 1 && js->state == S_VALUE) {
-				js->state = S_IN_VALUE;
+				/* a string: the model's value, never the stream's */
+				js->state = js->key_which == KEY_MODEL ? S_IN_VALUE : S_NONE;
 				js->value_len = 0;
 			}
 			break;
@@ -78,7 +98,12 @@ void jsonscan_feed(struct json_model_scan *js, const char *p, size_t len)
 		case ' ': case '\t': case '\r': case '\n':
 			break;
 		default:
-			/* a non-string value or a ',' ends any key in progress */
+			/* "stream": true or false (the literal's first byte; JSON
+			 * allows no other word there); any other non-string value
+			 * or a ',' ends the key in progress */
+			if (js->depth == 1 && js->state == S_VALUE &&
+			    js->key_which == KEY_STREAM && (c == 't' || c == 'f'))
+				js->stream = c == 't';
 			if (js->depth == 1)
 				js->state = S_NONE;
 			break;

@@ -334,6 +334,7 @@ static void request_begin(struct session *s, struct conf *conf)
 	s->forwarded = s->ft_armed = 0;
 	bodybuf_free(&s->held);
 	exchange_begin(&s->x, conf, s->loop->stats, s->client_ip, t0);
+	s->x.client_tls = s->tls;
 	s->x.meter.stamps_kernel = (uint32_t)kernel;
 	s->x.meter.stamps_loop = (uint32_t)!kernel;
 }

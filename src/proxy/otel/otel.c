@@ -104,8 +104,8 @@ static int metrics_on(const struct conf *c)
 static void take_span(void *arg, const struct span *s)
 {
 	(void)arg;
-	if (O.q == NULL || O.n == O.cap) {      /* full: the span is dropped */
-		O.spans_dropped++;
+	if (O.q == NULL || O.n == O.cap) {      /* full: the spans are dropped */
+		O.spans_dropped += OTLPSPAN_PER_REQUEST;
 		return;
 	}
 	if (O.n == 0)
@@ -138,9 +138,9 @@ static void flush(uint64_t now)
 	}
 	otlpspan_request(&e, O.res, O.n_res, batch, k);
 	if (otlpenc_finish(&e, body) == 0)
-		otlphttp_send(O.traces, body, k, o->protocol == OTEL_JSON);
+		otlphttp_send(O.traces, body, k * OTLPSPAN_PER_REQUEST, o->protocol == OTEL_JSON);
 	else
-		O.spans_dropped += k;
+		O.spans_dropped += k * OTLPSPAN_PER_REQUEST;
 	evbuffer_free(body);
 	O.head = (O.head + k) % O.cap;
 	O.n -= k;
@@ -156,7 +156,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	/* every span the workers queued is taken: into the queue, or, past
 	 * it, dropped and counted; spans of a config without traces (a
 	 * reload turned them off) are let go */
-	O.spans_dropped += ring_span_drain(take_span, NULL, UINT64_MAX);
+	O.spans_dropped += OTLPSPAN_PER_REQUEST *
+	    ring_span_drain(take_span, NULL, UINT64_MAX);
 	if (O.q == NULL)
 		O.n = 0;
 	if (O.traces != NULL && O.q != NULL && traces_on(O.conf))
@@ -414,6 +415,6 @@ void otel_json(struct evbuffer *out)
 	json_sender(out, "traces", O.traces, &first);
 	json_sender(out, "metrics", O.metrics, &first);
 	evbuffer_add_printf(out, "%s\"spans_queued\":%zu,\"spans_dropped\":%llu,"
-	    "\"metrics_skipped\":%llu}", first ? "" : ",", O.n,
+	    "\"metrics_skipped\":%llu}", first ? "" : ",", O.n * OTLPSPAN_PER_REQUEST,
 	    (unsigned long long)O.spans_dropped, (unsigned long long)O.metrics_skipped);
 }

@@ -14,19 +14,23 @@ enum { TEMP_DELTA = 1, TEMP_CUMULATIVE = 2 };
 /* ---- names ------------------------------------------------------------------ */
 
 /* Families with a GenAI name: the same data under either /metrics name
- * (metrics.names), one OTLP metric. */
+ * (metrics.names), one OTLP metric. The conventions' client metrics:
+ * tokentap is the model's client (its span is a CLIENT span), so its
+ * figures are what a client measures of the model, never the model
+ * server's own gen_ai.server.* (README, "OpenTelemetry"). The rest
+ * (TTFT from the client's first byte, TPOT per request, ...) are
+ * tokentap.* below. */
 static const struct {
 	const char *prom, *otel, *unit;
 } genai[] = {
-	{ "tokentap_time_to_first_token_seconds", "gen_ai.server.time_to_first_token", "s" },
-	{ "gen_ai_server_time_to_first_token_seconds", "gen_ai.server.time_to_first_token",
-	  "s" },
-	{ "tokentap_time_per_output_token_seconds", "gen_ai.server.time_per_output_token",
-	  "s" },
-	{ "gen_ai_server_time_per_output_token_seconds",
-	  "gen_ai.server.time_per_output_token", "s" },
-	{ "tokentap_request_duration_seconds", "gen_ai.server.request.duration", "s" },
-	{ "gen_ai_client_operation_duration_seconds", "gen_ai.server.request.duration", "s" },
+	{ "gen_ai_client_operation_time_to_first_chunk_seconds",
+	  "gen_ai.client.operation.time_to_first_chunk", "s" },
+	{ "tokentap_inter_token_latency_seconds",
+	  "gen_ai.client.operation.time_per_output_chunk", "s" },
+	{ "gen_ai_client_operation_time_per_output_chunk_seconds",
+	  "gen_ai.client.operation.time_per_output_chunk", "s" },
+	{ "tokentap_request_duration_seconds", "gen_ai.client.operation.duration", "s" },
+	{ "gen_ai_client_operation_duration_seconds", "gen_ai.client.operation.duration", "s" },
 	{ "gen_ai_client_token_usage", "gen_ai.client.token.usage", "{token}" },
 };
 

@@ -2,8 +2,9 @@
 /* The /metrics series as OTLP metrics (metrics/v1/metrics.proto,
  * collector's ExportMetricsServiceRequest): the modules write them
  * through a promout sink (promout.h), once, as they write /metrics; this
- * names them as the GenAI semantic conventions do where those have a
- * name (gen_ai.server.time_to_first_token, ...), tokentap.* otherwise,
+ * names them as the GenAI semantic conventions' client metrics do where
+ * those have a name (gen_ai.client.operation.duration, ...), tokentap.*
+ * otherwise,
  * labels as attributes (gen_ai.request.model, tokentap.route, ...);
  * histograms exponential (the native buckets, scale 6, as dense as
  * /metrics' protobuf) or explicit (the classic bounds); counters as

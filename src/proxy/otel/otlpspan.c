@@ -17,7 +17,7 @@ _Static_assert(SAMPLE_MODEL_MAX == METER_MODEL_MAX &&
     "a model is copied whole from the meter to the span");
 
 /* Span.SpanKind, Status.StatusCode (trace.proto) */
-enum { KIND_CLIENT = 3 };
+enum { KIND_SERVER = 2, KIND_CLIENT = 3 };
 enum { STATUS_UNSET = 0, STATUS_ERROR = 2 };
 
 void otlp_resource(struct otlpenc *e, unsigned field, const struct otlp_kv *res,
@@ -235,10 +235,13 @@ static void attributes(struct otlpenc *e, const struct span *s)
 		otlpenc_attr_strs(e, 9, "gen_ai.response.finish_reasons", r,
 		    s->n_finish < METER_FINISH_MAX ? s->n_finish : METER_FINISH_MAX);
 	}
-	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream);
-	if (s->stream && s->t_first_event > s->t0)
+	otlpenc_attr_bool(e, 9, "gen_ai.request.stream", s->stream_asked);
+	/* from the request's issuance by tokentap (its end sent to the
+	 * replica that answered) to the first chunk that carries content
+	 * (a token: not a role-only chunk, a ping or a message_start) */
+	if (o->ttfc_us >= 0)
 		otlpenc_attr_double(e, 9, "gen_ai.response.time_to_first_chunk",
-		    seconds((int64_t)(s->t_first_event - s->t0)));
+		    seconds(o->ttfc_us));
 	if (o->input_tokens >= 0)
 		otlpenc_attr_int(e, 9, "gen_ai.usage.input_tokens", o->input_tokens);
 	if (o->output_tokens >= 0)
@@ -302,18 +305,112 @@ static void events(struct otlpenc *e, const struct span *s)
 	}
 }
 
+static const uint8_t none[8];
+
+/* traceId, spanId, traceState and parentSpanId of one of the two spans */
+static void ids(struct otlpenc *e, const struct span *s, const uint8_t *id,
+    const uint8_t *parent)
+{
+	otlpenc_id(e, 1, "traceId", s->trace_id, 16);
+	otlpenc_id(e, 2, "spanId", id, 8);
+	if (s->tracestate_len > 0)
+		otlpenc_str(e, 3, "traceState", s->tracestate, s->tracestate_len);
+	if (memcmp(parent, none, 8) != 0)
+		otlpenc_id(e, 4, "parentSpanId", parent, 8);
+}
+
+/* host[:port] of a Host header into host (brackets of an IPv6 literal
+ * kept off) and its port (0: none given) */
+static unsigned host_port(const char *v, char *host, size_t len)
+{
+	const char *colon = v[0] == '[' ? strchr(v, ']') : strrchr(v, ':');
+	size_t n = strlen(v);
+	unsigned port = 0;
+
+	if (v[0] == '[' && colon != NULL) {
+		n = (size_t)(colon - v - 1);
+		v++;
+		colon = colon[1] == ':' ? colon + 1 : NULL;
+	} else if (colon != NULL) {
+		n = (size_t)(colon - v);
+	}
+	if (colon != NULL) {
+		const char *p = colon + 1;
+		while (*p >= '0' && *p <= '9' && port <= 65535)
+			port = port * 10 + (unsigned)(*p++ - '0');
+		if (*p != '\0' || p == colon + 1 || port > 65535)
+			port = 0;
+	}
+	if (n >= len)
+		n = len - 1;
+	memcpy(host, v, n);
+	host[n] = '\0';
+	return port;
+}
+
+/* The SERVER span: the request tokentap received, as the HTTP server
+ * conventions name it ("{method} {http.route}"), from the request's first
+ * byte to its end; the client's span is its parent, the CLIENT span its
+ * child. Status ERROR where the client got a 5xx, or no response for a
+ * fault not the client's. The client's bytes (method, path, Host) are
+ * checked as they are written. */
+static void server_span(struct otlpenc *e, const struct span *s)
+{
+	size_t m = otlpenc_open(e, 2, "spans", 1), st;
+	char name[sizeof s->key.route + 24], host[SPAN_HOST_MAX], code[8];
+	int routed = strcmp(s->key.route, "-") != 0;
+	unsigned status = s->s.status, port;
+	int error = status >= 500 || (status == 0 && status_of(s->s.outcome) == STATUS_ERROR);
+
+	ids(e, s, s->server_id, s->parent_id);
+	if (routed)
+		snprintf(name, sizeof name, "%s %s", s->method, s->key.route);
+	else
+		snprintf(name, sizeof name, "%s", s->method);
+	otlpenc_str(e, 5, "name", name, strlen(name));
+	otlpenc_enum(e, 6, "kind", KIND_SERVER);
+	otlpenc_fixed64(e, 7, "startTimeUnixNano", wall_of(s, s->t0));
+	otlpenc_fixed64(e, 8, "endTimeUnixNano", s->wall_end_ns);
+	otlpenc_attr_str(e, 9, "http.request.method", s->method);
+	otlpenc_attr_clean(e, 9, "url.scheme", s->https ? "https" : "http");
+	otlpenc_attr_str(e, 9, "url.path", s->path);
+	otlpenc_attr_clean(e, 9, "network.protocol.version", s->http10 ? "1.0" : "1.1");
+	if (routed) {
+		otlpenc_attr_clean(e, 9, "http.route", s->key.route);
+		otlpenc_attr_clean(e, 9, "tokentap.route", s->key.route);
+	}
+	if (status != 0)
+		otlpenc_attr_int(e, 9, "http.response.status_code", status);
+	if (s->client[0] != '\0')
+		otlpenc_attr_clean(e, 9, "client.address", s->client);
+	if (s->host[0] != '\0') {
+		port = host_port(s->host, host, sizeof host);
+		otlpenc_attr_str(e, 9, "server.address", host);
+		if (port != 0)
+			otlpenc_attr_int(e, 9, "server.port", port);
+	}
+	if (error) {
+		if (status != 0)
+			snprintf(code, sizeof code, "%u", status);
+		otlpenc_attr_clean(e, 9, "error.type", status != 0 ? code :
+		    meter_outcome_name(s->s.outcome));
+	}
+	otlpenc_attr_clean(e, 9, "tokentap.outcome", meter_outcome_name(s->s.outcome));
+	st = otlpenc_open(e, 15, "status", 0);
+	otlpenc_enum(e, 3, "code", error ? STATUS_ERROR : STATUS_UNSET);
+	otlpenc_close(e, st);
+	/* W3C trace-flags (the sampled bit), and "the parent is remote" */
+	otlpenc_fixed32(e, 16, "flags", (uint32_t)s->flags |
+	    (memcmp(s->parent_id, none, 8) != 0 ? 0x300u : 0x100u));
+	otlpenc_close(e, m);
+}
+
 static void one_span(struct otlpenc *e, const struct span *s)
 {
-	static const uint8_t none[8];
 	size_t m = otlpenc_open(e, 2, "spans", 1), st;
 	char name[SAMPLE_MODEL_MAX + 64];
 
-	otlpenc_id(e, 1, "traceId", s->trace_id, 16);
-	otlpenc_id(e, 2, "spanId", s->span_id, 8);
-	if (s->tracestate_len > 0)
-		otlpenc_str(e, 3, "traceState", s->tracestate, s->tracestate_len);
-	if (memcmp(s->parent_id, none, 8) != 0)
-		otlpenc_id(e, 4, "parentSpanId", s->parent_id, 8);
+	ids(e, s, s->span_id, s->server_id);
 	otlpspan_name(s, name, sizeof name);
 	otlpenc_str(e, 5, "name", name, strlen(name));
 	otlpenc_enum(e, 6, "kind", KIND_CLIENT);
@@ -328,9 +425,9 @@ static void one_span(struct otlpenc *e, const struct span *s)
 	}
 	otlpenc_enum(e, 3, "code", status_of(s->s.outcome));
 	otlpenc_close(e, st);
-	/* W3C trace-flags (the sampled bit), and "the parent is remote" */
-	otlpenc_fixed32(e, 16, "flags", (uint32_t)s->flags |
-	    (memcmp(s->parent_id, none, 8) != 0 ? 0x300u : 0x100u));
+	/* W3C trace-flags (the sampled bit); the parent, tokentap's SERVER
+	 * span, is not remote */
+	otlpenc_fixed32(e, 16, "flags", (uint32_t)s->flags | 0x100u);
 	otlpenc_close(e, m);
 }
 
@@ -339,14 +436,17 @@ void otlpspan_request(struct otlpenc *e, const struct otlp_kv *res, size_t n_res
 {
 	size_t rs, ss;
 
-	otlpenc_reserve(e, 1024 + n * 1280);     /* a span takes about 1 KiB */
+	/* a CLIENT span takes about 1 KiB, a SERVER span a quarter of it */
+	otlpenc_reserve(e, 1024 + n * 1600);
 	rs = otlpenc_open(e, 1, "resourceSpans", 1);
 
 	otlp_resource(e, 1, res, n_res);
 	ss = otlpenc_open(e, 2, "scopeSpans", 1);
 	otlp_scope(e, 1);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		server_span(e, spans[i]);
 		one_span(e, spans[i]);
+	}
 	otlpenc_str(e, 3, "schemaUrl", OTLP_SCHEMA_URL, strlen(OTLP_SCHEMA_URL));
 	otlpenc_close(e, ss);
 	otlpenc_str(e, 3, "schemaUrl", OTLP_SCHEMA_URL, strlen(OTLP_SCHEMA_URL));

@@ -62,6 +62,8 @@ void sample_fill(struct sample *s, const struct meter *m, const struct vitals *v
 	s->ttft_server_us = meter_ttft_server_us(m);
 	s->ttfo_server_us = meter_ttfo_server_us(m);
 	s->duration_server_us = meter_duration_server_us(m);
+	s->ttfc_us = !m->stream || m->t_first_token == 0 || m->t_sent == 0 ? -1 :
+	    m->t_first_token > m->t_sent ? (int64_t)(m->t_first_token - m->t_sent) : 0;
 	s->connect_us = m->t_conn && !m->conn_reused && m->t_conn >= m->t_req && m->t_req ?
 	    (int64_t)(m->t_conn - m->t_req) : -1;
 	s->output_tokens = out;

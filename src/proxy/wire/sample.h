@@ -69,6 +69,10 @@ struct sample {
 	 * byte, what judges the route: the alerts, the SLOs, the headroom
 	 * and the slow replicas (0 duration: the request never completed) */
 	int64_t ttft_server_us, ttfo_server_us, duration_server_us;
+	/* OpenTelemetry's time to first chunk (a stream's): from tokentap's
+	 * send of the request's end (t_sent, the replica that answered) to
+	 * the first token-bearing event; 0 where the backend answered first */
+	int64_t ttfc_us;
 	int64_t connect_us;        /* a new upstream connection's; -1: pooled */
 	int64_t output_tokens, input_tokens;   /* -1: unknown */
 	/* output speed: (N - 1) tokens over the time from the first token to

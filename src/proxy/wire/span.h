@@ -18,6 +18,8 @@
 #define SPAN_ATTEMPTS_MAX   8    /* failover attempts (CONF_RETRIES_MAX) */
 #define SPAN_TRACESTATE_MAX 512  /* W3C: a vendor may drop a longer one */
 #define SPAN_NAME_MAX       64
+#define SPAN_PATH_MAX       256  /* url.path kept (cut at a character) */
+#define SPAN_HOST_MAX       128  /* the request's Host kept */
 
 struct span_attempt {
 	char upstream[SPAN_NAME_MAX];   /* the replica left */
@@ -29,16 +31,27 @@ struct span_attempt {
 
 struct span {
 	uint8_t trace_id[16];
-	uint8_t span_id[8];             /* tokentap's */
+	uint8_t span_id[8];             /* tokentap's CLIENT span: the call to
+	                                 * the model, the backend's parent */
+	uint8_t server_id[8];           /* tokentap's SERVER span: the request
+	                                 * it received, span_id's parent */
 	uint8_t parent_id[8];           /* the client's span; all zero: a root */
 	uint8_t flags;                  /* W3C trace-flags sent upstream */
 	uint8_t stream;                 /* the response was an event stream */
+	uint8_t stream_asked;           /* the request asked for one */
+	uint8_t https;                  /* the client came over TLS */
+	uint8_t http10;                 /* the request was HTTP/1.0 */
 	uint8_t n_stalls;               /* stall events below */
 	uint8_t n_attempts;
 	uint16_t tracestate_len;
 	char tracestate[SPAN_TRACESTATE_MAX];
 	uint8_t model_src;              /* enum meter_model_src of key.model */
 	char method[16];
+	/* the SERVER span's: as the client sent them (unchecked bytes: the
+	 * encoder cleans them), and the client's address (tokentap's text) */
+	char path[SPAN_PATH_MAX];
+	char host[SPAN_HOST_MAX];
+	char client[64];
 	uint64_t mono_end_us, wall_end_ns;
 	uint64_t t0, t_first_event, t_first_token, t_first_output;
 	uint64_t stall_start[SPAN_STALLS_MAX], stall_end[SPAN_STALLS_MAX];
