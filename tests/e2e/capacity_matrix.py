@@ -13,6 +13,7 @@ takes some 15 minutes; tests/e2e/test_load_capacity.py runs a subset of
 the same CASES.
 """
 import sys
+import threading
 import time
 
 import slots_model
@@ -22,12 +23,15 @@ from harness import CHAT, Mock, load
 # limits by key, the --from of each search, -d
 CASES = {
     1: dict(ttft=10, tpot=2, tokens=11, rate_limit=55, conc_limit=25,
-            rate_from=6, conc_from=1, d="4s"),
-    4: dict(ttft=10, tpot=2, tokens=21, rate_limit=60, conc_limit=35,
-            rate_from=30, conc_from=2, d="3s"),
-    32: dict(ttft=20, tpot=5, tokens=17, rate_limit=70, conc_limit=70,
+            rate_from=6, conc_from=1, d="5s"),
+    4: dict(ttft=20, tpot=5, tokens=17, rate_limit=120, conc_limit=70,
+            rate_from=15, conc_from=2, d="4s"),
+    32: dict(ttft=20, tpot=5, tokens=17, rate_limit=120, conc_limit=70,
              rate_from=150, conc_from=16, d="2s"),
 }
+
+
+_ports = threading.Lock()
 
 
 def hold(c):
@@ -46,8 +50,10 @@ def search(slots, key, seed, extra=()):
     c = CASES[slots]
     limit = c["rate_limit"] if key == "rate" else c["conc_limit"]
     start = c["rate_from"] if key == "rate" else c["conc_from"]
-    with Mock("--slots", str(slots), "--ttft", f"{c['ttft']}ms", "--tpot",
-              f"{c['tpot']}ms", "--tokens", str(c["tokens"])) as m:
+    with _ports:                 # searches run side by side in a test
+        mock = Mock("--slots", str(slots), "--ttft", f"{c['ttft']}ms", "--tpot",
+                    f"{c['tpot']}ms", "--tokens", str(c["tokens"]))
+    with mock as m:
         doc = load("capacity", "--over", key, "--slo", f"ttft_p95<={limit}ms",
                    "--from", str(start), "-d", c["d"], "--warmup", "1s",
                    "--max-tokens", str(c["tokens"]), "--seed", str(seed),
@@ -66,7 +72,7 @@ def row(slots, key, seed):
     within = est is not None and abs(est / want - 1) <= 0.10
     inside = (lo is None or lo <= want) and (hi is None or want <= hi) and lo is not None
     runs = sum(lv["runs"] for lv in doc["levels"])
-    return (f"| {key} | {slots} | {seed} | {est} | [{lo}, {hi}] | {cap['bracket']} "
+    return (f"| {key} | {slots} | {seed} | {est} | [{lo}, {hi}] ({cap.get('replications')}) | {cap['bracket']} "
             f"| {want:.2f} | {'yes' if within else 'NO'} | {'yes' if inside else 'NO'} "
             f"| {len(doc['levels'])}/{runs} | {took:.0f} s |")
 

@@ -179,6 +179,50 @@ static void test_undecided(void **state)
 	loadstats_free(&st);
 }
 
+static void add_at(struct loadstats *st, int64_t ttft_us, uint64_t start_us)
+{
+	struct load_sample s;
+
+	memset(&s, 0, sizeof(s));
+	s.outcome = OUTCOME_OK;
+	s.ttft_us = ttft_us;
+	s.tpot_us = -1;
+	s.duration_us = ttft_us;
+	s.start_us = start_us;
+	loadstats_record(st, &s, NULL, 0);
+}
+
+/* A queue's requests are not independent: the same 1000 TTFTs, once
+ * interleaved in time (every 20th slow) and once in bursts (the slow ones
+ * 50 in a row, as a queue behind a burst makes them): the burst's interval
+ * for the p95 is wider, by the batch means' inflation. */
+static void test_dependence(void **state)
+{
+	struct load_slo s;
+	struct load_slo_result a, b;
+	struct loadstats st;
+	char err[200];
+
+	(void)state;
+	assert_int_equal(load_slo_parse(&s, "ttft_p95<=1s", err, sizeof err), 0);
+	loadstats_init(&st);
+	for (int i = 0; i < 1000; i++)
+		add_at(&st, (i % 20 == 0 ? 500 + i / 20 : 10 + i % 20) * 1000, (uint64_t)i * 1000);
+	assert_int_equal(load_slo_eval(&s, &st, &a), 0);
+	loadstats_free(&st);
+	loadstats_init(&st);
+	for (int i = 0; i < 1000; i++)
+		add_at(&st, (i >= 400 && i < 450 ? 500 + (i - 400) : 10 + i % 20) * 1000,
+		    (uint64_t)i * 1000);
+	assert_int_equal(load_slo_eval(&s, &st, &b), 0);
+	loadstats_free(&st);
+	assert_true(a.v[0].value == b.v[0].value);
+	assert_true(a.v[0].inflation < 1.5);
+	assert_true(b.v[0].inflation > 10);
+	assert_true(b.v[0].lo < a.v[0].lo || b.v[0].hi > a.v[0].hi);
+	assert_true(isinf(b.v[0].hi));    /* 1000 / 40 requests bound no p95 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_eval),
 		cmocka_unit_test(test_ranks),
 		cmocka_unit_test(test_undecided),
+		cmocka_unit_test(test_dependence),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,7 +267,10 @@ static int run_runs(struct load_env *e, struct load_result *r, struct load_level
 		/* each run an independent replication: a seed of its own, not
 		 * the same arrivals and sizes replayed */
 		conf = lv->conf;
-		conf.seed = load_levels_seed(lv->conf.seed, k);
+		/* a search's levels each draw their own arrivals too: its
+		 * levels are independent, not one schedule at every rate */
+		conf.seed = load_levels_seed(lv->conf.seed, k + (lv->search != LOAD_KEY_NONE ?
+		    (unsigned)lv->index * LOAD_MAX_RUNS : 0));
 		rc = load_run(e->base, e->dns, &conf, &o, &st, &info);
 		if (rc < 0 && st.n == 0) {
 			loadstats_free(&st);
@@ -527,7 +530,7 @@ static double worst_ratio(const struct load_result *r, const struct load_level *
 
 /* Within this factor of the bracket's estimate, a level's runs are points
  * of the fit. */
-#define FIT_SPAN 1.25
+#define FIT_SPAN 1.5
 
 /* The rate's estimate and interval fitted on the runs near it: each run an
  * independent replication, y its binding figure over the limit, logged. */
@@ -555,8 +558,9 @@ static void fit(const struct load_result *r, struct load_capacity *c)
 			y[n++] = log(v / lim);
 		}
 	}
+	/* an unbounded interval (no significant slope) leaves the levels' */
 	if (n > 0 && load_capfit(x, y, n, r->slo.confidence, &est, &lo, &hi) == 0 &&
-	    est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN) {
+	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN) {
 		c->estimate = est;
 		c->ci_lo = lo;
 		c->ci_hi = hi;

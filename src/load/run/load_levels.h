@@ -33,7 +33,7 @@
 #define LOAD_MAX_LEVELS 64
 #define LOAD_CARRIED_SHARE 0.9
 #define LOAD_TREND_T 5.0
-#define LOAD_TREND_RISE 0.25
+#define LOAD_TREND_RISE 1.0
 
 struct event_base;
 struct evdns_base;

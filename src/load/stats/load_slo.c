@@ -184,8 +184,24 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The metric's values (ms) over the measured ok samples. */
-static size_t values(const struct loadstats *st, enum load_slo_metric m, double *v)
+/* The percentile of v[0..n) without disturbing it. */
+static double load_quantile_unsorted(const double *v, size_t n, double pct)
+{
+	double *c = malloc(n * sizeof(*c)), q;
+
+	if (c == NULL)
+		return NAN;
+	memcpy(c, v, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_double);
+	q = load_quantile(c, n, pct);
+	free(c);
+	return q;
+}
+
+/* The metric's values (ms) over the measured ok samples; t[] (may be
+ * NULL) each one's intended send time (µs), or -1 for a gap. */
+static size_t values(const struct loadstats *st, enum load_slo_metric m, double *v,
+    double *t)
 {
 	size_t n = 0;
 
@@ -196,8 +212,11 @@ static size_t values(const struct loadstats *st, enum load_slo_metric m, double 
 		if (!loadstats_counted(s) || s->outcome != OUTCOME_OK)
 			continue;
 		if (m == LOAD_SLO_ITL) {
-			for (uint32_t k = 0; k < s->itl_n; k++)
+			for (uint32_t k = 0; k < s->itl_n; k++) {
+				if (t != NULL)
+					t[n] = -1;
 				v[n++] = (double)st->itl[s->itl_off + k] / 1e3;
+			}
 			continue;
 		}
 		switch (m) {
@@ -214,10 +233,67 @@ static size_t values(const struct loadstats *st, enum load_slo_metric m, double 
 			x = s->duration_us < 0 ? -1 : (double)s->duration_us / 1e3;
 			break;
 		}
-		if (x >= 0)
+		if (x >= 0) {
+			if (t != NULL)
+				t[n] = (double)s->start_us;
 			v[n++] = x;
+		}
 	}
 	return n;
+}
+
+struct timed {
+	double t, v;
+};
+
+static int cmp_timed(const void *a, const void *b)
+{
+	double x = ((const struct timed *)a)->t, y = ((const struct timed *)b)->t;
+
+	return x < y ? -1 : x > y;
+}
+
+/* How much the requests' dependence widens a percentile's interval: the
+ * variance of the share of values at most q in batches of consecutive
+ * requests (by intended send time), over the binomial's. A queue's
+ * requests come in runs (a burst delays the ones after it), so a count
+ * of n of them holds n / inflation independent ones. 1 when they are
+ * independent, or too few to tell. */
+static double inflation(const double *v, const double *t, size_t n, double q)
+{
+	struct timed *x;
+	size_t m, nb;
+	double p = 0, ss = 0, f;
+
+	if (n < 100 || t == NULL || t[0] < 0)
+		return 1;
+	x = malloc(n * sizeof(*x));
+	if (x == NULL)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		x[i].t = t[i];
+		x[i].v = v[i];
+		p += v[i] <= q;
+	}
+	p /= (double)n;
+	qsort(x, n, sizeof(*x), cmp_timed);
+	if (x[n - 1].t == x[0].t) {          /* no timeline to tell by */
+		free(x);
+		return 1;
+	}
+	m = (size_t)sqrt((double)n);
+	nb = n / m;
+	for (size_t b = 0; b < nb; b++) {
+		double k = 0;
+		for (size_t i = b * m; i < (b + 1) * m; i++)
+			k += x[i].v <= q;
+		ss += (k / (double)m - p) * (k / (double)m - p);
+	}
+	free(x);
+	if (nb < 2 || !(p > 0 && p < 1))
+		return 1;
+	f = (double)m * ss / (double)(nb - 1) / (p * (1 - p));
+	return f > 1 ? f : 1;
 }
 
 /* The standard normal's quantile, by Acklam's rational approximation
@@ -314,10 +390,10 @@ static void eval_error_rate(const struct loadstats *st, double conf,
 
 /* The value and interval of a statistic of sorted v[0..n). */
 static void eval_values(const struct load_slo_target *t, double conf, const double *v,
-    size_t n, struct load_slo_eval *e)
+    size_t n, double infl, struct load_slo_eval *e)
 {
 	double sum = 0, ss = 0, mean, half, z = normal_quantile(1 - (1 - conf) / 2);
-	size_t lo, hi;
+	size_t lo, hi, ne;
 
 	e->n = n;
 	if (n == 0) {
@@ -347,8 +423,17 @@ static void eval_values(const struct load_slo_target *t, double conf, const doub
 		e->lo = e->hi = e->value;
 		return;
 	}
-	/* ranks from 1, indices from 0; never clamped to the sample */
-	load_slo_ranks(n, t->pct, conf, &lo, &hi);
+	/* ranks from 1, indices from 0; never clamped to the sample. The
+	 * binomial's of the n / infl independent requests the n hold, each
+	 * rank scaled back to the n outward */
+	ne = (size_t)floor((double)n / infl);
+	load_slo_ranks(ne, t->pct, conf, &lo, &hi);
+	if (ne < n) {
+		lo = (size_t)floor((double)lo * (double)n / (double)ne);
+		hi = hi > ne ? n + 1 : (size_t)ceil((double)hi * (double)n / (double)ne);
+		if (hi > n)
+			hi = n + 1;
+	}
 	e->lo = lo >= 1 ? fmin(v[lo - 1], e->value) : -INFINITY;
 	e->hi = hi <= n ? fmax(v[hi - 1], e->value) : INFINITY;
 }
@@ -356,7 +441,7 @@ static void eval_values(const struct load_slo_target *t, double conf, const doub
 int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
     struct load_slo_result *out)
 {
-	double *v = NULL, worst = -INFINITY;
+	double *v = NULL, *tm = NULL, worst = -INFINITY;
 	size_t cap = st->nitl > st->n ? st->nitl : st->n;
 
 	double conf = slo->confidence > 0 && slo->confidence < 1 ? slo->confidence : 0.95;
@@ -366,8 +451,12 @@ int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
 	out->met = 1;
 	out->binding = -1;
 	v = malloc((cap + 1) * sizeof(*v));
-	if (v == NULL)
+	tm = malloc((cap + 1) * sizeof(*tm));
+	if (v == NULL || tm == NULL) {
+		free(v);
+		free(tm);
 		return -1;
+	}
 	for (size_t i = 0; i < slo->n; i++) {
 		const struct load_slo_target *t = &slo->v[i];
 		struct load_slo_eval *e = &out->v[i];
@@ -376,9 +465,13 @@ int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
 		if (t->metric == LOAD_SLO_ERROR_RATE) {
 			eval_error_rate(st, conf, e);
 		} else {
-			size_t n = values(st, t->metric, v);
+			size_t n = values(st, t->metric, v, tm);
+			double infl = 1;
+			if (t->stat == LOAD_SLO_PCT && t->pct < 100 && n > 0)
+				infl = inflation(v, tm, n, load_quantile_unsorted(v, n, t->pct));
 			qsort(v, n, sizeof(*v), cmp_double);
-			eval_values(t, conf, v, n, e);
+			eval_values(t, conf, v, n, infl, e);
+			e->inflation = infl;
 		}
 		e->met = !isnan(e->value) && e->value <= t->limit;
 		/* no sample decides nothing; an error rate's limit of 0 can
@@ -400,5 +493,6 @@ int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
 	out->decided = missed || all_met;
 	out->noisy = !out->decided;
 	free(v);
+	free(tm);
 	return 0;
 }

@@ -54,6 +54,9 @@ struct load_slo_eval {
 	int decided;                 /* hi <= limit (met) or lo > limit (missed) */
 	int noisy;                   /* !decided: the limit lies inside [lo, hi] */
 	size_t n;                    /* samples behind it */
+	double inflation;            /* a percentile's: the requests' dependence
+	                              * (batch means by send time): its interval is
+	                              * the binomial's of n / inflation; else 1 */
 };
 
 struct load_slo_result {
