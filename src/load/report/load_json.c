@@ -276,6 +276,7 @@ static void slo(struct emit *e, const struct load_result *r, const struct load_l
 		boolean(e, "noisy", x->noisy);
 		boolean(e, "decided", !x->noisy);
 		u64(e, "n", x->n);
+		num(e, "inflation", x->inflation >= 1 ? x->inflation : NAN, 3);
 		end_obj(e);
 	}
 	end_arr(e);
