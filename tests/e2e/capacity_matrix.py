@@ -9,8 +9,20 @@ whether it is within 10 % and inside the interval, and how long it took.
         [rate|concurrency] [1|4|32] [seeds]
 
 Not a test module (its name does not start with test_): the whole matrix
-takes some 15 minutes; tests/e2e/test_load_capacity.py runs a subset of
-the same CASES.
+takes some 25 minutes; tests/e2e/test_load_capacity.py runs a subset of
+the same CASES (rate at 4 slots, concurrency at 32, seeds 1 to 3).
+
+Measured 2026-12-06 on a busy 2-CPU host (capacity, its interval and in
+brackets the runs it was fitted on, 0: the levels decided; the model):
+
+    rate 1:  13.83 [10.66, 16.17] (18), 14.12 [12.11, 16.55] (21),
+             12.25 [12.00, 12.75] (0); model 13.12
+    rate 4:  29.13 [26.61, 68.74] (18), 29.28 [27.54, 45.99] (15),
+             28.71 [27.52, 31.33] (13); model 28.98
+    rate 32: 323.2 [291.2, 343.8] (10), 326.8 [304.8, 343.8] (11),
+             323.7 [313.1, 334.0] (14); model 307.2
+    concurrency 1, 4, 32: 1 [1, 2], 4 [4, 5], 33 [33, 34] for every seed;
+             model 1, 4, 33
 """
 import sys
 import threading
