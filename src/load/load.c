@@ -52,6 +52,7 @@ struct opts {
 	struct load_pcts pcts;
 	uint64_t slice_us;
 	const char *slo_text;
+	double confidence;           /* --confidence; 0: the default */
 	struct load_slo slo;
 	const char *prompts_path, *trace_path, *replay_path, *replay_route;
 	const char *tt_url, *tt_window, *tt_route, *tt_log;
@@ -70,7 +71,7 @@ enum {
 	OPT_CONTINUOUS, OPT_INSECURE, OPT_CACERT, OPT_SNI, OPT_TOKENTAP,
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
-	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_COOLDOWN, OPT_REPORT,
+	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
 	OPT_NO_PREFLIGHT, OPT_TT_LOG
 };
 
@@ -123,6 +124,7 @@ static const struct option long_opts[] = {
 	{"max-rate", required_argument, NULL, OPT_MAX_RATE},
 	{"resolution", required_argument, NULL, OPT_RESOLUTION},
 	{"repeats", required_argument, NULL, OPT_REPEATS},
+	{"confidence", required_argument, NULL, OPT_CONFIDENCE},
 	{"max-levels", required_argument, NULL, OPT_MAX_LEVELS},
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
@@ -226,8 +228,16 @@ static void usage(FILE *f)
 	    "                          concurrency 1; rate from the concurrency found by\n"
 	    "                          Little's law, else 1/s)\n"
 	    "      --max-concurrency N, --max-rate R  the largest levels tried\n"
-	    "      --resolution PCT    rate: stop when the interval is within PCT (5%)\n"
-	    "      --repeats N         runs more of a level within noise (default 2)\n"
+	    "      --resolution PCT    rate: stop when the bracket is within PCT (5%)\n"
+	    "      --confidence PCT    of each figure's interval and each level's\n"
+	    "                          decision (default 95%)\n"
+	    "      --repeats N         runs more of an undecided level, each with a seed\n"
+	    "                          of its own, samples pooled (default 3)\n"
+	    "      A level is decided when each target's interval lies on one side of\n"
+	    "      its limit; a p95's needs 72 requests to have an upper bound at all,\n"
+	    "      and hundreds to thousands near its limit: at an open loop's few\n"
+	    "      requests/s, minutes a level, not seconds (-d). The search says how\n"
+	    "      long it will take before it starts.\n"
 	    "      --max-levels N      levels per search at most (default 24)\n"
 	    "\n"
 	    "Output:\n"
@@ -547,6 +557,11 @@ static int parse_other(struct opts *o, int ch)
 		parse_number("--repeats", optarg, 0, 10, &x);
 		p->repeats = (unsigned)x;
 		break;
+	case OPT_CONFIDENCE:
+		parse_share("--confidence", optarg, &o->confidence);
+		if (!(o->confidence >= 0.5 && o->confidence < 1))
+			bad_value("--confidence", "from 50% to below 100%");
+		break;
 	case OPT_MAX_LEVELS:
 		parse_number("--max-levels", optarg, 1, LOAD_MAX_LEVELS, &x);
 		p->max_levels = (size_t)x;
@@ -683,6 +698,8 @@ static void check_options(struct opts *o)
 		char why[200];
 		if (load_slo_parse(&o->slo, o->slo_text, why, sizeof why) < 0)
 			bad_value("--slo", why);
+		if (o->confidence > 0)
+			o->slo.confidence = o->confidence;
 	}
 	if (o->json_path && o->csv_path && strcmp(o->json_path, "-") == 0 &&
 	    strcmp(o->csv_path, "-") == 0)

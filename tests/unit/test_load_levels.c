@@ -72,11 +72,55 @@ static void test_saturation(void **state)
 	assert_false(load_levels_saturated(&c16, 16, &c16, 16, 0.1));
 }
 
+/* An open loop: the issue's level, offered 16 req/s and carried 8.8 with
+ * TTFT growing, is saturated; one that carried 15.5 of 16 with a flat TTFT
+ * is not; one that carried its load while its TTFT rose steadily, from
+ * 40 to 400 ms over a minute, is (a queue growing without end); noise
+ * about a flat TTFT is not. */
+static void test_open_saturation(void **state)
+{
+	struct load_summary s;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.window_s = 60;
+	s.requests = 960;
+	s.requests_per_s = 8.8;
+	s.ttft.median = 4300;
+	assert_true(load_levels_open_saturated(&s, 0.9));
+	s.requests_per_s = 15.5;
+	s.ttft.median = 60;
+	s.drift.n = 930;
+	s.drift.slope = 0.5;            /* ms per minute: within noise */
+	s.drift.r2 = 0.001;
+	assert_false(load_levels_open_saturated(&s, 0.9));
+	s.drift.slope = 360;            /* 40 -> 400 ms over the minute */
+	s.drift.r2 = 0.6;
+	s.ttft.median = 220;
+	assert_true(load_levels_open_saturated(&s, 0.9));
+	s.drift.r2 = 0.02;              /* t = 4.3: not significant enough */
+	assert_false(load_levels_open_saturated(&s, 0.9));
+	s.requests = 0;                 /* nothing offered: nothing to say */
+	assert_false(load_levels_open_saturated(&s, 0.9));
+}
+
+/* Repeats are independent replications: seeds of their own. */
+static void test_seed(void **state)
+{
+	(void)state;
+	assert_true(load_levels_seed(1, 0) == 1);
+	assert_true(load_levels_seed(1, 1) != 1);
+	assert_true(load_levels_seed(1, 1) != load_levels_seed(1, 2));
+	assert_true(load_levels_seed(1, 1) != load_levels_seed(2, 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_saturation),
+		cmocka_unit_test(test_open_saturation),
+		cmocka_unit_test(test_seed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

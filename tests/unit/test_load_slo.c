@@ -121,11 +121,116 @@ static void test_eval(void **state)
 	loadstats_free(&st);
 }
 
+/* The order statistics' ranks against the binomial law summed exactly
+ * (Python's math.comb): never clamped to the sample. */
+static void test_ranks(void **state)
+{
+	static const struct { size_t n; double pct, conf; size_t l, u; } want[] = {
+		{10, 95, 0.95, 8, 11}, {59, 95, 0.95, 52, 60}, {71, 95, 0.95, 63, 72},
+		{72, 95, 0.95, 64, 72}, {100, 95, 0.95, 90, 100}, {200, 95, 0.95, 184, 197},
+		{1000, 95, 0.95, 936, 964}, {10, 50, 0.95, 2, 9}, {1000, 50, 0.95, 469, 532},
+		{72, 99, 0.90, 70, 73}, {1000, 99, 0.90, 985, 996},
+	};
+	size_t l, u;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		load_slo_ranks(want[i].n, want[i].pct, want[i].conf, &l, &u);
+		assert_int_equal(l, want[i].l);
+		assert_int_equal(u, want[i].u);
+	}
+	assert_int_equal(load_slo_min_n(95, 0.95), 72);
+	assert_int_equal(load_slo_min_n(50, 0.95), 6);
+	load_slo_ranks(1000000, 95, 0.95, &l, &u);  /* far in the tails: no underflow */
+	assert_true(l > 949000 && l < 950000 && u > 950000 && u < 951000);
+}
+
+/* 10 samples cannot bound a p95 from above: the level is undecided, not
+ * met, however far under the limit its figure; with 100 it is decided. */
+static void test_undecided(void **state)
+{
+	struct load_slo s;
+	struct load_slo_result r;
+	struct loadstats st;
+	char err[200];
+
+	(void)state;
+	loadstats_init(&st);
+	for (int i = 1; i <= 10; i++)
+		add(&st, i * 1000, OUTCOME_OK);
+	assert_int_equal(load_slo_parse(&s, "ttft_p95<=50ms", err, sizeof err), 0);
+	assert_true(s.confidence == 0.95);
+	assert_int_equal(load_slo_eval(&s, &st, &r), 0);
+	assert_true(r.v[0].met);                    /* 9.55 <= 50 ... */
+	assert_true(isinf(r.v[0].hi));              /* ... but unbounded */
+	assert_false(r.v[0].decided);
+	assert_false(r.decided);
+	assert_true(r.noisy);
+	for (int i = 11; i <= 100; i++)
+		add(&st, (i % 10 + 1) * 1000, OUTCOME_OK);
+	assert_int_equal(load_slo_eval(&s, &st, &r), 0);
+	assert_true(r.v[0].decided && r.decided && r.met);
+	/* one target surely missed decides the level, whatever the others */
+	assert_int_equal(load_slo_parse(&s, "ttft_p50<=2ms ttft_p99<=1s", err, sizeof err), 0);
+	assert_int_equal(load_slo_eval(&s, &st, &r), 0);
+	assert_false(r.v[1].decided);               /* a p99 of 100 samples */
+	assert_true(r.v[0].decided && !r.v[0].met);
+	assert_true(r.decided && !r.met);
+	loadstats_free(&st);
+}
+
+static void add_at(struct loadstats *st, int64_t ttft_us, uint64_t start_us)
+{
+	struct load_sample s;
+
+	memset(&s, 0, sizeof(s));
+	s.outcome = OUTCOME_OK;
+	s.ttft_us = ttft_us;
+	s.tpot_us = -1;
+	s.duration_us = ttft_us;
+	s.start_us = start_us;
+	loadstats_record(st, &s, NULL, 0);
+}
+
+/* A queue's requests are not independent: the same 1000 TTFTs, once
+ * interleaved in time (every 20th slow) and once in bursts (the slow ones
+ * 50 in a row, as a queue behind a burst makes them): the burst's interval
+ * for the p95 is wider, by the batch means' inflation. */
+static void test_dependence(void **state)
+{
+	struct load_slo s;
+	struct load_slo_result a, b;
+	struct loadstats st;
+	char err[200];
+
+	(void)state;
+	assert_int_equal(load_slo_parse(&s, "ttft_p95<=1s", err, sizeof err), 0);
+	loadstats_init(&st);
+	for (int i = 0; i < 1000; i++)
+		add_at(&st, (i % 20 == 0 ? 500 + i / 20 : 10 + i % 20) * 1000, (uint64_t)i * 1000);
+	assert_int_equal(load_slo_eval(&s, &st, &a), 0);
+	loadstats_free(&st);
+	loadstats_init(&st);
+	for (int i = 0; i < 1000; i++)
+		add_at(&st, (i >= 400 && i < 450 ? 500 + (i - 400) : 10 + i % 20) * 1000,
+		    (uint64_t)i * 1000);
+	assert_int_equal(load_slo_eval(&s, &st, &b), 0);
+	loadstats_free(&st);
+	assert_true(a.v[0].value == b.v[0].value);
+	assert_true(a.v[0].inflation < 1.5);
+	assert_true(b.v[0].inflation > 10);
+	assert_true(b.v[0].lo < a.v[0].lo || b.v[0].hi > a.v[0].hi);
+	assert_true(isinf(b.v[0].hi));    /* 1000 / 40 requests bound no p95 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_eval),
+		cmocka_unit_test(test_ranks),
+		cmocka_unit_test(test_undecided),
+		cmocka_unit_test(test_dependence),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

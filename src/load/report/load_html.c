@@ -309,10 +309,19 @@ static void verdict(struct page *pg)
 		if (c->binding >= 0)
 			text(pg, r->slo.v[c->binding].name);
 		fprintf(f, "\">capacity by %s: ", load_key_name(c->key));
-		if (c->found)
-			fprintf(f, "<b>%s%s</b>, interval [%s, %s]", a,
+		if (c->found && c->key == LOAD_KEY_RATE && isfinite(c->estimate)) {
+			char e[32], l[32], h[32];
+			load_svg_num(e, sizeof e, c->estimate);
+			load_svg_num(l, sizeof l, c->ci_lo);
+			load_svg_num(h, sizeof h, c->ci_hi);
+			fprintf(f, "<b>%s requests/s</b>, %.0f %% confidence interval [%s, %s]; "
+			    "bisection bracket [%s, %s]", e, 100 * (c->confidence > 0 ?
+			    c->confidence : 0.95), isfinite(c->ci_lo) ? l : "?",
+			    isfinite(c->ci_hi) ? h : "?", a, b);
+		} else if (c->found) {
+			fprintf(f, "<b>%s%s</b>, bisection bracket [%s, %s]", a,
 			    c->key == LOAD_KEY_RATE ? " requests/s" : " users", a, b);
-		else
+		} else
 			fprintf(f, "<b class=\"missed\">no level met the SLO</b> (lowest tried %s)", b);
 		if (c->binding >= 0) {
 			fputs("; binding: ", f);

@@ -253,6 +253,8 @@ static void slo(struct emit *e, const struct load_result *r, const struct load_l
 	obj(e, "slo", 0);
 	boolean(e, "met", lv->slo.met);
 	boolean(e, "noisy", lv->slo.noisy);
+	boolean(e, "decided", !lv->slo.noisy);
+	num(e, "confidence", r->slo.confidence > 0 ? r->slo.confidence : NAN, 4);
 	if (lv->slo.binding >= 0)
 		str(e, "binding", r->slo.v[lv->slo.binding].name);
 	else
@@ -273,7 +275,9 @@ static void slo(struct emit *e, const struct load_result *r, const struct load_l
 		str(e, "unit", load_slo_unit(&r->slo.v[i]));
 		boolean(e, "met", x->met);
 		boolean(e, "noisy", x->noisy);
+		boolean(e, "decided", !x->noisy);
 		u64(e, "n", x->n);
+		num(e, "inflation", x->inflation >= 1 ? x->inflation : NAN, 3);
 		end_obj(e);
 	}
 	end_arr(e);
@@ -654,6 +658,17 @@ void load_json_write(FILE *f, const struct load_result *r,
 			num(&e, NULL, cp->lo, dec);
 			num(&e, NULL, cp->hi, dec);
 			end_arr(&e);
+			arr(&e, "bracket", 1);
+			num(&e, NULL, cp->lo, dec);
+			num(&e, NULL, cp->hi, dec);
+			end_arr(&e);
+			num(&e, "estimate", cp->estimate, dec);
+			arr(&e, "ci", 1);
+			num(&e, NULL, cp->ci_lo, dec);
+			num(&e, NULL, cp->ci_hi, dec);
+			end_arr(&e);
+			num(&e, "confidence", cp->confidence > 0 ? cp->confidence : NAN, 4);
+			u64(&e, "replications", cp->replications);
 			if (cp->binding >= 0)
 				str(&e, "binding", r->slo.v[cp->binding].name);
 			else

@@ -863,6 +863,20 @@ static void capacity(struct rd *c, int root)
 			if (load_jl_elem(&c->j, iv, &e2))
 				cp->hi = num_tok(c, e2, "interval");
 		}
+		/* the estimate and its interval (absent before them: the
+		 * bracket's lo, no interval) */
+		cp->estimate = num(c, el, "estimate");
+		if (isnan(cp->estimate))
+			cp->estimate = cp->capacity;
+		cp->ci_lo = cp->ci_hi = NAN;
+		iv = array(c, el, "ci");
+		if (iv >= 0 && load_jl_elem(&c->j, iv, &e2)) {
+			cp->ci_lo = num_tok(c, e2, "ci");
+			if (load_jl_elem(&c->j, iv, &e2))
+				cp->ci_hi = num_tok(c, e2, "ci");
+		}
+		cp->confidence = num(c, el, "confidence");
+		cp->replications = (size_t)cnt(c, el, "replications");
 		cp->binding = slo_index(r, b);
 		free(b);
 		cp->levels = (size_t)cnt(c, el, "levels");

@@ -344,7 +344,10 @@ static void levels_table(FILE *f, const struct load_result *r)
 		cell(f, s->e2e.median, 9, 1);
 		cell(f, e95, 9, 1);
 		fprintf(f, " %6.2f%%", 100 * s->error_rate);
-		if (slo)
+		if (slo && lv->slo.noisy)
+			fprintf(f, "  %s (undecided, %u run%s)", lv->slo.met ? "met" : "MISSED",
+			    lv->runs, lv->runs > 1 ? "s" : "");
+		else if (slo)
 			fprintf(f, "  %s%s", lv->slo.met ? "met" : "MISSED",
 			    lv->runs > 1 ? " (repeated)" : "");
 		fputc('\n', f);
@@ -388,6 +391,34 @@ static void levels_table(FILE *f, const struct load_result *r)
 	}
 }
 
+/* A value or "?" (unbounded). */
+static const char *bound(char *buf, size_t n, double v, int dec)
+{
+	if (isfinite(v))
+		snprintf(buf, n, "%.*f", dec, v);
+	else
+		snprintf(buf, n, "?");
+	return buf;
+}
+
+/* The wall time of a search's levels, s. */
+static double search_s(const struct load_result *r, enum load_key k)
+{
+	double a = NAN, b = NAN;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		double end = lv->started_s + (double)lv->info.elapsed_us / 1e6;
+		if (lv->search != k)
+			continue;
+		if (isnan(a) || lv->started_s < a)
+			a = lv->started_s;
+		if (isnan(b) || end > b)
+			b = end;
+	}
+	return b - a;
+}
+
 static void capacity_lines(FILE *f, const struct load_result *r)
 {
 	for (size_t i = 0; i < r->ncapacity; i++) {
@@ -404,16 +435,29 @@ static void capacity_lines(FILE *f, const struct load_result *r)
 			    c->binding >= 0 ? r->slo.v[c->binding].name : "");
 			continue;
 		}
-		fprintf(f, "capacity     %s %.*f%s: met at %.*f, ", load_key_name(c->key), dec,
-		    c->capacity, unit, dec, c->lo);
+		if (c->key == LOAD_KEY_RATE && isfinite(c->estimate)) {
+			char a[32], b[32];
+			fprintf(f, "capacity     rate %.2f req/s, %.0f %% confidence interval "
+			    "[%s, %s] (%s); ", c->estimate, 100 * (c->confidence > 0 ?
+			    c->confidence : 0.95), bound(a, sizeof a, c->ci_lo, 2),
+			    bound(b, sizeof b, c->ci_hi, 2), c->replications > 0 ?
+			    "fitted on the runs near it" : "the levels decided met and missed");
+		} else {
+			fprintf(f, "capacity     %s %.*f%s: ", load_key_name(c->key), dec,
+			    c->capacity, unit);
+		}
+		fprintf(f, "met at %.*f, ", dec, c->lo);
 		if (isfinite(c->hi))
-			fprintf(f, "missed at %.*f (interval [%.*f, %.*f])", dec, c->hi, dec, c->lo,
-			    dec, c->hi);
+			fprintf(f, "missed at %.*f (bisection bracket [%.*f, %.*f])", dec, c->hi,
+			    dec, c->lo, dec, c->hi);
 		else
 			fprintf(f, "never missed up to the search's end (%s)", c->stopped);
 		if (c->binding >= 0)
 			fprintf(f, "; binding: %s", r->slo.v[c->binding].name);
-		fprintf(f, "; %zu levels\n", c->levels);
+		fprintf(f, "; %zu levels", c->levels);
+		if (isfinite(search_s(r, c->key)))
+			fprintf(f, " in %.0f s", search_s(r, c->key));
+		fputc('\n', f);
 	}
 }
 
@@ -480,10 +524,34 @@ void load_report_table(FILE *f, const struct load_result *r)
 	if (r->kind == LOAD_KIND_SWEEP) {
 		fprintf(f, "sweep        %s, stopped: %s", load_key_name(r->sweep_key),
 		    r->stop_reason ? r->stop_reason : "-");
-		if (r->knee >= 0 && (size_t)r->knee < r->nlevels)
+		if (r->knee >= 0 && (size_t)r->knee < r->nlevels &&
+		    r->sweep_key == LOAD_KEY_RATE)
+			fprintf(f, "; the knee is level %d (%s): the last carried at its "
+			    "offered rate", r->knee, r->levels[r->knee].label);
+		else if (r->knee >= 0 && (size_t)r->knee < r->nlevels)
 			fprintf(f, "; the knee is level %d (%s): past it throughput stopped "
 			    "growing while latency rose", r->knee, r->levels[r->knee].label);
+		else if (r->saturated_at == 0)
+			fprintf(f, "; no knee: the first level was saturated");
+		if (r->saturated_at >= 0 && r->sweep_key == LOAD_KEY_RATE) {
+			const struct load_summary *x = &r->levels[r->saturated_at].sum;
+			fprintf(f, "; level %d carried %.2f of %.2f req/s offered", r->saturated_at,
+			    x->requests_per_s, x->window_s > 0 ? (double)x->requests /
+			    x->window_s : 0.0);
+		}
 		fputc('\n', f);
+		if (r->slo.n > 0) {
+			int cap = -1;
+			for (size_t i = 0; i < r->nlevels && r->levels[i].has_slo &&
+			    r->levels[i].slo.met; i++)
+				cap = (int)i;
+			if (cap >= 0)
+				fprintf(f, "SLO capacity level %d (%s): the last met before the "
+				    "first missed%s\n", cap, r->levels[cap].label,
+				    r->levels[cap].slo.noisy ? " (undecided: by its figures)" : "");
+			else
+				fprintf(f, "SLO capacity none: the first level missed the SLO\n");
+		}
 		if (r->sweep_key == LOAD_KEY_PROMPT_TOKENS && isfinite(r->input_fit.slope))
 			fprintf(f, "input length TTFT = %.3f ms + %.3f ms per 1k input tokens "
 			    "(R² %.3f, %zu requests)\n", r->input_fit.intercept,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "load_capfit.h"
 #include "log.h"
 #include "util.h"
 
@@ -27,7 +28,7 @@ void load_plan_init(struct load_plan *p)
 	p->stop_error_rate = 0.10;
 	p->factor = 2;
 	p->resolution = 0.05;
-	p->repeats = 2;
+	p->repeats = 3;
 	p->max_levels = 24;
 	p->cap_max[0] = 10000;
 	p->cap_max[1] = 100000;
@@ -129,7 +130,38 @@ int load_levels_saturated(const struct load_summary *prev, double v_prev,
 	    l1 / l0 - 1 > gain * grew;
 }
 
+int load_levels_open_saturated(const struct load_summary *s, double share)
+{
+	double sent = s->window_s > 0 ? (double)s->requests / s->window_s : 0;
+	const struct load_fit *d = &s->drift;
+	double t, rise;
+
+	if (s->requests == 0 || !(sent > 0))
+		return 0;
+	if (s->requests_per_s < share * sent)
+		return 1;
+	/* the trend: the slope's t statistic, sqrt(r2 (n - 2) / (1 - r2)) */
+	if (d->n < 10 || !(d->slope > 0) || !isfinite(d->r2))
+		return 0;
+	t = d->r2 >= 1 ? INFINITY : sqrt(d->r2 * (double)(d->n - 2) / (1 - d->r2));
+	rise = d->slope * s->window_s / 60;
+	return t > LOAD_TREND_T && !isnan(s->ttft.median) &&
+	    rise > LOAD_TREND_RISE * s->ttft.median;
+}
+
 /* ---- one level ------------------------------------------------------- */
+
+uint64_t load_levels_seed(uint64_t seed, unsigned run)
+{
+	/* splitmix64's increment and finaliser: runs far apart */
+	uint64_t z = seed + (uint64_t)run * 0x9E3779B97F4A7C15ull;
+
+	if (run == 0)
+		return seed;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
 
 /* Moves a repeat's times after the runs before it: one timeline. */
 static void shift(struct loadstats *st, uint64_t by)
@@ -183,7 +215,7 @@ static void level_line(const struct load_result *r, const struct load_level *lv)
 	    (unsigned long long)s->requests, s->requests_per_s, s->output_tokens_per_s,
 	    s->ttft.median, s->tpot.median, 100 * s->error_rate,
 	    lv->has_slo ? (lv->slo.met ? ", SLO met" : ", SLO missed") : "",
-	    lv->runs > 1 ? " (repeated: within noise)" : "");
+	    lv->has_slo && !lv->slo.decided ? " (undecided: by its figures)" : "");
 	(void)r;
 }
 
@@ -199,15 +231,19 @@ static void tt_read_settled(struct load_tt_conf *c, struct load_tt *out, size_t 
 	}
 }
 
-static int run_level(struct load_env *e, struct load_result *r, struct load_level *lv,
-    unsigned repeats)
+/* Runs lv's runs from (0: its first) to at most upto, each an
+ * independent replication; stops once the level is decided unless force. */
+static int run_runs(struct load_env *e, struct load_result *r, struct load_level *lv,
+    unsigned from, unsigned upto, int force)
 {
 	struct load_run_opts o;
+	struct load_conf conf;
 	char id[48], label[120];
-	uint64_t offset = 0, now;
+	uint64_t offset = from > 0 ? lv->info.elapsed_us : 0, now;
 
-	lv->started_s = (double)(util_now_us() - r->mono_start_us) / 1e6;
-	for (unsigned k = 0; k <= repeats; k++) {
+	if (from == 0)
+		lv->started_s = (double)(util_now_us() - r->mono_start_us) / 1e6;
+	for (unsigned k = from; k < upto && k < LOAD_MAX_RUNS; k++) {
 		struct loadstats st;
 		struct load_run_info info;
 		int rc;
@@ -232,11 +268,24 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 		o.tls = e->tls;
 		o.id_prefix = id;
 		loadstats_init(&st);
-		rc = load_run(e->base, e->dns, &lv->conf, &o, &st, &info);
+		/* each run an independent replication: a seed of its own, not
+		 * the same arrivals and sizes replayed */
+		conf = lv->conf;
+		/* a search's levels each draw their own arrivals too: its
+		 * levels are independent, not one schedule at every rate */
+		conf.seed = load_levels_seed(lv->conf.seed, k + (lv->search != LOAD_KEY_NONE ?
+		    (unsigned)lv->index * LOAD_MAX_RUNS : 0));
+		rc = load_run(e->base, e->dns, &conf, &o, &st, &info);
 		if (rc < 0 && st.n == 0) {
 			loadstats_free(&st);
 			r->failed = 1;
 			return -1;
+		}
+		if (lv->has_slo || r->slo.n > 0) {
+			struct load_slo_result one;
+			if (k < LOAD_MAX_RUNS && load_slo_eval(&r->slo, &st, &one) == 0)
+				for (size_t i = 0; i < r->slo.n; i++)
+					lv->run_value[k][i] = one.v[i].value;
 		}
 		if (e->tt != NULL) {
 			tt_read_settled(e->tt, &lv->tt, st.n);
@@ -274,7 +323,9 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 			r->failed = 1;
 			return -1;
 		}
-		if (info.interrupted || !lv->has_slo || !lv->slo.noisy)
+		/* undecided (too few requests to bound a figure, or its
+		 * interval holds the limit): run on, up to the limit */
+		if (info.interrupted || !lv->has_slo || (lv->slo.decided && !force))
 			break;
 	}
 	if (load_run_interrupted() > 0)
@@ -282,6 +333,12 @@ static int run_level(struct load_env *e, struct load_result *r, struct load_leve
 	if (e->progress)
 		level_line(r, lv);
 	return 0;
+}
+
+static int run_level(struct load_env *e, struct load_result *r, struct load_level *lv,
+    unsigned repeats)
+{
+	return run_runs(e, r, lv, 0, repeats + 1, 0);
 }
 
 /* The parameters of a level of key at value v. */
@@ -371,6 +428,7 @@ int load_levels_sweep(struct load_env *e, const struct load_plan *p,
     struct load_result *r)
 {
 	double prev_v = NAN;
+	int saturated;
 
 	r->sweep_key = p->key;
 	r->stop_reason = "levels";
@@ -397,11 +455,20 @@ int load_levels_sweep(struct load_env *e, const struct load_plan *p,
 			r->stop_reason = "error_rate";
 			break;
 		}
-		if (p->stop_on_saturation && p->key != LOAD_KEY_PROMPT_TOKENS &&
-		    r->nlevels >= 2 && load_levels_saturated(&r->levels[r->nlevels - 2].sum,
-		    prev_v, &lv->sum, v, p->saturation)) {
+		/* an open loop's level is saturated on its own (it did not
+		 * carry its load, or its queue grew); a closed loop's against
+		 * the level before it */
+		if (p->key == LOAD_KEY_RATE)
+			saturated = load_levels_open_saturated(&lv->sum, LOAD_CARRIED_SHARE);
+		else
+			saturated = p->key != LOAD_KEY_PROMPT_TOKENS && r->nlevels >= 2 &&
+			    load_levels_saturated(&r->levels[r->nlevels - 2].sum, prev_v,
+			    &lv->sum, v, p->saturation);
+		if (saturated && r->saturated_at < 0) {
 			r->saturated_at = (int)lv->index;
 			r->knee = (int)lv->index - 1;
+		}
+		if (saturated && p->stop_on_saturation) {
 			r->stop_reason = "saturation";
 			break;
 		}
@@ -451,6 +518,131 @@ static double rate_start(const struct load_result *r)
 			return fmax(0.01, round(c->lo / (lv->sum.e2e.mean / 1e3) / 2 * 100) / 100);
 	}
 	return 1;
+}
+
+/* The worst target's figure over its limit at a level (1: on the limit). */
+static double worst_ratio(const struct load_result *r, const struct load_level *lv)
+{
+	double w = -INFINITY;
+
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_eval *x = &lv->slo.v[i];
+		double lim = r->slo.v[i].limit;
+		double q = isnan(x->value) ? INFINITY : lim > 0 ? x->value / lim :
+		    (x->value > 0 ? INFINITY : 0);
+		if (q > w)
+			w = q;
+	}
+	return w;
+}
+
+/* Within this factor of the bracket's estimate, a level's runs are points
+ * of the fit. */
+#define FIT_SPAN 1.5
+
+/* The rate's estimate and interval fitted on the runs near it: each run an
+ * independent replication, y its binding figure over the limit, logged. */
+static void fit(const struct load_result *r, struct load_capacity *c)
+{
+	size_t n = 0, cap = 0, b = (size_t)c->binding;
+	double *x, *y, est, lo, hi, lim = r->slo.v[b].limit, e0 = c->estimate;
+
+	if (!(lim > 0))
+		return;
+	for (size_t i = 0; i < r->nlevels; i++)
+		cap += r->levels[i].runs;
+	x = calloc(cap + 1, sizeof(*x));
+	y = calloc(cap + 1, sizeof(*y));
+	for (size_t i = 0; x != NULL && y != NULL && i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->search != c->key || !lv->has_slo || lv->value < e0 / FIT_SPAN ||
+		    lv->value > e0 * FIT_SPAN)
+			continue;
+		for (unsigned k = 0; k < lv->runs && k < LOAD_MAX_RUNS; k++) {
+			double v = lv->run_value[k][b];
+			if (!(v > 0) || !isfinite(v))
+				continue;
+			x[n] = lv->value;
+			y[n++] = log(v / lim);
+		}
+	}
+	/* an unbounded interval (no significant slope) leaves the levels' */
+	if (n > 0 && load_capfit(x, y, n, r->slo.confidence, &est, &lo, &hi) == 0 &&
+	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN) {
+		c->estimate = est;
+		c->ci_lo = lo;
+		c->ci_hi = hi;
+		c->replications = n;
+	}
+	free(x);
+	free(y);
+}
+
+/* The search's estimate and its confidence interval, from its levels: each
+ * an independent replication (or several, pooled) decided at the SLO's
+ * confidence. The interval's ends are the largest level decided met and
+ * the smallest decided missed around the estimate; between them every
+ * level was within noise of a limit. */
+static void estimate(const struct load_result *r, struct load_capacity *c)
+{
+	const struct load_level *llo = NULL, *lhi = NULL;
+
+	c->confidence = r->slo.confidence;
+	c->estimate = c->lo;
+	c->ci_lo = c->ci_hi = NAN;
+	if (!c->found)
+		return;
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->search != c->key || !lv->has_slo)
+			continue;
+		if (lv->value == c->lo)
+			llo = lv;
+		if (lv->value == c->hi)
+			lhi = lv;
+	}
+	if (c->key == LOAD_KEY_RATE && llo != NULL && lhi != NULL) {
+		double a = worst_ratio(r, llo), b = worst_ratio(r, lhi);
+		if (isfinite(a) && isfinite(b) && b > a && a <= 1 && b >= 1)
+			c->estimate = c->lo + (c->hi - c->lo) * (1 - a) / (b - a);
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->search != c->key || !lv->has_slo || !lv->slo.decided)
+			continue;
+		if (lv->slo.met && lv->value <= c->estimate &&
+		    (isnan(c->ci_lo) || lv->value > c->ci_lo))
+			c->ci_lo = lv->value;
+		if (!lv->slo.met && lv->value > c->estimate &&
+		    (isnan(c->ci_hi) || lv->value < c->ci_hi))
+			c->ci_hi = lv->value;
+	}
+	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi))
+		fit(r, c);
+}
+
+/* The runs the bracket's two ends get at least, for the fit (or all of
+ * them, with fewer --repeats). */
+#define FIT_RUNS 3
+
+/* The bracket's ends run again, each run with a seed of its own, until
+ * each has FIT_RUNS: the replications the rate's interval is fitted on. */
+static int refine(struct load_env *e, const struct load_plan *p, struct load_result *r,
+    double lo, double hi)
+{
+	unsigned want = p->repeats + 1 < FIT_RUNS ? p->repeats + 1 : FIT_RUNS;
+
+	for (size_t i = r->nlevels; i > 0; i--) {
+		struct load_level *lv = &r->levels[i - 1];
+		if (lv->search != LOAD_KEY_RATE || (lv->value != lo && lv->value != hi) ||
+		    lv->runs >= want)
+			continue;
+		if (run_runs(e, r, lv, lv->runs, want, 1) < 0)
+			return -1;
+		if (r->interrupted)
+			break;
+	}
+	return 0;
 }
 
 static int search(struct load_env *e, const struct load_plan *p, struct load_result *r,
@@ -525,12 +717,49 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	c->lo = lo;
 	c->hi = hi;
 	c->capacity = lo;
+	if (k == LOAD_KEY_RATE && c->found && isfinite(hi) && !r->interrupted &&
+	    refine(e, p, r, lo, hi) < 0)
+		return -1;
+	estimate(r, c);
 	return 0;
+}
+
+/* How long a search will take, said before it starts: a level is its
+ * warm-up and its duration, run up to 1 + repeats times while undecided;
+ * a search about 8 levels (bracket by doubling, bisect to the resolution),
+ * --max-levels at most. */
+static void say_time(const struct load_plan *p, const struct load_result *r)
+{
+	const struct load_conf *c = r->conf;
+	double lvl = (double)(c->warmup_us + c->duration_us) / 1e6;
+	double bis = ceil(log2(1 / p->resolution)), n = fmin(3 + bis, (double)p->max_levels);
+	double most = (double)p->max_levels * lvl * (1 + p->repeats);
+
+	if (c->duration_us == 0)
+		return;
+	fprintf(stderr, "capacity: a level is %.3g s (warm-up %.3g s, -d %.3g s), run up "
+	    "to %u times while undecided; a search of about %.0f levels takes %.0f s "
+	    "to %.0f s (at most %.0f s: --max-levels %zu)", lvl,
+	    (double)c->warmup_us / 1e6, (double)c->duration_us / 1e6, 1 + p->repeats, n,
+	    n * lvl, n * lvl * (1 + p->repeats), most, p->max_levels);
+	if (p->nsearch > 1)
+		fprintf(stderr, ", %zu searches", p->nsearch);
+	fputc('\n', stderr);
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		if (t->stat != LOAD_SLO_PCT || t->pct >= 100)
+			continue;
+		fprintf(stderr, "capacity: %s needs %zu requests in a level to be bounded at "
+		    "%.0f %% confidence, and many more to be decided near its limit\n",
+		    t->name, load_slo_min_n(t->pct, r->slo.confidence),
+		    100 * r->slo.confidence);
+	}
 }
 
 int load_levels_capacity(struct load_env *e, const struct load_plan *p,
     struct load_result *r)
 {
+	say_time(p, r);
 	r->ncapacity = p->nsearch;
 	for (size_t i = 0; i < p->nsearch; i++) {
 		if (search(e, p, r, i) < 0)

@@ -11,7 +11,16 @@
  * latency rose by more than G x (r - 1): more load bought no throughput,
  * only waiting (Little's law: in a closed loop the two must go together).
  * The knee is the level before it. The rule, and the measurements behind
- * its 10 %, are in the README ("Sweeps"). */
+ * its 10 %, are in the README ("Sweeps").
+ *
+ * An open loop (a rate sweep) offers its load whatever happens: a level
+ * is saturated when it carried (requests completed in the window per s)
+ * less than LOAD_CARRIED_SHARE of what it offered (requests sent in the
+ * window per s), or when its TTFT grew over the window, significantly
+ * (the least-squares slope's t statistic over LOAD_TREND_T) and by much
+ * (over LOAD_TREND_RISE of its median): a queue that grows without end.
+ * The knee is the last level before the first saturated one: the last
+ * carried at its offered rate. */
 #ifndef TOKENTAP_LOAD_LEVELS_H
 #define TOKENTAP_LOAD_LEVELS_H
 
@@ -22,6 +31,9 @@
 #include "load_tt.h"
 
 #define LOAD_MAX_LEVELS 64
+#define LOAD_CARRIED_SHARE 0.9
+#define LOAD_TREND_T 5.0
+#define LOAD_TREND_RISE 1.0
 
 struct event_base;
 struct evdns_base;
@@ -66,9 +78,14 @@ enum load_key load_plan_key(const char *s, const char **hint);
  * or -1 with *err. */
 int load_plan_levels(struct load_plan *p, const char *s, const char **err);
 
-/* The saturation rule above. */
+/* The seed of a level's run (0: the level's own; each repeat one of its
+ * own, an independent replication). */
+uint64_t load_levels_seed(uint64_t seed, unsigned run);
+
+/* The saturation rules above: a closed loop's, an open loop's. */
 int load_levels_saturated(const struct load_summary *prev, double v_prev,
     const struct load_summary *cur, double v_cur, double gain);
+int load_levels_open_saturated(const struct load_summary *s, double share);
 
 /* Each returns 0, or -1 when a level could not run (r->failed). */
 int load_levels_single(struct load_env *e, struct load_result *r);

@@ -22,6 +22,9 @@
  * refuses a major version it does not know. */
 #define LOAD_SCHEMA_VERSION 1
 
+/* A level's runs at most (--repeats 10 and the first). */
+#define LOAD_MAX_RUNS 11
+
 enum load_kind { LOAD_KIND_RUN, LOAD_KIND_SWEEP, LOAD_KIND_CAPACITY };
 
 /* What a sweep varies, or a capacity search looks for. */
@@ -87,13 +90,16 @@ struct load_level {
 	struct load_conf conf;       /* the run's parameters (a copy) */
 	struct loadstats st;         /* every request of every run of the level */
 	struct load_run_info info;   /* of its last run; window and CPU summed */
-	unsigned runs;               /* > 1: repeated within noise, samples pooled */
+	unsigned runs;               /* > 1: repeated while undecided, samples pooled */
 	/* each run's own window (from the level's start, as its samples are
 	 * shifted): a repeated level's throughput is theirs, not diluted by
 	 * the gaps between them; the first LOAD_LEVEL_WINDOWS runs */
 #define LOAD_LEVEL_WINDOWS 16
 	uint64_t windows[LOAD_LEVEL_WINDOWS][2];
 	size_t nwindows;
+	/* each run's own figure of each SLO target (an independent
+	 * replication's: the capacity's interval is fitted on them) */
+	double run_value[LOAD_MAX_RUNS][LOAD_SLO_MAX];
 	double started_s;            /* its start, from the invocation's origin */
 	struct load_summary sum;
 	int has_slo;
@@ -108,7 +114,17 @@ struct load_capacity {
 	int ran;
 	int found;                   /* some level met the targets */
 	double capacity;             /* the largest level that met them (= lo) */
-	double lo, hi;               /* the interval: lo met, hi missed; hi NaN: never missed */
+	double lo, hi;               /* the bisection's bracket: lo met, hi missed;
+	                              * hi NaN: never missed */
+	double estimate;             /* rate: where the worst target's figure / limit
+	                              * crosses 1 between lo and hi; concurrency: lo */
+	double ci_lo, ci_hi;         /* its confidence interval: the largest level
+	                              * decided met and the smallest decided missed
+	                              * (NaN: none such) */
+	double confidence;           /* of the levels' decisions (0.95) */
+	size_t replications;         /* rate: the runs the estimate and its interval
+	                              * were fitted on (load_capfit.h); 0: the
+	                              * interval is the levels decided met and missed */
 	int binding;                 /* the target missed at hi (index), -1 */
 	size_t levels;               /* levels it ran */
 	const char *stopped;         /* why it ended: "resolution", "max", "none_met",

@@ -10,7 +10,6 @@
 #include "load_summary.h"
 #include "util.h"
 
-#define Z95 1.959963984540054
 
 static const char *const metric_names[] = {
 	[LOAD_SLO_TTFT] = "ttft", [LOAD_SLO_TTFO] = "ttfo", [LOAD_SLO_TPOT] = "tpot",
@@ -139,6 +138,7 @@ int load_slo_parse(struct load_slo *slo, const char *s, char *errbuf, size_t err
 	const char *p = s;
 
 	memset(slo, 0, sizeof(*slo));
+	slo->confidence = 0.95;
 	for (;;) {
 		size_t n;
 		while (*p == ' ' || *p == ',' || *p == '\t')
@@ -184,8 +184,24 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The metric's values (ms) over the measured ok samples. */
-static size_t values(const struct loadstats *st, enum load_slo_metric m, double *v)
+/* The percentile of v[0..n) without disturbing it. */
+static double load_quantile_unsorted(const double *v, size_t n, double pct)
+{
+	double *c = malloc(n * sizeof(*c)), q;
+
+	if (c == NULL)
+		return NAN;
+	memcpy(c, v, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_double);
+	q = load_quantile(c, n, pct);
+	free(c);
+	return q;
+}
+
+/* The metric's values (ms) over the measured ok samples; t[] (may be
+ * NULL) each one's intended send time (µs), or -1 for a gap. */
+static size_t values(const struct loadstats *st, enum load_slo_metric m, double *v,
+    double *t)
 {
 	size_t n = 0;
 
@@ -196,8 +212,11 @@ static size_t values(const struct loadstats *st, enum load_slo_metric m, double 
 		if (!loadstats_counted(s) || s->outcome != OUTCOME_OK)
 			continue;
 		if (m == LOAD_SLO_ITL) {
-			for (uint32_t k = 0; k < s->itl_n; k++)
+			for (uint32_t k = 0; k < s->itl_n; k++) {
+				if (t != NULL)
+					t[n] = -1;
 				v[n++] = (double)st->itl[s->itl_off + k] / 1e3;
+			}
 			continue;
 		}
 		switch (m) {
@@ -214,15 +233,140 @@ static size_t values(const struct loadstats *st, enum load_slo_metric m, double 
 			x = s->duration_us < 0 ? -1 : (double)s->duration_us / 1e3;
 			break;
 		}
-		if (x >= 0)
+		if (x >= 0) {
+			if (t != NULL)
+				t[n] = (double)s->start_us;
 			v[n++] = x;
+		}
 	}
 	return n;
 }
 
-static void eval_error_rate(const struct loadstats *st, struct load_slo_eval *e)
+struct timed {
+	double t, v;
+};
+
+static int cmp_timed(const void *a, const void *b)
 {
-	double n = 0, k = 0, p, d, c, h;
+	double x = ((const struct timed *)a)->t, y = ((const struct timed *)b)->t;
+
+	return x < y ? -1 : x > y;
+}
+
+/* How much the requests' dependence widens a percentile's interval: the
+ * variance of the share of values at most q in batches of consecutive
+ * requests (by intended send time), over the binomial's. A queue's
+ * requests come in runs (a burst delays the ones after it), so a count
+ * of n of them holds n / inflation independent ones. 1 when they are
+ * independent, or too few to tell. */
+static double inflation(const double *v, const double *t, size_t n, double q)
+{
+	struct timed *x;
+	size_t m, nb;
+	double p = 0, ss = 0, f;
+
+	if (n < 100 || t == NULL || t[0] < 0)
+		return 1;
+	x = malloc(n * sizeof(*x));
+	if (x == NULL)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		x[i].t = t[i];
+		x[i].v = v[i];
+		p += v[i] <= q;
+	}
+	p /= (double)n;
+	qsort(x, n, sizeof(*x), cmp_timed);
+	if (x[n - 1].t == x[0].t) {          /* no timeline to tell by */
+		free(x);
+		return 1;
+	}
+	m = (size_t)sqrt((double)n);
+	nb = n / m;
+	for (size_t b = 0; b < nb; b++) {
+		double k = 0;
+		for (size_t i = b * m; i < (b + 1) * m; i++)
+			k += x[i].v <= q;
+		ss += (k / (double)m - p) * (k / (double)m - p);
+	}
+	free(x);
+	if (nb < 2 || !(p > 0 && p < 1))
+		return 1;
+	f = (double)m * ss / (double)(nb - 1) / (p * (1 - p));
+	return f > 1 ? f : 1;
+}
+
+/* The standard normal's quantile, by Acklam's rational approximation
+ * (relative error below 1.2e-9): z of a two-sided interval. */
+static double normal_quantile(double p)
+{
+	static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+		-2.759285104469687e+02, 1.383577518672690e+02, -3.066479806614716e+01,
+		2.506628277459239e+00};
+	static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+		-1.556989798598866e+02, 6.680131188771972e+01, -1.328068155288572e+01};
+	static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+		-2.400758277161838e+00, -2.549732539343734e+00, 4.374664141464968e+00,
+		2.938163982698783e+00};
+	static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+		2.445134137142996e+00, 3.754408661907416e+00};
+	double q, r;
+
+	if (p < 0.02425) {
+		q = sqrt(-2 * log(p));
+		return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+		    ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+	}
+	if (p > 1 - 0.02425)
+		return -normal_quantile(1 - p);
+	q = p - 0.5;
+	r = q * q;
+	return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+	    (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+void load_slo_ranks(size_t n, double pct, double conf, size_t *l, size_t *u)
+{
+	double p = pct / 100, tail = (1 - conf) / 2, sd, f = 0, pmf, k0;
+	size_t k;
+
+	*l = 0;
+	*u = n + 1;
+	if (n == 0 || !(p > 0 && p < 1))
+		return;
+	/* F below 12 standard deviations under the mean is under 1e-30 */
+	sd = sqrt((double)n * p * (1 - p));
+	k0 = floor((double)n * p - 12 * sd - 1);
+	k = k0 > 0 ? (size_t)k0 : 0;
+	pmf = exp(lgamma((double)n + 1) - lgamma((double)k + 1) -
+	    lgamma((double)(n - k) + 1) + (double)k * log(p) +
+	    (double)(n - k) * log1p(-p));
+	for (; k <= n; k++) {
+		f += pmf;                        /* F(k) = P(B <= k) */
+		if (f <= tail)
+			*l = k + 1;
+		if (f >= 1 - tail) {
+			*u = k + 1;
+			return;
+		}
+		pmf *= (double)(n - k) / (double)(k + 1) * p / (1 - p);
+	}
+}
+
+size_t load_slo_min_n(double pct, double conf)
+{
+	double p = pct / 100;
+
+	if (!(p > 0 && p < 1))
+		return 1;
+	/* the top rank n bounds it when P(B <= n - 1) = 1 - p^n >= 1 - tail */
+	return (size_t)ceil(log((1 - conf) / 2) / log(p) - 1e-9);
+}
+
+static void eval_error_rate(const struct loadstats *st, double conf,
+    struct load_slo_eval *e)
+{
+	double n = 0, k = 0, p, d, c, h, z = normal_quantile(1 - (1 - conf) / 2);
 
 	for (size_t i = 0; i < st->n; i++) {
 		if (!loadstats_counted(&st->v[i]))
@@ -236,20 +380,20 @@ static void eval_error_rate(const struct loadstats *st, struct load_slo_eval *e)
 		return;
 	}
 	p = k / n;
-	d = 1 + Z95 * Z95 / n;
-	c = (p + Z95 * Z95 / (2 * n)) / d;
-	h = Z95 * sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n)) / d;
+	d = 1 + z * z / n;
+	c = (p + z * z / (2 * n)) / d;
+	h = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d;
 	e->value = p;
 	e->lo = fmax(0, c - h);
 	e->hi = fmin(1, c + h);
 }
 
 /* The value and interval of a statistic of sorted v[0..n). */
-static void eval_values(const struct load_slo_target *t, const double *v, size_t n,
-    struct load_slo_eval *e)
+static void eval_values(const struct load_slo_target *t, double conf, const double *v,
+    size_t n, double infl, struct load_slo_eval *e)
 {
-	double sum = 0, ss = 0, mean, half, q, np, spread;
-	long lo, hi;
+	double sum = 0, ss = 0, mean, half, z = normal_quantile(1 - (1 - conf) / 2);
+	size_t lo, hi, ne;
 
 	e->n = n;
 	if (n == 0) {
@@ -266,7 +410,7 @@ static void eval_values(const struct load_slo_target *t, const double *v, size_t
 		mean = sum / (double)n;
 		for (size_t i = 0; i < n; i++)
 			ss += (v[i] - mean) * (v[i] - mean);
-		half = n > 1 ? Z95 * sqrt(ss / (double)(n - 1)) / sqrt((double)n) : 0;
+		half = n > 1 ? z * sqrt(ss / (double)(n - 1)) / sqrt((double)n) : 0;
 		e->value = mean;
 		e->lo = mean - half;
 		e->hi = mean + half;
@@ -274,49 +418,70 @@ static void eval_values(const struct load_slo_target *t, const double *v, size_t
 	default:
 		break;
 	}
-	q = t->pct / 100;
 	e->value = load_quantile(v, n, t->pct);
-	np = (double)n * q;
-	spread = Z95 * sqrt((double)n * q * (1 - q));
-	lo = (long)floor(np - spread) - 1;      /* ranks from 1, indices from 0 */
-	hi = (long)ceil(np + spread);
-	if (lo < 0)
-		lo = 0;
-	if (hi > (long)n - 1)
-		hi = (long)n - 1;
-	e->lo = fmin(v[lo], e->value);
-	e->hi = fmax(v[hi], e->value);
+	if (t->pct >= 100) {                     /* the max */
+		e->lo = e->hi = e->value;
+		return;
+	}
+	/* ranks from 1, indices from 0; never clamped to the sample. The
+	 * binomial's of the n / infl independent requests the n hold, each
+	 * rank scaled back to the n outward */
+	ne = (size_t)floor((double)n / infl);
+	load_slo_ranks(ne, t->pct, conf, &lo, &hi);
+	if (ne < n) {
+		lo = (size_t)floor((double)lo * (double)n / (double)ne);
+		hi = hi > ne ? n + 1 : (size_t)ceil((double)hi * (double)n / (double)ne);
+		if (hi > n)
+			hi = n + 1;
+	}
+	e->lo = lo >= 1 ? fmin(v[lo - 1], e->value) : -INFINITY;
+	e->hi = hi <= n ? fmax(v[hi - 1], e->value) : INFINITY;
 }
 
 int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
     struct load_slo_result *out)
 {
-	double *v = NULL, worst = -INFINITY;
+	double *v = NULL, *tm = NULL, worst = -INFINITY;
 	size_t cap = st->nitl > st->n ? st->nitl : st->n;
+
+	double conf = slo->confidence > 0 && slo->confidence < 1 ? slo->confidence : 0.95;
+	int missed = 0, all_met = 1;
 
 	memset(out, 0, sizeof(*out));
 	out->met = 1;
 	out->binding = -1;
 	v = malloc((cap + 1) * sizeof(*v));
-	if (v == NULL)
+	tm = malloc((cap + 1) * sizeof(*tm));
+	if (v == NULL || tm == NULL) {
+		free(v);
+		free(tm);
 		return -1;
+	}
 	for (size_t i = 0; i < slo->n; i++) {
 		const struct load_slo_target *t = &slo->v[i];
 		struct load_slo_eval *e = &out->v[i];
 		double ratio;
 
 		if (t->metric == LOAD_SLO_ERROR_RATE) {
-			eval_error_rate(st, e);
+			eval_error_rate(st, conf, e);
 		} else {
-			size_t n = values(st, t->metric, v);
+			size_t n = values(st, t->metric, v, tm);
+			double infl = 1;
+			if (t->stat == LOAD_SLO_PCT && t->pct < 100 && n > 0)
+				infl = inflation(v, tm, n, load_quantile_unsorted(v, n, t->pct));
 			qsort(v, n, sizeof(*v), cmp_double);
-			eval_values(t, v, n, e);
+			eval_values(t, conf, v, n, infl, e);
+			e->inflation = infl;
 		}
 		e->met = !isnan(e->value) && e->value <= t->limit;
-		e->noisy = !isnan(e->value) && e->lo <= t->limit && t->limit <= e->hi &&
-		    e->lo < e->hi;
+		/* no sample decides nothing; an error rate's limit of 0 can
+		 * never be shown met by an interval: its value decides */
+		e->decided = !isnan(e->value) && (e->hi <= t->limit || e->lo > t->limit ||
+		    (t->metric == LOAD_SLO_ERROR_RATE && t->limit <= 0));
+		e->noisy = !e->decided;
 		out->met &= e->met;
-		out->noisy |= e->noisy;
+		missed |= e->decided && !e->met;
+		all_met &= e->decided && e->met;
 		/* the error rate's limit may be 0: compare it on its own scale */
 		ratio = isnan(e->value) ? INFINITY : t->limit > 0 ? e->value / t->limit :
 		    (e->value > 0 ? INFINITY : 0);
@@ -325,6 +490,9 @@ int load_slo_eval(const struct load_slo *slo, const struct loadstats *st,
 			out->binding = (int)i;
 		}
 	}
+	out->decided = missed || all_met;
+	out->noisy = !out->decided;
 	free(v);
+	free(tm);
 	return 0;
 }
