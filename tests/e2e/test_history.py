@@ -7,6 +7,7 @@ the steps change) and a restart (stats.history_file, by default beside
 slo_state), where /stats' R² and trend come from it; a damaged file or
 one from the future is said and left out; -t checks the steps and the
 file."""
+import concurrent.futures
 import gzip
 import json
 import os
@@ -16,11 +17,12 @@ import tempfile
 import time
 import zlib
 
-from harness import Mock, Tokentap, binary, staircase, until, wait_port
+from harness import Mock, Tokentap, binary, completion, metric, staircase, until, wait_port
 from test_ui import SIX, traffic
 
 TOKEN = "hist-tok"
-TIME_LIMITS = {"test_history_survives_restart_and_reload": 90}
+TIME_LIMITS = {"test_history_survives_restart_and_reload": 90,
+               "test_history_reloads_drop_removed_routes": 120}
 
 ROUTES = """routes:
   - name: a
@@ -303,3 +305,63 @@ stats:
     assert r.returncode == 1 and f"{path}:2:17: stats.history_file {link}: " in r.stderr, r.stderr
     path, r = check(f"slo_state: {d}/s.state\n")
     assert r.returncode == 0 and r.stdout == "configuration OK\n", r.stderr
+
+
+def tmetric(t, name):
+    return metric(t.get("/metrics", token=TOKEN).text, name)
+
+
+def test_history_reloads_drop_removed_routes():
+    """A reload that removes a route drops its series at once (its requests
+    stay in the instance's): twelve reloads renaming 50 routes leave 51
+    series, not 651 (each kept a day); a stream of a removed route that
+    ends after the reload makes none again; a name brought back starts
+    empty."""
+    n = 50
+
+    def text(gen, port):
+        return f"admin:\n  address: 127.0.0.1:{{admin}}\n  token: {TOKEN}\n" \
+            "stats:\n  windows: [1m]\n  history: [{step: 1s, keep: 1m}]\nroutes:\n" + "".join(
+                f"  - name: g{gen}r{i}\n    match: {{path_prefix: /r{i}/}}\n"
+                f"    upstream: http://127.0.0.1:{port}\n    strip_prefix: true\n"
+                for i in range(n))
+
+    def names():
+        doc = t.get("/stats/history?range=1m", token=TOKEN, json=True)
+        return [s["route"] for s in doc["series"]] + [s["slo"] for s in doc["slos"]]
+
+    sent = 0
+    with Mock(*SIX) as m, Tokentap(text(0, m.port)) as t:
+        wait_port(t.admin)
+        slow = None
+        for gen in range(13):
+            if gen > 0:
+                t.reload(text=text(gen, m.port))
+                until(lambda: t.stderr().count("reload: configuration") == gen, 10,
+                      f"reload {gen}")
+            if slow is not None:
+                # the removed route's stream ends after the reload
+                assert slow.result().status == 200
+                slow = None
+            assert set(traffic(t.port, [(f"r{i}", "m", "t", None) for i in range(n)])) == {200}
+            sent += n
+            if gen == 0:
+                # a stream of g0r0 that runs across the reload that removes it
+                pool = concurrent.futures.ThreadPoolExecutor(1)
+                slow = pool.submit(completion, t.port, "/r0/v1/chat/completions",
+                                   ttft="1500ms")
+                until(lambda: tmetric(t, "tokentap_active_streams") == 1, 10, "the slow stream")
+                sent += 1
+            t.wait_logged(sent - (slow is not None))
+            want = [None] + sorted(f"g{gen}r{i}" for i in range(n))
+            assert names() == want, (gen, len(names()))
+        # back to the first names: empty series, made anew by new requests
+        t.reload(text=text(0, m.port))
+        until(lambda: t.stderr().count("reload: configuration") == 13, 10, "reload 13")
+        assert names() == [None]
+        traffic(t.port, [("r1", "m", "t", None)])
+        t.wait_logged(sent + 1)
+        doc = t.get("/stats/history?range=1m", token=TOKEN, json=True)
+        assert [s["route"] for s in doc["series"]] == [None, "g0r1"]
+        assert series(doc, "g0r1")["summary"]["requests"] == 1
+        assert series(doc, None)["summary"]["requests"] == sent + 1

@@ -149,6 +149,24 @@ static void set_path(const struct conf *c)
 
 /* ---- the service ---------------------------------------------------------- */
 
+/* A route or an SLO the config names keeps its series; one a reload
+ * removed loses it (history_set_keep). */
+static int keep_series(void *arg, enum history_kind kind, const char *name)
+{
+	const struct conf *c = arg;
+
+	if (kind == HISTORY_ROUTE) {
+		for (size_t i = 0; i < c->n_routes; i++)
+			if (strncmp(c->routes[i].name, name, HISTORY_NAME_MAX - 1) == 0)
+				return 1;
+		return 0;
+	}
+	for (size_t i = 0; i < c->n_slos; i++)
+		if (strncmp(c->slos[i].name, name, HISTORY_NAME_MAX - 1) == 0)
+			return 1;
+	return 0;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t t;
@@ -188,6 +206,7 @@ int historyd_start(struct event_base *base, const struct conf *c)
 	history_set_offset(hist, offset);
 	history_advance(hist, now_wall());
 	conf = conf_ref((struct conf *)c);
+	history_set_keep(hist, keep_series, conf);
 	saved_at = stats_clock();
 	stats_set_history(hist);
 	event_add(tick, &tv);
@@ -221,6 +240,7 @@ void historyd_reload(const struct conf *c)
 	}
 	conf_unref(conf);
 	conf = conf_ref((struct conf *)c);
+	history_set_keep(hist, keep_series, conf);
 	set_path(c);
 	save();
 }
