@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -107,6 +109,51 @@ static void save(void)
 	saved_at = stats_clock();
 }
 
+/* A child writing the file (0: none), and a save asked for meanwhile. */
+static pid_t saver;
+static int save_again;
+
+/* The file written by a child of this process: fork copies the store as
+ * it is now (copy on write), and the child encodes, writes, fsyncs and
+ * renames it while this thread goes on. A day of 1,024 series is 170 MB:
+ * written here it held the main thread 0.2 to 0.45 s once a minute (the
+ * fork: a few ms). Where fork fails, written here. */
+static void save_async(void)
+{
+	pid_t pid;
+
+	if (path == NULL || hist == NULL)
+		return;
+	if (saver > 0) {
+		save_again = 1;        /* the one under way has the older store */
+		return;
+	}
+	saved_at = stats_clock();
+	pid = fork();
+	if (pid == 0)
+		_exit(statefile_write(path, "stats.history_file", fill_file, NULL) == 0 ? 0 : 1);
+	if (pid < 0) {
+		save();
+		return;
+	}
+	saver = pid;
+}
+
+/* The child collected once it has ended (block: waiting for it). */
+static void reap(int block)
+{
+	int st;
+
+	if (saver <= 0 || waitpid(saver, &st, block ? 0 : WNOHANG) != saver)
+		return;
+	saver = 0;
+	if (save_again) {
+		save_again = 0;
+		if (!block)
+			save_async();
+	}
+}
+
 /* The file read into a store of c's steps; NULL (said) when there is
  * none to read. */
 static struct history *load(const struct conf *c, int64_t offset)
@@ -184,8 +231,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	history_concurrency(hist, t, atomic_load(&gauge_streams), peak);
 	slod_each_total(on_slo_total, &t);
 	history_advance(hist, now_wall());
+	reap(0);
 	if (path != NULL && t - saved_at >= SAVE_EVERY_US)
-		save();
+		save_async();
 }
 
 int historyd_start(struct event_base *ev_base, const struct conf *c)
@@ -248,12 +296,14 @@ void historyd_reload(const struct conf *c)
 	conf = conf_ref((struct conf *)c);
 	history_set_keep(hist, keep_series, conf);
 	set_path(c);
-	save();
+	save_async();           /* at once, or when the one under way ends */
 }
 
 void historyd_stop(void)
 {
 	historyd_cancel();
+	reap(1);
+	save_again = 0;
 	if (hist != NULL) {
 		stats_drain();          /* the last records count, then none */
 		stats_set_history(NULL);
