@@ -24,6 +24,9 @@ from harness import Mock, Tokentap, binary, completion, metric, staircase, until
 from test_ui import SIX, traffic
 
 TOKEN = "hist-tok"
+# make check leaves out the day of 1,024 series (a 172 MB file, a minute
+# for the file's save); make test runs it
+CHECK_SKIP = {"test_history_day_of_1024_series_under_load"}
 TIME_LIMITS = {"test_history_survives_restart_and_reload": 90,
                "test_history_day_of_1024_series_under_load": 400,
                "test_history_reloads_drop_removed_routes": 120}
