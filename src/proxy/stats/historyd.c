@@ -33,7 +33,8 @@
 
 static struct history *hist;
 static unsigned gen;           /* new with each store (a reload's new steps) */
-static struct event_base *base;
+static struct event *runner;   /* the answers' slices (run_jobs) */
+static void run_jobs(evutil_socket_t fd, short what, void *arg);
 static struct event *tick;
 static struct conf *conf;
 static char *path;
@@ -236,7 +237,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		save_async();
 }
 
-int historyd_start(struct event_base *ev_base, const struct conf *c)
+int historyd_start(struct event_base *base, const struct conf *c)
 {
 	struct conf_history_step t[HISTORY_TIERS_MAX];
 	struct timeval tv = { 0, TICK_US };
@@ -248,9 +249,9 @@ int historyd_start(struct event_base *ev_base, const struct conf *c)
 		tiers_of(c, t);
 		hist = history_new(t, c->n_stats_history);
 	}
-	tick = event_new(ev_base, -1, EV_PERSIST, on_tick, NULL);
-	base = ev_base;
-	if (hist == NULL || tick == NULL) {
+	tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
+	runner = event_new(base, -1, 0, run_jobs, NULL);
+	if (hist == NULL || tick == NULL || runner == NULL) {
 		log_error("history: cannot start (out of memory)");
 		historyd_stop();
 		return -1;
@@ -313,6 +314,9 @@ void historyd_stop(void)
 	if (tick != NULL)
 		event_free(tick);
 	tick = NULL;
+	if (runner != NULL)
+		event_free(runner);
+	runner = NULL;
 	history_free(hist);
 	hist = NULL;
 	if (conf != NULL)
@@ -556,7 +560,8 @@ static void summary(struct evbuffer *out, const struct history_series *se,
  * workers' rings overflowed and records were lost, evhttp dropped the
  * answer): in slices of at most SLICE_US (the series' points merged one
  * by one, then their columns written one by one, the clock read between),
- * each followed by a pause as long, in which the loop serves /healthz,
+ * the answers under way taking turns (run_jobs), each slice followed by a
+ * pause as long whatever their number, in which the loop serves /healthz,
  * drains the workers' records (every 50 ms, so their rings never fill),
  * and runs the timers and the other admin requests. The thread sleeps half
  * the time at least, so that the scheduler hands it the CPU at once when
@@ -581,7 +586,6 @@ struct key {
 struct job {
 	struct job *next;
 	struct evhttp_request *req;
-	struct event *ev;
 	struct evbuffer *out, *zout;
 	z_stream z;
 	int gz;
@@ -598,7 +602,7 @@ struct job {
 	struct history_sum all;
 };
 
-static struct job *jobs;       /* the answers under way */
+static struct job *jobs;       /* the answers under way, the next to run first */
 
 static int series_begin(struct evbuffer *out, enum history_kind kind, const char *name,
     int first)
@@ -642,8 +646,6 @@ static void job_unlink(struct job *j)
 static void job_free(struct job *j)
 {
 	job_unlink(j);
-	if (j->ev != NULL)
-		event_free(j->ev);
 	if (j->out != NULL)
 		evbuffer_free(j->out);
 	if (j->zout != NULL)
@@ -708,22 +710,21 @@ static int job_flush(struct job *j, int finish)
 	return 0;
 }
 
-static void job_slice(evutil_socket_t fd, short what, void *arg)
+/* A slice of job j: 1 when it has more to do, 0 when it is over (and
+ * freed). */
+static int job_slice(struct job *j)
 {
 	static struct history_sum acc;
-	struct job *j = arg;
 	uint64_t deadline = util_now_us() + SLICE_US;
 
-	(void)fd;
-	(void)what;
 	if (gen != j->gen || hist == NULL) {
 		job_abort(j);
-		return;
+		return 0;
 	}
 	if (evhttp_request_get_connection(j->req) == NULL) {
 		evhttp_send_reply_end(j->req);      /* the client went: frees it */
 		job_free(j);
-		return;
+		return 0;
 	}
 	while (j->i < j->n) {
 		const struct key *k = &j->keys[j->i];
@@ -768,18 +769,39 @@ static void job_slice(evutil_socket_t fd, short what, void *arg)
 		goto fail;
 	evhttp_send_reply_end(j->req);
 	job_free(j);
-	return;
+	return 0;
 yield:
 	if (job_flush(j, 0) < 0)
 		goto fail;
-	{
-		struct timeval tv = { 0, SLICE_US };   /* the pause (above) */
-		event_add(j->ev, &tv);
-	}
-	return;
+	return 1;
 fail:
 	log_error("history: out of memory; a /stats/history answer is cut short");
 	job_abort(j);
+	return 0;
+}
+
+/* One slice of the first answer under way, which then goes last (the
+ * answers take turns), and the pause before the next slice: however many
+ * answers are under way, the thread sleeps as long as they work. */
+static void run_jobs(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = jobs, **last;
+	struct timeval tv = { 0, SLICE_US };
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (j == NULL)
+		return;
+	jobs = j->next;
+	j->next = NULL;
+	if (job_slice(j)) {
+		for (last = &jobs; *last != NULL; last = &(*last)->next)
+			;
+		*last = j;
+	}
+	if (jobs != NULL)
+		event_add(runner, &tv);
 }
 
 void historyd_cancel(void)
@@ -937,9 +959,7 @@ int historyd_serve(struct evhttp_request *req, const char *query, int gzip, char
 	if (gzip && (j->zout = evbuffer_new()) != NULL &&
 	    deflateInit2(&j->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK)
 		j->gz = 1;
-	if (j->out == NULL || j->gz != gzip ||
-	    (j->ev = event_new(base, -1, 0, job_slice, j)) == NULL ||
-	    job_page(j, route, (size_t)offset, (size_t)limit, since_ms) < 0) {
+	if (j->out == NULL || j->gz != gzip || job_page(j, route, (size_t)offset, (size_t)limit, since_ms) < 0) {
 		snprintf(why, why_len, "out of memory");
 		goto out;
 	}
@@ -951,9 +971,15 @@ int historyd_serve(struct evhttp_request *req, const char *query, int gzip, char
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding",
 		    "gzip");
 	evhttp_send_reply_start(req, 200, "OK");
-	j->next = jobs;
-	jobs = j;
-	job_slice(-1, 0, j);
+	/* last in the turns; the first slice at once when it is the only one */
+	{
+		struct job **last = &jobs;
+		while (*last != NULL)
+			last = &(*last)->next;
+		*last = j;
+	}
+	if (!event_pending(runner, EV_TIMEOUT, NULL))
+		run_jobs(-1, 0, NULL);
 	j = NULL;
 	rc = 0;
 out:
