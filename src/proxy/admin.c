@@ -194,29 +194,21 @@ static void serve_stats(struct evhttp_request *req, const struct evhttp_uri *uri
 	send_buffer(req, "application/json", b);
 }
 
-/* GET /stats/history: a day of steps is large, so gzipped when the
- * client takes it (a browser does). */
+/* GET /stats/history: answered a slice at a time (historyd.h), gzipped
+ * when the client takes it (a browser does); a wrong parameter is a 400. */
 static void serve_history(struct evhttp_request *req, const struct evhttp_uri *uri)
 {
-	struct evbuffer *b = evbuffer_new();
+	const struct evkeyvalq *h = evhttp_request_get_input_headers(req);
 	char why[256], body[512];
 
-	if (b == NULL) {
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	if (historyd_json(b, evhttp_uri_get_query(uri), why, sizeof why) < 0) {
-		evbuffer_free(b);
+	if (historyd_serve(req, evhttp_uri_get_query(uri),
+	    promout_accepts_gzip(evhttp_find_header(h, "Accept-Encoding")), why,
+	    sizeof why) < 0) {
 		jsonw_sanitize(why, '?');
 		snprintf(body, sizeof body, "{\"error\":{\"type\":\"bad_request\","
 		    "\"message\":\"%s\"}}\n", why);
 		reply(req, 400, "application/json", body);
-		return;
 	}
-	if (send_gzipped(req, &b) < 0)
-		return;
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Vary", "Accept-Encoding");
-	send_buffer(req, "application/json", b);
 }
 
 void admin_series(struct promout *o)
@@ -361,8 +353,10 @@ static int bind_admin(struct conf *c)
 		evhttp_free(h);
 		return -1;
 	}
-	if (http != NULL)
+	if (http != NULL) {
+		historyd_cancel();      /* their requests go with the server */
 		evhttp_free(http);
+	}
 	http = h;
 	snprintf(bound_address, sizeof bound_address, "%s", c->admin_address);
 	return 0;
@@ -391,6 +385,7 @@ void admin_set_draining(void)
 
 void admin_stop(void)
 {
+	historyd_cancel();
 	if (http != NULL)
 		evhttp_free(http);
 	http = NULL;

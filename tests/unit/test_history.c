@@ -299,6 +299,54 @@ static void test_concurrency(void **state)
 	history_free(h);
 }
 
+/* Routes whose names start with the letter arg: the others are removed. */
+static int keep_letter(void *arg, enum history_kind kind, const char *name)
+{
+	(void)kind;
+	return name[0] == *(const char *)arg;
+}
+
+/* A series keep() says no to goes at once and is not made again by its
+ * records (they count in the instance alone), across a re-bucketing too;
+ * a stream that ends once its route is back leaves it at 0, not -1. */
+static void test_removed_series(void **state)
+{
+	static const struct conf_history_step other[] = { { 2 * S, 30 * S } };
+	struct history *h = fresh();
+	struct history_sum s = { 0 };
+	struct history_req r = req(OUTCOME_OK, 100000, 1000, 0);
+	uint64_t t0 = 3000 * S;
+	char a = 'a', b = 'b';
+
+	(void)state;
+	history_advance(h, t0);
+	history_request(h, "a1", t0 + 1000, &r);
+	history_request(h, "b1", t0 + 1000, &r);
+	history_active(h, "b1", t0 + 2000, 1);
+	history_slo(h, "a-slo", t0 + 3000, 1, 0);
+	assert_int_equal(history_n_series(h), 4);
+	history_set_keep(h, keep_letter, &a);
+	assert_int_equal(history_n_series(h), 3);
+	assert_null(history_find(h, HISTORY_ROUTE, "b1"));
+	history_request(h, "b1", t0 + 4000, &r);
+	history_active(h, "b1", t0 + 5000, -1);
+	assert_int_equal(history_n_series(h), 3);
+	range_sum(h, NULL, t0 + 1 * S, 10 * S, 0, &s);
+	assert_int_equal(history_sum_requests(&s), 3);
+	h = history_retier(h, other, 1, t0 + 2 * S);
+	assert_non_null(h);
+	assert_int_equal(history_n_series(h), 3);
+	history_request(h, "b2", t0 + 2 * S, &r);
+	assert_int_equal(history_n_series(h), 3);
+	history_set_keep(h, keep_letter, &b);
+	assert_int_equal(history_n_series(h), 1);
+	/* b1 is back: a stream that began before ends without going below 0 */
+	history_active(h, "b1", t0 + 3 * S, -1);
+	assert_int_equal(history_series_active(history_find(h, HISTORY_ROUTE, "b1")), 0);
+	history_sum_free(&s);
+	history_free(h);
+}
+
 /* A record a drain brings a little late finds its step while it is open
  * (the last two are); one later than that counts in the oldest open one,
  * never in a closed step nor lost. */
@@ -549,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_views),
 		cmocka_unit_test(test_coarse_steps_from_fine),
 		cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_removed_series),
 		cmocka_unit_test(test_late_records),
 		cmocka_unit_test(test_window_pair),
 		cmocka_unit_test(test_file_round_trip),

@@ -473,7 +473,8 @@ struct history_series *history_series_get(struct history *h, enum history_kind k
 	for (size_t i = 0; i < h->n; i++)
 		if (h->v[i]->kind == kind && strcmp(h->v[i]->name, cut) == 0)
 			return h->last = h->v[i];
-	if (!create || h->n >= HISTORY_SERIES_MAX)
+	if (!create || h->n >= HISTORY_SERIES_MAX ||
+	    (kind != HISTORY_INSTANCE && h->keep != NULL && !h->keep(h->keep_arg, kind, cut)))
 		return NULL;
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 16;
@@ -585,6 +586,26 @@ static void prune(struct history *h)
 		struct history_series *se = h->v[i];
 		if (se->kind != HISTORY_INSTANCE && se->n_blobs == 0 && se->active == 0 &&
 		    sum_empty(&se->open[0]) && sum_empty(&se->open[1])) {
+			series_free(h, se);
+			continue;
+		}
+		h->v[kept++] = se;
+	}
+	h->n = kept;
+	h->last = NULL;
+}
+
+void history_set_keep(struct history *h,
+    int (*keep)(void *arg, enum history_kind kind, const char *name), void *arg)
+{
+	size_t kept = 0;
+
+	h->keep = keep;
+	h->keep_arg = arg;
+	for (size_t i = 0; i < h->n; i++) {
+		struct history_series *se = h->v[i];
+		if (se->kind != HISTORY_INSTANCE && keep != NULL &&
+		    !keep(arg, se->kind, se->name)) {
 			series_free(h, se);
 			continue;
 		}
@@ -786,7 +807,9 @@ void history_active(struct history *h, const char *route, uint64_t t, int delta)
 
 	if (d < 0 || (se = history_series_get(h, HISTORY_ROUTE, route, 1)) == NULL)
 		return;
-	running(se, d, se->active + delta, 0);
+	/* a stream that began before its route's series was made (a route a
+	 * reload removed and brought back) ends without taking it below 0 */
+	running(se, d, se->active + delta > 0 ? se->active + delta : 0, 0);
 }
 
 void history_concurrency(struct history *h, uint64_t t, int64_t now, int64_t peak)
@@ -971,6 +994,7 @@ struct history *history_retier(struct history *h, const struct conf_history_step
 		return NULL;
 	nh->offset = h->offset;
 	if (!h->started || n == 0) {
+		history_set_keep(nh, h->keep, h->keep_arg);
 		history_free(h);
 		return nh;
 	}
@@ -1002,6 +1026,7 @@ struct history *history_retier(struct history *h, const struct conf_history_step
 		history_free(nh);
 		return NULL;
 	}
+	history_set_keep(nh, h->keep, h->keep_arg);   /* h's series were kept */
 	prune(nh);
 	history_free(h);
 	return nh;

@@ -90,6 +90,14 @@ size_t history_tiers(const struct history *h, const struct conf_history_step **t
 struct history *history_retier(struct history *h, const struct conf_history_step *t,
     size_t n, uint64_t now_wall);
 
+/* Which routes and SLOs keep a series: those keep() says yes to (names
+ * cut to HISTORY_NAME_MAX - 1). A series it says no to is dropped at
+ * once, and none is made for its records any more (they count in the
+ * instance alone): a route a reload removes loses its series at that
+ * reload. keep NULL: every one (as at first). */
+void history_set_keep(struct history *h,
+    int (*keep)(void *arg, enum history_kind kind, const char *name), void *arg);
+
 /* The times the feeding functions get are on the caller's clock; this
  * offset (wall - caller) puts them on the wall clock the steps follow. */
 void history_set_offset(struct history *h, int64_t offset_us);

@@ -34,6 +34,9 @@ struct history {
 	struct history_series **v;
 	size_t n, cap;
 	struct history_series *last;           /* the last one looked up */
+	/* which routes and SLOs may have a series (NULL: all) */
+	int (*keep)(void *arg, enum history_kind kind, const char *name);
+	void *keep_arg;
 	size_t bytes;                          /* the blobs' and rings' */
 };
 

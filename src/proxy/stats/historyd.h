@@ -14,6 +14,7 @@
 
 struct event_base;
 struct evbuffer;
+struct evhttp_request;
 
 /* Starts with c's steps, the file read when there is one (a missing,
  * damaged or future one is said and the history starts empty). 0 or -1. */
@@ -24,8 +25,16 @@ void historyd_reload(const struct conf *c);
 /* Writes the file, then frees everything. */
 void historyd_stop(void);
 
-/* GET /stats/history's document for the query string (range, step,
- * route, since); -1 with why when a parameter is wrong (a 400). */
-int historyd_json(struct evbuffer *out, const char *query, char *why, size_t why_len);
+/* GET /stats/history answered on req for the query string (range, step,
+ * route, since, offset, limit), gzipped when gzip: -1 with why when a
+ * parameter is wrong (a 400 to send); else the answer is under way, its
+ * head sent and its series written and sent a slice of at most a few ms
+ * at a time on the event loop (the document's "Query cost" is in
+ * historyd.c). */
+int historyd_serve(struct evhttp_request *req, const char *query, int gzip, char *why,
+    size_t why_len);
+/* The answers under way are cut short (their connections closed): before
+ * the admin server that holds their requests is freed. */
+void historyd_cancel(void);
 
 #endif
