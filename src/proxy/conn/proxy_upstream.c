@@ -14,8 +14,9 @@
  * a decoded body, a tunnel) goes through the bufferevent's input. A TLS
  * upstream's head is read by its bufferevent (its reads stamped by tls.c's
  * socket BIO); its streaming body the same way as a plain one's, by
- * up_tls_readable: the records one read brought (OpenSSL's read-ahead),
- * decrypted into the worker's buffer, parsed and sent on from there. */
+ * up_readable through the same read (upstream_recv): the records one read
+ * brought (OpenSSL's read-ahead), decrypted into the worker's buffer,
+ * parsed and sent on from there. */
 #include <errno.h>
 #include <sys/socket.h>
 
@@ -41,7 +42,6 @@ static void up_read(struct bufferevent *bev, void *arg);
 static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
 static void up_readable(evutil_socket_t fd, short what, void *arg);
-static void up_tls_readable(evutil_socket_t fd, short what, void *arg);
 static int upstream_closed(struct session *s, unsigned long tls_err, int err);
 static int tunnel_up(struct session *s);
 static int tunnel_start(struct session *s);
@@ -180,14 +180,14 @@ static int retry_status(struct session *s)
 	    METER_END_MALFORMED);
 }
 
-/* A TLS upstream's streaming body is read by up_tls_readable from here
- * on, the records of one read at a time (as a plain upstream's by
- * up_readable); what its bufferevent read with the head goes first
+/* A TLS upstream's streaming body is read by up_readable from here on,
+ * the records of one read at a time (as a plain upstream's from its
+ * connect); what its bufferevent read with the head goes first
  * (up_input). A decoded body stays with the bufferevent. */
 static void tls_body_direct(struct session *s)
 {
 	if (upstream_is_tls(s->up) && !s->x.decode &&
-	    upstream_direct_tls(s->up, up_tls_readable, s) == 0)
+	    upstream_direct_tls(s->up, up_readable, s) == 0)
 		s->up_input = evbuffer_get_length(bufferevent_get_input(s->up->bev)) != 0;
 }
 
@@ -465,47 +465,28 @@ static int upstream_read(struct session *s, const char *buf, size_t n)
 	return 0;
 }
 
-/* One recvmsg(2) per readiness into the worker's buffer, with the
- * kernel's receive time: no FIONREAD ioctl, no buffer chain allocated per
- * read (libevent's bufferevent does both). */
+/* A direct read, plain or TLS alike (upstream_recv), into the worker's
+ * buffer, with its receive time: no FIONREAD ioctl, no buffer chain
+ * allocated per read (libevent's bufferevent does both). Plain: one
+ * recvmsg(2) per readiness. TLS (a streaming body): the records one read
+ * of the socket brought (read-ahead: all it had, up to OpenSSL's buffer;
+ * libevent's bufferevent read each record's header and body apart, and
+ * handed on a record or two at a time), decrypted one after another,
+ * parsed and forwarded at once: a TLS client gets them in one SSL_write.
+ * Bytes OpenSSL held from an earlier read (its buffer was full, or the
+ * client held the stream back) came with that read, and keep its time
+ * (meter.now). The read's end comes after its bytes: a close or an error
+ * ends the body, a TLS one's at the loop's now (as up_event gave it), a
+ * plain one's at the time of its last bytes (meter.now as it is). */
 static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	int64_t real = 0;
+	struct upstream_rx r;
+	(void)what;
+
 	/* past the backlog, what one read may leave waiting is small */
-	ssize_t n = rxtime_recv(fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
-	    LOOP_READ_MAX, 0, loop_stamps(s->loop) ? &real : NULL);
-	(void)what;
-
-	if (n > 0) {
-		exchange_read(&s->x, &s->loop->clock, real);
-		upstream_read(s, s->loop->rbuf, (size_t)n);
-		return;
-	}
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	upstream_closed(s, 0, n < 0 ? errno : 0);
-}
-
-/* up_readable's twin for a TLS upstream's streaming body: the records one
- * read of the socket brought (read-ahead: all it had, up to OpenSSL's
- * buffer; libevent's bufferevent read each record's header and body
- * apart, and handed on a record or two at a time), decrypted one after
- * another into the worker's buffer, parsed and forwarded at once: a TLS
- * client gets them in one SSL_write. Bytes OpenSSL held from an earlier
- * read (its buffer was full, or the client held the stream back) came
- * with that read, and keep its time (meter.now). The read's end comes
- * after its bytes, as up_event gave it: a close (close_notify or not)
- * or an error ends the body, at the loop's now. */
-static void up_tls_readable(evutil_socket_t fd, short what, void *arg)
-{
-	struct session *s = arg;
-	struct tls_read r;
-	(void)fd;
-	(void)what;
-
-	upstream_tls_read(s->up, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
-	    LOOP_READ_MAX, &r);
+	upstream_recv(s->up, fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
+	    LOOP_READ_MAX, loop_stamps(s->loop), &r);
 	if (r.n > 0) {
 		if (r.fresh)
 			exchange_read(&s->x, &s->loop->clock, r.real);
@@ -514,11 +495,12 @@ static void up_tls_readable(evutil_socket_t fd, short what, void *arg)
 		    s->us != U_BODY)
 			return;
 	}
-	if (r.end == TLS_READ_FULL && !s->up_paused) {
+	if (r.end == UPSTREAM_RX_MORE && !s->up_paused) {
 		upstream_direct_more(s->up);
-	} else if (r.end == TLS_READ_EOF || r.end == TLS_READ_ERROR) {
-		s->x.meter.now = util_now_us();
-		upstream_closed(s, r.err, r.sys);
+	} else if (r.end == UPSTREAM_RX_EOF || r.end == UPSTREAM_RX_ERROR) {
+		if (upstream_is_tls(s->up))
+			s->x.meter.now = util_now_us();
+		upstream_closed(s, r.tls_err, r.sys);
 	}
 }
 
