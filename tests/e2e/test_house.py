@@ -33,7 +33,10 @@ does not build (checked here by compiling one), and this test states the
 same rule over the sources. Within the core and each folder, the modules'
 includes form no cycle: layers call down. A module is a .c/.h pair; a
 second file of the same module (config_schema, stats_out, stats_int,
-stats_group, history_file) counts as that module.
+stats_group, history_file, proxy_client, proxy_upstream) counts as that
+module: files that call each other both ways through a private header
+(stats_int.h, proxy_int.h) are one module; counted apart, they would pass
+for layers above it while they call each other.
 
 src/mock/ is left out of the cycle check: its connection and the stream it
 carries (mock_conn.c, mock_stream.c) still call each other."""
@@ -46,7 +49,7 @@ from harness import ROOT
 
 SRC = os.path.join(ROOT, "src")
 PROXY = os.path.join(SRC, "proxy")
-FOLDED = re.compile(r"_(schema|out|int|group|file)$")
+FOLDED = re.compile(r"_(schema|out|int|group|file|client|upstream)$")
 MAIN_PLANE = {"stats", "export", "alerts", "pool", "otel"}
 FOLDER_RULES = {
     "conf": {"conf"},

@@ -2,8 +2,8 @@
 /* The attempts of one request: the replica each went to (pool.h), its
  * verdict on the replica's health, and the replicas left before the one
  * in flight, held until the request's books are closed (the access log
- * names them). proxy.c decides when an attempt ends (failover.h says
- * whether another may follow); this is the bookkeeping. */
+ * names them). proxy_upstream.c decides when an attempt ends (failover.h
+ * says whether another may follow); this is the bookkeeping. */
 #ifndef TOKENTAP_ATTEMPT_H
 #define TOKENTAP_ATTEMPT_H
 

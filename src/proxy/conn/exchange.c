@@ -602,8 +602,8 @@ static void write_head(struct exchange *x, const struct http_head *rq,
 {
 	size_t before = evbuffer_get_length(out);
 
-	/* Expect is tokentap's to answer (proxy.c), whether the body is held
-	 * or streams */
+	/* Expect is tokentap's to answer (proxy_client.c), whether the body
+	 * is held or streams */
 	char tp[TRACECTX_LEN + 1];
 
 	x->head_flags = HTTPHEAD_DROP_EXPECT | (x->upgrade ? HTTPHEAD_UPGRADE : 0);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A client connection's state: proxy.c moves its bytes and runs its
- * timers, firsttoken.c holds its response until the first token. Only
- * these two include it. */
+/* A client connection's state: proxy.c and its two sides
+ * (proxy_client.c, proxy_upstream.c, through proxy_int.h) move its bytes
+ * and run its timers, firsttoken.c holds its response until the first
+ * token. Only these include it. */
 #ifndef TOKENTAP_SESSION_H
 #define TOKENTAP_SESSION_H
 

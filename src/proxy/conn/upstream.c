@@ -349,13 +349,46 @@ static void wait_for(struct upconn *u, short what)
 		event_add(u->rd_ev, NULL);
 }
 
-void upstream_tls_read(struct upconn *u, char *buf, size_t len, struct tls_read *r)
+/* A direct TLS connection's read: tls_read, and what rd_ev waits for. */
+static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx *r)
 {
-	tls_read(bufferevent_openssl_get_ssl(u->bev), buf, len, r);
-	if (r->end == TLS_READ_EOF || r->end == TLS_READ_ERROR)
+	struct tls_read t;
+
+	tls_read(bufferevent_openssl_get_ssl(u->bev), buf, len, &t);
+	if (t.end == TLS_READ_EOF || t.end == TLS_READ_ERROR)
 		u->ended = 1;
 	else
-		wait_for(u, r->end == TLS_READ_WRITABLE ? EV_WRITE : EV_READ);
+		wait_for(u, t.end == TLS_READ_WRITABLE ? EV_WRITE : EV_READ);
+	r->n = t.n;
+	r->fresh = t.fresh;
+	r->real = t.real;
+	r->end = t.end == TLS_READ_FULL ? UPSTREAM_RX_MORE :
+	    t.end == TLS_READ_EOF ? UPSTREAM_RX_EOF :
+	    t.end == TLS_READ_ERROR ? UPSTREAM_RX_ERROR : UPSTREAM_RX_WAIT;
+	r->tls_err = t.err;
+	r->sys = t.sys;
+}
+
+void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
+    int stamps, struct upstream_rx *r)
+{
+	ssize_t n;
+
+	if (u->pool->tls) {
+		tls_recv(u, buf, len, r);
+		return;
+	}
+	r->real = 0;
+	n = rxtime_recv(fd, buf, len, 0, stamps ? &r->real : NULL);
+	r->n = n > 0 ? (size_t)n : 0;
+	r->fresh = n > 0;
+	r->tls_err = 0;
+	r->sys = n < 0 ? errno : 0;
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR)))
+		r->end = UPSTREAM_RX_WAIT;
+	else
+		r->end = n == 0 ? UPSTREAM_RX_EOF : UPSTREAM_RX_ERROR;
 }
 
 void upstream_direct_more(struct upconn *u)

@@ -47,23 +47,46 @@ struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
 void upstream_connected(struct upconn *u, int stamps);
 int upstream_is_tls(const struct upconn *u);
 /* Plain TCP only: from now on the caller reads the socket itself with cb
- * (one recvmsg(2) into its own buffer per readiness) and the bufferevent
- * reads nothing: no FIONREAD ioctl, no chain allocated per read, reads as
- * large as the caller's buffer, and the kernel's receive time of each.
- * Until the connection is released: a pooled one is watched by the
- * bufferevent again. -1: not possible (TLS, no memory). */
+ * (upstream_recv: one recvmsg(2) into its own buffer per readiness) and
+ * the bufferevent reads nothing: no FIONREAD ioctl, no chain allocated per
+ * read, reads as large as the caller's buffer, and the kernel's receive
+ * time of each. Until the connection is released: a pooled one is watched
+ * by the bufferevent again. -1: not possible (TLS, no memory). */
 int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
 /* The same for a TLS connection's streaming body: cb reads it with
- * upstream_tls_read, OpenSSL's read-ahead on (tls_read_ahead; off again
+ * upstream_recv, OpenSSL's read-ahead on (tls_read_ahead; off again
  * when the connection is released). What OpenSSL holds already is read at
  * once (upstream_direct_more). -1: not possible (the bufferevent reads on). */
 int upstream_direct_tls(struct upconn *u, event_callback_fn cb, void *arg);
-/* tls_read for a direct TLS connection; rd_ev then waits for what OpenSSL
- * waits for (the socket readable, or writable: TLS_READ_WRITABLE), and a
- * connection whose read met its end (TLS_READ_EOF, TLS_READ_ERROR) is not
- * pooled. */
-struct tls_read;
-void upstream_tls_read(struct upconn *u, char *buf, size_t len, struct tls_read *r);
+/* How a direct read ended, after its bytes. */
+enum upstream_rx_end {
+	UPSTREAM_RX_WAIT,         /* for the next readiness of rd_ev */
+	UPSTREAM_RX_MORE,         /* buf is full: OpenSSL may hold more
+	                           * (upstream_direct_more); never plain */
+	UPSTREAM_RX_EOF,          /* the peer closed */
+	UPSTREAM_RX_ERROR         /* a reset, a broken record: tls_err, sys */
+};
+/* What one direct read brought: its bytes, their time, its end. */
+struct upstream_rx {
+	size_t n;                 /* bytes in buf */
+	int fresh;                /* they came with a read of the socket made
+	                           * now (real: its receive time, 0: none);
+	                           * else OpenSSL held them from an earlier one */
+	int64_t real;
+	enum upstream_rx_end end;
+	unsigned long tls_err;    /* UPSTREAM_RX_ERROR: OpenSSL's error, 0: none */
+	int sys;                  /* ... and errno */
+};
+/* One read of a direct connection (fd: its socket, as rd_ev hands it),
+ * plain or TLS alike (HAProxy's rcv_buf): into buf (len bytes at most)
+ * what one read of the socket brings, with its receive time when stamps
+ * (the kernel's; a TLS one's through tls.c's socket BIO, as connected),
+ * and how the read ended. Plain: one recvmsg(2). TLS: tls_read, what
+ * OpenSSL holds and what one read of the socket brings; rd_ev then waits
+ * for what OpenSSL waits for (the socket readable, or writable), and a
+ * connection whose read met its end is not pooled. */
+void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
+    int stamps, struct upstream_rx *r);
 /* Bytes OpenSSL holds wait for no readiness of the socket: rd_ev is made
  * active for them (a direct TLS connection that stopped short of them:
  * its buffer full, or paused). Nothing on a plain one. */
