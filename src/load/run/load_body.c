@@ -48,24 +48,92 @@ static int add_words(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
 /* A string literal, without its NUL. */
 #define ADD_LIT(out, s) evbuffer_add((out), (s), sizeof(s) - 1)
 
-/* The prompt as a JSON string: the file's text escaped by the one JSON
- * writer, or plain words that need no escaping. */
-static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+/* The shared prefix's words (the same for the same seed), then a blank
+ * before what follows; nothing without one. */
+static int add_prefix(struct evbuffer *out, const struct load_req *rq)
 {
-	if (rq->prompt != NULL)
-		return jsonw_strn(out, rq->prompt->text, rq->prompt->text_len);
-	if (evbuffer_add(out, "\"", 1) < 0 || add_words(out, rq->prompt_tokens, rng) < 0)
+	uint64_t seed = rq->prefix_seed;
+
+	if (rq->prefix_tokens == 0)
+		return 0;
+	if (add_words(out, rq->prefix_tokens, &seed) < 0)
+		return -1;
+	return evbuffer_add(out, " ", 1);
+}
+
+/* The prompt's own part, unquoted: the file's text escaped, or words. */
+static int add_own(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+{
+	struct evbuffer *tmp;
+	int rc;
+
+	if (rq->prompt == NULL)
+		return add_words(out, rq->prompt_tokens, rng);
+	/* the JSON writer's string, without its quotes */
+	if ((tmp = evbuffer_new()) == NULL)
+		return -1;
+	rc = jsonw_strn(tmp, rq->prompt->text, rq->prompt->text_len);
+	if (rc == 0 && evbuffer_get_length(tmp) >= 2) {
+		evbuffer_drain(tmp, 1);
+		rc = evbuffer_remove_buffer(tmp, out, evbuffer_get_length(tmp) - 1) < 0 ?
+		    -1 : 0;
+	}
+	evbuffer_free(tmp);
+	return rc;
+}
+
+/* The prompt's own part as a JSON string. */
+static int add_own_quoted(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+{
+	if (evbuffer_add(out, "\"", 1) < 0 || add_own(out, rq, rng) < 0)
 		return -1;
 	return evbuffer_add(out, "\"", 1);
 }
 
-/* A chat's messages: the file's, or one user message with the prompt. */
+/* The prompt as a JSON string: the shared prefix (--prefixes), then the
+ * file's text escaped by the one JSON writer, or plain words that need no
+ * escaping. */
+static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+{
+	if (rq->prompt != NULL && rq->prefix_tokens == 0)
+		return jsonw_strn(out, rq->prompt->text, rq->prompt->text_len);
+	if (evbuffer_add(out, "\"", 1) < 0 || add_prefix(out, rq) < 0 ||
+	    add_own(out, rq, rng) < 0)
+		return -1;
+	return evbuffer_add(out, "\"", 1);
+}
+
+/* A chat's messages: the file's, or one user message with the prompt; a
+ * shared prefix (--prefixes) is a system message before them. */
 static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
 {
-	if (rq->prompt != NULL && rq->prompt->messages != NULL)
-		return evbuffer_add(out, rq->prompt->messages, rq->prompt->messages_len);
-	if (ADD_LIT(out, "[{\"role\":\"user\",\"content\":") < 0 ||
-	    add_prompt(out, rq, rng) < 0)
+	const struct load_prompt *p = rq->prompt;
+
+	if (rq->prefix_tokens > 0) {
+		uint64_t seed = rq->prefix_seed;
+		if (ADD_LIT(out, "[{\"role\":\"system\",\"content\":\"") < 0 ||
+		    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+		    ADD_LIT(out, "\"}") < 0)
+			return -1;
+		/* the file's messages after it (its array's own bracket dropped) */
+		if (p != NULL && p->messages != NULL && p->messages_len > 0 &&
+		    p->messages[0] == '[') {
+			const char *m = p->messages + 1, *e = p->messages + p->messages_len;
+			while (m < e && (*m == ' ' || *m == '\n' || *m == '\t' || *m == '\r'))
+				m++;
+			if (m < e && *m != ']' && evbuffer_add(out, ",", 1) < 0)
+				return -1;
+			return evbuffer_add(out, m, (size_t)(e - m));
+		}
+		if (evbuffer_add(out, ",", 1) < 0)
+			return -1;
+	} else if (p != NULL && p->messages != NULL) {
+		return evbuffer_add(out, p->messages, p->messages_len);
+	} else if (evbuffer_add(out, "[", 1) < 0) {
+		return -1;
+	}
+	if (ADD_LIT(out, "{\"role\":\"user\",\"content\":") < 0 ||
+	    add_own_quoted(out, rq, rng) < 0)
 		return -1;
 	return evbuffer_add(out, "}]", 2);
 }
