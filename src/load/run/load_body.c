@@ -104,12 +104,14 @@ static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t 
 }
 
 /* A chat's messages: the file's, or one user message with the prompt; a
- * shared prefix (--prefixes) is a system message before them. */
-static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+ * shared prefix (--prefixes) is a system message before them, unless the
+ * API has a field of its own for it (Anthropic's "system": %S). */
+static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_t *rng,
+    int system_msg)
 {
 	const struct load_prompt *p = rq->prompt;
 
-	if (rq->prefix_tokens > 0) {
+	if (rq->prefix_tokens > 0 && system_msg) {
 		uint64_t seed = rq->prefix_seed;
 		if (ADD_LIT(out, "[{\"role\":\"system\",\"content\":\"") < 0 ||
 		    add_words(out, rq->prefix_tokens, &seed) < 0 ||
@@ -139,9 +141,10 @@ static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_
 }
 
 /* Writes tpl with %P replaced by the prompt (a JSON string), %G by a
- * chat's messages, %M by the model, %N by the max tokens and %U by the
- * ask for a usage on every chunk, so each dialect's shape reads as the
- * JSON it sends. */
+ * chat's messages, %S by Anthropic's "system" member with the shared
+ * prefix (nothing without one), %M by the model, %N by the max tokens
+ * and %U by the ask for a usage on every chunk, so each dialect's shape
+ * reads as the JSON it sends. */
 static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c,
     const struct load_req *rq, uint64_t *rng)
 {
@@ -160,7 +163,17 @@ static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c
 			rc = add_prompt(out, rq, rng);
 			break;
 		case 'G':
-			rc = add_messages(out, rq, rng);
+			rc = add_messages(out, rq, rng, strstr(tpl, "%S") == NULL);
+			break;
+		case 'S':
+			if (rq->prefix_tokens > 0) {
+				uint64_t seed = rq->prefix_seed;
+				rc = ADD_LIT(out, "\"system\":\"") < 0 ||
+				    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+				    ADD_LIT(out, "\",") < 0 ? -1 : 0;
+			} else {
+				rc = 0;
+			}
 			break;
 		case 'U':
 			rc = c->continuous_usage ? ADD_LIT(out,
@@ -196,7 +209,7 @@ static const char *template_for(const struct load_conf *c)
 		return "{\"model\":\"%M\",\"input\":%P,\"max_output_tokens\":%N,"
 		    "\"stream\":true}";
 	case DIALECT_ANTHROPIC:
-		return "{\"model\":\"%M\",\"max_tokens\":%N,\"messages\":%G,"
+		return "{\"model\":\"%M\",\"max_tokens\":%N,%S\"messages\":%G,"
 		    "\"stream\":true}";
 	case DIALECT_DIFY:
 		return "{\"inputs\":{},\"query\":%P,\"response_mode\":\"streaming\","
