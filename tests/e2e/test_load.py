@@ -182,10 +182,22 @@ def _prefix_run(cache):
     if cache:
         flags += ["--prefix-cache", "60s"]
     with Mock(*flags) as m:
-        j = load("-c", "1", "-n", "10", "--max-tokens", "2", "--prompt-tokens", "40",
-                 "--prefixes", "2", "--prefix-tokens", "2000", "--prefix-dist", "zipf:1.5",
-                 "--samples", m.url(CHAT))
+        doc = load("-c", "1", "-n", "10", "--max-tokens", "2", "--prompt-tokens", "40",
+                   "--prefixes", "2", "--prefix-tokens", "2000", "--prefix-dist", "zipf:1.5",
+                   "--samples", m.url(CHAT), whole=True)
         served = {int(x["request_id"].rsplit("-", 1)[1]): x for x in m.served(10)}
+    # the saved document's report recomputes the same split
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        table = load("report", path, report=False).stdout
+    j = doc["levels"][0]
+    for row, k in ((" prefix first", "first"), (" prefix repeat", "repeat")):
+        line = next(x for x in table.splitlines() if x.startswith(row))
+        count, p50 = line[len(row):].split()[:2]
+        assert (int(count), p50) == (j["prefix_ttft_ms"][k]["count"],
+                                     f"{j['prefix_ttft_ms'][k]['p50']:.2f}"), (line, j)
     return j, served
 
 

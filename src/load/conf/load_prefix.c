@@ -46,25 +46,19 @@ static uint64_t mix(uint64_t x)
 	return rng_next(&s);
 }
 
-static uint64_t bits_of(double v)
-{
-	uint64_t b;
-
-	memcpy(&b, &v, sizeof b);
-	return b;
-}
-
 /* The level's load: what tells a sweep's levels apart. */
 static uint64_t salt_of(const struct load_conf *c)
 {
 	uint64_t h = mix(c->seed ^ 0x70726566697865ull);
 
 	h = mix(h ^ c->concurrency);
-	h = mix(h ^ bits_of(c->rate));
+	/* the rate as a saved document has it (4 decimals), so a report
+	 * read back from one recomputes the same draws */
+	h = mix(h ^ (uint64_t)llround(c->rate * 1e4));
 	h = mix(h ^ ((uint64_t)c->prompt_tokens.min << 32 | c->prompt_tokens.max));
 	h = mix(h ^ ((uint64_t)c->max_tokens.min << 32 | c->max_tokens.max));
 	h = mix(h ^ ((uint64_t)c->prefixes << 32 | c->prefix_tokens));
-	return mix(h ^ bits_of(c->prefix_zipf));
+	return mix(h ^ (uint64_t)llround(c->prefix_zipf * 1e6));
 }
 
 int load_prefix_dist_init(struct load_prefix_dist *d, const struct load_conf *c)
