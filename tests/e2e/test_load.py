@@ -192,6 +192,14 @@ def _prefix_run(cache):
         with open(path, "w") as f:
             json.dump(doc, f)
         table = load("report", path, report=False).stdout
+        # another prefix workload is another workload to compare
+        other = json.loads(json.dumps(doc))
+        other["levels"][0]["config"]["prefixes"]["count"] = 3
+        with open(os.path.join(d, "other.json"), "w") as f:
+            json.dump(other, f)
+        cmp = load("compare", path, os.path.join(d, "other.json"), report=False, expect=4)
+        assert "workload differs at run: shared prefixes 2 x 2000 tokens, " \
+            "zipf:1.5 in A, 3 x 2000 tokens, zipf:1.5 in B" in cmp.stdout, cmp.stdout
     j = doc["levels"][0]
     for row, k in ((" prefix first", "first"), (" prefix repeat", "repeat")):
         line = next(x for x in table.splitlines() if x.startswith(row))
