@@ -677,6 +677,31 @@ scenarios:
 """
 
 
+def test_scenario_sets_the_shared_prefixes():
+    """A scenario's prefixes, prefix_tokens and prefix_dist are the flags';
+    a value the flag refuses is FILE:LINE:COL, exit 2."""
+    with Mock("--ttft", "10ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.yaml")
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nmax_tokens: 2\nscenarios:\n"
+                    "  - name: shared\n    concurrency: 2\n    requests: 6\n"
+                    "    prefixes: 3\n    prefix_tokens: 64\n    prefix_dist: zipf:1\n"
+                    "    targets: {error_rate: 0}\n")
+        js = os.path.join(d, "s.json")
+        load("--scenarios", path, "--json", js, report=False)
+        with open(js) as f:
+            sc = json.load(f)["scenarios"][0]
+        assert sc["config"]["prefixes"] == {"count": 3, "tokens": 64, "dist": "zipf:1"}, sc
+        assert sc["prefix_ttft_ms"]["first"]["count"] + \
+            sc["prefix_ttft_ms"]["repeat"]["count"] == 6, sc["prefix_ttft_ms"]
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nscenarios:\n  - name: x\n"
+                    "    prefix_dist: zipf:0\n")
+        r = load("--scenarios", path, report=False, expect=2)
+        assert "s.yaml:4:18: scenarios[0].prefix_dist: zipf:S wants S above 0" in r.stderr, \
+            r.stderr
+
+
 def test_scenarios_pass_and_fail():
     with Mock() as m, tempfile.TemporaryDirectory() as d:
         good = os.path.join(d, "good.yaml")
