@@ -191,7 +191,10 @@ def _prefix_run(cache):
         path = os.path.join(d, "run.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        table = load("report", path, report=False).stdout
+        table = load("report", path, "--html", os.path.join(d, "run.html"),
+                     report=False).stdout
+        with open(os.path.join(d, "run.html")) as f:
+            page = f.read()
         # another prefix workload is another workload to compare
         other = json.loads(json.dumps(doc))
         other["levels"][0]["config"]["prefixes"]["count"] = 3
@@ -206,6 +209,9 @@ def _prefix_run(cache):
         count, p50 = line[len(row):].split()[:2]
         assert (int(count), p50) == (j["prefix_ttft_ms"][k]["count"],
                                      f"{j['prefix_ttft_ms'][k]['p50']:.2f}"), (line, j)
+        # the HTML report's distributions table has the same rows
+        assert f'<tr data-metric="ttft_prefix_{k}"><td>' in page
+        assert f'data-k="ttft_prefix_{k}_p50" data-value="' in page
     return j, served
 
 
