@@ -322,6 +322,14 @@ def test_prefix_cache_prefills_the_cached_blocks_at_their_cost():
                 resp = request(m.port, "/v1/chat/completions", body, {})
                 line = m.served(i + 1)[i]
                 got.append((resp, line))
+            # a blocking answer's usage says so too: every whole block cached
+            whole = json.dumps({"stream": False, "messages": system}).encode()
+            for _ in range(2):
+                usage = json.loads(request(m.port, "/v1/chat/completions", whole,
+                                           {"X-Mock-TTFT": "1ms", "X-Mock-Tokens": "1"}
+                                           ).body)["usage"]
+            assert usage.get("prompt_tokens_details") == (
+                {"cached_tokens": 16 * (len(whole) // 64)} if cache else None), usage
         seen = []
         for body, (resp, line) in zip(order, got):
             tokens = len(body) // 4
