@@ -22,6 +22,7 @@
 #include "load_html.h"
 #include "load_json.h"
 #include "load_levels.h"
+#include "load_prefix.h"
 #include "load_prompts.h"
 #include "load_report.h"
 #include "load_run.h"
@@ -60,6 +61,7 @@ struct opts {
 	struct load_plan plan;
 	int tls_opt_given;
 	int no_preflight;
+	int prefix_opt_given;        /* --prefix-tokens or --prefix-dist */
 };
 
 enum {
@@ -72,7 +74,7 @@ enum {
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
-	OPT_NO_PREFLIGHT, OPT_TT_LOG
+	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST
 };
 
 static const struct option long_opts[] = {
@@ -80,6 +82,9 @@ static const struct option long_opts[] = {
 	{"rate", required_argument, NULL, 'r'},
 	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
 	{"burstiness", required_argument, NULL, OPT_BURSTINESS},
+	{"prefixes", required_argument, NULL, OPT_PREFIXES},
+	{"prefix-tokens", required_argument, NULL, OPT_PREFIX_TOKENS},
+	{"prefix-dist", required_argument, NULL, OPT_PREFIX_DIST},
 	{"duration", required_argument, NULL, 'd'},
 	{"requests", required_argument, NULL, 'n'},
 	{"warmup", required_argument, NULL, OPT_WARMUP},
@@ -188,6 +193,12 @@ static void usage(FILE *f)
 	    "      --prompt-tokens N   synthetic prompt size, or MIN-MAX per request (100)\n"
 	    "      --max-tokens N      output limit, or MIN-MAX (default 100)\n"
 	    "      --prompts FILE      prompts of a JSONL file (texts or chat messages)\n"
+	    "      --prefixes P        each prompt opens with one of P shared prefixes\n"
+	    "                          (a system message in chat APIs); the report\n"
+	    "                          splits TTFT by a prefix's first use and repeats\n"
+	    "      --prefix-tokens L   the prefixes' size in tokens (default 512)\n"
+	    "      --prefix-dist DIST  uniform | zipf:S, the prefix each request draws\n"
+	    "                          (default uniform)\n"
 	    "      --continuous-usage  ask for a usage on every chunk (vLLM's\n"
 	    "                          continuous_usage_stats): tokens per chunk\n"
 	    "  -H, --header 'N: V'     add a request header (repeatable)\n"
@@ -392,6 +403,26 @@ static int parse_run(struct opts *o, int ch)
 	case 'H':
 		if (load_conf_add_header_line(c, optarg, &err) < 0)
 			bad_value("--header", err);
+		break;
+	case OPT_PREFIXES: {
+		uint64_t v;
+		if (load_conf_parse_uint(optarg, LOAD_PREFIX_MAX, &v, &err) < 0)
+			bad_value("--prefixes", err);
+		c->prefixes = (uint32_t)v;
+		break;
+	}
+	case OPT_PREFIX_TOKENS: {
+		uint64_t v;
+		if (load_conf_parse_uint(optarg, LOAD_CONF_MAX_TOKENS, &v, &err) < 0)
+			bad_value("--prefix-tokens", err);
+		c->prefix_tokens = (uint32_t)v;
+		o->prefix_opt_given = 1;
+		break;
+	}
+	case OPT_PREFIX_DIST:
+		if (load_prefix_parse_dist(optarg, &c->prefix_zipf, &err) < 0)
+			bad_value("--prefix-dist", err);
+		o->prefix_opt_given = 1;
 		break;
 	case OPT_SEED:
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->seed, &err) < 0)
@@ -659,6 +690,8 @@ static void check_options(struct opts *o)
 		fail_usage("--trace and --replay-log: one or the other");
 	if ((o->trace_path || o->replay_path) && c->rate > 0)
 		fail_usage("a trace sets its own arrivals: no --rate with it");
+	if (o->prefix_opt_given && c->prefixes == 0)
+		fail_usage("--prefix-tokens and --prefix-dist go with --prefixes");
 	if (o->replay_route && !o->replay_path)
 		fail_usage("--replay-route goes with --replay-log");
 	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)

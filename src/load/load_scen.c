@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_prefix.h"
 #include "load_slo.h"
 #include "util.h"
 #include "yconf.h"
@@ -130,6 +131,28 @@ static void range_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *
 	free(s);
 }
 
+/* prefixes, prefix_tokens: 1 to 1000000 (a uint32_t of load_conf). */
+static void u32_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	static const struct yconf_key k = { .type = YCONF_UINT, .lo = 1, .hi = 1000000 };
+	uint64_t n;
+
+	if (yconf_apply_value(ld, &k, v, &n, path) == 0)
+		*(uint32_t *)field = (uint32_t)n;
+}
+
+/* prefix_dist: uniform or zipf:S. */
+static void prefix_dist_fn(struct yconf *ld, yaml_node_t *v, void *field,
+    const char *path)
+{
+	char *s = yconf_scalar(ld, v, path, "a single value");
+	const char *err;
+
+	if (s != NULL && load_prefix_parse_dist(s, field, &err) < 0)
+		yconf_err(ld, v, "%s: %s", path, err);
+	free(s);
+}
+
 /* A header of the top level is replaced by a scenario's of the same name. */
 static void header_put(struct yconf *ld, const struct yconf_key *k, void *base,
     struct yconf_entry *e)
@@ -172,6 +195,12 @@ static void apply_limits(struct yconf *ld, yaml_node_t *m, struct load_conf *c)
 	    .fn = range_fn }, \
 	{ .name = "max_tokens", .type = YCONF_FUNC, .off = RUN(at, max_tokens), \
 	    .fn = range_fn }, \
+	{ .name = "prefixes", .type = YCONF_FUNC, .off = RUN(at, prefixes), \
+	    .fn = u32_fn }, \
+	{ .name = "prefix_tokens", .type = YCONF_FUNC, .off = RUN(at, prefix_tokens), \
+	    .fn = u32_fn }, \
+	{ .name = "prefix_dist", .type = YCONF_FUNC, .off = RUN(at, prefix_zipf), \
+	    .fn = prefix_dist_fn }, \
 	{ .name = "headers", .type = YCONF_MAP, .flags = YCONF_HEADER, .off = at, \
 	    .put = header_put }, \
 	{ .name = "seed", .type = YCONF_UINT, .off = RUN(at, seed), .lo = 1, \

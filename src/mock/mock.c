@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "mock_conn.h"
+#include "mock_prefix.h"
 #include "net.h"
 #include "rxtime.h"
 #include "util.h"
@@ -41,15 +42,20 @@ struct options {
 	int nlisten;
 	int workers;
 	const char *log_path;
+	uint64_t prefix_window_us;     /* --prefix-cache; 0: off */
+	double prefix_cost;            /* --prefix-cache-cost */
 };
 
-enum { OPT_WORKERS = 256, OPT_LOG, OPT_SLOTS, OPT_KNOB };
+enum { OPT_WORKERS = 256, OPT_LOG, OPT_SLOTS, OPT_PREFIX_CACHE, OPT_PREFIX_COST,
+	OPT_KNOB };
 
 static const struct option long_opts[] = {
 	{"listen", required_argument, NULL, 'l'},
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"log", required_argument, NULL, OPT_LOG},
 	{"slots", required_argument, NULL, OPT_SLOTS},
+	{"prefix-cache", required_argument, NULL, OPT_PREFIX_CACHE},
+	{"prefix-cache-cost", required_argument, NULL, OPT_PREFIX_COST},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	/* The knobs of mock_params, under their own names. */
@@ -89,6 +95,11 @@ static void usage(FILE *f)
 	    "      --slots N              decode at most N sequences at once; the others\n"
 	    "                             wait, first come first served, and their TTFT\n"
 	    "                             counts the wait (default: no limit)\n"
+	    "      --prefix-cache WINDOW  a prefix cache: the leading 64-byte blocks (16\n"
+	    "                             tokens) of a body seen within WINDOW prefill at\n"
+	    "                             --prefix-cache-cost of the price (default: off)\n"
+	    "      --prefix-cache-cost F  a cached token's share of --prefill-per-token,\n"
+	    "                             0 to 1 (default 0.1)\n"
 	    "      --ttft DUR             request read -> first token (default 300ms)\n"
 	    "      --role-delay DUR       request read -> head and first non-token event (0)\n"
 	    "      --tpot DUR             gap between token events (default 20ms)\n"
@@ -125,12 +136,14 @@ static void usage(FILE *f)
 	    "  -h, --help                 this text\n"
 	    "  -V, --version              print the version\n"
 	    "\n"
-	    "Every knob but --slots can be set per request with the header\n"
-	    "X-Mock-<name>, e.g. X-Mock-TTFT: 50ms. Durations take us, ms, s, m.\n"
+	    "Every knob but --slots and --prefix-cache* can be set per request with\n"
+	    "the header"
+	    " X-Mock-<name>, e.g. X-Mock-TTFT: 50ms. Durations take us, ms, s, m.\n"
 	    "\n"
 	    "The model: a request read at t takes a slot at g (t, or when the slot it\n"
 	    "waited for was freed); its first token is due at g + ttft +\n"
-	    "prefill-per-token x input tokens + ttft-per-stream x streams in progress;\n"
+	    "prefill-per-token x (input tokens - cached + cost x cached) +\n"
+	    "ttft-per-stream x streams in progress;\n"
 	    "each next event tpot + tpot-per-stream x (sequences decoding - 1) after\n"
 	    "the one before (+ jitter); its slot is freed with its last event. So\n"
 	    "TTFT = wait + ttft + prefill, TPOT = tpot + tpot-per-stream x (d - 1).\n", f);
@@ -171,6 +184,23 @@ static int parse_options(int argc, char **argv, struct options *o,
 				return -1;
 			}
 			mock_slots_configure((unsigned)v);
+			break;
+		}
+		case OPT_PREFIX_CACHE:
+			if (util_parse_duration_us(optarg, &o->prefix_window_us) < 0 ||
+			    o->prefix_window_us == 0) {
+				log_error("--prefix-cache: a duration above 0");
+				return -1;
+			}
+			break;
+		case OPT_PREFIX_COST: {
+			char *end;
+			o->prefix_cost = strtod(optarg, &end);
+			if (end == optarg || *end != '\0' || !(o->prefix_cost >= 0) ||
+			    o->prefix_cost > 1) {
+				log_error("--prefix-cache-cost: 0 to 1");
+				return -1;
+			}
 			break;
 		}
 		case OPT_KNOB: {
@@ -315,7 +345,7 @@ static void *worker_run(void *arg)
 int main(int argc, char **argv)
 {
 	static struct worker workers[MAX_WORKERS];
-	struct options o = { .workers = 1 };
+	struct options o = { .workers = 1, .prefix_cost = 0.1 };
 	struct mock_config cfg = { .log_fd = -1 };
 	sigset_t stop;
 	int sig = 0, n = 0, rc = 1;
@@ -323,6 +353,11 @@ int main(int argc, char **argv)
 	mock_params_init(&cfg.defaults);
 	if (parse_options(argc, argv, &o, &cfg.defaults) < 0)
 		return 2;
+	if (o.prefix_window_us > 0 &&
+	    mock_prefix_configure(o.prefix_window_us, o.prefix_cost) < 0) {
+		log_error("--prefix-cache: out of memory");
+		return 1;
+	}
 	/* 10,000 streams need more descriptors than the usual soft limit */
 	net_raise_nofile();
 	net_reserve_fds(65536);      /* before the worker threads: see net.c */

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "mock_conn.h"
+#include "mock_prefix.h"
 #include "net.h"
 #include "util.h"
 
@@ -399,6 +400,9 @@ static void plan(struct mock_conn *c)
 	s->w.created_s = util_wall_ms() / 1000;
 	s->w.start_us = c->t_req;
 	s->w.input_tokens = c->body_bytes / 4;
+	if (c->error[0] == '\0')
+		s->cached_tokens = mock_prefix_lookup(c->body.p, c->body.len, c->t_req);
+	s->w.cached_tokens = mock_prefix_enabled() ? (int64_t)s->cached_tokens : -1;
 	s->w.output_tokens = s->p.tokens >= 0 ? (uint64_t)s->p.tokens :
 	    b.max_tokens >= 0 ? (uint64_t)b.max_tokens : 50;
 	s->w.usage = s->p.usage || (b.include_usage &&
@@ -418,10 +422,13 @@ static void plan(struct mock_conn *c)
 static int schedule(struct mock_conn *c, uint64_t base)
 {
 	struct mock_stream *s = &c->s;
-	uint64_t ttft;
+	uint64_t ttft, cold = s->w.input_tokens - s->cached_tokens;
 
 	s->queue_us = base - c->t_req;
-	ttft = s->p.ttft_us + s->p.prefill_per_token_us * s->w.input_tokens +
+	/* a cached token prefills at --prefix-cache-cost of the price */
+	ttft = s->p.ttft_us + s->p.prefill_per_token_us * cold +
+	    (uint64_t)((double)s->p.prefill_per_token_us *
+	    (double)s->cached_tokens * mock_prefix_cost() + 0.5) +
 	    s->p.ttft_per_stream_us * (uint64_t)(s->others > 0 ? s->others : 0);
 	if ((s->p.prefill_per_token_us != 0 &&
 	    s->w.input_tokens > MAX_TTFT_US / s->p.prefill_per_token_us) || ttft > MAX_TTFT_US)
@@ -526,11 +533,11 @@ void mock_stream_log(struct mock_conn *c)
 	mock_buf_json(&b, c->url.p ? c->url.p : "", c->url.len);
 	mock_buf_printf(&b, ",\"dialect\":\"%s\",\"model\":\"%s\",\"status\":%d,"
 	    "\"stream\":%s,\"outcome\":\"%s\",\"tokens\":%" PRIu64 ",\"events\":%"
-	    PRIu64 ",\"input_tokens\":%" PRIu64,
+	    PRIu64 ",\"input_tokens\":%" PRIu64 ",\"cached_tokens\":%" PRIu64,
 	    dialect_names[mock_wire_dialect(s->w.api)], s->w.model, s->status,
 	    s->streaming ? "true" : "false",
 	    s->outcome ? s->outcome : "client_abort", n, s->w.events_sent,
-	    s->w.input_tokens);
+	    s->w.input_tokens, s->cached_tokens);
 	log_time(&b, "sched_first_token_us", have, s->sched_first, t0);
 	log_time(&b, "first_token_us", have, s->sent_first, t0);
 	log_time(&b, "sched_last_token_us", have, s->sched_last, t0);

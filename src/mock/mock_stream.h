@@ -44,6 +44,7 @@ struct mock_stream {
 	uint64_t late_max;
 	uint64_t queue_us;           /* --slots: the wait for a slot */
 	long others;                 /* streams in progress at its start, besides it */
+	uint64_t cached_tokens;      /* --prefix-cache: input tokens found cached */
 };
 
 /* The request in c is complete: plans and starts the response.

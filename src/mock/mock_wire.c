@@ -94,6 +94,7 @@ void mock_wire_init(struct mock_wire *w, enum mock_api api, uint64_t seed)
 
 	memset(w, 0, sizeof *w);
 	w->api = api;
+	w->cached_tokens = -1;
 	w->seed = seed;
 	snprintf(w->id, sizeof w->id, "%016" PRIx64, rng_next(&s));
 }
@@ -614,12 +615,19 @@ static void openai_end(const struct mock_wire *w, size_t k, struct mock_buf *b)
 	else if (w->reasoning > 0)
 		mock_buf_printf(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":%" PRIu64
 		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64
-		    ",\"completion_tokens_details\":{\"reasoning_tokens\":%" PRIu64 "}}}",
+		    ",\"completion_tokens_details\":{\"reasoning_tokens\":%" PRIu64 "}",
 		    w->input_tokens, n, w->input_tokens + n, reasoning_of(w, n));
 	else
 		mock_buf_printf(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":%" PRIu64
-		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64 "}}",
+		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64,
 		    w->input_tokens, n, w->input_tokens + n);
+	if (k == 1) {
+		/* --prefix-cache: the cached share, as OpenAI and vLLM report it */
+		if (w->cached_tokens >= 0)
+			mock_buf_printf(b, ",\"prompt_tokens_details\":{\"cached_tokens\":%"
+			    PRId64 "}", w->cached_tokens);
+		mock_buf_str(b, "}}");
+	}
 	sse_end(b);
 }
 
@@ -632,9 +640,10 @@ static void responses_usage(const struct mock_wire *w, struct mock_buf *b)
 		return;
 	}
 	mock_buf_printf(b, "{\"input_tokens\":%" PRIu64 ",\"input_tokens_details\":"
-	    "{\"cached_tokens\":0},\"output_tokens\":%" PRIu64 ","
+	    "{\"cached_tokens\":%" PRId64 "},\"output_tokens\":%" PRIu64 ","
 	    "\"output_tokens_details\":{\"reasoning_tokens\":%" PRIu64 "},"
-	    "\"total_tokens\":%" PRIu64 "}", w->input_tokens, n,
+	    "\"total_tokens\":%" PRIu64 "}", w->input_tokens,
+	    w->cached_tokens > 0 ? w->cached_tokens : 0, n,
 	    reasoning_of(w, n), w->input_tokens + n);
 }
 

@@ -39,6 +39,7 @@ struct mock_wire {
 	uint64_t created_s;          /* wall clock, unix seconds */
 	uint64_t start_us;           /* monotonic, for the reported durations */
 	uint64_t input_tokens;
+	int64_t cached_tokens;       /* of them, --prefix-cache hits; -1: no cache */
 	uint64_t output_tokens;      /* the planned total */
 	int usage;                   /* report token counts */
 	int continuous_usage;        /* OpenAI: on every chunk too */

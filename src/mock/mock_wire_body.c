@@ -10,10 +10,16 @@ static void openai_usage(const struct mock_wire *w, struct mock_buf *b)
 {
 	uint64_t n = w->tokens_sent;
 
-	if (w->usage)
-		mock_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%" PRIu64
-		    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64 "}",
-		    w->input_tokens, n, w->input_tokens + n);
+	if (!w->usage)
+		return;
+	mock_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%" PRIu64
+	    ",\"completion_tokens\":%" PRIu64 ",\"total_tokens\":%" PRIu64,
+	    w->input_tokens, n, w->input_tokens + n);
+	/* --prefix-cache: the cached share, as in a stream's last usage */
+	if (w->cached_tokens >= 0)
+		mock_buf_printf(b, ",\"prompt_tokens_details\":{\"cached_tokens\":%"
+		    PRId64 "}", w->cached_tokens);
+	mock_buf_str(b, "}");
 }
 
 static void openai_body(const struct mock_wire *w, struct mock_buf *b)

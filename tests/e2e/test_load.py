@@ -107,13 +107,14 @@ LEVEL_KEYS = {
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
-    "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "samples",
+    "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "prefix_ttft_ms",
+    "samples",
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
     "warmup_s", "warmup_requests", "cooldown", "prompt_tokens", "max_tokens", "prompts",
     "trace",
-    "timeout_s", "seed", "continuous_usage", "ramp_s",
+    "timeout_s", "seed", "continuous_usage", "ramp_s", "prefixes",
 }
 SAMPLE_KEYS = {
     "seq", "start_ms", "warmup", "cooldown", "outcome", "status", "ttft_ms", "ttfo_ms",
@@ -170,6 +171,93 @@ def test_json_has_every_field():
         assert s["tpot_ms"] is not None and s["ttft_ms"] >= 10
         total += s["output_tokens"]
     assert j["output_tokens"] == total
+
+
+def _prefix_run(cache):
+    """tokentap-load -c 1 with 2 shared prefixes of 2,000 tokens (zipf)
+    against a mock charging 200 us a prefill token, with its prefix cache
+    (cached tokens at 0.1 of that) or without; the level and the mock's
+    log lines by request seq."""
+    flags = ["--ttft", "100ms", "--prefill-per-token", "200us"]
+    if cache:
+        flags += ["--prefix-cache", "60s"]
+    with Mock(*flags) as m:
+        doc = load("-c", "1", "-n", "10", "--max-tokens", "2", "--prompt-tokens", "40",
+                   "--prefixes", "2", "--prefix-tokens", "2000", "--prefix-dist", "zipf:1.5",
+                   "--samples", m.url(CHAT), whole=True)
+        served = {int(x["request_id"].rsplit("-", 1)[1]): x for x in m.served(10)}
+    # the saved document's report recomputes the same split
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        table = load("report", path, "--html", os.path.join(d, "run.html"),
+                     report=False).stdout
+        with open(os.path.join(d, "run.html")) as f:
+            page = f.read()
+        # another prefix workload is another workload to compare
+        other = json.loads(json.dumps(doc))
+        other["levels"][0]["config"]["prefixes"]["count"] = 3
+        with open(os.path.join(d, "other.json"), "w") as f:
+            json.dump(other, f)
+        cmp = load("compare", path, os.path.join(d, "other.json"), report=False, expect=4)
+        assert "workload differs at run: shared prefixes 2 x 2000 tokens, " \
+            "zipf:1.5 in A, 3 x 2000 tokens, zipf:1.5 in B" in cmp.stdout, cmp.stdout
+    j = doc["levels"][0]
+    for row, k in ((" prefix first", "first"), (" prefix repeat", "repeat")):
+        line = next(x for x in table.splitlines() if x.startswith(row))
+        count, p50 = line[len(row):].split()[:2]
+        # the same figure, recomputed from the samples' 3 decimals: to the
+        # table's 2, within a rounding
+        assert int(count) == j["prefix_ttft_ms"][k]["count"], (line, j["prefix_ttft_ms"])
+        assert abs(float(p50) - j["prefix_ttft_ms"][k]["p50"]) <= 0.006, \
+            (line, j["prefix_ttft_ms"])
+        # the HTML report's distributions table has the same rows
+        assert f'<tr data-metric="ttft_prefix_{k}"><td>' in page
+        assert f'data-k="ttft_prefix_{k}_p50" data-value="' in page
+    return j, served
+
+
+def test_prefix_workload_ttft_split_matches_the_mocks_prefix_cache():
+    """--prefixes against tokentap-mock --prefix-cache: each request's TTFT
+    at the client is the model's ttft + 200 us x (input - cached + 0.1 x
+    cached) within 5 %, the cached tokens the mock's; a prefix's first use
+    is the request the mock found cold (only the JSON before the system
+    message cached) and every repeat found the 2,000-token prefix. So
+    first-use TTFT p50 minus repeat p50 is the modelled saving within 5 %.
+    Without the cache the two are the same, within 5 %."""
+    for cache in (True, False):
+        j, served = _prefix_run(cache)
+        assert j["errors"] == 0 and j["config"]["prefixes"] == {
+            "count": 2, "tokens": 2000, "dist": "zipf:1.5"}, j["config"]
+        firsts = [s for s in j["samples"] if s["prefix_first"]]
+        assert {s["prefix"] for s in firsts} == {s["prefix"] for s in j["samples"]}
+        assert len(firsts) == j["prefix_ttft_ms"]["prefixes_used"] == len(
+            {s["prefix"] for s in j["samples"]})
+        saved = []
+        for s in j["samples"]:
+            x = served[s["seq"]]
+            tokens, cached = x["input_tokens"], x["cached_tokens"]
+            assert s["prompt_tokens"] == 2040, s
+            if not cache:
+                assert cached == 0, x
+            elif s["prefix_first"]:
+                assert cached <= 16, (s, x)
+            else:
+                assert 2000 - 16 <= cached <= tokens, (s, x)
+            want = 100 + 0.2 * (tokens - cached) + 0.02 * cached
+            assert want <= s["ttft_ms"] <= want * 1.05, (s, x, want)
+            if not s["prefix_first"]:
+                saved.append(0.18 * cached)
+        split = j["prefix_ttft_ms"]
+        assert split["first"]["count"] == len(firsts), split
+        assert split["repeat"]["count"] == 10 - len(firsts), split
+        diff = split["first"]["p50"] - split["repeat"]["p50"]
+        if cache:
+            model = statistics.median(saved)
+            assert abs(diff - model) <= 0.05 * model, (diff, model, split)
+        else:
+            assert abs(diff) <= 0.05 * split["repeat"]["p50"], split
 
 
 def test_dialects_measured():
@@ -596,6 +684,31 @@ scenarios:
     headers: {{X-Mock-TTFT: 40ms, X-Mock-TPOT: 5ms}}
     targets: {{ttft_p95: 2s, tpot_degradation: 3.0}}
 """
+
+
+def test_scenario_sets_the_shared_prefixes():
+    """A scenario's prefixes, prefix_tokens and prefix_dist are the flags';
+    a value the flag refuses is FILE:LINE:COL, exit 2."""
+    with Mock("--ttft", "10ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.yaml")
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nmax_tokens: 2\nscenarios:\n"
+                    "  - name: shared\n    concurrency: 2\n    requests: 6\n"
+                    "    prefixes: 3\n    prefix_tokens: 64\n    prefix_dist: zipf:1\n"
+                    "    targets: {error_rate: 0}\n")
+        js = os.path.join(d, "s.json")
+        load("--scenarios", path, "--json", js, report=False)
+        with open(js) as f:
+            sc = json.load(f)["scenarios"][0]
+        assert sc["config"]["prefixes"] == {"count": 3, "tokens": 64, "dist": "zipf:1"}, sc
+        assert sc["prefix_ttft_ms"]["first"]["count"] + \
+            sc["prefix_ttft_ms"]["repeat"]["count"] == 6, sc["prefix_ttft_ms"]
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nscenarios:\n  - name: x\n"
+                    "    prefix_dist: zipf:0\n")
+        r = load("--scenarios", path, report=False, expect=2)
+        assert "s.yaml:4:18: scenarios[0].prefix_dist: zipf:S wants S above 0" in r.stderr, \
+            r.stderr
 
 
 def test_scenarios_pass_and_fail():

@@ -282,6 +282,83 @@ def test_role_delay_prefill_and_keepalive_comments():
         assert not any(raw.startswith(b":") for _, raw in resp.events[-4:])
 
 
+def _prefix_bodies(system, users):
+    """Chat bodies sharing a system prompt, each with its own question."""
+    return [json.dumps({"model": "m", "stream": True, "messages": [
+        {"role": "system", "content": system},
+        {"role": "user", "content": u}]}).encode() for u in users]
+
+
+def _common_blocks(body, seen):
+    """The model's cached blocks of body: the leading 64-byte blocks that
+    every byte up to their end shares with a body sent before."""
+    best = 0
+    for b in seen:
+        n = 0
+        while n < min(len(b), len(body)) and b[n] == body[n]:
+            n += 1
+        best = max(best, n // 64)
+    return best
+
+
+def test_prefix_cache_prefills_the_cached_blocks_at_their_cost():
+    """--prefix-cache: a body whose leading 64-byte blocks (16 tokens each)
+    were seen prefills them at --prefix-cache-cost of the price, so its
+    TTFT is ttft + prefill-per-token x (input - cached + cost x cached),
+    at the client within 5 %; the log and the usage give the cached tokens.
+    Without the cache every request pays the whole prefill."""
+    system = " ".join(["shared system prompt"] * 400)       # 8,399 bytes
+    bodies = _prefix_bodies(system, ["q1", "second question", "q1", "third"])
+    other = _prefix_bodies("another " + system, ["q1"])[0]
+    order = [bodies[0], bodies[1], other, bodies[2], bodies[3]]
+    ttft, per_token, cost = 100000, 200, 0.25
+    for cache in (True, False):
+        flags = ["--ttft", "100ms", "--prefill-per-token", "200us", "--tokens", "3"]
+        if cache:
+            flags += ["--prefix-cache", "60s", "--prefix-cache-cost", str(cost)]
+        with Mock(*flags) as m:
+            got = []
+            for i, body in enumerate(order):
+                resp = request(m.port, "/v1/chat/completions", body, {})
+                line = m.served(i + 1)[i]
+                got.append((resp, line))
+            # a blocking answer's usage says so too: every whole block cached
+            whole = json.dumps({"stream": False, "messages": system}).encode()
+            for _ in range(2):
+                usage = json.loads(request(m.port, "/v1/chat/completions", whole,
+                                           {"X-Mock-TTFT": "1ms", "X-Mock-Tokens": "1"}
+                                           ).body)["usage"]
+            assert usage.get("prompt_tokens_details") == (
+                {"cached_tokens": 16 * (len(whole) // 64)} if cache else None), usage
+        seen = []
+        for body, (resp, line) in zip(order, got):
+            tokens = len(body) // 4
+            cached = 16 * _common_blocks(body, seen) if cache else 0
+            seen.append(body)
+            want = ttft + per_token * (tokens - cached) + round(per_token * cached * cost)
+            assert line["input_tokens"] == tokens, line
+            assert line["cached_tokens"] == cached, (line, cached)
+            assert line["sched_first_token_us"] == want, (line, want)
+            # at the client: never early, at most 5 % late
+            first = dialect_summary("openai", resp)["tokens"][0]
+            measured = (first - line["t_req_mono_us"] / 1e6) * 1e6
+            assert want <= measured <= want * 1.05, (measured, want, line)
+            usage = json.loads(parse_sse(resp.events[-2][1])[1])["usage"]
+            if cache:
+                assert usage["prompt_tokens_details"] == {"cached_tokens": cached}, usage
+            else:
+                assert "prompt_tokens_details" not in usage, usage
+        sched = [line["sched_first_token_us"] for _, line in got]
+        if cache:
+            # the repeats found the 2,100-odd tokens of the system prompt,
+            # 75 % of their 420 ms prefill saved; another system prompt
+            # shares only the block of the JSON before it
+            assert sched[0] - sched[1] > 300000 and sched[0] - sched[3] > 300000, sched
+            assert abs(sched[2] - sched[0]) < 5000, sched
+        else:
+            assert max(sched) - min(sched) <= 200 * 5, sched
+
+
 def test_slots_queue_first_come_first_served():
     """--slots 2: of 5 streams sent 10 ms apart the first two decode at once,
     and the slots, in the order their holders free them, go to the other

@@ -59,6 +59,11 @@ struct load_conf {
 	int cooldown;                /* after the window, keep the load on until
 	                              * its last request ended (in no figure) */
 	int continuous_usage;        /* ask for a usage on every chunk (OpenAI) */
+	/* --prefixes: each request's prompt opens with one of P shared
+	 * prefixes of prefix_tokens, drawn uniformly or by zipf (load_prefix.h) */
+	uint32_t prefixes;           /* 0: none */
+	uint32_t prefix_tokens;
+	double prefix_zipf;          /* 0: uniform, else zipf's exponent S */
 	/* https */
 	int tls;                     /* from the URL */
 	int tls_verify;              /* check the certificate (default on) */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "load_boot.h"
+#include "load_prefix.h"
 #include "util.h"
 
 /* The per-request metrics (a sample each, or a gap each for itl). */
@@ -403,6 +404,19 @@ static void range_text(char *buf, size_t len, const struct load_range *r)
 		snprintf(buf, len, "%u-%u", r->min, r->max);
 }
 
+/* --prefixes: "none" or "4 x 512 tokens, zipf:1.1". */
+static void prefixes_text(char *buf, size_t len, const struct load_conf *c)
+{
+	char dist[32];
+
+	if (c->prefixes == 0) {
+		snprintf(buf, len, "none");
+		return;
+	}
+	load_prefix_dist_name(c->prefix_zipf, dist, sizeof dist);
+	snprintf(buf, len, "%u x %u tokens, %s", c->prefixes, c->prefix_tokens, dist);
+}
+
 /* Prints each way the workloads of a and b differ, under label; returns
  * how many. */
 static int workload_diffs(FILE *out, const char *label, const struct load_conf *a,
@@ -458,6 +472,12 @@ static int workload_diffs(FILE *out, const char *label, const struct load_conf *
 		range_text(x, sizeof x, &a->max_tokens);
 		range_text(y, sizeof y, &b->max_tokens);
 		DIFF("max tokens", x, y);
+	}
+	if (a->prefixes != b->prefixes || (a->prefixes > 0 &&
+	    (a->prefix_tokens != b->prefix_tokens || !same_num(a->prefix_zipf, b->prefix_zipf)))) {
+		prefixes_text(x, sizeof x, a);
+		prefixes_text(y, sizeof y, b);
+		DIFF("shared prefixes", x, y);
 	}
 #undef DIFF
 	return n;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_prefix_use.h"
 #include "load_report.h"
 #include "load_svg.h"
 #include "util.h"
@@ -424,6 +425,29 @@ static void levels_table(struct page *pg)
 }
 
 /* A single run's distributions in full. */
+/* One row of the distributions table: metric key, its name, d. */
+static void dist_tr(struct page *pg, const char *key, const char *name,
+    const struct load_dist *d)
+{
+	const struct load_pcts *p = &pg->r->pcts;
+	char k[48], pn[32];
+
+	fprintf(pg->f, "<tr data-metric=\"%s\"><td>%s</td><td data-k=\"count\" "
+	    "data-value=\"%zu\">%zu</td>", key, name, d->count, d->count);
+	for (size_t q = 0; q < p->n; q++) {
+		load_pcts_name(p->p[q], pn, sizeof pn);
+		snprintf(k, sizeof k, "%s_%s", key, pn);
+		cell(pg, k, d->q[q], 2, 0);
+	}
+	snprintf(k, sizeof k, "%s_mean", key);
+	cell(pg, k, d->mean, 2, 0);
+	snprintf(k, sizeof k, "%s_std", key);
+	cell(pg, k, d->std, 2, 0);
+	snprintf(k, sizeof k, "%s_max", key);
+	cell(pg, k, d->max, 2, 0);
+	fputs("</tr>\n", pg->f);
+}
+
 static void dists_table(struct page *pg, const struct load_level *lv)
 {
 	static const struct { const char *k, *name; } rows[] = {
@@ -443,22 +467,15 @@ static void dists_table(struct page *pg, const struct load_level *lv)
 	}
 	fputs("<th>mean</th><th>std</th><th>max</th></tr></thead><tbody>\n", f);
 	for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
-		const struct load_dist *d = dist_of(&lv->sum, rows[i].k);
-		char k[48];
-		fprintf(f, "<tr data-metric=\"%s\"><td>%s</td><td data-k=\"count\" "
-		    "data-value=\"%zu\">%zu</td>", rows[i].k, rows[i].name, d->count, d->count);
-		for (size_t q = 0; q < p->n; q++) {
-			load_pcts_name(p->p[q], pn, sizeof pn);
-			snprintf(k, sizeof k, "%s_%s", rows[i].k, pn);
-			cell(pg, k, d->q[q], 2, 0);
+		dist_tr(pg, rows[i].k, rows[i].name, dist_of(&lv->sum, rows[i].k));
+		/* --prefixes: TTFT at each prefix's first use, and repeating one */
+		if (i == 0 && lv->conf.prefixes > 0) {
+			struct load_prefix_use u;
+			(void)load_prefix_use_of(lv, p, &u);
+			dist_tr(pg, "ttft_prefix_first", "TTFT, a prefix's first use", &u.ttft[0]);
+			dist_tr(pg, "ttft_prefix_repeat", "TTFT, a prefix repeated", &u.ttft[1]);
+			load_prefix_use_free(&u);
 		}
-		snprintf(k, sizeof k, "%s_mean", rows[i].k);
-		cell(pg, k, d->mean, 2, 0);
-		snprintf(k, sizeof k, "%s_std", rows[i].k);
-		cell(pg, k, d->std, 2, 0);
-		snprintf(k, sizeof k, "%s_max", rows[i].k);
-		cell(pg, k, d->max, 2, 0);
-		fputs("</tr>\n", f);
 	}
 	fputs("</tbody></table></div>\n", f);
 	end_section(pg);

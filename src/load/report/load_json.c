@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "jsonw.h"
+#include "load_prefix.h"
+#include "load_prefix_use.h"
 #include "load_prompts.h"
 #include "load_report.h"
 #include "load_trace.h"
@@ -217,6 +219,17 @@ static void conf(struct emit *e, const struct load_conf *c)
 	u64(e, "seed", c->seed);
 	boolean(e, "continuous_usage", c->continuous_usage);
 	num(e, "ramp_s", c->ramp_us ? (double)c->ramp_us / 1e6 : NAN, 3);
+	if (c->prefixes > 0) {
+		char name[32];
+		load_prefix_dist_name(c->prefix_zipf, name, sizeof name);
+		obj(e, "prefixes", 1);
+		u64(e, "count", c->prefixes);
+		u64(e, "tokens", c->prefix_tokens);
+		str(e, "dist", name);
+		end_obj(e);
+	} else {
+		null(e, "prefixes");
+	}
 	end_obj(e);
 }
 
@@ -421,7 +434,7 @@ static void tokentap_paired(struct emit *e, const struct load_level *lv)
 }
 
 static void sample(struct emit *e, const struct loadstats *st,
-    const struct load_sample *s, int itl)
+    const struct load_sample *s, int itl, const struct load_prefix_use *u, size_t i)
 {
 	obj(e, NULL, 1);
 	u64(e, "seq", s->seq);
@@ -454,6 +467,10 @@ static void sample(struct emit *e, const struct loadstats *st,
 	i64(e, "first_chunk_tokens", s->first_chunk_tokens);
 	u64(e, "prompt_tokens", s->prompt_tokens);
 	u64(e, "max_tokens", s->max_tokens);
+	if (u->n > 0) {
+		u64(e, "prefix", u->prefix[i]);
+		boolean(e, "prefix_first", u->first[i]);
+	}
 	if (itl) {
 		arr(e, "itl_ms", 1);
 		for (uint32_t k = 0; k < s->itl_n; k++)
@@ -468,6 +485,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 {
 	const struct load_summary *s = &lv->sum;
 	const struct load_pcts *p = &r->pcts;
+	struct load_prefix_use u;
 
 	u64(e, "index", lv->index);
 	str(e, "label", lv->label);
@@ -554,12 +572,25 @@ static void level_members(struct emit *e, const struct load_result *r,
 	generator(e, r, lv);
 	tokentap(e, r, lv);
 	tokentap_paired(e, lv);
-	if (!o->samples)
-		return;
-	arr(e, "samples", 0);
-	for (size_t i = 0; i < lv->st.n; i++)
-		sample(e, &lv->st, &lv->st.v[i], o->itl_samples);
-	end_arr(e);
+	/* --prefixes: TTFT of each prefix's first use, and of the repeats */
+	/* out of memory: counts of 0, no sample's prefix */
+	(void)load_prefix_use_of(lv, p, &u);
+	if (lv->conf.prefixes > 0) {
+		obj(e, "prefix_ttft_ms", 0);
+		u64(e, "prefixes_used", u.used);
+		dist(e, "first", &u.ttft[0], p, 3);
+		dist(e, "repeat", &u.ttft[1], p, 3);
+		end_obj(e);
+	} else {
+		null(e, "prefix_ttft_ms");
+	}
+	if (o->samples) {
+		arr(e, "samples", 0);
+		for (size_t i = 0; i < lv->st.n; i++)
+			sample(e, &lv->st, &lv->st.v[i], o->itl_samples, &u, i);
+		end_arr(e);
+	}
+	load_prefix_use_free(&u);
 }
 
 void load_json_level_members(FILE *f, const struct load_result *r,

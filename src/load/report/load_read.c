@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "load_jsonl.h"
+#include "load_prefix.h"
 #include "util.h"
 
 /* Past this many problems a document is not worth reading on. */
@@ -409,6 +410,21 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 	k->seed = cnt_max(c, t, "seed", 18446744073709549568.0);
 	k->continuous_usage = flag(c, t, "continuous_usage");
 	k->ramp_us = secs(c, t, "ramp_s");
+	/* --prefixes: the report recomputes each sample's prefix from them */
+	if ((t = object(c, t, "prefixes")) >= 0) {
+		const char *err;
+		uint64_t n = cnt(c, t, "count"), l = cnt(c, t, "tokens");
+		s = text(c, t, "dist");
+		if (n < 1 || n > LOAD_PREFIX_MAX || l < 1 || l > LOAD_CONF_MAX_TOKENS ||
+		    s == NULL || load_prefix_parse_dist(s, &k->prefix_zipf, &err) < 0) {
+			bad(c, t, "prefixes", "{count: 1 to 1000000, tokens: 1 to 1000000, "
+			    "dist: uniform or zipf:S} expected");
+		} else {
+			k->prefixes = (uint32_t)n;
+			k->prefix_tokens = (uint32_t)l;
+		}
+		free(s);
+	}
 }
 
 static void goodput(struct rd *c, int obj, struct load_summary *s)

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "load_prefix.h"
+#include "load_prefix_use.h"
 #include "load_prompts.h"
 #include "load_trace.h"
 
@@ -136,6 +138,12 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		fprintf(f, ", prompts of %s (%zu)", c->prompts->path, c->prompts->n);
 	else if (c->trace == NULL)
 		range(f, "prompt", &c->prompt_tokens);
+	if (c->prefixes > 0) {
+		char dist[32];
+		load_prefix_dist_name(c->prefix_zipf, dist, sizeof dist);
+		fprintf(f, " after one of %u shared prefixes of %u tokens (%s)",
+		    c->prefixes, c->prefix_tokens, dist);
+	}
 	if (c->trace != NULL)
 		fprintf(f, ", %s tokens as the trace has them\n", c->prompts != NULL ?
 		    "output" : "prompt and output");
@@ -300,6 +308,14 @@ void load_report_level(FILE *f, const struct load_result *r,
 	}
 	fprintf(f, " %9s %9s %9s\n", "mean", "std", "max");
 	dist_row(f, "TTFT ms", &s->ttft, p);
+	if (c->prefixes > 0) {
+		/* the first use of each prefix, then the requests that repeat one */
+		struct load_prefix_use u;
+		(void)load_prefix_use_of(lv, p, &u);
+		dist_row(f, " prefix first", &u.ttft[0], p);
+		dist_row(f, " prefix repeat", &u.ttft[1], p);
+		load_prefix_use_free(&u);
+	}
 	dist_row(f, "TTFO ms", &s->ttfo, p);
 	dist_row(f, "TPOT ms", &s->tpot, p);
 	dist_row(f, "ITL ms", &s->itl, p);
@@ -351,6 +367,16 @@ static void levels_table(FILE *f, const struct load_result *r)
 			fprintf(f, "  %s%s", lv->slo.met ? "met" : "MISSED",
 			    lv->runs > 1 ? " (repeated)" : "");
 		fputc('\n', f);
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		struct load_prefix_use u;
+		if (lv->conf.prefixes == 0 || load_prefix_use_of(lv, &r->pcts, &u) < 0)
+			continue;
+		fprintf(f, "level %zu: TTFT p50 %.2f ms at a prefix's first use (%zu), "
+		    "%.2f ms repeating one (%zu)\n", i, u.ttft[0].median, u.ttft[0].count,
+		    u.ttft[1].median, u.ttft[1].count);
+		load_prefix_use_free(&u);
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
 		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||

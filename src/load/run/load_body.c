@@ -48,32 +48,103 @@ static int add_words(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
 /* A string literal, without its NUL. */
 #define ADD_LIT(out, s) evbuffer_add((out), (s), sizeof(s) - 1)
 
-/* The prompt as a JSON string: the file's text escaped by the one JSON
- * writer, or plain words that need no escaping. */
-static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+/* The shared prefix's words (the same for the same seed), then a blank
+ * before what follows; nothing without one. */
+static int add_prefix(struct evbuffer *out, const struct load_req *rq)
 {
-	if (rq->prompt != NULL)
-		return jsonw_strn(out, rq->prompt->text, rq->prompt->text_len);
-	if (evbuffer_add(out, "\"", 1) < 0 || add_words(out, rq->prompt_tokens, rng) < 0)
+	uint64_t seed = rq->prefix_seed;
+
+	if (rq->prefix_tokens == 0)
+		return 0;
+	if (add_words(out, rq->prefix_tokens, &seed) < 0)
+		return -1;
+	return evbuffer_add(out, " ", 1);
+}
+
+/* The prompt's own part, unquoted: the file's text escaped, or words. */
+static int add_own(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+{
+	struct evbuffer *tmp;
+	int rc;
+
+	if (rq->prompt == NULL)
+		return add_words(out, rq->prompt_tokens, rng);
+	/* the JSON writer's string, without its quotes */
+	if ((tmp = evbuffer_new()) == NULL)
+		return -1;
+	rc = jsonw_strn(tmp, rq->prompt->text, rq->prompt->text_len);
+	if (rc == 0 && evbuffer_get_length(tmp) >= 2) {
+		evbuffer_drain(tmp, 1);
+		rc = evbuffer_remove_buffer(tmp, out, evbuffer_get_length(tmp) - 1) < 0 ?
+		    -1 : 0;
+	}
+	evbuffer_free(tmp);
+	return rc;
+}
+
+/* The prompt's own part as a JSON string. */
+static int add_own_quoted(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+{
+	if (evbuffer_add(out, "\"", 1) < 0 || add_own(out, rq, rng) < 0)
 		return -1;
 	return evbuffer_add(out, "\"", 1);
 }
 
-/* A chat's messages: the file's, or one user message with the prompt. */
-static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
+/* The prompt as a JSON string: the shared prefix (--prefixes), then the
+ * file's text escaped by the one JSON writer, or plain words that need no
+ * escaping. */
+static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t *rng)
 {
-	if (rq->prompt != NULL && rq->prompt->messages != NULL)
-		return evbuffer_add(out, rq->prompt->messages, rq->prompt->messages_len);
-	if (ADD_LIT(out, "[{\"role\":\"user\",\"content\":") < 0 ||
-	    add_prompt(out, rq, rng) < 0)
+	if (rq->prompt != NULL && rq->prefix_tokens == 0)
+		return jsonw_strn(out, rq->prompt->text, rq->prompt->text_len);
+	if (evbuffer_add(out, "\"", 1) < 0 || add_prefix(out, rq) < 0 ||
+	    add_own(out, rq, rng) < 0)
+		return -1;
+	return evbuffer_add(out, "\"", 1);
+}
+
+/* A chat's messages: the file's, or one user message with the prompt; a
+ * shared prefix (--prefixes) is a system message before them, unless the
+ * API has a field of its own for it (Anthropic's "system": %S). */
+static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_t *rng,
+    int system_msg)
+{
+	const struct load_prompt *p = rq->prompt;
+
+	if (rq->prefix_tokens > 0 && system_msg) {
+		uint64_t seed = rq->prefix_seed;
+		if (ADD_LIT(out, "[{\"role\":\"system\",\"content\":\"") < 0 ||
+		    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+		    ADD_LIT(out, "\"}") < 0)
+			return -1;
+		/* the file's messages after it (its array's own bracket dropped) */
+		if (p != NULL && p->messages != NULL && p->messages_len > 0 &&
+		    p->messages[0] == '[') {
+			const char *m = p->messages + 1, *e = p->messages + p->messages_len;
+			while (m < e && (*m == ' ' || *m == '\n' || *m == '\t' || *m == '\r'))
+				m++;
+			if (m < e && *m != ']' && evbuffer_add(out, ",", 1) < 0)
+				return -1;
+			return evbuffer_add(out, m, (size_t)(e - m));
+		}
+		if (evbuffer_add(out, ",", 1) < 0)
+			return -1;
+	} else if (p != NULL && p->messages != NULL) {
+		return evbuffer_add(out, p->messages, p->messages_len);
+	} else if (evbuffer_add(out, "[", 1) < 0) {
+		return -1;
+	}
+	if (ADD_LIT(out, "{\"role\":\"user\",\"content\":") < 0 ||
+	    add_own_quoted(out, rq, rng) < 0)
 		return -1;
 	return evbuffer_add(out, "}]", 2);
 }
 
 /* Writes tpl with %P replaced by the prompt (a JSON string), %G by a
- * chat's messages, %M by the model, %N by the max tokens and %U by the
- * ask for a usage on every chunk, so each dialect's shape reads as the
- * JSON it sends. */
+ * chat's messages, %S by Anthropic's "system" member with the shared
+ * prefix (nothing without one), %M by the model, %N by the max tokens
+ * and %U by the ask for a usage on every chunk, so each dialect's shape
+ * reads as the JSON it sends. */
 static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c,
     const struct load_req *rq, uint64_t *rng)
 {
@@ -92,7 +163,17 @@ static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c
 			rc = add_prompt(out, rq, rng);
 			break;
 		case 'G':
-			rc = add_messages(out, rq, rng);
+			rc = add_messages(out, rq, rng, strstr(tpl, "%S") == NULL);
+			break;
+		case 'S':
+			if (rq->prefix_tokens > 0) {
+				uint64_t seed = rq->prefix_seed;
+				rc = ADD_LIT(out, "\"system\":\"") < 0 ||
+				    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+				    ADD_LIT(out, "\",") < 0 ? -1 : 0;
+			} else {
+				rc = 0;
+			}
 			break;
 		case 'U':
 			rc = c->continuous_usage ? ADD_LIT(out,
@@ -128,7 +209,7 @@ static const char *template_for(const struct load_conf *c)
 		return "{\"model\":\"%M\",\"input\":%P,\"max_output_tokens\":%N,"
 		    "\"stream\":true}";
 	case DIALECT_ANTHROPIC:
-		return "{\"model\":\"%M\",\"max_tokens\":%N,\"messages\":%G,"
+		return "{\"model\":\"%M\",\"max_tokens\":%N,%S\"messages\":%G,"
 		    "\"stream\":true}";
 	case DIALECT_DIFY:
 		return "{\"inputs\":{},\"query\":%P,\"response_mode\":\"streaming\","

@@ -22,6 +22,8 @@ struct load_req {
 	const struct load_header *headers; /* a trace's, over -H's of that name */
 	size_t nheaders;
 	const char *request_id;          /* X-Request-Id unless -H sets one; NULL: none */
+	uint32_t prefix_tokens;          /* --prefixes: a shared prefix first; 0: none */
+	uint64_t prefix_seed;            /* its words' seed: the same text for the same seed */
 };
 
 /* Appends the request (head and body) to out. rng: the state of the

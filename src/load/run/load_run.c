@@ -17,6 +17,7 @@
 #include "load_arrive.h"
 #include "load_body.h"
 #include "load_conn.h"
+#include "load_prefix.h"
 #include "load_prompts.h"
 #include "load_summary.h"
 #include "load_trace.h"
@@ -83,6 +84,7 @@ struct run {
 	uint64_t cooled;             /* cool-down requests */
 	int cooling;                 /* past the window: cool-down requests */
 	uint64_t rng;
+	struct load_prefix_dist prefix;   /* --prefixes: each request's draw */
 	int stopping, failed;
 	int enough;                  /* the count is reached */
 	struct evbuffer *req;
@@ -341,6 +343,11 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
 		    load_conf_draw(&c->prompt_tokens, &r->rng);
 	}
+	if (c->prefixes > 0) {
+		rq.prefix_tokens = c->prefix_tokens;
+		rq.prefix_seed = load_prefix_text_seed(&r->prefix,
+		    load_prefix_pick(&r->prefix, p->seq));
+	}
 	if (te != NULL && te->max_tokens)
 		rq.max_tokens = te->max_tokens;
 	if (rq.max_tokens == 0)
@@ -350,7 +357,8 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	s->phase = (uint8_t)p->phase;
 	s->lag_us = now > p->t0 ? (int64_t)(now - p->t0) : 0;
 	s->queued = (uint8_t)queued;
-	s->prompt_tokens = rq.prompt_tokens;
+	/* the whole prompt asked for: the shared prefix and its own part */
+	s->prompt_tokens = rq.prompt_tokens + rq.prefix_tokens;
 	s->max_tokens = rq.max_tokens;
 	if (r->opts->id_prefix != NULL) {
 		snprintf(id, sizeof(id), "%s-%llu", r->opts->id_prefix,
@@ -885,6 +893,10 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	r.ctx.done = slot_done;
 	r.ctx.lag = c->lag ? st : NULL;
 	r.ctx.tls = o->tls;
+	if (c->prefixes > 0 && load_prefix_dist_init(&r.prefix, c) < 0) {
+		log_error("out of memory");
+		goto done;
+	}
 	if (load_run_interrupted() > 0 || resolve(&r, dns) < 0)
 		goto done;
 	if (setup(&r) < 0) {
@@ -912,6 +924,7 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 done:
 	current = NULL;
 	teardown(&r);
+	load_prefix_dist_free(&r.prefix);
 	info->cpu_s = cpu_now() - cpu0;
 	return rc;
 }
