@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Spans as OTLP writes them (trace/v1/trace.proto, collector's
  * ExportTraceServiceRequest): one span per request, the GenAI semantic
- * conventions' inference span (README, "OpenTelemetry": the version, the
- * kind and why, every attribute and event). Pure: from span records
- * (span.h) into an encoder (otlpenc.h). */
+ * conventions' inference span (docs/alerts-and-metrics.md, "OpenTelemetry":
+ * the version, the kind and why, every attribute and event). Pure: from span
+ * records (span.h) into an encoder (otlpenc.h). */
 #ifndef TOKENTAP_OTLPSPAN_H
 #define TOKENTAP_OTLPSPAN_H
 
