@@ -86,8 +86,9 @@ $(TEST_DEPS): $(if $(DEPS_SH),tests/deps/build.list tests/deps/test.list $(DEPS_
 # archive (build/libtokentap.a): a program links only the objects it uses.
 DIRS       := core proxy mock load
 # tokentap's folders are its two thread planes and what they stand on
-# (README, "The house"): conf/ and wire/ below both; conn/, the worker
-# threads; stats/, export/, alerts/, pool/ and otel/, the main thread's; the program shell
+# (docs/architecture.md, "Layout"): conf/ and wire/ below both; conn/, the
+# worker threads; stats/, export/, alerts/, pool/ and otel/, the main thread's;
+# the program shell
 # (main, admin, ui) at the root. A plane's include path leaves the other
 # plane out, so a worker-side file that includes a main-thread header does
 # not build (tests/e2e/test_house.py keeps the rule).
@@ -105,8 +106,9 @@ INC_proxy_pool   := $(MAIN_PLANE)
 INC_proxy_otel   := $(MAIN_PLANE)
 INC_proxy  := $(MAIN_PLANE) -I$(P)/conn -I$(P)
 INC_mock   := -Isrc/core -Isrc/mock
-# tokentap-load's folders by role (README, "Layout"): conf/, what to send
-# (the parameters, prompts, traces); stats/, the figures (the samples, the
+# tokentap-load's folders by role (docs/architecture.md, "Layout"): conf/,
+# what to send (the parameters, prompts, traces); stats/, the figures (the
+# samples, the
 # exact summary, the SLO, the bootstrap, the results); above both run/, the
 # engine (connections, levels, searches, tokentap's /stats) and report/,
 # what is written and read back (the table, JSON, CSV, HTML, compare),

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The rules of SPEC §4 that tell, for each event of a response stream, what
- * it means: a token, the reported token counts, the end marker, an error, the
- * model. Pure code: JSON is read with jsmn on the caller's stack, nothing is
- * allocated. */
+/* The rules of docs/contract.md §4 that tell, for each event of a response
+ * stream, what it means: a token, the reported token counts, the end marker,
+ * an error, the model. Pure code: JSON is read with jsmn on the caller's
+ * stack, nothing is allocated. */
 #ifndef TOKENTAP_DIALECT_H
 #define TOKENTAP_DIALECT_H
 
@@ -58,7 +58,7 @@ enum dialect_op dialect_operation(const char *path, size_t len);
 /* The dialect one event of a stream shows (`auto` on a path that names
  * none), or DIALECT_RAW when the event does not tell. */
 enum dialect_id dialect_sniff(const struct sse_event *ev);
-/* Does the dialect's stream end with a marker (SPEC §4: [DONE],
+/* Does the dialect's stream end with a marker (docs/contract.md §4: [DONE],
  * message_stop, ...)? Elsewhere the end of the body is the end. */
 int dialect_has_end_marker(enum dialect_id d);
 /* Its marker's name ("[DONE]", "message_stop", ...), NULL where none. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The dialects of SPEC §4 and their config names. Kept apart from dialect.h
- * so the config loader does not depend on the dialect rules. */
+/* The dialects of docs/contract.md §4 and their config names. Kept apart from
+ * dialect.h so the config loader does not depend on the dialect rules. */
 #ifndef TOKENTAP_DIALECT_NAMES_H
 #define TOKENTAP_DIALECT_NAMES_H
 

@@ -35,7 +35,7 @@ void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff)
 }
 
 /* No event told the dialect: the stream is raw, and its first n events
- * were tokens (SPEC §4: every event is one) from the first on. */
+ * were tokens (docs/contract.md §4: every event is one) from the first on. */
 static void sniffed_raw(struct meter *m, uint64_t n)
 {
 	m->sniff = 0;
@@ -514,14 +514,13 @@ int64_t meter_input_tokens(const struct meter *m)
 }
 
 /* The tokens made between the first token event and the last, which TPOT
- * divides that time by: N - 1 where each event is one token (SPEC §4), N
- * less the first event's tokens where the stream's count says the events
- * carry several; the first event's own where it was told (continuous
- * usage), else the mean per event (*estimated): a backend that batches
- * (vLLM's --stream-interval) sends its first token in an event with
- * others, and N - 1 would charge the first event's tokens to the time
- * after it. -1 where there is no such time (fewer than two tokens, or
- * one event). */
+ * divides that time by: N - 1 where each event is one token (docs/contract.md
+ * §4), N less the first event's tokens where the stream's count says the
+ * events carry several; the first event's own where it was told (continuous
+ * usage), else the mean per event (*estimated): a backend that batches (vLLM's
+ * --stream-interval) sends its first token in an event with others, and N - 1
+ * would charge the first event's tokens to the time after it. -1 where there
+ * is no such time (fewer than two tokens, or one event). */
 static double tokens_after_first(const struct meter *m, int *estimated)
 {
 	int64_t n = meter_output_tokens(m);
@@ -627,7 +626,7 @@ int64_t meter_clump_gap_us(const struct meter *m)
 	return lhist_median(m->gap_hist, METER_GAP_BUCKETS);
 }
 
-/* The rule (see the README's "Clumping"): with enough token events to
+/* The rule (see docs/measurement.md, "Clumping"): with enough token events to
  * judge, most of them came in the same read as the token before, and the
  * reads that carried them were far apart. MEASURED below. */
 #define BUFFERED_MIN_TOKENS 16

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The per-request meter: the timeline of SPEC §4 and what follows from it
- * (TTFT, N and its source, TPOT, ITL, outcome inputs). Pure: the proxy hands
- * it timestamps and the decoded response body; it runs the SSE parser and the
- * dialect rules over the body and keeps the points. No allocation per event. */
+/* The per-request meter: the timeline of docs/contract.md §4 and what follows
+ * from it (TTFT, N and its source, TPOT, ITL, outcome inputs). Pure: the proxy
+ * hands it timestamps and the decoded response body; it runs the SSE parser
+ * and the dialect rules over the body and keeps the points. No allocation per
+ * event. */
 #ifndef TOKENTAP_METER_H
 #define TOKENTAP_METER_H
 
@@ -25,8 +26,8 @@ enum meter_parse { METER_PARSE_NONE, METER_PARSE_SSE, METER_PARSE_NDJSON };
 
 enum meter_model_src { MODEL_NONE, MODEL_RESPONSE, MODEL_PATH, MODEL_REQUEST };
 
-/* How a request ended (SPEC §4); the text only where it is written out
- * (meter_outcome_name). client_abort and client_timeout are the client's
+/* How a request ended (docs/contract.md §4); the text only where it is written
+ * out (meter_outcome_name). client_abort and client_timeout are the client's
  * doing (meter_outcome_client): it left, or it was too slow. */
 enum meter_outcome {
 	OUTCOME_OK, OUTCOME_CLIENT_ABORT, OUTCOME_CLIENT_TIMEOUT, OUTCOME_UPSTREAM_ABORT,
@@ -165,8 +166,9 @@ void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect);
  * the first events tell (dialect_sniff), and if they do not, the stream is
  * raw from its first event on. */
 void meter_set_dialect(struct meter *m, enum dialect_id d, int sniff);
-/* Offers the model label from a source; a stronger source wins (SPEC §4:
- * request body, then Gemini path, then first response chunk). */
+/* Offers the model label from a source; a stronger source wins
+ * (docs/contract.md §4: request body, then Gemini path, then first response
+ * chunk). */
 void meter_offer_model(struct meter *m, enum meter_model_src src,
     const char *model, size_t len);
 /* The response head: decides whether and how the body is parsed (a gzip,
@@ -286,10 +288,10 @@ void meter_wire(const struct meter *m, struct meter_wire *w);
 /* Clumping. The share of the token events after the first that came in
  * the same upstream read as the token before them (< 0 with fewer than two
  * token events), the median gap between those reads (µs, -1 without one),
- * and the verdict: does the stream look buffered on its way (SPEC names
- * the causes: a CDN, a proxy that flushes on a timer, compression, a
- * batching backend)? The rule, and the measurements behind it, are in
- * meter.c. */
+ * and the verdict: does the stream look buffered on its way
+ * (docs/measurement.md, "Clumping", names the causes: a CDN, a proxy that
+ * flushes on a timer, compression, a batching backend)? The rule, and the
+ * measurements behind it, are in meter.c. */
 double meter_clump_share(const struct meter *m);
 int64_t meter_clump_gap_us(const struct meter *m);
 /* 1 looks buffered, 0 does not, -1 too few token events to tell. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-load: a load generator and capacity-planning benchmark that
  * measures TTFT, TPOT, ITL and output speed on the client side with the
- * definitions of SPEC §4, exactly from every request, so its figures can
- * be set beside tokentap's. Options, the three commands (a run, a sweep,
- * a capacity search) and scenario files live here; the levels in
+ * definitions of docs/contract.md §4, exactly from every request, so its
+ * figures can be set beside tokentap's. Options, the three commands (a run, a
+ * sweep, a capacity search) and scenario files live here; the levels in
  * load_levels.c, one run in load_run.c. */
 #include <errno.h>
 #include <getopt.h>
@@ -860,7 +860,7 @@ static void target_failed_fixup(struct load_result *r)
 			r->capacity[i].stopped = "failed";
 }
 
-/* The exit status of levels that ran (the README's "Exit status"), with
+/* The exit status of levels that ran (docs/load-testing.md, "Exit status"), with
  * its reason on stderr: 3 when the target failed (its pre-flight, an
  * error rate past --stop-error-rate, no request ok), 1 when a capacity
  * search met no level. */

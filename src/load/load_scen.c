@@ -526,7 +526,8 @@ int load_scen_value(const struct load_target *t, const struct loadstats *st,
 	}
 	if (baseline == NULL)
 		return -1;
-	/* the figures SPEC §5's trend follows: TTFT p95, TPOT p50 */
+	/* the figures docs/contract.md §5's trend follows: TTFT p95, TPOT
+	 * p50 */
 	s = t->metric == LOAD_M_TTFT ? LOAD_S_P95 : LOAD_S_P50;
 	cur = stat_us(st, t->metric, s);
 	ref = stat_us(baseline, t->metric, s);

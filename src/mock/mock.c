@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tokentap-mock: a simulated LLM backend speaking the dialects of SPEC §4
- * with scheduled TTFT, TPOT, jitter, token counts and faults. Options,
- * listeners, worker threads and shutdown live here. */
+/* tokentap-mock: a simulated LLM backend speaking the dialects of
+ * docs/contract.md §4 with scheduled TTFT, TPOT, jitter, token counts and
+ * faults. Options, listeners, worker threads and shutdown live here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>

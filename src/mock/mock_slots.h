@@ -2,9 +2,9 @@
 /* tokentap-mock --slots N: a backend that decodes at most N sequences at
  * once, the rest waiting their turn first come, first served (vLLM's
  * max_num_seqs with its waiting queue), so that its saturation is known in
- * closed form (README, "tokentap-mock"). One set of slots for the whole
- * process: a slot freed on one worker thread goes to the request that
- * waited longest, whichever worker holds it, woken on its own loop. */
+ * closed form (docs/load-testing.md, "tokentap-mock"). One set of slots for
+ * the whole process: a slot freed on one worker thread goes to the request
+ * that waited longest, whichever worker holds it, woken on its own loop. */
 #ifndef TOKENTAP_MOCK_SLOTS_H
 #define TOKENTAP_MOCK_SLOTS_H
 

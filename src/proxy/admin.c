@@ -106,7 +106,8 @@ static void bad_query(struct evhttp_request *req, const char *what)
 }
 
 /* by=route,tenant,model: the groups are keyed by exactly the fields asked
- * (SPEC §5: by=tenant sums a tenant over its routes); route when absent. */
+ * (docs/contract.md §5: by=tenant sums a tenant over its routes); route when
+ * absent. */
 static int parse_by(const char *v, unsigned *by)
 {
 	char buf[128], *save = NULL;

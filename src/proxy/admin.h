@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The admin HTTP server (SPEC §5) on admin.address, run by the main
- * thread's event loop so it never competes with proxy traffic. */
+/* The admin HTTP server (docs/contract.md §5) on admin.address, run by the
+ * main thread's event loop so it never competes with proxy traffic. */
 #ifndef TOKENTAP_ADMIN_H
 #define TOKENTAP_ADMIN_H
 

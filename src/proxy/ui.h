@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The live dashboard of SPEC §5 (GET /ui): a static page, built into the
- * binary, that reads /stats and /alerts from the browser; and
+/* The live dashboard of docs/contract.md §5 (GET /ui): a static page, built
+ * into the binary, that reads /stats and /alerts from the browser; and
  * /ui/config.json, the windows and per-route thresholds the page colours
  * figures against (/stats does not carry them). */
 #ifndef TOKENTAP_UI_H

@@ -3,7 +3,8 @@
 """make bench: the same load four ways in one run, to tokentap-mock
 directly, through the floor (tests/bench/relay.c: a bare relay, what any
 proxy must spend), through tokentap and through nginx (proxy_buffering
-off), for the figures of SPEC §7, and the stall-free streams of each path.
+off), for the figures of docs/contract.md §7, and the stall-free streams
+of each path.
 
   python3 tests/bench/bench.py [--quick] [--runs N] [--only SECTIONS] [--out FILE]
   python3 tests/bench/bench.py --report FILE
@@ -80,8 +81,8 @@ FULL = {
     "runs": 3,
     # 3,000: past what 2 CPUs carry (the overload level)
     "levels": [100, 500, 1000, 3000],
-    # where SPEC §7 compares the proxies (100 and 1,000 streams) and at
-    # the overload level, more runs: p99 and max vary from run to run
+    # where docs/contract.md §7 compares the proxies (100 and 1,000 streams)
+    # and at the overload level, more runs: p99 and max vary from run to run
     "level_runs": {100: 5, 1000: 5, 3000: 5},
     "duration": "4s", "ramp": "1s",
     "tp_streams": 100, "tp_tokens": 2000, "tp_duration": "4s",

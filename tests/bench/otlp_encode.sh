@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # The OTLP span encoder against Debian's protobuf-c (tests/bench/otlp_encode.c):
-# the measurement behind README "One protobuf writer". Needs the plain
-# build (make) and protobuf-c-compiler and libprotobuf-c-dev, which make
+# the measurement behind docs/alerts-and-metrics.md, "One protobuf
+# writer". Needs the plain build (make) and protobuf-c-compiler and
+# libprotobuf-c-dev, which make
 # does not install (tokentap does not use them):
 #   apt-get install protobuf-c-compiler libprotobuf-c-dev
 #   sh tests/bench/otlp_encode.sh

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The results of bench.py as tables (stdout and build/bench.md), the SPEC §7
-targets checked against them, and the JSON file."""
+"""The results of bench.py as tables (stdout and build/bench.md), the
+docs/contract.md §7 targets checked against them, and the JSON file."""
 import json
 import os
 
 import figures as fg
 from figures import Section, num, times
 
-TARGET_LEVEL = 1000        # SPEC §7: latency and CPU at 1,000 streams
+TARGET_LEVEL = 1000        # docs/contract.md §7: latency, CPU at 1,000 streams
 MEMORY_LEVEL = 8000        # memory at 8,000
 FLOOR_LEVELS = (100, 1000)  # CPU per event within 1.05x of the floor there
 OVERLOAD_LEVEL = 3000      # past the 2-CPU box's capacity
@@ -556,7 +556,8 @@ def targets_section(tg):
         rows.append([t["name"], t["target"],
                      "-" if v is None else num(v, digits) + " " + t["unit"],
                      {True: "met", False: "MISSED", None: "-"}[t["met"]]])
-    return Section("Targets (SPEC section 7, and against the floor and nginx)",
+    return Section("Targets (docs/contract.md §7, and against the floor "
+                   "and nginx)",
                    ["target", "goal", "value", ""], rows)
 
 

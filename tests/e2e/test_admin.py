@@ -57,8 +57,8 @@ def test_stats_match_access_log():
 
 
 def test_stats_by_groups_exactly_by_the_fields_asked():
-    """SPEC §5: by=tenant sums each tenant over every route it used; the
-    key fields are the ones asked, and no other."""
+    """docs/contract.md §5: by=tenant sums each tenant over every route it
+    used; the key fields are the ones asked, and no other."""
     with Mock() as m, Tokentap(
             "tenant: {header: X-Tenant-Id}\nroutes:\n"
             f"  - {{name: a, match: {{path_prefix: /a/}}, upstream: {m.url()}}}\n"

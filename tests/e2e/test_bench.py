@@ -196,7 +196,8 @@ def test_bench_targets_and_tables():
     # the table people read says the same as the JSON
     md = _RUN["md"]
     assert "| streams | path | p50 |" in md, md[:2000]
-    assert "Targets (SPEC section 7" in _RUN["stdout"], _RUN["stdout"][-3000:]
+    assert "Targets (docs/contract.md §7" in _RUN["stdout"], \
+        _RUN["stdout"][-3000:]
     assert "Ratios to the floor" in md and "Stall-free streams" in md, md[:2000]
     assert "The client's own accuracy" in md and "client TTFT error p99" in md
     assert "Timing: the wall-clock figures make test leaves" in md, md[-3000:]

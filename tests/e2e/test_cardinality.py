@@ -208,14 +208,15 @@ def test_idle_label_sets_and_names_are_given_back():
 # ---- 100,000 groups (issue 26, item 6) --------------------------------------
 
 TENANTS, MODELS = 1000, 100        # the default max_tenants x max_models
-PER_GROUP_KB = 3.0                 # README: about 2 KB a group of one request
+PER_GROUP_KB = 3.0                 # docs/alerts-and-metrics.md: about 2 KB
 
 
 def test_100k_groups_stay_within_the_stated_memory_and_stats_is_paged():
     """100,000 (tenant, model) groups, the defaults' max_tenants x
     max_models, one request each through tokentap: RSS grows by at most
-    3 KB a group (README: about 2 KB; before: 8.1 KB, and 1.5 GB in all
-    once /stats had read them), and /stats?by=route,tenant,model answers a
+    3 KB a group (docs/alerts-and-metrics.md: about 2 KB; before: 8.1 KB,
+    and 1.5 GB in all once /stats had read them), and
+    /stats?by=route,tenant,model answers a
     page of 1,000 rows that says how many there are (before: 85 MB in one
     answer, 7.6 s of the main thread)."""
     def req(tenant, model):

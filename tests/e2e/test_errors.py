@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Every error tokentap answers itself (SPEC §3), each with its outcome in
-the access log."""
+"""Every error tokentap answers itself (docs/contract.md §3), each with its
+outcome in the access log."""
 import socket
 import time
 

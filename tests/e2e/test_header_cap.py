@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The 128-field cap on a head (HTTPHEAD_MAX_HEADERS, documented in the
-README and tokentap(8)): a request with 128 fields goes through, the 129th
-is a 431 tokentap answers itself (logged `rejected`, the backend never
+docs/operating.md and tokentap(8)): a request with 128 fields goes
+through, the 129th is a 431 tokentap answers itself (logged `rejected`, the
+backend never
 asked); a response with 129 fields is a 502. nginx 1.22 has no count,
 only its header buffers' size.
 """

@@ -527,8 +527,9 @@ def test_docker_config_and_libraries():
         assert "TOKENTAP_ADMIN_TOKEN" in r.stderr and "loopback" in r.stderr, r.stderr
         r = run(sh, env={"PATH": "/usr/bin:/bin", "TOKENTAP_ADMIN_TOKEN": "x"})
         assert (r.stdout, r.stderr) == ("-c /etc/tokentap/tokentap-admin.yaml\n", ""), r
-        # and the README's docker run, which publishes 9464, sets the token
-        with open(os.path.join(ROOT, "README.md")) as f:
+        # and the documented docker run (docs/operating.md, "Deployment"),
+        # which publishes 9464, sets the token
+        with open(os.path.join(ROOT, "docs", "operating.md")) as f:
             readme = f.read()
         run_line = readme[readme.index("`docker run"):][:300]
         assert "-p 9464:9464" in run_line and "TOKENTAP_ADMIN_TOKEN=" in run_line, run_line

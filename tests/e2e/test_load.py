@@ -327,7 +327,7 @@ def test_faults_counted():
 
 
 def test_proxy_and_load_agree_on_a_stream_cut_before_its_end_marker():
-    """One outcome rule (SPEC §4), decided in the shared meter: a
+    """One outcome rule (docs/contract.md §4), decided in the shared meter: a
     close-delimited OpenAI stream that ends without [DONE] is
     upstream_abort in tokentap's access log and in tokentap-load alike; the
     same stream with its end marker is ok in both."""

@@ -3,7 +3,7 @@
 sweeps that stop at the knee, the largest concurrency and request rate
 that meet an SLO, the input-length study, and tokentap's own figures beside
 the client's. The backend is tokentap-mock with --slots, whose saturation
-is known in closed form (README, "tokentap-mock"):
+is known in closed form (docs/load-testing.md, "tokentap-mock"):
 
   a request takes one of S slots (or waits, first come first served), its
   first token is due ttft after the slot, each next token tpot after the

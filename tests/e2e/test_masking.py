@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Credentials in the request target stay out of every output (SPEC §5):
-the values of credential parameters are masked in the access log however
+"""Credentials in the request target stay out of every output
+(docs/contract.md §5): the values of credential parameters are masked in
+the access log however
 the client spells the name (k%65y), whatever separates the parameters
 (;), and in the path too (/models/key=..., matrix parameters); a Gemini
 path's "model" that is a parameter labels nothing. Sent by curl, which

@@ -191,8 +191,8 @@ def test_tenant_from_header_and_api_key():
 
 
 def test_secret_query_values_masked():
-    """Every credential parameter of SPEC §5, in any case, and the ones the
-    config adds (access_log_mask), logged as ***; nothing else."""
+    """Every credential parameter of docs/contract.md §5, in any case, and the
+    ones the config adds (access_log_mask), logged as ***; nothing else."""
     names = ["key", "API_KEY", "apikey", "api-key", "Token", "access_token", "sig",
              "signature", "auth", "password", "secret", "session_id"]
     query = "&".join(f"{n}=S{i}CRET" for i, n in enumerate(names))

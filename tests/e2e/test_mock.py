@@ -37,7 +37,7 @@ PATHS = {
 
 def dialect_summary(kind, resp):
     """Token events, reported output count and end marker, read the way
-    SPEC §4 defines them for the dialect."""
+    docs/contract.md §4 defines them for the dialect."""
     tokens, usage, end, errors, models = [], None, False, 0, set()
     for t, raw in resp.events:
         if kind == "ollama":

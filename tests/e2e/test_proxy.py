@@ -53,8 +53,8 @@ def test_one_mib_event_and_curl():
 
 def test_close_delimited_body():
     """A body delimited by the close passes whole; its outcome follows the
-    one rule (SPEC §4): on an OpenAI route, ok with the stream's end marker,
-    upstream_abort without it (the stream was cut short)."""
+    one rule (docs/contract.md §4): on an OpenAI route, ok with the stream's
+    end marker, upstream_abort without it (the stream was cut short)."""
     for done, outcome in ((b"data: [DONE]\n\n", "ok"), (b"", "upstream_abort")):
         payload = b"data: a\n\ndata: b\n\n" + done
 
@@ -231,8 +231,9 @@ def test_client_disconnect_closes_the_upstream_at_once():
 
 
 def test_each_read_is_written_in_the_same_loop_turn():
-    """SPEC §3: a read from the upstream goes to the client before the next
-    read, without waiting a loop turn for write readiness: in the system
+    """docs/contract.md §3: a read from the upstream goes to the client
+    before the next read, without waiting a loop turn for write readiness:
+    in the system
     calls, each upstream read (recvmsg, or libevent's readv) is followed by
     the client write (sendto or writev), and no epoll_ctl toggles interest
     per event. Both sockets have TCP_NODELAY: Nagle would hold a small

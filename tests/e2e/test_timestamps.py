@@ -15,7 +15,7 @@ check is seen to fail so). A bracket wider than a millisecond says the
 test's own threads were kept waiting: that request is not judged; nor is
 one whose first two tokens reached the client together, since a worker
 kept away for a whole gap reads them in one read, stamped with the later
-arrival (README, "What a stamp can and cannot say"). Through
+arrival (docs/measurement.md, "What a stamp can and cannot say"). Through
 TLS both ways (a TLS client, a TLS backend: tls.c's stamped socket BIO)
 the same holds."""
 import os
@@ -32,8 +32,8 @@ TOKENS = 6
 FIRST_S = 0.08      # the first token's delay after the request
 # and between tokens: longer than a starved worker stays away (a sanitizer
 # build beside the hog was seen away 50 ms), since a read that merges two
-# tokens is stamped with the later one's arrival (README, "What a stamp
-# can and cannot say"): TTFT one gap long
+# tokens is stamped with the later one's arrival (docs/measurement.md,
+# "What a stamp can and cannot say"): TTFT one gap long
 GAP_S = 0.15
 SLACK_MS = 0.02     # the log's µs rounding, and the clocks' truncation
 # the first a warm-up; then requests until JUDGED can be judged (a busy

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The access log's request target: the value of every credential
- * parameter masked wherever a server would read one (SPEC §5): in the
- * query whatever separates the parameters (& or ;) and however the name is
- * spelled (case, percent-escapes), and in the path as a matrix parameter
- * or a segment of its own. Nothing else changes, and a cut never leaves
- * half a value. */
+ * parameter masked wherever a server would read one (docs/contract.md §5): in
+ * the query whatever separates the parameters (& or ;) and however the name is
+ * spelled (case, percent-escapes), and in the path as a matrix parameter or a
+ * segment of its own. Nothing else changes, and a cut never leaves half a
+ * value. */
 #include "accesslog.h"
 
 #include "unit.h"

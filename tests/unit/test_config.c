@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of the config loader: good files give the values SPEC §2 says,
- * and every kind of mistake is reported as "t.yaml:LINE:COL: message" at
- * the place it was made, all of them in one run, in file order. */
+/* Unit tests of the config loader: good files give the values docs/contract.md
+ * §2 says, and every kind of mistake is reported as "t.yaml:LINE:COL: message"
+ * at the place it was made, all of them in one run, in file order. */
 #include <sched.h>
 #include <strings.h>
 #include <unistd.h>
@@ -211,9 +211,10 @@ static void test_minimal(void **state)
 	conf_unref(c);
 }
 
-/* SPEC §2's example with the secrets from the environment. Two changes:
- * https upstream -> http until TLS upstreams land, and ${ACME_KEY_SHA256}
- * quoted, since a plain scalar in a flow mapping cannot hold '{'. */
+/* docs/contract.md §2's example with the secrets from the environment. Two
+ * changes: https upstream -> http until TLS upstreams land, and
+ * ${ACME_KEY_SHA256} quoted, since a plain scalar in a flow mapping cannot
+ * hold '{'. */
 static const char full_example[] =
     "listen:                          # default: [{address: 127.0.0.1:8080}]\n"
     "  - address: 0.0.0.0:8080\n"

@@ -4,8 +4,8 @@
  * path model, and non-streamed bodies.
  *
  * The fixture figures below were counted independently with a separate
- * Python WHATWG parser and the rules of SPEC §4; the openai-python ones
- * match the fixtures README's table. */
+ * Python WHATWG parser and the rules of docs/contract.md §4; the openai-python
+ * ones match the fixtures README's table. */
 
 #include "dialect.h"
 #include "sse.h"

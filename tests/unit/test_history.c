@@ -520,7 +520,7 @@ static uint64_t lognormal(uint64_t *seed, double m, double sigma)
 /* What a day of one busy route costs, with the shipped steps (10 s for an
  * hour, 1 min for a day): HISTORY_DAY_RATE requests a second (default 2),
  * TTFT around 400 ms, 50 tokens 20 ms apart, every hundredth an error.
- * The figure the README gives; the test holds it under a bound. */
+ * The figure docs/operating.md gives; the test holds it under a bound. */
 static void test_memory_of_a_day(void **state)
 {
 	static const struct conf_history_step shipped[] = { { 10 * S, 3600 * S }, { 60 * S, 86400 * S } };

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The per-request meter against SPEC §4: when an event counts as complete,
- * which bodies are parsed, where the model label comes from, token counts
- * from usage or from events, ITL, and the non-stream JSON body. (TTFT and
- * TPOT arithmetic is also checked through tokentap-load in test_loadstats.) */
+/* The per-request meter against docs/contract.md §4: when an event counts as
+ * complete, which bodies are parsed, where the model label comes from, token
+ * counts from usage or from events, ITL, and the non-stream JSON body. (TTFT
+ * and TPOT arithmetic is also checked through tokentap-load in
+ * test_loadstats.) */
 
 #include "json.h"
 #include "meter.h"
@@ -126,9 +127,9 @@ static void test_itl_and_usage(void **state)
 	meter_free(&m);
 }
 
-/* Which bodies are parsed (SPEC §4): text/event-stream with parameters and
- * in any case; application/x-ndjson; any body on the ollama dialect but a
- * JSON one; nothing compressed; other types are not streams. */
+/* Which bodies are parsed (docs/contract.md §4): text/event-stream with
+ * parameters and in any case; application/x-ndjson; any body on the ollama
+ * dialect but a JSON one; nothing compressed; other types are not streams. */
 static void test_which_bodies_are_parsed(void **state)
 {
 	static const struct {
@@ -697,8 +698,8 @@ static void test_chunks_are_not_tokens(void **state)
 	assert_true(meter_speed_tokens(&m) == 15);
 	meter_free(&m);
 
-	/* the same events without a count: one token an event, as SPEC §4
-	 * says, and nothing told of the first */
+	/* the same events without a count: one token an event, as
+	 * docs/contract.md §4 says, and nothing told of the first */
 	meter_init(&m, 0, DIALECT_OPENAI);
 	head(&m, SSE, 0, 10);
 	feed(&m, TOK, 100);

@@ -731,7 +731,8 @@ static void panel_errors(struct page *pg)
 			seen[o] |= r->levels[i].sum.outcomes[o] > 0;
 	}
 	section(pg, "errors", "Errors by cause", 0, top > 0 ?
-	    "Share of each level's measured requests, by outcome (SPEC §4's one rule)." :
+	    "Share of each level's measured requests, by outcome "
+	    "(docs/contract.md §4's one rule)." :
 	    "No level had an error.");
 	load_plot_init(&p, pg->f, -0.5, (double)r->nlevels - 0.5, 0, 0, top > 0 ? top : 1);
 	p.nxt = 0;                   /* the levels label their bars */

@@ -604,7 +604,8 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	memset(&s, 0, sizeof(s));
 	if (oc < 0)
 		bad(c, get(c, el, "outcome") >= 0 ? get(c, el, "outcome") : el, "outcome",
-		    "an outcome of SPEC §4 expected (ok, timeout, ...)");
+		    "an outcome of docs/contract.md §4 expected (ok, timeout, "
+		    "...)");
 	s.outcome = oc < 0 ? OUTCOME_UPSTREAM_ERROR : (enum meter_outcome)oc;
 	s.seq = cnt(c, el, "seq");
 	s.start_us = (uint64_t)(us(c, el, "start_ms") < 0 ? 0 : us(c, el, "start_ms"));

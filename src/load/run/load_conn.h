@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One client connection of tokentap-load: it sends a request, parses the
  * response with llhttp, feeds the body to the shared meter (so the figures
- * follow SPEC §4 exactly as tokentap computes them) and reports how the
- * request ended. A connection is kept alive between requests when the
+ * follow docs/contract.md §4 exactly as tokentap computes them) and reports
+ * how the request ended. A connection is kept alive between requests when the
  * server allows it; a kept connection that the server had closed while idle
  * gets the request once more on a fresh connection. */
 #ifndef TOKENTAP_LOAD_CONN_H

@@ -11,7 +11,7 @@
  * latency rose by more than G x (r - 1): more load bought no throughput,
  * only waiting (Little's law: in a closed loop the two must go together).
  * The knee is the level before it. The rule, and the measurements behind
- * its 10 %, are in the README ("Sweeps").
+ * its 10 %, are in docs/load-testing.md ("Sweeps").
  *
  * An open loop (a rate sweep) offers its load whatever happens: a level
  * is saturated when it carried (requests completed in the window per s)

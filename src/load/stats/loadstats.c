@@ -41,8 +41,9 @@ void loadstats_sample(struct load_sample *s, const struct meter *m,
 	s->tpot_us = -1;
 	s->output_speed = -1;
 	s->connect_us = -1;
-	/* SPEC §4's TPOT, undefined unless tokens came after the first chunk;
-	 * exact (a double), where the meter's integer µs would round down */
+	/* docs/contract.md §4's TPOT, undefined unless tokens came after the
+	 * first chunk; exact (a double), where the meter's integer µs would
+	 * round down */
 	if (meter_tpot_us(m) >= 0 && after > 0) {
 		double span = (double)(m->t_last_token - m->t_first_token);
 		s->tpot_us = span / after;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tokentap-load's raw measurements: one sample per request (warm-up ones
- * too, flagged) with the figures of SPEC §4 derived from the shared
- * per-request meter, and every inter-token gap, kept whole so that every
- * figure the tool reports is computed exactly from them (load_summary.h)
- * and a later reader (compare, the HTML report) can test them. Nothing
- * here is bucketed: the client side is an independent check of tokentap's
- * histograms. Pure: no I/O, no clock. */
+ * too, flagged) with the figures of docs/contract.md §4 derived from the
+ * shared per-request meter, and every inter-token gap, kept whole so that
+ * every figure the tool reports is computed exactly from them (load_summary.h)
+ * and a later reader (compare, the HTML report) can test them. Nothing here is
+ * bucketed: the client side is an independent check of tokentap's histograms.
+ * Pure: no I/O, no clock. */
 #ifndef TOKENTAP_LOADSTATS_H
 #define TOKENTAP_LOADSTATS_H
 

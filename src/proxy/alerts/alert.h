@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Threshold alert rules (SPEC §6), pure logic: no clock, no I/O.
+/* Threshold alert rules (docs/contract.md §6), pure logic: no clock, no I/O.
  *
  * A rule exists per route (and per (route, tenant) with per_tenant) for each
  * metric and severity whose threshold is configured. The caller feeds the
@@ -121,7 +121,7 @@ void alert_report_outside(struct alert_set *s, const struct alert_transition *t)
  * before); for outside rules to write theirs alike. */
 void alert_json_burn(struct evbuffer *out, const struct alert_transition *t);
 
-/* {"rules": [...], "transitions": [...]} (SPEC §5 /alerts) */
+/* {"rules": [...], "transitions": [...]} (docs/contract.md §5 /alerts) */
 void alert_json(const struct alert_set *s, struct evbuffer *out);
 /* tokentap_alert_firing, with its HELP and TYPE lines. */
 struct promout;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* How an alert transition reads: the error-log line, the webhook body of
- * SPEC §6 and an Alertmanager API v2 alert; and the JSON number /alerts
- * shares with them (strings and times: jsonw.h; numbers: alert_json_value). No I/O. */
+ * docs/contract.md §6 and an Alertmanager API v2 alert; and the JSON number
+ * /alerts shares with them (strings and times: jsonw.h; numbers:
+ * alert_json_value). No I/O. */
 #ifndef TOKENTAP_ALERT_FORMAT_H
 #define TOKENTAP_ALERT_FORMAT_H
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `tokentap --prometheus-rules -c FILE`: every built-in alert (SPEC §6:
- * alert.c's threshold rules, slo.c's SLOBurnRate) as Prometheus recording
- * and alerting rules over the /metrics of each instance, with the config's
- * thresholds per route (and per tenant), quantile, window, for,
- * min_samples and hysteresis. Pure: writes YAML to f.
+/* `tokentap --prometheus-rules -c FILE`: every built-in alert
+ * (docs/contract.md §6: alert.c's threshold rules, slo.c's SLOBurnRate) as
+ * Prometheus recording and alerting rules over the /metrics of each instance,
+ * with the config's thresholds per route (and per tenant), quantile, window,
+ * for, min_samples and hysteresis. Pure: writes YAML to f.
  *
  * One page for one condition: an alert carries the alertname, severity and
  * labels tokentap's notifiers send (alert_format.c), instance included.

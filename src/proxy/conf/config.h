@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The configuration (SPEC §2): loaded from YAML with libyaml, validated
- * whole, then read-only. A loaded config is shared by worker threads and
- * reference-counted: each request keeps the config it started with, so a
+/* The configuration (docs/contract.md §2): loaded from YAML with libyaml,
+ * validated whole, then read-only. A loaded config is shared by worker threads
+ * and reference-counted: each request keeps the config it started with, so a
  * SIGHUP reload never changes a stream in flight. */
 #ifndef TOKENTAP_CONFIG_H
 #define TOKENTAP_CONFIG_H
@@ -235,8 +235,9 @@ struct conf_otel {
 	int explicit_buckets;        /* histograms: exponential (0) or explicit */
 	struct conf_pos at;          /* the otel: map */
 };
-/* Where the times of reads come from (README, "TTFT and TPOT, defined
- * right"): the kernel's receive stamps, or the event loop's clock. */
+/* Where the times of reads come from (docs/measurement.md, "Where each
+ * time comes from"): the kernel's receive stamps, or the event loop's
+ * clock. */
 enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
 
 struct conf {

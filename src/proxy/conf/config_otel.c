@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* otel: the OpenTelemetry export's keys (README, "OpenTelemetry"), and
- * the OTel SDKs' environment variables (OTEL_EXPORTER_OTLP_ENDPOINT and
- * friends, as the specification names them) for what the file leaves
- * unset: a container or a unit file sets the collector the way it sets
- * it for every other OTel-instrumented program. The file wins over the
- * environment, the environment over the defaults. */
+/* otel: the OpenTelemetry export's keys (docs/alerts-and-metrics.md,
+ * "OpenTelemetry"), and the OTel SDKs' environment variables
+ * (OTEL_EXPORTER_OTLP_ENDPOINT and friends, as the specification names them)
+ * for what the file leaves unset: a container or a unit file sets the
+ * collector the way it sets it for every other OTel-instrumented program. The
+ * file wins over the environment, the environment over the defaults. */
 #include "config_schema.h"
 
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The schema of SPEC §2: one table per mapping (the core's walker, yconf.c,
- * does the typing), plus the keys and cross-key rules that need code of
- * their own: addresses, URLs, enums, lists of sections, "both or neither",
+/* The schema of docs/contract.md §2: one table per mapping (the core's walker,
+ * yconf.c, does the typing), plus the keys and cross-key rules that need code
+ * of their own: addresses, URLs, enums, lists of sections, "both or neither",
  * warning <= critical. */
 #include "config_schema.h"
 

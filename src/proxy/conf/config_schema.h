@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Between the config's two halves: config.c (life cycle, entry points)
  * reads a file with the core's table-driven reader (yconf.h) along the
- * schema of SPEC §2 in config_schema.c. Nothing outside config*.c
+ * schema of docs/contract.md §2 in config_schema.c. Nothing outside config*.c
  * includes this. */
 #ifndef TOKENTAP_CONFIG_SCHEMA_H
 #define TOKENTAP_CONFIG_SCHEMA_H

@@ -98,8 +98,8 @@ static void put_phases(struct jsonw_buf *b, const struct meter *m)
 	jsonw_buf_puts(b, "}");
 }
 
-/* Parameters whose values are credentials (SPEC §5): compared without
- * case; the config may name more (access_log_mask). */
+/* Parameters whose values are credentials (docs/contract.md §5): compared
+ * without case; the config may name more (access_log_mask). */
 static const char *const credentials[] = {
 	"key", "api_key", "apikey", "api-key", "token", "access_token", "sig",
 	"signature", "auth", "password", "secret",

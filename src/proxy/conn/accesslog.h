@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The JSON access log (SPEC §5): one line per request, written when it
- * ends, with a single write(2) so lines from worker threads never mix. */
+/* The JSON access log (docs/contract.md §5): one line per request, written
+ * when it ends, with a single write(2) so lines from worker threads never
+ * mix. */
 #ifndef TOKENTAP_ACCESSLOG_H
 #define TOKENTAP_ACCESSLOG_H
 

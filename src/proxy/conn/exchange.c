@@ -1231,7 +1231,8 @@ static unsigned stats_mint(struct exchange *x)
 }
 
 /* The statistics group: route, tenant, and the best model label so far
- * (SPEC §4: request body, Gemini path, first response chunk, route name). */
+ * (docs/contract.md §4: request body, Gemini path, first response chunk, route
+ * name). */
 static void stats_key_of(struct exchange *x, struct sample_key *k)
 {
 	const char *route = x->route ? x->route->name : "-";

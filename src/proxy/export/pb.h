@@ -9,7 +9,7 @@
  * this writes each field once, in order, into one buffer. Measured on an
  * OTLP span (tests/bench/otlp_encode.sh): 1.6 us here, 2.2 us with
  * protobuf-c at its best (one arena), 18 us allocating per message
- * (README, "One protobuf writer"). Pure. */
+ * (docs/alerts-and-metrics.md, "One protobuf writer"). Pure. */
 #ifndef TOKENTAP_PB_H
 #define TOKENTAP_PB_H
 

@@ -17,7 +17,7 @@ enum { TEMP_DELTA = 1, TEMP_CUMULATIVE = 2 };
  * (metrics.names), one OTLP metric. The conventions' client metrics:
  * tokentap is the model's client (its span is a CLIENT span), so its
  * figures are what a client measures of the model, never the model
- * server's own gen_ai.server.* (README, "OpenTelemetry"). The rest
+ * server's own gen_ai.server.* (docs/alerts-and-metrics.md, "OpenTelemetry"). The rest
  * (TTFT from the client's first byte, TPOT per request, ...) are
  * tokentap.* below. */
 static const struct {

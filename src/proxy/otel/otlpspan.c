@@ -86,7 +86,7 @@ static double seconds(int64_t us)
 }
 
 /* The client's errors are the client's: the model's call did not fail
- * (README: status from the outcome). */
+ * (docs/alerts-and-metrics.md: status from the outcome). */
 static unsigned status_of(unsigned outcome)
 {
 	switch (outcome) {

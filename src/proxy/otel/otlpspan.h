@@ -3,7 +3,7 @@
  * ExportTraceServiceRequest): two spans per request, the HTTP server
  * conventions' SERVER span of the request tokentap received and, its
  * child, the GenAI semantic conventions' inference span of the call to
- * the model (README, "OpenTelemetry": the version, the kinds and why,
+ * the model (docs/alerts-and-metrics.md, "OpenTelemetry": the version, the kinds and why,
  * every attribute and event). Pure: from span records (span.h) into an
  * encoder (otlpenc.h). */
 #ifndef TOKENTAP_OTLPSPAN_H

@@ -18,13 +18,13 @@
 
 /* ---- bucket sets --------------------------------------------------------- */
 
-/* Classic bounds (SPEC §5), in µs (tokens for B_TOKENS). They hold the
- * OpenTelemetry GenAI advice; from 2.5 ms to 2 min for TTFT and 1 ms to
- * 2.5 s for TPOT and ITL adjacent bounds are at most 1.6x apart (1.5x
- * from 5 ms, mostly 1.2-1.33x), so histogram_quantile on them stays within about a quarter
- * of the truth even when the values crowd into one bucket; every
- * threshold configured is added; past the table each set doubles until it
- * is above the longest timeout that bounds its values. */
+/* Classic bounds (docs/contract.md §5), in µs (tokens for B_TOKENS). They hold
+ * the OpenTelemetry GenAI advice; from 2.5 ms to 2 min for TTFT and 1 ms to
+ * 2.5 s for TPOT and ITL adjacent bounds are at most 1.6x apart (1.5x from 5
+ * ms, mostly 1.2-1.33x), so histogram_quantile on them stays within about a
+ * quarter of the truth even when the values crowd into one bucket; every
+ * threshold configured is added; past the table each set doubles until it is
+ * above the longest timeout that bounds its values. */
 enum { B_TTFT, B_TPOT, B_DURATION, B_CONNECT, B_TOKENS, B_OVERHEAD, B_COUNT };
 
 #define BOUNDS_MAX 80
@@ -70,7 +70,7 @@ struct hfamily {
 
 /* One line per exported histogram; the OpenTelemetry ones are the GenAI
  * semantic conventions' client metrics (tokentap is the model's client;
- * README, "OpenTelemetry"), names and units. A figure the conventions
+ * docs/alerts-and-metrics.md, "OpenTelemetry"), names and units. A figure the conventions
  * have no name for (TTFT from the client's first byte, TPOT per request)
  * keeps tokentap's under either names. Rows of one name follow each
  * other (one family). */
@@ -302,9 +302,9 @@ static void timeouts_max(const struct conf_timeouts *t, uint64_t *any, uint64_t 
 		*connect = t->connect_us;
 }
 
-/* SPEC §5: every threshold configured anywhere is a bound, so the share of
- * requests over a threshold is exact in PromQL; every SLO target too, so
- * a fleet's attainment from the buckets is exact. */
+/* docs/contract.md §5: every threshold configured anywhere is a bound, so the
+ * share of requests over a threshold is exact in PromQL; every SLO target too,
+ * so a fleet's attainment from the buckets is exact. */
 static void thresholds_bounds(const struct conf *c, struct bset *b)
 {
 	for (size_t i = 0; i <= c->n_routes; i++) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The Prometheus series of the requests (SPEC §5), kept on the main
- * thread beside the /stats groups: per label set (route, tenant, model,
- * upstream, and with OpenTelemetry names the operation and provider) cumulative
- * histograms with classic and native buckets, and counters; per route the
- * upstream connect histogram and the proxy's own overhead.
+/* The Prometheus series of the requests (docs/contract.md §5), kept on the
+ * main thread beside the /stats groups: per label set (route, tenant, model,
+ * upstream, and with OpenTelemetry names the operation and provider)
+ * cumulative histograms with classic and native buckets, and counters; per
+ * route the upstream connect histogram and the proxy's own overhead.
  *
  * Cardinality is the operator's: a statistics group maps to a label set,
  * the tenant label only for tenants the operator named (tenant.c), the

@@ -70,9 +70,9 @@ struct name_set {
 
 /* A statistics group: what one (route, tenant, model, replica, dialect,
  * operation) did. Its slices are allocated when a record falls in them,
- * so a group costs what its traffic touched (README: a group of one
- * request about 2.5 KB, where every slice of every window was allocated
- * up front: 17 KB). */
+ * so a group costs what its traffic touched (docs/alerts-and-metrics.md: a
+ * group of one request about 2.5 KB, where every slice of every window was
+ * allocated up front: 17 KB). */
 struct group {
 	struct group *hnext;
 	struct group *newer, *older;      /* in state's list, by last record */

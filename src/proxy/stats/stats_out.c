@@ -230,7 +230,7 @@ static void json_tokens(struct evbuffer *out, const struct agg *a)
 }
 
 /* The wire report: what the row's backends sent, each item counted over
- * the window's streams (README, "The wire report"). */
+ * the window's streams (docs/measurement.md, "The wire report"). */
 static void json_wire(struct evbuffer *out, const struct agg *a)
 {
 	const uint64_t *v = a->wire;

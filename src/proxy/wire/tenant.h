@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Who is asking (SPEC §2 `tenant`): the tenant header's value, else the name
- * of a known API key, else "key:" + the first 8 hex digits of the key's
- * SHA-256, else "-". The key itself is never kept. */
+/* Who is asking (docs/contract.md §2 `tenant`): the tenant header's value,
+ * else the name of a known API key, else "key:" + the first 8 hex digits of
+ * the key's SHA-256, else "-". The key itself is never kept. */
 #ifndef TOKENTAP_TENANT_H
 #define TOKENTAP_TENANT_H
 
