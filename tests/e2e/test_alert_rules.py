@@ -19,7 +19,7 @@ import time
 
 from harness import ROOT, Mock, Proc, Tokentap, binary, completion, free_port, get, until, \
     wait_port
-from peers import ALERTMANAGER
+from peers import ALERTMANAGER, Hook
 
 PROMTOOL = "/usr/bin/promtool"
 # a real Prometheus and Alertmanager under the sanitizer build add only minutes
@@ -463,26 +463,15 @@ def test_restarts_never_re_page():
     away. Before, the rules lost their instance's name and the SLO's
     objective at the first failed scrape (instant vectors of a target
     marked stale): every alert resolved, then fired again, a second page."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    import json
     am_port, prom_port, port, admin = free_port(), free_port(), free_port(), free_port()
     d = tempfile.mkdtemp(prefix="tt-repage-")
-    notes = []
+    hook = Hook()
 
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            for a in body["alerts"]:
-                notes.append((a["labels"]["alertname"], a["labels"]["severity"], a["status"]))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def notes():
+        """(alertname, severity, status) of each alert of each notification"""
+        return [(a["labels"]["alertname"], a["labels"]["severity"], a["status"])
+                for _, _, _, body in list(hook.got) for a in body["alerts"]]
 
-        def log_message(self, *args):
-            pass
-
-    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
     with open(os.path.join(d, "am.yml"), "w") as f:
         f.write(f"""route:
   receiver: hook
@@ -492,7 +481,7 @@ def test_restarts_never_re_page():
   repeat_interval: 1h
 receivers:
   - name: hook
-    webhook_configs: [{{url: 'http://127.0.0.1:{hook.server_port}/', send_resolved: true}}]
+    webhook_configs: [{{url: 'http://127.0.0.1:{hook.port}/', send_resolved: true}}]
 """)
     am_args = [ALERTMANAGER, f"--config.file={d}/am.yml", f"--storage.path={d}/am",
                f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="]
@@ -536,7 +525,7 @@ scrape_configs:
             with prom:
                 for w in workers:
                     w.start()
-                until(lambda: {(n, s) for n, s, st in notes if st == "firing"} >= RESTART_ALERTS,
+                until(lambda: {(n, s) for n, s, st in notes() if st == "firing"} >= RESTART_ALERTS,
                       60, f"Alertmanager notifies {RESTART_ALERTS}")
                 for _ in range(5):
                     tt.stop()
@@ -548,7 +537,7 @@ scrape_configs:
                     until(lambda: time.monotonic() - up_since > 4, 10, "a few evaluations")
                 # a resolve in flight reaches the hook within group_interval
                 time.sleep(3)
-                seen = list(notes)
+                seen = notes()
                 resolved = [x for x in seen if x[2] == "resolved"]
                 assert not resolved, seen
                 firing = [x for x in seen if x[2] == "firing"]
@@ -561,5 +550,5 @@ scrape_configs:
                 if w.is_alive():
                     w.join(15)
             tt.stop()
-            hook.shutdown()
+            hook.__exit__()
         assert am.p.poll() is None, am.stderr()[-2000:]

@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ROOT, Mock, Proc, binary, completion, free_port, node_modules, until, \
     wait_port  # noqa: E402
-from peers import ALERTMANAGER  # noqa: E402
+from peers import ALERTMANAGER, Hook  # noqa: E402
 
 DEPLOY = os.path.join(ROOT, "deploy")
 K8S = os.path.join(DEPLOY, "kubernetes")
@@ -239,22 +239,8 @@ def test_two_problems_page_twice():
     two critical pairs in one (the warning pair inhibited). Without the
     kit's grouping and inhibition (group_by ['...'], no inhibit_rules)
     the same run made five."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     d = tempfile.mkdtemp(prefix="tt-deploy-")
-    notes = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            notes.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    hook = Hook()
     port, admin, am_port, prom_port = free_port(), free_port(), free_port(), free_port()
     stop = threading.Event()
     with Mock() as m:
@@ -267,7 +253,7 @@ def test_two_problems_page_twice():
         rules = os.path.join(d, "rules.yaml")
         with open(rules, "w") as f:
             f.write(rules_of(conf, env))
-        am = Proc([ALERTMANAGER, f"--config.file={kit_alertmanager(d, hook.server_port)}",
+        am = Proc([ALERTMANAGER, f"--config.file={kit_alertmanager(d, hook.port)}",
                    f"--storage.path={d}/am", f"--web.listen-address=127.0.0.1:{am_port}",
                    "--cluster.listen-address="])
         tt = Proc([binary("tokentap"), "-c", path], env=env)
@@ -304,12 +290,13 @@ def test_two_problems_page_twice():
                         ("SLOBurnRate", "warning"), ("TTFTHigh", "critical"),
                         ("TTFTHigh", "warning")]
                 until(lambda: firing() == want, 150, f"Prometheus fires {want}")
-                until(lambda: len(notes) >= 2, 60, "two notifications")
+                until(lambda: len(hook.got) >= 2, 60, "two notifications")
                 # the kit's group_wait is 30 s: anything more would come within it
                 time.sleep(35)
                 got = [sorted((a["labels"]["alertname"], a["labels"]["severity"])
-                              for a in n["alerts"] if a["status"] == "firing") for n in notes]
-                assert len(notes) == 2, got
+                              for a in n[3]["alerts"] if a["status"] == "firing")
+                       for n in hook.got]
+                assert len(hook.got) == 2, got
                 assert sorted(got) == [[("SLOBurnRate", "critical"), ("SLOBurnRate", "critical")],
                                        [("TTFTHigh", "critical")]], got
         finally:
@@ -317,7 +304,7 @@ def test_two_problems_page_twice():
             for w in workers:
                 if w.is_alive():
                     w.join(15)
-            hook.shutdown()
+            hook.__exit__()
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
