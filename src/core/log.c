@@ -10,6 +10,8 @@
 
 static enum log_level current = LOG_LVL_INFO;
 
+/* the caller's format and its arguments: checked where they are written */
+__attribute__((format(printf, 3, 0)))
 static void log_write(enum log_level level, const char *suffix, const char *fmt, va_list ap)
 {
 	/* sd-daemon(3) priority prefixes: journald reads them, people read the word. */
