@@ -46,6 +46,21 @@ def rules_for(d, conf_text):
     return path
 
 
+def prometheus_yml(d, rules, am_port, admin):
+    """d/prometheus.yml: a 1 s scrape of tokentap's admin port, the rules,
+    the Alertmanager on am_port."""
+    with open(os.path.join(d, "prometheus.yml"), "w") as f:
+        f.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{rules}]
+alerting:
+  alertmanagers:
+    - static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]
+scrape_configs:
+  - job_name: tokentap
+    static_configs: [{{targets: ['127.0.0.1:{admin}']}}]
+""")
+
+
 # ---- the shipped file ----------------------------------------------------------
 
 def test_shipped_rules_are_the_reference_configs():
@@ -345,16 +360,7 @@ def test_both_paths_page_once_per_condition():
         conf = LIVE.format(mock=m.port, dead=dead, am=am_port)
         with Tokentap(conf) as t:
             rules = rules_for(d, open(t.conf).read())
-            with open(os.path.join(d, "prometheus.yml"), "w") as f:
-                f.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-rule_files: [{rules}]
-alerting:
-  alertmanagers:
-    - static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]
-scrape_configs:
-  - job_name: tokentap
-    static_configs: [{{targets: ['127.0.0.1:{t.admin}']}}]
-""")
+            prometheus_yml(d, rules, am_port, t.admin)
             prom = Proc(["prometheus", f"--config.file={d}/prometheus.yml",
                          f"--storage.tsdb.path={d}/data", "--rules.alert.resend-delay=1s",
                          f"--web.listen-address=127.0.0.1:{prom_port}"])
@@ -491,16 +497,7 @@ receivers:
         with open(conf, "w") as f:
             f.write(RESTART.format(port=port, admin=admin, d=d, mock=m.port))
         rules = rules_for(d, open(conf).read())
-        with open(os.path.join(d, "prometheus.yml"), "w") as f:
-            f.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-rule_files: [{rules}]
-alerting:
-  alertmanagers:
-    - static_configs: [{{targets: ['127.0.0.1:{am_port}']}}]
-scrape_configs:
-  - job_name: tokentap
-    static_configs: [{{targets: ['127.0.0.1:{admin}']}}]
-""")
+        prometheus_yml(d, rules, am_port, admin)
 
         def start():
             p = Proc([binary("tokentap"), "-c", conf])

@@ -53,6 +53,20 @@ def post(port, headers=b"", body=None, path=b"/v1/chat/completions"):
                        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
 
 
+def config_check(path, text, env=None):
+    """tokentap -t on text written to path, with no OTEL_ variable but
+    env's: (exit status, what it printed)."""
+    import subprocess
+    from harness import binary
+    with open(path, "w") as f:
+        f.write(text)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    e.update(env or {})
+    r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
+                       text=True, env=e, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
 def conf(backend_port, collector=None, otel=""):
     text = f"""routes:
   - name: chat
@@ -509,20 +523,12 @@ def test_config_check_names_otel_problems():
     """tokentap -t: otel's keys checked with FILE:LINE:COL, the SDKs'
     variables named; a header's value or a URL's password never echoed;
     the file's value wins over the environment's."""
-    import subprocess
     import tempfile
-    from harness import binary
     d = tempfile.mkdtemp(prefix="tt-otel-t-")
     path = f"{d}/t.yaml"
 
     def check(text, env=None):
-        with open(path, "w") as f:
-            f.write(text)
-        e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        e.update(env or {})
-        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
-                           text=True, env=e, timeout=30)
-        return r.returncode, r.stdout + r.stderr
+        return config_check(path, text, env)
     rc, out = check("otel:\n  endpoint: http://u:hunter2@h:4318\n  protocol: grpc\n"
                     "  traces: {sample: 2, batch: 9000}\n  metrics: {temporality: sum}\n")
     assert rc == 1
@@ -548,20 +554,12 @@ def test_control_bytes_in_header_values_are_refused():
     in OTEL_EXPORTER_OTLP_HEADERS and its _TRACES_ and _METRICS_ forms,
     percent-encoded, with the variable's name; the value is never
     echoed. A tab inside a value is a header's own."""
-    import subprocess
     import tempfile
-    from harness import binary
     d = tempfile.mkdtemp(prefix="tt-otel-h-")
     path = f"{d}/t.yaml"
 
     def check(text, env=None):
-        with open(path, "w") as f:
-            f.write(text)
-        e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        e.update(env or {})
-        r = subprocess.run([binary("tokentap"), "-t", "-c", path], capture_output=True,
-                           text=True, env=e, timeout=30)
-        return r.returncode, r.stdout + r.stderr
+        return config_check(path, text, env)
     rc, out = check('otel:\n  endpoint: http://h:4318\n  headers: {x-a: "hunter2\\x01", '
                     'x-b: "hunter2\\x7f", x-c: "hunter2\\r\\nX: 1", x-d: "a\\tb"}\n')
     assert rc == 1, out
