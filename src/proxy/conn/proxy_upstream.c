@@ -489,7 +489,8 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	    LOOP_READ_MAX, loop_stamps(s->loop), &r);
 	if (r.n > 0) {
 		if (r.fresh)
-			exchange_read(&s->x, &s->loop->clock, r.real);
+			exchange_read(&s->x, &s->loop->clock, r.real, r.floor,
+			    !upstream_is_tls(s->up));
 		/* gone, or the response ended (its connection released) */
 		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL ||
 		    s->us != U_BODY)
@@ -510,10 +511,14 @@ static void up_read(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	uint64_t floor;
 
 	if (s->up == NULL)
 		return;
-	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0);
+	/* (OpenSSL may hold part of the next record: the read is not whole) */
+	floor = ssl != NULL ? tls_rx_floor(ssl) : 0;
+	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0,
+	    floor, 0);
 	upstream_input(s);
 }
 

@@ -362,6 +362,7 @@ static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx
 	r->n = t.n;
 	r->fresh = t.fresh;
 	r->real = t.real;
+	r->floor = t.floor;
 	r->end = t.end == TLS_READ_FULL ? UPSTREAM_RX_MORE :
 	    t.end == TLS_READ_EOF ? UPSTREAM_RX_EOF :
 	    t.end == TLS_READ_ERROR ? UPSTREAM_RX_ERROR : UPSTREAM_RX_WAIT;
@@ -372,6 +373,7 @@ static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx
 void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
     int stamps, struct upstream_rx *r)
 {
+	uint64_t before;
 	ssize_t n;
 
 	if (u->pool->tls) {
@@ -379,6 +381,10 @@ void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
 		return;
 	}
 	r->real = 0;
+	r->floor = u->drained;
+	/* a clock read before the read (vDSO, tens of ns): if it drains the
+	 * socket, whatever comes later arrived after this moment */
+	before = util_now_us();
 	n = rxtime_recv(fd, buf, len, 0, stamps ? &r->real : NULL);
 	r->n = n > 0 ? (size_t)n : 0;
 	r->fresh = n > 0;
@@ -389,6 +395,8 @@ void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
 		r->end = UPSTREAM_RX_WAIT;
 	else
 		r->end = n == 0 ? UPSTREAM_RX_EOF : UPSTREAM_RX_ERROR;
+	if (r->sys != EINTR && (n < 0 || (size_t)n < len))
+		u->drained = before;
 }
 
 void upstream_direct_more(struct upconn *u)

@@ -30,6 +30,10 @@ struct upconn {
 	int direct;                 /* read by rd_ev, not by the bufferevent */
 	int ended;                  /* a direct TLS read met its end: the peer
 	                             * closed, or it broke; never pooled */
+	uint64_t drained;           /* µs before the last direct read of a
+	                             * plain one that found the socket drained
+	                             * (less than it asked, or EAGAIN): bytes
+	                             * read later came after it (meter.h) */
 };
 
 /* Takes an idle pooled connection to replica rep of route r (one still
@@ -73,6 +77,8 @@ struct upstream_rx {
 	                           * now (real: its receive time, 0: none);
 	                           * else OpenSSL held them from an earlier one */
 	int64_t real;
+	uint64_t floor;           /* they arrived after it (µs): the doubt's
+	                           * floor (meter.h); 0: not known */
 	enum upstream_rx_end end;
 	unsigned long tls_err;    /* UPSTREAM_RX_ERROR: OpenSSL's error, 0: none */
 	int sys;                  /* ... and errno */
