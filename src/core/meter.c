@@ -496,7 +496,8 @@ int64_t meter_ttft_doubt_us(const struct meter *m)
 
 	if (meter_ttft_us(m) < 0)
 		return -1;
-	if (m->ft_kernel && m->ft_last)
+	/* complete: its event ended the read, and the read was judged */
+	if (m->ft_kernel && m->ft_last && !m->ft_pending)
 		return 0;
 	/* no floor of its own (a sniffed stream's first event turned out
 	 * to be its first token): the request's start */
