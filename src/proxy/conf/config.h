@@ -239,6 +239,9 @@ struct conf_otel {
  * time comes from"): the kernel's receive stamps, or the event loop's
  * clock. */
 enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
+/* read_order: a worker behind reads the upstreams still waiting for their
+ * first token before the streams in flight, or all as they come */
+enum conf_read_order { READ_ORDER_FIRST_TOKEN, READ_ORDER_EVEN };
 
 struct conf {
 	char *path;                  /* the file it was loaded from */
@@ -254,6 +257,7 @@ struct conf {
 
 	int workers;                 /* "auto" is resolved at load: CPU count */
 	enum conf_timestamps timestamps;  /* kernel */
+	enum conf_read_order read_order;  /* first_token */
 
 	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
 

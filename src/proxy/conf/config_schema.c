@@ -86,6 +86,16 @@ static void timestamps_fn(struct yconf *ld, yaml_node_t *v, void *base,
 		c->timestamps = (enum conf_timestamps)t;
 }
 
+static void read_order_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "first_token", "even" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "read_order", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->read_order = (enum conf_read_order)t;
+}
+
 static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
@@ -1181,6 +1191,7 @@ static const struct yconf_key top_keys[] = {
 	SECTION("admin", 0, admin_section),
 	FUNC("workers", workers_fn, 0),
 	FUNC("timestamps", timestamps_fn, 0),
+	FUNC("read_order", read_order_fn, 0),
 	SECTION("timeouts", offsetof(struct conf, timeouts), timeouts_section),
 	SECTION("limits", 0, limits_section),
 	SECTION("tenant", 0, tenant_section),

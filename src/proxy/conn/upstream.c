@@ -294,7 +294,19 @@ int upstream_is_tls(const struct upconn *u)
 	return u->pool->tls;
 }
 
-/* rd_ev reads fd with cb from now on, and the bufferevent reads nothing. */
+void upstream_read_urgent(struct upconn *u, int urgent)
+{
+	int p = urgent && u->pool->w->conf->read_order == READ_ORDER_FIRST_TOKEN ?
+	    LOOP_URGENT : LOOP_NORMAL;
+
+	/* (refused while the event is active: the next read tries again) */
+	if (u->rd_ev != NULL && u->rd_prio != p && event_priority_set(u->rd_ev, p) == 0)
+		u->rd_prio = p;
+}
+
+/* rd_ev reads fd with cb from now on, and the bufferevent reads nothing;
+ * urgent, as a connection taken for a request waits for its first token
+ * (event_assign gave it the default priority). */
 static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
     void *arg)
 {
@@ -302,7 +314,11 @@ static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
 		u->rd_ev = event_new(u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
 	else
 		event_assign(u->rd_ev, u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
-	if (u->rd_ev == NULL || event_add(u->rd_ev, NULL) != 0)
+	if (u->rd_ev == NULL)
+		return -1;
+	u->rd_prio = LOOP_NORMAL;
+	upstream_read_urgent(u, 1);
+	if (event_add(u->rd_ev, NULL) != 0)
 		return -1;
 	bufferevent_disable(u->bev, EV_READ);
 	u->direct = 1;
@@ -345,6 +361,7 @@ static void wait_for(struct upconn *u, short what)
 	event_assign(u->rd_ev, u->pool->w->base, event_get_fd(u->rd_ev),
 	    what | EV_PERSIST, event_get_callback(u->rd_ev),
 	    event_get_callback_arg(u->rd_ev));
+	event_priority_set(u->rd_ev, u->rd_prio);
 	if (added)
 		event_add(u->rd_ev, NULL);
 }
