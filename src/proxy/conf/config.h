@@ -71,6 +71,12 @@ struct conf_thresholds {
 	uint64_t min_stalled;          /* StreamStalled: streams stalled at once */
 	uint64_t min_healthy;   /* a route's: PoolUnhealthy below this many
 	                         * serving replicas (0: no rule) */
+	double ttft_uncertain_warning; /* TTFTUncertain: the share of the
+	                         * kernel-stamped TTFTs doubted by over 1 ms
+	                         * (sample.h) above which the worker is behind;
+	                         * 0: no rule (the default: a backend that
+	                         * writes several events at once is doubted
+	                         * alike, a read cannot tell) */
 };
 
 struct conf_tls {

@@ -949,6 +949,8 @@ static const struct yconf_key thresholds_keys[] = {
 	DUR("ttfo_critical", struct conf_thresholds, ttfo_critical_us, 0),
 	DUR("stall", struct conf_thresholds, stall_us, 0),
 	UINT("min_stalled", struct conf_thresholds, min_stalled, 1, 1000000),
+	FLOAT("ttft_uncertain_warning", struct conf_thresholds, ttft_uncertain_warning,
+	    0, 1, 0),
 };
 static const struct yconf_section thresholds_section = TABLE(thresholds_keys, thresholds_check);
 

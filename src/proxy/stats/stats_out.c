@@ -556,6 +556,8 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	out->ttft_count = a.ttft_server.count;
 	out->tpot_count = a.tpot.count;
 	out->ttfo_count = a.ttfo_server.count;
+	out->ttft_stamped = a.ttft_stamped;
+	out->ttft_uncertain = a.ttft_uncertain;
 	if (a.ttft_server.count)
 		out->ttft_q = hist_quantile(&a.ttft_server, quantile);
 	if (a.tpot.count)
