@@ -215,6 +215,7 @@ static void first_token_read(struct meter *m, const struct sse_event *ev)
 
 	m->ft_floor = m->now_floor;
 	m->ft_kernel = m->now_kernel;
+	m->ft_whole = m->now_whole;
 	m->ft_last = m->now_whole && m->feed != NULL && end != NULL && ev->data >= m->feed &&
 	    end <= m->feed_end && m->feed_end - end <= 4 &&
 	    line_ends(end, m->feed_end);

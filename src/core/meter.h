@@ -83,10 +83,10 @@ struct meter {
 	 * ended the read (only line ends after its data), so the stamp of
 	 * the newest segment is the event's own (the exchange judges the
 	 * read's end, the meter its feed's: ft_pending until it did; a read
-	 * not whole, TLS's, is never judged: now_whole) */
+	 * not whole, TLS's, is never judged: now_whole, ft_whole) */
 	uint64_t now_floor;
 	uint64_t ft_floor;
-	uint8_t now_kernel, now_whole, ft_kernel, ft_last, ft_pending;
+	uint8_t now_kernel, now_whole, ft_kernel, ft_whole, ft_last, ft_pending;
 	const char *ft_end;          /* where its feed ended (ft_pending) */
 
 	enum dialect_id dialect;

@@ -1029,7 +1029,7 @@ static void write_set_series(struct promout *o)
 		  "far apart (a buffering hop).", PROMPROTO_COUNTER,
 		  offsetof(struct mset, buffered) },
 		{ "tokentap_ttft_stamped_total", "Requests whose TTFT the kernel's "
-		  "receive time stamped.", PROMPROTO_COUNTER,
+		  "receive time stamped (a plain upstream's read).", PROMPROTO_COUNTER,
 		  offsetof(struct mset, ttft_stamped) },
 		{ "tokentap_ttft_uncertain_total", "Of those, TTFTs doubted by more "
 		  "than 1 ms: the first token was read merged with later bytes.",
