@@ -69,7 +69,10 @@ int load_calib(struct load_env *e, struct load_conf *c, uint32_t n,
 	(void)load_run(e->base, e->dns, &k, &o, &st, &info);
 	rc = load_psize_fit(&st, LOAD_PSIZE_DEFAULT, out);
 	loadstats_free(&st);
-	if (load_run_target_failed() != NULL || load_run_interrupted() > 0) {
+	/* the target failed the pre-flight, a signal came, or nothing could
+	 * be sent (load_run said why): no ratio, and nothing more to say */
+	if (load_run_target_failed() != NULL || load_run_interrupted() > 0 ||
+	    out->requests == 0) {
 		load_psize_init(out);
 		return -1;
 	}
