@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "jsonw.h"
+#include "load_calib.h"
 #include "load_conf.h"
 #include "load_html.h"
 #include "load_json.h"
@@ -62,6 +63,8 @@ struct opts {
 	int tls_opt_given;
 	int no_preflight;
 	int prefix_opt_given;        /* --prefix-tokens or --prefix-dist */
+	uint32_t calibrate;          /* --calibrate N; 0: off */
+	int bpt_given;               /* --bytes-per-token */
 };
 
 enum {
@@ -74,7 +77,8 @@ enum {
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
-	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST
+	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST,
+	OPT_CALIBRATE, OPT_BPT
 };
 
 static const struct option long_opts[] = {
@@ -96,6 +100,8 @@ static const struct option long_opts[] = {
 	{"prompt-tokens", required_argument, NULL, OPT_PROMPT},
 	{"max-tokens", required_argument, NULL, OPT_MAX},
 	{"prompts", required_argument, NULL, OPT_PROMPTS},
+	{"calibrate", required_argument, NULL, OPT_CALIBRATE},
+	{"bytes-per-token", required_argument, NULL, OPT_BPT},
 	{"continuous-usage", no_argument, NULL, OPT_CONTINUOUS},
 	{"trace", required_argument, NULL, OPT_TRACE},
 	{"replay-log", required_argument, NULL, OPT_REPLAY},
@@ -193,6 +199,11 @@ static void usage(FILE *f)
 	    "      --prompt-tokens N   synthetic prompt size, or MIN-MAX per request (100)\n"
 	    "      --max-tokens N      output limit, or MIN-MAX (default 100)\n"
 	    "      --prompts FILE      prompts of a JSONL file (texts or chat messages)\n"
+	    "      --calibrate N       first send N requests (one output token each) and\n"
+	    "                          size synthetic prompts in the target's own tokens:\n"
+	    "                          the bytes sent / the prompt tokens it reported\n"
+	    "                          (default off: 4 bytes a token, an estimate)\n"
+	    "      --bytes-per-token R size synthetic prompts at a known R bytes a token\n"
 	    "      --prefixes P        each prompt opens with one of P shared prefixes\n"
 	    "                          (a system message in chat APIs); the report\n"
 	    "                          splits TTFT by a prefix's first use and repeats\n"
@@ -454,6 +465,16 @@ static int parse_run(struct opts *o, int ch)
 	case OPT_TRACE_SPEED:
 		parse_number("--trace-speed", optarg, 0.001, 1000, &c->trace_speed);
 		break;
+	case OPT_CALIBRATE:
+		if (load_conf_parse_uint(optarg, 10000, &u, &err) < 0)
+			bad_value("--calibrate", err);
+		o->calibrate = (uint32_t)u;
+		break;
+	case OPT_BPT:
+		parse_number("--bytes-per-token", optarg, LOAD_PSIZE_MIN, LOAD_PSIZE_MAX,
+		    &c->bytes_per_token);
+		o->bpt_given = 1;
+		break;
 	default:
 		return -1;
 	}
@@ -692,6 +713,11 @@ static void check_options(struct opts *o)
 		fail_usage("a trace sets its own arrivals: no --rate with it");
 	if (o->prefix_opt_given && c->prefixes == 0)
 		fail_usage("--prefix-tokens and --prefix-dist go with --prefixes");
+	if (o->calibrate > 0 && o->bpt_given)
+		fail_usage("--calibrate and --bytes-per-token: one or the other");
+	if (o->calibrate > 0 && o->scen_path != NULL)
+		fail_usage("--calibrate goes with a run, a sweep or a capacity search, not "
+		    "with --scenarios (give --bytes-per-token)");
 	if (o->replay_route && !o->replay_path)
 		fail_usage("--replay-route goes with --replay-log");
 	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)
@@ -911,6 +937,49 @@ static int verdict(const struct opts *o, const struct load_result *r)
 	return 0;
 }
 
+/* A prompt-tokens sweep calibrates over its levels' sizes; the others
+ * over their own (NULL). */
+static const struct load_range *calib_sizes(const struct opts *o, struct load_range *r)
+{
+	const struct load_plan *p = &o->plan;
+	double lo, hi;
+
+	if (o->kind != LOAD_KIND_SWEEP || p->key != LOAD_KEY_PROMPT_TOKENS)
+		return NULL;
+	lo = p->geometric ? p->from : p->levels[0];
+	hi = p->geometric ? (isfinite(p->to) ? p->to : p->from) : p->levels[p->n - 1];
+	r->min = lo < LOAD_CONF_MAX_TOKENS ? (uint32_t)lo : LOAD_CONF_MAX_TOKENS;
+	r->max = hi < LOAD_CONF_MAX_TOKENS ? (uint32_t)hi : LOAD_CONF_MAX_TOKENS;
+	return r;
+}
+
+/* --bytes-per-token: the ratio given, not an estimate. */
+static void psize_given(const struct opts *o, struct load_psize *p)
+{
+	if (!o->bpt_given)
+		return;
+	p->rule = LOAD_PSIZE_RULE_GIVEN;
+	p->bytes_per_token = o->conf.bytes_per_token;
+	p->estimate = 0;
+}
+
+/* How synthetic prompts are sized (load_psize.h): a ratio given, one
+ * calibrated on the target (its requests before the first level; with
+ * --tokentap, that level waits them out of tokentap's window), or 4
+ * bytes a token. */
+static void prompt_sizes(struct load_env *le, struct opts *o, struct inputs *in,
+    struct load_result *r)
+{
+	struct load_range sizes;
+
+	psize_given(o, &r->psize);
+	if (o->calibrate == 0)
+		return;
+	(void)load_calib(le, &o->conf, o->calibrate, calib_sizes(o, &sizes), &r->psize);
+	if (le->tt != NULL)
+		le->tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+}
+
 /* A run, a sweep or a capacity search, and its reports. */
 static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc,
     char **argv)
@@ -947,6 +1016,7 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 	if (in->tt_busy)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 	load_run_preflight(!o->no_preflight);
+	prompt_sizes(&le, o, in, &r);
 	if (o->kind == LOAD_KIND_SWEEP)
 		load_levels_sweep(&le, &o->plan, &r);
 	else if (o->kind == LOAD_KIND_CAPACITY)
@@ -1208,6 +1278,7 @@ static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int a
 	load_result_init(&r, LOAD_KIND_RUN, &o->conf, argc, argv);
 	r.pcts = o->pcts;
 	r.slice_us = o->slice_us;
+	psize_given(o, &r.psize);
 	res = calloc(sf.n, sizeof(*res));
 	/* the levels must not move: res points into them */
 	r.levels = calloc(sf.n + 1, sizeof(*r.levels));

@@ -95,14 +95,14 @@ QUANT_KEYS = {"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
 DOC_KEYS = {
     "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
     "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
-    "interrupted", "sweep", "capacity", "levels",
+    "interrupted", "sweep", "capacity", "levels", "prompt_sizing",
 }
 LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
     "outcomes", "errors_by_status", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
-    "input_tokens",
+    "input_tokens", "prompt_tokens_reported",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",

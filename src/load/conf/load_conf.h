@@ -49,6 +49,8 @@ struct load_conf {
 	uint64_t timeout_us;         /* per request, from its (scheduled) start */
 	struct load_range prompt_tokens;
 	struct load_range max_tokens;
+	double bytes_per_token;      /* a synthetic prompt's bytes a token: 4, or
+	                              * --bytes-per-token, or --calibrate's */
 	struct load_header headers[LOAD_CONF_MAX_HEADERS];
 	size_t nheaders;
 	uint64_t seed;

@@ -230,6 +230,36 @@ static const char *kind_name(enum load_kind k)
 	    "run";
 }
 
+/* How synthetic prompts were sized, and the target's count of what was
+ * sent over every level (load_psize.h). */
+static void prompt_sizing(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	const struct load_psize *p = &r->psize;
+	struct load_psize_check k;
+	char buf[200];
+	int n;
+
+	memset(&k, 0, sizeof(k));
+	for (size_t i = 0; i < r->nlevels; i++)
+		load_psize_check_add(&k, &r->levels[i].sum.prompt);
+	load_psize_format(p, buf, sizeof buf);
+	n = (int)strlen(buf);
+	n += snprintf(buf + n, sizeof buf - (size_t)n, ", %s",
+	    p->rule == LOAD_PSIZE_RULE_CALIBRATED ? "calibrated on the target" :
+	    p->rule == LOAD_PSIZE_RULE_GIVEN ? "as given" : "an estimate");
+	if (k.requests > 0 && (size_t)n < sizeof buf)
+		snprintf(buf + n, sizeof buf - (size_t)n, "; %.1f tokens asked, %.1f "
+		    "reported by the target (x%.3f)", k.asked_mean, k.reported_mean,
+		    k.ratio_mean);
+	else if (p->estimate && (size_t)n < sizeof buf)
+		snprintf(buf + n, sizeof buf - (size_t)n, "; the target reported no prompt "
+		    "token counts");
+	fputs("<p class=\"sub\" id=\"prompt-sizing\">prompts sized at ", pg->f);
+	text(pg, buf);
+	fputs("</p>\n", pg->f);
+}
+
 static void head(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -258,7 +288,9 @@ static void head(struct page *pg)
 			fputc(' ', f);
 		text(pg, r->argv[i]);
 	}
-	fputs("</code></p></header>\n", f);
+	fputs("</code></p>\n", f);
+	prompt_sizing(pg);
+	fputs("</header>\n", f);
 }
 
 static void verdict(struct page *pg)

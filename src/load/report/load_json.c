@@ -433,6 +433,35 @@ static void tokentap_paired(struct emit *e, const struct load_level *lv)
 	end_obj(e);
 }
 
+/* How synthetic prompts were sized (load_psize.h). */
+static void prompt_sizing(struct emit *e, const struct load_psize *p)
+{
+	obj(e, "prompt_sizing", 1);
+	str(e, "rule", load_psize_rule_name(p->rule));
+	num(e, "bytes_per_token", p->bytes_per_token, 4);
+	num(e, "spread", p->spread, 4);
+	u64(e, "calibration_requests", p->requests);
+	u64(e, "calibration_reported", p->reported);
+	boolean(e, "estimate", p->estimate);
+	end_obj(e);
+}
+
+/* A level's prompt tokens asked beside the target's count; null: none
+ * counted. */
+static void prompt_reported(struct emit *e, const struct load_psize_check *c)
+{
+	if (c->requests == 0) {
+		null(e, "prompt_tokens_reported");
+		return;
+	}
+	obj(e, "prompt_tokens_reported", 1);
+	u64(e, "requests", c->requests);
+	num(e, "asked_mean", c->asked_mean, 2);
+	num(e, "reported_mean", c->reported_mean, 2);
+	num(e, "ratio_mean", c->ratio_mean, 4);
+	end_obj(e);
+}
+
 static void sample(struct emit *e, const struct loadstats *st,
     const struct load_sample *s, int itl, const struct load_prefix_use *u, size_t i)
 {
@@ -536,6 +565,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	u64(e, "completed", s->completed);
 	u64(e, "output_tokens", s->output_tokens);
 	u64(e, "input_tokens", s->input_tokens);
+	prompt_reported(e, &s->prompt);
 	/* vLLM's and AIPerf's names, then ours of old */
 	num(e, "request_throughput", s->requests_per_s, 3);
 	num(e, "output_throughput", s->output_tokens_per_s, 3);
@@ -642,6 +672,7 @@ void load_json_write(FILE *f, const struct load_result *r,
 		num(&e, NULL, r->pcts.p[i], r->pcts.p[i] == floor(r->pcts.p[i]) ? 0 : 3);
 	end_arr(&e);
 	num(&e, "slice_s", (double)r->slice_us / 1e6, 3);
+	prompt_sizing(&e, &r->psize);
 	if (r->slo.n > 0) {
 		obj(&e, "slo", 0);
 		arr(&e, "targets", 0);

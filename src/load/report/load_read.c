@@ -714,6 +714,13 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	s->completed = cnt(c, obj, "completed");
 	s->output_tokens = cnt(c, obj, "output_tokens");
 	s->input_tokens = cnt(c, obj, "input_tokens");
+	t = object(c, obj, "prompt_tokens_reported");
+	if (t >= 0) {
+		s->prompt.requests = cnt(c, t, "requests");
+		s->prompt.asked_mean = num(c, t, "asked_mean");
+		s->prompt.reported_mean = num(c, t, "reported_mean");
+		s->prompt.ratio_mean = num(c, t, "ratio_mean");
+	}
 	s->requests_per_s = num(c, obj, "request_throughput");
 	s->output_tokens_per_s = num(c, obj, "output_throughput");
 	s->input_tokens_per_s = num(c, obj, "input_throughput");
@@ -747,6 +754,29 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	generator(c, obj, lv);
 	tokentap(c, obj, &lv->tt);
 	samples(c, obj, lv);
+}
+
+/* How synthetic prompts were sized: a document of before says nothing,
+ * and was sized at 4 bytes a token. */
+static void prompt_sizing(struct rd *c, int root, struct load_psize *p)
+{
+	int t = object(c, root, "prompt_sizing");
+	char *rule;
+
+	load_psize_init(p);
+	if (t < 0)
+		return;
+	rule = text(c, t, "rule");
+	if (rule != NULL && load_psize_rule_of(rule, &p->rule) < 0)
+		bad(c, get(c, t, "rule"), "rule", "default, given or calibrated expected");
+	free(rule);
+	p->bytes_per_token = num_in(c, t, "bytes_per_token", LOAD_PSIZE_MIN, LOAD_PSIZE_MAX);
+	if (isnan(p->bytes_per_token))
+		p->bytes_per_token = LOAD_PSIZE_DEFAULT;
+	p->spread = num_in(c, t, "spread", 0, LOAD_PSIZE_MAX);
+	p->requests = cnt(c, t, "calibration_requests");
+	p->reported = cnt(c, t, "calibration_reported");
+	p->estimate = flag(c, t, "estimate");
 }
 
 /* ---- the header ------------------------------------------------------------ */
@@ -814,6 +844,7 @@ static void header(struct rd *c, int root)
 	if (c->d->conf.url == NULL)
 		c->d->conf.url = strdup("");
 	r->interrupted = flag(c, root, "interrupted");
+	prompt_sizing(c, root, &r->psize);
 }
 
 /* The SLO's targets, through the one parser (load_slo.h). */

@@ -151,6 +151,42 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		range(f, "max", &c->max_tokens), fputc('\n', f);
 }
 
+/* How synthetic prompts were sized (load_psize.h) and the target's count
+ * of the prompts sent: over lv, or every level (lv NULL). */
+static void prompt_lines(FILE *f, const struct load_result *r,
+    const struct load_level *lv)
+{
+	const struct load_psize *p = &r->psize;
+	struct load_psize_check k;
+	uint64_t ok = 0;
+	char bpt[80];
+
+	memset(&k, 0, sizeof(k));
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *l = lv != NULL ? lv : &r->levels[i];
+		ok += l->sum.ok;
+		load_psize_check_add(&k, &l->sum.prompt);
+		if (lv != NULL)
+			break;
+	}
+	load_psize_format(p, bpt, sizeof bpt);
+	fprintf(f, "prompts      sized at %s, %s", bpt,
+	    p->rule == LOAD_PSIZE_RULE_CALIBRATED ? "calibrated on the target" :
+	    p->rule == LOAD_PSIZE_RULE_GIVEN ? "as given" : "an estimate");
+	if (k.requests > 0)
+		fprintf(f, "; %.1f tokens asked, %.1f reported by the target (x%.3f, "
+		    "%" PRIu64 " requests)", k.asked_mean, k.reported_mean, k.ratio_mean,
+		    k.requests);
+	fputc('\n', f);
+	if (p->estimate && p->requests > 0)
+		fprintf(f, "warning      prompt sizes are estimates: --calibrate's %" PRIu64
+		    " requests got %s\n", p->requests, p->reported == 0 ?
+		    "no prompt token count from the target" : "counts no tokenizer gives");
+	else if (p->estimate && k.requests == 0 && ok > 0)
+		fprintf(f, "warning      prompt sizes are estimates: the target reported no "
+		    "prompt token counts\n");
+}
+
 static void dist_row(FILE *f, const char *label, const struct load_dist *d,
     const struct load_pcts *p)
 {
@@ -295,6 +331,7 @@ void load_report_level(FILE *f, const struct load_result *r,
 	/* the first chunk's tokens, where the stream told them */
 	if (s->first_chunk_tokens.count > 0)
 		fprintf(f, "; first chunk %.2f tokens\n", s->first_chunk_tokens.mean);
+	prompt_lines(f, r, lv);
 	fprintf(f, "generator    %.2f s CPU (%.0f %% of one), %.2f us per event; "
 	    "dispatch lag p50 %.3f ms, max %.3f ms\n", s->gen.cpu_s, 100 * s->gen.cpu_share,
 	    isfinite(s->gen.cpu_us_per_event) ? s->gen.cpu_us_per_event : 0.0,
@@ -544,6 +581,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		}
 		fputc('\n', f);
 	}
+	prompt_lines(f, r, NULL);
 	fputc('\n', f);
 	levels_table(f, r);
 	fputc('\n', f);

@@ -8,6 +8,7 @@
 
 #include "jsonw.h"
 #include "load_prompts.h"
+#include "load_psize.h"
 #include "rng.h"
 #include "url.h"
 #include "util.h"
@@ -23,10 +24,13 @@ static const char *const words[] = {
 	"careful", "text", "that", "reads", "well", "under", "load", "today",
 };
 
-/* Exactly 4 * tokens characters of words separated by spaces. */
-static int add_words(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
+/* Exactly round(tokens x the request's bytes a token) characters of
+ * words separated by spaces (load_psize.h). */
+static int add_words(struct evbuffer *out, const struct load_req *rq,
+    uint32_t tokens, uint64_t *rng)
 {
-	size_t want = (size_t)tokens * 4, have = 0;
+	size_t want = load_psize_bytes(tokens, rq->bytes_per_token > 0 ?
+	    rq->bytes_per_token : LOAD_PSIZE_DEFAULT), have = 0;
 
 	while (have < want) {
 		const char *w = words[rng_next(rng) % UTIL_ARRAY_LEN(words)];
@@ -56,7 +60,7 @@ static int add_prefix(struct evbuffer *out, const struct load_req *rq)
 
 	if (rq->prefix_tokens == 0)
 		return 0;
-	if (add_words(out, rq->prefix_tokens, &seed) < 0)
+	if (add_words(out, rq, rq->prefix_tokens, &seed) < 0)
 		return -1;
 	return evbuffer_add(out, " ", 1);
 }
@@ -68,7 +72,7 @@ static int add_own(struct evbuffer *out, const struct load_req *rq, uint64_t *rn
 	int rc;
 
 	if (rq->prompt == NULL)
-		return add_words(out, rq->prompt_tokens, rng);
+		return add_words(out, rq, rq->prompt_tokens, rng);
 	/* the JSON writer's string, without its quotes */
 	if ((tmp = evbuffer_new()) == NULL)
 		return -1;
@@ -114,7 +118,7 @@ static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_
 	if (rq->prefix_tokens > 0 && system_msg) {
 		uint64_t seed = rq->prefix_seed;
 		if (ADD_LIT(out, "[{\"role\":\"system\",\"content\":\"") < 0 ||
-		    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+		    add_words(out, rq, rq->prefix_tokens, &seed) < 0 ||
 		    ADD_LIT(out, "\"}") < 0)
 			return -1;
 		/* the file's messages after it (its array's own bracket dropped) */
@@ -169,7 +173,7 @@ static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c
 			if (rq->prefix_tokens > 0) {
 				uint64_t seed = rq->prefix_seed;
 				rc = ADD_LIT(out, "\"system\":\"") < 0 ||
-				    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+				    add_words(out, rq, rq->prefix_tokens, &seed) < 0 ||
 				    ADD_LIT(out, "\",") < 0 ? -1 : 0;
 			} else {
 				rc = 0;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The requests tokentap-load sends: an HTTP/1.1 POST with a realistic
- * streaming JSON body in the dialect's own shape, a prompt of about four
- * characters per token, and the output-token limit under the name that
- * dialect's API reads. */
+ * streaming JSON body in the dialect's own shape, a synthetic prompt of
+ * the conf's bytes a token (load_psize.h: 4, given, or calibrated on the
+ * target), and the output-token limit under the name that dialect's API
+ * reads. */
 #ifndef TOKENTAP_LOAD_BODY_H
 #define TOKENTAP_LOAD_BODY_H
 
@@ -24,6 +25,7 @@ struct load_req {
 	const char *request_id;          /* X-Request-Id unless -H sets one; NULL: none */
 	uint32_t prefix_tokens;          /* --prefixes: a shared prefix first; 0: none */
 	uint64_t prefix_seed;            /* its words' seed: the same text for the same seed */
+	double bytes_per_token;          /* synthetic text's; 0: LOAD_PSIZE_DEFAULT */
 };
 
 /* Appends the request (head and body) to out. rng: the state of the

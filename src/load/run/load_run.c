@@ -19,6 +19,7 @@
 #include "load_conn.h"
 #include "load_prefix.h"
 #include "load_prompts.h"
+#include "load_psize.h"
 #include "load_summary.h"
 #include "load_trace.h"
 #include "log.h"
@@ -337,7 +338,10 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	}
 	if (c->prompts != NULL) {
 		rq.prompt = &c->prompts->v[rng_next(&r->rng) % c->prompts->n];
-		rq.prompt_tokens = rq.prompt->tokens;
+		/* the file's text at the ratio given or calibrated */
+		rq.prompt_tokens = c->bytes_per_token == LOAD_PSIZE_DEFAULT ?
+		    rq.prompt->tokens : load_psize_tokens(rq.prompt->text_len,
+		    c->bytes_per_token);
 		rq.max_tokens = rq.prompt->max_tokens;
 	} else {
 		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
@@ -348,6 +352,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.prefix_seed = load_prefix_text_seed(&r->prefix,
 		    load_prefix_pick(&r->prefix, p->seq));
 	}
+	rq.bytes_per_token = c->bytes_per_token;
 	if (te != NULL && te->max_tokens)
 		rq.max_tokens = te->max_tokens;
 	if (rq.max_tokens == 0)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "load_conf.h"
+#include "load_psize.h"
 #include "load_slo.h"
 #include "load_summary.h"
 #include "loadstats.h"
@@ -139,6 +140,7 @@ struct load_result {
 	int argc;
 	char **argv;
 	const struct load_conf *conf;   /* the base parameters */
+	struct load_psize psize;     /* how synthetic prompts were sized */
 	struct load_pcts pcts;
 	struct load_slo slo;         /* n == 0: none */
 	uint64_t slice_us;

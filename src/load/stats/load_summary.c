@@ -552,6 +552,7 @@ int load_summary(const struct load_sum_in *in, struct load_summary *sum)
 	}
 	free(buf);
 	generator(in, sum, lag_p99);
+	load_psize_check_of(st, &sum->prompt);
 	return 0;
 }
 

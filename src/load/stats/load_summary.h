@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "goodput.h"
+#include "load_psize.h"
 #include "loadstats.h"
 
 #define LOAD_MAX_PCTS 16
@@ -79,6 +80,7 @@ struct load_summary {
 	uint64_t requests, ok, errors;
 	uint64_t outcomes[OUTCOME_COUNT];
 	uint64_t output_tokens, input_tokens;
+	struct load_psize_check prompt;   /* tokens asked beside the target's count */
 	double error_rate;          /* errors / requests; 0 without requests */
 	/* throughput inside the window */
 	double window_s;
