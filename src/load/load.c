@@ -28,6 +28,7 @@
 #include "load_run.h"
 #include "load_saved.h"
 #include "load_scen.h"
+#include "load_shard.h"
 #include "load_tls.h"
 #include "load_trace.h"
 #include "load_tt.h"
@@ -74,7 +75,8 @@ enum {
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
-	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST
+	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST,
+	OPT_SHARD
 };
 
 static const struct option long_opts[] = {
@@ -134,6 +136,7 @@ static const struct option long_opts[] = {
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
 	{"seed", required_argument, NULL, OPT_SEED},
+	{"shard", required_argument, NULL, OPT_SHARD},
 	{"ramp", required_argument, NULL, OPT_RAMP},
 	{"lag", no_argument, NULL, OPT_LAG},
 	{"check", no_argument, NULL, 't'},
@@ -203,6 +206,8 @@ static void usage(FILE *f)
 	    "                          continuous_usage_stats): tokens per chunk\n"
 	    "  -H, --header 'N: V'     add a request header (repeatable)\n"
 	    "      --seed N            seed of token counts, prompts and arrivals (default 1)\n"
+	    "      --shard I/N         send the plan's requests I, I+N, I+2N, ... of N\n"
+	    "                          machines (from 0); `merge` joins their --json\n"
 	    "      --insecure          https: do not check the certificate\n"
 	    "      --cacert FILE       https: verify against this CA file (default: the\n"
 	    "                          system store)\n"
@@ -430,6 +435,10 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_RAMP:
 		parse_duration("--ramp", optarg, &c->ramp_us);
+		break;
+	case OPT_SHARD:
+		if (load_shard_parse(optarg, &c->shard, &c->shards, &err) < 0)
+			bad_value("--shard", err);
 		break;
 	case OPT_LAG:
 		c->lag = 1;
@@ -659,6 +668,44 @@ static void parse_over(struct opts *o)
 	}
 }
 
+/* --shard: what can be split exactly (load_shard.h), and a document for
+ * `merge` to join. */
+static void check_shard(const struct opts *o)
+{
+	const struct load_conf *c = &o->conf;
+	const struct load_plan *p = &o->plan;
+	int open = c->rate > 0 || o->trace_path != NULL || o->replay_path != NULL;
+	int closed = !open;
+	double least = c->concurrency;
+
+	if (c->shards == 0)
+		return;
+	if (o->kind == LOAD_KIND_CAPACITY)
+		fail_usage("--shard: a capacity search picks each level from the figures "
+		    "of the last, and a shard sees only its share of them: the shards "
+		    "would search apart. Shard `sweep --no-stop` over the levels, merge, "
+		    "and read the capacity off the merged levels; or search from one "
+		    "machine");
+	if (o->scen_path != NULL)
+		fail_usage("--shard goes with a run or a sweep, not with --scenarios");
+	if (o->json_path == NULL || o->no_samples)
+		fail_usage("--shard: --json FILE with its samples, for `tokentap-load merge`");
+	if (o->kind == LOAD_KIND_SWEEP && (p->stop_on_saturation ||
+	    isfinite(p->stop_error_rate) || (p->geometric && isinf(p->to))))
+		fail_usage("--shard: a sweep that stops on its figures (saturation, "
+		    "--stop-error-rate) would stop each shard on its share of them, "
+		    "apart: --no-stop and levels with an end (1..64)");
+	if (o->kind == LOAD_KIND_SWEEP && p->key != LOAD_KEY_PROMPT_TOKENS)
+		closed = p->key == LOAD_KEY_CONCURRENCY;
+	if (o->kind == LOAD_KIND_SWEEP && p->key == LOAD_KEY_CONCURRENCY)
+		least = p->geometric ? p->from : p->levels[0];
+	if ((closed || c->concurrency_set) && least < c->shards)
+		fail_usage("--shard I/N: each shard needs a user (or a connection): "
+		    "-c (and a concurrency sweep's levels) at least N");
+	if (c->count > 0 && c->count < c->shards)
+		fail_usage("--shard I/N: each shard needs a request: -n at least N");
+}
+
 /* What goes together and what does not. */
 static void check_options(struct opts *o)
 {
@@ -746,6 +793,7 @@ static void check_options(struct opts *o)
 	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
 	    !o->cooldown_given && o->tt_url == NULL)
 		c->cooldown = 1;
+	check_shard(o);
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)
