@@ -153,6 +153,7 @@ static void usage(FILE *f)
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
 	    "       tokentap-load report RUN.json [--html FILE] [--csv FILE]\n"
 	    "       tokentap-load compare [--fail-on RULES] A.json B.json\n"
+	    "       tokentap-load merge [-o OUT.json] SHARD.json ...\n"
 	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
 	    "that is not reasoning), TPOT, ITL, end-to-end latency and throughput on\n"
 	    "the client side (the definitions tokentap uses), exactly from every request.\n"
@@ -279,6 +280,8 @@ static void usage(FILE *f)
 	    "  compare A.json B.json   each level and figure of B beside A's, the change and\n"
 	    "                          its 95 % bootstrap interval; --fail-on 'tpot_p50>+10%'\n"
 	    "                          exits 1 when B regressed beyond it\n"
+	    "  merge SHARD.json ...    the documents of --shard I/N as the one plan's: every\n"
+	    "                          figure from all their samples (`merge --help`)\n"
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
 	    "Exit status: 0 done (scenarios: all passed); 1 a target missed: a scenario's,\n"
@@ -794,6 +797,9 @@ static void check_options(struct opts *o)
 	    !o->cooldown_given && o->tt_url == NULL)
 		c->cooldown = 1;
 	check_shard(o);
+	/* a merge computes ITL from every gap */
+	if (c->shards > 0)
+		o->itl_samples = 1;
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)
@@ -1326,6 +1332,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		load_conf_free(&o.conf);
 		return load_saved_compare(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "merge") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_merge(argc - 1, argv + 1);
 	}
 	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
 		o.kind = LOAD_KIND_SWEEP;

@@ -10,6 +10,7 @@
 
 #include "load_jsonl.h"
 #include "load_prefix.h"
+#include "load_shard.h"
 #include "util.h"
 
 /* Past this many problems a document is not worth reading on. */
@@ -751,6 +752,45 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 
 /* ---- the header ------------------------------------------------------------ */
 
+/* A plan's digest: 16 hex digits (load_json_plan), else empty. */
+static void plan(struct rd *c, int obj, char out[20])
+{
+	char buf[20];
+
+	text_to(c, obj, "plan", buf, sizeof buf);
+	if (strlen(buf) != 16 || strspn(buf, "0123456789abcdef") != 16) {
+		bad(c, get(c, obj, "plan") >= 0 ? get(c, obj, "plan") : obj, "plan",
+		    "16 hex digits expected");
+		buf[0] = '\0';
+	}
+	memcpy(out, buf, 20);
+}
+
+/* --shard's "shard" (index, count, plan), or a merge's "merged". */
+static void shard(struct rd *c, int root)
+{
+	struct load_result *r = &c->d->r;
+	int t = object(c, root, "shard");
+
+	if (t >= 0) {
+		uint64_t n = cnt_max(c, t, "count", LOAD_SHARD_MAX);
+		uint64_t i = cnt_max(c, t, "index", LOAD_SHARD_MAX);
+		if (n == 0 || i >= n)
+			bad(c, t, "shard", "{index: 0 to count - 1, count: 1 to 4096} expected");
+		else {
+			c->d->conf.shard = (uint32_t)i;
+			c->d->conf.shards = (uint32_t)n;
+		}
+		plan(c, t, r->plan);
+	}
+	t = object(c, root, "merged");
+	if (t >= 0) {
+		r->merged = (unsigned)cnt_max(c, t, "shards", LOAD_SHARD_MAX);
+		plan(c, t, r->plan);
+		r->merged_skew_s = num(c, t, "skew_s");
+	}
+}
+
 static void header(struct rd *c, int root)
 {
 	struct load_result *r = &c->d->r;
@@ -814,6 +854,7 @@ static void header(struct rd *c, int root)
 	if (c->d->conf.url == NULL)
 		c->d->conf.url = strdup("");
 	r->interrupted = flag(c, root, "interrupted");
+	shard(c, root);
 }
 
 /* The SLO's targets, through the one parser (load_slo.h). */
