@@ -128,6 +128,56 @@ def test_three_shards_merge_to_the_one_machine_run():
         shutil.rmtree(d, True)
 
 
+def test_closed_loop_and_sweep_shards():
+    """A closed loop's users dealt to the shards (-c 6 on 3: 2 each) send the
+    single run's requests; a rate sweep's levels merge level by level, each
+    from all its samples."""
+    d = tempfile.mkdtemp(prefix="tt-merge-")
+    closed = ["-c", "6", "-n", "60", "--max-tokens", "3-9", "--prompt-tokens", "5-50"]
+    sweep = ["sweep", "--over", "rate", "--levels", "40,80", "--arrivals", "constant",
+             "--no-stop", "-d", "1s",
+             "--warmup", "200ms", "--max-tokens", "4"]
+    try:
+        with Mock("--ttft", "5ms", "--tpot", "1ms") as m:
+            url = m.url(CHAT)
+            c = shards(url, d, closed, name="c")
+            one = os.path.join(d, "one.json")
+            run("tokentap-load", *closed, "--json", one, url, expect=0)
+            s = shards(url, d, sweep, n=2, name="w")
+        merged = os.path.join(d, "closed.json")
+        run("tokentap-load", "merge", "-o", merged, "--html", os.path.join(d, "c.html"),
+            *c, expect=0)
+        _, single = level(one)
+        _, mlv = level(merged)
+        want = {x["seq"]: (x["prompt_tokens"], x["max_tokens"]) for x in single["samples"]
+                if not x["warmup"] and not x["cooldown"]}
+        got = {x["seq"]: (x["prompt_tokens"], x["max_tokens"]) for x in mlv["samples"]
+               if not x["warmup"] and not x["cooldown"]}
+        assert sorted(got) == sorted(want) == list(range(60)) and got == want
+        for p in c:
+            _, lv = level(p)
+            assert lv["max_in_flight"] <= 2 and lv["requests"] == 20, lv["max_in_flight"]
+
+        wm = os.path.join(d, "sweep.json")
+        run("tokentap-load", "merge", "-o", wm, *s, expect=0)
+        with open(wm) as f:
+            doc = json.load(f)
+        parts = []
+        for p in s:
+            with open(p) as f:
+                parts.append(json.load(f))
+        assert doc["kind"] == "sweep" and len(doc["levels"]) == 2
+        for j, lv in enumerate(doc["levels"]):
+            assert lv["value"] == [40, 80][j]
+            assert lv["requests"] == sum(x["levels"][j]["requests"] for x in parts)
+            ttft = [x["ttft_ms"] for part in parts
+                    for x in measured_ok(part["levels"][j]["samples"])]
+            assert abs(lv["ttft_ms"]["p95"] - quantile(ttft, 95)) <= 0.0015
+            assert abs(lv["request_throughput"] / lv["value"] - 1) <= 0.25, lv
+    finally:
+        shutil.rmtree(d, True)
+
+
 def test_unlike_plans_are_refused():
     d = tempfile.mkdtemp(prefix="tt-merge-")
     plan = ["-r", "100", "-n", "30", "--max-tokens", "3"]
