@@ -14,10 +14,14 @@
  * Returns the problems found. */
 static int check_shards(const struct load_doc *d, size_t n, FILE *err)
 {
-	uint32_t count = d[0].conf.shards;
+	uint32_t count = 0;
 	size_t *seen;
 	int bad = 0;
 
+	/* the count of the first shard's document: the others' against it */
+	for (size_t i = 0; i < n && count == 0; i++)
+		if (d[i].r.merged == 0)
+			count = d[i].conf.shards;
 	for (size_t i = 0; i < n; i++) {
 		if (d[i].r.merged > 0) {
 			fprintf(err, "%s: a merged document, not a shard's\n", d[i].path);
@@ -31,9 +35,9 @@ static int check_shards(const struct load_doc *d, size_t n, FILE *err)
 			    "figure from every request\n", d[i].path);
 			bad++;
 		} else if (d[i].conf.shards != count) {
-			fprintf(err, "%s is shard %u/%u, %s %u/%u: the shard counts differ\n",
-			    d[0].path, d[0].conf.shard, count, d[i].path, d[i].conf.shard,
-			    d[i].conf.shards);
+			fprintf(err, "%s is shard %u/%u, where the first is of %u: the shard "
+			    "counts differ\n", d[i].path, d[i].conf.shard, d[i].conf.shards,
+			    count);
 			bad++;
 		}
 	}
@@ -250,12 +254,14 @@ static int facts(struct load_level *lv, const struct load_doc *d, size_t n, size
 		/* a read document keeps its CPU in its generator's figures */
 		o->cpu_s += d[i].r.levels[j].sum.gen.cpu_s;
 		o->interrupted |= x->interrupted;
-		if (!(x->read_late_max_ms <= o->read_late_max_ms))
+		/* the worst shard's (NaN: one that could not tell) */
+		if (!isnan(x->read_late_max_ms) && !(x->read_late_max_ms <= o->read_late_max_ms))
 			o->read_late_max_ms = x->read_late_max_ms;
-		if (!(x->read_late_p99_ms <= o->read_late_p99_ms))
+		if (!isnan(x->read_late_p99_ms) && !(x->read_late_p99_ms <= o->read_late_p99_ms))
 			o->read_late_p99_ms = x->read_late_p99_ms;
 	}
 	o->start_us = d[0].r.levels[j].info.start_us;
+	o->read_late_stamps = d[0].r.levels[j].info.read_late_stamps;
 	o->window_start_us = ws;
 	o->window_end_us = we;
 	return we > ws ? 0 : -1;

@@ -537,12 +537,18 @@ static void generator(struct rd *c, int obj, struct load_level *lv)
 {
 	int t = object(c, obj, "generator"), w, el = -1;
 	struct load_gen *g = &lv->sum.gen;
+	char *src;
 
 	g->cpu_s = num(c, t, "cpu_s");
 	g->cpu_share = num(c, t, "cpu_share");
 	g->cpu_us_per_event = num(c, t, "cpu_us_per_event");
 	g->events = cnt(c, t, "events");
 	g->queued = lv->info.queued = cnt(c, t, "queued");
+	lv->info.read_late_p99_ms = num(c, t, "read_late_p99_ms");
+	lv->info.read_late_max_ms = num(c, t, "read_late_max_ms");
+	src = text(c, t, "read_late_source");
+	lv->info.read_late_stamps = src != NULL && strcmp(src, "stamps") == 0;
+	free(src);
 	w = array(c, t, "warnings");
 	while (w >= 0 && load_jl_elem(&c->j, w, &el)) {
 		char *s = load_jl_str(&c->j, el, NULL);
