@@ -700,7 +700,7 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
 		    fmax(0, (double)(r->window_start + c->duration_us - util_now_us()) / 1e6));
 	else if (c->count > 0)
 		snprintf(left, sizeof left, ", %llu of %llu sent",
-		    (unsigned long long)r->accepted, (unsigned long long)c->count);
+		    (unsigned long long)r->accepted, (unsigned long long)r->count);
 	p95 = recent_ttft_p95(r->st);
 	fprintf(stderr, "\r%s%s%.1f s%s  done %llu  in flight %llu  queued %zu  "
 	    "errors %llu  p95 TTFT ", r->opts->label ? r->opts->label : "",
