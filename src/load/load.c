@@ -29,6 +29,7 @@
 #include "load_run.h"
 #include "load_saved.h"
 #include "load_scen.h"
+#include "load_shard.h"
 #include "load_tls.h"
 #include "load_trace.h"
 #include "load_tt.h"
@@ -78,7 +79,7 @@ enum {
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
 	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST,
-	OPT_CALIBRATE, OPT_BPT
+	OPT_CALIBRATE, OPT_BPT, OPT_SHARD
 };
 
 static const struct option long_opts[] = {
@@ -140,6 +141,7 @@ static const struct option long_opts[] = {
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
 	{"seed", required_argument, NULL, OPT_SEED},
+	{"shard", required_argument, NULL, OPT_SHARD},
 	{"ramp", required_argument, NULL, OPT_RAMP},
 	{"lag", no_argument, NULL, OPT_LAG},
 	{"check", no_argument, NULL, 't'},
@@ -156,6 +158,7 @@ static void usage(FILE *f)
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
 	    "       tokentap-load report RUN.json [--html FILE] [--csv FILE]\n"
 	    "       tokentap-load compare [--fail-on RULES] A.json B.json\n"
+	    "       tokentap-load merge [-o OUT.json] SHARD.json ...\n"
 	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
 	    "that is not reasoning), TPOT, ITL, end-to-end latency and throughput on\n"
 	    "the client side (the definitions tokentap uses), exactly from every request.\n"
@@ -214,6 +217,8 @@ static void usage(FILE *f)
 	    "                          continuous_usage_stats): tokens per chunk\n"
 	    "  -H, --header 'N: V'     add a request header (repeatable)\n"
 	    "      --seed N            seed of token counts, prompts and arrivals (default 1)\n"
+	    "      --shard I/N         send the plan's requests I, I+N, I+2N, ... of N\n"
+	    "                          machines (from 0); `merge` joins their --json\n"
 	    "      --insecure          https: do not check the certificate\n"
 	    "      --cacert FILE       https: verify against this CA file (default: the\n"
 	    "                          system store)\n"
@@ -285,6 +290,8 @@ static void usage(FILE *f)
 	    "  compare A.json B.json   each level and figure of B beside A's, the change and\n"
 	    "                          its 95 % bootstrap interval; --fail-on 'tpot_p50>+10%'\n"
 	    "                          exits 1 when B regressed beyond it\n"
+	    "  merge SHARD.json ...    the documents of --shard I/N as the one plan's: every\n"
+	    "                          figure from all their samples (`merge --help`)\n"
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
 	    "Exit status: 0 done (scenarios: all passed); 1 a target missed: a scenario's,\n"
@@ -441,6 +448,10 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_RAMP:
 		parse_duration("--ramp", optarg, &c->ramp_us);
+		break;
+	case OPT_SHARD:
+		if (load_shard_parse(optarg, &c->shard, &c->shards, &err) < 0)
+			bad_value("--shard", err);
 		break;
 	case OPT_LAG:
 		c->lag = 1;
@@ -680,6 +691,48 @@ static void parse_over(struct opts *o)
 	}
 }
 
+/* --shard: what can be split exactly (load_shard.h), and a document for
+ * `merge` to join. */
+static void check_shard(const struct opts *o)
+{
+	const struct load_conf *c = &o->conf;
+	const struct load_plan *p = &o->plan;
+	int open = c->rate > 0 || o->trace_path != NULL || o->replay_path != NULL;
+	int closed = !open;
+	double least = c->concurrency;
+
+	if (c->shards == 0)
+		return;
+	if (o->kind == LOAD_KIND_CAPACITY)
+		fail_usage("--shard: a capacity search picks each level from the figures "
+		    "of the last, and a shard sees only its share of them: the shards "
+		    "would search apart. Shard `sweep --no-stop` over the levels, merge, "
+		    "and read the capacity off the merged levels; or search from one "
+		    "machine");
+	if (o->scen_path != NULL)
+		fail_usage("--shard goes with a run or a sweep, not with --scenarios");
+	if (o->calibrate > 0)
+		fail_usage("--shard: --calibrate measures each shard's own ratio, and "
+		    "the shards' prompts would differ: calibrate once, then give every "
+		    "shard that ratio with --bytes-per-token R");
+	if (o->json_path == NULL || o->no_samples)
+		fail_usage("--shard: --json FILE with its samples, for `tokentap-load merge`");
+	if (o->kind == LOAD_KIND_SWEEP && (p->stop_on_saturation ||
+	    isfinite(p->stop_error_rate) || (p->geometric && isinf(p->to))))
+		fail_usage("--shard: a sweep that stops on its figures (saturation, "
+		    "--stop-error-rate) would stop each shard on its share of them, "
+		    "apart: --no-stop and levels with an end (1..64)");
+	if (o->kind == LOAD_KIND_SWEEP && p->key != LOAD_KEY_PROMPT_TOKENS)
+		closed = p->key == LOAD_KEY_CONCURRENCY;
+	if (o->kind == LOAD_KIND_SWEEP && p->key == LOAD_KEY_CONCURRENCY)
+		least = p->geometric ? p->from : p->levels[0];
+	if ((closed || c->concurrency_set) && least < c->shards)
+		fail_usage("--shard I/N: each shard needs a user (or a connection): "
+		    "-c (and a concurrency sweep's levels) at least N");
+	if (c->count > 0 && c->count < c->shards)
+		fail_usage("--shard I/N: each shard needs a request: -n at least N");
+}
+
 /* What goes together and what does not. */
 static void check_options(struct opts *o)
 {
@@ -772,6 +825,10 @@ static void check_options(struct opts *o)
 	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
 	    !o->cooldown_given && o->tt_url == NULL)
 		c->cooldown = 1;
+	check_shard(o);
+	/* a merge computes ITL from every gap */
+	if (c->shards > 0)
+		o->itl_samples = 1;
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)
@@ -1349,6 +1406,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		load_conf_free(&o.conf);
 		return load_saved_compare(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "merge") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_merge(argc - 1, argv + 1);
 	}
 	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
 		o.kind = LOAD_KIND_SWEEP;

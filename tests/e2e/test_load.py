@@ -95,7 +95,7 @@ QUANT_KEYS = {"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
 DOC_KEYS = {
     "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
     "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
-    "interrupted", "sweep", "capacity", "levels", "prompt_sizing",
+    "interrupted", "shard", "merged", "sweep", "capacity", "levels", "prompt_sizing",
 }
 LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",

@@ -66,6 +66,9 @@ struct load_conf {
 	uint32_t prefixes;           /* 0: none */
 	uint32_t prefix_tokens;
 	double prefix_zipf;          /* 0: uniform, else zipf's exponent S */
+	/* --shard I/N: this process sends the plan's requests I, I + N, ...
+	 * (load_shard.h); shards 0: the whole plan */
+	uint32_t shard, shards;
 	/* https */
 	int tls;                     /* from the URL */
 	int tls_verify;              /* check the certificate (default on) */

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonw.h"
@@ -635,6 +636,43 @@ void load_json_level_members(FILE *f, const struct load_result *r,
 	level_members(&e, r, lv, o);
 }
 
+/* The plan's digest (FNV-1a, 64 bits, in hex): every level's parameters
+ * as the document writes them, the target, dialect, model, the names of
+ * the headers sent and the prompts' and trace's paths, so that `merge`
+ * tells shards of one plan from unlike ones where the document's members
+ * alone would not (a prompts file of another name, a header missing). */
+void load_json_plan(const struct load_result *r, char out[20])
+{
+	const struct load_conf *c = r->conf;
+	uint64_t h = 0xcbf29ce484222325ull;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct emit e;
+
+	if (f != NULL) {
+		memset(&e, 0, sizeof(e));
+		e.f = f;
+		/* the prompts' sizing too: shards sized at other ratios send
+		 * other bytes (load_psize.h) */
+		fprintf(f, "%d\n%s\n%s\n%s\n%.17g\n", (int)r->kind, c->url ? c->url : "",
+		    dialect_names[load_conf_dialect(c)], c->model ? c->model : "",
+		    c->bytes_per_token);
+		for (size_t i = 0; i < c->nheaders; i++)
+			fprintf(f, "%s\n", c->headers[i].name);
+		for (size_t i = 0; i < r->nlevels; i++) {
+			const struct load_level *lv = &r->levels[i];
+			fprintf(f, "%d %.17g\n", (int)lv->key, lv->value);
+			conf(&e, &lv->conf);
+		}
+		fclose(f);
+	}
+	for (size_t i = 0; buf != NULL && i < len; i++)
+		h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+	free(buf);
+	snprintf(out, 20, "%016" PRIx64, h);
+}
+
 static const char *kind_name(enum load_kind k)
 {
 	return k == LOAD_KIND_SWEEP ? "sweep" : k == LOAD_KIND_CAPACITY ? "capacity" : "run";
@@ -690,6 +728,26 @@ void load_json_write(FILE *f, const struct load_result *r,
 		null(&e, "slo");
 	}
 	boolean(&e, "interrupted", r->interrupted);
+	if (c->shards > 0) {
+		char plan[20];
+		load_json_plan(r, plan);
+		obj(&e, "shard", 1);
+		u64(&e, "index", c->shard);
+		u64(&e, "count", c->shards);
+		str(&e, "plan", plan);
+		end_obj(&e);
+	} else {
+		null(&e, "shard");
+	}
+	if (r->merged > 0) {
+		obj(&e, "merged", 1);
+		u64(&e, "shards", r->merged);
+		str(&e, "plan", r->plan);
+		num(&e, "skew_s", r->merged_skew_s, 3);
+		end_obj(&e);
+	} else {
+		null(&e, "merged");
+	}
 	if (r->kind == LOAD_KIND_SWEEP) {
 		obj(&e, "sweep", 0);
 		str(&e, "key", load_key_name(r->sweep_key));

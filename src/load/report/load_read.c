@@ -10,6 +10,7 @@
 
 #include "load_jsonl.h"
 #include "load_prefix.h"
+#include "load_shard.h"
 #include "util.h"
 
 /* Past this many problems a document is not worth reading on. */
@@ -536,12 +537,18 @@ static void generator(struct rd *c, int obj, struct load_level *lv)
 {
 	int t = object(c, obj, "generator"), w, el = -1;
 	struct load_gen *g = &lv->sum.gen;
+	char *src;
 
 	g->cpu_s = num(c, t, "cpu_s");
 	g->cpu_share = num(c, t, "cpu_share");
 	g->cpu_us_per_event = num(c, t, "cpu_us_per_event");
 	g->events = cnt(c, t, "events");
 	g->queued = lv->info.queued = cnt(c, t, "queued");
+	lv->info.read_late_p99_ms = num(c, t, "read_late_p99_ms");
+	lv->info.read_late_max_ms = num(c, t, "read_late_max_ms");
+	src = text(c, t, "read_late_source");
+	lv->info.read_late_stamps = src != NULL && strcmp(src, "stamps") == 0;
+	free(src);
 	w = array(c, t, "warnings");
 	while (w >= 0 && load_jl_elem(&c->j, w, &el)) {
 		char *s = load_jl_str(&c->j, el, NULL);
@@ -781,6 +788,45 @@ static void prompt_sizing(struct rd *c, int root, struct load_psize *p)
 
 /* ---- the header ------------------------------------------------------------ */
 
+/* A plan's digest: 16 hex digits (load_json_plan), else empty. */
+static void plan(struct rd *c, int obj, char out[20])
+{
+	char buf[20];
+
+	text_to(c, obj, "plan", buf, sizeof buf);
+	if (strlen(buf) != 16 || strspn(buf, "0123456789abcdef") != 16) {
+		bad(c, get(c, obj, "plan") >= 0 ? get(c, obj, "plan") : obj, "plan",
+		    "16 hex digits expected");
+		buf[0] = '\0';
+	}
+	memcpy(out, buf, 20);
+}
+
+/* --shard's "shard" (index, count, plan), or a merge's "merged". */
+static void shard(struct rd *c, int root)
+{
+	struct load_result *r = &c->d->r;
+	int t = object(c, root, "shard");
+
+	if (t >= 0) {
+		uint64_t n = cnt_max(c, t, "count", LOAD_SHARD_MAX);
+		uint64_t i = cnt_max(c, t, "index", LOAD_SHARD_MAX);
+		if (n == 0 || i >= n)
+			bad(c, t, "shard", "{index: 0 to count - 1, count: 1 to 4096} expected");
+		else {
+			c->d->conf.shard = (uint32_t)i;
+			c->d->conf.shards = (uint32_t)n;
+		}
+		plan(c, t, r->plan);
+	}
+	t = object(c, root, "merged");
+	if (t >= 0) {
+		r->merged = (unsigned)cnt_max(c, t, "shards", LOAD_SHARD_MAX);
+		plan(c, t, r->plan);
+		r->merged_skew_s = num(c, t, "skew_s");
+	}
+}
+
 static void header(struct rd *c, int root)
 {
 	struct load_result *r = &c->d->r;
@@ -845,6 +891,7 @@ static void header(struct rd *c, int root)
 		c->d->conf.url = strdup("");
 	r->interrupted = flag(c, root, "interrupted");
 	prompt_sizing(c, root, &r->psize);
+	shard(c, root);
 }
 
 /* The SLO's targets, through the one parser (load_slo.h). */

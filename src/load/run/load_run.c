@@ -20,6 +20,7 @@
 #include "load_prefix.h"
 #include "load_prompts.h"
 #include "load_psize.h"
+#include "load_shard.h"
 #include "load_summary.h"
 #include "load_trace.h"
 #include "log.h"
@@ -81,10 +82,12 @@ struct run {
 	double next_at;              /* open loop: next arrival, µs */
 	size_t next_entry;           /* a trace's next entry */
 	uint64_t created, accepted, in_flight, max_in_flight, queued;
+	uint64_t count;              /* -n: this shard's share of it; 0: none */
+	uint64_t arrivals;           /* open loop: the plan's, every shard's */
 	uint64_t counted_in_flight;  /* counted requests not ended (or queued) */
 	uint64_t cooled;             /* cool-down requests */
 	int cooling;                 /* past the window: cool-down requests */
-	uint64_t rng;
+	uint64_t rng;                /* open loop: the arrivals' (the schedule) */
 	struct load_prefix_dist prefix;   /* --prefixes: each request's draw */
 	int stopping, failed;
 	int enough;                  /* the count is reached */
@@ -301,10 +304,12 @@ static void window_closed(struct run *r)
 static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
 {
 	const struct load_conf *c = r->conf;
+	/* the plan's number: a count counts the whole plan's (load_shard.h) */
+	uint64_t g = load_shard_seq(r->created++, c->shard, c->shards);
 	int warmup = c->warmup_us > 0 ? t0 < r->start + c->warmup_us :
-	    r->created < c->warmup_count;
+	    g < c->warmup_count;
 
-	*seq = r->created++;
+	*seq = g;
 	if (r->cooling) {
 		r->cooled++;
 		return PH_COOLDOWN;
@@ -315,7 +320,7 @@ static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
 	open_window(r, t0);
 	/* the caller stops the issuing once this one is in flight, or the
 	 * run would end before it */
-	if (++r->accepted == c->count)
+	if (++r->accepted == r->count)
 		r->enough = 1;
 	return PH_COUNTED;
 }
@@ -329,6 +334,9 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	struct load_req rq;
 	char id[64];
 	uint64_t now = util_now_us();
+	/* what it asks is the seed's and its seq's alone: the same on any
+	 * shard, whatever was sent before it (load_shard.h) */
+	uint64_t rng = load_shard_rng(c->seed, p->seq);
 
 	memset(&rq, 0, sizeof(rq));
 	if (c->trace != NULL && p->entry < c->trace->n) {
@@ -337,7 +345,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.nheaders = te->nheaders;
 	}
 	if (c->prompts != NULL) {
-		rq.prompt = &c->prompts->v[rng_next(&r->rng) % c->prompts->n];
+		rq.prompt = &c->prompts->v[rng_next(&rng) % c->prompts->n];
 		/* the file's text at the ratio given or calibrated */
 		rq.prompt_tokens = c->bytes_per_token == LOAD_PSIZE_DEFAULT ?
 		    rq.prompt->tokens : load_psize_tokens(rq.prompt->text_len,
@@ -345,7 +353,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.max_tokens = rq.prompt->max_tokens;
 	} else {
 		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
-		    load_conf_draw(&c->prompt_tokens, &r->rng);
+		    load_conf_draw(&c->prompt_tokens, &rng);
 	}
 	if (c->prefixes > 0) {
 		rq.prefix_tokens = c->prefix_tokens;
@@ -356,7 +364,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	if (te != NULL && te->max_tokens)
 		rq.max_tokens = te->max_tokens;
 	if (rq.max_tokens == 0)
-		rq.max_tokens = load_conf_draw(&c->max_tokens, &r->rng);
+		rq.max_tokens = load_conf_draw(&c->max_tokens, &rng);
 	s->seq = p->seq;
 	s->t0 = p->t0;
 	s->phase = (uint8_t)p->phase;
@@ -377,7 +385,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		return;
 	}
 	evbuffer_drain(r->req, evbuffer_get_length(r->req));
-	if (load_body_request(r->req, c, &rq, &r->rng) < 0) {
+	if (load_body_request(r->req, c, &rq, &rng) < 0) {
 		run_failed(r, "request");
 		return;
 	}
@@ -548,7 +556,10 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* a late timer still gives every arrival its own intended time */
 	while (!r->stopping && r->next_at <= (double)now) {
-		arrive(r, (uint64_t)r->next_at, r->conf->trace ? r->next_entry : SIZE_MAX);
+		/* every shard draws the whole schedule and sends its own */
+		if (load_shard_mine(r->arrivals++, r->conf->shard, r->conf->shards))
+			arrive(r, (uint64_t)r->next_at, r->conf->trace ? r->next_entry :
+			    SIZE_MAX);
 		r->next_at = next_arrival(r);
 		if (isinf(r->next_at)) {
 			stop_issuing(r);
@@ -694,7 +705,7 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
 		    fmax(0, (double)(r->window_start + c->duration_us - util_now_us()) / 1e6));
 	else if (c->count > 0)
 		snprintf(left, sizeof left, ", %llu of %llu sent",
-		    (unsigned long long)r->accepted, (unsigned long long)c->count);
+		    (unsigned long long)r->accepted, (unsigned long long)r->count);
 	p95 = recent_ttft_p95(r->st);
 	fprintf(stderr, "\r%s%s%.1f s%s  done %llu  in flight %llu  queued %zu  "
 	    "errors %llu  p95 TTFT ", r->opts->label ? r->opts->label : "",
@@ -753,10 +764,14 @@ static int resolve(struct run *r, struct evdns_base *dns)
 
 static int setup(struct run *r)
 {
+	const struct load_conf *c = r->conf;
 	struct timeval sec = {1, 0};
 
-	r->max_slots = r->open_loop ? (r->conf->concurrency_set ?
-	    r->conf->concurrency : OPEN_MAX_CONNS) : r->conf->concurrency;
+	/* a closed loop's users, and an open loop's -c, dealt to the shards */
+	r->max_slots = r->open_loop && !c->concurrency_set ? OPEN_MAX_CONNS :
+	    load_shard_share(0, c->concurrency, c->shard, c->shards);
+	r->count = c->count ? load_shard_share(c->warmup_count, c->count, c->shard,
+	    c->shards) : 0;
 	r->slots = calloc(r->max_slots, sizeof(*r->slots));
 	r->idle = calloc(r->max_slots, sizeof(*r->idle));
 	r->req = evbuffer_new();

@@ -159,6 +159,11 @@ struct load_result {
 	size_t ncapacity;
 	int interrupted;
 	int failed;                  /* a level could not run */
+	/* tokentap-load merge: the shards joined (0: not a merge), the plan
+	 * they ran (its digest) and how far apart their levels started */
+	unsigned merged;
+	char plan[20];
+	double merged_skew_s;
 };
 
 void load_result_init(struct load_result *r, enum load_kind kind,
