@@ -31,17 +31,22 @@ static size_t whole_chunks(const char *p, size_t i, size_t len,
 {
 	for (;;) {
 		const unsigned char *q = (const unsigned char *)p + i;
-		size_t k, avail = len - i;
+		size_t k = 0, avail = len - i;
+		size_t lim = avail < CHUNKED_DIGITS_MAX ? avail : CHUNKED_DIGITS_MAX;
 		uint64_t size = 0;
+		unsigned v;
 
-		for (k = 0; k < avail && k < CHUNKED_DIGITS_MAX && hex1[q[k]]; k++)
-			size = size << 4 | (uint64_t)(hex1[q[k]] - 1);
+		while (k < lim && (v = hex1[q[k]]) != 0) {
+			size = size << 4 | (v - 1);
+			k++;
+		}
 		if (size == 0 || avail - k < 2 || q[k] != '\r' || q[k + 1] != '\n' ||
 		    size > avail - k - 2 || avail - k - 2 - size < 2 ||
 		    q[k + 2 + size] != '\r' || q[k + 3 + size] != '\n')
 			return i;
 		fn(arg, (const char *)q + k + 2, (size_t)size);
-		i += k + 4 + (size_t)size;
+		if ((i += k + 4 + (size_t)size) == len)
+			return len;    /* the common end: a read, a chunk */
 	}
 }
 
