@@ -16,12 +16,12 @@ timing all the same: a proxy that falls behind (callgrind's tokentap is
 some 50 times slower than itself, and shares 2 CPUs with other work)
 reads several events at once, and each read it saves is ~1,260
 instructions (the read, its stamp, the wake-up, the write to the client).
-Five runs on a loaded machine read 0.41 to 0.94 times an event and
-counted 2,223 to 2,858 an event. So each run is put at one read an event:
+Six runs on a loaded machine read 0.42 to 0.98 times an event and
+counted 2,312 to 2,989 an event. So each run is put at one read an event:
 (instructions + per_read x (events - reads)) / events, reads being the
 calls of up_readable (from the dump); per_read is fitted on the runs
 (least squares, instructions against reads) when their reads spread, and
-kept in the baseline. Those same five runs then read 2,936 to 2,992. The
+kept in the baseline. Those same six runs then read 3,003 to 3,061. The
 figure is the median of RUNS runs.
 
 What is counted is the worker threads (worker_main and all it calls: the
