@@ -636,6 +636,8 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	s.first_chunk_tokens = opt(c, el, "first_chunk_tokens");
 	s.prompt_tokens = cnt32(c, el, "prompt_tokens");
 	s.max_tokens = cnt32(c, el, "max_tokens");
+	s.turn = (uint32_t)cnt_max(c, el, "turn", 1000);
+	s.session = cnt(c, el, "session");
 	if (a < 0)
 		*has_itl = 0;
 	while (a >= 0 && load_jl_elem(&c->j, a, &e2)) {

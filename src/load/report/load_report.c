@@ -7,6 +7,7 @@
 
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_turns.h"
 #include "load_prompts.h"
 #include "load_trace.h"
 
@@ -201,6 +202,45 @@ void load_report_goodput_line(FILE *f, const struct load_level *lv)
 	    s->judged, targets);
 }
 
+/* The p95 of a distribution at the percentiles p, NaN when not asked. */
+static double p95_of(const struct load_dist *d, const struct load_pcts *p)
+{
+	for (size_t k = 0; k < p->n; k++)
+		if (p->p[k] == 95)
+			return d->q[k];
+	return NAN;
+}
+
+/* Conversations: each turn's figures, the first 8 and the last 2 of
+ * longer ones. */
+static void turns_table(FILE *f, const struct load_level *lv, const struct load_pcts *p)
+{
+	struct load_turns t;
+	char name[24];
+
+	if (load_turns_of(lv, p, &t) < 0 || t.n == 0)
+		return;
+	fprintf(f, "\n%-14s %8s %8s %10s %10s %10s %10s %10s\n", "by turn", "requests",
+	    "ok", "prompt tok", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95");
+	for (size_t i = 0; i < t.n; i++) {
+		const struct load_turns_row *w = &t.v[i];
+		if (t.n > 10 && i == 8)
+			fprintf(f, "%-14s\n", "...");
+		if (t.n > 10 && i >= 8 && i < t.n - 2)
+			continue;
+		snprintf(name, sizeof name, "turn %u", w->turn);
+		fprintf(f, "%-14s %8" PRIu64 " %8" PRIu64, name, w->requests, w->ok);
+		cell(f, w->prompt_tokens, 10, 1);
+		cell(f, w->ttft.median, 10, 2);
+		cell(f, p95_of(&w->ttft, p), 10, 2);
+		cell(f, w->tpot.median, 10, 2);
+		cell(f, p95_of(&w->tpot, p), 10, 2);
+		fputc('\n', f);
+	}
+	fprintf(f, "%-14s %8" PRIu64 "\n", "sessions", t.sessions);
+	load_turns_free(&t);
+}
+
 static void slices_table(FILE *f, const struct load_summary *s)
 {
 	fprintf(f, "\n%-14s %8s %8s %12s %10s %10s %10s %10s\n", "slice s", "requests",
@@ -328,6 +368,7 @@ void load_report_level(FILE *f, const struct load_result *r,
 		    "(or send -H 'X-Mock-Stamp: on'); --lag times only those\n", "");
 	if (lv->has_slo)
 		slo_lines(f, r, lv);
+	turns_table(f, lv, p);
 	if (s->nslices > 1)
 		slices_table(f, s);
 }
@@ -377,6 +418,17 @@ static void levels_table(FILE *f, const struct load_result *r)
 		    "%.2f ms repeating one (%zu)\n", i, u.ttft[0].median, u.ttft[0].count,
 		    u.ttft[1].median, u.ttft[1].count);
 		load_prefix_use_free(&u);
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_turns t;
+		if (load_turns_of(&r->levels[i], &r->pcts, &t) < 0 || t.n < 2) {
+			load_turns_free(&t);
+			continue;
+		}
+		fprintf(f, "level %zu: TTFT p50 %.2f ms at turn 1 (%" PRIu64 "), %.2f ms "
+		    "at turn %u (%" PRIu64 ")\n", i, t.v[0].ttft.median, t.v[0].requests,
+		    t.v[t.n - 1].ttft.median, t.v[t.n - 1].turn, t.v[t.n - 1].requests);
+		load_turns_free(&t);
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
 		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||
