@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tokentap-load's conversations (--turns, --think-time, --sessions,
+--sharegpt) against tokentap-mock, whose log shows each request as it
+came: its size (input_tokens: body bytes / 4), what its prefix cache held
+of it (cached_tokens), when it was read and when its last token went out
+(t_req_mono_us, last_token_end_us: CLOCK_MONOTONIC, the load's clock too).
+A request's X-Request-Id ends in its seq, which pairs it with its sample."""
+import json
+import math
+import os
+
+from harness import ROOT, Mock, load
+
+CHAT = "/v1/chat/completions"
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SESSIONS = os.path.join(FIXTURES, "sessions.jsonl")
+SHAREGPT = os.path.join(FIXTURES, "sharegpt.json")
+
+
+def by_turn(j, served):
+    """{session: [(sample, mock line), ...] in turn order}."""
+    lines = {int(x["request_id"].rsplit("-", 1)[1]): x for x in served}
+    out = {}
+    for s in j["samples"]:
+        out.setdefault(s["session"], []).append((s, lines[s["seq"]]))
+    for turns in out.values():
+        turns.sort(key=lambda p: p[0]["turn"])
+        assert [s["turn"] for s, _ in turns] == list(range(1, len(turns) + 1)), turns
+    return out
+
+
+def end_us(line):
+    return line["t_req_mono_us"] + line["last_token_end_us"]
+
+
+def conversations(cache):
+    """-c 2 users, 3 turns each, a new 200-token message a turn, against a
+    mock charging 200 us a prefill token, with its prefix cache or not."""
+    flags = ["--ttft", "20ms", "--tpot", "2ms", "--prefill-per-token", "200us"]
+    if cache:
+        flags += ["--prefix-cache", "60s"]
+    with Mock(*flags) as m:
+        j, err = load("-c", "2", "-n", "12", "--turns", "3", "--think-time", "20ms",
+                      "--prompt-tokens", "200", "--max-tokens", "8", m.url(CHAT),
+                      stderr=True)
+        served = m.served(12)
+    return j, err, served
+
+
+def test_turns_carry_the_history_and_are_reported_per_turn():
+    """Each turn's request opens with the whole of the one before (the
+    mock's cache holds all of it but the tail after the messages) and adds
+    the answer as received and a new message; the figures per turn: turn
+    3's TTFT, its history mostly cached, well under what the same turn
+    costs without the cache."""
+    j, err, served = conversations(cache=True)
+    assert j["errors"] == 0 and j["requests"] == 12, j["outcomes"]
+    assert j["config"]["conversation"] == {"turns": [3, 3], "file": None,
+                                           "format": None, "sessions": None,
+                                           "think_time": "20ms"}
+    conv = j["conversations"]
+    assert conv["sessions"] == 4, conv
+    assert [t["turn"] for t in conv["turns"]] == [1, 2, 3]
+    assert [t["requests"] for t in conv["turns"]] == [4, 4, 4]
+    assert all(t["ok"] == 4 and t["ttft_ms"]["count"] == 4 and
+               t["tpot_ms"]["count"] == 4 for t in conv["turns"]), conv
+    sessions = by_turn(j, served)
+    assert len(sessions) == 4
+    for turns in sessions.values():
+        prev = None
+        for s, line in turns:
+            assert s["output_tokens"] == 8
+            if prev is None:
+                # but for a block of the opening all bodies share
+                assert line["cached_tokens"] <= 16, line
+            else:
+                # the answer (8 tokens of text) and a new 200-token message
+                assert line["input_tokens"] >= prev["input_tokens"] + 200 + 8, (prev, line)
+                # the whole of the last body is a prefix of this one but its
+                # tail after the messages (~70 bytes) and a part block (16)
+                assert line["cached_tokens"] >= prev["input_tokens"] - 40, (prev, line)
+                assert line["t_req_mono_us"] >= end_us(prev) + 20000, (prev, line)
+            prev = line
+    # the prompt asked for, per turn: the history's growth
+    means = [t["prompt_tokens_mean"] for t in conv["turns"]]
+    assert means[0] == 200 and means[1] > 400 and means[2] > 600, means
+    # the table's block, the same figures
+    rows = {x.split()[1]: x.split() for x in err.splitlines() if x.startswith("turn ")}
+    assert sorted(rows) == ["1", "2", "3"], err
+    assert float(rows["3"][5]) == round(conv["turns"][2]["ttft_ms"]["p50"], 2) or \
+        abs(float(rows["3"][5]) - conv["turns"][2]["ttft_ms"]["p50"]) <= 0.006, rows
+    assert "sessions              4" in err, err
+    cold, _, cold_served = conversations(cache=False)
+    assert all(x["cached_tokens"] == 0 for x in cold_served)
+    hot3 = conv["turns"][2]["ttft_ms"]["p50"]
+    cold3 = cold["conversations"]["turns"][2]["ttft_ms"]["p50"]
+    # ~620 tokens at 200 us: 124 ms of prefill cold, ~50 ms with ~420 cached
+    assert hot3 < cold3 - 40, (hot3, cold3)
+
+
+def test_a_session_trace_replays_in_order_with_its_think_times():
+    """The fixture's two sessions, interleaved in the file: each turn sent
+    its delay_ms after the answer before it ended (at the mock: never
+    sooner, and within 5 ms but for the load's own dispatch lag, which its
+    latency counts), session b starting 30 ms after a."""
+    with Mock("--ttft", "10ms", "--tpot", "1ms") as m:
+        j = load("-c", "2", "--sessions", SESSIONS, m.url(CHAT))
+        served = m.served(6)
+    assert j["errors"] == 0 and j["requests"] == 6, j["outcomes"]
+    conf = j["config"]["conversation"]
+    assert conf["format"] == "sessions" and conf["sessions"] == 2, conf
+    with open(SESSIONS) as f:
+        want = {}
+        for x in map(json.loads, f):
+            want.setdefault(x["session_id"], []).append(x)
+    sessions = by_turn(j, served)
+    assert len(sessions) == 2
+    # the sessions in order of their start: a (0 ms) then b (30 ms)
+    for (s0, _), name in ((sessions[0][0], "a"), (sessions[1][0], "b")):
+        assert s0["max_tokens"] == want[name][0]["max_tokens"], s0
+    a1, b1 = sessions[0][0][1], sessions[1][0][1]
+    assert b1["t_req_mono_us"] - a1["t_req_mono_us"] >= 25000, (a1, b1)
+    for k, name in ((0, "a"), (1, "b")):
+        turns = sessions[k]
+        assert len(turns) == 3
+        for i in range(1, 3):
+            s, line = turns[i]
+            prev = turns[i - 1][1]
+            delay = want[name][i]["delay_ms"] * 1000
+            gap = line["t_req_mono_us"] - end_us(prev)
+            # the mock stamps a request's read by the kernel's arrival, and
+            # its last token after its write returned: 0.1 ms of slack
+            assert gap >= delay - 100, (name, i, gap, delay)
+            assert gap - s["dispatch_lag_ms"] * 1000 <= delay + 5000, (name, i, gap, delay, s)
+            assert line["input_tokens"] > prev["input_tokens"], (prev, line)
+            assert s["output_tokens"] == want[name][i]["max_tokens"]
+    # a synthetic message of prompt_tokens: b's turn 1 is 40 tokens
+    assert sessions[1][0][0]["prompt_tokens"] == 40
+
+
+def test_sharegpt_conversations_replay_as_sessions():
+    """ShareGPT's JSON: each human message a turn (the system one and a
+    conversation with none left out), its max_tokens the recorded
+    answer's length at 4 characters a token; Anthropic's messages."""
+    with open(SHAREGPT) as f:
+        convs = json.load(f)
+    want = []
+    for c in convs:
+        turns = []
+        for m in c["conversations"]:
+            if m["from"] == "human":
+                turns.append(None)
+            elif m["from"] == "gpt" and turns:
+                turns[-1] = math.ceil(len(m["value"]) / 4)
+        if turns:
+            want.append(turns)
+    with Mock("--ttft", "10ms", "--tpot", "1ms", "--prefix-cache", "60s") as m:
+        j = load("-c", "1", "--sharegpt", SHAREGPT, "--think-time", "5ms",
+                 m.url("/v1/messages"))
+        served = m.served(4)
+    assert j["errors"] == 0 and j["requests"] == sum(map(len, want)) == 4
+    conv = j["conversations"]
+    assert conv["sessions"] == 2
+    assert [t["requests"] for t in conv["turns"]] == [2, 1, 1], conv
+    sessions = by_turn(j, served)
+    for k, turns in enumerate(want):
+        assert [s["max_tokens"] for s, _ in sessions[k]] == turns, sessions[k]
+        lines = [x for _, x in sessions[k]]
+        for a, b in zip(lines, lines[1:]):
+            assert b["input_tokens"] > a["input_tokens"]
+            assert b["cached_tokens"] >= a["input_tokens"] - 40, (a, b)
+
+
+def test_bad_conversations_are_refused_with_where():
+    """A session trace's problem at FILE:LINE:COL; a conversation on an API
+    without messages, or with --rate, is a usage error."""
+    port = "1"
+    url = f"http://127.0.0.1:{port}{CHAT}"
+    bad = os.path.join(ROOT, "build", "tt-bad-sessions.jsonl")
+    with open(bad, "w") as f:
+        f.write('{"session_id": "a", "turn": 1, "prompt": "hi"}\n'
+                '{"session_id": "a", "turn": 3, "prompt": "x"}\n'
+                '{"session_id": "b", "turn": 1, "promt": "x"}\n')
+    try:
+        err = load("--sessions", bad, url, expect=2, report=False).stderr
+    finally:
+        os.unlink(bad)
+    assert f"{bad}:2:1: session 'a': turn 3 after turn 1" in err, err
+    assert f"{bad}:3:32: unknown key 'promt'; did you mean 'prompt'?" in err, err
+    err = load("--turns", "3", f"http://127.0.0.1:{port}/v1/completions", expect=2,
+               report=False).stderr
+    assert "conversations need a chat API's messages" in err, err
+    err = load("--turns", "3", "-r", "5", url, expect=2, report=False).stderr
+    assert "no --rate or trace" in err, err
+    err = load("--think-time", "1s", url, expect=2, report=False).stderr
+    assert "--think-time goes with --turns" in err, err
+    err = load("--turns", "0", url, expect=2, report=False).stderr
+    assert "--turns" in err and "1 to 1000" in err, err
