@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Conversations tokentap-load holds (docs/load-testing.md#sessions): a
+/* Conversations tokentap-load holds (docs/load-testing.md): a
  * user sends turn after turn of one session, each turn's request carrying
  * the history so far (its earlier user messages and the answers as they
  * were received) and a new user message, a think time after the answer
