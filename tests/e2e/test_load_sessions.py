@@ -8,6 +8,7 @@ A request's X-Request-Id ends in its seq, which pairs it with its sample."""
 import json
 import math
 import os
+import tempfile
 
 from harness import ROOT, Mock, load
 
@@ -196,3 +197,28 @@ def test_bad_conversations_are_refused_with_where():
     assert "--think-time goes with --turns" in err, err
     err = load("--turns", "0", url, expect=2, report=False).stderr
     assert "--turns" in err and "1 to 1000" in err, err
+
+
+def test_a_saved_run_reports_its_turns():
+    """tokentap-load report recomputes the figures per turn from a saved
+    document's samples: the same table, and the HTML page's turns table."""
+    with Mock("--ttft", "10ms", "--tpot", "1ms") as m:
+        doc = load("-c", "1", "-n", "4", "--turns", "2", "--max-tokens", "4",
+                   m.url(CHAT), whole=True)
+    j = doc["levels"][0]
+    assert [t["requests"] for t in j["conversations"]["turns"]] == [2, 2]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        out = load("report", path, "--html", os.path.join(d, "run.html"),
+                   report=False).stdout
+        with open(os.path.join(d, "run.html")) as f:
+            page = f.read()
+    rows = [x.split() for x in out.splitlines() if x.startswith("turn ")]
+    assert [r[1:4] for r in rows] == [["1", "2", "2"], ["2", "2", "2"]], out
+    for t in j["conversations"]["turns"]:
+        row = rows[t["turn"] - 1]
+        assert abs(float(row[5]) - t["ttft_ms"]["p50"]) <= 0.006, (row, t)
+        assert f'<tr data-level="0" data-turn="{t["turn"]}">' in page
+    assert '<table id="turns">' in page
