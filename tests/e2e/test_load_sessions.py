@@ -222,3 +222,33 @@ def test_a_saved_run_reports_its_turns():
         assert abs(float(row[5]) - t["ttft_ms"]["p50"]) <= 0.006, (row, t)
         assert f'<tr data-level="0" data-turn="{t["turn"]}">' in page
     assert '<table id="turns">' in page
+
+
+def test_a_scenario_holds_conversations():
+    """A scenario's turns and think_time are the flags'; turns on an API
+    without messages, or think_time alone, is FILE:LINE:COL, exit 2."""
+    with Mock("--ttft", "10ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.yaml")
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nmax_tokens: 2\nscenarios:\n"
+                    "  - name: chat\n    concurrency: 2\n    requests: 6\n"
+                    "    turns: 3\n    think_time: uniform:5ms-10ms\n"
+                    "    targets: {error_rate: 0}\n")
+        js = os.path.join(d, "s.json")
+        load("--scenarios", path, "--json", js, report=False)
+        with open(js) as f:
+            sc = json.load(f)["scenarios"][0]
+        assert sc["config"]["conversation"]["turns"] == [3, 3], sc["config"]
+        assert sc["config"]["conversation"]["think_time"] == "uniform:5ms-10ms"
+        assert [t["requests"] for t in sc["conversations"]["turns"]] == [2, 2, 2], sc
+        with open(path, "w") as f:
+            f.write(f"target: {m.url('/v1/completions')}\nscenarios:\n  - name: x\n"
+                    "    turns: 2\n")
+        r = load("--scenarios", path, report=False, expect=2)
+        assert "s.yaml:3:5: scenario \"x\": turns need a chat API's messages" in r.stderr, \
+            r.stderr
+        with open(path, "w") as f:
+            f.write(f"target: {m.url(CHAT)}\nscenarios:\n  - name: x\n"
+                    "    think_time: 1s\n")
+        r = load("--scenarios", path, report=False, expect=2)
+        assert "scenario \"x\": think_time goes with turns" in r.stderr, r.stderr

@@ -1012,6 +1012,11 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 		log_error("out of memory");
 		goto done;
 	}
+	if ((c->turns.min > 0 || c->sessions != NULL) && !load_body_chat(c)) {
+		log_error("conversations need a chat API's messages: OpenAI "
+		    "/v1/chat/completions, Anthropic /v1/messages or Ollama /api/chat");
+		goto done;
+	}
 	if (load_run_interrupted() > 0 || resolve(&r, dns) < 0)
 		goto done;
 	if (setup(&r) < 0) {
