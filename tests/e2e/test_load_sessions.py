@@ -201,7 +201,8 @@ def test_bad_conversations_are_refused_with_where():
 
 def test_a_saved_run_reports_its_turns():
     """tokentap-load report recomputes the figures per turn from a saved
-    document's samples: the same table, and the HTML page's turns table."""
+    document's samples: the same table, and the HTML page's turns table;
+    compare tells another conversation from it."""
     with Mock("--ttft", "10ms", "--tpot", "1ms") as m:
         doc = load("-c", "1", "-n", "4", "--turns", "2", "--max-tokens", "4",
                    m.url(CHAT), whole=True)
@@ -215,6 +216,14 @@ def test_a_saved_run_reports_its_turns():
                    report=False).stdout
         with open(os.path.join(d, "run.html")) as f:
             page = f.read()
+        # another think time is another workload to compare
+        other = json.loads(json.dumps(doc))
+        other["levels"][0]["config"]["conversation"]["think_time"] = "uniform:1s-2s"
+        with open(os.path.join(d, "other.json"), "w") as f:
+            json.dump(other, f)
+        cmp = load("compare", path, os.path.join(d, "other.json"), report=False, expect=4)
+        assert "workload differs at run: conversations 2 turns, think 0s in A, " \
+            "2 turns, think uniform:1s-2s in B" in cmp.stdout, cmp.stdout
     rows = [x.split() for x in out.splitlines() if x.startswith("turn ")]
     assert [r[1:4] for r in rows] == [["1", "2", "2"], ["2", "2", "2"]], out
     for t in j["conversations"]["turns"]:
