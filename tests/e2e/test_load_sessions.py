@@ -102,8 +102,9 @@ def test_turns_carry_the_history_and_are_reported_per_turn():
 def test_a_session_trace_replays_in_order_with_its_think_times():
     """The fixture's two sessions, interleaved in the file: each turn sent
     its delay_ms after the answer before it ended (at the mock: never
-    sooner, and within 5 ms but for the load's own dispatch lag, which its
-    latency counts), session b starting 30 ms after a."""
+    sooner; from the load's read of that end to the request's arrival,
+    within 5 ms but for the load's own dispatch lag, which its latency
+    counts), session b starting 30 ms after a."""
     with Mock("--ttft", "10ms", "--tpot", "1ms") as m:
         j = load("-c", "2", "--sessions", SESSIONS, m.url(CHAT))
         served = m.served(6)
@@ -121,18 +122,29 @@ def test_a_session_trace_replays_in_order_with_its_think_times():
         assert s0["max_tokens"] == want[name][0]["max_tokens"], s0
     a1, b1 = sessions[0][0][1], sessions[1][0][1]
     assert b1["t_req_mono_us"] - a1["t_req_mono_us"] >= 25000, (a1, b1)
+    t0 = j["monotonic_start_us"]
     for k, name in ((0, "a"), (1, "b")):
         turns = sessions[k]
         assert len(turns) == 3
         for i in range(1, 3):
             s, line = turns[i]
-            prev = turns[i - 1][1]
+            p, prev = turns[i - 1]
             delay = want[name][i]["delay_ms"] * 1000
+            # at the mock, from the answer's last token to the next request:
+            # never sooner than the think time (the mock stamps a request's
+            # read by the kernel's arrival, its last token after the write
+            # returned: 0.1 ms of slack)
             gap = line["t_req_mono_us"] - end_us(prev)
-            # the mock stamps a request's read by the kernel's arrival, and
-            # its last token after its write returned: 0.1 ms of slack
             assert gap >= delay - 100, (name, i, gap, delay)
-            assert gap - s["dispatch_lag_ms"] * 1000 <= delay + 5000, (name, i, gap, delay, s)
+            # and from when the load read the answer's end (it may read
+            # late on a busy host) to the request's arrival, within 5 ms
+            # but for the load's own dispatch lag, which its latency counts
+            read_end = t0 + (p["start_ms"] + p["e2el_ms"]) * 1000
+            late = line["t_req_mono_us"] - read_end - s["dispatch_lag_ms"] * 1000
+            assert delay - 100 <= late <= delay + 5000, (name, i, late, delay, s)
+            # its intended send time is the think time after that end
+            assert abs((s["start_ms"] - p["start_ms"] - p["e2el_ms"]) * 1000 - delay) <= 2000, \
+                (name, i, p, s)
             assert line["input_tokens"] > prev["input_tokens"], (prev, line)
             assert s["output_tokens"] == want[name][i]["max_tokens"]
     # a synthetic message of prompt_tokens: b's turn 1 is 40 tokens
