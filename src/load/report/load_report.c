@@ -7,6 +7,7 @@
 
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_session.h"
 #include "load_turns.h"
 #include "load_prompts.h"
 #include "load_trace.h"
@@ -107,6 +108,24 @@ static void range(FILE *f, const char *what, const struct load_range *r)
 		fprintf(f, ", %s %u-%u tokens", what, r->min, r->max);
 }
 
+/* Conversations: their turns (or their file) and think time. */
+static void talk_mode(FILE *f, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0 && c->sessions == NULL)
+		return;
+	load_think_name(&c->think, think, sizeof think);
+	if (c->sessions != NULL)
+		fprintf(f, " replaying %s (%zu sessions, %zu turns)", c->sessions->path,
+		    c->sessions->n, c->sessions->turns);
+	else if (c->turns.min == c->turns.max)
+		fprintf(f, " holding conversations of %u turns", c->turns.min);
+	else
+		fprintf(f, " holding conversations of %u-%u turns", c->turns.min, c->turns.max);
+	fprintf(f, ", think time %s", think);
+}
+
 static void table_mode(FILE *f, const struct load_conf *c)
 {
 	if (c->trace != NULL) {
@@ -123,6 +142,7 @@ static void table_mode(FILE *f, const struct load_conf *c)
 	}
 	else
 		fprintf(f, "load         closed loop, %u users", c->concurrency);
+	talk_mode(f, c);
 	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
 		fprintf(f, " (burstiness %.3g)", c->burstiness);
 	if (c->warmup_us > 0)
