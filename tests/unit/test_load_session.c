@@ -122,15 +122,22 @@ static void test_trace(void **state)
 	    "\n"
 	    "{\"session_id\": 7, \"turn\": 1, \"prompt_tokens\": 40, \"max_tokens\": 6}\n"
 	    "{\"session_id\": \"late\", \"turn\": 2, \"delay_ms\": 1.5, \"prompt\": \"b\"}\n"
-	    "{\"session_id\": 7, \"turn\": 2}\n", 0, &s, &errs), 0);
+	    "{\"session_id\": 7, \"turn\": 2}\n"
+	    "{\"session_id\": 7, \"turn\": 3, \"messages\": [{\"role\": \"tool\", "
+	    "\"content\": \"42\"}, {\"role\": \"user\", \"content\": \"and?\"}]}\n",
+	    0, &s, &errs), 0);
 	assert_string_equal(errs, "");
 	assert_int_equal(s.n, 2);
-	assert_int_equal(s.turns, 4);
+	assert_int_equal(s.turns, 5);
 	assert_false(s.sharegpt);
 	/* by start: session 7 (0) before "late" (50 ms) */
 	assert_string_equal(s.v[0].id, "7");
 	assert_int_equal(s.v[0].start_us, 0);
-	assert_int_equal(s.v[0].n, 2);
+	assert_int_equal(s.v[0].n, 3);
+	assert_int_equal(s.v[0].v[2].nmsgs, 2);
+	assert_string_equal(s.v[0].v[2].msgs[0].role, "tool");
+	assert_string_equal(s.v[0].v[2].msgs[1].content, "and?");
+	assert_int_equal(s.v[0].v[2].msgs[1].content_len, 4);
 	assert_null(s.v[0].v[0].text);
 	assert_int_equal(s.v[0].v[0].prompt_tokens, 40);
 	assert_int_equal(s.v[0].v[0].max_tokens, 6);
@@ -160,16 +167,20 @@ static void test_trace_problems(void **state)
 	    "{\"session_id\": \"b\", \"turn\": 1.5}\n"
 	    "{\"session_id\": \"b\", \"turn\": 1, \"max_tokens\": 0}\n"
 	    "[1]\n"
-	    "{\"session_id\": \"b\",\n", 0, &s, &errs), -1);
+	    "{\"session_id\": \"b\",\n"
+	    "{\"session_id\": \"c\", \"turn\": 1, \"messages\": [{\"role\": \"user\"}]}\n"
+	    "{\"session_id\": \"c\", \"turn\": 1, \"messages\": []}\n", 0, &s, &errs), -1);
 	has_error(errs, "1:1: session 'a': turn 2 after 0");
 	has_error(errs, "2:32: unknown key 'promt'; did you mean 'prompt'?");
-	has_error(errs, "3:1: \"prompt\" or \"prompt_tokens\": one or the other");
+	has_error(errs, "3:1: \"prompt\", \"prompt_tokens\" or \"messages\": one of them");
 	has_error(errs, "4:1: a turn needs \"session_id\" and \"turn\"");
 	has_error(errs, "5:44: delay_ms: expected a time in ms");
 	has_error(errs, "6:29: turn: expected a whole number from 1 to 1000");
 	has_error(errs, "7:46: max_tokens: expected a whole number");
 	has_error(errs, "8:1: expected a JSON object");
 	has_error(errs, "9:20: JSON cut short");
+	has_error(errs, "10:45: messages: expected an array of {\"role\"");
+	has_error(errs, "11:44: messages: expected an array of {\"role\"");
 	assert_int_equal(s.n, 0);
 	assert_null(s.v);
 	free(errs);

@@ -61,11 +61,13 @@ static char *body_of(const struct load_conf *c, struct load_req *rq)
 static void test_history(void **state)
 {
 	struct load_conf c;
-	struct load_turn turns[2] = {
-		{ "first \"q\"", 9, 0, 5, -1, 1 },
-		{ "second", 6, 0, 7, 250000, 2 },
+	struct load_msg msgs[2] = { { "tool", "42", 2 }, { "user", "so?", 3 } };
+	struct load_turn turns[3] = {
+		{ "first \"q\"", 9, NULL, 0, 0, 5, -1, 1 },
+		{ "second", 6, NULL, 0, 0, 7, 250000, 2 },
+		{ NULL, 0, msgs, 2, 0, 0, -1, 3 },
 	};
-	struct load_session se = { "s", turns, 2, 2, 0 };
+	struct load_session se = { "s", turns, 3, 3, 0 };
 	struct load_talk t;
 	struct load_req rq;
 	const char *err;
@@ -107,6 +109,17 @@ static void test_history(void **state)
 	    "\"A\xc3\xa9\\u000a\\\"b\\\"\"},{\"role\":\"user\",\"content\":\"second\"}],"
 	    "\"max_tokens\":7,\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
 	free(body);
+	/* 9 + 6 characters asked, 5 answered */
+	assert_int_equal(rq.prompt_tokens, 5);
+	assert_int_equal(load_talk_answered(&t, 1, 3000), 0);
+	/* a turn of the file's messages, as they are */
+	memset(&rq, 0, sizeof rq);
+	assert_int_equal(load_talk_turn(&t, &c, &rng, &rq), 0);
+	body = body_of(&c, &rq);
+	assert_non_null(strstr(body, "{\"role\":\"user\",\"content\":\"second\"},"
+	    "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"tool\","
+	    "\"content\":\"42\"},{\"role\":\"user\",\"content\":\"so?\"}],\"max_tokens\":"));
+	free(body);
 	/* a failed turn ends the session */
 	assert_int_equal(load_talk_answered(&t, 0, 2000), 0);
 	assert_false(load_talk_more(&t));
@@ -116,7 +129,7 @@ static void test_history(void **state)
 	assert_int_equal(t.turns, 3);
 	memset(&rq, 0, sizeof rq);
 	assert_int_equal(load_talk_turn(&t, &c, &rng, &rq), 0);
-	assert_int_equal(evbuffer_get_length(t.ask), 400);
+	assert_int_equal(t.ask_chars, 400);
 	assert_int_equal(rq.prompt_tokens, 100);
 	assert_int_equal(load_talk_think(&t, &c, &rng), 42);
 	load_talk_free(&t);

@@ -122,10 +122,20 @@ static void problem(struct reader *rd, size_t line, size_t col, const char *fmt,
 	fputc('\n', rd->err);
 }
 
+static void free_turn(struct load_turn *t)
+{
+	for (size_t i = 0; i < t->nmsgs; i++) {
+		free(t->msgs[i].role);
+		free(t->msgs[i].content);
+	}
+	free(t->msgs);
+	free(t->text);
+}
+
 static void free_session(struct load_session *se)
 {
 	for (size_t i = 0; i < se->n; i++)
-		free(se->v[i].text);
+		free_turn(&se->v[i]);
 	free(se->v);
 	free(se->id);
 }
@@ -183,6 +193,7 @@ static int add_turn(struct load_sessions *s, struct load_session *se,
 
 static const char *const keys[] = {
 	"session_id", "turn", "delay_ms", "prompt", "prompt_tokens", "max_tokens",
+	"messages",
 };
 
 /* A whole number in [lo, hi]; -1 after reporting. */
@@ -212,10 +223,43 @@ static int unknown_key(struct reader *rd, size_t line, int k)
 		}
 	}
 	problem(rd, line, load_jl_off(&rd->j, k) + 1, "unknown key '%.64s'%s%s%s "
-	    "(session_id, turn, delay_ms, prompt, prompt_tokens, max_tokens)",
+	    "(session_id, turn, delay_ms, prompt, prompt_tokens, messages, max_tokens)",
 	    name ? name : "?", hint ? "; did you mean '" : "", hint ? hint : "",
 	    hint ? "'?" : "");
 	free(name);
+	return -1;
+}
+
+/* "messages": [{"role": "...", "content": "..."}, ...], at least one. */
+static int messages(struct reader *rd, size_t line, int arr, struct load_turn *t)
+{
+	int el = -1;
+	size_t n = 0;
+
+	if (load_jl_type(&rd->j, arr) == LOAD_JL_ARRAY)
+		while (load_jl_elem(&rd->j, arr, &el))
+			n++;
+	if (n == 0)
+		goto bad;
+	if ((t->msgs = calloc(n, sizeof *t->msgs)) == NULL)
+		return -1;
+	el = -1;
+	while (load_jl_elem(&rd->j, arr, &el)) {
+		struct load_msg *m = &t->msgs[t->nmsgs++];
+		int role = load_jl_type(&rd->j, el) == LOAD_JL_OBJECT ?
+		    load_jl_get(&rd->j, el, "role") : -1;
+		int content = role >= 0 ? load_jl_get(&rd->j, el, "content") : -1;
+		m->role = role >= 0 ? load_jl_str(&rd->j, role, NULL) : NULL;
+		m->content = content >= 0 ? load_jl_str(&rd->j, content, &m->content_len) : NULL;
+		if (m->role == NULL || m->content == NULL || m->role[0] == '\0') {
+			arr = el;
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	problem(rd, line, load_jl_off(&rd->j, arr) + 1, "messages: expected an array "
+	    "of {\"role\": \"...\", \"content\": \"...\"} (strings)");
 	return -1;
 }
 
@@ -249,6 +293,8 @@ static int member(struct reader *rd, size_t line, int k, struct load_turn *t,
 			problem(rd, line, load_jl_off(&rd->j, v) + 1, "prompt: expected a string");
 			return -1;
 		}
+	} else if (load_jl_is(&rd->j, k, "messages")) {
+		return messages(rd, line, v, t);
 	} else if (load_jl_is(&rd->j, k, "prompt_tokens")) {
 		if (whole(rd, line, v, "prompt_tokens", 1, LOAD_CONF_MAX_TOKENS, &x) < 0)
 			return -1;
@@ -292,8 +338,8 @@ static int trace_line(void *arg, const char *line, size_t len, size_t lineno)
 		problem(rd, lineno, 1, "a turn needs \"session_id\" and \"turn\"");
 		bad = 1;
 	}
-	if (!bad && t.text != NULL && t.prompt_tokens > 0) {
-		problem(rd, lineno, 1, "\"prompt\" or \"prompt_tokens\": one or the other");
+	if (!bad && (t.text != NULL) + (t.prompt_tokens > 0) + (t.msgs != NULL) > 1) {
+		problem(rd, lineno, 1, "\"prompt\", \"prompt_tokens\" or \"messages\": one of them");
 		bad = 1;
 	}
 	se = bad ? NULL : session(rd->s, id, 0);
@@ -315,7 +361,7 @@ static int trace_line(void *arg, const char *line, size_t len, size_t lineno)
 	}
 	free(id);
 	if (bad)
-		free(t.text);
+		free_turn(&t);
 	return bad == 2 ? -2 : -bad;
 }
 

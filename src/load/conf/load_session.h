@@ -8,7 +8,9 @@
  *   - tokentap's session trace, JSONL, one turn a line:
  *       {"session_id": "a", "turn": 1, "delay_ms": 0, "prompt": "Hi",
  *        "max_tokens": 64}
- *     ("prompt_tokens": N for a synthetic message instead of "prompt");
+ *     ("prompt_tokens": N for a synthetic message instead of "prompt", or
+ *     "messages": [{"role": "tool", "content": "..."}, ...], the turn's
+ *     new messages as they are);
  *     turn 1's delay_ms is the session's start from the replay's start,
  *     a later turn's the think time after the answer before it (absent:
  *     --think-time). Turns are numbered 1, 2, ... within a session.
@@ -40,9 +42,18 @@ void load_think_name(const struct load_think *t, char *buf, size_t len);
 /* --turns: "K", "MIN-MAX" or "uniform:MIN-MAX", 1 to 1000. */
 int load_session_parse_turns(const char *s, struct load_range *r, const char **err);
 
+/* A message of a turn: its role and its text. */
+struct load_msg {
+	char *role;
+	char *content;
+	size_t content_len;
+};
+
 struct load_turn {
 	char *text;                  /* the user's message (NULL: synthetic) */
 	size_t text_len;
+	struct load_msg *msgs;       /* or the turn's messages, as they are */
+	size_t nmsgs;
 	uint32_t prompt_tokens;      /* a synthetic message's size; 0: drawn */
 	uint32_t max_tokens;         /* 0: drawn from --max-tokens */
 	int64_t delay_us;            /* see above; -1: --think-time */

@@ -108,7 +108,7 @@ static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t 
 	return evbuffer_add(out, "\"", 1);
 }
 
-/* A conversation's turn: the history, then the new user message, so that
+/* A conversation's turn: the history, then the new messages, so that
  * each turn's body opens with the whole of the one before. */
 static int add_turn(struct evbuffer *out, const struct load_req *rq)
 {
@@ -116,10 +116,9 @@ static int add_turn(struct evbuffer *out, const struct load_req *rq)
 
 	if (evbuffer_add(out, "[", 1) < 0 ||
 	    (n > 0 && evbuffer_add(out, evbuffer_pullup(rq->history, -1), n) < 0) ||
-	    ADD_LIT(out, "{\"role\":\"user\",\"content\":\"") < 0 ||
 	    evbuffer_add(out, evbuffer_pullup(rq->ask, -1), evbuffer_get_length(rq->ask)) < 0)
 		return -1;
-	return ADD_LIT(out, "\"}]");
+	return evbuffer_add(out, "]", 1);
 }
 
 /* A chat's messages: the file's, or one user message with the prompt; a

@@ -25,8 +25,8 @@ struct load_req {
 	uint32_t prefix_tokens;          /* --prefixes: a shared prefix first; 0: none */
 	uint64_t prefix_seed;            /* its words' seed: the same text for the same seed */
 	/* a conversation's turn (load_talk.h): the messages before it, each
-	 * a JSON object and a comma, and its new user message (escaped,
-	 * unquoted); NULL: a single prompt */
+	 * a JSON object and a comma, and its new messages (JSON objects,
+	 * commas between); NULL: a single prompt */
 	struct evbuffer *history;
 	struct evbuffer *ask;
 };

@@ -142,6 +142,7 @@ void load_talk_begin(struct load_talk *t, const struct load_session *script,
     uint32_t turns, uint64_t session)
 {
 	clear(t->history);
+	t->history_chars = 0;
 	t->script = script;
 	t->turns = script != NULL ? (uint32_t)script->n : turns;
 	t->turn = 0;
@@ -161,41 +162,54 @@ uint64_t load_talk_think(const struct load_talk *t, const struct load_conf *c,
 	return load_think_draw(&c->think, rng);
 }
 
-/* s as a JSON string by the one writer, its quotes dropped. */
-static int add_unquoted(struct evbuffer *out, const char *s, size_t n)
-{
-	struct evbuffer *tmp = evbuffer_new();
-	int rc;
+/* A string literal, without its NUL. */
+#define ADD_LIT(out, s) evbuffer_add((out), (s), sizeof(s) - 1)
 
-	if (tmp == NULL)
-		return -1;
-	rc = jsonw_strn(tmp, s, n);
-	if (rc == 0 && evbuffer_get_length(tmp) >= 2) {
-		evbuffer_drain(tmp, 1);
-		rc = evbuffer_remove_buffer(tmp, out, evbuffer_get_length(tmp) - 1) < 0 ?
-		    -1 : 0;
+/* One message: its role and text written by the one JSON writer. */
+static int add_msg(struct evbuffer *out, const char *role, const char *s, size_t n)
+{
+	return ADD_LIT(out, "{\"role\":") < 0 || jsonw_str(out, role) < 0 ||
+	    ADD_LIT(out, ",\"content\":") < 0 || jsonw_strn(out, s, n) < 0 ||
+	    ADD_LIT(out, "}") < 0 ? -1 : 0;
+}
+
+/* The turn's new messages into t->ask: the file's, its text as the
+ * user's, or a user's message of synthetic words. */
+static int add_ask(struct load_talk *t, const struct load_turn *tn,
+    const struct load_conf *c, uint64_t *rng)
+{
+	uint32_t tokens = tn != NULL ? tn->prompt_tokens : 0;
+
+	t->ask_chars = 0;
+	if (tn != NULL && tn->msgs != NULL) {
+		for (size_t i = 0; i < tn->nmsgs; i++) {
+			if ((i > 0 && ADD_LIT(t->ask, ",") < 0) || add_msg(t->ask,
+			    tn->msgs[i].role, tn->msgs[i].content, tn->msgs[i].content_len) < 0)
+				return -1;
+			t->ask_chars += tn->msgs[i].content_len;
+		}
+		return 0;
 	}
-	evbuffer_free(tmp);
-	return rc;
+	if (tn != NULL && tn->text != NULL) {
+		t->ask_chars = tn->text_len;
+		return add_msg(t->ask, "user", tn->text, tn->text_len);
+	}
+	if (tokens == 0)
+		tokens = load_conf_draw(&c->prompt_tokens, rng);
+	/* plain words need no escaping */
+	t->ask_chars = (size_t)tokens * 4;
+	return ADD_LIT(t->ask, "{\"role\":\"user\",\"content\":\"") < 0 ||
+	    load_body_words(t->ask, tokens, rng) < 0 || ADD_LIT(t->ask, "\"}") < 0 ? -1 : 0;
 }
 
 int load_talk_turn(struct load_talk *t, const struct load_conf *c, uint64_t *rng,
     struct load_req *rq)
 {
 	const struct load_turn *tn = t->script != NULL ? &t->script->v[t->turn] : NULL;
-	uint32_t tokens = tn != NULL ? tn->prompt_tokens : 0;
-	int rc;
 
 	clear(t->ask);
 	clear(t->answer);
-	if (tn != NULL && tn->text != NULL) {
-		rc = add_unquoted(t->ask, tn->text, tn->text_len);
-	} else {
-		if (tokens == 0)
-			tokens = load_conf_draw(&c->prompt_tokens, rng);
-		rc = load_body_words(t->ask, tokens, rng);
-	}
-	if (rc < 0)
+	if (add_ask(t, tn, c, rng) < 0)
 		return -1;
 	sse_off(t);
 	sse_init(&t->sse, t->dialect == DIALECT_OLLAMA ? SSE_MODE_NDJSON : SSE_MODE_EVENTS,
@@ -204,10 +218,9 @@ int load_talk_turn(struct load_talk *t, const struct load_conf *c, uint64_t *rng
 	t->turn++;
 	rq->history = t->history;
 	rq->ask = t->ask;
-	/* what the request asks the model to read: the history and the new
-	 * message, 4 characters a token */
-	rq->prompt_tokens = (uint32_t)((evbuffer_get_length(t->history) +
-	    evbuffer_get_length(t->ask)) / 4);
+	/* what the request asks the model to read: the text of the history
+	 * and of the new messages, 4 characters a token */
+	rq->prompt_tokens = (uint32_t)((t->history_chars + t->ask_chars) / 4);
 	rq->max_tokens = tn != NULL ? tn->max_tokens : 0;
 	return 0;
 }
@@ -231,12 +244,11 @@ int load_talk_answered(struct load_talk *t, int ok, uint64_t now_us)
 		return 0;
 	}
 	n = evbuffer_get_length(t->answer);
-	if (evbuffer_add(t->history, "{\"role\":\"user\",\"content\":\"", 26) < 0 ||
-	    evbuffer_add_buffer(t->history, t->ask) < 0 ||
-	    evbuffer_add(t->history, "\"},{\"role\":\"assistant\",\"content\":", 33) < 0 ||
-	    jsonw_strn(t->history, (const char *)evbuffer_pullup(t->answer, -1), n) < 0 ||
-	    evbuffer_add(t->history, "},", 2) < 0)
+	if (evbuffer_add_buffer(t->history, t->ask) < 0 || ADD_LIT(t->history, ",") < 0 ||
+	    add_msg(t->history, "assistant", (const char *)evbuffer_pullup(t->answer, -1),
+	    n) < 0 || ADD_LIT(t->history, ",") < 0)
 		rc = -1;
+	t->history_chars += t->ask_chars + n;
 	clear(t->answer);
 	return rc;
 }

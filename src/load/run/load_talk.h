@@ -23,7 +23,8 @@ struct evbuffer;
 
 struct load_talk {
 	struct evbuffer *history;    /* {"role":...,"content":...}, each and a comma */
-	struct evbuffer *ask;        /* this turn's user message, escaped, unquoted */
+	struct evbuffer *ask;        /* this turn's new messages, the same, commas between */
+	size_t history_chars, ask_chars;  /* their texts' length */
 	struct evbuffer *answer;     /* this turn's answer so far, as received */
 	const struct load_session *script;  /* a file's session, or NULL: drawn */
 	uint32_t turn;               /* the turn sent last, from 1; 0: none yet */
@@ -47,8 +48,8 @@ int load_talk_more(const struct load_talk *t);
  * a file's, else drawn from c->think. */
 uint64_t load_talk_think(const struct load_talk *t, const struct load_conf *c,
     uint64_t *rng);
-/* Starts the next turn: its message into t->ask, and rq's parts (the
- * history, the message, its sizes) from it. Returns 0 or -1 (memory). */
+/* Starts the next turn: its messages into t->ask, and rq's parts (the
+ * history, the messages, their size) from it. Returns 0 or -1 (memory). */
 int load_talk_turn(struct load_talk *t, const struct load_conf *c, uint64_t *rng,
     struct load_req *rq);
 /* The response body's bytes as they come. */
