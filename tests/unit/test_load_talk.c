@@ -52,10 +52,13 @@ static char *body_of(const struct load_conf *c, struct load_req *rq)
 {
 	struct evbuffer *b = evbuffer_new();
 	uint64_t rng = 1;
+	char *s;
 
 	assert_non_null(b);
 	assert_int_equal(load_body_json(b, c, rq, &rng), 0);
-	return unit_take(b);
+	s = unit_take(b);
+	evbuffer_free(b);
+	return s;
 }
 
 static void test_history(void **state)
