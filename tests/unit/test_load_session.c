@@ -238,6 +238,43 @@ static void test_sharegpt(void **state)
 	free(errs);
 }
 
+/* The fixtures cut at every byte: each read is whole or refused with a
+ * FILE:LINE:COL, never a crash or a leak (ASan, LeakSanitizer). */
+static void test_cuts(void **state)
+{
+	static const char *const files[] = {"tests/fixtures/sessions.jsonl",
+		"tests/fixtures/sharegpt.json"};
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		FILE *f = fopen(files[k], "r");
+		char text[8192];
+		size_t len;
+
+		assert_non_null(f);
+		len = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		assert_true(len > 100 && len < sizeof text - 1);
+		for (size_t n = 0; n <= len; n++) {
+			struct load_sessions s;
+			char *errs = NULL, save = text[n];
+			int rc;
+
+			text[n] = '\0';
+			rc = read_text(text, k, &s, &errs);
+			text[n] = save;
+			if (rc == 0) {
+				assert_true(s.n > 0 && s.turns > 0);
+				load_sessions_free(&s);
+			} else {
+				assert_non_null(strstr(errs, path));
+				assert_int_equal(s.n, 0);
+			}
+			free(errs);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +283,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sharegpt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cuts, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
