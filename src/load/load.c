@@ -193,7 +193,8 @@ static void usage(FILE *f)
 	    "      --replay-log FILE   replay tokentap's access log: each request at\n"
 	    "                          ts - duration_ms with its input/output tokens\n"
 	    "      --replay-route NAME only that route's lines\n"
-	    "      --trace-speed F     replay F times faster (default 1)\n"
+	    "      --trace-speed F     replay F times faster (default 1; --sessions: its\n"
+	    "                          starts and think times)\n"
 	    "      --turns K           each user holds conversations of K turns (or\n"
 	    "                          MIN-MAX, uniform:MIN-MAX), each request carrying\n"
 	    "                          the history so far, answers as received (chat APIs)\n"
@@ -754,8 +755,8 @@ static void check_options(struct opts *o)
 		fail_usage("--prefix-tokens and --prefix-dist go with --prefixes");
 	if (o->replay_route && !o->replay_path)
 		fail_usage("--replay-route goes with --replay-log");
-	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)
-		fail_usage("--trace-speed goes with --trace or --replay-log");
+	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path && !o->sessions_path)
+		fail_usage("--trace-speed goes with --trace, --replay-log or --sessions");
 	if (c->arrivals != LOAD_ARR_POISSON && c->rate <= 0 && o->kind != LOAD_KIND_SWEEP &&
 	    o->kind != LOAD_KIND_CAPACITY)
 		fail_usage("--arrivals and --burstiness go with --rate");

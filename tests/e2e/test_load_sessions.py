@@ -58,7 +58,7 @@ def test_turns_carry_the_history_and_are_reported_per_turn():
     assert j["errors"] == 0 and j["requests"] == 12, j["outcomes"]
     assert j["config"]["conversation"] == {"turns": [3, 3], "file": None,
                                            "format": None, "sessions": None,
-                                           "think_time": "20ms"}
+                                           "speed": None, "think_time": "20ms"}
     conv = j["conversations"]
     assert conv["sessions"] == 4, conv
     assert [t["turn"] for t in conv["turns"]] == [1, 2, 3]
@@ -111,6 +111,7 @@ def test_a_session_trace_replays_in_order_with_its_think_times():
     assert j["errors"] == 0 and j["requests"] == 6, j["outcomes"]
     conf = j["config"]["conversation"]
     assert conf["format"] == "sessions" and conf["sessions"] == 2, conf
+    assert conf["speed"] == 1 and conf["turns"] is None, conf
     with open(SESSIONS) as f:
         want = {}
         for x in map(json.loads, f):
@@ -149,6 +150,23 @@ def test_a_session_trace_replays_in_order_with_its_think_times():
             assert s["output_tokens"] == want[name][i]["max_tokens"]
     # a synthetic message of prompt_tokens: b's turn 1 is 40 tokens
     assert sessions[1][0][0]["prompt_tokens"] == 40
+
+
+def test_a_session_trace_replays_faster():
+    """--trace-speed 4: session b starts 7.5 ms after a, and its think
+    time of 200 ms is 50 ms (from the load's read of the answer's end)."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m:
+        j = load("-c", "2", "--sessions", SESSIONS, "--trace-speed", "4", m.url(CHAT))
+        served = m.served(6)
+    assert j["errors"] == 0 and j["config"]["conversation"]["speed"] == 4
+    sessions = by_turn(j, served)
+    t0 = j["monotonic_start_us"]
+    p, _ = sessions[1][0]
+    s, line = sessions[1][1]
+    read_end = t0 + (p["start_ms"] + p["e2el_ms"]) * 1000
+    late = line["t_req_mono_us"] - read_end - s["dispatch_lag_ms"] * 1000
+    assert 50000 - 100 <= late <= 50000 + 5000, (late, p, s)
+    assert 7.5 - 0.1 <= p["start_ms"] <= 7.5 + 5 + p["dispatch_lag_ms"], p
 
 
 def test_sharegpt_conversations_replay_as_sessions():

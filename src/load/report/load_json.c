@@ -186,6 +186,7 @@ static void conversation(struct emit *e, const struct load_conf *c)
 		str(e, "file", c->sessions->path);
 		str(e, "format", c->sessions->sharegpt ? "sharegpt" : "sessions");
 		u64(e, "sessions", c->sessions->n);
+		num(e, "speed", c->trace_speed, 4);
 	} else {
 		arr(e, "turns", 1);
 		u64(e, NULL, c->turns.min);
@@ -194,6 +195,7 @@ static void conversation(struct emit *e, const struct load_conf *c)
 		null(e, "file");
 		null(e, "format");
 		null(e, "sessions");
+		null(e, "speed");
 	}
 	load_think_name(&c->think, think, sizeof think);
 	str(e, "think_time", think);

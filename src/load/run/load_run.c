@@ -441,7 +441,10 @@ static int talk_begin(struct run *r, struct slot *s, uint64_t now)
 		return -1;
 	se = &f->v[r->next_session++];
 	load_talk_begin(s->talk, se, 0, r->sessions++);
-	s->due = r->start + se->start_us > now ? r->start + se->start_us : now;
+	/* --trace-speed: the session's start, as its think times */
+	s->due = r->start + (uint64_t)((double)se->start_us / r->conf->trace_speed);
+	if (s->due < now)
+		s->due = now;
 	return 0;
 }
 

@@ -157,8 +157,9 @@ int load_talk_more(const struct load_talk *t)
 uint64_t load_talk_think(const struct load_talk *t, const struct load_conf *c,
     uint64_t *rng)
 {
+	/* a file's think time, at --trace-speed */
 	if (t->script != NULL && t->script->v[t->turn].delay_us >= 0)
-		return (uint64_t)t->script->v[t->turn].delay_us;
+		return (uint64_t)((double)t->script->v[t->turn].delay_us / c->trace_speed);
 	return load_think_draw(&c->think, rng);
 }
 

@@ -45,7 +45,7 @@ void load_talk_begin(struct load_talk *t, const struct load_session *script,
 /* 1 while the session has a turn to send. */
 int load_talk_more(const struct load_talk *t);
 /* The think time (µs) before the next turn, after the answer before it;
- * a file's, else drawn from c->think. */
+ * a file's (at c->trace_speed), else drawn from c->think. */
 uint64_t load_talk_think(const struct load_talk *t, const struct load_conf *c,
     uint64_t *rng);
 /* Starts the next turn: its messages into t->ask, and rq's parts (the
