@@ -584,9 +584,11 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 		run_failed(r, "samples");
 	r->in_flight--;
 	r->last_end = util_now_us();
-	/* the answer joins the conversation, or ends it */
+	/* the answer joins the conversation, or ends it; the think time
+	 * counts from its last byte's read, so that a late callback here is
+	 * the next turn's dispatch lag, not a longer think */
 	if (s->talk != NULL && load_talk_answered(s->talk, x.outcome == OUTCOME_OK,
-	    r->last_end) < 0 && !r->failed)
+	    x.duration_us >= 0 ? m->t_end : r->last_end) < 0 && !r->failed)
 		run_failed(r, "conversation");
 	preflight_check(r, &x, e);
 	/* the last counted request ended: the cool-down has done its work */
