@@ -31,6 +31,8 @@
 #include "load_scen.h"
 #include "load_shard.h"
 #include "load_tls.h"
+#include "load_body.h"
+#include "load_session.h"
 #include "load_trace.h"
 #include "load_tt.h"
 #include "log.h"
@@ -66,6 +68,8 @@ struct opts {
 	int prefix_opt_given;        /* --prefix-tokens or --prefix-dist */
 	uint32_t calibrate;          /* --calibrate N; 0: off */
 	int bpt_given;               /* --bytes-per-token */
+	const char *sessions_path, *sharegpt_path;
+	int think_given;
 };
 
 enum {
@@ -79,7 +83,8 @@ enum {
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
 	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST,
-	OPT_CALIBRATE, OPT_BPT, OPT_SHARD
+	OPT_CALIBRATE, OPT_BPT, OPT_SHARD, OPT_TURNS, OPT_THINK, OPT_SESSIONS,
+	OPT_SHAREGPT
 };
 
 static const struct option long_opts[] = {
@@ -108,6 +113,10 @@ static const struct option long_opts[] = {
 	{"replay-log", required_argument, NULL, OPT_REPLAY},
 	{"replay-route", required_argument, NULL, OPT_REPLAY_ROUTE},
 	{"trace-speed", required_argument, NULL, OPT_TRACE_SPEED},
+	{"turns", required_argument, NULL, OPT_TURNS},
+	{"think-time", required_argument, NULL, OPT_THINK},
+	{"sessions", required_argument, NULL, OPT_SESSIONS},
+	{"sharegpt", required_argument, NULL, OPT_SHAREGPT},
 	{"header", required_argument, NULL, 'H'},
 	{"insecure", no_argument, NULL, OPT_INSECURE},
 	{"cacert", required_argument, NULL, OPT_CACERT},
@@ -193,7 +202,17 @@ static void usage(FILE *f)
 	    "      --replay-log FILE   replay tokentap's access log: each request at\n"
 	    "                          ts - duration_ms with its input/output tokens\n"
 	    "      --replay-route NAME only that route's lines\n"
-	    "      --trace-speed F     replay F times faster (default 1)\n"
+	    "      --trace-speed F     replay F times faster (default 1; --sessions: its\n"
+	    "                          starts and think times)\n"
+	    "      --turns K           each user holds conversations of K turns (or\n"
+	    "                          MIN-MAX, uniform:MIN-MAX), each request carrying\n"
+	    "                          the history so far, answers as received (chat APIs)\n"
+	    "      --think-time DIST   from an answer to the next turn: DUR,\n"
+	    "                          uniform:MIN-MAX or exp:MEAN (default 0)\n"
+	    "      --sessions FILE     the users replay a JSONL session trace (session_id,\n"
+	    "                          turn, delay_ms, prompt, max_tokens), turn by turn\n"
+	    "      --sharegpt FILE     the users replay ShareGPT conversations, each\n"
+	    "                          human message a turn\n"
 	    "\n"
 	    "Requests:\n"
 	    "      --dialect NAME      openai | openai-responses | anthropic | dify |\n"
@@ -486,6 +505,15 @@ static int parse_run(struct opts *o, int ch)
 		    &c->bytes_per_token);
 		o->bpt_given = 1;
 		break;
+	case OPT_TURNS:
+		if (load_session_parse_turns(optarg, &c->turns, &err) < 0)
+			bad_value("--turns", err);
+		break;
+	case OPT_THINK:
+		if (load_think_parse(optarg, &c->think, &err) < 0)
+			bad_value("--think-time", err);
+		o->think_given = 1;
+		break;
 	default:
 		return -1;
 	}
@@ -561,6 +589,12 @@ static int parse_other(struct opts *o, int ch)
 		break;
 	case OPT_TRACE:
 		o->trace_path = optarg;
+		break;
+	case OPT_SESSIONS:
+		o->sessions_path = optarg;
+		break;
+	case OPT_SHAREGPT:
+		o->sharegpt_path = optarg;
 		break;
 	case OPT_REPLAY:
 		o->replay_path = optarg;
@@ -733,6 +767,35 @@ static void check_shard(const struct opts *o)
 		fail_usage("--shard I/N: each shard needs a request: -n at least N");
 }
 
+/* Conversations: a closed loop of chat requests, drawn or from one file. */
+static void check_talk(struct opts *o)
+{
+	struct load_conf *c = &o->conf;
+	int n = (c->turns.min > 0) + (o->sessions_path != NULL) + (o->sharegpt_path != NULL);
+
+	if (n > 1)
+		fail_usage("--turns, --sessions and --sharegpt: one of them");
+	if (n == 0) {
+		if (o->think_given)
+			fail_usage("--think-time goes with --turns, --sessions or --sharegpt");
+		return;
+	}
+	if (c->rate > 0 || o->trace_path || o->replay_path)
+		fail_usage("conversations are held by -c users: no --rate or trace");
+	if (o->prompts_path || c->prefixes > 0)
+		fail_usage("conversations write their own messages: no --prompts or "
+		    "--prefixes");
+	if (o->kind == LOAD_KIND_CAPACITY)
+		fail_usage("capacity: no conversations (a sweep over concurrency can)");
+	if (c->shards > 0)
+		fail_usage("--shard: conversations are not split yet (a user's turns "
+		    "follow its own answers, so the plan's request numbers depend on "
+		    "timing); run them from one machine");
+	if (o->url_given && !load_body_chat(c))
+		fail_usage("conversations need a chat API's messages: OpenAI "
+		    "/v1/chat/completions, Anthropic /v1/messages or Ollama /api/chat");
+}
+
 /* What goes together and what does not. */
 static void check_options(struct opts *o)
 {
@@ -741,8 +804,10 @@ static void check_options(struct opts *o)
 
 	if (o->count_given && !o->duration_given)
 		c->duration_us = 0;
-	if ((o->trace_path || o->replay_path) && !o->duration_given)
+	if ((o->trace_path || o->replay_path || o->sessions_path || o->sharegpt_path) &&
+	    !o->duration_given)
 		c->duration_us = 0;
+	check_talk(o);
 	if (o->scen_path == NULL && (o->only != NULL || o->check))
 		fail_usage("--only and --check go with --scenarios");
 	if (o->scen_path != NULL && o->kind != LOAD_KIND_RUN)
@@ -773,8 +838,8 @@ static void check_options(struct opts *o)
 		    "with --scenarios (give --bytes-per-token)");
 	if (o->replay_route && !o->replay_path)
 		fail_usage("--replay-route goes with --replay-log");
-	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)
-		fail_usage("--trace-speed goes with --trace or --replay-log");
+	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path && !o->sessions_path)
+		fail_usage("--trace-speed goes with --trace, --replay-log or --sessions");
 	if (c->arrivals != LOAD_ARR_POISSON && c->rate <= 0 && o->kind != LOAD_KIND_SWEEP &&
 	    o->kind != LOAD_KIND_CAPACITY)
 		fail_usage("--arrivals and --burstiness go with --rate");
@@ -856,6 +921,7 @@ static void parse_options(int argc, char **argv, struct opts *o)
 struct inputs {
 	struct load_prompts prompts;
 	struct load_trace trace;
+	struct load_sessions sessions;
 	struct load_tls tls;
 	struct load_tt_conf tt;
 	int have_tt;
@@ -882,6 +948,16 @@ static int read_inputs(struct opts *o, struct inputs *in)
 		    stderr) < 0)
 			return -1;
 		c->trace = &in->trace;
+	}
+	if (o->sessions_path != NULL) {
+		if (load_sessions_read(&in->sessions, o->sessions_path, stderr) < 0)
+			return -1;
+		c->sessions = &in->sessions;
+	}
+	if (o->sharegpt_path != NULL) {
+		if (load_sessions_read_sharegpt(&in->sessions, o->sharegpt_path, stderr) < 0)
+			return -1;
+		c->sessions = &in->sessions;
 	}
 	if (c->trace != NULL && load_trace_check_speed(c->trace, c->trace_speed, stderr) < 0)
 		return -1;
@@ -917,6 +993,7 @@ static void free_inputs(struct inputs *in)
 {
 	load_prompts_free(&in->prompts);
 	load_trace_free(&in->trace);
+	load_sessions_free(&in->sessions);
 	load_tls_free(&in->tls);
 	if (in->have_tt)
 		load_tt_conf_free(&in->tt);

@@ -108,13 +108,14 @@ LEVEL_KEYS = {
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
     "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "prefix_ttft_ms",
-    "samples",
+    "conversations", "samples",
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
     "warmup_s", "warmup_requests", "cooldown", "prompt_tokens", "max_tokens", "prompts",
     "trace",
     "timeout_s", "seed", "continuous_usage", "ramp_s", "prefixes",
+    "conversation",
 }
 SAMPLE_KEYS = {
     "seq", "start_ms", "warmup", "cooldown", "outcome", "status", "ttft_ms", "ttfo_ms",

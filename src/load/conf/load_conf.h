@@ -29,8 +29,17 @@ enum load_arrivals {
 	LOAD_ARR_GAMMA          /* gamma gaps, shape = burstiness (vLLM, AIPerf) */
 };
 
+/* A think time (load_session.h): constant, uniform in [a, b], or
+ * exponential of mean a. */
+enum load_think_kind { LOAD_THINK_CONST, LOAD_THINK_UNIFORM, LOAD_THINK_EXP };
+struct load_think {
+	enum load_think_kind kind;
+	uint64_t a_us, b_us;
+};
+
 struct load_trace;
 struct load_prompts;
+struct load_sessions;
 
 struct load_conf {
 	char *url;                   /* as given */
@@ -78,6 +87,11 @@ struct load_conf {
 	const struct load_trace *trace;      /* open loop from a trace */
 	double trace_speed;          /* > 1 replays faster */
 	const struct load_prompts *prompts;  /* prompt texts, else synthetic */
+	/* conversations (load_session.h): each user holds sessions of turns
+	 * (min 0: none), a think time between them; or replays these */
+	struct load_range turns;
+	struct load_think think;
+	const struct load_sessions *sessions;
 };
 
 /* Defaults: 10 users, 10 s, timeout 60 s, 100 prompt / 100 output tokens. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "load_prefix_use.h"
+#include "load_turns.h"
 #include "load_report.h"
 #include "load_svg.h"
 #include "util.h"
@@ -511,6 +512,66 @@ static void dists_table(struct page *pg, const struct load_level *lv)
 	}
 	fputs("</tbody></table></div>\n", f);
 	end_section(pg);
+}
+
+/* One level's rows of the turns table. */
+static void turns_rows(struct page *pg, size_t i, const struct load_turns *t)
+{
+	const struct load_pcts *p = &pg->r->pcts;
+
+	for (size_t j = 0; j < t->n; j++) {
+		const struct load_turns_row *w = &t->v[j];
+		double t95 = NAN, p95 = NAN;
+		/* the first 8 and the last 2 of a long conversation */
+		if (t->n > 10 && j >= 8 && j < t->n - 2)
+			continue;
+		for (size_t q = 0; q < p->n; q++)
+			if (p->p[q] == 95) {
+				t95 = w->ttft.q[q];
+				p95 = w->tpot.q[q];
+			}
+		fprintf(pg->f, "<tr data-level=\"%zu\" data-turn=\"%u\"><td>%zu</td><td>%u</td>"
+		    "<td data-k=\"requests\" data-value=\"%" PRIu64 "\">%" PRIu64 "</td>"
+		    "<td data-k=\"ok\" data-value=\"%" PRIu64 "\">%" PRIu64 "</td>", i, w->turn,
+		    i, w->turn, w->requests, w->requests, w->ok, w->ok);
+		cell(pg, "prompt_tokens_mean", w->prompt_tokens, 1, 0);
+		cell(pg, "ttft_p50", w->ttft.median, 2, 0);
+		cell(pg, "ttft_p95", t95, 2, 0);
+		cell(pg, "tpot_p50", w->tpot.median, 2, 0);
+		cell(pg, "tpot_p95", p95, 2, 0);
+		fputs("</tr>\n", pg->f);
+	}
+}
+
+/* Conversations: each level's figures per turn, turn 1 beside turn K. */
+static void turns_table(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	struct load_turns t;
+	int any = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		if (load_turns_of(&r->levels[i], &r->pcts, &t) < 0 || t.n == 0) {
+			load_turns_free(&t);
+			continue;
+		}
+		if (!any) {
+			section(pg, "turns", "Turns", 1, "Conversations: each turn index's "
+			    "measured requests; the prompt asked for (the history and the new "
+			    "message), TTFT and TPOT in ms over its ok requests.");
+			fputs("<div class=\"scroll\"><table id=\"turns\"><thead><tr><th>#</th>"
+			    "<th>turn</th><th>requests</th><th>ok</th><th>prompt tok</th>"
+			    "<th>TTFT p50</th><th>TTFT p95</th><th>TPOT p50</th><th>TPOT p95</th>"
+			    "</tr></thead><tbody>\n", pg->f);
+			any = 1;
+		}
+		turns_rows(pg, i, &t);
+		load_turns_free(&t);
+	}
+	if (any) {
+		fputs("</tbody></table></div>\n", pg->f);
+		end_section(pg);
+	}
 }
 
 /* ---- charts against load --------------------------------------------------- */
@@ -1219,6 +1280,7 @@ void load_html_write(FILE *f, const struct load_result *r)
 	levels_table(&pg);
 	if (r->kind == LOAD_KIND_RUN && r->nlevels > 0)
 		dists_table(&pg, &r->levels[0]);
+	turns_table(&pg);
 	if (pg.ng > 0) {
 		panel_latency(&pg);
 		panel_tpot(&pg);

@@ -9,6 +9,8 @@
 #include "jsonw.h"
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_session.h"
+#include "load_turns.h"
 #include "load_prompts.h"
 #include "load_report.h"
 #include "load_trace.h"
@@ -170,6 +172,62 @@ static void fit(struct emit *e, const char *k, const struct load_fit *f,
 	end_obj(e);
 }
 
+/* --turns, --sessions, --sharegpt: how the users hold conversations. */
+static void conversation(struct emit *e, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0 && c->sessions == NULL) {
+		null(e, "conversation");
+		return;
+	}
+	obj(e, "conversation", 1);
+	if (c->sessions != NULL) {
+		null(e, "turns");
+		str(e, "file", c->sessions->path);
+		str(e, "format", c->sessions->sharegpt ? "sharegpt" : "sessions");
+		u64(e, "sessions", c->sessions->n);
+		num(e, "speed", c->trace_speed, 4);
+	} else {
+		arr(e, "turns", 1);
+		u64(e, NULL, c->turns.min);
+		u64(e, NULL, c->turns.max);
+		end_arr(e);
+		null(e, "file");
+		null(e, "format");
+		null(e, "sessions");
+		null(e, "speed");
+	}
+	load_think_name(&c->think, think, sizeof think);
+	str(e, "think_time", think);
+	end_obj(e);
+}
+
+/* Conversations: the sessions, each turn's figures (turn 1 beside K). */
+static void turns(struct emit *e, const struct load_turns *t, const struct load_pcts *p)
+{
+	if (t->n == 0) {
+		null(e, "conversations");
+		return;
+	}
+	obj(e, "conversations", 0);
+	u64(e, "sessions", t->sessions);
+	arr(e, "turns", 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct load_turns_row *w = &t->v[i];
+		obj(e, NULL, 0);
+		u64(e, "turn", w->turn);
+		u64(e, "requests", w->requests);
+		u64(e, "ok", w->ok);
+		num(e, "prompt_tokens_mean", w->prompt_tokens, 1);
+		dist(e, "ttft_ms", &w->ttft, p, 3);
+		dist(e, "tpot_ms", &w->tpot, p, 3);
+		end_obj(e);
+	}
+	end_arr(e);
+	end_obj(e);
+}
+
 static void conf(struct emit *e, const struct load_conf *c)
 {
 	int open = c->rate > 0 || c->trace != NULL;
@@ -231,6 +289,7 @@ static void conf(struct emit *e, const struct load_conf *c)
 	} else {
 		null(e, "prefixes");
 	}
+	conversation(e, c);
 	end_obj(e);
 }
 
@@ -497,6 +556,10 @@ static void sample(struct emit *e, const struct loadstats *st,
 	i64(e, "first_chunk_tokens", s->first_chunk_tokens);
 	u64(e, "prompt_tokens", s->prompt_tokens);
 	u64(e, "max_tokens", s->max_tokens);
+	if (s->turn > 0) {
+		u64(e, "session", s->session);
+		u64(e, "turn", s->turn);
+	}
 	if (u->n > 0) {
 		u64(e, "prefix", u->prefix[i]);
 		boolean(e, "prefix_first", u->first[i]);
@@ -614,6 +677,13 @@ static void level_members(struct emit *e, const struct load_result *r,
 		end_obj(e);
 	} else {
 		null(e, "prefix_ttft_ms");
+	}
+	{
+		struct load_turns t;
+		if (load_turns_of(lv, p, &t) < 0)
+			t.n = 0;
+		turns(e, &t, p);
+		load_turns_free(&t);
 	}
 	if (o->samples) {
 		arr(e, "samples", 0);

@@ -11,6 +11,7 @@
 #include "load_jsonl.h"
 #include "load_prefix.h"
 #include "load_shard.h"
+#include "load_session.h"
 #include "util.h"
 
 /* Past this many problems a document is not worth reading on. */
@@ -373,6 +374,31 @@ static void fit(struct rd *c, int obj, const char *key, const char *slope,
 	f->n = (size_t)cnt(c, t, "n");
 }
 
+/* --turns and --think-time, for compare's workload check; a file's
+ * sessions are not read back (their samples carry the turns). */
+static void conversation(struct rd *c, int cfg, struct load_conf *k)
+{
+	int t = object(c, cfg, "conversation"), a, el = -1;
+	const char *err;
+	double lo, hi;
+	char *s;
+
+	if (t < 0)
+		return;
+	if ((a = array(c, t, "turns")) >= 0 && load_jl_elem(&c->j, a, &el)) {
+		lo = num_tok(c, el, "turns");
+		hi = load_jl_elem(&c->j, a, &el) ? num_tok(c, el, "turns") : lo;
+		if (!(lo >= 1 && hi >= lo && hi <= LOAD_SESSION_MAX_TURNS))
+			bad(c, a, "turns", "[min, max] from 1 to 1000 expected");
+		else
+			k->turns = (struct load_range){ (uint32_t)lo, (uint32_t)hi };
+	}
+	s = text(c, t, "think_time");
+	if (s != NULL && load_think_parse(s, &k->think, &err) < 0)
+		bad(c, t, "think_time", err);
+	free(s);
+}
+
 static void conf(struct rd *c, int obj, struct load_conf *k)
 {
 	static const char *const arrivals[] = {"poisson", "constant", "gamma"};
@@ -426,6 +452,7 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 		}
 		free(s);
 	}
+	conversation(c, object(c, obj, "config"), k);
 }
 
 static void goodput(struct rd *c, int obj, struct load_summary *s)
@@ -643,6 +670,8 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	s.first_chunk_tokens = opt(c, el, "first_chunk_tokens");
 	s.prompt_tokens = cnt32(c, el, "prompt_tokens");
 	s.max_tokens = cnt32(c, el, "max_tokens");
+	s.turn = (uint32_t)cnt_max(c, el, "turn", 1000);
+	s.session = cnt(c, el, "session");
 	if (a < 0)
 		*has_itl = 0;
 	while (a >= 0 && load_jl_elem(&c->j, a, &e2)) {

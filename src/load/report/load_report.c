@@ -7,6 +7,8 @@
 
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_session.h"
+#include "load_turns.h"
 #include "load_prompts.h"
 #include "load_trace.h"
 
@@ -106,6 +108,24 @@ static void range(FILE *f, const char *what, const struct load_range *r)
 		fprintf(f, ", %s %u-%u tokens", what, r->min, r->max);
 }
 
+/* Conversations: their turns (or their file) and think time. */
+static void talk_mode(FILE *f, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0 && c->sessions == NULL)
+		return;
+	load_think_name(&c->think, think, sizeof think);
+	if (c->sessions != NULL)
+		fprintf(f, " replaying %s (%zu sessions, %zu turns)", c->sessions->path,
+		    c->sessions->n, c->sessions->turns);
+	else if (c->turns.min == c->turns.max)
+		fprintf(f, " holding conversations of %u turns", c->turns.min);
+	else
+		fprintf(f, " holding conversations of %u-%u turns", c->turns.min, c->turns.max);
+	fprintf(f, ", think time %s", think);
+}
+
 static void table_mode(FILE *f, const struct load_conf *c)
 {
 	if (c->trace != NULL) {
@@ -122,6 +142,7 @@ static void table_mode(FILE *f, const struct load_conf *c)
 	}
 	else
 		fprintf(f, "load         closed loop, %u users", c->concurrency);
+	talk_mode(f, c);
 	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
 		fprintf(f, " (burstiness %.3g)", c->burstiness);
 	if (c->warmup_us > 0)
@@ -235,6 +256,45 @@ void load_report_goodput_line(FILE *f, const struct load_level *lv)
 	    " ok within %s)\n", "goodput", s->goodput_per_s,
 	    s->judged ? 100.0 * (double)s->good / (double)s->judged : 0.0, s->good,
 	    s->judged, targets);
+}
+
+/* The p95 of a distribution at the percentiles p, NaN when not asked. */
+static double p95_of(const struct load_dist *d, const struct load_pcts *p)
+{
+	for (size_t k = 0; k < p->n; k++)
+		if (p->p[k] == 95)
+			return d->q[k];
+	return NAN;
+}
+
+/* Conversations: each turn's figures, the first 8 and the last 2 of
+ * longer ones. */
+static void turns_table(FILE *f, const struct load_level *lv, const struct load_pcts *p)
+{
+	struct load_turns t;
+	char name[24];
+
+	if (load_turns_of(lv, p, &t) < 0 || t.n == 0)
+		return;
+	fprintf(f, "\n%-14s %8s %8s %10s %10s %10s %10s %10s\n", "by turn", "requests",
+	    "ok", "prompt tok", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95");
+	for (size_t i = 0; i < t.n; i++) {
+		const struct load_turns_row *w = &t.v[i];
+		if (t.n > 10 && i == 8)
+			fprintf(f, "%-14s\n", "...");
+		if (t.n > 10 && i >= 8 && i < t.n - 2)
+			continue;
+		snprintf(name, sizeof name, "turn %u", w->turn);
+		fprintf(f, "%-14s %8" PRIu64 " %8" PRIu64, name, w->requests, w->ok);
+		cell(f, w->prompt_tokens, 10, 1);
+		cell(f, w->ttft.median, 10, 2);
+		cell(f, p95_of(&w->ttft, p), 10, 2);
+		cell(f, w->tpot.median, 10, 2);
+		cell(f, p95_of(&w->tpot, p), 10, 2);
+		fputc('\n', f);
+	}
+	fprintf(f, "%-14s %8" PRIu64 "\n", "sessions", t.sessions);
+	load_turns_free(&t);
 }
 
 static void slices_table(FILE *f, const struct load_summary *s)
@@ -365,6 +425,7 @@ void load_report_level(FILE *f, const struct load_result *r,
 		    "(or send -H 'X-Mock-Stamp: on'); --lag times only those\n", "");
 	if (lv->has_slo)
 		slo_lines(f, r, lv);
+	turns_table(f, lv, p);
 	if (s->nslices > 1)
 		slices_table(f, s);
 }
@@ -414,6 +475,17 @@ static void levels_table(FILE *f, const struct load_result *r)
 		    "%.2f ms repeating one (%zu)\n", i, u.ttft[0].median, u.ttft[0].count,
 		    u.ttft[1].median, u.ttft[1].count);
 		load_prefix_use_free(&u);
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_turns t;
+		if (load_turns_of(&r->levels[i], &r->pcts, &t) < 0 || t.n < 2) {
+			load_turns_free(&t);
+			continue;
+		}
+		fprintf(f, "level %zu: TTFT p50 %.2f ms at turn 1 (%" PRIu64 "), %.2f ms "
+		    "at turn %u (%" PRIu64 ")\n", i, t.v[0].ttft.median, t.v[0].requests,
+		    t.v[t.n - 1].ttft.median, t.v[t.n - 1].turn, t.v[t.n - 1].requests);
+		load_turns_free(&t);
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
 		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||
