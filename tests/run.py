@@ -9,12 +9,14 @@
      bounded time; two worker processes take the tasks, the longest first
      (run_queue), while the framing corpus goes through nginx beside them.
 
-  python3 tests/run.py [-k SUBSTRING] [--fast | --check] [--serial]
+  python3 tests/run.py [-k SUBSTRING] [--fast | --check] [--workers N | --serial]
      -k       only tests whose name contains SUBSTRING
      --fast   plain build only, no fuzzing
      --check  make check: the plain build's unit tests and the e2e tests
               that need no browser, no bench, no demo and no valgrind
               (a module's CHECK_SKIP names the tests left out, "*" all)
+     --workers N worker processes side by side ($TOKENTAP_TEST_WORKERS;
+              default 2, one a core)
      --serial one worker: every task after the other
 
 Every e2e test runs under a time limit (TIME_LIMIT seconds, or a module's
@@ -209,12 +211,17 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=66"}
 ENV_BEFORE = {k: os.environ[k] for k in SAN_ENV if k in os.environ}
 # each worker's own ports (harness.free_port), below the kernel's
-# ephemeral range (32768 and up), so neither takes the other's;
-# $TOKENTAP_TEST_PORT_BASE moves both ranges (1,500 ports each from there):
-# several runs at once on one machine, each with a base of its own
+# ephemeral range (32768 and up), so none takes another's: 20000-31999
+# shared out, or $TOKENTAP_TEST_PORT_BASE and 1,500 ports a worker from
+# there (several runs at once on one machine, each with a base of its own)
 _base = int(os.environ.get("TOKENTAP_TEST_PORT_BASE", "0"))
-PORTS = ((f"{_base}-{_base + 1499}", f"{_base + 1500}-{_base + 2999}") if _base
-         else ("20000-25999", "26000-31999"))
+
+
+def ports(i, n):
+    lo, size = (_base, 1500) if _base else (20000, 12000 // n)
+    return f"{lo + i * size}-{lo + (i + 1) * size - 1}"
+
+
 # what each test and step took in the last run that ran it: the scheduler's
 # estimates (not yet timed: a test, a quarter of its own TIME_LIMITS entry
 # or GUESS seconds; a step, STEP_GUESS)
@@ -297,7 +304,7 @@ class Worker:
     """A worker process: its log file (build/e2e-I.log, every line it and
     its tests wrote), the pipe its reports come on, the task it runs."""
 
-    def __init__(self, i, only, check):
+    def __init__(self, i, n, only, check):
         self.i, self.task, self.buf = i, None, b""
         self.log = os.path.join(ROOT, "build", f"e2e-{i}.log")
         r, w = os.pipe()
@@ -306,7 +313,7 @@ class Worker:
         with open(self.log, "ab") as out:
             self.p = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=out,
                                       stderr=subprocess.STDOUT, pass_fds=(w,), text=True,
-                                      env=dict(os.environ, TOKENTAP_TEST_PORTS=PORTS[i]))
+                                      env=dict(os.environ, TOKENTAP_TEST_PORTS=ports(i, n)))
         os.close(w)
         self.ctl = r
 
@@ -345,16 +352,18 @@ def run_queue(queue, nworkers, only, check):
     """The tasks on nworkers processes side by side, each with ports of
     its own (TOKENTAP_TEST_PORTS). Most of an e2e test's time is waiting
     (for a schedule, a timer, a peer), so two on two cores take little
-    more than one. Worker 0 prefers the plain pass's tasks, worker 1 the
-    sanitizer pass's, and either takes the other's when its own are done:
-    the long ones go first, so both end within a short task of each other.
+    more than one. Worker 0 (and 2, ...) prefers the plain pass's tasks,
+    worker 1 (3, ...) the sanitizer pass's, and each takes the others'
+    when its own are done: the long ones go first, so all end within a
+    short task of each other.
     A task's lines are printed when it ends; a worker that dies fails its
     task and another takes its place. Returns {test or step: seconds}."""
     tags = ("plain", "san")
     times = {}
     for i in range(nworkers):
         open(os.path.join(ROOT, "build", f"e2e-{i}.log"), "w").close()
-    workers = [Worker(i, only, check) for i in range(min(nworkers, len(queue)))]
+    n = min(nworkers, len(queue))
+    workers = [Worker(i, n, only, check) for i in range(n)]
     busy = [0.0] * len(workers)
     for w in workers:
         w.give(take(queue, tags[w.i % 2]))
@@ -376,7 +385,7 @@ def run_queue(queue, nworkers, only, check):
                 sys.stdout.write(w.lines(w.start))
                 result(w.task["name"], False, f"the worker ended ({w.p.returncode}) in it")
                 w.close()
-                w = workers[w.i] = Worker(w.i, only, check)
+                w = workers[w.i] = Worker(w.i, n, only, check)
             sys.stdout.flush()
             if w.task is None and queue:
                 w.give(take(queue, tags[w.i % 2]))
@@ -407,6 +416,9 @@ def main():
     ap.add_argument("--fast", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--workers", type=int,
+                    default=int(os.environ.get("TOKENTAP_TEST_WORKERS", "2")),
+                    help="worker processes side by side ($TOKENTAP_TEST_WORKERS; 2)")
     ap.add_argument("--serial", action="store_true",
                     help="one worker, every task after the other ($TOKENTAP_TEST_SERIAL too)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
@@ -430,7 +442,7 @@ def main():
     aside = threading.Thread(target=nginx_report, args=(nginx,))
     if built and built[0] == "plain" and not a.k and not a.check:
         aside.start()
-    times = run_queue(queue, 1 if serial else 2, a.k, a.check)
+    times = run_queue(queue, 1 if serial else max(1, a.workers), a.k, a.check)
     if aside.ident:
         aside.join()
         sys.stdout.write("".join(nginx))
