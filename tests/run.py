@@ -243,16 +243,18 @@ def run_task(task, only, check):
     return {task["name"]: time.monotonic() - t}
 
 
-def worker(only, check, ctl_fd):
-    """--worker: the tasks the runner writes on stdin (a JSON line each),
-    one after the other. On ctl_fd, a JSON line for each result as it comes
+def worker(only, check, fds):
+    """--worker TASKS,CTL: the tasks the runner writes on pipe TASKS (a
+    JSON line each; not stdin, which a test's child may read), one after
+    the other. On pipe CTL, a JSON line for each result as it comes
     (a worker may die in a task: what it said before still counts) and one
     when the task ends: its times, and where its lines are in stdout (the
     worker's log file)."""
     global CTL
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    tasks_fd, ctl_fd = (int(x) for x in fds.split(","))
     CTL = os.fdopen(ctl_fd, "w")
-    for line in sys.stdin:
+    for line in os.fdopen(tasks_fd):
         task = json.loads(line)
         sys.stdout.flush()
         start = os.fstat(1).st_size
@@ -308,20 +310,22 @@ class Worker:
         self.i, self.task, self.buf = i, None, b""
         self.log = os.path.join(ROOT, "build", f"e2e-{i}.log")
         r, w = os.pipe()
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(w), "-k", only] + \
-            (["--check"] if check else [])
+        tr, tw = os.pipe()
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{tr},{w}", "-k",
+               only] + (["--check"] if check else [])
         with open(self.log, "ab") as out:
-            self.p = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=out,
-                                      stderr=subprocess.STDOUT, pass_fds=(w,), text=True,
+            self.p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                      pass_fds=(tr, w),
                                       env=dict(os.environ, TOKENTAP_TEST_PORTS=ports(i, n)))
         os.close(w)
-        self.ctl = r
+        os.close(tr)
+        self.ctl, self.tasks = r, os.fdopen(tw, "w")
 
     def give(self, task):
         self.task, self.since = task, time.monotonic()
         self.start = os.path.getsize(self.log)
-        self.p.stdin.write(json.dumps(task) + "\n")
-        self.p.stdin.flush()
+        self.tasks.write(json.dumps(task) + "\n")
+        self.tasks.flush()
 
     def reports(self):
         """The reports that came (a list), or None: the worker ended."""
@@ -337,7 +341,7 @@ class Worker:
             return f.read(-1 if end is None else max(0, end - start)).decode(errors="replace")
 
     def close(self):
-        self.p.stdin.close()
+        self.tasks.close()
         self.p.wait()
         os.close(self.ctl)
 
@@ -421,7 +425,7 @@ def main():
                     help="worker processes side by side ($TOKENTAP_TEST_WORKERS; 2)")
     ap.add_argument("--serial", action="store_true",
                     help="one worker, every task after the other ($TOKENTAP_TEST_SERIAL too)")
-    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     start = time.monotonic()
     # warnings are errors here (and in CI); a plain make leaves them
