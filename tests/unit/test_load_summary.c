@@ -324,6 +324,21 @@ static void test_slices_drift_fit(void **state)
 	near(sum.input_fit.r2, 1.0, 1e-12);
 	load_summary_free(&sum);
 	loadstats_free(&st);
+
+	/* every input 134 tokens: 0.134 does not sum back exactly, and a
+	 * constant input must still have no fit */
+	loadstats_init(&st);
+	for (int i = 0; i < 97; i++) {
+		struct load_sample s = ok_at(0, 20000 + 37 * i, 1000);
+		s.input_tokens = 134;
+		loadstats_record(&st, &s, NULL, 0);
+	}
+	in.st = &st;
+	assert_int_equal(load_summary(&in, &sum), 0);
+	assert_int_equal(sum.input_fit.n, 97);
+	assert_true(isnan(sum.input_fit.slope) && isnan(sum.input_fit.r2));
+	load_summary_free(&sum);
+	loadstats_free(&st);
 }
 
 /* Chunks, the generator, and figures by name. */

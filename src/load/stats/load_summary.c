@@ -110,6 +110,7 @@ void load_dist_of(double *v, size_t n, const struct load_pcts *p,
 void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
 {
 	double mx = 0, my = 0, sxx = 0, sxy = 0, syy = 0;
+	int varies = 0;
 
 	f->n = n;
 	f->slope = f->intercept = f->r2 = NAN;
@@ -118,7 +119,12 @@ void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
 	for (size_t i = 0; i < n; i++) {
 		mx += x[i];
 		my += y[i];
+		varies |= x[i] != x[0];
 	}
+	/* the rounding of the mean of a constant x leaves sxx a hair above
+	 * 0 and a line of any slope (R² 1e-31): a constant x has no fit */
+	if (!varies)
+		return;
 	mx /= (double)n;
 	my /= (double)n;
 	for (size_t i = 0; i < n; i++) {
