@@ -105,6 +105,9 @@ async function read(page, p) {
 		drawn: g.querySelectorAll('circle').length })));
 	out.fit = await page.$$eval('#p-input g.fit', gs => gs.map(g => ({ slope: Number(g.dataset.slope),
 		intercept: Number(g.dataset.intercept), r2: Number(g.dataset.r2), n: Number(g.dataset.n) })));
+	out.input_constant = await page.$$eval('#p-input [data-constant]', ns => ns.map(n => ({
+		tokens: Number(n.dataset.constant), requests: Number(n.dataset.requests) })));
+	out.input_charts = await page.$$eval('#p-input svg', ss => ss.length);
 	out.timeline = await page.$$eval('#p-timeline g.tl', gs => gs.map(g => ({
 		requests: Number(g.dataset.requests), shown: Number(g.dataset.shown), step: Number(g.dataset.step),
 		rows: [...g.querySelectorAll('g[data-seq]')].map(r => ({ seq: Number(r.dataset.seq),

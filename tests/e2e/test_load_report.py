@@ -218,15 +218,21 @@ def test_sweep_report_in_browser():
     for p in knee["series"]["knee_e2e_p50"]:
         lv = doc["levels"][p["level"]]
         assert near(p["x"], lv["output_throughput"]) and near(p["y"], lv["e2el_ms"]["p50"])
-    # TTFT against input length: the longest level's ok requests, its fit
-    lv = doc["levels"][max(range(len(doc["levels"])),
-                           key=lambda i: (doc["levels"][i]["window"]["length_s"], i))]
-    total = len(counted_ok(lv))
+    # TTFT against input length: the ok requests of the levels up to the
+    # knee, not the saturated longest level's queue; fitted over them all
+    knee_value = doc["levels"][sw["knee_level"]]["value"]
+    below = [lv for lv in doc["levels"] if lv["value"] <= knee_value]
+    assert len(below) < len(doc["levels"])
+    pts = [(s["input_tokens"] if s["input_tokens"] is not None else s["prompt_tokens"],
+            s["ttft_ms"]) for lv in below for s in counted_ok(lv)]
+    total = len(pts)
     assert a["scatter"] == [{"points": total, "total": total, "drawn": total}], a["scatter"]
-    fit = lv["input_fit"]
-    assert a["fit"][0]["n"] == fit["n"] == total
-    assert abs(a["fit"][0]["slope"] - fit["slope_ms_per_1k_tokens"]) < 1e-3
-    assert abs(a["fit"][0]["intercept"] - fit["intercept_ms"]) < 1e-3
+    fit, = a["fit"]
+    assert fit["n"] == total
+    mx, my = (sum(p[k] for p in pts) / total for k in (0, 1))
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    assert abs(fit["slope"] - 1e3 * slope) < 1e-3 * max(1, abs(1e3 * slope)), (fit, slope)
+    assert abs(fit["intercept"] - (my - slope * mx)) < 1e-2, fit
     assert a["error_labels"] == [{"level": i, "rate": 0} for i in range(len(doc["levels"]))]
     assert a["slo"] == [{"target": "ttft_p95", "limit": 200}, {"target": "tpot_p95", "limit": 30}]
 
@@ -269,6 +275,13 @@ def test_run_report_escapes_what_it_shows():
     assert near(out["dists"]["itl"]["itl_p99"], lv["itl_ms"]["p99"])
     assert out["dists"]["e2e"]["count"] == lv["e2el_ms"]["count"] == 12
     assert out["capacity"] == [] and out["sweep"] == []
+    # every prompt the same size: no line through one x (the old page drew
+    # one, R² 1e-31), and no chart
+    ins = {s["input_tokens"] if s["input_tokens"] is not None else s["prompt_tokens"]
+           for s in counted_ok(lv)}
+    assert len(ins) == 1, ins
+    assert out["fit"] == [] and out["input_charts"] == 0, out["fit"]
+    assert out["input_constant"] == [{"tokens": ins.pop(), "requests": len(counted_ok(lv))}]
     assert out2["requests"] == [out2["url"]] and out2["console"] == []
     assert out2["levels"][0]["cells"]["label"] == "\ufffd<b>x</b>"
 

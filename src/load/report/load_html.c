@@ -866,34 +866,140 @@ static double input_of(const struct load_sample *s)
 	return s->input_tokens >= 0 ? (double)s->input_tokens : (double)s->prompt_tokens;
 }
 
+/* The levels whose TTFT is the prompt's and not a queue's, in in[]: a
+ * run's one level; a prompt-size sweep's every level; a sweep's up to its
+ * knee (every level when it never saturated); a search's that met the
+ * SLO; else the lowest load alone. Returns what they are, for the note. */
+static const char *unqueued(const struct page *pg, unsigned char *in)
+{
+	const struct load_result *r = pg->r;
+	size_t n = 0, low = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (r->kind == LOAD_KIND_RUN || r->sweep_key == LOAD_KEY_PROMPT_TOKENS)
+			in[i] = 1;
+		else if (r->kind == LOAD_KIND_SWEEP && r->knee >= 0 &&
+		    (size_t)r->knee < r->nlevels)
+			in[i] = lv->key == r->levels[r->knee].key &&
+			    lv->value <= r->levels[r->knee].value;
+		else if (r->kind == LOAD_KIND_SWEEP)
+			in[i] = r->saturated_at < 0 || (int)i < r->saturated_at;
+		else
+			in[i] = lv->has_slo && lv->slo.met;
+		n += in[i];
+		if (lv->value < r->levels[low].value)
+			low = i;
+	}
+	if (r->kind == LOAD_KIND_RUN)
+		return "the run";
+	if (r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS)
+		return "every level";
+	if (n > 0 && r->kind == LOAD_KIND_SWEEP)
+		return r->knee >= 0 ? "the levels up to the knee" :
+		    "every level (the sweep did not saturate)";
+	if (n > 0)
+		return "the levels that met the SLO";
+	if (r->nlevels > 0)
+		in[low] = 1;
+	return "the lowest load (no level below the knee or within the SLO)";
+}
+
+/* The ok measured requests of the levels in[] with a TTFT: how many, and
+ * the range of their input. */
+static size_t input_range(const struct page *pg, const unsigned char *in, double *lo,
+    double *hi)
+{
+	size_t n = 0;
+
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t i = 0; i < pg->r->nlevels; i++)
+		for (size_t j = 0; in[i] && j < pg->r->levels[i].st.n; j++) {
+			const struct load_sample *s = &pg->r->levels[i].st.v[j];
+			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				continue;
+			*lo = fmin(*lo, input_of(s));
+			*hi = fmax(*hi, input_of(s));
+			n++;
+		}
+	return n;
+}
+
+/* The fit over every such request; a document without its samples has
+ * the sweep's own (prompt sizes), or its largest such level's. */
+static void input_fit(const struct page *pg, const unsigned char *in, size_t total,
+    struct load_fit *fit)
+{
+	const struct load_result *r = pg->r;
+	double *x, *y;
+	size_t n = 0;
+	int top = -1;
+
+	if (total == 0) {
+		for (size_t i = 0; i < r->nlevels; i++)
+			if (in[i] && (top < 0 || r->levels[i].value >= r->levels[top].value))
+				top = (int)i;
+		*fit = r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS ?
+		    r->input_fit : top >= 0 ? r->levels[top].sum.input_fit :
+		    (struct load_fit){0, NAN, NAN, NAN};
+		return;
+	}
+	*fit = (struct load_fit){0, NAN, NAN, NAN};
+	x = calloc(total, sizeof(double));
+	y = calloc(total, sizeof(double));
+	for (size_t i = 0; x != NULL && y != NULL && i < r->nlevels; i++)
+		for (size_t j = 0; in[i] && j < r->levels[i].st.n && n < total; j++) {
+			const struct load_sample *s = &r->levels[i].st.v[j];
+			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				continue;
+			x[n] = input_of(s) / 1e3;
+			y[n++] = (double)s->ttft_us / 1e3;
+		}
+	if (x != NULL && y != NULL)
+		load_fit_of(x, y, n, fit);
+	free(x);
+	free(y);
+}
+
 static void panel_input(struct page *pg)
 {
 	const struct load_result *r = pg->r;
-	int all = r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS;
-	const struct load_fit *fit = all ? &r->input_fit :
-	    pg->longest >= 0 ? &r->levels[pg->longest].sum.input_fit : NULL;
+	unsigned char *in = calloc(r->nlevels + 1, 1);
+	const char *which = in != NULL ? unqueued(pg, in) : NULL;
+	struct load_fit f;
 	size_t total = 0, n = 0, step, k = 0;
-	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2];
+	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2], lo, hi;
+	int have;
 	struct load_plot p;
-	char note[200], a[32], b[32], c[32];
+	char note[240], a[32], b[32], c[32];
 
-	for (size_t i = 0; i < r->nlevels; i++)
-		if (all || (int)i == pg->longest)
-			for (size_t j = 0; j < r->levels[i].st.n; j++) {
-				const struct load_sample *s = &r->levels[i].st.v[j];
-				total += loadstats_counted(s) && s->outcome == OUTCOME_OK &&
-				    s->ttft_us >= 0;
-			}
-	if (fit != NULL && isfinite(fit->slope)) {
-		load_svg_num(a, sizeof a, fit->intercept);
-		load_svg_num(b, sizeof b, fit->slope);
-		load_svg_num(c, sizeof c, fit->r2);
+	if (in == NULL)
+		return;
+	total = input_range(pg, in, &lo, &hi);
+	input_fit(pg, in, total, &f);
+	have = isfinite(f.slope);
+	if (total > 0 && lo == hi) {
+		load_svg_num(a, sizeof a, lo);
+		snprintf(note, sizeof note, "Every input was %s tokens (%s): no fit; vary "
+		    "--prompt-tokens to see TTFT against the input's length.", a, which);
+		section(pg, "input", "TTFT against input length", 0, note);
+		fprintf(pg->f, "<p class=\"note\" data-constant=\"%.9g\" data-requests=\"%zu\">"
+		    "The inputs are constant.</p>\n", lo, total);
+		free(in);
+		end_section(pg);
+		return;
+	}
+	if (have) {
+		load_svg_num(a, sizeof a, f.intercept);
+		load_svg_num(b, sizeof b, f.slope);
+		load_svg_num(c, sizeof c, f.r2);
 		snprintf(note, sizeof note, "TTFT = %s ms + %s ms per 1k input tokens "
-		    "(R² %s, %zu requests)%s.", a, b, c, fit->n, all ? ", every level" :
-		    ", the longest level");
+		    "(R² %s, %zu requests), over %s: past the knee a queue's wait is no "
+		    "prompt's.", a, b, c, f.n, which);
 	} else {
-		snprintf(note, sizeof note, "The input length did not vary%s: no fit.",
-		    all ? "" : " in the longest level");
+		snprintf(note, sizeof note, "No fit over %s: the input length did not vary, "
+		    "or too few requests.", which);
 	}
 	section(pg, "input", "TTFT against input length", 0, note);
 	step = total > LOAD_HTML_SCATTER ? (total + LOAD_HTML_SCATTER - 1) / LOAD_HTML_SCATTER : 1;
@@ -902,11 +1008,12 @@ static void panel_input(struct page *pg)
 	if (x == NULL || y == NULL) {
 		free(x);
 		free(y);
+		free(in);
 		end_section(pg);
 		return;
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
-		for (size_t j = 0; (all || (int)i == pg->longest) && j < r->levels[i].st.n; j++) {
+		for (size_t j = 0; in[i] && j < r->levels[i].st.n; j++) {
 			const struct load_sample *s = &r->levels[i].st.v[j];
 			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
 				continue;
@@ -920,9 +1027,9 @@ static void panel_input(struct page *pg)
 		}
 	fx[0] = 0;
 	fx[1] = xmax > 0 ? xmax : 1000;
-	if (fit != NULL && isfinite(fit->slope)) {
-		fy[0] = fit->intercept;
-		fy[1] = fit->intercept + fit->slope * fx[1] / 1e3;
+	if (have) {
+		fy[0] = f.intercept;
+		fy[1] = f.intercept + f.slope * fx[1] / 1e3;
 		ymax = fmax(ymax, fmax(fy[0], fy[1]));
 	}
 	if (total == 0)
@@ -937,15 +1044,16 @@ static void panel_input(struct page *pg)
 	fprintf(pg->f, "<g class=\"scatter\" data-points=\"%zu\" data-total=\"%zu\">", n, total);
 	load_plot_series(&p, "input_ttft", "TTFT", 0, LOAD_SVG_NOLINE, x, y, n, NULL);
 	fputs("</g>", pg->f);
-	if (fit != NULL && isfinite(fit->slope)) {
+	if (have) {
 		fprintf(pg->f, "<g class=\"fit\" data-slope=\"%.9g\" data-intercept=\"%.9g\" "
-		    "data-r2=\"%.9g\" data-n=\"%zu\">", fit->slope, fit->intercept, fit->r2, fit->n);
+		    "data-r2=\"%.9g\" data-n=\"%zu\">", f.slope, f.intercept, f.r2, f.n);
 		load_plot_series(&p, "input_fit", "fit", 1, LOAD_SVG_NOPTS, fx, fy, 2, NULL);
 		fputs("</g>\n", pg->f);
 	}
 	load_plot_close(&p);
 	free(x);
 	free(y);
+	free(in);
 	end_section(pg);
 }
 
