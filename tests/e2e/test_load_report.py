@@ -233,7 +233,11 @@ def test_sweep_report_in_browser():
     slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
     assert abs(fit["slope"] - 1e3 * slope) < 1e-3 * max(1, abs(1e3 * slope)), (fit, slope)
     assert abs(fit["intercept"] - (my - slope * mx)) < 1e-2, fit
-    assert a["error_labels"] == [{"level": i, "rate": 0} for i in range(len(doc["levels"]))]
+    # no error at any level: a line says so, no empty chart
+    assert all(lv["errors"] == 0 for lv in doc["levels"])
+    errs, = [x for x in a["panels"] if x["id"] == "errors"]
+    assert errs["charts"] == 0 and a["bars"] == [] and a["error_labels"] == [], errs
+    assert errs["empty"] == ["No errors: every measured request of every level was ok."]
     assert a["slo"] == [{"target": "ttft_p95", "limit": 200}, {"target": "tpot_p95", "limit": 30}]
 
 

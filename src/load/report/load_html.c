@@ -715,6 +715,14 @@ static void panel_knee(struct page *pg)
 
 /* ---- errors ----------------------------------------------------------------- */
 
+static int any_error(const struct load_result *r)
+{
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (r->levels[i].sum.errors > 0)
+			return 1;
+	return 0;
+}
+
 static void panel_errors(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -730,10 +738,16 @@ static void panel_errors(struct page *pg)
 		for (int o = 1; o < OUTCOME_COUNT; o++)
 			seen[o] |= r->levels[i].sum.outcomes[o] > 0;
 	}
-	section(pg, "errors", "Errors by cause", 0, top > 0 ?
-	    "Share of each level's measured requests, by outcome "
-	    "(docs/contract.md §4's one rule)." :
-	    "No level had an error.");
+	if (!any_error(r)) {
+		/* an empty chart reads as a broken one */
+		section(pg, "errors", "Errors by cause", 0, NULL);
+		empty(pg, r->nlevels == 1 ? "No errors: every measured request was ok." :
+		    "No errors: every measured request of every level was ok.");
+		end_section(pg);
+		return;
+	}
+	section(pg, "errors", "Errors by cause", 0, "Share of each level's measured "
+	    "requests, by outcome (docs/contract.md §4's one rule).");
 	load_plot_init(&p, pg->f, -0.5, (double)r->nlevels - 0.5, 0, 0, top > 0 ? top : 1);
 	p.nxt = 0;                   /* the levels label their bars */
 	for (size_t i = 1; i < r->nlevels; i++)
