@@ -290,6 +290,75 @@ def test_run_report_escapes_what_it_shows():
     assert out2["levels"][0]["cells"]["label"] == "\ufffd<b>x</b>"
 
 
+def test_verdict_warns_once_and_names_knee_and_capacity():
+    """The generator's dispatch-lag warning is one line for the whole
+    invocation, and only when its p99 is a share (5 %) of the tightest TTFT
+    or end-to-end target, else of the TTFT p50: 2 ms at every level of a
+    sweep under ttft_p95<=200ms is none (it was a line a level at a fixed
+    1 ms); 30 ms at one is one line naming that level and its share. The
+    verdict names the knee (or that there is none) and the SLO capacity,
+    in the table and on the page; a run's page says whether the SLO was
+    met. Documents edited where the lag and the knee are set, so that
+    nothing depends on the machine's speed."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        path = {n: os.path.join(d, n) for n in ("sweep.json", "edit.json", "edit.html",
+                                                 "run.json", "run.html")}
+        load("sweep", "--over", "concurrency", "--levels", "1,2,4", "-n", "20", "--warmup", "0",
+             "--max-tokens", "5", "--slo", "ttft_p95<=200ms", "--json", path["sweep.json"],
+             m.url(CHAT), report=False)
+        load("-c", "1", "-n", "10", "--max-tokens", "5", "--slo", "ttft_p95<=200ms",
+             "--json", path["run.json"], "--report", path["run.html"], m.url(CHAT), report=False)
+        with open(path["sweep.json"]) as f:
+            doc = json.load(f)
+
+        def report(lags, ttft_p50=None, slo=True):
+            e = json.loads(json.dumps(doc))
+            for lv, lag in zip(e["levels"], lags):
+                lv["generator"]["warnings"] = ["dispatch_lag"]
+                lv["dispatch_lag_ms"].update(p99=lag, max=lag * 1.5)
+                if ttft_p50 is not None:
+                    lv["ttft_ms"]["p50"] = ttft_p50
+            if not slo:
+                e["slo"] = None
+                for lv in e["levels"]:
+                    lv["slo"] = None
+            # no knee: throughput grew up to the last level
+            e["sweep"].update(knee_level=None, saturated_level=None, stop_reason="levels")
+            with open(path["edit.json"], "w") as f:
+                json.dump(e, f)
+            table = load("report", path["edit.json"], "--html", path["edit.html"],
+                         report=False).stdout
+            with open(path["edit.html"]) as f:
+                page = f.read()
+            verdict = page[page.index('id="p-verdict"'):page.index('id="p-levels"')]
+            return table, verdict
+
+        table, verdict = report([2, 2, 2])
+        assert "dispatch lag" not in table and "dispatch lag" not in verdict, (table, verdict)
+        assert "no knee: throughput grew up to the last level" in table, table
+        assert "<b>no knee</b>: throughput grew up to the last level" in verdict, verdict
+        cap = max(i for i, lv in enumerate(doc["levels"]) if lv["slo"]["met"])
+        assert f"SLO capacity level {cap}" in table, table
+        assert re.search(r'id="sweep-capacity" data-level="%d">SLO capacity: <b>' % cap, verdict)
+        table, verdict = report([2, 30, 2])
+        lines = [x for x in table.splitlines() if "dispatch lag" in x]
+        assert len(lines) == 1, table
+        label = doc["levels"][1]["label"]
+        assert f"30.00 ms at p99" in lines[0] and label in lines[0] and \
+            "15 % of the target ttft_p95 <= 200 ms" in lines[0], lines
+        assert verdict.count("dispatch lag") == 1 and f"({label}), 15 % of the target " \
+            "ttft_p95" in verdict, verdict
+        # without targets: against the level's own TTFT p50 (100 ms: 5 ms)
+        table, verdict = report([2, 4, 2], ttft_p50=100, slo=False)
+        assert "dispatch lag" not in table and "dispatch lag" not in verdict, (table, verdict)
+        table, verdict = report([2, 8, 2], ttft_p50=100, slo=False)
+        assert verdict.count("dispatch lag") == 1 and "8 % of its TTFT p50" in verdict, verdict
+        with open(path["run.html"]) as f:
+            page = f.read()
+        assert re.search(r'<li id="slo-met" data-met="1">the SLO was <b>met</b> at this load',
+                         page), page[page.index('id="p-verdict"'):page.index('id="p-levels"')]
+
+
 # ---------------------------------------------------------------- compare
 
 def row(text, figure):

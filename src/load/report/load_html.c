@@ -261,6 +261,74 @@ static void head(struct page *pg)
 	fputs("</code></p></header>\n", f);
 }
 
+/* One line for every level the generator bounded the same way (which:
+ * "cpu" or "conn"): the warning once, the levels named. */
+static void gen_warning(struct page *pg, const char *which, const char *what)
+{
+	const struct load_result *r = pg->r;
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_gen *g = &r->levels[i].sum.gen;
+		if (!(which[1] == 'p' ? g->cpu_bound : g->conn_bound))
+			continue;
+		if (n++ == 0) {
+			fprintf(pg->f, "<li class=\"missed\" data-warning=\"%s\">", which);
+			text(pg, what);
+			fputs(r->nlevels > 1 ? " (" : "", pg->f);
+		} else
+			fputs(", ", pg->f);
+		if (r->nlevels > 1)
+			text(pg, r->levels[i].label);
+	}
+	if (n > 0)
+		fprintf(pg->f, "%s</li>\n", r->nlevels > 1 ? ")" : "");
+}
+
+/* Dispatch lag: once, its worst level, against what it is a share of. */
+static void lag_line(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	const struct load_level *w = load_report_lag_worst(r);
+	double p99, lim;
+	int t;
+
+	if (w == NULL)
+		return;
+	p99 = load_report_lag_p99(r, w);
+	lim = load_report_lag_limit(r, w, &t);
+	fprintf(pg->f, "<li class=\"missed\" data-warning=\"lag\" data-lag-p99=\"%.6g\" "
+	    "data-limit=\"%.6g\">requests left late: dispatch lag %.2f ms at p99 (", p99, lim,
+	    p99);
+	text(pg, r->nlevels > 1 ? w->label : "the run");
+	if (t >= 0) {
+		fprintf(pg->f, "), %.0f %% of the target ", 100 * p99 / r->slo.v[t].limit);
+		text(pg, r->slo.v[t].name);
+	} else
+		fprintf(pg->f, "), %.0f %% of its TTFT p50", 100 * p99 / w->sum.ttft.median);
+	fputs(": the generator fell behind; its latencies include it</li>\n", pg->f);
+}
+
+/* A sweep's SLO capacity: the last level met before the first missed. */
+static void sweep_capacity(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	int cap = load_report_sweep_capacity(r);
+
+	if (r->slo.n == 0)
+		return;
+	fprintf(pg->f, "<li id=\"sweep-capacity\" data-level=\"%d\">", cap);
+	if (cap < 0) {
+		fputs("SLO capacity: <b class=\"missed\">none</b>, the first level missed "
+		    "the SLO</li>\n", pg->f);
+		return;
+	}
+	fputs("SLO capacity: <b>", pg->f);
+	text(pg, r->levels[cap].label);
+	fprintf(pg->f, "</b>, the last level met before the first missed%s</li>\n",
+	    r->levels[cap].slo.noisy ? " (undecided: by its figures)" : "");
+}
+
 static void verdict(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -294,10 +362,21 @@ static void verdict(struct page *pg)
 		if (r->knee >= 0 && (size_t)r->knee < r->nlevels) {
 			fputs("; the knee is <b>", f);
 			text(pg, r->levels[r->knee].label);
-			fputs("</b>: past it throughput stopped growing while latency rose", f);
-		}
+			fputs(r->sweep_key == LOAD_KEY_RATE ? "</b>: the last carried at its "
+			    "offered rate" : "</b>: past it throughput stopped growing while "
+			    "latency rose", f);
+		} else if (r->saturated_at == 0)
+			fputs("; <b>no knee</b>: the first level was saturated", f);
+		else if (r->nlevels > 1 && r->saturated_at < 0 && !r->interrupted && !r->failed)
+			fputs("; <b>no knee</b>: throughput grew up to the last level", f);
 		fputs("</li>\n", f);
+		sweep_capacity(pg);
 	}
+	if (r->kind == LOAD_KIND_RUN && r->nlevels > 0 && r->levels[0].has_slo)
+		fprintf(f, "<li id=\"slo-met\" data-met=\"%d\"%s>the SLO was <b>%s</b> at "
+		    "this load%s</li>\n", r->levels[0].slo.met, r->levels[0].slo.met ? "" :
+		    " class=\"missed\"", r->levels[0].slo.met ? "met" : "missed",
+		    r->levels[0].slo.noisy ? " (undecided: by its figures)" : "");
 	for (size_t i = 0; i < r->ncapacity; i++) {
 		const struct load_capacity *c = &r->capacity[i];
 		if (!c->ran)
@@ -335,17 +414,11 @@ static void verdict(struct page *pg)
 	if (r->interrupted)
 		fputs("<li class=\"missed\">interrupted: the levels shown are those that "
 		    "ran</li>\n", f);
-	for (size_t i = 0; i < r->nlevels; i++) {
-		const struct load_gen *g = &r->levels[i].sum.gen;
-		if (!g->cpu_bound && !g->lag_bound && !g->conn_bound)
-			continue;
-		fputs("<li class=\"missed\">", f);
-		text(pg, r->levels[i].label);
-		fprintf(f, ": the generator %s%s%s</li>\n",
-		    g->cpu_bound ? "used 90 % of a CPU or more; " : "",
-		    g->lag_bound ? "sent late (dispatch lag p99 over 1 ms); " : "",
-		    g->conn_bound ? "had requests wait for a connection" : "");
-	}
+	gen_warning(pg, "cpu", "the generator used 90 % of a CPU or more: it was the "
+	    "bottleneck, not the target");
+	gen_warning(pg, "conn", "requests waited for a connection: their latency "
+	    "includes the wait (raise -c)");
+	lag_line(pg);
 	/* reading late: once, its worst level */
 	{
 		const struct load_level *w = NULL;
