@@ -32,14 +32,15 @@ RUN_PANELS = ["verdict", "levels", "dists", "errors", "itl_cdf", "input", "slice
               "timeline"]
 # make check leaves out what needs Chromium
 CHECK_SKIP = {"test_sweep_report_in_browser", "test_capacity_report_marks_the_capacity",
-              "test_run_report_escapes_what_it_shows"}
+              "test_run_report_escapes_what_it_shows", "test_knee_labels_do_not_overlap"}
 
 
 def browse(*pages):
-    """What report_check.mjs read from each page: (path, screenshot) pairs,
-    in one browser."""
+    """What report_check.mjs read from each page: (path, screenshot[, width])
+    tuples, in one browser."""
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: run sh tests/deps.sh"
-    plan = {"pages": [{"file": f, "screenshot": shot} for f, shot in pages],
+    plan = {"pages": [{"file": p[0], "screenshot": p[1], "width": p[2] if len(p) > 2 else None}
+                      for p in pages],
             "modules": node_modules(), "chromium": CHROMIUM}
     r = subprocess.run(["node", CHECK, json.dumps(plan)], capture_output=True, text=True,
                        timeout=100)
@@ -98,11 +99,23 @@ def pages():
     with open(f["bad.json"], "wb") as fh:
         fh.write(raw.encode().replace(b"@@", b"\xff<b>x</b>"))
     load("report", f["bad.json"], "--html", f["bad.html"], report=False)
-    got = browse((f["sweep.html"], os.path.join(ROOT, "build", "load-report.png")),
-                 (f["again.html"], None), (f["cap.html"], None), (f["run.html"], None),
-                 (f["bad.html"], None))
-    _pages[build] = dict(zip(("sweep", "again", "cap", "run", "bad"), got), docs=docs,
-                         table=table)
+    # a crowd: every level at one throughput and latency within a few ms
+    # (levels past saturation), so each point's label lands on the next
+    crowd = json.loads(json.dumps(docs["sweep.json"]))
+    for i, lv in enumerate(crowd["levels"]):
+        lv["output_throughput"] = 600 + 0.5 * i
+        lv["e2el_ms"]["p50"] = 100 + i
+    f["crowd.json"], f["crowd.html"] = (os.path.join(d, n) for n in ("crowd.json", "crowd.html"))
+    with open(f["crowd.json"], "w") as fh:
+        json.dump(crowd, fh)
+    load("report", f["crowd.json"], "--html", f["crowd.html"], report=False)
+    shot = os.path.join(ROOT, "build", "load-report")
+    got = browse((f["sweep.html"], shot + ".png"), (f["again.html"], None),
+                 (f["cap.html"], None), (f["run.html"], None), (f["bad.html"], None),
+                 (f["crowd.html"], None), (f["sweep.html"], shot + "-narrow.png", 390),
+                 (f["cap.html"], None, 390))
+    _pages[build] = dict(zip(("sweep", "again", "cap", "run", "bad", "crowd", "sweep_narrow",
+                              "cap_narrow"), got), docs=docs, table=table)
     return _pages[build]
 
 
@@ -213,8 +226,21 @@ def test_sweep_report_in_browser():
     assert charts["ttft-concurrency"]["limits"] == [{"target": "ttft_p95", "limit": 200}]
     assert charts["tpot-concurrency"]["limits"] == [{"target": "tpot_p95", "limit": 30}]
     knee = charts["knee-concurrency"]
-    assert knee["marks"] == [{"mark": "knee", "level": sw["knee_level"],
-                              "value": doc["levels"][sw["knee_level"]]["value"]}]
+    cap = -1
+    for i, lv in enumerate(doc["levels"]):
+        if not lv["slo"]["met"]:
+            break
+        cap = i
+    want = [{"mark": "knee", "level": sw["knee_level"],
+             "value": doc["levels"][sw["knee_level"]]["value"]}]
+    if cap >= 0:
+        want.append({"mark": "capacity", "level": cap, "value": doc["levels"][cap]["value"]})
+    assert sorted(knee["marks"], key=lambda m: (m["level"], m["mark"])) == \
+        sorted(want, key=lambda m: (m["level"], m["mark"])), knee["marks"]
+    # the verdict names the knee and the SLO capacity
+    assert a["verdict_text"].count("the knee is") == 1, a["verdict_text"]
+    assert "SLO capacity: " + (doc["levels"][cap]["label"] if cap >= 0 else "none") in \
+        a["verdict_text"], a["verdict_text"]
     for p in knee["series"]["knee_e2e_p50"]:
         lv = doc["levels"][p["level"]]
         assert near(p["x"], lv["output_throughput"]) and near(p["y"], lv["e2el_ms"]["p50"])
@@ -239,6 +265,24 @@ def test_sweep_report_in_browser():
     assert errs["charts"] == 0 and a["bars"] == [] and a["error_labels"] == [], errs
     assert errs["empty"] == ["No errors: every measured request of every level was ok."]
     assert a["slo"] == [{"target": "ttft_p95", "limit": 200}, {"target": "tpot_p95", "limit": 30}]
+
+
+def test_knee_labels_do_not_overlap():
+    """On the knee chart no two labels (a point's load, the knee, the SLO
+    capacity) intersect on the screen, at 1280 and at 390 px: where levels
+    crowd one spot (a document whose levels share one throughput and
+    latencies 1 ms apart) labels are placed around their points or left
+    out, the first and last levels' kept."""
+    p = pages()
+    for name in ("sweep", "cap", "crowd", "sweep_narrow", "cap_narrow"):
+        for cid, c in p[name]["charts"].items():
+            if cid.startswith("knee-"):
+                assert c["overlaps"] == [], (name, cid, c["overlaps"])
+    crowd = p["crowd"]["charts"]["knee-concurrency"]
+    doc = p["docs"]["sweep.json"]
+    values = [str(lv["value"]).removesuffix(".0") for lv in doc["levels"]]
+    assert "knee" in crowd["labels"], crowd["labels"]
+    assert values[0] in crowd["labels"] and values[-1] in crowd["labels"], crowd["labels"]
 
 
 def test_capacity_report_marks_the_capacity():

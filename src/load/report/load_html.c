@@ -690,17 +690,133 @@ static void panel_throughput(struct page *pg)
 	end_section(pg);
 }
 
-/* A ring around a level's point, and what it is. */
-static void mark(struct page *pg, struct load_plot *p, double x, double y,
-    const char *cls, const char *attrs, const char *label)
+/* Labels placed on a chart without overlap: each tries a few spots
+ * around its point, inside the plotting box, and is left out when none
+ * is free (a crowd of saturated levels shares one throughput). */
+#define LABELS_MAX 64
+struct labels {
+	double box[LABELS_MAX][4];   /* x0, y0, x1, y1 of each placed */
+	size_t n;
+};
+
+/* Where text of len chars goes near (x, y): 1 and *tx, *ty (its start
+ * and baseline), or 0. The box is an 11 px font's with room to spare:
+ * Chromium's digits are 7 px wide, its text 10 px above the baseline
+ * and 3 below. */
+static int place(struct labels *l, const struct load_plot *p, double x, double y,
+    size_t len, double *tx, double *ty)
 {
+	static const double at[][2] = {{8, -8}, {8, 14}, {-8, -8}, {-8, 14}, {10, 4},
+		{-10, 4}, {0, -14}, {0, 22}};
+	double w = 7.4 * (double)len + 2, h = 15;
+
+	if (l->n == LABELS_MAX)
+		return 0;
+	for (size_t k = 0; k < UTIL_ARRAY_LEN(at); k++) {
+		double x0 = at[k][0] < 0 ? x + at[k][0] - w : x + at[k][0] - (at[k][0] == 0) * w / 2;
+		double y1 = y + at[k][1] + 4, y0 = y1 - h;
+		size_t i;
+		if (x0 < p->ml || x0 + w > p->w - p->mr || y0 < p->mt || y1 > p->h - p->mb)
+			continue;
+		for (i = 0; i < l->n; i++)
+			if (x0 < l->box[i][2] && l->box[i][0] < x0 + w && y0 < l->box[i][3] &&
+			    l->box[i][1] < y1)
+				break;
+		if (i < l->n)
+			continue;
+		l->box[l->n][0] = x0;
+		l->box[l->n][1] = y0;
+		l->box[l->n][2] = x0 + w;
+		l->box[l->n++][3] = y1;
+		*tx = x0;
+		*ty = y1 - 4;
+		return 1;
+	}
+	return 0;
+}
+
+/* A ring around a level's point, and what it is (the label where it
+ * fits). */
+static void mark(struct page *pg, struct load_plot *p, struct labels *l, double x,
+    double y, const char *cls, const char *attrs, const char *label)
+{
+	double px, py, tx, ty;
+
 	if (!isfinite(x) || !isfinite(y))
 		return;
-	fprintf(pg->f, "<g class=\"mark %s\" %s><circle cx=\"%.1f\" cy=\"%.1f\" r=\"8\"/>"
-	    "<text x=\"%.1f\" y=\"%.1f\">", cls, attrs, load_plot_x(p, x),
-	    load_plot_y(p, y), load_plot_x(p, x) + 10, load_plot_y(p, y) - 10);
-	text(pg, label);
-	fputs("</text></g>\n", pg->f);
+	px = load_plot_x(p, x);
+	py = load_plot_y(p, y);
+	fprintf(pg->f, "<g class=\"mark %s\" %s><circle cx=\"%.1f\" cy=\"%.1f\" r=\"8\"/>",
+	    cls, attrs, px, py);
+	if (place(l, p, px, py, strlen(label), &tx, &ty)) {
+		fprintf(pg->f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\">", tx, ty);
+		text(pg, label);
+		fputs("</text>", pg->f);
+	}
+	fputs("</g>\n", pg->f);
+}
+
+/* The level's SLO capacity on this chart: a search's (its bracket's
+ * lower end), or a sweep's (the last met before the first missed). */
+static int is_capacity(const struct page *pg, const struct group *g, int i, double *v)
+{
+	const struct load_result *r = pg->r;
+	const struct load_level *lv = &r->levels[i];
+
+	if (r->kind == LOAD_KIND_SWEEP && r->slo.n > 0 && load_report_sweep_capacity(r) == i) {
+		*v = lv->value;
+		return 1;
+	}
+	for (size_t k = 0; k < r->ncapacity; k++) {
+		const struct load_capacity *c = &r->capacity[k];
+		if (c->ran && c->found && c->key == g->key && lv->value == c->lo) {
+			*v = c->lo;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The knee and the capacity first, then each point's load: the lowest
+ * and the highest, then the rest from the low end. */
+static void knee_labels(struct page *pg, struct load_plot *p, const struct group *g,
+    const double *x, const double *y)
+{
+	const struct load_result *r = pg->r;
+	struct labels l = { .n = 0 };
+	char attrs[128], label[96], v[32];
+	double cv, tx, ty;
+
+	for (size_t i = 0; i < g->n; i++) {
+		const struct load_level *lv = &r->levels[g->lv[i]];
+		if (g->lv[i] == r->knee) {
+			snprintf(attrs, sizeof attrs, "data-mark=\"knee\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], lv->value);
+			mark(pg, p, &l, x[i], y[i], "knee", attrs, "knee");
+		}
+		if (is_capacity(pg, g, g->lv[i], &cv)) {
+			load_svg_num(v, sizeof v, cv);
+			snprintf(attrs, sizeof attrs, "data-mark=\"capacity\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], cv);
+			snprintf(label, sizeof label, "SLO capacity %s", v);
+			mark(pg, p, &l, x[i], y[i], "cap", attrs, label);
+		}
+	}
+	for (size_t k = 0; k < g->n; k++) {
+		size_t i = k == 0 ? 0 : k == 1 ? g->n - 1 : k - 1;
+		double px, py;
+		if (g->n == 1 && k > 0)
+			break;
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			continue;
+		load_svg_num(v, sizeof v, r->levels[g->lv[i]].value);
+		px = load_plot_x(p, x[i]);
+		py = load_plot_y(p, y[i]);
+		if (place(&l, p, px, py, strlen(v), &tx, &ty))
+			fprintf(pg->f, "<text class=\"load\" data-level=\"%d\" x=\"%.1f\" "
+			    "y=\"%.1f\">%s</text>", g->lv[i], tx, ty, v);
+	}
+	fputc('\n', pg->f);
 }
 
 static void knee_chart(struct page *pg, const struct group *g)
@@ -728,40 +844,13 @@ static void knee_chart(struct page *pg, const struct group *g)
 		    isfinite(y[g->n + i]) ? y[g->n + i] : 0));
 	}
 	snprintf(cid, sizeof cid, "knee-%s", load_key_name(g->key));
-	load_plot_init(&p, pg->f, 0, xmax, 0, 0, ymax * 1.08);
+	/* headroom above the highest point for its label */
+	load_plot_init(&p, pg->f, 0, xmax * 1.05, 0, 0, ymax * 1.12);
 	load_plot_open(&p, cid, "Latency against throughput", "output tokens/s", "ms");
 	load_plot_series(&p, "knee_e2e_p50", "E2E p50", 1, 0, x, y, g->n, g->lv);
 	load_plot_series(&p, "knee_ttft_p95", "TTFT p95", 0, LOAD_SVG_DASH, x, y + g->n,
 	    g->n, g->lv);
-	/* each point's load */
-	for (size_t i = 0; i < g->n; i++) {
-		char v[32];
-		if (!isfinite(x[i]) || !isfinite(y[i]))
-			continue;
-		load_svg_num(v, sizeof v, r->levels[g->lv[i]].value);
-		fprintf(pg->f, "<text class=\"load\" x=\"%.1f\" y=\"%.1f\">%s</text>",
-		    load_plot_x(&p, x[i]) - 4, load_plot_y(&p, y[i]) + 16, v);
-	}
-	fputc('\n', pg->f);
-	for (size_t i = 0; i < g->n; i++) {
-		const struct load_level *lv = &r->levels[g->lv[i]];
-		char attrs[128], label[96], v[32];
-		if (g->lv[i] == r->knee) {
-			snprintf(attrs, sizeof attrs, "data-mark=\"knee\" data-level=\"%d\" "
-			    "data-value=\"%.9g\"", g->lv[i], lv->value);
-			mark(pg, &p, x[i], y[i], "knee", attrs, "knee");
-		}
-		for (size_t k = 0; k < r->ncapacity; k++) {
-			const struct load_capacity *c = &r->capacity[k];
-			if (!c->ran || !c->found || c->key != g->key || lv->value != c->lo)
-				continue;
-			load_svg_num(v, sizeof v, c->lo);
-			snprintf(attrs, sizeof attrs, "data-mark=\"capacity\" data-level=\"%d\" "
-			    "data-value=\"%.9g\"", g->lv[i], c->lo);
-			snprintf(label, sizeof label, "SLO capacity %s", v);
-			mark(pg, &p, x[i], y[i], "cap", attrs, label);
-		}
-	}
+	knee_labels(pg, &p, g, x, y);
 	load_plot_legend(&p, names, cls, dash, 2);
 	load_plot_close(&p);
 	free(x);
