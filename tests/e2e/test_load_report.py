@@ -283,6 +283,9 @@ def test_knee_labels_do_not_overlap():
     values = [str(lv["value"]).removesuffix(".0") for lv in doc["levels"]]
     assert "knee" in crowd["labels"], crowd["labels"]
     assert values[0] in crowd["labels"] and values[-1] in crowd["labels"], crowd["labels"]
+    # the page is no wider than a phone's window
+    for name in ("sweep_narrow", "cap_narrow"):
+        assert p[name]["scroll_width"] <= 390, (name, p[name]["scroll_width"])
 
 
 def test_capacity_report_marks_the_capacity():
