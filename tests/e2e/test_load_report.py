@@ -406,6 +406,53 @@ def test_verdict_warns_once_and_names_knee_and_capacity():
                          page), page[page.index('id="p-verdict"'):page.index('id="p-levels"')]
 
 
+def test_repeated_level_slices_and_drift_per_run():
+    """A capacity level run again while undecided (ttft_p99 needs 368
+    requests, 2 users of a 9 ms request send at most 222 a second) is
+    independent replications one after the other: its slices are each
+    run's (tagged "run"), none spanning the seam or the gap between two,
+    and its drift is the slope within the runs (each run's own intercept),
+    not the jumps between them; the page breaks its lines at the seams and
+    marks them."""
+    with Mock("--ttft", "5ms", "--tpot", "1ms") as m, tempfile.TemporaryDirectory() as d:
+        js, html = os.path.join(d, "rep.json"), os.path.join(d, "rep.html")
+        load("capacity", "--slo", "ttft_p99<=1000ms", "--over", "concurrency",
+                     "--from", "2", "--max-concurrency", "2", "-d", "1s", "--warmup", "100ms",
+                     "--slice", "300ms", "--repeats", "2", "--max-tokens", "5", "--json", js,
+                     "--report", html, m.url(CHAT), report=False)
+        with open(js) as f:
+            lv, = json.load(f)["levels"]
+        with open(html) as f:
+            page = f.read()
+    runs = lv["runs"]
+    assert runs >= 2, runs
+    sl = lv["slices"]
+    assert sorted({x["run"] for x in sl}) == list(range(runs)), sl
+    spans = {r: (min(x["start_s"] for x in sl if x["run"] == r),
+                 max(x["end_s"] for x in sl if x["run"] == r)) for r in range(runs)}
+    for a, b in zip(sl, sl[1:]):
+        assert a["run"] <= b["run"] and a["end_s"] <= b["start_s"] + 1e-9, (a, b)
+    # each run's requests are in its own slices (the gap between has none)
+    ok = [s for s in counted_ok(lv)]
+    by_run = {r: [s for s in ok if spans[r][0] <= s["start_ms"] / 1e3 < spans[r][1] + 1e-6]
+              for r in range(runs)}
+    assert sum(len(v) for v in by_run.values()) == len(ok)
+    assert sum(x["requests"] for x in sl) == lv["requests"]
+    # the drift: least squares within the runs, from the samples
+    sxx = sxy = 0.0
+    for v in by_run.values():
+        mx = sum(s["start_ms"] for s in v) / len(v) / 60e3
+        my = sum(s["ttft_ms"] for s in v) / len(v)
+        sxx += sum((s["start_ms"] / 60e3 - mx) ** 2 for s in v)
+        sxy += sum((s["start_ms"] / 60e3 - mx) * (s["ttft_ms"] - my) for s in v)
+    got = lv["drift"]["ttft_slope_ms_per_min"]
+    assert abs(got - sxy / sxx) < 0.01 * abs(sxy / sxx) + 0.05, (got, sxy / sxx)
+    seams = re.findall(r'<line [^>]*data-run="(\d+)"', page)
+    assert seams == [str(r) for r in range(1, runs)] * 2, seams
+    path = re.search(r'data-series="slice_ttft_p50"><path class="line" d="([^"]*)"', page)
+    assert path.group(1).count("M") == runs, path.group(1)
+
+
 # ---------------------------------------------------------------- compare
 
 def row(text, figure):

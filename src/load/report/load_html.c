@@ -1236,65 +1236,108 @@ static void panel_input(struct page *pg)
 
 /* ---- the longest level over time ------------------------------------------------- */
 
+/* The dotted line where each run after the first begins (a repeated
+ * level's replications, one after the other on its timeline). */
+static void run_seams(struct page *pg, struct load_plot *p, const struct load_summary *s,
+    unsigned runs)
+{
+	if (runs < 2)
+		return;
+	fputs("<g class=\"win\">", pg->f);
+	for (size_t i = 1; i < s->nslices; i++) {
+		double x;
+		if (s->slices[i].run == s->slices[i - 1].run)
+			continue;
+		x = load_plot_x(p, s->slices[i].start_s);
+		fprintf(pg->f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+		    "data-run=\"%u\" data-t=\"%.6f\"/><text x=\"%.1f\" y=\"%.1f\">run %u</text>",
+		    x, x, p->mt, p->h - p->mb, s->slices[i].run, s->slices[i].start_s, x + 3,
+		    p->mt + 12, s->slices[i].run + 1);
+	}
+	fputs("</g>\n", pg->f);
+}
+
 static void panel_slices(struct page *pg)
 {
 	static const char *const lat[] = {"TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95"};
 	static const int lcls[] = {0, 0, 2, 2}, ldash[] = {0, 1, 0, 1};
 	const struct load_level *lv = &pg->r->levels[pg->longest];
 	const struct load_summary *s = &lv->sum;
-	size_t n = s->nslices;
+	unsigned runs = s->nslices > 0 ? s->slices[s->nslices - 1].run + 1 : 0;
+	/* the slices, and a NaN between two runs: a line breaks at the seam */
+	size_t n = s->nslices + (runs > 1 ? runs - 1 : 0), m = 0;
 	double *t = calloc(n + 1, sizeof(double)), *v = calloc(5 * (n + 1), sizeof(double));
 	double top = 0, ttop = 0;
 	struct load_plot p;
-	char note[240], title[160];
+	char note[320], title[160];
 
 	snprintf(title, sizeof title, "Time slices: %s", lv->label);
-	if (s->drift.n >= 2 && isfinite(s->drift.slope))
+	if (runs > 1 && s->drift.n >= 2 && isfinite(s->drift.slope))
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
+		    "requests' intended send time, each of its %u runs (independent "
+		    "replications) in its own; TTFT drift %+.3f ms per minute within the runs "
+		    "(R² %.2f).", s->slice_s, runs, s->drift.slope, s->drift.r2);
+	else if (runs > 1)
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s, each of its "
+		    "%u runs (independent replications) in its own.", s->slice_s, runs);
+	else if (s->drift.n >= 2 && isfinite(s->drift.slope))
 		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
 		    "requests' intended send time; TTFT drift %+.3f ms per minute (R² %.2f).",
 		    s->slice_s, s->drift.slope, s->drift.r2);
 	else
 		snprintf(note, sizeof note, "The longest level in slices of %.3g s.", s->slice_s);
 	section(pg, "slices", title, 0, note);
-	if (n == 0 || t == NULL || v == NULL) {
+	if (s->nslices == 0 || t == NULL || v == NULL) {
 		empty(pg, "No slices.");
 		free(t);
 		free(v);
 		end_section(pg);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < s->nslices; i++, m++) {
 		const struct load_slice *x = &s->slices[i];
 		double q[4] = {x->ttft_p50, x->ttft_p95, x->tpot_p50, x->tpot_p95};
-		t[i] = (x->start_s + x->end_s) / 2;
+		if (i > 0 && x->run != s->slices[i - 1].run) {
+			t[m] = NAN;
+			for (int k = 0; k < 5; k++)
+				v[k * n + m] = NAN;
+			m++;
+		}
+		t[m] = (x->start_s + x->end_s) / 2;
 		for (int k = 0; k < 4; k++) {
-			v[k * n + i] = q[k];
+			v[k * n + m] = q[k];
 			top = fmax(top, isfinite(q[k]) ? q[k] : 0);
 		}
-		v[4 * n + i] = x->output_tokens_per_s;
+		v[4 * n + m] = x->output_tokens_per_s;
 		ttop = fmax(ttop, isfinite(x->output_tokens_per_s) ? x->output_tokens_per_s : 0);
 	}
-	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, top);
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[s->nslices - 1].end_s, 0, 0,
+	    top);
 	load_plot_open(&p, "slices-latency", "Latency per slice", "time in the level (s)", "ms");
 	for (int k = 0; k < 4; k++) {
 		static const char *const names[] = {"slice_ttft_p50", "slice_ttft_p95",
 			"slice_tpot_p50", "slice_tpot_p95"};
-		load_plot_series(&p, names[k], lat[k], lcls[k], ldash[k] ? LOAD_SVG_DASH : 0, t,
-		    v + (size_t)k * n, n, NULL);
+		load_plot_series(&p, names[k], lat[k], lcls[k], LOAD_SVG_GAPS |
+		    (ldash[k] ? LOAD_SVG_DASH : 0), t, v + (size_t)k * n, m, NULL);
 	}
+	run_seams(pg, &p, s, runs);
 	load_plot_legend(&p, lat, lcls, ldash, 4);
 	load_plot_close(&p);
-	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, ttop);
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[s->nslices - 1].end_s, 0, 0,
+	    ttop);
 	load_plot_open(&p, "slices-throughput", "Output tokens/s and errors per slice",
 	    "time in the level (s)", "output tokens/s");
-	load_plot_series(&p, "slice_output_tokens_per_s", "output tokens/s", 1, 0, t,
-	    v + 4 * n, n, NULL);
-	for (size_t i = 0; i < n; i++)
-		if (s->slices[i].errors > 0)
+	load_plot_series(&p, "slice_output_tokens_per_s", "output tokens/s", 1, LOAD_SVG_GAPS,
+	    t, v + 4 * n, m, NULL);
+	run_seams(pg, &p, s, runs);
+	for (size_t i = 0; i < s->nslices; i++)
+		if (s->slices[i].errors > 0) {
+			const struct load_slice *x = &s->slices[i];
 			fprintf(pg->f, "<text class=\"missed\" x=\"%.1f\" y=\"%.1f\" "
 			    "text-anchor=\"middle\" data-slice=\"%zu\" data-errors=\"%" PRIu64 "\">"
-			    "&#215;%" PRIu64 "</text>", load_plot_x(&p, t[i]), p.mt + 10, i,
-			    s->slices[i].errors, s->slices[i].errors);
+			    "&#215;%" PRIu64 "</text>", load_plot_x(&p, (x->start_s + x->end_s) / 2),
+			    p.mt + 10, i, x->errors, x->errors);
+		}
 	load_plot_close(&p);
 	free(t);
 	free(v);
