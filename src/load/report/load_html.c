@@ -45,9 +45,9 @@ static const char css[] =
     "h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:16px;margin:0 0 6px}\n"
     ".sub,.note{color:var(--mute);margin:2px 0 8px}code{font-size:12px;word-break:break-all}\n"
     ".panels{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));"
-    "gap:16px}\n@media (max-width:600px){body{padding:12px 10px}.panel{padding:10px 8px}}\n"
+    "gap:16px}\n"
     ".panel{background:var(--panel);border-radius:8px;padding:14px 16px;min-width:0}\n"
-    ".panel.wide{grid-column:1/-1}.verdict li{margin:2px 0}\n"
+    ".panel.wide{grid-column:1/-1}.panel.short{align-self:start}.verdict li{margin:2px 0}\n"
     ".scroll{overflow-x:auto}table{border-collapse:collapse;font-variant-numeric:"
     "tabular-nums;font-size:13px}th,td{padding:3px 8px;text-align:right;white-space:nowrap}"
     "th:first-child,td:first-child,td[data-k=label],#levels th:nth-child(2){text-align:left}"
@@ -67,7 +67,9 @@ static const char css[] =
     "svg .mark.cap circle{stroke:var(--bad)}svg .mark.cap text{fill:var(--bad)}\n"
     "svg .tl .wait{fill:var(--c1)}svg .tl .decode{fill:var(--c0)}svg .tl .err{fill:var(--bad)}"
     "svg .tl .off{opacity:.35}svg .win line{stroke:var(--fg);stroke-dasharray:2 3}"
-    "svg .win text{fill:var(--fg)}\n";
+    "svg .win text{fill:var(--fg)}\n"
+    /* a phone: the charts scale down whole, as little margin as will do */
+    "@media (max-width:600px){body{padding:12px 8px}.panel{padding:10px 6px}}\n";
 
 /* ---- figures ------------------------------------------------------------- */
 
@@ -147,7 +149,7 @@ static void section(struct page *pg, const char *id, const char *title, int wide
     const char *note)
 {
 	fprintf(pg->f, "<section class=\"panel%s\" id=\"p-%s\" data-panel=\"%s\"><h2>",
-	    wide ? " wide" : "", id, id);
+	    wide == 1 ? " wide" : wide == 2 ? " short" : "", id, id);
 	text(pg, title);
 	fputs("</h2>\n", pg->f);
 	if (note != NULL) {
@@ -779,7 +781,8 @@ static int is_capacity(const struct page *pg, const struct group *g, int i, doub
 }
 
 /* The knee and the capacity first, then each point's load: the lowest
- * and the highest, then the rest from the low end. */
+ * and the highest, then the rest from the low end; clear of every point
+ * of both series (y: E2E p50, then TTFT p95). */
 static void knee_labels(struct page *pg, struct load_plot *p, const struct group *g,
     const double *x, const double *y)
 {
@@ -787,6 +790,16 @@ static void knee_labels(struct page *pg, struct load_plot *p, const struct group
 	struct labels l = { .n = 0 };
 	char attrs[128], label[96], v[32];
 	double cv, tx, ty;
+
+	for (size_t i = 0; i < 2 * g->n && l.n < LABELS_MAX / 2; i++) {
+		double px = load_plot_x(p, x[i % g->n]), py = load_plot_y(p, y[i]);
+		if (!isfinite(px) || !isfinite(py))
+			continue;
+		l.box[l.n][0] = px - 4;
+		l.box[l.n][1] = py - 4;
+		l.box[l.n][2] = px + 4;
+		l.box[l.n++][3] = py + 4;
+	}
 
 	for (size_t i = 0; i < g->n; i++) {
 		const struct load_level *lv = &r->levels[g->lv[i]];
@@ -903,7 +916,7 @@ static void panel_errors(struct page *pg)
 	}
 	if (!any_error(r)) {
 		/* an empty chart reads as a broken one */
-		section(pg, "errors", "Errors by cause", 0, NULL);
+		section(pg, "errors", "Errors by cause", 2, NULL);
 		empty(pg, r->nlevels == 1 ? "No errors: every measured request was ok." :
 		    "No errors: every measured request of every level was ok.");
 		end_section(pg);
