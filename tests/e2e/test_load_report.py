@@ -449,6 +449,10 @@ def test_repeated_level_slices_and_drift_per_run():
     assert abs(got - sxy / sxx) < 0.01 * abs(sxy / sxx) + 0.05, (got, sxy / sxx)
     seams = re.findall(r'<line [^>]*data-run="(\d+)"', page)
     assert seams == [str(r) for r in range(1, runs)] * 2, seams
+    # the drift in words: a fit that explains under a quarter is no trend
+    trend = "no TTFT trend within the runs" if lv["drift"]["r2"] < 0.25 else \
+        "ms per minute within the runs"
+    assert trend in page, (lv["drift"], page[page.index('id="p-slices"'):][:800])
     path = re.search(r'data-series="slice_ttft_p50"><path class="line" d="([^"]*)"', page)
     assert path.group(1).count("M") == runs, path.group(1)
 

@@ -1270,6 +1270,29 @@ static void run_seams(struct page *pg, struct load_plot *p, const struct load_su
 	fputs("</g>\n", pg->f);
 }
 
+/* The drift in words: a slope of a few seconds' noise is no trend, and
+ * per minute reads as more than a short level saw. */
+static void drift_note(char *buf, size_t len, const struct load_summary *s, unsigned runs)
+{
+	double span = 0;
+
+	for (size_t i = 0; i < s->nslices; i++)
+		span += s->slices[i].end_s - s->slices[i].start_s;
+	if (s->drift.n < 2 || !isfinite(s->drift.slope))
+		snprintf(buf, len, "no TTFT drift to fit.");
+	else if (s->drift.r2 < LOAD_REPORT_TREND_R2)
+		snprintf(buf, len, "no TTFT trend%s (a slope of %+.3g ms per minute fitted "
+		    "over %.3g s, R² %.2f).", runs > 1 ? " within the runs" : "", s->drift.slope,
+		    span, s->drift.r2);
+	else if (span < 60)
+		snprintf(buf, len, "TTFT drift %+.3g ms per minute%s (R² %.2f): %+.3g ms over "
+		    "its %.3g s.", s->drift.slope, runs > 1 ? " within the runs" : "",
+		    s->drift.r2, s->drift.slope * span / 60, span);
+	else
+		snprintf(buf, len, "TTFT drift %+.3g ms per minute%s (R² %.2f).", s->drift.slope,
+		    runs > 1 ? " within the runs" : "", s->drift.r2);
+}
+
 static void panel_slices(struct page *pg)
 {
 	static const char *const lat[] = {"TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95"};
@@ -1285,20 +1308,14 @@ static void panel_slices(struct page *pg)
 	char note[320], title[160];
 
 	snprintf(title, sizeof title, "Time slices: %s", lv->label);
-	if (runs > 1 && s->drift.n >= 2 && isfinite(s->drift.slope))
+	if (runs > 1)
 		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
 		    "requests' intended send time, each of its %u runs (independent "
-		    "replications) in its own; TTFT drift %+.3f ms per minute within the runs "
-		    "(R² %.2f).", s->slice_s, runs, s->drift.slope, s->drift.r2);
-	else if (runs > 1)
-		snprintf(note, sizeof note, "The longest level in slices of %.3g s, each of its "
-		    "%u runs (independent replications) in its own.", s->slice_s, runs);
-	else if (s->drift.n >= 2 && isfinite(s->drift.slope))
-		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
-		    "requests' intended send time; TTFT drift %+.3f ms per minute (R² %.2f).",
-		    s->slice_s, s->drift.slope, s->drift.r2);
+		    "replications) in its own; ", s->slice_s, runs);
 	else
-		snprintf(note, sizeof note, "The longest level in slices of %.3g s.", s->slice_s);
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
+		    "requests' intended send time; ", s->slice_s);
+	drift_note(note + strlen(note), sizeof note - strlen(note), s, runs);
 	section(pg, "slices", title, 0, note);
 	if (s->nslices == 0 || t == NULL || v == NULL) {
 		empty(pg, "No slices.");

@@ -314,8 +314,8 @@ static void slices_table(FILE *f, const struct load_summary *s)
 		fputc('\n', f);
 	}
 	if (s->drift.n >= 2 && isfinite(s->drift.slope))
-		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)\n",
-		    s->drift.slope, s->drift.r2);
+		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)%s\n",
+		    s->drift.slope, s->drift.r2, s->drift.r2 < LOAD_REPORT_TREND_R2 ? ": no trend" : "");
 }
 
 /* A level's SLO: each target's figure, its interval, its limit. */

@@ -43,6 +43,9 @@ double load_report_lag_p99(const struct load_result *r, const struct load_level 
 /* The level whose lag is over its limit by the most, or NULL: the one
  * warning of an invocation. */
 const struct load_level *load_report_lag_worst(const struct load_result *r);
+/* A TTFT drift whose fit explains less of TTFT's variance than this is
+ * called no trend: a slope through a few seconds' noise. */
+#define LOAD_REPORT_TREND_R2 0.25
 /* A sweep's SLO capacity: the last level met before the first missed,
  * or -1 (the first missed, or no SLO). */
 int load_report_sweep_capacity(const struct load_result *r);
