@@ -1162,7 +1162,7 @@ static void panel_input(struct page *pg)
 	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2], lo, hi;
 	int have;
 	struct load_plot p;
-	char note[240], a[32], b[32], c[32];
+	char note[400], a[32], b[32], c[32];
 
 	if (in == NULL)
 		return;
