@@ -370,7 +370,7 @@ static void verdict(struct page *pg)
 			    "latency rose", f);
 		} else if (r->saturated_at == 0)
 			fputs("; <b>no knee</b>: the first level was saturated", f);
-		else if (r->nlevels > 1 && r->saturated_at < 0 && !r->interrupted && !r->failed)
+		else if (r->nlevels > 1 && r->saturated_at < 0 && load_report_sweep_all_ran(r))
 			fputs("; <b>no knee</b>: throughput grew up to the last level", f);
 		fputs("</li>\n", f);
 		sweep_capacity(pg);

@@ -543,6 +543,11 @@ static double search_s(const struct load_result *r, enum load_key k)
 	return b - a;
 }
 
+int load_report_sweep_all_ran(const struct load_result *r)
+{
+	return r->stop_reason != NULL && strcmp(r->stop_reason, "levels") == 0;
+}
+
 int load_report_sweep_capacity(const struct load_result *r)
 {
 	int cap = -1;
@@ -666,7 +671,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 			    "growing while latency rose", r->knee, r->levels[r->knee].label);
 		else if (r->saturated_at == 0)
 			fprintf(f, "; no knee: the first level was saturated");
-		else if (r->nlevels > 1 && r->saturated_at < 0 && !r->interrupted && !r->failed)
+		else if (r->nlevels > 1 && r->saturated_at < 0 && load_report_sweep_all_ran(r))
 			fprintf(f, "; no knee: throughput grew up to the last level");
 		if (r->saturated_at >= 0 && r->sweep_key == LOAD_KEY_RATE) {
 			const struct load_summary *x = &r->levels[r->saturated_at].sum;

@@ -46,6 +46,9 @@ const struct load_level *load_report_lag_worst(const struct load_result *r);
 /* A TTFT drift whose fit explains less of TTFT's variance than this is
  * called no trend: a slope through a few seconds' noise. */
 #define LOAD_REPORT_TREND_R2 0.25
+/* A sweep ran every level it was given (no saturation, error or stop
+ * ended it): where no level saturated, there is no knee to name. */
+int load_report_sweep_all_ran(const struct load_result *r);
 /* A sweep's SLO capacity: the last level met before the first missed,
  * or -1 (the first missed, or no SLO). */
 int load_report_sweep_capacity(const struct load_result *r);
