@@ -343,7 +343,9 @@ static void test_slices_drift_fit(void **state)
 
 /* A level run twice (independent replications, the second 20 s after the
  * first on the level's timeline): slices are each run's, none across the
- * seam or the gap, and the drift is the slope within the runs. TTFT 10
+ * seam or the gap, a run's last slice cut at its window's end (the
+ * cool-down's tokens after it in none), and the drift is the slope within
+ * the runs. TTFT 10
  * ms + 1 ms a second in the first, 50 ms + 1 ms a second in the second:
  * 60 ms a minute, not the jump between them over the gap. */
 static void test_slices_drift_per_run(void **state)
@@ -363,6 +365,13 @@ static void test_slices_drift_per_run(void **state)
 			struct load_sample s = ok_at(win[r][0] + t, (r ? 50000 : 10000) +
 			    (int64_t)t / 1000, 5000);
 			loadstats_record(&st, &s, NULL, 0);
+			/* the cool-down keeps the load on past the window: its
+			 * tokens are in no slice */
+			if (i < 10) {
+				s = ok_at(win[r][1] + t, 10000, 5000);
+				s.cooldown = 1;
+				loadstats_record(&st, &s, NULL, 0);
+			}
 		}
 	memset(&in, 0, sizeof(in));
 	in.st = &st;
@@ -383,6 +392,8 @@ static void test_slices_drift_per_run(void **state)
 		assert_int_equal(x->requests, k % 3 == 2 ? 20 : 40);
 		assert_true(x->ttft_p50 >= (k / 3 ? 50.0 : 10.0) &&
 		    x->ttft_p50 < (k / 3 ? 60.0 : 20.0));
+		/* 10 tokens every 100 ms, the last (short) slice too */
+		near(x->output_tokens_per_s, 100, 1.5);
 	}
 	near(sum.drift.slope, 60.0, 1e-6);
 	near(sum.drift.r2, 1.0, 1e-9);

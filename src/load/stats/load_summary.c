@@ -471,10 +471,11 @@ static int slices(const struct load_sum_in *in, struct load_summary *sum, double
 		/* tokens where they were emitted, whichever request's */
 		for (size_t r = 0; r < nw && s->first_token_us >= 0 && s->output_tokens > 0; r++) {
 			uint64_t f = (uint64_t)s->first_token_us, l = (uint64_t)s->last_token_us;
-			uint64_t a = win[r][0], stop = r + 1 < nw ? win[r + 1][0] : UINT64_MAX;
+			uint64_t a = win[r][0], stop = win[r][1];
 			size_t k0 = f > a ? (size_t)((f - a) / w) : 0;
 			size_t k1 = l > a ? (size_t)((l - a) / w) : 0;
-			/* a run's last slice takes none of the next run's */
+			/* a run's last slice is cut at its window's end: its tokens
+			 * are those it spans, as its rate divides by its span */
 			for (k = k0; k <= k1 && base[r] + k < base[r + 1]; k++)
 				tok[base[r] + k] += tokens_in(s, (double)(a + k * w),
 				    (double)(a + (k + 1) * w < stop ? a + (k + 1) * w : stop));
