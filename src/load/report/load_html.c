@@ -1173,7 +1173,7 @@ static void panel_input(struct page *pg)
 		load_svg_num(a, sizeof a, lo);
 		snprintf(note, sizeof note, "Every input was %s tokens (%s): no fit; vary "
 		    "--prompt-tokens to see TTFT against the input's length.", a, which);
-		section(pg, "input", "TTFT against input length", 0, note);
+		section(pg, "input", "TTFT against input length", 2, note);
 		fprintf(pg->f, "<p class=\"note\" data-constant=\"%.9g\" data-requests=\"%zu\">"
 		    "The inputs are constant.</p>\n", lo, total);
 		free(in);
