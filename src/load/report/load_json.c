@@ -364,6 +364,7 @@ static void slices(struct emit *e, const struct load_summary *s)
 		const struct load_slice *x = &s->slices[i];
 
 		obj(e, NULL, 1);
+		u64(e, "run", x->run);
 		num(e, "start_s", x->start_s, 3);
 		num(e, "end_s", x->end_s, 3);
 		u64(e, "requests", x->requests);

@@ -544,6 +544,7 @@ static void slices(struct rd *c, int obj, struct load_summary *s)
 	while (load_jl_elem(&c->j, a, &el)) {
 		struct load_slice *x = &s->slices[s->nslices];
 		snprintf(c->where, sizeof c->where, "%s.slices[%zu]", saved, s->nslices);
+		x->run = (unsigned)cnt_max(c, el, "run", LOAD_MAX_RUNS - 1);
 		x->start_s = num_in(c, el, "start_s", 0, MAX_SECS);
 		x->end_s = num_in(c, el, "end_s", 0, MAX_SECS);
 		x->requests = cnt(c, el, "requests");

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load_prefix.h"
@@ -11,6 +12,13 @@
 #include "load_turns.h"
 #include "load_prompts.h"
 #include "load_trace.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 /* A figure, or "-" where undefined, in a column of width w. */
 static void cell(FILE *f, double v, int w, int dec)
@@ -69,6 +77,97 @@ int load_report_read_late(const struct load_result *r, const struct load_level *
 	int t;
 
 	return lv->info.read_late_p99_ms > load_report_read_late_limit(r, &t);
+}
+
+double load_report_lag_p99(const struct load_result *r, const struct load_level *lv)
+{
+	double *v, q;
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->pcts.n; i++)
+		if (r->pcts.p[i] == 99)
+			return lv->sum.lag.q[i];
+	/* not among the percentiles asked for: from the samples, else the max */
+	if (lv->st.n == 0 || (v = malloc(lv->st.n * sizeof(double))) == NULL)
+		return lv->sum.lag.max;
+	for (size_t i = 0; i < lv->st.n; i++)
+		if (loadstats_counted(&lv->st.v[i]))
+			v[n++] = (double)lv->st.v[i].lag_us / 1e3;
+	if (n == 0) {
+		free(v);
+		return lv->sum.lag.max;
+	}
+	qsort(v, n, sizeof(double), cmp_double);
+	q = load_quantile(v, n, 99);
+	free(v);
+	return q;
+}
+
+double load_report_lag_limit(const struct load_result *r, const struct load_level *lv,
+    int *target)
+{
+	double lim = LOAD_REPORT_LAG_MS;
+
+	*target = -1;
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		if (t->metric != LOAD_SLO_TTFT && t->metric != LOAD_SLO_TTFO &&
+		    t->metric != LOAD_SLO_E2E)
+			continue;
+		if (*target < 0 || t->limit < r->slo.v[*target].limit)
+			*target = (int)i;
+	}
+	if (*target >= 0)
+		return fmax(lim, LOAD_REPORT_LAG_SHARE * r->slo.v[*target].limit);
+	if (isfinite(lv->sum.ttft.median))
+		lim = fmax(lim, LOAD_REPORT_LAG_SHARE * lv->sum.ttft.median);
+	return lim;
+}
+
+const struct load_level *load_report_lag_worst(const struct load_result *r)
+{
+	const struct load_level *w = NULL;
+	double worst = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		double p99, lim;
+		int t;
+		/* a p99 over 1 ms flagged it: nothing to weigh below that */
+		if (!lv->sum.gen.lag_bound)
+			continue;
+		p99 = load_report_lag_p99(r, lv);
+		lim = load_report_lag_limit(r, lv, &t);
+		if (isfinite(p99) && p99 > lim && p99 / lim > worst) {
+			worst = p99 / lim;
+			w = lv;
+		}
+	}
+	return w;
+}
+
+/* Once per invocation: requests left late, where it matters (its worst
+ * level): lag is in every TTFT and E2E, and 1 ms is noise to a 200 ms
+ * target. */
+static void lag_warning(FILE *f, const struct load_result *r)
+{
+	const struct load_level *w = load_report_lag_worst(r);
+	double p99;
+	int t;
+
+	if (w == NULL)
+		return;
+	p99 = load_report_lag_p99(r, w);
+	(void)load_report_lag_limit(r, w, &t);
+	fprintf(f, "warning      requests left late: dispatch lag %.2f ms at p99, %.2f ms at "
+	    "most (%s%s), ", p99, w->sum.lag.max, r->nlevels > 1 ? "the worst level: " : "",
+	    r->nlevels > 1 ? w->label : "the run");
+	if (t >= 0)
+		fprintf(f, "%.0f %% of the target %s <= %.4g ms", 100 * p99 / r->slo.v[t].limit,
+		    r->slo.v[t].name, r->slo.v[t].limit);
+	else
+		fprintf(f, "%.0f %% of its TTFT p50", 100 * p99 / w->sum.ttft.median);
+	fprintf(f, ": the generator fell behind and its latencies include it\n");
 }
 
 /* Once per invocation: the generator read late (the worst level). */
@@ -228,10 +327,6 @@ static void gen_warnings(FILE *f, const struct load_level *lv)
 		fprintf(f, "warning      the generator used %.0f %% of a CPU: it was the "
 		    "bottleneck, not the target; give it a CPU of its own or less load\n",
 		    100 * g->cpu_share);
-	if (g->lag_bound)
-		fprintf(f, "warning      requests left up to %.2f ms after their intended "
-		    "time (dispatch lag): the generator fell behind; latencies include it\n",
-		    lv->sum.lag.max);
 	if (g->conn_bound)
 		fprintf(f, "warning      %" PRIu64 " requests waited for one of the -c %u "
 		    "connections; their latency includes the wait (raise -c)\n",
@@ -315,8 +410,8 @@ static void slices_table(FILE *f, const struct load_summary *s)
 		fputc('\n', f);
 	}
 	if (s->drift.n >= 2 && isfinite(s->drift.slope))
-		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)\n",
-		    s->drift.slope, s->drift.r2);
+		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)%s\n",
+		    s->drift.slope, s->drift.r2, s->drift.r2 < LOAD_REPORT_TREND_R2 ? ": no trend" : "");
 }
 
 /* A level's SLO: each target's figure, its interval, its limit. */
@@ -398,6 +493,10 @@ void load_report_level(FILE *f, const struct load_result *r,
 	    isfinite(s->lag.median) ? s->lag.median : 0.0,
 	    isfinite(s->lag.max) ? s->lag.max : 0.0);
 	gen_warnings(f, lv);
+	if (r->kind != LOAD_KIND_RUN)
+		;                    /* a sweep's or a search's: once, after its levels */
+	else if (lv == load_report_lag_worst(r))
+		lag_warning(f, r);
 	fprintf(f, "\n%-16s %8s", "", "count");
 	for (size_t i = 0; i < p->n; i++) {
 		load_pcts_name(p->p[i], pn, sizeof pn);
@@ -488,8 +587,7 @@ static void levels_table(FILE *f, const struct load_result *r)
 		load_turns_free(&t);
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
-		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||
-		    r->levels[i].sum.gen.conn_bound) {
+		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.conn_bound) {
 			fprintf(f, "level %zu: ", i);
 			gen_warnings(f, &r->levels[i]);
 		}
@@ -552,6 +650,20 @@ static double search_s(const struct load_result *r, enum load_key k)
 			b = end;
 	}
 	return b - a;
+}
+
+int load_report_sweep_all_ran(const struct load_result *r)
+{
+	return r->stop_reason != NULL && strcmp(r->stop_reason, "levels") == 0;
+}
+
+int load_report_sweep_capacity(const struct load_result *r)
+{
+	int cap = -1;
+
+	for (size_t i = 0; i < r->nlevels && r->levels[i].has_slo && r->levels[i].slo.met; i++)
+		cap = (int)i;
+	return cap;
 }
 
 static void capacity_lines(FILE *f, const struct load_result *r)
@@ -669,6 +781,8 @@ void load_report_table(FILE *f, const struct load_result *r)
 			    "growing while latency rose", r->knee, r->levels[r->knee].label);
 		else if (r->saturated_at == 0)
 			fprintf(f, "; no knee: the first level was saturated");
+		else if (r->nlevels > 1 && r->saturated_at < 0 && load_report_sweep_all_ran(r))
+			fprintf(f, "; no knee: throughput grew up to the last level");
 		if (r->saturated_at >= 0 && r->sweep_key == LOAD_KEY_RATE) {
 			const struct load_summary *x = &r->levels[r->saturated_at].sum;
 			fprintf(f, "; level %d carried %.2f of %.2f req/s offered", r->saturated_at,
@@ -677,10 +791,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		}
 		fputc('\n', f);
 		if (r->slo.n > 0) {
-			int cap = -1;
-			for (size_t i = 0; i < r->nlevels && r->levels[i].has_slo &&
-			    r->levels[i].slo.met; i++)
-				cap = (int)i;
+			int cap = load_report_sweep_capacity(r);
 			if (cap >= 0)
 				fprintf(f, "SLO capacity level %d (%s): the last met before the "
 				    "first missed%s\n", cap, r->levels[cap].label,
@@ -697,6 +808,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		capacity_lines(f, r);
 	if (r->interrupted)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
+	lag_warning(f, r);
 	read_late_warning(f, r);
 	pairs_table(f, r);
 }
