@@ -3,34 +3,37 @@
 """Runs every test of tokentap and ends with one line: "N passed, N failed".
 
   1. builds the programs and the unit tests, plain and with ASan+UBSan;
-  2. runs the cmocka unit tests of both builds (TAP output, one line a test);
-  3. runs the end-to-end tests (tests/e2e/test_*.py) and the framing corpus
-     (tests/conformance) against both builds;
-  4. runs the fuzzer for a bounded time.
+  2. queues the rest: the cmocka unit tests of both builds (TAP output, one
+     line a test), each e2e module (tests/e2e/test_*.py, and the framing
+     corpus, tests/conformance) against each build, and the fuzzer for a
+     bounded time; two worker processes take the tasks, the longest first
+     (run_queue), while the framing corpus goes through nginx beside them.
 
-  python3 tests/run.py [-k SUBSTRING] [--fast | --check] [--serial]
+  python3 tests/run.py [-k SUBSTRING] [--fast | --check] [--workers N | --serial]
      -k       only tests whose name contains SUBSTRING
      --fast   plain build only, no fuzzing
      --check  make check: the plain build's unit tests and the e2e tests
               that need no browser, no bench, no demo and no valgrind
               (a module's CHECK_SKIP names the tests left out, "*" all)
-     --serial the plain and the sanitizer passes' e2e tests (make check: the
-              two halves of the plain pass) one after the other; by default
-              they run side by side, each in a process of its own with
-              ports of its own (TOKENTAP_TEST_PORTS)
+     --workers N worker processes side by side ($TOKENTAP_TEST_WORKERS;
+              default 2, one a core)
+     --serial one worker: every task after the other
 
 Every e2e test runs under a time limit (TIME_LIMIT seconds, or a module's
 TIME_LIMITS[name]): a test that hangs fails with what it was doing, and
-the run goes on.
+the run goes on. What each test took is kept in build/test-times.json, the
+next run's estimates; each worker's lines are in build/e2e-N.log.
 """
 import argparse
 import glob
 import importlib.util
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -39,21 +42,28 @@ SAN = "address,undefined"
 passed = 0
 failed = 0
 failures = []
+CTL = None          # a worker's report pipe to the runner
 # seconds an e2e test may take; a module's TIME_LIMITS = {name: s} says more
 TIME_LIMIT = 120
 
 
 def result(name, ok, detail=""):
+    count(name, ok)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}", flush=True)
+    if detail and not ok:
+        print("     " + detail.rstrip().replace("\n", "\n     "), flush=True)
+    if CTL:
+        CTL.write(json.dumps([ok, name]) + "\n")
+        CTL.flush()
+
+
+def count(name, ok):
     global passed, failed
     if ok:
         passed += 1
-        print(f"ok   {name}", flush=True)
     else:
         failed += 1
         failures.append(name)
-        print(f"FAIL {name}", flush=True)
-        if detail:
-            print("     " + detail.rstrip().replace("\n", "\n     "), flush=True)
 
 
 class TestTimeout(BaseException):
@@ -120,45 +130,70 @@ def load_module(path):
     return mod
 
 
-def run_e2e(bdir, tag, only, check=False, shard=(0, 1)):
-    """The e2e tests against the build in bdir; shard (i, n): the i-th of
-    every n modules."""
-    os.environ["TOKENTAP_BUILD"] = bdir
-    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+BUILDS = {"plain": "build", "san": "build/san"}
+
+
+def e2e_paths():
     paths = sorted(glob.glob(os.path.join(ROOT, "tests", "e2e", "test_*.py")))
-    paths += sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "test_*.py")))
-    paths = paths[shard[0]::shard[1]]
-    for path in paths:
+    return paths + sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "test_*.py")))
+
+
+def module_tag(path):
+    return os.path.basename(path)[:-3]
+
+
+def selected(mod, path, tag, only, check):
+    """The names of mod's tests a pass runs: not in its SANITIZER_SKIP (the
+    san pass) nor its CHECK_SKIP (make check), and holding -k."""
+    skip = set(getattr(mod, "SANITIZER_SKIP", set())) if tag == "san" else set()
+    if check:
+        skip |= set(getattr(mod, "CHECK_SKIP", set()))
+    if "*" in skip:
+        return []
+    base = f"e2e/{tag}/{module_tag(path)}/"
+    return [n for n in sorted(dir(mod)) if n.startswith("test_") and n not in skip and
+            (not only or only in base + n)]
+
+
+def run_module(path, tag, only, check):
+    """One module's tests against the build of pass tag, each under its
+    time limit: {test: seconds}."""
+    os.environ["TOKENTAP_BUILD"] = BUILDS[tag]
+    for k, v in SAN_ENV.items():
+        if tag == "san":
+            os.environ[k] = v
+        elif k in ENV_BEFORE:
+            os.environ[k] = ENV_BEFORE[k]
+        else:
+            os.environ.pop(k, None)
+    try:
+        mod = load_module(path)
+    except Exception:
+        result(f"e2e/{tag}/{os.path.basename(path)}", False, traceback.format_exc())
+        return {}
+    limits = getattr(mod, "TIME_LIMITS", {})
+    times = {}
+    for name in selected(mod, path, tag, only, check):
+        full = f"e2e/{tag}/{module_tag(path)}/{name}"
+        t = time.monotonic()
         try:
-            mod = load_module(path)
-        except Exception:
-            result(f"e2e/{tag}/{os.path.basename(path)}", False, traceback.format_exc())
-            continue
-        skip = set(getattr(mod, "SANITIZER_SKIP", set())) if tag == "san" else set()
-        if check:
-            skip |= set(getattr(mod, "CHECK_SKIP", set()))
-        limits = getattr(mod, "TIME_LIMITS", {})
-        for name in sorted(n for n in dir(mod) if n.startswith("test_")):
-            full = f"e2e/{tag}/{os.path.basename(path)[:-3]}/{name}"
-            if (only and only not in full) or name in skip or "*" in skip:
-                continue
-            t = time.monotonic()
-            try:
-                call_limited(getattr(mod, name), limits.get(name, TIME_LIMIT))
-                ok, detail = True, ""
-            except (Exception, TestTimeout):
-                ok, detail = False, traceback.format_exc()[-1500:]
-            result(full + f" ({time.monotonic() - t:.1f}s)", ok, detail)
+            call_limited(getattr(mod, name), limits.get(name, TIME_LIMIT))
+            ok, detail = True, ""
+        except (Exception, TestTimeout):
+            ok, detail = False, traceback.format_exc()[-1500:]
+        times[full] = time.monotonic() - t
+        result(full + f" ({times[full]:.1f}s)", ok, detail)
+    return times
 
 
-def nginx_report():
-    """Where nginx treats the framing corpus otherwise: printed, not counted."""
+def nginx_report(out):
+    """Where nginx treats the framing corpus otherwise: printed, not counted.
+    Its lines go into the list out."""
     script = os.path.join(ROOT, "tests", "conformance", "nginx_diff.py")
     r = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True,
                        timeout=900)
-    print("# the framing corpus through nginx, for information:")
-    for line in (r.stdout + r.stderr).splitlines():
-        print("#   " + line, flush=True)
+    out.append("# the framing corpus through nginx, for information:\n")
+    out.extend("#   " + line + "\n" for line in (r.stdout + r.stderr).splitlines())
 
 
 def run_fuzz():
@@ -174,64 +209,209 @@ def run_fuzz():
 # with a report, which the harness looks for
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=66"}
-# each side-by-side process's own ports (harness.free_port), below the
-# kernel's ephemeral range (32768 and up), so neither takes the other's
-# $TOKENTAP_TEST_PORT_BASE moves both ranges (1,500 ports each from there):
-# several runs at once on one machine, each with a base of its own
+ENV_BEFORE = {k: os.environ[k] for k in SAN_ENV if k in os.environ}
+# each worker's own ports (harness.free_port), below the kernel's
+# ephemeral range (32768 and up), so none takes another's: 20000-31999
+# shared out, or $TOKENTAP_TEST_PORT_BASE and 1,500 ports a worker from
+# there (several runs at once on one machine, each with a base of its own)
 _base = int(os.environ.get("TOKENTAP_TEST_PORT_BASE", "0"))
-PORTS = ((f"{_base}-{_base + 1499}", f"{_base + 1500}-{_base + 2999}") if _base
-         else ("20000-25999", "26000-31999"))
 
 
-def e2e_pass(tag, only, check, counts, job):
-    """One pass's end-to-end tests (or one shard of them: make check), in a
-    process of its own (--pass): its lines as they come, its counts into
-    the file counts. job "i/n": the i-th of n processes side by side."""
-    i, n = (int(x) for x in job.split("/"))
-    os.environ["TOKENTAP_TEST_PORTS"] = PORTS[i]
-    if tag == "san":
-        os.environ.update(SAN_ENV)
-    # make test: a pass each; make check: the plain pass in n shards
-    shard = (i, n) if check else (0, 1)
-    run_e2e("build" if tag == "plain" else "build/san", tag, only, check, shard)
-    with open(counts, "w") as f:
-        json.dump({"passed": passed, "failed": failed, "failures": failures}, f)
+def ports(i, n):
+    lo, size = (_base, 1500) if _base else (20000, 12000 // n)
+    return f"{lo + i * size}-{lo + (i + 1) * size - 1}"
 
 
-def e2e_side_by_side(tags, only, check):
-    """Two processes at once: make test's plain and sanitizer passes, or
-    make check's plain pass in two halves. Most of an e2e test's time is
-    waiting (for a schedule, a timer, a peer), so two on two cores take
-    little more than the longer one. The first one's lines come as they
-    are written, the second's after it."""
-    global passed, failed
-    procs = []
-    for i, tag in enumerate(tags):
-        counts = os.path.join(ROOT, "build", f"e2e-{i}.json")
-        out = open(os.path.join(ROOT, "build", f"e2e-{i}.log"), "w+")
-        cmd = [sys.executable, os.path.abspath(__file__), "--pass", tag, "--counts", counts,
-               "--job", f"{i}/{len(tags)}", "-k", only] + (["--check"] if check else [])
-        p = subprocess.Popen(cmd, cwd=ROOT, text=True, stderr=subprocess.STDOUT,
-                             stdout=subprocess.PIPE if i == 0 else out)
-        procs.append((tag, p, counts, out))
-    for tag, p, counts, out in procs:
-        if p.stdout is not None:
-            for line in p.stdout:
-                print(line, end="", flush=True)
-        p.wait()
-        out.seek(0)
-        sys.stdout.write(out.read())
+# what each test and step took in the last run that ran it: the scheduler's
+# estimates (not yet timed: a test, a quarter of its own TIME_LIMITS entry
+# or GUESS seconds; a step, STEP_GUESS)
+TIMES = os.path.join(ROOT, "build", "test-times.json")
+GUESS = 1.0
+STEP_GUESS = 30.0
+
+
+def run_task(task, only, check):
+    """One task of the queue: {what it timed: seconds}."""
+    t = time.monotonic()
+    kind, tag = task["kind"], task.get("tag")
+    if kind == "e2e":
+        return run_module(task["path"], tag, only, check)
+    if kind == "unit":
+        run_unit(BUILDS[tag], tag, only, dict(os.environ, **SAN_ENV) if tag == "san" else None)
+    elif kind == "fuzz":
+        run_fuzz()
+    return {task["name"]: time.monotonic() - t}
+
+
+def worker(only, check, fds):
+    """--worker TASKS,CTL: the tasks the runner writes on pipe TASKS (a
+    JSON line each; not stdin, which a test's child may read), one after
+    the other. On pipe CTL, a JSON line for each result as it comes
+    (a worker may die in a task: what it said before still counts) and one
+    when the task ends: its times, and where its lines are in stdout (the
+    worker's log file)."""
+    global CTL
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    tasks_fd, ctl_fd = (int(x) for x in fds.split(","))
+    CTL = os.fdopen(ctl_fd, "w")
+    for line in os.fdopen(tasks_fd):
+        task = json.loads(line)
         sys.stdout.flush()
-        out.close()
+        start = os.fstat(1).st_size
         try:
-            with open(counts) as f:
-                c = json.load(f)
-        except (OSError, ValueError):
-            result(f"e2e/{tag}", False, f"the pass ended ({p.returncode}) without its counts")
-            continue
-        passed += c["passed"]
-        failed += c["failed"]
-        failures.extend(c["failures"])
+            times = run_task(task, only, check)
+        except Exception:
+            times = {}
+            result(task["name"], False, traceback.format_exc())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        CTL.write(json.dumps({"times": times, "lines": [start, os.fstat(1).st_size]}) + "\n")
+        CTL.flush()
+
+
+def plan(built, only, check, quick):
+    """The tasks after the builds, each with its tag (the pass a worker
+    prefers it for) and its estimate in seconds, longest first."""
+    try:
+        with open(TIMES) as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        known = {}
+    tasks = []
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    for tag in built:
+        tasks.append({"kind": "unit", "tag": tag, "name": f"unit/{tag}"})
+        for path in e2e_paths():
+            try:
+                mod = load_module(path)
+                names = selected(mod, path, tag, only, check)
+            except Exception:
+                tasks.append({"kind": "e2e", "tag": tag, "path": path, "name": path,
+                              "estimate": GUESS})
+                continue
+            limits = getattr(mod, "TIME_LIMITS", {})
+            guess = {n: limits[n] / 4 if n in limits else GUESS for n in names}
+            est = sum(known.get(f"e2e/{tag}/{module_tag(path)}/{n}", guess[n]) for n in names)
+            if names:
+                tasks.append({"kind": "e2e", "tag": tag, "path": path, "estimate": est,
+                              "name": f"e2e/{tag}/{module_tag(path)}"})
+    if not quick and not only:         # a sanitizer build: worker 1's by preference
+        tasks.append({"kind": "fuzz", "tag": "san", "name": "fuzz/stream"})
+    for t in tasks:
+        t.setdefault("estimate", known.get(t["name"], STEP_GUESS))
+    return sorted(tasks, key=lambda t: -t["estimate"])
+
+
+class Worker:
+    """A worker process: its log file (build/e2e-I.log, every line it and
+    its tests wrote), the pipe its reports come on, the task it runs."""
+
+    def __init__(self, i, n, only, check):
+        self.i, self.task, self.buf = i, None, b""
+        self.log = os.path.join(ROOT, "build", f"e2e-{i}.log")
+        r, w = os.pipe()
+        tr, tw = os.pipe()
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{tr},{w}", "-k",
+               only] + (["--check"] if check else [])
+        with open(self.log, "ab") as out:
+            self.p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                      pass_fds=(tr, w),
+                                      env=dict(os.environ, TOKENTAP_TEST_PORTS=ports(i, n)))
+        os.close(w)
+        os.close(tr)
+        self.ctl, self.tasks = r, os.fdopen(tw, "w")
+
+    def give(self, task):
+        self.task, self.since = task, time.monotonic()
+        self.start = os.path.getsize(self.log)
+        self.tasks.write(json.dumps(task) + "\n")
+        self.tasks.flush()
+
+    def reports(self):
+        """The reports that came (a list), or None: the worker ended."""
+        data = os.read(self.ctl, 65536)
+        if not data:
+            return None
+        *lines, self.buf = (self.buf + data).split(b"\n")
+        return [json.loads(x) for x in lines]
+
+    def lines(self, start, end=None):
+        with open(self.log, "rb") as f:
+            f.seek(start)
+            return f.read(-1 if end is None else max(0, end - start)).decode(errors="replace")
+
+    def close(self):
+        self.tasks.close()
+        self.p.wait()
+        os.close(self.ctl)
+
+
+def take(queue, tag):
+    """The longest task of the queue for tag, or else the longest."""
+    i = next((i for i, t in enumerate(queue) if t["tag"] == tag), 0)
+    return queue.pop(i)
+
+
+def run_queue(queue, nworkers, only, check):
+    """The tasks on nworkers processes side by side, each with ports of
+    its own (TOKENTAP_TEST_PORTS). Most of an e2e test's time is waiting
+    (for a schedule, a timer, a peer), so two on two cores take little
+    more than one. Worker 0 (and 2, ...) prefers the plain pass's tasks,
+    worker 1 (3, ...) the sanitizer pass's, and each takes the others'
+    when its own are done: the long ones go first, so all end within a
+    short task of each other.
+    A task's lines are printed when it ends; a worker that dies fails its
+    task and another takes its place. Returns {test or step: seconds}."""
+    tags = ("plain", "san")
+    times = {}
+    for i in range(nworkers):
+        open(os.path.join(ROOT, "build", f"e2e-{i}.log"), "w").close()
+    n = min(nworkers, len(queue))
+    workers = [Worker(i, n, only, check) for i in range(n)]
+    busy = [0.0] * len(workers)
+    for w in workers:
+        w.give(take(queue, tags[w.i % 2]))
+    while any(w.task for w in workers):
+        ready, _, _ = select.select([w.ctl for w in workers if w.task], [], [])
+        for w in [w for w in workers if w.ctl in ready]:
+            got = w.reports()
+            for r in got or []:
+                if isinstance(r, list):
+                    count(r[1], r[0])
+                    continue
+                sys.stdout.write(w.lines(*r["lines"]))
+                times.update(r["times"])
+                busy[w.i] += time.monotonic() - w.since
+                w.task = None
+            if got is None:
+                busy[w.i] += time.monotonic() - w.since
+                w.p.wait()
+                sys.stdout.write(w.lines(w.start))
+                result(w.task["name"], False, f"the worker ended ({w.p.returncode}) in it")
+                w.close()
+                w = workers[w.i] = Worker(w.i, n, only, check)
+            sys.stdout.flush()
+            if w.task is None and queue:
+                w.give(take(queue, tags[w.i % 2]))
+    for w in workers:
+        w.close()
+    print("# workers busy: " + ", ".join(f"{b:.0f}s" for b in busy))
+    return times
+
+
+def save_times(times, whole):
+    """The run's times into TIMES: merged with those of the tests it did not
+    run, or (whole: it ran them all) in their place."""
+    known = {}
+    try:
+        with open(TIMES) as f:
+            known = {} if whole else json.load(f)
+    except (OSError, ValueError):
+        pass
+    known.update({k: round(v, 1) for k, v in times.items()})
+    with open(TIMES + ".tmp", "w") as f:
+        json.dump(known, f, indent=0, sort_keys=True)
+    os.replace(TIMES + ".tmp", TIMES)
 
 
 def main():
@@ -240,43 +420,39 @@ def main():
     ap.add_argument("--fast", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--workers", type=int,
+                    default=int(os.environ.get("TOKENTAP_TEST_WORKERS", "2")),
+                    help="worker processes side by side ($TOKENTAP_TEST_WORKERS; 2)")
     ap.add_argument("--serial", action="store_true",
-                    help="the two passes one after the other ($TOKENTAP_TEST_SERIAL too)")
-    ap.add_argument("--pass", dest="one_pass", choices=("plain", "san"), help=argparse.SUPPRESS)
-    ap.add_argument("--counts", help=argparse.SUPPRESS)
-    ap.add_argument("--job", default="0/1", help=argparse.SUPPRESS)
+                    help="one worker, every task after the other ($TOKENTAP_TEST_SERIAL too)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     start = time.monotonic()
     # warnings are errors here (and in CI); a plain make leaves them
     # warnings. In the environment, so that every make a test runs (make
     # install, make demo) builds with the same flags and rebuilds nothing.
     os.environ["WERROR"] = "-Werror"
-    if a.one_pass:
-        e2e_pass(a.one_pass, a.k, a.check, a.counts, a.job)
+    if a.worker is not None:
+        worker(a.k, a.check, a.worker)
         return 0
     quick = a.fast or a.check
-    builds = [("build", "plain", "")] + ([] if quick else [("build/san", "san", SAN)])
-    built = []
-    for bdir, tag, san in builds:
-        if not a.no_build and not build(san):
-            continue
-        built.append((bdir, tag, san))
-        env = dict(os.environ, **SAN_ENV) if tag == "san" else None
-        run_unit(bdir, tag, a.k, env)
+    builds = [("plain", "")] + ([] if quick else [("san", SAN)])
+    built = [tag for tag, san in builds if a.no_build or build(san)]
     serial = a.serial or os.environ.get("TOKENTAP_TEST_SERIAL")
-    if len(built) == 2 and not serial:
-        e2e_side_by_side(("plain", "san"), a.k, False)
-    elif built and a.check and not serial:
-        e2e_side_by_side(("plain", "plain"), a.k, True)
-    else:
-        for bdir, tag, _ in built:
-            if tag == "san":
-                os.environ.update(SAN_ENV)
-            run_e2e(bdir, tag, a.k, a.check)
-    if built and built[0][1] == "plain" and not a.k and not a.check:
-        nginx_report()
-    if not quick and not a.k:
-        run_fuzz()
+    queue = plan(built, a.k, a.check, quick)
+    # nginx's differences wait on nginx (35 s, 2 s of CPU): beside the
+    # workers, not in their queue
+    nginx = []
+    aside = threading.Thread(target=nginx_report, args=(nginx,))
+    if built and built[0] == "plain" and not a.k and not a.check:
+        aside.start()
+    times = run_queue(queue, 1 if serial else max(1, a.workers), a.k, a.check)
+    if aside.ident:
+        aside.join()
+        sys.stdout.write("".join(nginx))
+    # under -k a step ran in part: its time is no estimate of the whole
+    save_times({k: v for k, v in times.items() if k.startswith("e2e/") or not a.k},
+               not (a.k or quick))
     print(f"# {time.monotonic() - start:.0f}s; failed: {', '.join(failures) or 'none'}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -914,12 +914,16 @@ void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
 	}
 	if ((unsigned)d >= DIALECT_COUNT || rules[d] == NULL)
 		return;
+	/* the memo first: a chunk it matches starts as the memo's did, with
+	 * '{', so it is no [DONE], and a token, so no ping */
+	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
+		return;
 	if (d == DIALECT_OPENAI && is_done(ev)) {
 		out->end = 1;
 		return;
 	}
 	if (!(d == DIALECT_OPENAI && dialect_fast_path &&
-	    (openai_memo(ev, memo, out) || openai_fast(ev, memo, out)))) {
+	    openai_fast(ev, memo, out))) {
 		info_reset(out);
 		json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
 		if (j.n == 0 || j.t[0].type != JSMN_OBJECT)

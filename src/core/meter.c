@@ -382,10 +382,13 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 	m->feed = m->dec == NULL && p != NULL ? p : NULL;
 	m->feed_end = p != NULL ? p + len : NULL;
 	if (m->dec == NULL) {
-		if (!m->unmeasured)
-			decoded(m, p, len);
-		else
+		/* decoded()'s work, without its call: this is every read */
+		if (m->unmeasured)
 			m->unmeasured_body |= len > 0;
+		else if (m->parse != METER_PARSE_NONE)
+			sse_feed(&m->sse, p, len);
+		else if (m->json_body)
+			keep_body(m, p, len);
 	} else if (decode_feed(m->dec, p, len, decoded, m) < 0) {
 		/* a body whose coding breaks is measured no further */
 		m->unmeasured = METER_UNMEASURED_DECODE;

@@ -436,6 +436,40 @@ static size_t find(const char *buf, size_t from, size_t len, char c)
 	return hit ? (size_t)(hit - buf) : len;
 }
 
+/* Nothing of an event read yet: no field, nothing skipped. */
+static int event_empty(const struct sse_parser *p)
+{
+	return !p->has_data && !p->has_id && !p->oversize &&
+	    p->type.at == AT_NONE && p->type.len == 0;
+}
+
+/* The common event whole in the feed: one "data:" line from s, its LF at
+ * eol and the blank line's right after, no CR in either. Dispatched from
+ * here, as line_whole, value_whole and dispatch would have: no field is
+ * stored, no span reset, and the blank line is not searched for. 0: not
+ * that event (the lines are read one by one). */
+static int event_whole(struct sse_parser *p, const char *s, size_t eol,
+    size_t len)
+{
+	struct sse_event ev;
+	const char *v = s + 5, *end = s + eol;
+
+	if (eol < 5 || eol + 1 >= len || end[1] != '\n' ||
+	    memcmp(s, "data:", 5) != 0 || !event_empty(p))
+		return 0;
+	v += v < end && *v == ' ';
+	if ((size_t)(end - v) > p->max_event_bytes)
+		return 0;      /* skipped, and counted, the usual way */
+	p->data_space += v > s + 5;
+	p->data_bare += v == s + 5;
+	ev = (struct sse_event){ .type = "", .data = v, .data_len = (size_t)(end - v),
+	    .id = "" };
+	p->events++;
+	if (p->fn != NULL)
+		p->fn(p->arg, &ev);
+	return 1;
+}
+
 static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 {
 	size_t pos = 0, lf, cr, eol;
@@ -469,6 +503,13 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 			return;
 		}
 		if (p->state == ST_START) {
+			/* the blank line too, when no CR comes before it */
+			if (buf[eol] == '\n' && eol + 1 < cr &&
+			    event_whole(p, buf + pos, eol - pos, len - pos)) {
+				pos = eol + 2;
+				lfs += 2;
+				continue;
+			}
 			line_whole(p, buf + pos, eol - pos);
 		} else {
 			line_part(p, buf + pos, eol - pos);

@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "jsonw.h"
+#include "load_calib.h"
 #include "load_conf.h"
 #include "load_html.h"
 #include "load_json.h"
@@ -28,7 +29,10 @@
 #include "load_run.h"
 #include "load_saved.h"
 #include "load_scen.h"
+#include "load_shard.h"
 #include "load_tls.h"
+#include "load_body.h"
+#include "load_session.h"
 #include "load_trace.h"
 #include "load_tt.h"
 #include "log.h"
@@ -62,6 +66,10 @@ struct opts {
 	int tls_opt_given;
 	int no_preflight;
 	int prefix_opt_given;        /* --prefix-tokens or --prefix-dist */
+	uint32_t calibrate;          /* --calibrate N; 0: off */
+	int bpt_given;               /* --bytes-per-token */
+	const char *sessions_path, *sharegpt_path;
+	int think_given;
 };
 
 enum {
@@ -74,7 +82,9 @@ enum {
 	OPT_TT_WINDOW, OPT_TT_ROUTE, OPT_SLO, OPT_OVER, OPT_LEVELS, OPT_SATURATION,
 	OPT_NO_STOP, OPT_STOP_ERRORS, OPT_FROM, OPT_MAX_CONC, OPT_MAX_RATE,
 	OPT_RESOLUTION, OPT_REPEATS, OPT_MAX_LEVELS, OPT_CONFIDENCE, OPT_COOLDOWN, OPT_REPORT,
-	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST
+	OPT_NO_PREFLIGHT, OPT_TT_LOG, OPT_PREFIXES, OPT_PREFIX_TOKENS, OPT_PREFIX_DIST,
+	OPT_CALIBRATE, OPT_BPT, OPT_SHARD, OPT_TURNS, OPT_THINK, OPT_SESSIONS,
+	OPT_SHAREGPT
 };
 
 static const struct option long_opts[] = {
@@ -96,11 +106,17 @@ static const struct option long_opts[] = {
 	{"prompt-tokens", required_argument, NULL, OPT_PROMPT},
 	{"max-tokens", required_argument, NULL, OPT_MAX},
 	{"prompts", required_argument, NULL, OPT_PROMPTS},
+	{"calibrate", required_argument, NULL, OPT_CALIBRATE},
+	{"bytes-per-token", required_argument, NULL, OPT_BPT},
 	{"continuous-usage", no_argument, NULL, OPT_CONTINUOUS},
 	{"trace", required_argument, NULL, OPT_TRACE},
 	{"replay-log", required_argument, NULL, OPT_REPLAY},
 	{"replay-route", required_argument, NULL, OPT_REPLAY_ROUTE},
 	{"trace-speed", required_argument, NULL, OPT_TRACE_SPEED},
+	{"turns", required_argument, NULL, OPT_TURNS},
+	{"think-time", required_argument, NULL, OPT_THINK},
+	{"sessions", required_argument, NULL, OPT_SESSIONS},
+	{"sharegpt", required_argument, NULL, OPT_SHAREGPT},
 	{"header", required_argument, NULL, 'H'},
 	{"insecure", no_argument, NULL, OPT_INSECURE},
 	{"cacert", required_argument, NULL, OPT_CACERT},
@@ -134,6 +150,7 @@ static const struct option long_opts[] = {
 	{"scenarios", required_argument, NULL, OPT_SCENARIOS},
 	{"only", required_argument, NULL, OPT_ONLY},
 	{"seed", required_argument, NULL, OPT_SEED},
+	{"shard", required_argument, NULL, OPT_SHARD},
 	{"ramp", required_argument, NULL, OPT_RAMP},
 	{"lag", no_argument, NULL, OPT_LAG},
 	{"check", no_argument, NULL, 't'},
@@ -150,6 +167,7 @@ static void usage(FILE *f)
 	    "       tokentap-load --scenarios FILE [--only NAME] [options] [URL]\n"
 	    "       tokentap-load report RUN.json [--html FILE] [--csv FILE]\n"
 	    "       tokentap-load compare [--fail-on RULES] A.json B.json\n"
+	    "       tokentap-load merge [-o OUT.json] SHARD.json ...\n"
 	    "Sends streaming LLM requests and measures TTFT, TTFO (the first token\n"
 	    "that is not reasoning), TPOT, ITL, end-to-end latency and throughput on\n"
 	    "the client side (the definitions tokentap uses), exactly from every request.\n"
@@ -184,7 +202,17 @@ static void usage(FILE *f)
 	    "      --replay-log FILE   replay tokentap's access log: each request at\n"
 	    "                          ts - duration_ms with its input/output tokens\n"
 	    "      --replay-route NAME only that route's lines\n"
-	    "      --trace-speed F     replay F times faster (default 1)\n"
+	    "      --trace-speed F     replay F times faster (default 1; --sessions: its\n"
+	    "                          starts and think times)\n"
+	    "      --turns K           each user holds conversations of K turns (or\n"
+	    "                          MIN-MAX, uniform:MIN-MAX), each request carrying\n"
+	    "                          the history so far, answers as received (chat APIs)\n"
+	    "      --think-time DIST   from an answer to the next turn: DUR,\n"
+	    "                          uniform:MIN-MAX or exp:MEAN (default 0)\n"
+	    "      --sessions FILE     the users replay a JSONL session trace (session_id,\n"
+	    "                          turn, delay_ms, prompt, max_tokens), turn by turn\n"
+	    "      --sharegpt FILE     the users replay ShareGPT conversations, each\n"
+	    "                          human message a turn\n"
 	    "\n"
 	    "Requests:\n"
 	    "      --dialect NAME      openai | openai-responses | anthropic | dify |\n"
@@ -193,6 +221,11 @@ static void usage(FILE *f)
 	    "      --prompt-tokens N   synthetic prompt size, or MIN-MAX per request (100)\n"
 	    "      --max-tokens N      output limit, or MIN-MAX (default 100)\n"
 	    "      --prompts FILE      prompts of a JSONL file (texts or chat messages)\n"
+	    "      --calibrate N       first send N requests (one output token each) and\n"
+	    "                          size synthetic prompts in the target's own tokens:\n"
+	    "                          the bytes sent / the prompt tokens it reported\n"
+	    "                          (default off: 4 bytes a token, an estimate)\n"
+	    "      --bytes-per-token R size synthetic prompts at a known R bytes a token\n"
 	    "      --prefixes P        each prompt opens with one of P shared prefixes\n"
 	    "                          (a system message in chat APIs); the report\n"
 	    "                          splits TTFT by a prefix's first use and repeats\n"
@@ -203,6 +236,8 @@ static void usage(FILE *f)
 	    "                          continuous_usage_stats): tokens per chunk\n"
 	    "  -H, --header 'N: V'     add a request header (repeatable)\n"
 	    "      --seed N            seed of token counts, prompts and arrivals (default 1)\n"
+	    "      --shard I/N         send the plan's requests I, I+N, I+2N, ... of N\n"
+	    "                          machines (from 0); `merge` joins their --json\n"
 	    "      --insecure          https: do not check the certificate\n"
 	    "      --cacert FILE       https: verify against this CA file (default: the\n"
 	    "                          system store)\n"
@@ -274,6 +309,8 @@ static void usage(FILE *f)
 	    "  compare A.json B.json   each level and figure of B beside A's, the change and\n"
 	    "                          its 95 % bootstrap interval; --fail-on 'tpot_p50>+10%'\n"
 	    "                          exits 1 when B regressed beyond it\n"
+	    "  merge SHARD.json ...    the documents of --shard I/N as the one plan's: every\n"
+	    "                          figure from all their samples (`merge --help`)\n"
 	    "\n"
 	    "Durations take us, ms, s, m, h. On a terminal, progress goes to stderr.\n"
 	    "Exit status: 0 done (scenarios: all passed); 1 a target missed: a scenario's,\n"
@@ -431,6 +468,10 @@ static int parse_run(struct opts *o, int ch)
 	case OPT_RAMP:
 		parse_duration("--ramp", optarg, &c->ramp_us);
 		break;
+	case OPT_SHARD:
+		if (load_shard_parse(optarg, &c->shard, &c->shards, &err) < 0)
+			bad_value("--shard", err);
+		break;
 	case OPT_LAG:
 		c->lag = 1;
 		break;
@@ -453,6 +494,25 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_TRACE_SPEED:
 		parse_number("--trace-speed", optarg, 0.001, 1000, &c->trace_speed);
+		break;
+	case OPT_CALIBRATE:
+		if (load_conf_parse_uint(optarg, 10000, &u, &err) < 0)
+			bad_value("--calibrate", err);
+		o->calibrate = (uint32_t)u;
+		break;
+	case OPT_BPT:
+		parse_number("--bytes-per-token", optarg, LOAD_PSIZE_MIN, LOAD_PSIZE_MAX,
+		    &c->bytes_per_token);
+		o->bpt_given = 1;
+		break;
+	case OPT_TURNS:
+		if (load_session_parse_turns(optarg, &c->turns, &err) < 0)
+			bad_value("--turns", err);
+		break;
+	case OPT_THINK:
+		if (load_think_parse(optarg, &c->think, &err) < 0)
+			bad_value("--think-time", err);
+		o->think_given = 1;
 		break;
 	default:
 		return -1;
@@ -529,6 +589,12 @@ static int parse_other(struct opts *o, int ch)
 		break;
 	case OPT_TRACE:
 		o->trace_path = optarg;
+		break;
+	case OPT_SESSIONS:
+		o->sessions_path = optarg;
+		break;
+	case OPT_SHAREGPT:
+		o->sharegpt_path = optarg;
 		break;
 	case OPT_REPLAY:
 		o->replay_path = optarg;
@@ -659,6 +725,77 @@ static void parse_over(struct opts *o)
 	}
 }
 
+/* --shard: what can be split exactly (load_shard.h), and a document for
+ * `merge` to join. */
+static void check_shard(const struct opts *o)
+{
+	const struct load_conf *c = &o->conf;
+	const struct load_plan *p = &o->plan;
+	int open = c->rate > 0 || o->trace_path != NULL || o->replay_path != NULL;
+	int closed = !open;
+	double least = c->concurrency;
+
+	if (c->shards == 0)
+		return;
+	if (o->kind == LOAD_KIND_CAPACITY)
+		fail_usage("--shard: a capacity search picks each level from the figures "
+		    "of the last, and a shard sees only its share of them: the shards "
+		    "would search apart. Shard `sweep --no-stop` over the levels, merge, "
+		    "and read the capacity off the merged levels; or search from one "
+		    "machine");
+	if (o->scen_path != NULL)
+		fail_usage("--shard goes with a run or a sweep, not with --scenarios");
+	if (o->calibrate > 0)
+		fail_usage("--shard: --calibrate measures each shard's own ratio, and "
+		    "the shards' prompts would differ: calibrate once, then give every "
+		    "shard that ratio with --bytes-per-token R");
+	if (o->json_path == NULL || o->no_samples)
+		fail_usage("--shard: --json FILE with its samples, for `tokentap-load merge`");
+	if (o->kind == LOAD_KIND_SWEEP && (p->stop_on_saturation ||
+	    isfinite(p->stop_error_rate) || (p->geometric && isinf(p->to))))
+		fail_usage("--shard: a sweep that stops on its figures (saturation, "
+		    "--stop-error-rate) would stop each shard on its share of them, "
+		    "apart: --no-stop and levels with an end (1..64)");
+	if (o->kind == LOAD_KIND_SWEEP && p->key != LOAD_KEY_PROMPT_TOKENS)
+		closed = p->key == LOAD_KEY_CONCURRENCY;
+	if (o->kind == LOAD_KIND_SWEEP && p->key == LOAD_KEY_CONCURRENCY)
+		least = p->geometric ? p->from : p->levels[0];
+	if ((closed || c->concurrency_set) && least < c->shards)
+		fail_usage("--shard I/N: each shard needs a user (or a connection): "
+		    "-c (and a concurrency sweep's levels) at least N");
+	if (c->count > 0 && c->count < c->shards)
+		fail_usage("--shard I/N: each shard needs a request: -n at least N");
+}
+
+/* Conversations: a closed loop of chat requests, drawn or from one file. */
+static void check_talk(struct opts *o)
+{
+	struct load_conf *c = &o->conf;
+	int n = (c->turns.min > 0) + (o->sessions_path != NULL) + (o->sharegpt_path != NULL);
+
+	if (n > 1)
+		fail_usage("--turns, --sessions and --sharegpt: one of them");
+	if (n == 0) {
+		if (o->think_given)
+			fail_usage("--think-time goes with --turns, --sessions or --sharegpt");
+		return;
+	}
+	if (c->rate > 0 || o->trace_path || o->replay_path)
+		fail_usage("conversations are held by -c users: no --rate or trace");
+	if (o->prompts_path || c->prefixes > 0)
+		fail_usage("conversations write their own messages: no --prompts or "
+		    "--prefixes");
+	if (o->kind == LOAD_KIND_CAPACITY)
+		fail_usage("capacity: no conversations (a sweep over concurrency can)");
+	if (c->shards > 0)
+		fail_usage("--shard: conversations are not split yet (a user's turns "
+		    "follow its own answers, so the plan's request numbers depend on "
+		    "timing); run them from one machine");
+	if (o->url_given && !load_body_chat(c))
+		fail_usage("conversations need a chat API's messages: OpenAI "
+		    "/v1/chat/completions, Anthropic /v1/messages or Ollama /api/chat");
+}
+
 /* What goes together and what does not. */
 static void check_options(struct opts *o)
 {
@@ -667,8 +804,10 @@ static void check_options(struct opts *o)
 
 	if (o->count_given && !o->duration_given)
 		c->duration_us = 0;
-	if ((o->trace_path || o->replay_path) && !o->duration_given)
+	if ((o->trace_path || o->replay_path || o->sessions_path || o->sharegpt_path) &&
+	    !o->duration_given)
 		c->duration_us = 0;
+	check_talk(o);
 	if (o->scen_path == NULL && (o->only != NULL || o->check))
 		fail_usage("--only and --check go with --scenarios");
 	if (o->scen_path != NULL && o->kind != LOAD_KIND_RUN)
@@ -692,10 +831,15 @@ static void check_options(struct opts *o)
 		fail_usage("a trace sets its own arrivals: no --rate with it");
 	if (o->prefix_opt_given && c->prefixes == 0)
 		fail_usage("--prefix-tokens and --prefix-dist go with --prefixes");
+	if (o->calibrate > 0 && o->bpt_given)
+		fail_usage("--calibrate and --bytes-per-token: one or the other");
+	if (o->calibrate > 0 && o->scen_path != NULL)
+		fail_usage("--calibrate goes with a run, a sweep or a capacity search, not "
+		    "with --scenarios (give --bytes-per-token)");
 	if (o->replay_route && !o->replay_path)
 		fail_usage("--replay-route goes with --replay-log");
-	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path)
-		fail_usage("--trace-speed goes with --trace or --replay-log");
+	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path && !o->sessions_path)
+		fail_usage("--trace-speed goes with --trace, --replay-log or --sessions");
 	if (c->arrivals != LOAD_ARR_POISSON && c->rate <= 0 && o->kind != LOAD_KIND_SWEEP &&
 	    o->kind != LOAD_KIND_CAPACITY)
 		fail_usage("--arrivals and --burstiness go with --rate");
@@ -746,6 +890,10 @@ static void check_options(struct opts *o)
 	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
 	    !o->cooldown_given && o->tt_url == NULL)
 		c->cooldown = 1;
+	check_shard(o);
+	/* a merge computes ITL from every gap */
+	if (c->shards > 0)
+		o->itl_samples = 1;
 }
 
 static void parse_options(int argc, char **argv, struct opts *o)
@@ -773,6 +921,7 @@ static void parse_options(int argc, char **argv, struct opts *o)
 struct inputs {
 	struct load_prompts prompts;
 	struct load_trace trace;
+	struct load_sessions sessions;
 	struct load_tls tls;
 	struct load_tt_conf tt;
 	int have_tt;
@@ -799,6 +948,16 @@ static int read_inputs(struct opts *o, struct inputs *in)
 		    stderr) < 0)
 			return -1;
 		c->trace = &in->trace;
+	}
+	if (o->sessions_path != NULL) {
+		if (load_sessions_read(&in->sessions, o->sessions_path, stderr) < 0)
+			return -1;
+		c->sessions = &in->sessions;
+	}
+	if (o->sharegpt_path != NULL) {
+		if (load_sessions_read_sharegpt(&in->sessions, o->sharegpt_path, stderr) < 0)
+			return -1;
+		c->sessions = &in->sessions;
 	}
 	if (c->trace != NULL && load_trace_check_speed(c->trace, c->trace_speed, stderr) < 0)
 		return -1;
@@ -834,6 +993,7 @@ static void free_inputs(struct inputs *in)
 {
 	load_prompts_free(&in->prompts);
 	load_trace_free(&in->trace);
+	load_sessions_free(&in->sessions);
 	load_tls_free(&in->tls);
 	if (in->have_tt)
 		load_tt_conf_free(&in->tt);
@@ -911,6 +1071,49 @@ static int verdict(const struct opts *o, const struct load_result *r)
 	return 0;
 }
 
+/* A prompt-tokens sweep calibrates over its levels' sizes; the others
+ * over their own (NULL). */
+static const struct load_range *calib_sizes(const struct opts *o, struct load_range *r)
+{
+	const struct load_plan *p = &o->plan;
+	double lo, hi;
+
+	if (o->kind != LOAD_KIND_SWEEP || p->key != LOAD_KEY_PROMPT_TOKENS)
+		return NULL;
+	lo = p->geometric ? p->from : p->levels[0];
+	hi = p->geometric ? (isfinite(p->to) ? p->to : p->from) : p->levels[p->n - 1];
+	r->min = lo < LOAD_CONF_MAX_TOKENS ? (uint32_t)lo : LOAD_CONF_MAX_TOKENS;
+	r->max = hi < LOAD_CONF_MAX_TOKENS ? (uint32_t)hi : LOAD_CONF_MAX_TOKENS;
+	return r;
+}
+
+/* --bytes-per-token: the ratio given, not an estimate. */
+static void psize_given(const struct opts *o, struct load_psize *p)
+{
+	if (!o->bpt_given)
+		return;
+	p->rule = LOAD_PSIZE_RULE_GIVEN;
+	p->bytes_per_token = o->conf.bytes_per_token;
+	p->estimate = 0;
+}
+
+/* How synthetic prompts are sized (load_psize.h): a ratio given, one
+ * calibrated on the target (its requests before the first level; with
+ * --tokentap, that level waits them out of tokentap's window), or 4
+ * bytes a token. */
+static void prompt_sizes(struct load_env *le, struct opts *o, struct inputs *in,
+    struct load_result *r)
+{
+	struct load_range sizes;
+
+	psize_given(o, &r->psize);
+	if (o->calibrate == 0)
+		return;
+	(void)load_calib(le, &o->conf, o->calibrate, calib_sizes(o, &sizes), &r->psize);
+	if (le->tt != NULL)
+		le->tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+}
+
 /* A run, a sweep or a capacity search, and its reports. */
 static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc,
     char **argv)
@@ -947,6 +1150,7 @@ static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc
 	if (in->tt_busy)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 	load_run_preflight(!o->no_preflight);
+	prompt_sizes(&le, o, in, &r);
 	if (o->kind == LOAD_KIND_SWEEP)
 		load_levels_sweep(&le, &o->plan, &r);
 	else if (o->kind == LOAD_KIND_CAPACITY)
@@ -1208,6 +1412,7 @@ static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int a
 	load_result_init(&r, LOAD_KIND_RUN, &o->conf, argc, argv);
 	r.pcts = o->pcts;
 	r.slice_us = o->slice_us;
+	psize_given(o, &r.psize);
 	res = calloc(sf.n, sizeof(*res));
 	/* the levels must not move: res points into them */
 	r.levels = calloc(sf.n + 1, sizeof(*r.levels));
@@ -1278,6 +1483,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		load_conf_free(&o.conf);
 		return load_saved_compare(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "merge") == 0) {
+		load_conf_free(&o.conf);
+		return load_saved_merge(argc - 1, argv + 1);
 	}
 	if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
 		o.kind = LOAD_KIND_SWEEP;

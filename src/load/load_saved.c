@@ -10,6 +10,8 @@
 #include "load_compare.h"
 #include "load_html.h"
 #include "load_json.h"
+#include "load_levels.h"
+#include "load_merge.h"
 #include "load_read.h"
 #include "load_report.h"
 #include "log.h"
@@ -249,4 +251,148 @@ int load_saved_compare(int argc, char **argv)
 	load_doc_free(&a);
 	load_doc_free(&b);
 	return rc < 0 ? EXIT_USAGE : rc;
+}
+
+/* ---- merge ------------------------------------------------------------------- */
+
+static void merge_usage(FILE *f)
+{
+	fputs("usage: tokentap-load merge [-o OUT.json] [--html FILE] [--csv FILE] "
+	    "SHARD.json ...\n"
+	    "Joins the documents of one plan's shards (tokentap-load --shard I/N --json\n"
+	    "FILE on N machines) into the document of the plan, as if one machine had\n"
+	    "run it, and prints its table: every figure computed again from all the\n"
+	    "shards' samples (percentiles exactly, from every request), throughput the\n"
+	    "work of all of them inside their common window (the latest start to the\n"
+	    "earliest end, by each machine's clock). Refused: a shard missing or given\n"
+	    "twice, another shard count, plans that differ (kind, levels, target,\n"
+	    "dialect, model, any parameter of a level, prompts, trace, headers), a\n"
+	    "document without samples, windows that do not overlap.\n"
+	    "\n"
+	    "  -o, --json FILE     the merged document (docs/load-schema.md)\n"
+	    "      --html FILE     its HTML report\n"
+	    "      --csv FILE      its levels\n"
+	    "  -h, --help          this text\n"
+	    "\n"
+	    "\"-\" is stdout (the table then goes to stderr).\n"
+	    "Exit status: 0 done, 1 a file could not be written, 2 usage or a bad\n"
+	    "document (FILE:LINE:COL: what), 4 not the shards of one plan.\n", f);
+}
+
+/* A merged sweep's knee, by the rules of its levels (load_levels.h). */
+static void merged_knee(struct load_result *r)
+{
+	for (size_t i = 0; r->kind == LOAD_KIND_SWEEP && i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		int sat;
+		if (r->sweep_key == LOAD_KEY_RATE)
+			sat = load_levels_open_saturated(&lv->sum, LOAD_CARRIED_SHARE);
+		else
+			sat = r->sweep_key == LOAD_KEY_CONCURRENCY && i > 0 &&
+			    load_levels_saturated(&r->levels[i - 1].sum, r->levels[i - 1].value,
+			    &lv->sum, lv->value, 0.10);
+		if (sat) {
+			r->saturated_at = (int)i;
+			r->knee = (int)i - 1;
+			return;
+		}
+	}
+}
+
+static int merge_write(const struct load_merged *m, const char *json_path,
+    const char *html_path, const char *csv_path, int itl)
+{
+	struct load_json_opts jo = { 1, itl };
+	const char *path[3] = { json_path, html_path, csv_path };
+	const char *opt[3] = { "--json", "--html", "--csv" };
+	FILE *f[3] = { NULL, NULL, NULL }, *table = stdout;
+	int rc = 0;
+
+	for (int i = 0; i < 3; i++)
+		if (path[i] != NULL && (f[i] = load_out_open(opt[i], path[i])) == NULL) {
+			for (int k = 0; k < i; k++)
+				if (f[k] != NULL && f[k] != stdout)
+					fclose(f[k]);
+			return EXIT_USAGE;
+		}
+	for (int i = 0; i < 3; i++)
+		if (f[i] == stdout)
+			table = stderr;
+	load_report_table(table, &m->r);
+	if (f[0] != NULL)
+		load_json_write(f[0], &m->r, &jo);
+	if (f[1] != NULL)
+		load_html_write(f[1], &m->r);
+	if (f[2] != NULL)
+		load_csv_write(f[2], &m->r);
+	for (int i = 0; i < 3; i++)
+		if (f[i] != NULL && load_out_close(f[i], opt[i], path[i]) < 0)
+			rc = EXIT_FAILED;
+	return rc;
+}
+
+int load_saved_merge(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", required_argument, NULL, 'o'},
+		{"html", required_argument, NULL, 'H'},
+		{"csv", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *json_path = NULL, *html_path = NULL, *csv_path = NULL;
+	struct load_doc *docs;
+	struct load_merged m;
+	size_t n = 0;
+	int ch, rc = EXIT_USAGE, itl = 1, stdouts;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		if (ch == 'o')
+			json_path = optarg;
+		else if (ch == 'H')
+			html_path = optarg;
+		else if (ch == 'c')
+			csv_path = optarg;
+		else if (ch == 'h') {
+			merge_usage(stdout);
+			return 0;
+		} else {
+			merge_usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	stdouts = (json_path && strcmp(json_path, "-") == 0) +
+	    (html_path && strcmp(html_path, "-") == 0) + (csv_path && strcmp(csv_path, "-") == 0);
+	if (stdouts > 1) {
+		log_error("merge: one of --json, --html and --csv on stdout");
+		return EXIT_USAGE;
+	}
+	if (argc - optind < 1) {
+		log_error("merge: the shards' documents expected (tokentap-load merge "
+		    "-o OUT.json SHARD0.json SHARD1.json ...)");
+		return EXIT_USAGE;
+	}
+	docs = calloc((size_t)(argc - optind), sizeof(*docs));
+	if (docs == NULL) {
+		log_error("merge: out of memory");
+		return EXIT_USAGE;
+	}
+	for (; optind + (int)n < argc; n++) {
+		if (load_read(&docs[n], argv[optind + (int)n], stderr) < 0)
+			goto done;
+		itl &= docs[n].has_itl;
+	}
+	if (load_merge(&m, docs, n, argc, argv, stderr) < 0) {
+		rc = EXIT_DIFFERENT;
+		goto done;
+	}
+	merged_knee(&m.r);
+	rc = merge_write(&m, json_path, html_path, csv_path, itl);
+	load_merged_free(&m);
+done:
+	for (size_t i = 0; i < n; i++)
+		load_doc_free(&docs[i]);
+	free(docs);
+	return rc;
 }

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_body.h"
 #include "load_prefix.h"
+#include "load_session.h"
 #include "load_slo.h"
 #include "util.h"
 #include "yconf.h"
@@ -153,6 +155,28 @@ static void prefix_dist_fn(struct yconf *ld, yaml_node_t *v, void *field,
 	free(s);
 }
 
+/* turns: K, MIN-MAX or uniform:MIN-MAX (conversations). */
+static void turns_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	char *s = yconf_scalar(ld, v, path, "a single value");
+	const char *err;
+
+	if (s != NULL && load_session_parse_turns(s, field, &err) < 0)
+		yconf_err(ld, v, "%s: %s", path, err);
+	free(s);
+}
+
+/* think_time: DUR, uniform:MIN-MAX or exp:MEAN. */
+static void think_fn(struct yconf *ld, yaml_node_t *v, void *field, const char *path)
+{
+	char *s = yconf_scalar(ld, v, path, "a single value");
+	const char *err;
+
+	if (s != NULL && load_think_parse(s, field, &err) < 0)
+		yconf_err(ld, v, "%s: %s", path, err);
+	free(s);
+}
+
 /* A header of the top level is replaced by a scenario's of the same name. */
 static void header_put(struct yconf *ld, const struct yconf_key *k, void *base,
     struct yconf_entry *e)
@@ -201,6 +225,8 @@ static void apply_limits(struct yconf *ld, yaml_node_t *m, struct load_conf *c)
 	    .fn = u32_fn }, \
 	{ .name = "prefix_dist", .type = YCONF_FUNC, .off = RUN(at, prefix_zipf), \
 	    .fn = prefix_dist_fn }, \
+	{ .name = "turns", .type = YCONF_FUNC, .off = RUN(at, turns), .fn = turns_fn }, \
+	{ .name = "think_time", .type = YCONF_FUNC, .off = RUN(at, think), .fn = think_fn }, \
 	{ .name = "headers", .type = YCONF_MAP, .flags = YCONF_HEADER, .off = at, \
 	    .put = header_put }, \
 	{ .name = "seed", .type = YCONF_UINT, .off = RUN(at, seed), .lo = 1, \
@@ -351,6 +377,18 @@ static void scenario_check(struct yconf *ld, yaml_node_t *m, void *base, const c
 	if (sc->conf.url == NULL)
 		yconf_err(ld, m, "no target URL: give \"target\" or a URL on the "
 		    "command line");
+	/* conversations: as --turns on the command line */
+	if (sc->conf.turns.min == 0 && (sc->conf.think.a_us > 0 ||
+	    sc->conf.think.kind != LOAD_THINK_CONST))
+		yconf_err(ld, m, "scenario \"%s\": think_time goes with turns",
+		    sc->name ? sc->name : "?");
+	if (sc->conf.turns.min > 0 && (sc->conf.rate > 0 || sc->conf.prefixes > 0))
+		yconf_err(ld, m, "scenario \"%s\": turns are held by users: no rate or "
+		    "prefixes", sc->name ? sc->name : "?");
+	if (sc->conf.turns.min > 0 && sc->conf.url != NULL && !load_body_chat(&sc->conf))
+		yconf_err(ld, m, "scenario \"%s\": turns need a chat API's messages "
+		    "(OpenAI /v1/chat/completions, Anthropic /v1/messages, Ollama "
+		    "/api/chat)", sc->name ? sc->name : "?");
 }
 
 #define SCEN(f) offsetof(struct load_scenario, f)

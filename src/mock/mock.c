@@ -80,6 +80,7 @@ static const struct option long_opts[] = {
 	{"stall", required_argument, NULL, OPT_KNOB},
 	{"heartbeat", required_argument, NULL, OPT_KNOB},
 	{"clump", required_argument, NULL, OPT_KNOB},
+	{"prompt-bytes-per-token", required_argument, NULL, OPT_KNOB},
 	{NULL, 0, NULL, 0},
 };
 
@@ -110,7 +111,11 @@ static void usage(FILE *f)
 	    "      --continuous-usage on|off  OpenAI: a usage (the counts so far) on every\n"
 	    "                             chunk, as vLLM's continuous_usage_stats (also\n"
 	    "                             asked by the request's stream_options; default off)\n"
-	    "      --prefill-per-token DUR  extra TTFT per input token (body bytes / 4)\n"
+	    "      --prefill-per-token DUR  extra TTFT per input token\n"
+	    "      --prompt-bytes-per-token R  input tokens (usage's prompt tokens) are\n"
+	    "                             the prompt's text bytes / R, rounded up: every\n"
+	    "                             content, prompt, input, text, inputs, query and\n"
+	    "                             system string of the body (default: body bytes / 4)\n"
 	    "      --ttft-per-stream DUR  extra TTFT per other stream in progress here\n"
 	    "                             (a backend whose TTFT grows with concurrency)\n"
 	    "      --tpot-per-stream DUR  extra gap per other sequence decoding (holding a\n"

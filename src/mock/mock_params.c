@@ -237,6 +237,18 @@ static int set_clump(struct mock_params *p, const char *v)
 	return 0;
 }
 
+/* A ratio above 0 (bytes a token), or 0 for the default rule. */
+static int set_prompt_bytes_per_token(struct mock_params *p, const char *v)
+{
+	char *end;
+	double r = strtod(v, &end);
+
+	if (end == v || *end != '\0' || !(r >= 0 && r <= 1000))
+		return -1;
+	p->prompt_bytes_per_token = r;
+	return 0;
+}
+
 static int set_seed(struct mock_params *p, const char *v)
 {
 	if (parse_uint(v, UINT64_MAX, &p->seed) < 0)
@@ -270,6 +282,7 @@ static const struct {
 	{"stall", set_stall},
 	{"heartbeat", set_heartbeat},
 	{"clump", set_clump},
+	{"prompt-bytes-per-token", set_prompt_bytes_per_token},
 };
 
 int mock_params_find(const char *name, size_t len)
@@ -401,6 +414,60 @@ static void scan_top(const char *js, const jsmntok_t *t, int n,
 	}
 }
 
+/* The bytes a JSON string's content (between its quotes) decodes to: an
+ * escape is one byte, \\uXXXX its UTF-8 length (a surrogate pair 4). */
+static uint64_t text_bytes(const char *s, size_t len)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < len; i++, n++) {
+		unsigned long cp;
+		if (s[i] != '\\' || i + 1 >= len)
+			continue;
+		if (s[++i] != 'u' || i + 4 >= len) /* \n, \", ...: one byte */
+			continue;
+		cp = strtoul((char[5]){ s[i + 1], s[i + 2], s[i + 3], s[i + 4], 0 },
+		    NULL, 16);
+		i += 4;
+		if (cp >= 0xd800 && cp <= 0xdbff && i + 6 < len && s[i + 1] == '\\' &&
+		    s[i + 2] == 'u') {
+			i += 6;        /* the pair's low half: 4 bytes in all */
+			n += 3;
+		} else {
+			n += cp < 0x80 ? 0 : cp < 0x800 ? 1 : 2;
+		}
+	}
+	return n;
+}
+
+/* The keys whose string values are a prompt's text, in any API's body:
+ * chat messages' and parts' content and text, a completion's prompt,
+ * Responses' input, TGI's inputs, Dify's query, Anthropic's system. */
+static int is_prompt_key(const char *js, const jsmntok_t *k)
+{
+	static const char *const names[] = {
+		"content", "prompt", "input", "text", "inputs", "query", "system"
+	};
+	for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
+		if (tok_is(js, k, names[i]))
+			return 1;
+	return 0;
+}
+
+/* Every prompt key's string value, at any depth: an object's key is the
+ * one string token with a child (its value). */
+static uint64_t prompt_bytes(const char *js, const jsmntok_t *t, int n)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i + 1 < n; i++)
+		if (t[i].type == JSMN_STRING && t[i].size == 1 &&
+		    t[i + 1].type == JSMN_STRING && is_prompt_key(js, &t[i]))
+			sum += text_bytes(js + t[i + 1].start,
+			    (size_t)(t[i + 1].end - t[i + 1].start));
+	return sum;
+}
+
 void mock_body_scan(const char *json, size_t len, struct mock_body *out)
 {
 	jsmn_parser parser;
@@ -419,8 +486,10 @@ void mock_body_scan(const char *json, size_t len, struct mock_body *out)
 		return;
 	jsmn_init(&parser);
 	if (jsmn_parse(&parser, json, len, t, (unsigned)n) == n &&
-	    t[0].type == JSMN_OBJECT)
+	    t[0].type == JSMN_OBJECT) {
 		scan_top(json, t, n, out);
+		out->prompt_bytes = prompt_bytes(json, t, n);
+	}
 	free(t);
 }
 

@@ -48,6 +48,8 @@ struct mock_params {
 	uint64_t stall_us;             /* a pause of the tokens, then they go on */
 	uint64_t heartbeat_us;         /* a no-token event this often in a stall */
 	uint64_t clump;                /* token events written at once */
+	double prompt_bytes_per_token; /* usage's prompt tokens: the prompt's text
+	                                * bytes / this, rounded up; 0: body bytes / 4 */
 	uint64_t seed;
 	int has_seed;
 };
@@ -70,6 +72,9 @@ struct mock_body {
 	int include_usage;           /* stream_options.include_usage */
 	int continuous_usage;        /* stream_options.continuous_usage_stats (vLLM) */
 	int64_t max_tokens;          /* the first max-tokens field found, or -1 */
+	uint64_t prompt_bytes;       /* the prompt's text: bytes of every string of
+	                              * a prompt key (content, prompt, input, text,
+	                              * inputs, query, system), escapes decoded */
 };
 
 /* Reads a (possibly truncated or non-JSON) request body; never fails, what

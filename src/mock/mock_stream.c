@@ -2,6 +2,7 @@
 #include "mock_stream.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -399,9 +400,14 @@ static void plan(struct mock_conn *c)
 		strcpy(s->w.model, "mock-1");
 	s->w.created_s = util_wall_ms() / 1000;
 	s->w.start_us = c->t_req;
-	s->w.input_tokens = c->body_bytes / 4;
+	s->w.input_tokens = s->p.prompt_bytes_per_token > 0 ? (uint64_t)ceil(
+	    (double)b.prompt_bytes / s->p.prompt_bytes_per_token) : c->body_bytes / 4;
 	if (c->error[0] == '\0')
 		s->cached_tokens = mock_prefix_lookup(c->body.p, c->body.len, c->t_req);
+	/* cached by the body's blocks, counted by the prompt's text: never
+	 * more than the prompt */
+	if (s->cached_tokens > s->w.input_tokens)
+		s->cached_tokens = s->w.input_tokens;
 	s->w.cached_tokens = mock_prefix_enabled() ? (int64_t)s->cached_tokens : -1;
 	s->w.output_tokens = s->p.tokens >= 0 ? (uint64_t)s->p.tokens :
 	    b.max_tokens >= 0 ? (uint64_t)b.max_tokens : 50;

@@ -703,7 +703,7 @@ class Bench:
 
     # ---- instructions per event (callgrind) ---------------------------------
 
-    def callgrind_run(self, kind, extra="", tag=""):
+    def callgrind_run(self, kind, extra="", tag="", tpot="5ms", tokens=None, streams=None):
         outfile = os.path.join(self.dir, f"callgrind-{kind}{tag}.out")
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outfile}"]
         if kind == "tokentap":
@@ -724,10 +724,10 @@ class Bench:
                            capture_output=True, check=True, timeout=60)
             fig, _ = procs.run_load(self.client, self.dir,
                                     f"http://127.0.0.1:{proxy.port}{PATH}",
-                                    ["-c", str(p["cg_streams"]),
-                                     "-n", str(p["cg_streams"]),
-                                     "--max-tokens", str(p["cg_tokens"]),
-                                     "-H", "X-Mock-TPOT: 5ms",
+                                    ["-c", str(streams or p["cg_streams"]),
+                                     "-n", str(streams or p["cg_streams"]),
+                                     "--max-tokens", str(tokens or p["cg_tokens"]),
+                                     "-H", f"X-Mock-TPOT: {tpot}",
                                      "-H", "X-Mock-TTFT: 10ms"])
             subprocess.run(["callgrind_control", "-d", str(proxy.pid)],
                            capture_output=True, check=True, timeout=60)

@@ -16,6 +16,7 @@ const mon = require("@kubernetes-models/prometheus-operator/monitoring.coreos.co
 
 const kinds = {
   "v1/ConfigMap": core.ConfigMap, "v1/Service": core.Service, "v1/Secret": core.Secret,
+  "v1/PersistentVolumeClaim": core.PersistentVolumeClaim,
   "apps/v1/Deployment": apps.Deployment, "batch/v1/Job": batch.Job,
   "monitoring.coreos.com/v1/ServiceMonitor": mon.ServiceMonitor,
   "monitoring.coreos.com/v1/PrometheusRule": mon.PrometheusRule,

@@ -7,8 +7,9 @@
 //
 //   node tests/e2e/report_check.mjs '<plan as JSON>'
 //
-// plan: pages ([{file, screenshot}]: a report's path, and a PNG's path or
-// null), modules (a node_modules holding playwright-core), chromium, width.
+// plan: pages ([{file, screenshot, width}]: a report's path, a PNG's path
+// or null, the window's width or null), modules (a node_modules holding
+// playwright-core), chromium, width (of every page without its own).
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,6 +40,7 @@ async function main() {
 	page.on('request', r => out.requests.push(r.url()));
 	for (const p of plan.pages) {
 		out = { requests: [], console: [], file: p.file };
+		await page.setViewportSize({ width: p.width || plan.width || 1280, height: 900 });
 		result.pages.push(out);
 		await read(page, p);
 	}
@@ -70,6 +72,21 @@ async function read(page, p) {
 			level: Number(m.dataset.level), value: Number(m.dataset.value) })),
 		limits: [...c.querySelectorAll('g.limit')].map(l => ({ target: l.dataset.target,
 			limit: Number(l.dataset.limit) })),
+		// the labels drawn on the plot (each point's load, the marks'
+		// names): their boxes on the screen, and each pair that intersects
+		labels: [...c.querySelectorAll('text.load, g.mark text')].map(t => t.textContent),
+		overlaps: (() => {
+			const ts = [...c.querySelectorAll('text.load, g.mark text')];
+			const bs = ts.map(t => t.getBoundingClientRect()), o = [];
+			for (let i = 0; i < bs.length; i++)
+				for (let j = i + 1; j < bs.length; j++) {
+					const a = bs[i], b = bs[j];
+					if (a.left < b.right - 0.5 && b.left < a.right - 0.5 &&
+					    a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+						o.push([ts[i].textContent, ts[j].textContent]);
+				}
+			return o;
+		})(),
 		// every drawn shape inside the SVG's box
 		outside: [...c.querySelectorAll('circle, rect')].filter(e => {
 			const b = e.getBBox(), v = c.viewBox.baseVal;
@@ -88,6 +105,7 @@ async function read(page, p) {
 	out.capacity = await page.$$eval('#p-verdict li.capacity', ls => ls.map(l => ({
 		key: l.dataset.key, found: l.dataset.found === '1', value: Number(l.dataset.value),
 		lo: Number(l.dataset.lo), hi: Number(l.dataset.hi), binding: l.dataset.binding })));
+	out.verdict_text = await page.$eval('#p-verdict', v => v.textContent.replace(/\s+/g, ' '));
 	out.sweep = await page.$$eval('#sweep', ls => ls.map(l => ({ knee: Number(l.dataset.knee),
 		saturated: Number(l.dataset.saturated), stop: l.dataset.stop })));
 	out.slo = await page.$$eval('#slo [data-target]', ts => ts.map(t => ({ target: t.dataset.target,
@@ -105,6 +123,9 @@ async function read(page, p) {
 		drawn: g.querySelectorAll('circle').length })));
 	out.fit = await page.$$eval('#p-input g.fit', gs => gs.map(g => ({ slope: Number(g.dataset.slope),
 		intercept: Number(g.dataset.intercept), r2: Number(g.dataset.r2), n: Number(g.dataset.n) })));
+	out.input_constant = await page.$$eval('#p-input [data-constant]', ns => ns.map(n => ({
+		tokens: Number(n.dataset.constant), requests: Number(n.dataset.requests) })));
+	out.input_charts = await page.$$eval('#p-input svg', ss => ss.length);
 	out.timeline = await page.$$eval('#p-timeline g.tl', gs => gs.map(g => ({
 		requests: Number(g.dataset.requests), shown: Number(g.dataset.shown), step: Number(g.dataset.step),
 		rows: [...g.querySelectorAll('g[data-seq]')].map(r => ({ seq: Number(r.dataset.seq),

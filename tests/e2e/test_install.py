@@ -383,7 +383,7 @@ def page_sections(text):
 
 def test_man_pages_match_help():
     """Each program's man page documents exactly the options its --help
-    prints (and the commands': tokentap-load report and compare), each
+    prints (and the commands': tokentap-load report, compare and merge), each
     under its short option too; so a flag added to one and not the other
     fails here, saying where."""
     def help_of(*args):
@@ -405,6 +405,8 @@ def test_man_pages_match_help():
          load["tokentap-load report"]),
         ("tokentap-load compare --help", help_of("tokentap-load", "compare"),
          load["tokentap-load compare"]),
+        ("tokentap-load merge --help", help_of("tokentap-load", "merge"),
+         load["tokentap-load merge"]),
     ]
     for what, text, doc in checks:
         helped, documented = help_options(text), page_options(doc)

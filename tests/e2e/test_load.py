@@ -95,26 +95,27 @@ QUANT_KEYS = {"count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99"}
 DOC_KEYS = {
     "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
     "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
-    "interrupted", "sweep", "capacity", "levels",
+    "interrupted", "shard", "merged", "sweep", "capacity", "levels", "prompt_sizing",
 }
 LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
     "outcomes", "errors_by_status", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
-    "input_tokens",
+    "input_tokens", "prompt_tokens_reported",
     "request_throughput", "output_throughput", "input_throughput",
     "total_token_throughput", "requests_per_s", "output_tokens_per_s", "connections",
     "max_in_flight", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "itl_cdf_ms", "e2el_ms",
     "output_speed", "dispatch_lag_ms", "chunks", "goodput", "slo", "drift",
     "input_fit", "slices", "generator", "tokentap", "tokentap_paired", "prefix_ttft_ms",
-    "samples",
+    "conversations", "samples",
 }
 CONFIG_KEYS = {
     "mode", "concurrency", "rate", "arrivals", "burstiness", "duration_s", "count",
     "warmup_s", "warmup_requests", "cooldown", "prompt_tokens", "max_tokens", "prompts",
     "trace",
     "timeout_s", "seed", "continuous_usage", "ramp_s", "prefixes",
+    "conversation",
 }
 SAMPLE_KEYS = {
     "seq", "start_ms", "warmup", "cooldown", "outcome", "status", "ttft_ms", "ttfo_ms",

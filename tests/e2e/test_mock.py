@@ -661,3 +661,44 @@ def test_workers_and_clean_shutdown_mid_stream():
         m.p.send_signal(signal.SIGTERM)
         assert m.p.wait(5) == 0
         s.close()
+
+
+def test_prompt_bytes_per_token_counts_the_prompt_text():
+    """--prompt-bytes-per-token R: the input tokens (the log's, usage's
+    prompt count in every API) are the prompt's text bytes / R, rounded
+    up: every content, prompt, input, text, inputs, query and system
+    string, escapes decoded (a \\u escape its UTF-8 bytes), the JSON
+    around them not counted; X-Mock-Prompt-Bytes-Per-Token sets it per
+    request. Without it, the body's bytes / 4."""
+    text = "caf\u00e9 \U0001F600 line\n" * 20        # 16 bytes a repeat: 320
+    nbytes = len(text.encode())
+    bodies = {
+        "/v1/chat/completions": {"messages": [{"role": "system", "content": "abc"},
+                                              {"role": "user", "content": text}]},
+        "/v1/responses": {"input": [{"role": "user", "content": [
+            {"type": "input_text", "text": text + "abc"}]}]},
+        "/v1/messages": {"system": "abc", "messages": [{"role": "user",
+                                                        "content": text}]},
+        "/generate_stream": {"inputs": text + "abc", "parameters": {}},
+        "/api/generate": {"prompt": text + "abc"},
+        "/v1/chat-messages": {"inputs": {}, "query": text + "abc"},
+        "/v1beta/models/g:streamGenerateContent?alt=sse": {
+            "contents": [{"parts": [{"text": text + "abc"}]}]},
+    }
+    with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "2",
+              "--prompt-bytes-per-token", "3.1") as m:
+        for i, (path, body) in enumerate(bodies.items()):
+            raw = json.dumps(dict(body, model="m", stream=True)).encode()
+            assert b"\\u00e9" in raw and b"\\ud83d" in raw    # escaped on the wire
+            request(m.port, path, raw, {})
+            line = m.served(i + 1)[i]
+            assert line["input_tokens"] == -(-(nbytes + 3) * 10 // 31), (path, line)
+        # a blocking answer's usage, and the header's own ratio
+        raw = json.dumps({"model": "m", "stream": False, "messages": [
+            {"role": "user", "content": text}]}).encode()
+        usage = json.loads(request(m.port, "/v1/chat/completions", raw,
+                                   {"X-Mock-Prompt-Bytes-Per-Token": "2"}).body)["usage"]
+        assert usage["prompt_tokens"] == nbytes // 2, usage
+    with Mock("--ttft", "1ms", "--tpot", "1ms", "--tokens", "2") as m:
+        request(m.port, "/v1/chat/completions", raw, {})
+        assert m.served(1)[0]["input_tokens"] == len(raw) // 4

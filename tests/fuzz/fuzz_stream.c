@@ -6,7 +6,8 @@
  * one feed, cut in two at the chosen point, and one byte at a time. Each
  * piece is a separate heap copy freed after its feed, so a pointer kept
  * into an old feed shows under ASan. The three ways must dispatch the same
- * events (a difference traps); the events of the whole feed go through
+ * events and count the same wire (line ends, data fields, comments, pings;
+ * a difference traps); the events of the whole feed go through
  * every dialect, and the OpenAI fast path must agree with the full parse.
  * The body is also read as a response body, a request body and a path. */
 #include <stdint.h>
@@ -244,6 +245,12 @@ static struct seen parse(enum sse_mode mode, size_t max, const uint8_t *body,
 	if (p.scratch_cap > max)
 		__builtin_trap();
 	s.hash = fold(s.hash, &p.oversized, sizeof(p.oversized));
+	/* the wire report's counts too, however the body was cut */
+	{
+		uint64_t wire[] = { p.lf, p.crlf, p.cr, p.data_space, p.data_bare,
+		    p.comments, p.pings };
+		s.hash = fold(s.hash, wire, sizeof wire);
+	}
 	if (p.events != s.events)
 		__builtin_trap();
 	sse_free(&p);

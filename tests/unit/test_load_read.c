@@ -3,9 +3,9 @@
  * what `tokentap-load report` and `compare` do with it (the table, the
  * HTML report, the CSV, the comparison and its rules) reads nothing out
  * of bounds, whatever the document says. The hostile cases found from
- * outside are each a test; then a deterministic mutation run over three
+ * outside are each a test; then a deterministic mutation run over four
  * real documents (tests/fixtures/load: a run with its gaps, a sweep, a
- * capacity search) replaces values with hostile numbers, other types and
+ * capacity search, a run of conversations) replaces values with hostile numbers, other types and
  * copies, deletes and repeats elements, flips bytes and cuts the text,
  * and reports and compares every document that still reads: under
  * ASan and UBSan (make test's san pass) an out-of-bounds read, an
@@ -367,7 +367,8 @@ static void mutate(char **s, size_t *n, uint64_t *rng, struct pos *v, size_t vma
 static void test_mutations(void **state)
 {
 	static const char *const fixtures[] = {"tests/fixtures/load/run.json",
-		"tests/fixtures/load/sweep.json", "tests/fixtures/load/capacity.json"};
+		"tests/fixtures/load/sweep.json", "tests/fixtures/load/capacity.json",
+		"tests/fixtures/load/conversation.json"};
 	enum { VMAX = 1 << 16 };
 	const char *env = getenv("TOKENTAP_LOAD_READ_ROUNDS");
 	size_t rounds = env != NULL ? (size_t)strtoul(env, NULL, 10) : 400;
@@ -378,7 +379,7 @@ static void test_mutations(void **state)
 
 	(void)state;
 	assert_non_null(v);
-	for (size_t f = 0; f < 3; f++) {
+	for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
 		struct load_doc base;
 		size_t len;
 		char *seed = slurp(fixtures[f], &len), *errs = NULL;

@@ -324,6 +324,81 @@ static void test_slices_drift_fit(void **state)
 	near(sum.input_fit.r2, 1.0, 1e-12);
 	load_summary_free(&sum);
 	loadstats_free(&st);
+
+	/* every input 134 tokens: 0.134 does not sum back exactly, and a
+	 * constant input must still have no fit */
+	loadstats_init(&st);
+	for (int i = 0; i < 97; i++) {
+		struct load_sample s = ok_at(0, 20000 + 37 * i, 1000);
+		s.input_tokens = 134;
+		loadstats_record(&st, &s, NULL, 0);
+	}
+	in.st = &st;
+	assert_int_equal(load_summary(&in, &sum), 0);
+	assert_int_equal(sum.input_fit.n, 97);
+	assert_true(isnan(sum.input_fit.slope) && isnan(sum.input_fit.r2));
+	load_summary_free(&sum);
+	loadstats_free(&st);
+}
+
+/* A level run twice (independent replications, the second 20 s after the
+ * first on the level's timeline): slices are each run's, none across the
+ * seam or the gap, a run's last slice cut at its window's end (the
+ * cool-down's tokens after it in none), and the drift is the slope within
+ * the runs. TTFT 10
+ * ms + 1 ms a second in the first, 50 ms + 1 ms a second in the second:
+ * 60 ms a minute, not the jump between them over the gap. */
+static void test_slices_drift_per_run(void **state)
+{
+	static const uint64_t win[2][2] = {{0, 10000000}, {20000000, 30000000}};
+	struct loadstats st;
+	struct load_pcts p;
+	struct load_summary sum;
+	struct load_sum_in in;
+
+	(void)state;
+	load_pcts_default(&p);
+	loadstats_init(&st);
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 100; i++) {
+			uint64_t t = (uint64_t)i * 100000;               /* in the run */
+			struct load_sample s = ok_at(win[r][0] + t, (r ? 50000 : 10000) +
+			    (int64_t)t / 1000, 5000);
+			loadstats_record(&st, &s, NULL, 0);
+			/* the cool-down keeps the load on past the window: its
+			 * tokens are in no slice */
+			if (i < 10) {
+				s = ok_at(win[r][1] + t, 10000, 5000);
+				s.cooldown = 1;
+				loadstats_record(&st, &s, NULL, 0);
+			}
+		}
+	memset(&in, 0, sizeof(in));
+	in.st = &st;
+	in.pcts = &p;
+	in.window_start_us = win[0][0];
+	in.window_end_us = win[1][1];
+	in.windows = win;
+	in.nwindows = 2;
+	in.slice_us = 4000000;
+	assert_int_equal(load_summary(&in, &sum), 0);
+	/* 0-4, 4-8, 8-10 and 20-24, 24-28, 28-30: nothing in the gap */
+	assert_int_equal(sum.nslices, 6);
+	for (size_t k = 0; k < 6; k++) {
+		const struct load_slice *x = &sum.slices[k];
+		assert_int_equal(x->run, k / 3);
+		near(x->start_s, (k / 3) * 20.0 + (double)(k % 3) * 4, 1e-9);
+		near(x->end_s, (k / 3) * 20.0 + (k % 3 == 2 ? 10 : (double)(k % 3) * 4 + 4), 1e-9);
+		assert_int_equal(x->requests, k % 3 == 2 ? 20 : 40);
+		assert_true(x->ttft_p50 >= (k / 3 ? 50.0 : 10.0) &&
+		    x->ttft_p50 < (k / 3 ? 60.0 : 20.0));
+		/* 10 tokens every 100 ms, the last (short) slice too */
+		near(x->output_tokens_per_s, 100, 1.5);
+	}
+	near(sum.drift.slope, 60.0, 1e-6);
+	near(sum.drift.r2, 1.0, 1e-9);
+	load_summary_free(&sum);
+	loadstats_free(&st);
 }
 
 /* Chunks, the generator, and figures by name. */
@@ -375,6 +450,7 @@ int main(void)
 		cmocka_unit_test(test_request_shares_and_windows),
 		cmocka_unit_test(test_goodput),
 		cmocka_unit_test(test_slices_drift_fit),
+		cmocka_unit_test(test_slices_drift_per_run),
 		cmocka_unit_test(test_chunks_and_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

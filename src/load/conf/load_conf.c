@@ -22,6 +22,7 @@ int load_conf_init(struct load_conf *c)
 	c->timeout_us = 60 * 1000000ull;
 	c->prompt_tokens.min = c->prompt_tokens.max = 100;
 	c->max_tokens.min = c->max_tokens.max = 100;
+	c->bytes_per_token = 4;
 	c->prefix_tokens = 512;
 	c->seed = 1;
 	c->burstiness = 1;

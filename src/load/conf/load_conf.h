@@ -29,8 +29,17 @@ enum load_arrivals {
 	LOAD_ARR_GAMMA          /* gamma gaps, shape = burstiness (vLLM, AIPerf) */
 };
 
+/* A think time (load_session.h): constant, uniform in [a, b], or
+ * exponential of mean a. */
+enum load_think_kind { LOAD_THINK_CONST, LOAD_THINK_UNIFORM, LOAD_THINK_EXP };
+struct load_think {
+	enum load_think_kind kind;
+	uint64_t a_us, b_us;
+};
+
 struct load_trace;
 struct load_prompts;
+struct load_sessions;
 
 struct load_conf {
 	char *url;                   /* as given */
@@ -49,6 +58,8 @@ struct load_conf {
 	uint64_t timeout_us;         /* per request, from its (scheduled) start */
 	struct load_range prompt_tokens;
 	struct load_range max_tokens;
+	double bytes_per_token;      /* a synthetic prompt's bytes a token: 4, or
+	                              * --bytes-per-token, or --calibrate's */
 	struct load_header headers[LOAD_CONF_MAX_HEADERS];
 	size_t nheaders;
 	uint64_t seed;
@@ -64,6 +75,9 @@ struct load_conf {
 	uint32_t prefixes;           /* 0: none */
 	uint32_t prefix_tokens;
 	double prefix_zipf;          /* 0: uniform, else zipf's exponent S */
+	/* --shard I/N: this process sends the plan's requests I, I + N, ...
+	 * (load_shard.h); shards 0: the whole plan */
+	uint32_t shard, shards;
 	/* https */
 	int tls;                     /* from the URL */
 	int tls_verify;              /* check the certificate (default on) */
@@ -73,6 +87,11 @@ struct load_conf {
 	const struct load_trace *trace;      /* open loop from a trace */
 	double trace_speed;          /* > 1 replays faster */
 	const struct load_prompts *prompts;  /* prompt texts, else synthetic */
+	/* conversations (load_session.h): each user holds sessions of turns
+	 * (min 0: none), a think time between them; or replays these */
+	struct load_range turns;
+	struct load_think think;
+	const struct load_sessions *sessions;
 };
 
 /* Defaults: 10 users, 10 s, timeout 60 s, 100 prompt / 100 output tokens. */

@@ -8,6 +8,7 @@
 
 #include "load_boot.h"
 #include "load_prefix.h"
+#include "load_session.h"
 #include "util.h"
 
 /* The per-request metrics (a sample each, or a gap each for itl). */
@@ -404,6 +405,22 @@ static void range_text(char *buf, size_t len, const struct load_range *r)
 		snprintf(buf, len, "%u-%u", r->min, r->max);
 }
 
+/* --turns: "none" or "3 turns, think uniform:1s-3s". */
+static void turns_text(char *buf, size_t len, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0) {
+		snprintf(buf, len, "none");
+		return;
+	}
+	load_think_name(&c->think, think, sizeof think);
+	if (c->turns.min == c->turns.max)
+		snprintf(buf, len, "%u turns, think %s", c->turns.min, think);
+	else
+		snprintf(buf, len, "%u-%u turns, think %s", c->turns.min, c->turns.max, think);
+}
+
 /* --prefixes: "none" or "4 x 512 tokens, zipf:1.1". */
 static void prefixes_text(char *buf, size_t len, const struct load_conf *c)
 {
@@ -422,7 +439,7 @@ static void prefixes_text(char *buf, size_t len, const struct load_conf *c)
 static int workload_diffs(FILE *out, const char *label, const struct load_conf *a,
     const struct load_conf *b)
 {
-	char x[48], y[48];
+	char x[96], y[96];
 	int n = 0;
 
 #define DIFF(what, fa, fb) do { \
@@ -478,6 +495,12 @@ static int workload_diffs(FILE *out, const char *label, const struct load_conf *
 		prefixes_text(x, sizeof x, a);
 		prefixes_text(y, sizeof y, b);
 		DIFF("shared prefixes", x, y);
+	}
+	if (a->turns.min != b->turns.min || a->turns.max != b->turns.max ||
+	    (a->turns.min > 0 && memcmp(&a->think, &b->think, sizeof a->think) != 0)) {
+		turns_text(x, sizeof x, a);
+		turns_text(y, sizeof y, b);
+		DIFF("conversations", x, y);
 	}
 #undef DIFF
 	return n;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "load_prefix_use.h"
+#include "load_turns.h"
 #include "load_report.h"
 #include "load_svg.h"
 #include "util.h"
@@ -42,11 +43,12 @@ static const char css[] =
     "--grid:#2c2c31;--panel:#1d1d21}}\n"
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--fg);"
     "background:var(--bg);margin:0;padding:20px 28px}\n"
-    "h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:0 0 6px}\n"
+    "h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:16px;margin:0 0 6px}\n"
     ".sub,.note{color:var(--mute);margin:2px 0 8px}code{font-size:12px;word-break:break-all}\n"
-    ".panels{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}\n"
+    ".panels{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));"
+    "gap:16px}\n"
     ".panel{background:var(--panel);border-radius:8px;padding:14px 16px;min-width:0}\n"
-    ".panel.wide{grid-column:1/-1}.verdict li{margin:2px 0}\n"
+    ".panel.wide{grid-column:1/-1}.panel.short{align-self:start}.verdict li{margin:2px 0}\n"
     ".scroll{overflow-x:auto}table{border-collapse:collapse;font-variant-numeric:"
     "tabular-nums;font-size:13px}th,td{padding:3px 8px;text-align:right;white-space:nowrap}"
     "th:first-child,td:first-child,td[data-k=label],#levels th:nth-child(2){text-align:left}"
@@ -66,7 +68,9 @@ static const char css[] =
     "svg .mark.cap circle{stroke:var(--bad)}svg .mark.cap text{fill:var(--bad)}\n"
     "svg .tl .wait{fill:var(--c1)}svg .tl .decode{fill:var(--c0)}svg .tl .err{fill:var(--bad)}"
     "svg .tl .off{opacity:.35}svg .win line{stroke:var(--fg);stroke-dasharray:2 3}"
-    "svg .win text{fill:var(--fg)}\n";
+    "svg .win text{fill:var(--fg)}\n"
+    /* a phone: the charts scale down whole, as little margin as will do */
+    "@media (max-width:600px){body{padding:12px 8px}.panel{padding:10px 6px}}\n";
 
 /* ---- figures ------------------------------------------------------------- */
 
@@ -146,7 +150,7 @@ static void section(struct page *pg, const char *id, const char *title, int wide
     const char *note)
 {
 	fprintf(pg->f, "<section class=\"panel%s\" id=\"p-%s\" data-panel=\"%s\"><h2>",
-	    wide ? " wide" : "", id, id);
+	    wide == 1 ? " wide" : wide == 2 ? " short" : "", id, id);
 	text(pg, title);
 	fputs("</h2>\n", pg->f);
 	if (note != NULL) {
@@ -230,6 +234,36 @@ static const char *kind_name(enum load_kind k)
 	    "run";
 }
 
+/* How synthetic prompts were sized, and the target's count of what was
+ * sent over every level (load_psize.h). */
+static void prompt_sizing(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	const struct load_psize *p = &r->psize;
+	struct load_psize_check k;
+	char buf[200];
+	int n;
+
+	memset(&k, 0, sizeof(k));
+	for (size_t i = 0; i < r->nlevels; i++)
+		load_psize_check_add(&k, &r->levels[i].sum.prompt);
+	load_psize_format(p, buf, sizeof buf);
+	n = (int)strlen(buf);
+	n += snprintf(buf + n, sizeof buf - (size_t)n, ", %s",
+	    p->rule == LOAD_PSIZE_RULE_CALIBRATED ? "calibrated on the target" :
+	    p->rule == LOAD_PSIZE_RULE_GIVEN ? "as given" : "an estimate");
+	if (k.requests > 0 && (size_t)n < sizeof buf)
+		snprintf(buf + n, sizeof buf - (size_t)n, "; %.1f tokens asked, %.1f "
+		    "reported by the target (x%.3f)", k.asked_mean, k.reported_mean,
+		    k.ratio_mean);
+	else if (p->estimate && (size_t)n < sizeof buf)
+		snprintf(buf + n, sizeof buf - (size_t)n, "; the target reported no prompt "
+		    "token counts");
+	fputs("<p class=\"sub\" id=\"prompt-sizing\">prompts sized at ", pg->f);
+	text(pg, buf);
+	fputs("</p>\n", pg->f);
+}
+
 static void head(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -258,7 +292,77 @@ static void head(struct page *pg)
 			fputc(' ', f);
 		text(pg, r->argv[i]);
 	}
-	fputs("</code></p></header>\n", f);
+	fputs("</code></p>\n", f);
+	prompt_sizing(pg);
+	fputs("</header>\n", f);
+}
+
+/* One line for every level the generator bounded the same way (which:
+ * "cpu" or "conn"): the warning once, the levels named. */
+static void gen_warning(struct page *pg, const char *which, const char *what)
+{
+	const struct load_result *r = pg->r;
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_gen *g = &r->levels[i].sum.gen;
+		if (!(which[1] == 'p' ? g->cpu_bound : g->conn_bound))
+			continue;
+		if (n++ == 0) {
+			fprintf(pg->f, "<li class=\"missed\" data-warning=\"%s\">", which);
+			text(pg, what);
+			fputs(r->nlevels > 1 ? " (" : "", pg->f);
+		} else
+			fputs(", ", pg->f);
+		if (r->nlevels > 1)
+			text(pg, r->levels[i].label);
+	}
+	if (n > 0)
+		fprintf(pg->f, "%s</li>\n", r->nlevels > 1 ? ")" : "");
+}
+
+/* Dispatch lag: once, its worst level, against what it is a share of. */
+static void lag_line(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	const struct load_level *w = load_report_lag_worst(r);
+	double p99, lim;
+	int t;
+
+	if (w == NULL)
+		return;
+	p99 = load_report_lag_p99(r, w);
+	lim = load_report_lag_limit(r, w, &t);
+	fprintf(pg->f, "<li class=\"missed\" data-warning=\"lag\" data-lag-p99=\"%.6g\" "
+	    "data-limit=\"%.6g\">requests left late: dispatch lag %.2f ms at p99 (", p99, lim,
+	    p99);
+	text(pg, r->nlevels > 1 ? w->label : "the run");
+	if (t >= 0) {
+		fprintf(pg->f, "), %.0f %% of the target ", 100 * p99 / r->slo.v[t].limit);
+		text(pg, r->slo.v[t].name);
+	} else
+		fprintf(pg->f, "), %.0f %% of its TTFT p50", 100 * p99 / w->sum.ttft.median);
+	fputs(": the generator fell behind; its latencies include it</li>\n", pg->f);
+}
+
+/* A sweep's SLO capacity: the last level met before the first missed. */
+static void sweep_capacity(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	int cap = load_report_sweep_capacity(r);
+
+	if (r->slo.n == 0)
+		return;
+	fprintf(pg->f, "<li id=\"sweep-capacity\" data-level=\"%d\">", cap);
+	if (cap < 0) {
+		fputs("SLO capacity: <b class=\"missed\">none</b>, the first level missed "
+		    "the SLO</li>\n", pg->f);
+		return;
+	}
+	fputs("SLO capacity: <b>", pg->f);
+	text(pg, r->levels[cap].label);
+	fprintf(pg->f, "</b>, the last level met before the first missed%s</li>\n",
+	    r->levels[cap].slo.noisy ? " (undecided: by its figures)" : "");
 }
 
 static void verdict(struct page *pg)
@@ -294,10 +398,21 @@ static void verdict(struct page *pg)
 		if (r->knee >= 0 && (size_t)r->knee < r->nlevels) {
 			fputs("; the knee is <b>", f);
 			text(pg, r->levels[r->knee].label);
-			fputs("</b>: past it throughput stopped growing while latency rose", f);
-		}
+			fputs(r->sweep_key == LOAD_KEY_RATE ? "</b>: the last carried at its "
+			    "offered rate" : "</b>: past it throughput stopped growing while "
+			    "latency rose", f);
+		} else if (r->saturated_at == 0)
+			fputs("; <b>no knee</b>: the first level was saturated", f);
+		else if (r->nlevels > 1 && r->saturated_at < 0 && load_report_sweep_all_ran(r))
+			fputs("; <b>no knee</b>: throughput grew up to the last level", f);
 		fputs("</li>\n", f);
+		sweep_capacity(pg);
 	}
+	if (r->kind == LOAD_KIND_RUN && r->nlevels > 0 && r->levels[0].has_slo)
+		fprintf(f, "<li id=\"slo-met\" data-met=\"%d\"%s>the SLO was <b>%s</b> at "
+		    "this load%s</li>\n", r->levels[0].slo.met, r->levels[0].slo.met ? "" :
+		    " class=\"missed\"", r->levels[0].slo.met ? "met" : "missed",
+		    r->levels[0].slo.noisy ? " (undecided: by its figures)" : "");
 	for (size_t i = 0; i < r->ncapacity; i++) {
 		const struct load_capacity *c = &r->capacity[i];
 		if (!c->ran)
@@ -335,17 +450,11 @@ static void verdict(struct page *pg)
 	if (r->interrupted)
 		fputs("<li class=\"missed\">interrupted: the levels shown are those that "
 		    "ran</li>\n", f);
-	for (size_t i = 0; i < r->nlevels; i++) {
-		const struct load_gen *g = &r->levels[i].sum.gen;
-		if (!g->cpu_bound && !g->lag_bound && !g->conn_bound)
-			continue;
-		fputs("<li class=\"missed\">", f);
-		text(pg, r->levels[i].label);
-		fprintf(f, ": the generator %s%s%s</li>\n",
-		    g->cpu_bound ? "used 90 % of a CPU or more; " : "",
-		    g->lag_bound ? "sent late (dispatch lag p99 over 1 ms); " : "",
-		    g->conn_bound ? "had requests wait for a connection" : "");
-	}
+	gen_warning(pg, "cpu", "the generator used 90 % of a CPU or more: it was the "
+	    "bottleneck, not the target");
+	gen_warning(pg, "conn", "requests waited for a connection: their latency "
+	    "includes the wait (raise -c)");
+	lag_line(pg);
 	/* reading late: once, its worst level */
 	{
 		const struct load_level *w = NULL;
@@ -479,6 +588,66 @@ static void dists_table(struct page *pg, const struct load_level *lv)
 	}
 	fputs("</tbody></table></div>\n", f);
 	end_section(pg);
+}
+
+/* One level's rows of the turns table. */
+static void turns_rows(struct page *pg, size_t i, const struct load_turns *t)
+{
+	const struct load_pcts *p = &pg->r->pcts;
+
+	for (size_t j = 0; j < t->n; j++) {
+		const struct load_turns_row *w = &t->v[j];
+		double t95 = NAN, p95 = NAN;
+		/* the first 8 and the last 2 of a long conversation */
+		if (t->n > 10 && j >= 8 && j < t->n - 2)
+			continue;
+		for (size_t q = 0; q < p->n; q++)
+			if (p->p[q] == 95) {
+				t95 = w->ttft.q[q];
+				p95 = w->tpot.q[q];
+			}
+		fprintf(pg->f, "<tr data-level=\"%zu\" data-turn=\"%u\"><td>%zu</td><td>%u</td>"
+		    "<td data-k=\"requests\" data-value=\"%" PRIu64 "\">%" PRIu64 "</td>"
+		    "<td data-k=\"ok\" data-value=\"%" PRIu64 "\">%" PRIu64 "</td>", i, w->turn,
+		    i, w->turn, w->requests, w->requests, w->ok, w->ok);
+		cell(pg, "prompt_tokens_mean", w->prompt_tokens, 1, 0);
+		cell(pg, "ttft_p50", w->ttft.median, 2, 0);
+		cell(pg, "ttft_p95", t95, 2, 0);
+		cell(pg, "tpot_p50", w->tpot.median, 2, 0);
+		cell(pg, "tpot_p95", p95, 2, 0);
+		fputs("</tr>\n", pg->f);
+	}
+}
+
+/* Conversations: each level's figures per turn, turn 1 beside turn K. */
+static void turns_table(struct page *pg)
+{
+	const struct load_result *r = pg->r;
+	struct load_turns t;
+	int any = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		if (load_turns_of(&r->levels[i], &r->pcts, &t) < 0 || t.n == 0) {
+			load_turns_free(&t);
+			continue;
+		}
+		if (!any) {
+			section(pg, "turns", "Turns", 1, "Conversations: each turn index's "
+			    "measured requests; the prompt asked for (the history and the new "
+			    "message), TTFT and TPOT in ms over its ok requests.");
+			fputs("<div class=\"scroll\"><table id=\"turns\"><thead><tr><th>#</th>"
+			    "<th>turn</th><th>requests</th><th>ok</th><th>prompt tok</th>"
+			    "<th>TTFT p50</th><th>TTFT p95</th><th>TPOT p50</th><th>TPOT p95</th>"
+			    "</tr></thead><tbody>\n", pg->f);
+			any = 1;
+		}
+		turns_rows(pg, i, &t);
+		load_turns_free(&t);
+	}
+	if (any) {
+		fputs("</tbody></table></div>\n", pg->f);
+		end_section(pg);
+	}
 }
 
 /* ---- charts against load --------------------------------------------------- */
@@ -617,17 +786,144 @@ static void panel_throughput(struct page *pg)
 	end_section(pg);
 }
 
-/* A ring around a level's point, and what it is. */
-static void mark(struct page *pg, struct load_plot *p, double x, double y,
-    const char *cls, const char *attrs, const char *label)
+/* Labels placed on a chart without overlap: each tries a few spots
+ * around its point, inside the plotting box, and is left out when none
+ * is free (a crowd of saturated levels shares one throughput). */
+#define LABELS_MAX 64
+struct labels {
+	double box[LABELS_MAX][4];   /* x0, y0, x1, y1 of each placed */
+	size_t n;
+};
+
+/* Where text of len chars goes near (x, y): 1 and *tx, *ty (its start
+ * and baseline), or 0. The box is an 11 px font's with room to spare:
+ * Chromium's digits are 7 px wide, its text 10 px above the baseline
+ * and 3 below. */
+static int place(struct labels *l, const struct load_plot *p, double x, double y,
+    size_t len, double *tx, double *ty)
 {
+	static const double at[][2] = {{8, -8}, {8, 14}, {-8, -8}, {-8, 14}, {10, 4},
+		{-10, 4}, {0, -14}, {0, 22}};
+	double w = 7.4 * (double)len + 2, h = 15;
+
+	if (l->n == LABELS_MAX)
+		return 0;
+	for (size_t k = 0; k < UTIL_ARRAY_LEN(at); k++) {
+		double x0 = at[k][0] < 0 ? x + at[k][0] - w : x + at[k][0] - (at[k][0] == 0) * w / 2;
+		double y1 = y + at[k][1] + 4, y0 = y1 - h;
+		size_t i;
+		if (x0 < p->ml || x0 + w > p->w - p->mr || y0 < p->mt || y1 > p->h - p->mb)
+			continue;
+		for (i = 0; i < l->n; i++)
+			if (x0 < l->box[i][2] && l->box[i][0] < x0 + w && y0 < l->box[i][3] &&
+			    l->box[i][1] < y1)
+				break;
+		if (i < l->n)
+			continue;
+		l->box[l->n][0] = x0;
+		l->box[l->n][1] = y0;
+		l->box[l->n][2] = x0 + w;
+		l->box[l->n++][3] = y1;
+		*tx = x0;
+		*ty = y1 - 4;
+		return 1;
+	}
+	return 0;
+}
+
+/* A ring around a level's point, and what it is (the label where it
+ * fits). */
+static void mark(struct page *pg, struct load_plot *p, struct labels *l, double x,
+    double y, const char *cls, const char *attrs, const char *label)
+{
+	double px, py, tx, ty;
+
 	if (!isfinite(x) || !isfinite(y))
 		return;
-	fprintf(pg->f, "<g class=\"mark %s\" %s><circle cx=\"%.1f\" cy=\"%.1f\" r=\"8\"/>"
-	    "<text x=\"%.1f\" y=\"%.1f\">", cls, attrs, load_plot_x(p, x),
-	    load_plot_y(p, y), load_plot_x(p, x) + 10, load_plot_y(p, y) - 10);
-	text(pg, label);
-	fputs("</text></g>\n", pg->f);
+	px = load_plot_x(p, x);
+	py = load_plot_y(p, y);
+	fprintf(pg->f, "<g class=\"mark %s\" %s><circle cx=\"%.1f\" cy=\"%.1f\" r=\"8\"/>",
+	    cls, attrs, px, py);
+	if (place(l, p, px, py, strlen(label), &tx, &ty)) {
+		fprintf(pg->f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\">", tx, ty);
+		text(pg, label);
+		fputs("</text>", pg->f);
+	}
+	fputs("</g>\n", pg->f);
+}
+
+/* The level's SLO capacity on this chart: a search's (its bracket's
+ * lower end), or a sweep's (the last met before the first missed). */
+static int is_capacity(const struct page *pg, const struct group *g, int i, double *v)
+{
+	const struct load_result *r = pg->r;
+	const struct load_level *lv = &r->levels[i];
+
+	if (r->kind == LOAD_KIND_SWEEP && r->slo.n > 0 && load_report_sweep_capacity(r) == i) {
+		*v = lv->value;
+		return 1;
+	}
+	for (size_t k = 0; k < r->ncapacity; k++) {
+		const struct load_capacity *c = &r->capacity[k];
+		if (c->ran && c->found && c->key == g->key && lv->value == c->lo) {
+			*v = c->lo;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The knee and the capacity first, then each point's load: the lowest
+ * and the highest, then the rest from the low end; clear of every point
+ * of both series (y: E2E p50, then TTFT p95). */
+static void knee_labels(struct page *pg, struct load_plot *p, const struct group *g,
+    const double *x, const double *y)
+{
+	const struct load_result *r = pg->r;
+	struct labels l = { .n = 0 };
+	char attrs[128], label[96], v[32];
+	double cv, tx, ty;
+
+	for (size_t i = 0; i < 2 * g->n && l.n < LABELS_MAX / 2; i++) {
+		double px = load_plot_x(p, x[i % g->n]), py = load_plot_y(p, y[i]);
+		if (!isfinite(px) || !isfinite(py))
+			continue;
+		l.box[l.n][0] = px - 4;
+		l.box[l.n][1] = py - 4;
+		l.box[l.n][2] = px + 4;
+		l.box[l.n++][3] = py + 4;
+	}
+
+	for (size_t i = 0; i < g->n; i++) {
+		const struct load_level *lv = &r->levels[g->lv[i]];
+		if (g->lv[i] == r->knee) {
+			snprintf(attrs, sizeof attrs, "data-mark=\"knee\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], lv->value);
+			mark(pg, p, &l, x[i], y[i], "knee", attrs, "knee");
+		}
+		if (is_capacity(pg, g, g->lv[i], &cv)) {
+			load_svg_num(v, sizeof v, cv);
+			snprintf(attrs, sizeof attrs, "data-mark=\"capacity\" data-level=\"%d\" "
+			    "data-value=\"%.9g\"", g->lv[i], cv);
+			snprintf(label, sizeof label, "SLO capacity %s", v);
+			mark(pg, p, &l, x[i], y[i], "cap", attrs, label);
+		}
+	}
+	for (size_t k = 0; k < g->n; k++) {
+		size_t i = k == 0 ? 0 : k == 1 ? g->n - 1 : k - 1;
+		double px, py;
+		if (g->n == 1 && k > 0)
+			break;
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			continue;
+		load_svg_num(v, sizeof v, r->levels[g->lv[i]].value);
+		px = load_plot_x(p, x[i]);
+		py = load_plot_y(p, y[i]);
+		if (place(&l, p, px, py, strlen(v), &tx, &ty))
+			fprintf(pg->f, "<text class=\"load\" data-level=\"%d\" x=\"%.1f\" "
+			    "y=\"%.1f\">%s</text>", g->lv[i], tx, ty, v);
+	}
+	fputc('\n', pg->f);
 }
 
 static void knee_chart(struct page *pg, const struct group *g)
@@ -655,40 +951,13 @@ static void knee_chart(struct page *pg, const struct group *g)
 		    isfinite(y[g->n + i]) ? y[g->n + i] : 0));
 	}
 	snprintf(cid, sizeof cid, "knee-%s", load_key_name(g->key));
-	load_plot_init(&p, pg->f, 0, xmax, 0, 0, ymax * 1.08);
+	/* headroom above the highest point for its label */
+	load_plot_init(&p, pg->f, 0, xmax * 1.05, 0, 0, ymax * 1.12);
 	load_plot_open(&p, cid, "Latency against throughput", "output tokens/s", "ms");
 	load_plot_series(&p, "knee_e2e_p50", "E2E p50", 1, 0, x, y, g->n, g->lv);
 	load_plot_series(&p, "knee_ttft_p95", "TTFT p95", 0, LOAD_SVG_DASH, x, y + g->n,
 	    g->n, g->lv);
-	/* each point's load */
-	for (size_t i = 0; i < g->n; i++) {
-		char v[32];
-		if (!isfinite(x[i]) || !isfinite(y[i]))
-			continue;
-		load_svg_num(v, sizeof v, r->levels[g->lv[i]].value);
-		fprintf(pg->f, "<text class=\"load\" x=\"%.1f\" y=\"%.1f\">%s</text>",
-		    load_plot_x(&p, x[i]) - 4, load_plot_y(&p, y[i]) + 16, v);
-	}
-	fputc('\n', pg->f);
-	for (size_t i = 0; i < g->n; i++) {
-		const struct load_level *lv = &r->levels[g->lv[i]];
-		char attrs[128], label[96], v[32];
-		if (g->lv[i] == r->knee) {
-			snprintf(attrs, sizeof attrs, "data-mark=\"knee\" data-level=\"%d\" "
-			    "data-value=\"%.9g\"", g->lv[i], lv->value);
-			mark(pg, &p, x[i], y[i], "knee", attrs, "knee");
-		}
-		for (size_t k = 0; k < r->ncapacity; k++) {
-			const struct load_capacity *c = &r->capacity[k];
-			if (!c->ran || !c->found || c->key != g->key || lv->value != c->lo)
-				continue;
-			load_svg_num(v, sizeof v, c->lo);
-			snprintf(attrs, sizeof attrs, "data-mark=\"capacity\" data-level=\"%d\" "
-			    "data-value=\"%.9g\"", g->lv[i], c->lo);
-			snprintf(label, sizeof label, "SLO capacity %s", v);
-			mark(pg, &p, x[i], y[i], "cap", attrs, label);
-		}
-	}
+	knee_labels(pg, &p, g, x, y);
 	load_plot_legend(&p, names, cls, dash, 2);
 	load_plot_close(&p);
 	free(x);
@@ -715,6 +984,14 @@ static void panel_knee(struct page *pg)
 
 /* ---- errors ----------------------------------------------------------------- */
 
+static int any_error(const struct load_result *r)
+{
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (r->levels[i].sum.errors > 0)
+			return 1;
+	return 0;
+}
+
 static void panel_errors(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -730,10 +1007,16 @@ static void panel_errors(struct page *pg)
 		for (int o = 1; o < OUTCOME_COUNT; o++)
 			seen[o] |= r->levels[i].sum.outcomes[o] > 0;
 	}
-	section(pg, "errors", "Errors by cause", 0, top > 0 ?
-	    "Share of each level's measured requests, by outcome "
-	    "(docs/contract.md §4's one rule)." :
-	    "No level had an error.");
+	if (!any_error(r)) {
+		/* an empty chart reads as a broken one */
+		section(pg, "errors", "Errors by cause", 2, NULL);
+		empty(pg, r->nlevels == 1 ? "No errors: every measured request was ok." :
+		    "No errors: every measured request of every level was ok.");
+		end_section(pg);
+		return;
+	}
+	section(pg, "errors", "Errors by cause", 0, "Share of each level's measured "
+	    "requests, by outcome (docs/contract.md §4's one rule).");
 	load_plot_init(&p, pg->f, -0.5, (double)r->nlevels - 0.5, 0, 0, top > 0 ? top : 1);
 	p.nxt = 0;                   /* the levels label their bars */
 	for (size_t i = 1; i < r->nlevels; i++)
@@ -866,34 +1149,140 @@ static double input_of(const struct load_sample *s)
 	return s->input_tokens >= 0 ? (double)s->input_tokens : (double)s->prompt_tokens;
 }
 
+/* The levels whose TTFT is the prompt's and not a queue's, in in[]: a
+ * run's one level; a prompt-size sweep's every level; a sweep's up to its
+ * knee (every level when it never saturated); a search's that met the
+ * SLO; else the lowest load alone. Returns what they are, for the note. */
+static const char *unqueued(const struct page *pg, unsigned char *in)
+{
+	const struct load_result *r = pg->r;
+	size_t n = 0, low = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (r->kind == LOAD_KIND_RUN || r->sweep_key == LOAD_KEY_PROMPT_TOKENS)
+			in[i] = 1;
+		else if (r->kind == LOAD_KIND_SWEEP && r->knee >= 0 &&
+		    (size_t)r->knee < r->nlevels)
+			in[i] = lv->key == r->levels[r->knee].key &&
+			    lv->value <= r->levels[r->knee].value;
+		else if (r->kind == LOAD_KIND_SWEEP)
+			in[i] = r->saturated_at < 0 || (int)i < r->saturated_at;
+		else
+			in[i] = lv->has_slo && lv->slo.met;
+		n += in[i];
+		if (lv->value < r->levels[low].value)
+			low = i;
+	}
+	if (r->kind == LOAD_KIND_RUN)
+		return "the run";
+	if (r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS)
+		return "every level";
+	if (n > 0 && r->kind == LOAD_KIND_SWEEP)
+		return r->knee >= 0 ? "the levels up to the knee" :
+		    "every level (the sweep did not saturate)";
+	if (n > 0)
+		return "the levels that met the SLO";
+	if (r->nlevels > 0)
+		in[low] = 1;
+	return "the lowest load (no level below the knee or within the SLO)";
+}
+
+/* The ok measured requests of the levels in[] with a TTFT: how many, and
+ * the range of their input. */
+static size_t input_range(const struct page *pg, const unsigned char *in, double *lo,
+    double *hi)
+{
+	size_t n = 0;
+
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t i = 0; i < pg->r->nlevels; i++)
+		for (size_t j = 0; in[i] && j < pg->r->levels[i].st.n; j++) {
+			const struct load_sample *s = &pg->r->levels[i].st.v[j];
+			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				continue;
+			*lo = fmin(*lo, input_of(s));
+			*hi = fmax(*hi, input_of(s));
+			n++;
+		}
+	return n;
+}
+
+/* The fit over every such request; a document without its samples has
+ * the sweep's own (prompt sizes), or its largest such level's. */
+static void input_fit(const struct page *pg, const unsigned char *in, size_t total,
+    struct load_fit *fit)
+{
+	const struct load_result *r = pg->r;
+	double *x, *y;
+	size_t n = 0;
+	int top = -1;
+
+	if (total == 0) {
+		for (size_t i = 0; i < r->nlevels; i++)
+			if (in[i] && (top < 0 || r->levels[i].value >= r->levels[top].value))
+				top = (int)i;
+		*fit = r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS ?
+		    r->input_fit : top >= 0 ? r->levels[top].sum.input_fit :
+		    (struct load_fit){0, NAN, NAN, NAN};
+		return;
+	}
+	*fit = (struct load_fit){0, NAN, NAN, NAN};
+	x = calloc(total, sizeof(double));
+	y = calloc(total, sizeof(double));
+	for (size_t i = 0; x != NULL && y != NULL && i < r->nlevels; i++)
+		for (size_t j = 0; in[i] && j < r->levels[i].st.n && n < total; j++) {
+			const struct load_sample *s = &r->levels[i].st.v[j];
+			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
+				continue;
+			x[n] = input_of(s) / 1e3;
+			y[n++] = (double)s->ttft_us / 1e3;
+		}
+	if (x != NULL && y != NULL)
+		load_fit_of(x, y, n, fit);
+	free(x);
+	free(y);
+}
+
 static void panel_input(struct page *pg)
 {
 	const struct load_result *r = pg->r;
-	int all = r->kind == LOAD_KIND_SWEEP && r->sweep_key == LOAD_KEY_PROMPT_TOKENS;
-	const struct load_fit *fit = all ? &r->input_fit :
-	    pg->longest >= 0 ? &r->levels[pg->longest].sum.input_fit : NULL;
+	unsigned char *in = calloc(r->nlevels + 1, 1);
+	const char *which = in != NULL ? unqueued(pg, in) : NULL;
+	struct load_fit f;
 	size_t total = 0, n = 0, step, k = 0;
-	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2];
+	double *x, *y, xmax = 0, ymax = 0, fx[2], fy[2], lo, hi;
+	int have;
 	struct load_plot p;
-	char note[200], a[32], b[32], c[32];
+	char note[400], a[32], b[32], c[32];
 
-	for (size_t i = 0; i < r->nlevels; i++)
-		if (all || (int)i == pg->longest)
-			for (size_t j = 0; j < r->levels[i].st.n; j++) {
-				const struct load_sample *s = &r->levels[i].st.v[j];
-				total += loadstats_counted(s) && s->outcome == OUTCOME_OK &&
-				    s->ttft_us >= 0;
-			}
-	if (fit != NULL && isfinite(fit->slope)) {
-		load_svg_num(a, sizeof a, fit->intercept);
-		load_svg_num(b, sizeof b, fit->slope);
-		load_svg_num(c, sizeof c, fit->r2);
+	if (in == NULL)
+		return;
+	total = input_range(pg, in, &lo, &hi);
+	input_fit(pg, in, total, &f);
+	have = isfinite(f.slope);
+	if (total > 0 && lo == hi) {
+		load_svg_num(a, sizeof a, lo);
+		snprintf(note, sizeof note, "Every input was %s tokens (%s): no fit; vary "
+		    "--prompt-tokens to see TTFT against the input's length.", a, which);
+		section(pg, "input", "TTFT against input length", 2, note);
+		fprintf(pg->f, "<p class=\"note\" data-constant=\"%.9g\" data-requests=\"%zu\">"
+		    "The inputs are constant.</p>\n", lo, total);
+		free(in);
+		end_section(pg);
+		return;
+	}
+	if (have) {
+		load_svg_num(a, sizeof a, f.intercept);
+		load_svg_num(b, sizeof b, f.slope);
+		load_svg_num(c, sizeof c, f.r2);
 		snprintf(note, sizeof note, "TTFT = %s ms + %s ms per 1k input tokens "
-		    "(R² %s, %zu requests)%s.", a, b, c, fit->n, all ? ", every level" :
-		    ", the longest level");
+		    "(R² %s, %zu requests), over %s: past the knee a queue's wait is no "
+		    "prompt's.", a, b, c, f.n, which);
 	} else {
-		snprintf(note, sizeof note, "The input length did not vary%s: no fit.",
-		    all ? "" : " in the longest level");
+		snprintf(note, sizeof note, "No fit over %s: the input length did not vary, "
+		    "or too few requests.", which);
 	}
 	section(pg, "input", "TTFT against input length", 0, note);
 	step = total > LOAD_HTML_SCATTER ? (total + LOAD_HTML_SCATTER - 1) / LOAD_HTML_SCATTER : 1;
@@ -902,11 +1291,12 @@ static void panel_input(struct page *pg)
 	if (x == NULL || y == NULL) {
 		free(x);
 		free(y);
+		free(in);
 		end_section(pg);
 		return;
 	}
 	for (size_t i = 0; i < r->nlevels; i++)
-		for (size_t j = 0; (all || (int)i == pg->longest) && j < r->levels[i].st.n; j++) {
+		for (size_t j = 0; in[i] && j < r->levels[i].st.n; j++) {
 			const struct load_sample *s = &r->levels[i].st.v[j];
 			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
 				continue;
@@ -920,9 +1310,9 @@ static void panel_input(struct page *pg)
 		}
 	fx[0] = 0;
 	fx[1] = xmax > 0 ? xmax : 1000;
-	if (fit != NULL && isfinite(fit->slope)) {
-		fy[0] = fit->intercept;
-		fy[1] = fit->intercept + fit->slope * fx[1] / 1e3;
+	if (have) {
+		fy[0] = f.intercept;
+		fy[1] = f.intercept + f.slope * fx[1] / 1e3;
 		ymax = fmax(ymax, fmax(fy[0], fy[1]));
 	}
 	if (total == 0)
@@ -937,19 +1327,64 @@ static void panel_input(struct page *pg)
 	fprintf(pg->f, "<g class=\"scatter\" data-points=\"%zu\" data-total=\"%zu\">", n, total);
 	load_plot_series(&p, "input_ttft", "TTFT", 0, LOAD_SVG_NOLINE, x, y, n, NULL);
 	fputs("</g>", pg->f);
-	if (fit != NULL && isfinite(fit->slope)) {
+	if (have) {
 		fprintf(pg->f, "<g class=\"fit\" data-slope=\"%.9g\" data-intercept=\"%.9g\" "
-		    "data-r2=\"%.9g\" data-n=\"%zu\">", fit->slope, fit->intercept, fit->r2, fit->n);
+		    "data-r2=\"%.9g\" data-n=\"%zu\">", f.slope, f.intercept, f.r2, f.n);
 		load_plot_series(&p, "input_fit", "fit", 1, LOAD_SVG_NOPTS, fx, fy, 2, NULL);
 		fputs("</g>\n", pg->f);
 	}
 	load_plot_close(&p);
 	free(x);
 	free(y);
+	free(in);
 	end_section(pg);
 }
 
 /* ---- the longest level over time ------------------------------------------------- */
+
+/* The dotted line where each run after the first begins (a repeated
+ * level's replications, one after the other on its timeline). */
+static void run_seams(struct page *pg, struct load_plot *p, const struct load_summary *s,
+    unsigned runs)
+{
+	if (runs < 2)
+		return;
+	fputs("<g class=\"win\">", pg->f);
+	for (size_t i = 1; i < s->nslices; i++) {
+		double x;
+		if (s->slices[i].run == s->slices[i - 1].run)
+			continue;
+		x = load_plot_x(p, s->slices[i].start_s);
+		fprintf(pg->f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+		    "data-run=\"%u\" data-t=\"%.6f\"/><text x=\"%.1f\" y=\"%.1f\">run %u</text>",
+		    x, x, p->mt, p->h - p->mb, s->slices[i].run, s->slices[i].start_s, x + 3,
+		    p->mt + 12, s->slices[i].run + 1);
+	}
+	fputs("</g>\n", pg->f);
+}
+
+/* The drift in words: a slope of a few seconds' noise is no trend, and
+ * per minute reads as more than a short level saw. */
+static void drift_note(char *buf, size_t len, const struct load_summary *s, unsigned runs)
+{
+	double span = 0;
+
+	for (size_t i = 0; i < s->nslices; i++)
+		span += s->slices[i].end_s - s->slices[i].start_s;
+	if (s->drift.n < 2 || !isfinite(s->drift.slope))
+		snprintf(buf, len, "no TTFT drift to fit.");
+	else if (s->drift.r2 < LOAD_REPORT_TREND_R2)
+		snprintf(buf, len, "no TTFT trend%s (a slope of %+.3g ms per minute fitted "
+		    "over %.3g s, R² %.2f).", runs > 1 ? " within the runs" : "", s->drift.slope,
+		    span, s->drift.r2);
+	else if (span < 60)
+		snprintf(buf, len, "TTFT drift %+.3g ms per minute%s (R² %.2f): %+.3g ms over "
+		    "its %.3g s.", s->drift.slope, runs > 1 ? " within the runs" : "",
+		    s->drift.r2, s->drift.slope * span / 60, span);
+	else
+		snprintf(buf, len, "TTFT drift %+.3g ms per minute%s (R² %.2f).", s->drift.slope,
+		    runs > 1 ? " within the runs" : "", s->drift.r2);
+}
 
 static void panel_slices(struct page *pg)
 {
@@ -957,59 +1392,75 @@ static void panel_slices(struct page *pg)
 	static const int lcls[] = {0, 0, 2, 2}, ldash[] = {0, 1, 0, 1};
 	const struct load_level *lv = &pg->r->levels[pg->longest];
 	const struct load_summary *s = &lv->sum;
-	size_t n = s->nslices;
+	unsigned runs = s->nslices > 0 ? s->slices[s->nslices - 1].run + 1 : 0;
+	/* the slices, and a NaN between two runs: a line breaks at the seam */
+	size_t n = s->nslices + (runs > 1 ? runs - 1 : 0), m = 0;
 	double *t = calloc(n + 1, sizeof(double)), *v = calloc(5 * (n + 1), sizeof(double));
 	double top = 0, ttop = 0;
 	struct load_plot p;
-	char note[240], title[160];
+	char note[320], title[160];
 
 	snprintf(title, sizeof title, "Time slices: %s", lv->label);
-	if (s->drift.n >= 2 && isfinite(s->drift.slope))
+	if (runs > 1)
 		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
-		    "requests' intended send time; TTFT drift %+.3f ms per minute (R² %.2f).",
-		    s->slice_s, s->drift.slope, s->drift.r2);
+		    "requests' intended send time, each of its %u runs (independent "
+		    "replications) in its own; ", s->slice_s, runs);
 	else
-		snprintf(note, sizeof note, "The longest level in slices of %.3g s.", s->slice_s);
+		snprintf(note, sizeof note, "The longest level in slices of %.3g s by the "
+		    "requests' intended send time; ", s->slice_s);
+	drift_note(note + strlen(note), sizeof note - strlen(note), s, runs);
 	section(pg, "slices", title, 0, note);
-	if (n == 0 || t == NULL || v == NULL) {
+	if (s->nslices == 0 || t == NULL || v == NULL) {
 		empty(pg, "No slices.");
 		free(t);
 		free(v);
 		end_section(pg);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < s->nslices; i++, m++) {
 		const struct load_slice *x = &s->slices[i];
 		double q[4] = {x->ttft_p50, x->ttft_p95, x->tpot_p50, x->tpot_p95};
-		t[i] = (x->start_s + x->end_s) / 2;
+		if (i > 0 && x->run != s->slices[i - 1].run) {
+			t[m] = NAN;
+			for (int k = 0; k < 5; k++)
+				v[k * n + m] = NAN;
+			m++;
+		}
+		t[m] = (x->start_s + x->end_s) / 2;
 		for (int k = 0; k < 4; k++) {
-			v[k * n + i] = q[k];
+			v[k * n + m] = q[k];
 			top = fmax(top, isfinite(q[k]) ? q[k] : 0);
 		}
-		v[4 * n + i] = x->output_tokens_per_s;
+		v[4 * n + m] = x->output_tokens_per_s;
 		ttop = fmax(ttop, isfinite(x->output_tokens_per_s) ? x->output_tokens_per_s : 0);
 	}
-	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, top);
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[s->nslices - 1].end_s, 0, 0,
+	    top);
 	load_plot_open(&p, "slices-latency", "Latency per slice", "time in the level (s)", "ms");
 	for (int k = 0; k < 4; k++) {
 		static const char *const names[] = {"slice_ttft_p50", "slice_ttft_p95",
 			"slice_tpot_p50", "slice_tpot_p95"};
-		load_plot_series(&p, names[k], lat[k], lcls[k], ldash[k] ? LOAD_SVG_DASH : 0, t,
-		    v + (size_t)k * n, n, NULL);
+		load_plot_series(&p, names[k], lat[k], lcls[k], LOAD_SVG_GAPS |
+		    (ldash[k] ? LOAD_SVG_DASH : 0), t, v + (size_t)k * n, m, NULL);
 	}
+	run_seams(pg, &p, s, runs);
 	load_plot_legend(&p, lat, lcls, ldash, 4);
 	load_plot_close(&p);
-	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[n - 1].end_s, 0, 0, ttop);
+	load_plot_init(&p, pg->f, s->slices[0].start_s, s->slices[s->nslices - 1].end_s, 0, 0,
+	    ttop);
 	load_plot_open(&p, "slices-throughput", "Output tokens/s and errors per slice",
 	    "time in the level (s)", "output tokens/s");
-	load_plot_series(&p, "slice_output_tokens_per_s", "output tokens/s", 1, 0, t,
-	    v + 4 * n, n, NULL);
-	for (size_t i = 0; i < n; i++)
-		if (s->slices[i].errors > 0)
+	load_plot_series(&p, "slice_output_tokens_per_s", "output tokens/s", 1, LOAD_SVG_GAPS,
+	    t, v + 4 * n, m, NULL);
+	run_seams(pg, &p, s, runs);
+	for (size_t i = 0; i < s->nslices; i++)
+		if (s->slices[i].errors > 0) {
+			const struct load_slice *x = &s->slices[i];
 			fprintf(pg->f, "<text class=\"missed\" x=\"%.1f\" y=\"%.1f\" "
 			    "text-anchor=\"middle\" data-slice=\"%zu\" data-errors=\"%" PRIu64 "\">"
-			    "&#215;%" PRIu64 "</text>", load_plot_x(&p, t[i]), p.mt + 10, i,
-			    s->slices[i].errors, s->slices[i].errors);
+			    "&#215;%" PRIu64 "</text>", load_plot_x(&p, (x->start_s + x->end_s) / 2),
+			    p.mt + 10, i, x->errors, x->errors);
+		}
 	load_plot_close(&p);
 	free(t);
 	free(v);
@@ -1187,6 +1638,7 @@ void load_html_write(FILE *f, const struct load_result *r)
 	levels_table(&pg);
 	if (r->kind == LOAD_KIND_RUN && r->nlevels > 0)
 		dists_table(&pg, &r->levels[0]);
+	turns_table(&pg);
 	if (pg.ng > 0) {
 		panel_latency(&pg);
 		panel_tpot(&pg);

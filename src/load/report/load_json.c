@@ -3,11 +3,14 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonw.h"
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_session.h"
+#include "load_turns.h"
 #include "load_prompts.h"
 #include "load_report.h"
 #include "load_trace.h"
@@ -169,6 +172,62 @@ static void fit(struct emit *e, const char *k, const struct load_fit *f,
 	end_obj(e);
 }
 
+/* --turns, --sessions, --sharegpt: how the users hold conversations. */
+static void conversation(struct emit *e, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0 && c->sessions == NULL) {
+		null(e, "conversation");
+		return;
+	}
+	obj(e, "conversation", 1);
+	if (c->sessions != NULL) {
+		null(e, "turns");
+		str(e, "file", c->sessions->path);
+		str(e, "format", c->sessions->sharegpt ? "sharegpt" : "sessions");
+		u64(e, "sessions", c->sessions->n);
+		num(e, "speed", c->trace_speed, 4);
+	} else {
+		arr(e, "turns", 1);
+		u64(e, NULL, c->turns.min);
+		u64(e, NULL, c->turns.max);
+		end_arr(e);
+		null(e, "file");
+		null(e, "format");
+		null(e, "sessions");
+		null(e, "speed");
+	}
+	load_think_name(&c->think, think, sizeof think);
+	str(e, "think_time", think);
+	end_obj(e);
+}
+
+/* Conversations: the sessions, each turn's figures (turn 1 beside K). */
+static void turns(struct emit *e, const struct load_turns *t, const struct load_pcts *p)
+{
+	if (t->n == 0) {
+		null(e, "conversations");
+		return;
+	}
+	obj(e, "conversations", 0);
+	u64(e, "sessions", t->sessions);
+	arr(e, "turns", 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct load_turns_row *w = &t->v[i];
+		obj(e, NULL, 0);
+		u64(e, "turn", w->turn);
+		u64(e, "requests", w->requests);
+		u64(e, "ok", w->ok);
+		num(e, "prompt_tokens_mean", w->prompt_tokens, 1);
+		dist(e, "ttft_ms", &w->ttft, p, 3);
+		dist(e, "tpot_ms", &w->tpot, p, 3);
+		end_obj(e);
+	}
+	end_arr(e);
+	end_obj(e);
+}
+
 static void conf(struct emit *e, const struct load_conf *c)
 {
 	int open = c->rate > 0 || c->trace != NULL;
@@ -230,6 +289,7 @@ static void conf(struct emit *e, const struct load_conf *c)
 	} else {
 		null(e, "prefixes");
 	}
+	conversation(e, c);
 	end_obj(e);
 }
 
@@ -304,6 +364,7 @@ static void slices(struct emit *e, const struct load_summary *s)
 		const struct load_slice *x = &s->slices[i];
 
 		obj(e, NULL, 1);
+		u64(e, "run", x->run);
 		num(e, "start_s", x->start_s, 3);
 		num(e, "end_s", x->end_s, 3);
 		u64(e, "requests", x->requests);
@@ -433,6 +494,35 @@ static void tokentap_paired(struct emit *e, const struct load_level *lv)
 	end_obj(e);
 }
 
+/* How synthetic prompts were sized (load_psize.h). */
+static void prompt_sizing(struct emit *e, const struct load_psize *p)
+{
+	obj(e, "prompt_sizing", 1);
+	str(e, "rule", load_psize_rule_name(p->rule));
+	num(e, "bytes_per_token", p->bytes_per_token, 4);
+	num(e, "spread", p->spread, 4);
+	u64(e, "calibration_requests", p->requests);
+	u64(e, "calibration_reported", p->reported);
+	boolean(e, "estimate", p->estimate);
+	end_obj(e);
+}
+
+/* A level's prompt tokens asked beside the target's count; null: none
+ * counted. */
+static void prompt_reported(struct emit *e, const struct load_psize_check *c)
+{
+	if (c->requests == 0) {
+		null(e, "prompt_tokens_reported");
+		return;
+	}
+	obj(e, "prompt_tokens_reported", 1);
+	u64(e, "requests", c->requests);
+	num(e, "asked_mean", c->asked_mean, 2);
+	num(e, "reported_mean", c->reported_mean, 2);
+	num(e, "ratio_mean", c->ratio_mean, 4);
+	end_obj(e);
+}
+
 static void sample(struct emit *e, const struct loadstats *st,
     const struct load_sample *s, int itl, const struct load_prefix_use *u, size_t i)
 {
@@ -467,6 +557,10 @@ static void sample(struct emit *e, const struct loadstats *st,
 	i64(e, "first_chunk_tokens", s->first_chunk_tokens);
 	u64(e, "prompt_tokens", s->prompt_tokens);
 	u64(e, "max_tokens", s->max_tokens);
+	if (s->turn > 0) {
+		u64(e, "session", s->session);
+		u64(e, "turn", s->turn);
+	}
 	if (u->n > 0) {
 		u64(e, "prefix", u->prefix[i]);
 		boolean(e, "prefix_first", u->first[i]);
@@ -536,6 +630,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	u64(e, "completed", s->completed);
 	u64(e, "output_tokens", s->output_tokens);
 	u64(e, "input_tokens", s->input_tokens);
+	prompt_reported(e, &s->prompt);
 	/* vLLM's and AIPerf's names, then ours of old */
 	num(e, "request_throughput", s->requests_per_s, 3);
 	num(e, "output_throughput", s->output_tokens_per_s, 3);
@@ -584,6 +679,13 @@ static void level_members(struct emit *e, const struct load_result *r,
 	} else {
 		null(e, "prefix_ttft_ms");
 	}
+	{
+		struct load_turns t;
+		if (load_turns_of(lv, p, &t) < 0)
+			t.n = 0;
+		turns(e, &t, p);
+		load_turns_free(&t);
+	}
 	if (o->samples) {
 		arr(e, "samples", 0);
 		for (size_t i = 0; i < lv->st.n; i++)
@@ -603,6 +705,43 @@ void load_json_level_members(FILE *f, const struct load_result *r,
 	e.depth = indent / 2;
 	e.first[e.depth] = 0;
 	level_members(&e, r, lv, o);
+}
+
+/* The plan's digest (FNV-1a, 64 bits, in hex): every level's parameters
+ * as the document writes them, the target, dialect, model, the names of
+ * the headers sent and the prompts' and trace's paths, so that `merge`
+ * tells shards of one plan from unlike ones where the document's members
+ * alone would not (a prompts file of another name, a header missing). */
+void load_json_plan(const struct load_result *r, char out[20])
+{
+	const struct load_conf *c = r->conf;
+	uint64_t h = 0xcbf29ce484222325ull;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct emit e;
+
+	if (f != NULL) {
+		memset(&e, 0, sizeof(e));
+		e.f = f;
+		/* the prompts' sizing too: shards sized at other ratios send
+		 * other bytes (load_psize.h) */
+		fprintf(f, "%d\n%s\n%s\n%s\n%.17g\n", (int)r->kind, c->url ? c->url : "",
+		    dialect_names[load_conf_dialect(c)], c->model ? c->model : "",
+		    c->bytes_per_token);
+		for (size_t i = 0; i < c->nheaders; i++)
+			fprintf(f, "%s\n", c->headers[i].name);
+		for (size_t i = 0; i < r->nlevels; i++) {
+			const struct load_level *lv = &r->levels[i];
+			fprintf(f, "%d %.17g\n", (int)lv->key, lv->value);
+			conf(&e, &lv->conf);
+		}
+		fclose(f);
+	}
+	for (size_t i = 0; buf != NULL && i < len; i++)
+		h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+	free(buf);
+	snprintf(out, 20, "%016" PRIx64, h);
 }
 
 static const char *kind_name(enum load_kind k)
@@ -642,6 +781,7 @@ void load_json_write(FILE *f, const struct load_result *r,
 		num(&e, NULL, r->pcts.p[i], r->pcts.p[i] == floor(r->pcts.p[i]) ? 0 : 3);
 	end_arr(&e);
 	num(&e, "slice_s", (double)r->slice_us / 1e6, 3);
+	prompt_sizing(&e, &r->psize);
 	if (r->slo.n > 0) {
 		obj(&e, "slo", 0);
 		arr(&e, "targets", 0);
@@ -659,6 +799,26 @@ void load_json_write(FILE *f, const struct load_result *r,
 		null(&e, "slo");
 	}
 	boolean(&e, "interrupted", r->interrupted);
+	if (c->shards > 0) {
+		char plan[20];
+		load_json_plan(r, plan);
+		obj(&e, "shard", 1);
+		u64(&e, "index", c->shard);
+		u64(&e, "count", c->shards);
+		str(&e, "plan", plan);
+		end_obj(&e);
+	} else {
+		null(&e, "shard");
+	}
+	if (r->merged > 0) {
+		obj(&e, "merged", 1);
+		u64(&e, "shards", r->merged);
+		str(&e, "plan", r->plan);
+		num(&e, "skew_s", r->merged_skew_s, 3);
+		end_obj(&e);
+	} else {
+		null(&e, "merged");
+	}
 	if (r->kind == LOAD_KIND_SWEEP) {
 		obj(&e, "sweep", 0);
 		str(&e, "key", load_key_name(r->sweep_key));

@@ -20,6 +20,9 @@ void load_json_write(FILE *f, const struct load_result *r,
  * each on its own line after ",\n" and indent spaces. */
 void load_json_level_members(FILE *f, const struct load_result *r,
     const struct load_level *lv, const struct load_json_opts *o, int indent);
+/* The plan's digest ("shard": {"plan"}): 16 hex digits, equal for the
+ * shards of one plan (load_json.c says what it covers). */
+void load_json_plan(const struct load_result *r, char out[20]);
 /* One row per level, with a header line. */
 void load_csv_write(FILE *f, const struct load_result *r);
 

@@ -10,6 +10,8 @@
 
 #include "load_jsonl.h"
 #include "load_prefix.h"
+#include "load_shard.h"
+#include "load_session.h"
 #include "util.h"
 
 /* Past this many problems a document is not worth reading on. */
@@ -372,6 +374,31 @@ static void fit(struct rd *c, int obj, const char *key, const char *slope,
 	f->n = (size_t)cnt(c, t, "n");
 }
 
+/* --turns and --think-time, for compare's workload check; a file's
+ * sessions are not read back (their samples carry the turns). */
+static void conversation(struct rd *c, int cfg, struct load_conf *k)
+{
+	int t = object(c, cfg, "conversation"), a, el = -1;
+	const char *err;
+	double lo, hi;
+	char *s;
+
+	if (t < 0)
+		return;
+	if ((a = array(c, t, "turns")) >= 0 && load_jl_elem(&c->j, a, &el)) {
+		lo = num_tok(c, el, "turns");
+		hi = load_jl_elem(&c->j, a, &el) ? num_tok(c, el, "turns") : lo;
+		if (!(lo >= 1 && hi >= lo && hi <= LOAD_SESSION_MAX_TURNS))
+			bad(c, a, "turns", "[min, max] from 1 to 1000 expected");
+		else
+			k->turns = (struct load_range){ (uint32_t)lo, (uint32_t)hi };
+	}
+	s = text(c, t, "think_time");
+	if (s != NULL && load_think_parse(s, &k->think, &err) < 0)
+		bad(c, t, "think_time", err);
+	free(s);
+}
+
 static void conf(struct rd *c, int obj, struct load_conf *k)
 {
 	static const char *const arrivals[] = {"poisson", "constant", "gamma"};
@@ -425,6 +452,7 @@ static void conf(struct rd *c, int obj, struct load_conf *k)
 		}
 		free(s);
 	}
+	conversation(c, object(c, obj, "config"), k);
 }
 
 static void goodput(struct rd *c, int obj, struct load_summary *s)
@@ -516,6 +544,7 @@ static void slices(struct rd *c, int obj, struct load_summary *s)
 	while (load_jl_elem(&c->j, a, &el)) {
 		struct load_slice *x = &s->slices[s->nslices];
 		snprintf(c->where, sizeof c->where, "%s.slices[%zu]", saved, s->nslices);
+		x->run = (unsigned)cnt_max(c, el, "run", LOAD_MAX_RUNS - 1);
 		x->start_s = num_in(c, el, "start_s", 0, MAX_SECS);
 		x->end_s = num_in(c, el, "end_s", 0, MAX_SECS);
 		x->requests = cnt(c, el, "requests");
@@ -536,12 +565,18 @@ static void generator(struct rd *c, int obj, struct load_level *lv)
 {
 	int t = object(c, obj, "generator"), w, el = -1;
 	struct load_gen *g = &lv->sum.gen;
+	char *src;
 
 	g->cpu_s = num(c, t, "cpu_s");
 	g->cpu_share = num(c, t, "cpu_share");
 	g->cpu_us_per_event = num(c, t, "cpu_us_per_event");
 	g->events = cnt(c, t, "events");
 	g->queued = lv->info.queued = cnt(c, t, "queued");
+	lv->info.read_late_p99_ms = num(c, t, "read_late_p99_ms");
+	lv->info.read_late_max_ms = num(c, t, "read_late_max_ms");
+	src = text(c, t, "read_late_source");
+	lv->info.read_late_stamps = src != NULL && strcmp(src, "stamps") == 0;
+	free(src);
 	w = array(c, t, "warnings");
 	while (w >= 0 && load_jl_elem(&c->j, w, &el)) {
 		char *s = load_jl_str(&c->j, el, NULL);
@@ -636,6 +671,8 @@ static void sample(struct rd *c, int el, struct loadstats *st, uint32_t **gaps,
 	s.first_chunk_tokens = opt(c, el, "first_chunk_tokens");
 	s.prompt_tokens = cnt32(c, el, "prompt_tokens");
 	s.max_tokens = cnt32(c, el, "max_tokens");
+	s.turn = (uint32_t)cnt_max(c, el, "turn", 1000);
+	s.session = cnt(c, el, "session");
 	if (a < 0)
 		*has_itl = 0;
 	while (a >= 0 && load_jl_elem(&c->j, a, &e2)) {
@@ -714,6 +751,13 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	s->completed = cnt(c, obj, "completed");
 	s->output_tokens = cnt(c, obj, "output_tokens");
 	s->input_tokens = cnt(c, obj, "input_tokens");
+	t = object(c, obj, "prompt_tokens_reported");
+	if (t >= 0) {
+		s->prompt.requests = cnt(c, t, "requests");
+		s->prompt.asked_mean = num(c, t, "asked_mean");
+		s->prompt.reported_mean = num(c, t, "reported_mean");
+		s->prompt.ratio_mean = num(c, t, "ratio_mean");
+	}
 	s->requests_per_s = num(c, obj, "request_throughput");
 	s->output_tokens_per_s = num(c, obj, "output_throughput");
 	s->input_tokens_per_s = num(c, obj, "input_throughput");
@@ -749,7 +793,69 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	samples(c, obj, lv);
 }
 
+/* How synthetic prompts were sized: a document of before says nothing,
+ * and was sized at 4 bytes a token. */
+static void prompt_sizing(struct rd *c, int root, struct load_psize *p)
+{
+	int t = object(c, root, "prompt_sizing");
+	char *rule;
+
+	load_psize_init(p);
+	if (t < 0)
+		return;
+	rule = text(c, t, "rule");
+	if (rule != NULL && load_psize_rule_of(rule, &p->rule) < 0)
+		bad(c, get(c, t, "rule"), "rule", "default, given or calibrated expected");
+	free(rule);
+	p->bytes_per_token = num_in(c, t, "bytes_per_token", LOAD_PSIZE_MIN, LOAD_PSIZE_MAX);
+	if (isnan(p->bytes_per_token))
+		p->bytes_per_token = LOAD_PSIZE_DEFAULT;
+	p->spread = num_in(c, t, "spread", 0, LOAD_PSIZE_MAX);
+	p->requests = cnt(c, t, "calibration_requests");
+	p->reported = cnt(c, t, "calibration_reported");
+	p->estimate = flag(c, t, "estimate");
+}
+
 /* ---- the header ------------------------------------------------------------ */
+
+/* A plan's digest: 16 hex digits (load_json_plan), else empty. */
+static void plan(struct rd *c, int obj, char out[20])
+{
+	char buf[20];
+
+	text_to(c, obj, "plan", buf, sizeof buf);
+	if (strlen(buf) != 16 || strspn(buf, "0123456789abcdef") != 16) {
+		bad(c, get(c, obj, "plan") >= 0 ? get(c, obj, "plan") : obj, "plan",
+		    "16 hex digits expected");
+		buf[0] = '\0';
+	}
+	memcpy(out, buf, 20);
+}
+
+/* --shard's "shard" (index, count, plan), or a merge's "merged". */
+static void shard(struct rd *c, int root)
+{
+	struct load_result *r = &c->d->r;
+	int t = object(c, root, "shard");
+
+	if (t >= 0) {
+		uint64_t n = cnt_max(c, t, "count", LOAD_SHARD_MAX);
+		uint64_t i = cnt_max(c, t, "index", LOAD_SHARD_MAX);
+		if (n == 0 || i >= n)
+			bad(c, t, "shard", "{index: 0 to count - 1, count: 1 to 4096} expected");
+		else {
+			c->d->conf.shard = (uint32_t)i;
+			c->d->conf.shards = (uint32_t)n;
+		}
+		plan(c, t, r->plan);
+	}
+	t = object(c, root, "merged");
+	if (t >= 0) {
+		r->merged = (unsigned)cnt_max(c, t, "shards", LOAD_SHARD_MAX);
+		plan(c, t, r->plan);
+		r->merged_skew_s = num(c, t, "skew_s");
+	}
+}
 
 static void header(struct rd *c, int root)
 {
@@ -814,6 +920,8 @@ static void header(struct rd *c, int root)
 	if (c->d->conf.url == NULL)
 		c->d->conf.url = strdup("");
 	r->interrupted = flag(c, root, "interrupted");
+	prompt_sizing(c, root, &r->psize);
+	shard(c, root);
 }
 
 /* The SLO's targets, through the one parser (load_slo.h). */

@@ -3,12 +3,22 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load_prefix.h"
 #include "load_prefix_use.h"
+#include "load_session.h"
+#include "load_turns.h"
 #include "load_prompts.h"
 #include "load_trace.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 /* A figure, or "-" where undefined, in a column of width w. */
 static void cell(FILE *f, double v, int w, int dec)
@@ -69,6 +79,97 @@ int load_report_read_late(const struct load_result *r, const struct load_level *
 	return lv->info.read_late_p99_ms > load_report_read_late_limit(r, &t);
 }
 
+double load_report_lag_p99(const struct load_result *r, const struct load_level *lv)
+{
+	double *v, q;
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->pcts.n; i++)
+		if (r->pcts.p[i] == 99)
+			return lv->sum.lag.q[i];
+	/* not among the percentiles asked for: from the samples, else the max */
+	if (lv->st.n == 0 || (v = malloc(lv->st.n * sizeof(double))) == NULL)
+		return lv->sum.lag.max;
+	for (size_t i = 0; i < lv->st.n; i++)
+		if (loadstats_counted(&lv->st.v[i]))
+			v[n++] = (double)lv->st.v[i].lag_us / 1e3;
+	if (n == 0) {
+		free(v);
+		return lv->sum.lag.max;
+	}
+	qsort(v, n, sizeof(double), cmp_double);
+	q = load_quantile(v, n, 99);
+	free(v);
+	return q;
+}
+
+double load_report_lag_limit(const struct load_result *r, const struct load_level *lv,
+    int *target)
+{
+	double lim = LOAD_REPORT_LAG_MS;
+
+	*target = -1;
+	for (size_t i = 0; i < r->slo.n; i++) {
+		const struct load_slo_target *t = &r->slo.v[i];
+		if (t->metric != LOAD_SLO_TTFT && t->metric != LOAD_SLO_TTFO &&
+		    t->metric != LOAD_SLO_E2E)
+			continue;
+		if (*target < 0 || t->limit < r->slo.v[*target].limit)
+			*target = (int)i;
+	}
+	if (*target >= 0)
+		return fmax(lim, LOAD_REPORT_LAG_SHARE * r->slo.v[*target].limit);
+	if (isfinite(lv->sum.ttft.median))
+		lim = fmax(lim, LOAD_REPORT_LAG_SHARE * lv->sum.ttft.median);
+	return lim;
+}
+
+const struct load_level *load_report_lag_worst(const struct load_result *r)
+{
+	const struct load_level *w = NULL;
+	double worst = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		double p99, lim;
+		int t;
+		/* a p99 over 1 ms flagged it: nothing to weigh below that */
+		if (!lv->sum.gen.lag_bound)
+			continue;
+		p99 = load_report_lag_p99(r, lv);
+		lim = load_report_lag_limit(r, lv, &t);
+		if (isfinite(p99) && p99 > lim && p99 / lim > worst) {
+			worst = p99 / lim;
+			w = lv;
+		}
+	}
+	return w;
+}
+
+/* Once per invocation: requests left late, where it matters (its worst
+ * level): lag is in every TTFT and E2E, and 1 ms is noise to a 200 ms
+ * target. */
+static void lag_warning(FILE *f, const struct load_result *r)
+{
+	const struct load_level *w = load_report_lag_worst(r);
+	double p99;
+	int t;
+
+	if (w == NULL)
+		return;
+	p99 = load_report_lag_p99(r, w);
+	(void)load_report_lag_limit(r, w, &t);
+	fprintf(f, "warning      requests left late: dispatch lag %.2f ms at p99, %.2f ms at "
+	    "most (%s%s), ", p99, w->sum.lag.max, r->nlevels > 1 ? "the worst level: " : "",
+	    r->nlevels > 1 ? w->label : "the run");
+	if (t >= 0)
+		fprintf(f, "%.0f %% of the target %s <= %.4g ms", 100 * p99 / r->slo.v[t].limit,
+		    r->slo.v[t].name, r->slo.v[t].limit);
+	else
+		fprintf(f, "%.0f %% of its TTFT p50", 100 * p99 / w->sum.ttft.median);
+	fprintf(f, ": the generator fell behind and its latencies include it\n");
+}
+
 /* Once per invocation: the generator read late (the worst level). */
 static void read_late_warning(FILE *f, const struct load_result *r)
 {
@@ -106,6 +207,24 @@ static void range(FILE *f, const char *what, const struct load_range *r)
 		fprintf(f, ", %s %u-%u tokens", what, r->min, r->max);
 }
 
+/* Conversations: their turns (or their file) and think time. */
+static void talk_mode(FILE *f, const struct load_conf *c)
+{
+	char think[64];
+
+	if (c->turns.min == 0 && c->sessions == NULL)
+		return;
+	load_think_name(&c->think, think, sizeof think);
+	if (c->sessions != NULL)
+		fprintf(f, " replaying %s (%zu sessions, %zu turns)", c->sessions->path,
+		    c->sessions->n, c->sessions->turns);
+	else if (c->turns.min == c->turns.max)
+		fprintf(f, " holding conversations of %u turns", c->turns.min);
+	else
+		fprintf(f, " holding conversations of %u-%u turns", c->turns.min, c->turns.max);
+	fprintf(f, ", think time %s", think);
+}
+
 static void table_mode(FILE *f, const struct load_conf *c)
 {
 	if (c->trace != NULL) {
@@ -122,6 +241,7 @@ static void table_mode(FILE *f, const struct load_conf *c)
 	}
 	else
 		fprintf(f, "load         closed loop, %u users", c->concurrency);
+	talk_mode(f, c);
 	if (c->arrivals == LOAD_ARR_GAMMA && c->rate > 0 && c->trace == NULL)
 		fprintf(f, " (burstiness %.3g)", c->burstiness);
 	if (c->warmup_us > 0)
@@ -151,6 +271,42 @@ static void table_mode(FILE *f, const struct load_conf *c)
 		range(f, "max", &c->max_tokens), fputc('\n', f);
 }
 
+/* How synthetic prompts were sized (load_psize.h) and the target's count
+ * of the prompts sent: over lv, or every level (lv NULL). */
+static void prompt_lines(FILE *f, const struct load_result *r,
+    const struct load_level *lv)
+{
+	const struct load_psize *p = &r->psize;
+	struct load_psize_check k;
+	uint64_t ok = 0;
+	char bpt[80];
+
+	memset(&k, 0, sizeof(k));
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *l = lv != NULL ? lv : &r->levels[i];
+		ok += l->sum.ok;
+		load_psize_check_add(&k, &l->sum.prompt);
+		if (lv != NULL)
+			break;
+	}
+	load_psize_format(p, bpt, sizeof bpt);
+	fprintf(f, "prompts      sized at %s, %s", bpt,
+	    p->rule == LOAD_PSIZE_RULE_CALIBRATED ? "calibrated on the target" :
+	    p->rule == LOAD_PSIZE_RULE_GIVEN ? "as given" : "an estimate");
+	if (k.requests > 0)
+		fprintf(f, "; %.1f tokens asked, %.1f reported by the target (x%.3f, "
+		    "%" PRIu64 " requests)", k.asked_mean, k.reported_mean, k.ratio_mean,
+		    k.requests);
+	fputc('\n', f);
+	if (p->estimate && p->requests > 0)
+		fprintf(f, "warning      prompt sizes are estimates: --calibrate's %" PRIu64
+		    " requests got %s\n", p->requests, p->reported == 0 ?
+		    "no prompt token count from the target" : "counts no tokenizer gives");
+	else if (p->estimate && k.requests == 0 && ok > 0)
+		fprintf(f, "warning      prompt sizes are estimates: the target reported no "
+		    "prompt token counts\n");
+}
+
 static void dist_row(FILE *f, const char *label, const struct load_dist *d,
     const struct load_pcts *p)
 {
@@ -171,10 +327,6 @@ static void gen_warnings(FILE *f, const struct load_level *lv)
 		fprintf(f, "warning      the generator used %.0f %% of a CPU: it was the "
 		    "bottleneck, not the target; give it a CPU of its own or less load\n",
 		    100 * g->cpu_share);
-	if (g->lag_bound)
-		fprintf(f, "warning      requests left up to %.2f ms after their intended "
-		    "time (dispatch lag): the generator fell behind; latencies include it\n",
-		    lv->sum.lag.max);
 	if (g->conn_bound)
 		fprintf(f, "warning      %" PRIu64 " requests waited for one of the -c %u "
 		    "connections; their latency includes the wait (raise -c)\n",
@@ -201,6 +353,45 @@ void load_report_goodput_line(FILE *f, const struct load_level *lv)
 	    s->judged, targets);
 }
 
+/* The p95 of a distribution at the percentiles p, NaN when not asked. */
+static double p95_of(const struct load_dist *d, const struct load_pcts *p)
+{
+	for (size_t k = 0; k < p->n; k++)
+		if (p->p[k] == 95)
+			return d->q[k];
+	return NAN;
+}
+
+/* Conversations: each turn's figures, the first 8 and the last 2 of
+ * longer ones. */
+static void turns_table(FILE *f, const struct load_level *lv, const struct load_pcts *p)
+{
+	struct load_turns t;
+	char name[24];
+
+	if (load_turns_of(lv, p, &t) < 0 || t.n == 0)
+		return;
+	fprintf(f, "\n%-14s %8s %8s %10s %10s %10s %10s %10s\n", "by turn", "requests",
+	    "ok", "prompt tok", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95");
+	for (size_t i = 0; i < t.n; i++) {
+		const struct load_turns_row *w = &t.v[i];
+		if (t.n > 10 && i == 8)
+			fprintf(f, "%-14s\n", "...");
+		if (t.n > 10 && i >= 8 && i < t.n - 2)
+			continue;
+		snprintf(name, sizeof name, "turn %u", w->turn);
+		fprintf(f, "%-14s %8" PRIu64 " %8" PRIu64, name, w->requests, w->ok);
+		cell(f, w->prompt_tokens, 10, 1);
+		cell(f, w->ttft.median, 10, 2);
+		cell(f, p95_of(&w->ttft, p), 10, 2);
+		cell(f, w->tpot.median, 10, 2);
+		cell(f, p95_of(&w->tpot, p), 10, 2);
+		fputc('\n', f);
+	}
+	fprintf(f, "%-14s %8" PRIu64 "\n", "sessions", t.sessions);
+	load_turns_free(&t);
+}
+
 static void slices_table(FILE *f, const struct load_summary *s)
 {
 	fprintf(f, "\n%-14s %8s %8s %12s %10s %10s %10s %10s\n", "slice s", "requests",
@@ -219,8 +410,8 @@ static void slices_table(FILE *f, const struct load_summary *s)
 		fputc('\n', f);
 	}
 	if (s->drift.n >= 2 && isfinite(s->drift.slope))
-		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)\n",
-		    s->drift.slope, s->drift.r2);
+		fprintf(f, "drift        TTFT %+.3f ms per minute over the run (R² %.2f)%s\n",
+		    s->drift.slope, s->drift.r2, s->drift.r2 < LOAD_REPORT_TREND_R2 ? ": no trend" : "");
 }
 
 /* A level's SLO: each target's figure, its interval, its limit. */
@@ -295,12 +486,17 @@ void load_report_level(FILE *f, const struct load_result *r,
 	/* the first chunk's tokens, where the stream told them */
 	if (s->first_chunk_tokens.count > 0)
 		fprintf(f, "; first chunk %.2f tokens\n", s->first_chunk_tokens.mean);
+	prompt_lines(f, r, lv);
 	fprintf(f, "generator    %.2f s CPU (%.0f %% of one), %.2f us per event; "
 	    "dispatch lag p50 %.3f ms, max %.3f ms\n", s->gen.cpu_s, 100 * s->gen.cpu_share,
 	    isfinite(s->gen.cpu_us_per_event) ? s->gen.cpu_us_per_event : 0.0,
 	    isfinite(s->lag.median) ? s->lag.median : 0.0,
 	    isfinite(s->lag.max) ? s->lag.max : 0.0);
 	gen_warnings(f, lv);
+	if (r->kind != LOAD_KIND_RUN)
+		;                    /* a sweep's or a search's: once, after its levels */
+	else if (lv == load_report_lag_worst(r))
+		lag_warning(f, r);
 	fprintf(f, "\n%-16s %8s", "", "count");
 	for (size_t i = 0; i < p->n; i++) {
 		load_pcts_name(p->p[i], pn, sizeof pn);
@@ -328,6 +524,7 @@ void load_report_level(FILE *f, const struct load_result *r,
 		    "(or send -H 'X-Mock-Stamp: on'); --lag times only those\n", "");
 	if (lv->has_slo)
 		slo_lines(f, r, lv);
+	turns_table(f, lv, p);
 	if (s->nslices > 1)
 		slices_table(f, s);
 }
@@ -378,9 +575,19 @@ static void levels_table(FILE *f, const struct load_result *r)
 		    u.ttft[1].median, u.ttft[1].count);
 		load_prefix_use_free(&u);
 	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_turns t;
+		if (load_turns_of(&r->levels[i], &r->pcts, &t) < 0 || t.n < 2) {
+			load_turns_free(&t);
+			continue;
+		}
+		fprintf(f, "level %zu: TTFT p50 %.2f ms at turn 1 (%" PRIu64 "), %.2f ms "
+		    "at turn %u (%" PRIu64 ")\n", i, t.v[0].ttft.median, t.v[0].requests,
+		    t.v[t.n - 1].ttft.median, t.v[t.n - 1].turn, t.v[t.n - 1].requests);
+		load_turns_free(&t);
+	}
 	for (size_t i = 0; i < r->nlevels; i++)
-		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.lag_bound ||
-		    r->levels[i].sum.gen.conn_bound) {
+		if (r->levels[i].sum.gen.cpu_bound || r->levels[i].sum.gen.conn_bound) {
 			fprintf(f, "level %zu: ", i);
 			gen_warnings(f, &r->levels[i]);
 		}
@@ -443,6 +650,20 @@ static double search_s(const struct load_result *r, enum load_key k)
 			b = end;
 	}
 	return b - a;
+}
+
+int load_report_sweep_all_ran(const struct load_result *r)
+{
+	return r->stop_reason != NULL && strcmp(r->stop_reason, "levels") == 0;
+}
+
+int load_report_sweep_capacity(const struct load_result *r)
+{
+	int cap = -1;
+
+	for (size_t i = 0; i < r->nlevels && r->levels[i].has_slo && r->levels[i].slo.met; i++)
+		cap = (int)i;
+	return cap;
 }
 
 static void capacity_lines(FILE *f, const struct load_result *r)
@@ -544,6 +765,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		}
 		fputc('\n', f);
 	}
+	prompt_lines(f, r, NULL);
 	fputc('\n', f);
 	levels_table(f, r);
 	fputc('\n', f);
@@ -559,6 +781,8 @@ void load_report_table(FILE *f, const struct load_result *r)
 			    "growing while latency rose", r->knee, r->levels[r->knee].label);
 		else if (r->saturated_at == 0)
 			fprintf(f, "; no knee: the first level was saturated");
+		else if (r->nlevels > 1 && r->saturated_at < 0 && load_report_sweep_all_ran(r))
+			fprintf(f, "; no knee: throughput grew up to the last level");
 		if (r->saturated_at >= 0 && r->sweep_key == LOAD_KEY_RATE) {
 			const struct load_summary *x = &r->levels[r->saturated_at].sum;
 			fprintf(f, "; level %d carried %.2f of %.2f req/s offered", r->saturated_at,
@@ -567,10 +791,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		}
 		fputc('\n', f);
 		if (r->slo.n > 0) {
-			int cap = -1;
-			for (size_t i = 0; i < r->nlevels && r->levels[i].has_slo &&
-			    r->levels[i].slo.met; i++)
-				cap = (int)i;
+			int cap = load_report_sweep_capacity(r);
 			if (cap >= 0)
 				fprintf(f, "SLO capacity level %d (%s): the last met before the "
 				    "first missed%s\n", cap, r->levels[cap].label,
@@ -587,6 +808,7 @@ void load_report_table(FILE *f, const struct load_result *r)
 		capacity_lines(f, r);
 	if (r->interrupted)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
+	lag_warning(f, r);
 	read_late_warning(f, r);
 	pairs_table(f, r);
 }

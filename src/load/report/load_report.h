@@ -31,6 +31,27 @@ size_t load_report_error_statuses(const struct load_level *lv,
 double load_report_read_late_limit(const struct load_result *r, int *target);
 /* The level's reads ran later than that at p99. */
 int load_report_read_late(const struct load_result *r, const struct load_level *lv);
+/* Dispatch lag matters when its p99 is a share of the TTFT: over 1 ms,
+ * and over 5 % of the tightest TTFT, TTFO or end-to-end target (*target
+ * its index), or without one of the level's TTFT p50 (*target -1). */
+#define LOAD_REPORT_LAG_MS 1.0
+#define LOAD_REPORT_LAG_SHARE 0.05
+double load_report_lag_limit(const struct load_result *r, const struct load_level *lv,
+    int *target);
+/* The level's dispatch lag at p99 (ms). */
+double load_report_lag_p99(const struct load_result *r, const struct load_level *lv);
+/* The level whose lag is over its limit by the most, or NULL: the one
+ * warning of an invocation. */
+const struct load_level *load_report_lag_worst(const struct load_result *r);
+/* A TTFT drift whose fit explains less of TTFT's variance than this is
+ * called no trend: a slope through a few seconds' noise. */
+#define LOAD_REPORT_TREND_R2 0.25
+/* A sweep ran every level it was given (no saturation, error or stop
+ * ended it): where no level saturated, there is no knee to name. */
+int load_report_sweep_all_ran(const struct load_result *r);
+/* A sweep's SLO capacity: the last level met before the first missed,
+ * or -1 (the first missed, or no SLO). */
+int load_report_sweep_capacity(const struct load_result *r);
 /* Goodput and attainment of a level: one line; nothing without targets. */
 void load_report_goodput_line(FILE *f, const struct load_level *lv);
 

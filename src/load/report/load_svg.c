@@ -232,6 +232,8 @@ void load_plot_series(struct load_plot *p, const char *name, const char *label,
 	if (!(style & LOAD_SVG_NOLINE)) {
 		fprintf(f, "<path class=\"line%s\" d=\"", style & LOAD_SVG_DASH ? " dash" : "");
 		for (size_t i = 0; i < n; i++) {
+			if (isnan(x[i]) && (style & LOAD_SVG_GAPS))
+				first = 1;
 			if (!isfinite(x[i]) || !isfinite(y[i]))
 				continue;
 			fprintf(f, "%s%.1f %.1f", first ? "M" : "L", load_plot_x(p, x[i]),

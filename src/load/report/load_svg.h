@@ -56,6 +56,7 @@ double load_plot_y(const struct load_plot *p, double y);
 #define LOAD_SVG_DASH 1              /* a dashed line (the second of a pair) */
 #define LOAD_SVG_NOPTS 2             /* the line only, no points */
 #define LOAD_SVG_NOLINE 4            /* the points only (a scatter) */
+#define LOAD_SVG_GAPS 8              /* a NaN x breaks the line (runs apart) */
 
 /* A series as a line through its finite points, and a point each with
  * data-level (levels[i], or i without), data-x and data-y (%.9g) and a

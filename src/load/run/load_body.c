@@ -8,6 +8,7 @@
 
 #include "jsonw.h"
 #include "load_prompts.h"
+#include "load_psize.h"
 #include "rng.h"
 #include "url.h"
 #include "util.h"
@@ -23,10 +24,11 @@ static const char *const words[] = {
 	"careful", "text", "that", "reads", "well", "under", "load", "today",
 };
 
-/* Exactly 4 * tokens characters of words separated by spaces. */
-static int add_words(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
+/* Exactly round(tokens x bytes a token) characters of words separated
+ * by spaces (load_psize.h); bpt 0: LOAD_PSIZE_DEFAULT. */
+static int words_at(struct evbuffer *out, uint32_t tokens, double bpt, uint64_t *rng)
 {
-	size_t want = (size_t)tokens * 4, have = 0;
+	size_t want = load_psize_bytes(tokens, bpt > 0 ? bpt : LOAD_PSIZE_DEFAULT), have = 0;
 
 	while (have < want) {
 		const char *w = words[rng_next(rng) % UTIL_ARRAY_LEN(words)];
@@ -45,6 +47,19 @@ static int add_words(struct evbuffer *out, uint32_t tokens, uint64_t *rng)
 	return 0;
 }
 
+/* ... at the request's bytes a token */
+static int add_words(struct evbuffer *out, const struct load_req *rq,
+    uint32_t tokens, uint64_t *rng)
+{
+	return words_at(out, tokens, rq->bytes_per_token, rng);
+}
+
+int load_body_words(struct evbuffer *out, uint32_t tokens, double bytes_per_token,
+    uint64_t *rng)
+{
+	return words_at(out, tokens, bytes_per_token, rng);
+}
+
 /* A string literal, without its NUL. */
 #define ADD_LIT(out, s) evbuffer_add((out), (s), sizeof(s) - 1)
 
@@ -56,7 +71,7 @@ static int add_prefix(struct evbuffer *out, const struct load_req *rq)
 
 	if (rq->prefix_tokens == 0)
 		return 0;
-	if (add_words(out, rq->prefix_tokens, &seed) < 0)
+	if (add_words(out, rq, rq->prefix_tokens, &seed) < 0)
 		return -1;
 	return evbuffer_add(out, " ", 1);
 }
@@ -68,7 +83,7 @@ static int add_own(struct evbuffer *out, const struct load_req *rq, uint64_t *rn
 	int rc;
 
 	if (rq->prompt == NULL)
-		return add_words(out, rq->prompt_tokens, rng);
+		return add_words(out, rq, rq->prompt_tokens, rng);
 	/* the JSON writer's string, without its quotes */
 	if ((tmp = evbuffer_new()) == NULL)
 		return -1;
@@ -103,6 +118,19 @@ static int add_prompt(struct evbuffer *out, const struct load_req *rq, uint64_t 
 	return evbuffer_add(out, "\"", 1);
 }
 
+/* A conversation's turn: the history, then the new messages, so that
+ * each turn's body opens with the whole of the one before. */
+static int add_turn(struct evbuffer *out, const struct load_req *rq)
+{
+	size_t n = evbuffer_get_length(rq->history);
+
+	if (evbuffer_add(out, "[", 1) < 0 ||
+	    (n > 0 && evbuffer_add(out, evbuffer_pullup(rq->history, -1), n) < 0) ||
+	    evbuffer_add(out, evbuffer_pullup(rq->ask, -1), evbuffer_get_length(rq->ask)) < 0)
+		return -1;
+	return evbuffer_add(out, "]", 1);
+}
+
 /* A chat's messages: the file's, or one user message with the prompt; a
  * shared prefix (--prefixes) is a system message before them, unless the
  * API has a field of its own for it (Anthropic's "system": %S). */
@@ -111,10 +139,12 @@ static int add_messages(struct evbuffer *out, const struct load_req *rq, uint64_
 {
 	const struct load_prompt *p = rq->prompt;
 
+	if (rq->ask != NULL)
+		return add_turn(out, rq);
 	if (rq->prefix_tokens > 0 && system_msg) {
 		uint64_t seed = rq->prefix_seed;
 		if (ADD_LIT(out, "[{\"role\":\"system\",\"content\":\"") < 0 ||
-		    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+		    add_words(out, rq, rq->prefix_tokens, &seed) < 0 ||
 		    ADD_LIT(out, "\"}") < 0)
 			return -1;
 		/* the file's messages after it (its array's own bracket dropped) */
@@ -169,7 +199,7 @@ static int fill(struct evbuffer *out, const char *tpl, const struct load_conf *c
 			if (rq->prefix_tokens > 0) {
 				uint64_t seed = rq->prefix_seed;
 				rc = ADD_LIT(out, "\"system\":\"") < 0 ||
-				    add_words(out, rq->prefix_tokens, &seed) < 0 ||
+				    add_words(out, rq, rq->prefix_tokens, &seed) < 0 ||
 				    ADD_LIT(out, "\",") < 0 ? -1 : 0;
 			} else {
 				rc = 0;
@@ -209,7 +239,9 @@ static const char *template_for(const struct load_conf *c)
 		return "{\"model\":\"%M\",\"input\":%P,\"max_output_tokens\":%N,"
 		    "\"stream\":true}";
 	case DIALECT_ANTHROPIC:
-		return "{\"model\":\"%M\",\"max_tokens\":%N,%S\"messages\":%G,"
+		/* the messages before the limit: a conversation's next turn opens
+		 * with the whole of its last, whatever limit each asks */
+		return "{\"model\":\"%M\",%S\"messages\":%G,\"max_tokens\":%N,"
 		    "\"stream\":true}";
 	case DIALECT_DIFY:
 		return "{\"inputs\":{},\"query\":%P,\"response_mode\":\"streaming\","
@@ -235,6 +267,11 @@ static const char *template_for(const struct load_conf *c)
 		return "{\"model\":\"%M\",\"messages\":%G,\"max_tokens\":%N,"
 		    "\"stream\":true,\"stream_options\":{\"include_usage\":true%U}}";
 	}
+}
+
+int load_body_chat(const struct load_conf *c)
+{
+	return strstr(template_for(c), "%G") != NULL;
 }
 
 int load_body_json(struct evbuffer *out, const struct load_conf *c,

@@ -125,6 +125,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 	struct load_conn *c = p->data;
 
 	meter_body(&c->m, at, len, c->now);
+	if (c->ctx->body != NULL)
+		c->ctx->body(c->arg, at, len);
 	if (c->ctx->lag != NULL)
 		load_lag_feed(&c->lag, at, len, c->now);
 	return 0;

@@ -41,6 +41,9 @@ struct load_conn_ctx {
 	socklen_t addrlen;
 	size_t max_event_bytes;
 	load_conn_done_fn done;
+	/* each piece of a response body as it is read (a conversation keeps
+	 * the answer's text), with the connection's arg; NULL: none */
+	void (*body)(void *arg, const char *at, size_t len);
 	struct loadstats *lag;      /* --lag: each stamped event's trip, or NULL */
 	struct load_tls *tls;       /* https, or NULL */
 	uint64_t opened;            /* connections opened, for the report */

@@ -19,7 +19,11 @@
 #include "load_conn.h"
 #include "load_prefix.h"
 #include "load_prompts.h"
+#include "load_psize.h"
+#include "load_shard.h"
+#include "load_session.h"
 #include "load_summary.h"
+#include "load_talk.h"
 #include "load_trace.h"
 #include "log.h"
 #include "net.h"
@@ -59,6 +63,12 @@ struct slot {
 	uint8_t phase, queued;
 	uint32_t backoff_ms;         /* closed loop: after a connect error */
 	struct event *backoff_ev;
+	/* a conversation (--turns, --sessions, --sharegpt), or NULL */
+	struct load_talk *talk;
+	struct event *think_ev;      /* its next turn, due at due */
+	uint64_t due;
+	uint32_t turn;               /* the request's turn, from 1 */
+	uint64_t session;
 };
 
 struct run {
@@ -80,11 +90,16 @@ struct run {
 	double next_at;              /* open loop: next arrival, µs */
 	size_t next_entry;           /* a trace's next entry */
 	uint64_t created, accepted, in_flight, max_in_flight, queued;
+	uint64_t count;              /* -n: this shard's share of it; 0: none */
+	uint64_t arrivals;           /* open loop: the plan's, every shard's */
 	uint64_t counted_in_flight;  /* counted requests not ended (or queued) */
 	uint64_t cooled;             /* cool-down requests */
 	int cooling;                 /* past the window: cool-down requests */
-	uint64_t rng;
+	uint64_t rng;                /* open loop: the arrivals' (the schedule) */
 	struct load_prefix_dist prefix;   /* --prefixes: each request's draw */
+	size_t next_session;         /* a file's next session */
+	uint64_t sessions;           /* sessions begun */
+	size_t users_done;           /* users a file has no session left for */
 	int stopping, failed;
 	int enough;                  /* the count is reached */
 	struct evbuffer *req;
@@ -300,10 +315,12 @@ static void window_closed(struct run *r)
 static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
 {
 	const struct load_conf *c = r->conf;
+	/* the plan's number: a count counts the whole plan's (load_shard.h) */
+	uint64_t g = load_shard_seq(r->created++, c->shard, c->shards);
 	int warmup = c->warmup_us > 0 ? t0 < r->start + c->warmup_us :
-	    r->created < c->warmup_count;
+	    g < c->warmup_count;
 
-	*seq = r->created++;
+	*seq = g;
 	if (r->cooling) {
 		r->cooled++;
 		return PH_COOLDOWN;
@@ -314,7 +331,7 @@ static enum phase created(struct run *r, uint64_t t0, uint64_t *seq)
 	open_window(r, t0);
 	/* the caller stops the issuing once this one is in flight, or the
 	 * run would end before it */
-	if (++r->accepted == c->count)
+	if (++r->accepted == r->count)
 		r->enough = 1;
 	return PH_COUNTED;
 }
@@ -328,6 +345,9 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	struct load_req rq;
 	char id[64];
 	uint64_t now = util_now_us();
+	/* what it asks is the seed's and its seq's alone: the same on any
+	 * shard, whatever was sent before it (load_shard.h) */
+	uint64_t rng = load_shard_rng(c->seed, p->seq);
 
 	memset(&rq, 0, sizeof(rq));
 	if (c->trace != NULL && p->entry < c->trace->n) {
@@ -335,23 +355,32 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.headers = te->headers;
 		rq.nheaders = te->nheaders;
 	}
-	if (c->prompts != NULL) {
-		rq.prompt = &c->prompts->v[rng_next(&r->rng) % c->prompts->n];
-		rq.prompt_tokens = rq.prompt->tokens;
+	if (s->talk != NULL) {
+		if (load_talk_turn(s->talk, c, &rng, &rq) < 0) {
+			run_failed(r, "conversation");
+			return;
+		}
+	} else if (c->prompts != NULL) {
+		rq.prompt = &c->prompts->v[rng_next(&rng) % c->prompts->n];
+		/* the file's text at the ratio given or calibrated */
+		rq.prompt_tokens = c->bytes_per_token == LOAD_PSIZE_DEFAULT ?
+		    rq.prompt->tokens : load_psize_tokens(rq.prompt->text_len,
+		    c->bytes_per_token);
 		rq.max_tokens = rq.prompt->max_tokens;
 	} else {
 		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
-		    load_conf_draw(&c->prompt_tokens, &r->rng);
+		    load_conf_draw(&c->prompt_tokens, &rng);
 	}
 	if (c->prefixes > 0) {
 		rq.prefix_tokens = c->prefix_tokens;
 		rq.prefix_seed = load_prefix_text_seed(&r->prefix,
 		    load_prefix_pick(&r->prefix, p->seq));
 	}
+	rq.bytes_per_token = c->bytes_per_token;
 	if (te != NULL && te->max_tokens)
 		rq.max_tokens = te->max_tokens;
 	if (rq.max_tokens == 0)
-		rq.max_tokens = load_conf_draw(&c->max_tokens, &r->rng);
+		rq.max_tokens = load_conf_draw(&c->max_tokens, &rng);
 	s->seq = p->seq;
 	s->t0 = p->t0;
 	s->phase = (uint8_t)p->phase;
@@ -360,6 +389,8 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	/* the whole prompt asked for: the shared prefix and its own part */
 	s->prompt_tokens = rq.prompt_tokens + rq.prefix_tokens;
 	s->max_tokens = rq.max_tokens;
+	s->turn = s->talk != NULL ? s->talk->turn : 0;
+	s->session = s->talk != NULL ? s->talk->session : 0;
 	if (r->opts->id_prefix != NULL) {
 		snprintf(id, sizeof(id), "%s-%llu", r->opts->id_prefix,
 		    (unsigned long long)s->seq);
@@ -372,7 +403,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		return;
 	}
 	evbuffer_drain(r->req, evbuffer_get_length(r->req));
-	if (load_body_request(r->req, c, &rq, &r->rng) < 0) {
+	if (load_body_request(r->req, c, &rq, &rng) < 0) {
 		run_failed(r, "request");
 		return;
 	}
@@ -392,10 +423,10 @@ static int past_window(struct run *r, uint64_t t0)
 	return !r->cooling;
 }
 
-/* Closed loop: the user sends its next request now. */
-static void user_next(struct run *r, struct slot *s)
+/* Closed loop: the user sends a request intended at t0. */
+static void user_send(struct run *r, struct slot *s, uint64_t t0)
 {
-	struct pending p = { util_now_us(), 0, SIZE_MAX, 0 };
+	struct pending p = { t0, 0, SIZE_MAX, 0 };
 
 	if (r->stopping || past_window(r, p.t0))
 		return;
@@ -403,6 +434,80 @@ static void user_next(struct run *r, struct slot *s)
 	launch(r, s, &p, 0);
 	if (r->enough && !r->cooling)
 		window_closed(r);
+}
+
+/* The user's next session: a file's next (its first turn due at its
+ * start, or when the user is free), or one of drawn turns, due now.
+ * Returns 0, or -1 when the file has none left. */
+static int talk_begin(struct run *r, struct slot *s, uint64_t now)
+{
+	const struct load_sessions *f = r->conf->sessions;
+	const struct load_session *se;
+
+	if (f == NULL) {
+		load_talk_begin(s->talk, NULL, load_conf_draw(&r->conf->turns, &r->rng),
+		    r->sessions++);
+		s->due = now;
+		return 0;
+	}
+	if (r->next_session >= f->n)
+		return -1;
+	se = &f->v[r->next_session++];
+	load_talk_begin(s->talk, se, 0, r->sessions++);
+	/* --trace-speed: the session's start, as its think times */
+	s->due = r->start + (uint64_t)((double)se->start_us / r->conf->trace_speed);
+	if (s->due < now)
+		s->due = now;
+	return 0;
+}
+
+/* Closed loop: the user sends its next request now; holding a
+ * conversation, its next turn when it is due: the think time after the
+ * answer before it, timed from that answer's end, so that the turn's
+ * own lateness counts in its latency. */
+static void user_next(struct run *r, struct slot *s)
+{
+	uint64_t now = util_now_us();
+
+	if (r->stopping)
+		return;
+	if (s->talk == NULL) {
+		user_send(r, s, now);
+		return;
+	}
+	if (!load_talk_more(s->talk)) {
+		if (talk_begin(r, s, now) < 0) {
+			/* every user's file is done: so is the run */
+			if (++r->users_done == r->max_slots)
+				stop_issuing(r);
+			return;
+		}
+	} else {
+		s->due = s->talk->end_us + load_talk_think(s->talk, r->conf, &r->rng);
+	}
+	if (s->due > now) {
+		arm(s->think_ev, s->due - now);
+		return;
+	}
+	user_send(r, s, s->due);
+}
+
+static void on_think(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+
+	(void)fd;
+	(void)what;
+	user_send(s->r, s, s->due);
+	check_end(s->r);
+}
+
+static void slot_body(void *arg, const char *at, size_t len)
+{
+	struct slot *s = arg;
+
+	if (s->talk != NULL)
+		load_talk_feed(s->talk, at, len);
 }
 
 static int queue_push(struct run *r, const struct pending *p)
@@ -483,6 +588,8 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 	x.warmup = s->phase == PH_WARMUP;
 	x.cooldown = s->phase == PH_COOLDOWN;
 	x.queued = s->queued;
+	x.turn = s->turn;
+	x.session = s->session;
 	/* sent at t0 + lag; a new connection was ready at t_conn */
 	if (!e->reused && m->t_conn != 0 && m->t_conn >= s->t0 + (uint64_t)s->lag_us)
 		x.connect_us = (int64_t)(m->t_conn - s->t0 - (uint64_t)s->lag_us);
@@ -490,6 +597,12 @@ static void slot_done(void *arg, struct load_conn *c, const struct meter *m,
 		run_failed(r, "samples");
 	r->in_flight--;
 	r->last_end = util_now_us();
+	/* the answer joins the conversation, or ends it; the think time
+	 * counts from its last byte's read, so that a late callback here is
+	 * the next turn's dispatch lag, not a longer think */
+	if (s->talk != NULL && load_talk_answered(s->talk, x.outcome == OUTCOME_OK,
+	    x.duration_us >= 0 ? m->t_end : r->last_end) < 0 && !r->failed)
+		run_failed(r, "conversation");
 	preflight_check(r, &x, e);
 	/* the last counted request ended: the cool-down has done its work */
 	if (s->phase == PH_COUNTED && --r->counted_in_flight == 0 && r->cooling)
@@ -543,7 +656,10 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* a late timer still gives every arrival its own intended time */
 	while (!r->stopping && r->next_at <= (double)now) {
-		arrive(r, (uint64_t)r->next_at, r->conf->trace ? r->next_entry : SIZE_MAX);
+		/* every shard draws the whole schedule and sends its own */
+		if (load_shard_mine(r->arrivals++, r->conf->shard, r->conf->shards))
+			arrive(r, (uint64_t)r->next_at, r->conf->trace ? r->next_entry :
+			    SIZE_MAX);
 		r->next_at = next_arrival(r);
 		if (isinf(r->next_at)) {
 			stop_issuing(r);
@@ -689,7 +805,7 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
 		    fmax(0, (double)(r->window_start + c->duration_us - util_now_us()) / 1e6));
 	else if (c->count > 0)
 		snprintf(left, sizeof left, ", %llu of %llu sent",
-		    (unsigned long long)r->accepted, (unsigned long long)c->count);
+		    (unsigned long long)r->accepted, (unsigned long long)r->count);
 	p95 = recent_ttft_p95(r->st);
 	fprintf(stderr, "\r%s%s%.1f s%s  done %llu  in flight %llu  queued %zu  "
 	    "errors %llu  p95 TTFT ", r->opts->label ? r->opts->label : "",
@@ -748,10 +864,14 @@ static int resolve(struct run *r, struct evdns_base *dns)
 
 static int setup(struct run *r)
 {
+	const struct load_conf *c = r->conf;
 	struct timeval sec = {1, 0};
 
-	r->max_slots = r->open_loop ? (r->conf->concurrency_set ?
-	    r->conf->concurrency : OPEN_MAX_CONNS) : r->conf->concurrency;
+	/* a closed loop's users, and an open loop's -c, dealt to the shards */
+	r->max_slots = r->open_loop && !c->concurrency_set ? OPEN_MAX_CONNS :
+	    load_shard_share(0, c->concurrency, c->shard, c->shards);
+	r->count = c->count ? load_shard_share(c->warmup_count, c->count, c->shard,
+	    c->shards) : 0;
 	r->slots = calloc(r->max_slots, sizeof(*r->slots));
 	r->idle = calloc(r->max_slots, sizeof(*r->idle));
 	r->req = evbuffer_new();
@@ -759,6 +879,21 @@ static int setup(struct run *r)
 		return -1;
 	for (size_t i = 0; i < r->max_slots; i++)
 		r->slots[i].r = r;
+	if (r->conf->turns.min > 0 || r->conf->sessions != NULL) {
+		r->ctx.body = slot_body;
+		for (size_t i = 0; i < r->max_slots; i++) {
+			struct slot *s = &r->slots[i];
+			if ((s->talk = malloc(sizeof(*s->talk))) == NULL)
+				return -1;
+			if (load_talk_init(s->talk, r->dialect) < 0) {
+				free(s->talk);
+				s->talk = NULL;
+				return -1;
+			}
+			if ((s->think_ev = evtimer_new(r->base, on_think, s)) == NULL)
+				return -1;
+		}
+	}
 	r->deadline_ev = evtimer_new(r->base, on_deadline, r);
 	r->slip_ev = evtimer_new(r->base, on_slip, r);
 	if (r->deadline_ev == NULL || r->slip_ev == NULL)
@@ -786,6 +921,11 @@ static void teardown(struct run *r)
 		load_conn_free(r->slots[i].conn);
 		if (r->slots[i].backoff_ev != NULL)
 			event_free(r->slots[i].backoff_ev);
+		if (r->slots[i].think_ev != NULL)
+			event_free(r->slots[i].think_ev);
+		if (r->slots[i].talk != NULL)
+			load_talk_free(r->slots[i].talk);
+		free(r->slots[i].talk);
 	}
 	free(r->slots);
 	free(r->idle);
@@ -895,6 +1035,11 @@ int load_run(struct event_base *base, struct evdns_base *dns,
 	r.ctx.tls = o->tls;
 	if (c->prefixes > 0 && load_prefix_dist_init(&r.prefix, c) < 0) {
 		log_error("out of memory");
+		goto done;
+	}
+	if ((c->turns.min > 0 || c->sessions != NULL) && !load_body_chat(c)) {
+		log_error("conversations need a chat API's messages: OpenAI "
+		    "/v1/chat/completions, Anthropic /v1/messages or Ollama /api/chat");
 		goto done;
 	}
 	if (load_run_interrupted() > 0 || resolve(&r, dns) < 0)

@@ -25,6 +25,7 @@ void load_result_init(struct load_result *r, enum load_kind kind,
 	snprintf(r->run_id, sizeof(r->run_id), "tl%08llx",
 	    (unsigned long long)(rng_next(&seed) & 0xffffffffull));
 	load_pcts_default(&r->pcts);
+	load_psize_init(&r->psize);
 	r->knee = r->saturated_at = -1;
 	r->input_fit.slope = r->input_fit.intercept = r->input_fit.r2 = NAN;
 	for (size_t i = 0; i < 2; i++) {

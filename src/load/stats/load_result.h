@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "load_conf.h"
+#include "load_psize.h"
 #include "load_slo.h"
 #include "load_summary.h"
 #include "loadstats.h"
@@ -139,6 +140,7 @@ struct load_result {
 	int argc;
 	char **argv;
 	const struct load_conf *conf;   /* the base parameters */
+	struct load_psize psize;     /* how synthetic prompts were sized */
 	struct load_pcts pcts;
 	struct load_slo slo;         /* n == 0: none */
 	uint64_t slice_us;
@@ -157,6 +159,11 @@ struct load_result {
 	size_t ncapacity;
 	int interrupted;
 	int failed;                  /* a level could not run */
+	/* tokentap-load merge: the shards joined (0: not a merge), the plan
+	 * they ran (its digest) and how far apart their levels started */
+	unsigned merged;
+	char plan[20];
+	double merged_skew_s;
 };
 
 void load_result_init(struct load_result *r, enum load_kind kind,

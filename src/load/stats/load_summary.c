@@ -110,6 +110,7 @@ void load_dist_of(double *v, size_t n, const struct load_pcts *p,
 void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
 {
 	double mx = 0, my = 0, sxx = 0, sxy = 0, syy = 0;
+	int varies = 0;
 
 	f->n = n;
 	f->slope = f->intercept = f->r2 = NAN;
@@ -118,7 +119,12 @@ void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
 	for (size_t i = 0; i < n; i++) {
 		mx += x[i];
 		my += y[i];
+		varies |= x[i] != x[0];
 	}
+	/* the rounding of the mean of a constant x leaves sxx a hair above
+	 * 0 and a line of any slope (R² 1e-31): a constant x has no fit */
+	if (!varies)
+		return;
 	mx /= (double)n;
 	my /= (double)n;
 	for (size_t i = 0; i < n; i++) {
@@ -388,23 +394,62 @@ static void slice_q(struct kv *kv, size_t n, double *vals, struct load_slice *sl
 	}
 }
 
-/* The slices of [window_start, window_end): requests by their intended
- * send time, tokens where they were emitted. */
+/* The windows of a level's runs (independent replications, one after
+ * the other on the level's timeline): the given ones, or its one window.
+ * Returns how many, at most LOAD_SUM_RUNS. */
+static size_t runs_of(const struct load_sum_in *in, uint64_t (*win)[2])
+{
+	size_t n = 0;
+
+	if (in->nwindows > 1) {
+		for (; n < in->nwindows && n < LOAD_SUM_RUNS; n++) {
+			win[n][0] = in->windows[n][0];
+			win[n][1] = in->windows[n][1];
+		}
+		return n;
+	}
+	win[0][0] = in->window_start_us;
+	win[0][1] = in->window_end_us;
+	return 1;
+}
+
+/* The run whose time holds t: the last to start at or before it. */
+static size_t run_at(uint64_t (*win)[2], size_t nw, uint64_t t)
+{
+	size_t j = 0;
+
+	while (j + 1 < nw && win[j + 1][0] <= t)
+		j++;
+	return j;
+}
+
+/* The slices of each run's window [start, end): requests by their
+ * intended send time, tokens where they were emitted. A slice never
+ * spans the seam between two runs: the gap between them is no load. */
 static int slices(const struct load_sum_in *in, struct load_summary *sum, double *buf)
 {
 	const struct loadstats *st = in->st;
-	uint64_t end = in->window_end_us, w = in->slice_us, from = in->window_start_us;
+	uint64_t win[LOAD_SUM_RUNS][2], w = in->slice_us, span = 0;
+	size_t base[LOAD_SUM_RUNS + 1], nw = runs_of(in, win);
 	struct kv *kt, *kp;
-	size_t ns, nt = 0, np = 0;
+	size_t ns = 0, nt = 0, np = 0;
 	double *tok;
 
-	if (w == 0 || end <= from)
+	for (size_t j = 0; j < nw; j++)
+		span += win[j][1] > win[j][0] ? win[j][1] - win[j][0] : 0;
+	if (w == 0 || span == 0)
 		return 0;
-	ns = (size_t)((end - from + w - 1) / w);
-	if (ns > LOAD_MAX_SLICES) {
+	for (;;) {
+		ns = 0;
+		for (size_t j = 0; j < nw; j++) {
+			base[j] = ns;
+			ns += win[j][1] > win[j][0] ? (size_t)((win[j][1] - win[j][0] + w - 1) / w) : 0;
+		}
+		base[nw] = ns;
+		if (ns <= LOAD_MAX_SLICES)
+			break;
 		/* a longer run gets wider slices, never a cut one */
-		w = (end - from + LOAD_MAX_SLICES - 1) / LOAD_MAX_SLICES;
-		ns = (size_t)((end - from + w - 1) / w);
+		w = (span + LOAD_MAX_SLICES - 1) / (LOAD_MAX_SLICES - nw) + 1;
 	}
 	sum->slices = calloc(ns, sizeof(*sum->slices));
 	kt = malloc((st->n + 1) * sizeof(*kt));
@@ -420,19 +465,24 @@ static int slices(const struct load_sum_in *in, struct load_summary *sum, double
 	sum->slice_s = (double)w / 1e6;
 	for (size_t i = 0; i < st->n; i++) {
 		const struct load_sample *s = &st->v[i];
-		size_t k;
+		size_t k, j = run_at(win, nw, s->start_us);
+		uint64_t from = win[j][0], end = win[j][1];
 
-		if (s->first_token_us >= 0 && s->output_tokens > 0) {
+		/* tokens where they were emitted, whichever request's */
+		for (size_t r = 0; r < nw && s->first_token_us >= 0 && s->output_tokens > 0; r++) {
 			uint64_t f = (uint64_t)s->first_token_us, l = (uint64_t)s->last_token_us;
-			size_t k0 = f > from ? (size_t)((f - from) / w) : 0;
-			size_t k1 = l > from ? (size_t)((l - from) / w) : 0;
-			for (k = k0; k <= k1 && k < ns; k++)
-				tok[k] += tokens_in(s, (double)(from + k * w),
-				    (double)(from + (k + 1) * w));
+			uint64_t a = win[r][0], stop = win[r][1];
+			size_t k0 = f > a ? (size_t)((f - a) / w) : 0;
+			size_t k1 = l > a ? (size_t)((l - a) / w) : 0;
+			/* a run's last slice is cut at its window's end: its tokens
+			 * are those it spans, as its rate divides by its span */
+			for (k = k0; k <= k1 && base[r] + k < base[r + 1]; k++)
+				tok[base[r] + k] += tokens_in(s, (double)(a + k * w),
+				    (double)(a + (k + 1) * w < stop ? a + (k + 1) * w : stop));
 		}
 		if (!measured(s) || s->start_us < from || s->start_us >= end)
 			continue;
-		k = (size_t)((s->start_us - from) / w);
+		k = base[j] + (size_t)((s->start_us - from) / w);
 		sum->slices[k].requests++;
 		if (s->outcome != OUTCOME_OK) {
 			sum->slices[k].errors++;
@@ -446,41 +496,94 @@ static int slices(const struct load_sum_in *in, struct load_summary *sum, double
 	}
 	slice_q(kt, nt, buf, sum->slices, ns, 0);
 	slice_q(kp, np, buf, sum->slices, ns, 1);
-	for (size_t k = 0; k < ns; k++) {
-		struct load_slice *sl = &sum->slices[k];
-		uint64_t b = from + (k + 1) * w;
+	for (size_t j = 0; j < nw; j++)
+		for (size_t k = base[j]; k < base[j + 1]; k++) {
+			struct load_slice *sl = &sum->slices[k];
+			uint64_t a = win[j][0] + (k - base[j]) * w, b = a + w;
 
-		sl->start_s = (double)(from + k * w) / 1e6;
-		sl->end_s = (double)(b < end ? b : end) / 1e6;
-		sl->output_tokens = (uint64_t)(tok[k] + 0.5);
-		sl->output_tokens_per_s = sl->end_s > sl->start_s ?
-		    tok[k] / (sl->end_s - sl->start_s) : 0;
-	}
+			sl->run = (unsigned)j;
+			sl->start_s = (double)a / 1e6;
+			sl->end_s = (double)(b < win[j][1] ? b : win[j][1]) / 1e6;
+			sl->output_tokens = (uint64_t)(tok[k] + 0.5);
+			sl->output_tokens_per_s = sl->end_s > sl->start_s ?
+			    tok[k] / (sl->end_s - sl->start_s) : 0;
+		}
 	free(kt);
 	free(kp);
 	free(tok);
 	return 0;
 }
 
-/* TTFT against the start (drift, ms per minute) and against the input
- * tokens (ms per thousand), over the ok measured requests. */
-static int fits(const struct loadstats *st, struct load_summary *sum)
+void load_fit_runs(const double *x, const double *y, const size_t *run, size_t n,
+    struct load_fit *f)
 {
-	double *x = calloc(st->n + 1, sizeof(*x)), *y = calloc(st->n + 1, sizeof(*y));
-	size_t n = 0;
+	double mx[LOAD_SUM_RUNS] = {0}, my[LOAD_SUM_RUNS] = {0}, x0[LOAD_SUM_RUNS];
+	double ax = 0, ay = 0, sxx = 0, sxy = 0, syy = 0;
+	size_t c[LOAD_SUM_RUNS] = {0};
+	int varies = 0;
 
-	if (x == NULL || y == NULL) {
+	f->n = n;
+	f->slope = f->intercept = f->r2 = NAN;
+	if (n < 2)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = run[i] < LOAD_SUM_RUNS ? run[i] : LOAD_SUM_RUNS - 1;
+		if (c[j]++ == 0)
+			x0[j] = x[i];
+		varies |= x[i] != x0[j];
+		mx[j] += x[i];
+		my[j] += y[i];
+		ax += x[i];
+		ay += y[i];
+	}
+	/* see load_fit_of: constant within every run, no fit */
+	if (!varies)
+		return;
+	for (size_t j = 0; j < LOAD_SUM_RUNS; j++)
+		if (c[j] > 0) {
+			mx[j] /= (double)c[j];
+			my[j] /= (double)c[j];
+		}
+	for (size_t i = 0; i < n; i++) {
+		size_t j = run[i] < LOAD_SUM_RUNS ? run[i] : LOAD_SUM_RUNS - 1;
+		sxx += (x[i] - mx[j]) * (x[i] - mx[j]);
+		sxy += (x[i] - mx[j]) * (y[i] - my[j]);
+		syy += (y[i] - my[j]) * (y[i] - my[j]);
+	}
+	if (sxx <= 0)
+		return;
+	f->slope = sxy / sxx;
+	f->intercept = ay / (double)n - f->slope * ax / (double)n;
+	f->r2 = syy > 0 ? sxy * sxy / (sxx * syy) : 1.0;
+}
+
+/* TTFT against the start (drift, ms per minute, within each run: each
+ * run's times moved onto the first's, so that a seam is no minute) and
+ * against the input tokens (ms per thousand), over the ok measured
+ * requests. */
+static int fits(const struct load_sum_in *in, struct load_summary *sum)
+{
+	const struct loadstats *st = in->st;
+	double *x = calloc(st->n + 1, sizeof(*x)), *y = calloc(st->n + 1, sizeof(*y));
+	size_t *run = calloc(st->n + 1, sizeof(*run));
+	uint64_t win[LOAD_SUM_RUNS][2];
+	size_t n = 0, nw = runs_of(in, win);
+
+	if (x == NULL || y == NULL || run == NULL) {
 		free(x);
 		free(y);
+		free(run);
 		return -1;
 	}
 	for (size_t i = 0; i < st->n; i++) {
 		if (ok(&st->v[i]) && st->v[i].ttft_us >= 0) {
-			x[n] = (double)st->v[i].start_us / 60e6;
+			size_t j = run_at(win, nw, st->v[i].start_us);
+			x[n] = (double)(st->v[i].start_us - (win[j][0] - win[0][0])) / 60e6;
+			run[n] = j;
 			y[n++] = (double)st->v[i].ttft_us / 1e3;
 		}
 	}
-	load_fit_of(x, y, n, &sum->drift);
+	load_fit_runs(x, y, run, n, &sum->drift);
 	n = 0;
 	for (size_t i = 0; i < st->n; i++) {
 		const struct load_sample *s = &st->v[i];
@@ -494,6 +597,7 @@ static int fits(const struct loadstats *st, struct load_summary *sum)
 	load_fit_of(x, y, n, &sum->input_fit);
 	free(x);
 	free(y);
+	free(run);
 	return 0;
 }
 
@@ -545,13 +649,14 @@ int load_summary(const struct load_sum_in *in, struct load_summary *sum)
 	for (size_t i = 0; i < st->nlag; i++)
 		buf[i] = (double)st->lag[i] / 1e3;
 	load_dist_of(buf, st->nlag, p, &sum->event_lag);
-	if (slices(in, sum, buf) < 0 || fits(st, sum) < 0) {
+	if (slices(in, sum, buf) < 0 || fits(in, sum) < 0) {
 		free(buf);
 		load_summary_free(sum);
 		return -1;
 	}
 	free(buf);
 	generator(in, sum, lag_p99);
+	load_psize_check_of(st, &sum->prompt);
 	return 0;
 }
 

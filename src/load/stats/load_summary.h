@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "goodput.h"
+#include "load_psize.h"
 #include "loadstats.h"
 
 #define LOAD_MAX_PCTS 16
@@ -55,6 +56,7 @@ struct load_fit {
 
 /* A stretch of the run, by the requests' intended send time. */
 struct load_slice {
+	unsigned run;               /* the level's run (replication) it is of, from 0 */
 	double start_s, end_s;      /* from the level's start */
 	uint64_t requests, ok, errors;
 	uint64_t output_tokens;     /* emitted in the slice (spread) */
@@ -79,6 +81,7 @@ struct load_summary {
 	uint64_t requests, ok, errors;
 	uint64_t outcomes[OUTCOME_COUNT];
 	uint64_t output_tokens, input_tokens;
+	struct load_psize_check prompt;   /* tokens asked beside the target's count */
 	double error_rate;          /* errors / requests; 0 without requests */
 	/* throughput inside the window */
 	double window_s;
@@ -102,7 +105,8 @@ struct load_summary {
 	struct load_slice *slices;
 	size_t nslices;
 	double slice_s;
-	struct load_fit drift;      /* TTFT (ms) against start (minutes) */
+	struct load_fit drift;      /* TTFT (ms) against start (minutes), within
+	                             * each run (load_fit_runs) */
 	struct load_fit input_fit;  /* TTFT (ms) against input tokens (thousands) */
 	struct load_gen gen;
 };
@@ -115,7 +119,8 @@ struct load_sum_in {
 	uint64_t window_start_us;   /* from the level's start */
 	uint64_t window_end_us;
 	/* nwindows > 0: the throughput of these windows instead (a level's
-	 * runs, each its own [start, end), from the level's start) */
+	 * runs, each its own [start, end), from the level's start); with
+	 * more than one, the slices and the drift are each run's */
 	const uint64_t (*windows)[2];
 	size_t nwindows;
 	uint64_t slice_us;          /* 0: no slices */
@@ -139,6 +144,14 @@ void load_dist_of(double *v, size_t n, const struct load_pcts *p,
 double load_quantile(const double *v, size_t n, double pct);
 /* Least squares over n points. */
 void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f);
+/* The runs of a level a sum takes apart at most (a level's repeats). */
+#define LOAD_SUM_RUNS 16
+/* Least squares with an intercept of each run's own (run[i] of point i,
+ * from 0): the slope within the runs, what independent replications
+ * share, not the jumps between them; r2 within them too. One run: as
+ * load_fit_of. */
+void load_fit_runs(const double *x, const double *y, const size_t *run, size_t n,
+    struct load_fit *f);
 
 /* Summarises a level into *sum (freed by load_summary_free). Returns 0, or
  * -1 when memory ran out. */

@@ -36,6 +36,8 @@ struct load_sample {
 	uint32_t token_chunks;    /* of them, token-bearing */
 	uint32_t prompt_tokens;   /* asked for */
 	uint32_t max_tokens;
+	uint32_t turn;            /* a conversation's turn, from 1; 0: none */
+	uint64_t session;         /* that conversation's number in the level */
 	size_t itl_off;           /* its gaps: loadstats.itl[itl_off .. + itl_n) */
 	uint32_t itl_n;
 	unsigned status;          /* 0: no response head */

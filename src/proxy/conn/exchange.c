@@ -159,14 +159,20 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 	return 0;
 }
 
-static int on_res_body(llhttp_t *p, const char *at, size_t len)
+/* A piece of the response's body, from llhttp or the chunk decoder. */
+static void res_data(void *arg, const char *at, size_t len)
 {
-	struct exchange *x = xchg(p);
+	struct exchange *x = arg;
 	meter_body(&x->meter, at, len, x->meter.now);
 	if (x->decode) {
 		evbuffer_add(x->client_out, at, len);
 		x->bytes_out += len;
 	}
+}
+
+static int on_res_body(llhttp_t *p, const char *at, size_t len)
+{
+	res_data(xchg(p), at, len);
 	return 0;
 }
 
@@ -745,26 +751,57 @@ static void forward_bytes(struct exchange *x, struct evbuffer *out,
 		drop_copy(x);
 }
 
+/* A body's bytes: the response's through the chunk decoder while its
+ * chunks are plain, then (and anything else) through llhttp. *at: where
+ * a pause (the message's end) or an error stopped it. */
+static enum llhttp_errno body_execute(struct exchange *x, llhttp_t *p,
+    const char *buf, size_t len, const char **at)
+{
+	struct chunked *c = &x->res_chunks;
+	enum llhttp_errno e;
+	size_t n = 0;
+
+	if (p == &x->res && c->state != CHUNKED_OFF) {
+		n = chunked_feed(c, buf, len, res_data, x);
+		if (c->state == CHUNKED_BAD) {
+			*at = buf + n;
+			return HPE_INVALID_CHUNK_SIZE;
+		}
+		if (c->state != CHUNKED_OFF)
+			return HPE_OK;
+		/* llhttp reads on from the size line the decoder stopped in */
+		if (c->held_len > 0 &&
+		    (e = llhttp_execute(p, c->held, c->held_len)) != HPE_OK) {
+			*at = llhttp_get_error_pos(p);
+			return e;
+		}
+		c->held_len = 0;
+	}
+	e = llhttp_execute(p, buf + n, len - n);
+	*at = e == HPE_OK ? buf + len : llhttp_get_error_pos(p);
+	return e;
+}
+
 /* Parses what `in` holds of a body with llhttp p; *used of it belongs to
  * the message: up to its end (where the parser paused) or to a framing
  * error, the bytes before which were parsed (and measured) too. */
-static int parse_buffer(llhttp_t *p, struct evbuffer *in, size_t *used)
+static int parse_buffer(struct exchange *x, llhttp_t *p, struct evbuffer *in,
+    size_t *used)
 {
 	struct evbuffer_iovec v[8];
 	int n = evbuffer_peek(in, -1, NULL, v, 8);
 	size_t total = 0;
 
 	for (int i = 0; i < n && i < 8; i++) {
-		enum llhttp_errno e = llhttp_execute(p, v[i].iov_base, v[i].iov_len);
 		const char *at, *b;
-		if (xchg(p)->meter.ft_pending)
-			meter_read_end(&xchg(p)->meter, e == HPE_OK && i == n - 1 ?
+		enum llhttp_errno e = body_execute(x, p, v[i].iov_base, v[i].iov_len, &at);
+		if (x->meter.ft_pending)
+			meter_read_end(&x->meter, e == HPE_OK && i == n - 1 ?
 			    (const char *)v[i].iov_base + v[i].iov_len : NULL);
 		if (e == HPE_OK) {
 			total += v[i].iov_len;
 			continue;
 		}
-		at = llhttp_get_error_pos(p);
 		b = v[i].iov_base;
 		if (at != NULL && at >= b && at <= b + v[i].iov_len)
 			total += (size_t)(at - b);
@@ -787,7 +824,7 @@ int exchange_request_body(struct exchange *x, struct evbuffer *in,
 
 	do {
 		trailers = x->req_trailers;
-		r = x->req_done ? 0 : parse_buffer(&x->req, in, &used);
+		r = x->req_done ? 0 : parse_buffer(x, &x->req, in, &used);
 		x->bytes_in += used;
 		if (r < 0 && x->body_too_large)
 			return rejected(v, 413, "request_too_large",
@@ -925,6 +962,7 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 
 	llhttp_init(&x->res, HTTP_RESPONSE, &res_settings);
 	x->res.data = x;
+	chunked_start(&x->res_chunks, 0);
 	r = parse_head(x, &x->res, &rs, p, head_len);
 	rs.status = x->res.status_code;
 	if (r < 0 || has_obs_fold(p, head_len))
@@ -958,6 +996,8 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	}
 	if (!x->held)
 		drop_copy(x);
+	/* a body to come, chunked: the decoder reads its plain chunks */
+	chunked_start(&x->res_chunks, (x->res.flags & F_CHUNKED) && !x->res_done);
 	x->status = rs.status;
 	ct = httphead_find(rs.h, rs.n, "content-type");
 	ce = httphead_find(rs.h, rs.n, "content-encoding");
@@ -985,7 +1025,7 @@ int exchange_parse_body(struct exchange *x, struct evbuffer *in, size_t *used)
 	*used = 0;
 	if (x->res_done)
 		return 0;
-	return parse_buffer(&x->res, in, used);
+	return parse_buffer(x, &x->res, in, used);
 }
 
 int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
@@ -997,7 +1037,7 @@ int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
 	*used = 0;
 	if (x->res_done)
 		return 0;
-	e = llhttp_execute(&x->res, buf, len);
+	e = body_execute(x, &x->res, buf, len, &at);
 	if (x->meter.ft_pending)
 		meter_read_end(&x->meter, buf + len);
 	if (e == HPE_OK) {
@@ -1005,7 +1045,6 @@ int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
 		return 0;
 	}
 	/* paused at the response's end, or failed: what came before counts */
-	at = llhttp_get_error_pos(&x->res);
 	if (at != NULL && at >= buf && at <= buf + len)
 		*used = (size_t)(at - buf);
 	return e == HPE_PAUSED ? 0 : -1;

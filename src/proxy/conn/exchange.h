@@ -16,6 +16,7 @@
 #include <llhttp.h>
 
 #include "accesslog.h"
+#include "chunked.h"
 #include "config.h"
 #include "vitals.h"
 #include "httphead.h"
@@ -62,6 +63,7 @@ struct exchange {
 	struct evbuffer *client_out;  /* where a decoded body goes (HTTP/1.0) */
 
 	llhttp_t req, res;
+	struct chunked res_chunks;    /* the response body's steady state */
 	struct http_head *head;       /* while a head is being parsed */
 	struct json_model_scan model_scan;
 	struct meter meter;
