@@ -195,6 +195,34 @@ static void count_event(struct meter *m, const struct dialect_info *info)
 		m->first_event_tokens = 1;
 }
 
+/* Only line ends in [p, end)? */
+static int line_ends(const char *p, const char *end)
+{
+	for (; p < end; p++)
+		if (*p != '\r' && *p != '\n')
+			return 0;
+	return 1;
+}
+
+/* The first token's event, at its read: the doubt's inputs. Its data
+ * reported in place and followed in the feed by line ends only (its
+ * own, and the blank line) is the feed's last: the read's last too when
+ * the feed ended it (meter_read_end). An event copied from several feeds
+ * or joined from several data lines is not judged: doubted. */
+static void first_token_read(struct meter *m, const struct sse_event *ev)
+{
+	const char *end = ev->data != NULL ? ev->data + ev->data_len : NULL;
+
+	m->ft_floor = m->now_floor;
+	m->ft_kernel = m->now_kernel;
+	m->ft_whole = m->now_whole;
+	m->ft_last = m->now_whole && m->feed != NULL && end != NULL && ev->data >= m->feed &&
+	    end <= m->feed_end && m->feed_end - end <= 4 &&
+	    line_ends(end, m->feed_end);
+	m->ft_end = m->feed_end;
+	m->ft_pending = 1;
+}
+
 /* One dispatched event, at the time of the read that completed it. */
 static void on_event(void *arg, const struct sse_event *ev)
 {
@@ -218,6 +246,7 @@ static void on_event(void *arg, const struct sse_event *ev)
 		if (m->token_events == 0) {
 			m->t_first_token = m->now;
 			m->held_first = m->held_us;
+			first_token_read(m, ev);
 		} else if (m->held_us != m->held_last) {
 			token_after_hold(m);
 		} else {
@@ -350,6 +379,8 @@ void meter_body(struct meter *m, const char *p, size_t len, uint64_t now)
 	uint64_t ka;
 
 	m->now = now;
+	m->feed = m->dec == NULL && p != NULL ? p : NULL;
+	m->feed_end = p != NULL ? p + len : NULL;
 	if (m->dec == NULL) {
 		/* decoded()'s work, without its call: this is every read */
 		if (m->unmeasured)
@@ -453,6 +484,28 @@ void meter_free(struct meter *m)
 	free(m->body);
 	m->body = NULL;
 	m->body_len = m->body_cap = 0;
+}
+
+void meter_read_end(struct meter *m, const char *end)
+{
+	m->ft_pending = 0;
+	if (end == NULL || end < m->ft_end || end - m->ft_end > 2 ||
+	    !line_ends(m->ft_end, end))
+		m->ft_last = 0;
+}
+
+int64_t meter_ttft_doubt_us(const struct meter *m)
+{
+	uint64_t floor = m->ft_floor > m->t0 ? m->ft_floor : m->t0;
+
+	if (meter_ttft_us(m) < 0)
+		return -1;
+	/* complete: its event ended the read, and the read was judged */
+	if (m->ft_kernel && m->ft_last && !m->ft_pending)
+		return 0;
+	/* no floor of its own (a sniffed stream's first event turned out
+	 * to be its first token): the request's start */
+	return m->t_first_token > floor ? (int64_t)(m->t_first_token - floor) : 0;
 }
 
 int64_t meter_ttft_us(const struct meter *m)

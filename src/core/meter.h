@@ -75,6 +75,19 @@ struct meter {
 	 * kernel's receive stamps, or the event loop's clock (no stamp, a
 	 * clock step, timestamps: loop); the proxy counts them */
 	uint32_t stamps_kernel, stamps_loop;
+	/* doubt (docs/measurement.md, "Doubt"): the bytes of the read being
+	 * parsed arrived after now_floor (the last time the socket was found
+	 * drained, before that read: they were not there yet) and by now;
+	 * now_kernel: now is the kernel's stamp of its newest segment. The
+	 * first token's read's (ft_floor, ft_kernel), and ft_last: its event
+	 * ended the read (only line ends after its data), so the stamp of
+	 * the newest segment is the event's own (the exchange judges the
+	 * read's end, the meter its feed's: ft_pending until it did; a read
+	 * not whole, TLS's, is never judged: now_whole, ft_whole) */
+	uint64_t now_floor;
+	uint64_t ft_floor;
+	uint8_t now_kernel, now_whole, ft_kernel, ft_whole, ft_last, ft_pending;
+	const char *ft_end;          /* where its feed ended (ft_pending) */
 
 	enum dialect_id dialect;
 	unsigned sniff;              /* events left to find the dialect in */
@@ -153,6 +166,8 @@ struct meter {
 
 	/* private */
 	uint64_t now;                /* timestamp of the read being parsed */
+	const char *feed, *feed_end; /* the bytes meter_body is parsing, when
+	                              * the parser sees them as they came */
 	size_t max_event_bytes;
 	struct sse_parser sse;
 	struct decoder *dec;         /* gzip / deflate: the meter reads it decoded */
@@ -223,6 +238,16 @@ int meter_no_token(const struct meter *m, enum meter_outcome o);
 
 /* Derived figures; -1 where undefined. */
 int64_t meter_ttft_us(const struct meter *m);
+/* TTFT's doubt: the first token truly arrived within [TTFT - doubt, TTFT]
+ * (docs/measurement.md, "Doubt"). 0 where the kernel stamped the read and
+ * the first token's event ended it; else the time from the read's floor
+ * to its stamp. -1 where there is no TTFT. */
+int64_t meter_ttft_doubt_us(const struct meter *m);
+/* The read that carried the first token ended at `end`, in the buffer
+ * the meter was fed from (NULL: in another, after it): only a chunk's
+ * CRLF may lie between its feed's end and the read's. Settles ft_last;
+ * the exchange calls it once that read is parsed, while ft_pending. */
+void meter_read_end(struct meter *m, const char *end);
 /* Time to the first output token: the first token event that is not
  * reasoning (TTFO), where TTFT counts reasoning too. */
 int64_t meter_ttfo_us(const struct meter *m);

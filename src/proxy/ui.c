@@ -119,6 +119,9 @@ static int add_thresholds(struct evbuffer *out, const struct conf_thresholds *t)
 	r |= add_rate(out, "error_rate_warning", t->error_rate_warning);
 	r |= evbuffer_add_printf(out, ",");
 	r |= add_rate(out, "error_rate_critical", t->error_rate_critical);
+	r |= evbuffer_add_printf(out, ",");
+	r |= add_rate(out, "ttft_uncertain_warning", t->ttft_uncertain_warning > 0 ?
+	    t->ttft_uncertain_warning : -1);
 	r |= evbuffer_add_printf(out, ",\"min_stalled\":%llu}",
 	    (unsigned long long)t->min_stalled);
 	return r < 0 ? -1 : 0;

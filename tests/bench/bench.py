@@ -11,7 +11,7 @@ of each path.
      --quick   smoke mode: one run each, small loads (under a minute)
      --runs    runs per figure, the median is reported (default 3)
      --only    comma-separated: latency,stallfree,throughput,memory,instructions,
-               generator,otel,tls,timing
+               generator,otel,tls,timing,saturated
      --out     JSON output (default build/bench.json; Markdown beside it)
      --report  print the tables of an earlier run's JSON again (and its .md)
      --levels  latency: the stream counts (default 100,500,1000,3000)
@@ -70,6 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures as fg  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
+import saturated  # noqa: E402
 import timing  # noqa: E402
 
 TPOT = "20ms"
@@ -112,7 +113,7 @@ STOLEN = 0.01
 # minutes on a host that steals all along
 REPEAT_BUDGET_S = 60
 SECTIONS = ("latency", "stallfree", "throughput", "memory", "instructions", "generator",
-            "otel", "tls", "timing")
+            "otel", "tls", "timing", "saturated")
 # the OpenTelemetry export's cost: tokentap without it, with a span for
 # every request (no client sends a traceparent: otel.traces.sample 1), and
 # with the metrics export on too, to a collector that takes everything
@@ -584,6 +585,10 @@ class Bench:
     def timing(self):
         # unpinned, as make test ran them; the bench's own mock is idle now
         return timing.run(self.quick, log)
+
+    def saturated(self):
+        # issue #40's case, pinned its own way (tests/bench/saturated.py)
+        return saturated.run(self.quick, log)
     # ---- TLS on both sides ----------------------------------------------------
 
     def tls_start(self):

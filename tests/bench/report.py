@@ -495,6 +495,28 @@ def timing_section(tm):
                     "load (nothing early, in order, within brackets of causality) and "
                     "these say how close to its time each came on this host "
                     "(tests/bench/timing.py)."])
+def saturated_section(sa):
+    if "skipped" in sa:
+        return Section("TTFT with the worker saturated", ["", ""], [[sa["skipped"], ""]], [])
+    rows = []
+    for order in ("even", "first_token"):
+        r = sa[order]
+        rows.append([f"read_order: {order}", str(r["judged"]),
+                     "-" if r["ttft_err_ms_p50"] is None else num(r["ttft_err_ms_p50"], 2),
+                     "-" if r["ttft_err_ms_max"] is None else num(r["ttft_err_ms_max"], 2),
+                     f"{r['doubt_covers_truth']} of {r['judged']}",
+                     f"{r['uncertain']} of {r['judged']}"])
+    ratio = [sa.get("p50_ratio_first_token_over_even"), sa.get("max_ratio_first_token_over_even")]
+    rows.append(["first_token / even", "", *("-" if v is None else num(v, 2) for v in ratio),
+                 "", ""])
+    return Section(f"TTFT with the worker saturated ({sa['background_streams']} background "
+                   "streams of 10 ms tokens, one worker beside a CPU hog)",
+                   ["", "judged", "TTFT err p50 (ms)", "max (ms)", "truth within doubt",
+                    "doubt > 1 ms"], rows,
+                   ["The error: the logged TTFT past the backend's bracketed send of "
+                    "the first token (tests/bench/saturated.py)."])
+
+
 def otel_section(ot):
     rows = []
     off = ot.get("off", {}).get("median", {})
@@ -582,6 +604,8 @@ def sections(res):
         out += tls_section(res["tls"])
     if "timing" in res:
         out.append(timing_section(res["timing"]))
+    if "saturated" in res:
+        out.append(saturated_section(res["saturated"]))
     out.append(targets_section(res["targets"]))
     return out
 

@@ -178,7 +178,7 @@ def test_page_served():
             "ttft_warning_ms": 1000, "ttft_critical_ms": 2000, "tpot_warning_ms": 10,
             "tpot_critical_ms": 200, "error_rate_warning": 0.05, "error_rate_critical": 0.5,
             "ttfo_warning_ms": None, "ttfo_critical_ms": None, "stall_ms": 10000,
-            "min_stalled": 1}
+            "ttft_uncertain_warning": None, "min_stalled": 1}
     with Mock(*SIX) as fast, Mock(*SIX) as slow, Tokentap(
             config(fast.port, slow.port).replace(
                 ", error_rate_warning: 0.05, error_rate_critical: 0.5", "")) as t:
@@ -464,6 +464,10 @@ def test_stream_health_badges_and_hints():
         assert float(f["value"]) == ttfo and close(shown_ms(f["text"]), ttfo), (f, ttfo)
         assert "warning" in f["cls"].split(), f          # over ttfo_warning 100ms
         assert cards["think"]["figs"]["overhead"]["text"].endswith("µs"), cards["think"]["figs"]
+        # the share of uncertain TTFTs, as /stats has it (every TTFT stamped)
+        u = group(st, route="think")["ttft_uncertain_share"]
+        f = cards["think"]["figs"]["ttft_uncertain"]
+        assert u is not None and float(f["value"]) == u and f["text"].endswith(" %"), (f, u)
         assert not out["console"], out["console"]
 
 

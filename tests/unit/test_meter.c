@@ -58,6 +58,71 @@ static void test_event_complete_at_its_blank_line(void **state)
 	meter_free(&m);
 }
 
+/* A read of the first token at `at`, floor before it, kernel-stamped
+ * and whole, its bytes s (the exchange's part: meter_read_end at `end`
+ * bytes of s, and s past them). */
+static void read_at(struct meter *m, const char *s, uint64_t at, uint64_t floor,
+    size_t end)
+{
+	m->now = at;
+	m->now_floor = floor;
+	m->now_kernel = 1;
+	m->now_whole = 1;
+	meter_body(m, s, end, at);
+	if (m->ft_pending)
+		meter_read_end(m, s + strlen(s));
+}
+
+/* TTFT's doubt (docs/measurement.md, "Doubt"): 0 where the first token's
+ * event ended its read (a chunk's CRLF may follow); the stamp minus the
+ * floor where later bytes came with it, or where it cannot be judged (a
+ * read not whole, a loop time); -1 without a TTFT. */
+static void test_ttft_doubt(void **state)
+{
+	struct meter m;
+	const char *chunked = TOK "\r\n";
+
+	(void)state;
+	openai(&m, 1000, SSE, 2000);
+	assert_int_equal(meter_ttft_doubt_us(&m), -1);
+	read_at(&m, TOK, 9000, 2500, strlen(TOK));
+	assert_int_equal(meter_ttft_doubt_us(&m), 0);
+	meter_free(&m);
+	/* a chunk's CRLF after it, framing the exchange's, not the meter's */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, chunked, 9000, 2500, strlen(TOK));
+	assert_int_equal(meter_ttft_doubt_us(&m), 0);
+	meter_free(&m);
+	/* the next token in the same read: stamped with its arrival */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, TOK TOK, 9000, 2500, strlen(TOK TOK));
+	assert_int_equal(meter_ttft_doubt_us(&m), 6500);
+	meter_free(&m);
+	/* a partial line after it */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, TOK "da", 9000, 2500, strlen(TOK "da"));
+	assert_int_equal(meter_ttft_doubt_us(&m), 6500);
+	meter_free(&m);
+	/* the next chunk's size line in the read, after the CRLF */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, TOK "\r\n3a\r\n", 9000, 2500, strlen(TOK));
+	assert_int_equal(meter_ttft_doubt_us(&m), 6500);
+	meter_free(&m);
+	/* the loop's time: never judged complete; no floor: the start */
+	openai(&m, 1000, SSE, 2000);
+	m.now_kernel = 0;
+	meter_body(&m, TOK, strlen(TOK), 9000);
+	meter_read_end(&m, TOK + strlen(TOK));
+	assert_int_equal(meter_ttft_doubt_us(&m), 8000);
+	meter_free(&m);
+	/* split across reads: copied, not judged */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, "data: {\"choices\"", 5000, 2500, 16);
+	read_at(&m, ":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", 9000, 5500, 32);
+	assert_int_equal(meter_ttft_doubt_us(&m), 3500);
+	meter_free(&m);
+}
+
 /* A comment is no event; a role chunk is an event but no token: the
  * first event and the first token are different points; N counts token
  * events when the stream reports no usage; TPOT over N - 1 gaps. */
@@ -763,6 +828,7 @@ int main(void)
 		cmocka_unit_test(test_auto_sniffs_the_dialect),
 		cmocka_unit_test(test_event_complete_at_its_blank_line),
 		cmocka_unit_test(test_first_event_first_token_and_n_from_events),
+		cmocka_unit_test(test_ttft_doubt),
 		cmocka_unit_test(test_itl_and_usage),
 		cmocka_unit_test(test_which_bodies_are_parsed),
 		cmocka_unit_test(test_json_body_usage),

@@ -71,10 +71,11 @@ struct alert_set {
 };
 
 static const char *const names[ALERT_METRIC_COUNT] = {
-	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "TTFOHigh", "StreamStalled", "PoolUnhealthy"
+	"TTFTHigh", "TPOTHigh", "ErrorRateHigh", "TTFOHigh", "StreamStalled", "PoolUnhealthy",
+	"TTFTUncertain"
 };
 static const char *const metric_names[ALERT_METRIC_COUNT] = {
-	"ttft", "tpot", "error_rate", "ttfo", "stalled", "healthy"
+	"ttft", "tpot", "error_rate", "ttfo", "stalled", "healthy", "ttft_uncertain_share"
 };
 static const char *const severity_names[ALERT_SEVERITY_COUNT] = {
 	"warning", "critical"
@@ -83,12 +84,14 @@ static const char *const state_names[] = { "ok", "pending", "firing" };
 
 int alert_metric_is_time(enum alert_metric m)
 {
-	return m != ALERT_ERROR_RATE && m != ALERT_STALLED && m != ALERT_HEALTHY;
+	return m != ALERT_ERROR_RATE && m != ALERT_STALLED && m != ALERT_HEALTHY &&
+	    m != ALERT_UNCERTAIN;
 }
 
 void alert_json_value(struct evbuffer *out, double v, enum alert_metric m)
 {
-	double scale = m == ALERT_ERROR_RATE || m == ALERT_BURN_RATE ? 1e6 : 1e3;
+	double scale = m == ALERT_ERROR_RATE || m == ALERT_BURN_RATE ||
+	    m == ALERT_UNCERTAIN ? 1e6 : 1e3;
 	if (v < 0 || !isfinite(v)) {
 		evbuffer_add(out, "null", 4);
 		return;
@@ -222,13 +225,14 @@ static void set_thresholds(struct subject *x, const struct conf_thresholds *t,
 		t->error_rate_warning, t->error_rate_critical,
 		(double)t->ttfo_warning_us, (double)t->ttfo_critical_us,
 		t->stall_us && x->tenant == NULL ? (double)t->min_stalled : 0, 0,
-		0, (double)t->min_healthy      /* a pool below min_healthy: critical */
+		0, (double)t->min_healthy,     /* a pool below min_healthy: critical */
+		t->ttft_uncertain_warning, 0   /* a route's worker behind: a warning */
 	};
 	for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
 		struct rule *r = &x->rules[i];
 		int on = rule_metric(i) == ALERT_ERROR_RATE ? thr[i] >= 0 :
-		    rule_metric(i) == ALERT_HEALTHY ? thr[i] > 0 && x->tenant == NULL :
-		    thr[i] > 0;
+		    rule_metric(i) == ALERT_HEALTHY || rule_metric(i) == ALERT_UNCERTAIN ?
+		    thr[i] > 0 && x->tenant == NULL : thr[i] > 0;
 		if (on && !r->configured) {
 			r->state = ALERT_OK;
 			r->since_ms = wall_ms;
@@ -410,6 +414,10 @@ static void evaluate(struct alert_set *s, struct subject *x,
 			n = 1;
 			v = f->healthy;
 			break;
+		case ALERT_UNCERTAIN:
+			n = f->ttft_stamped;
+			v = n ? (double)f->ttft_uncertain / (double)n : -1;
+			break;
 		default:
 			n = f->requests;
 			v = n ? (double)f->errors / (double)n : -1;
@@ -566,7 +574,8 @@ int alert_observe(struct alert_set *s, const char *route, const char *tenant,
 		for (size_t i = 0; i < RULES_PER_SUBJECT; i++) {
 			/* a stall count and a pool are the route's, not a tenant's */
 			x->rules[i].configured = parent->rules[i].configured &&
-			    rule_metric(i) != ALERT_STALLED && rule_metric(i) != ALERT_HEALTHY;
+			    rule_metric(i) != ALERT_STALLED && rule_metric(i) != ALERT_HEALTHY &&
+			    rule_metric(i) != ALERT_UNCERTAIN;
 			x->rules[i].threshold = parent->rules[i].threshold;
 		}
 		if (list_add(&s->v, &s->n, &s->cap, x) < 0) {

@@ -19,13 +19,17 @@ struct promout;
 
 #define ALERT_TRANSITIONS_MAX 100
 
-/* StreamStalled (ALERT_STALLED) is a warning only; its value is the number
+/* TTFTUncertain (ALERT_UNCERTAIN), a route's warning only: the share of
+ * its kernel-stamped TTFTs doubted by more than 1 ms (docs/measurement.md,
+ * "Doubt") passed thresholds.ttft_uncertain_warning: the worker reads
+ * first tokens merged with later bytes, its numbers are approximate.
+ * StreamStalled (ALERT_STALLED) is a warning only; its value is the number
  * of the route's streams stalled now, its threshold alerts.min_stalled.
  * ALERT_HEALTHY: a route's replicas that serve, against min_healthy
  * (PoolUnhealthy, critical only): fires below it, resolves at it. */
 enum alert_metric {
 	ALERT_TTFT, ALERT_TPOT, ALERT_ERROR_RATE, ALERT_TTFO, ALERT_STALLED,
-	ALERT_HEALTHY, ALERT_METRIC_COUNT,
+	ALERT_HEALTHY, ALERT_UNCERTAIN, ALERT_METRIC_COUNT,
 	ALERT_BURN_RATE   /* SLOBurnRate: slo.c's rules, not a threshold rule here */
 };
 enum alert_severity { ALERT_WARNING, ALERT_CRITICAL, ALERT_SEVERITY_COUNT };
@@ -42,6 +46,8 @@ struct alert_figures {
 	uint64_t ttfo_count;
 	double ttfo_us;
 	double healthy;         /* replicas serving; < 0: no pool (a tenant's) */
+	uint64_t ttft_stamped;  /* TTFTs the kernel stamped, and those of them */
+	uint64_t ttft_uncertain; /* doubted by over 1 ms (sample.h) */
 };
 
 /* A rule that started firing or resolved: all a notifier sends. Values and

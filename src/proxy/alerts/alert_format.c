@@ -22,7 +22,7 @@ void alert_format_value(enum alert_metric m, double v, char *buf, size_t len)
 		snprintf(buf, len, "none");
 	else if (m == ALERT_STALLED)
 		snprintf(buf, len, "%.0f", v);
-	else if (m == ALERT_ERROR_RATE)
+	else if (m == ALERT_ERROR_RATE || m == ALERT_UNCERTAIN)
 		snprintf(buf, len, "%.3g", v);
 	else if (m == ALERT_HEALTHY)
 		snprintf(buf, len, "%.0f", v);
@@ -167,7 +167,14 @@ void alert_format_log(const struct alert_transition *t, char *buf, size_t len)
 	figure_texts(t, name, value, thr, window);
 	if (t->tenant != NULL)
 		snprintf(tenant, sizeof tenant, " tenant=%s", t->tenant);
-	if (t->metric == ALERT_STALLED)     /* a count now, not a window's */
+	if (t->metric == ALERT_UNCERTAIN)   /* what it means, said */
+		snprintf(buf, len, "alert %s: TTFTUncertain severity=%s route=%s "
+		    "ttft_uncertain_share=%s, threshold %s (n=%llu, window %s)%s",
+		    t->firing ? "firing" : "resolved", alert_severity_name(t->severity),
+		    t->route, value, thr, (unsigned long long)t->samples, window,
+		    t->firing ? ": numbers approximate: worker saturated (first tokens "
+		    "read merged with later ones)" : "");
+	else if (t->metric == ALERT_STALLED)     /* a count now, not a window's */
 		snprintf(buf, len, "alert %s: StreamStalled severity=%s route=%s "
 		    "stalled=%s, threshold %s (streams stalled now)",
 		    t->firing ? "firing" : "resolved", alert_severity_name(t->severity),
@@ -221,7 +228,8 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
 {
 	char name[16], value[32], thr[32], window[32];
 	static const char *const metrics[ALERT_METRIC_COUNT] = {
-		"TTFT", "TPOT", "Error rate", "TTFO", "Stalled streams", "Healthy replicas"
+		"TTFT", "TPOT", "Error rate", "TTFO", "Stalled streams", "Healthy replicas",
+		"Uncertain TTFTs"
 	};
 	int rate = !alert_metric_is_time(t->metric);
 	const char *metric = metrics[t->metric];
@@ -232,6 +240,16 @@ static void am_texts(const struct alert_transition *t, char *summary, char *desc
 		snprintf(desc, len, "%s streams of route %s had no token for longer "
 		    "than the stall threshold (at least %s at once fire this alert).",
 		    value, t->route, thr);
+		return;
+	}
+	if (t->metric == ALERT_UNCERTAIN) {
+		snprintf(summary, len, "Route %s: numbers approximate: worker saturated",
+		    t->route);
+		snprintf(desc, len, "A share of %s of the TTFTs of route %s over the last "
+		    "%s (%llu samples) were read merged with later tokens (doubt above "
+		    "1 ms; the threshold is %s): the worker is behind, its times are "
+		    "upper bounds.", value, t->route, window,
+		    (unsigned long long)t->samples, thr);
 		return;
 	}
 	if (t->metric == ALERT_HEALTHY) {

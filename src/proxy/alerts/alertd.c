@@ -69,6 +69,8 @@ static void observe(const char *route, const char *tenant)
 	f.ttfo_count = v.ttfo_count;
 	f.ttfo_us = v.ttfo_q;
 	f.healthy = -1;
+	f.ttft_stamped = v.ttft_stamped;
+	f.ttft_uncertain = v.ttft_uncertain;
 	if (tenant == NULL) {
 		size_t healthy, total;
 		if (poold_healthy(route, &healthy, &total) == 0 && total > 0)

@@ -71,6 +71,12 @@ struct conf_thresholds {
 	uint64_t min_stalled;          /* StreamStalled: streams stalled at once */
 	uint64_t min_healthy;   /* a route's: PoolUnhealthy below this many
 	                         * serving replicas (0: no rule) */
+	double ttft_uncertain_warning; /* TTFTUncertain: the share of the
+	                         * kernel-stamped TTFTs doubted by over 1 ms
+	                         * (sample.h) above which the worker is behind;
+	                         * 0: no rule (the default: a backend that
+	                         * writes several events at once is doubted
+	                         * alike, a read cannot tell) */
 };
 
 struct conf_tls {
@@ -239,6 +245,9 @@ struct conf_otel {
  * time comes from"): the kernel's receive stamps, or the event loop's
  * clock. */
 enum conf_timestamps { TIMESTAMPS_KERNEL, TIMESTAMPS_LOOP };
+/* read_order: a worker behind reads the upstreams still waiting for their
+ * first token before the streams in flight, or all as they come */
+enum conf_read_order { READ_ORDER_FIRST_TOKEN, READ_ORDER_EVEN };
 
 struct conf {
 	char *path;                  /* the file it was loaded from */
@@ -254,6 +263,7 @@ struct conf {
 
 	int workers;                 /* "auto" is resolved at load: CPU count */
 	enum conf_timestamps timestamps;  /* kernel */
+	enum conf_read_order read_order;  /* first_token */
 
 	struct conf_timeouts timeouts; /* 10s 5s 120s 60s 30s */
 

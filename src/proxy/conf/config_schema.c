@@ -86,6 +86,16 @@ static void timestamps_fn(struct yconf *ld, yaml_node_t *v, void *base,
 		c->timestamps = (enum conf_timestamps)t;
 }
 
+static void read_order_fn(struct yconf *ld, yaml_node_t *v, void *base,
+    const char *path)
+{
+	static const char *const names[] = { "first_token", "even" };
+	struct conf *c = base;
+	int t = yconf_enum(ld, v, path, "read_order", names, UTIL_ARRAY_LEN(names));
+	if (t >= 0)
+		c->read_order = (enum conf_read_order)t;
+}
+
 static void dialect_fn(struct yconf *ld, yaml_node_t *v, void *base, const char *path)
 {
 	struct conf_route *r = base;
@@ -939,6 +949,8 @@ static const struct yconf_key thresholds_keys[] = {
 	DUR("ttfo_critical", struct conf_thresholds, ttfo_critical_us, 0),
 	DUR("stall", struct conf_thresholds, stall_us, 0),
 	UINT("min_stalled", struct conf_thresholds, min_stalled, 1, 1000000),
+	FLOAT("ttft_uncertain_warning", struct conf_thresholds, ttft_uncertain_warning,
+	    0, 1, 0),
 };
 static const struct yconf_section thresholds_section = TABLE(thresholds_keys, thresholds_check);
 
@@ -1181,6 +1193,7 @@ static const struct yconf_key top_keys[] = {
 	SECTION("admin", 0, admin_section),
 	FUNC("workers", workers_fn, 0),
 	FUNC("timestamps", timestamps_fn, 0),
+	FUNC("read_order", read_order_fn, 0),
 	SECTION("timeouts", offsetof(struct conf, timeouts), timeouts_section),
 	SECTION("limits", 0, limits_section),
 	SECTION("tenant", 0, tenant_section),

@@ -311,6 +311,8 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	/* the first the response gave (the span has them all); clean */
 	field_str(&b, "finish_reason", meter_finish_reason(m));
 	field_ms(&b, "ttft_ms", e->s->ttft_us);
+	/* the first token came within [ttft - doubt, ttft] (meter.h) */
+	field_ms(&b, "ttft_doubt_ms", e->s->ttft_doubt_us);
 	field_ms(&b, "ttft_server_ms", e->s->ttft_server_us);   /* from t_req */
 	field_ms(&b, "tpot_ms", e->s->tpot_us);
 	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);

@@ -795,6 +795,9 @@ static int parse_buffer(struct exchange *x, llhttp_t *p, struct evbuffer *in,
 	for (int i = 0; i < n && i < 8; i++) {
 		const char *at, *b;
 		enum llhttp_errno e = body_execute(x, p, v[i].iov_base, v[i].iov_len, &at);
+		if (x->meter.ft_pending)
+			meter_read_end(&x->meter, e == HPE_OK && i == n - 1 ?
+			    (const char *)v[i].iov_base + v[i].iov_len : NULL);
 		if (e == HPE_OK) {
 			total += v[i].iov_len;
 			continue;
@@ -1035,6 +1038,8 @@ int exchange_parse_mem(struct exchange *x, const char *buf, size_t len,
 	if (x->res_done)
 		return 0;
 	e = body_execute(x, &x->res, buf, len, &at);
+	if (x->meter.ft_pending)
+		meter_read_end(&x->meter, buf + len);
 	if (e == HPE_OK) {
 		*used = len;
 		return 0;
@@ -1154,16 +1159,24 @@ uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel)
 
 /* Never before what the response read already nor before the request's
  * first byte: stamps and the loop's clock mixed must not run backwards. */
-void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real)
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real,
+    uint64_t floor, int whole)
 {
 	struct meter *m = &x->meter;
-	uint64_t floor = m->now > m->t0 ? m->now : m->t0;
+	uint64_t least = m->now > m->t0 ? m->now : m->t0;
 	int kernel;
 	uint64_t t = read_time(c, real, util_now_us(), &kernel);
 
-	m->now = t > floor ? t : floor;
+	m->now = t > least ? t : least;
 	m->stamps_kernel += (uint32_t)kernel;
 	m->stamps_loop += (uint32_t)!kernel;
+	/* the doubt's floor: no response byte came before the request's
+	 * first; never after the read's own time */
+	if (floor < m->t0)
+		floor = m->t0;
+	m->now_floor = floor < m->now ? floor : m->now;
+	m->now_kernel = (uint8_t)kernel;
+	m->now_whole = (uint8_t)(whole != 0);
 }
 
 void exchange_begin(struct exchange *x, struct conf *conf,

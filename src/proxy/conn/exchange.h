@@ -161,8 +161,12 @@ void exchange_error(struct exchange *x, struct evbuffer *out, unsigned status,
 struct rxtime_clock;
 uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel);
 /* A response read at that time becomes the meter's clock (meter.now) and
- * counts in the request's timestamps. */
-void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real);
+ * counts in the request's timestamps. floor: its bytes arrived after it
+ * (the doubt's, meter.h; 0: not known, the request's start is); whole:
+ * the read's bytes end where the socket read did (plain: the stamp is
+ * the newest byte's; TLS: OpenSSL may hold part of a record). */
+void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real,
+    uint64_t floor, int whole);
 
 /* Starts the books of a request whose first byte came at t0: resets every
  * field (one memset), takes a reference on conf, counts the stream. */

@@ -30,6 +30,16 @@ TAILQ_HEAD(session_list, session);
 #define LOOP_READ_MAX (64 * 1024)
 /* ... and while slow clients hold limits.client_backlog */
 #define LOOP_READ_SMALL (4 * 1024)
+/* Event priorities (libevent runs only the most urgent that are ready,
+ * then polls again): the upstream reads of the requests still waiting
+ * for their first token (read_order: first_token), then everything else
+ * (libevent's default for a new event: LOOP_PRIORITIES / 2). A worker
+ * behind reads a first token before the streams in flight, so it is less
+ * often read merged with the next ones, and TTFT is timed closer. */
+#define LOOP_PRIORITIES 2
+enum { LOOP_URGENT = 0, LOOP_NORMAL = 1 };
+/* Normal events run before the loop polls again (worker.c). */
+#define LOOP_NORMAL_BURST 16
 
 struct loop {
 	struct event_base *base;

@@ -465,6 +465,14 @@ static int upstream_read(struct session *s, const char *buf, size_t n)
 	return 0;
 }
 
+/* Does the response still owe its first token (a stream's head came, or
+ * is to come)? Its reads go first (read_order). */
+static int first_token_due(const struct session *s)
+{
+	return s->us == U_HEAD || s->us == U_CONNECT || (s->us == U_BODY &&
+	    s->x.meter.stream && s->x.meter.t_first_token == 0 && !s->x.res_done);
+}
+
 /* A direct read, plain or TLS alike (upstream_recv), into the worker's
  * buffer, with its receive time: no FIONREAD ioctl, no buffer chain
  * allocated per read (libevent's bufferevent does both). Plain: one
@@ -489,11 +497,13 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	    LOOP_READ_MAX, loop_stamps(s->loop), &r);
 	if (r.n > 0) {
 		if (r.fresh)
-			exchange_read(&s->x, &s->loop->clock, r.real);
+			exchange_read(&s->x, &s->loop->clock, r.real, r.floor,
+			    !upstream_is_tls(s->up));
 		/* gone, or the response ended (its connection released) */
 		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL ||
 		    s->us != U_BODY)
 			return;
+		upstream_read_urgent(s->up, first_token_due(s));
 	}
 	if (r.end == UPSTREAM_RX_MORE && !s->up_paused) {
 		upstream_direct_more(s->up);
@@ -510,10 +520,14 @@ static void up_read(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	uint64_t floor;
 
 	if (s->up == NULL)
 		return;
-	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0);
+	/* (OpenSSL may hold part of the next record: the read is not whole) */
+	floor = ssl != NULL ? tls_rx_floor(ssl) : 0;
+	exchange_read(&s->x, &s->loop->clock, ssl != NULL ? tls_rx_take(ssl) : 0,
+	    floor, 0);
 	upstream_input(s);
 }
 

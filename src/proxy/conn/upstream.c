@@ -294,7 +294,19 @@ int upstream_is_tls(const struct upconn *u)
 	return u->pool->tls;
 }
 
-/* rd_ev reads fd with cb from now on, and the bufferevent reads nothing. */
+void upstream_read_urgent(struct upconn *u, int urgent)
+{
+	int p = urgent && u->pool->w->conf->read_order == READ_ORDER_FIRST_TOKEN ?
+	    LOOP_URGENT : LOOP_NORMAL;
+
+	/* (refused while the event is active: the next read tries again) */
+	if (u->rd_ev != NULL && u->rd_prio != p && event_priority_set(u->rd_ev, p) == 0)
+		u->rd_prio = p;
+}
+
+/* rd_ev reads fd with cb from now on, and the bufferevent reads nothing;
+ * urgent, as a connection taken for a request waits for its first token
+ * (event_assign gave it the default priority). */
 static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
     void *arg)
 {
@@ -302,7 +314,11 @@ static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
 		u->rd_ev = event_new(u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
 	else
 		event_assign(u->rd_ev, u->pool->w->base, fd, EV_READ | EV_PERSIST, cb, arg);
-	if (u->rd_ev == NULL || event_add(u->rd_ev, NULL) != 0)
+	if (u->rd_ev == NULL)
+		return -1;
+	u->rd_prio = LOOP_NORMAL;
+	upstream_read_urgent(u, 1);
+	if (event_add(u->rd_ev, NULL) != 0)
 		return -1;
 	bufferevent_disable(u->bev, EV_READ);
 	u->direct = 1;
@@ -345,6 +361,7 @@ static void wait_for(struct upconn *u, short what)
 	event_assign(u->rd_ev, u->pool->w->base, event_get_fd(u->rd_ev),
 	    what | EV_PERSIST, event_get_callback(u->rd_ev),
 	    event_get_callback_arg(u->rd_ev));
+	event_priority_set(u->rd_ev, u->rd_prio);
 	if (added)
 		event_add(u->rd_ev, NULL);
 }
@@ -362,6 +379,7 @@ static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx
 	r->n = t.n;
 	r->fresh = t.fresh;
 	r->real = t.real;
+	r->floor = t.floor;
 	r->end = t.end == TLS_READ_FULL ? UPSTREAM_RX_MORE :
 	    t.end == TLS_READ_EOF ? UPSTREAM_RX_EOF :
 	    t.end == TLS_READ_ERROR ? UPSTREAM_RX_ERROR : UPSTREAM_RX_WAIT;
@@ -372,6 +390,7 @@ static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx
 void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
     int stamps, struct upstream_rx *r)
 {
+	uint64_t before;
 	ssize_t n;
 
 	if (u->pool->tls) {
@@ -379,6 +398,10 @@ void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
 		return;
 	}
 	r->real = 0;
+	r->floor = u->drained;
+	/* a clock read before the read (vDSO, tens of ns): if it drains the
+	 * socket, whatever comes later arrived after this moment */
+	before = util_now_us();
 	n = rxtime_recv(fd, buf, len, 0, stamps ? &r->real : NULL);
 	r->n = n > 0 ? (size_t)n : 0;
 	r->fresh = n > 0;
@@ -389,6 +412,8 @@ void upstream_recv(struct upconn *u, evutil_socket_t fd, char *buf, size_t len,
 		r->end = UPSTREAM_RX_WAIT;
 	else
 		r->end = n == 0 ? UPSTREAM_RX_EOF : UPSTREAM_RX_ERROR;
+	if (r->sys != EINTR && (n < 0 || (size_t)n < len))
+		u->drained = before;
 }
 
 void upstream_direct_more(struct upconn *u)

@@ -30,6 +30,11 @@ struct upconn {
 	int direct;                 /* read by rd_ev, not by the bufferevent */
 	int ended;                  /* a direct TLS read met its end: the peer
 	                             * closed, or it broke; never pooled */
+	int rd_prio;                /* rd_ev's (loop.h: LOOP_URGENT, _NORMAL) */
+	uint64_t drained;           /* µs before the last direct read of a
+	                             * plain one that found the socket drained
+	                             * (less than it asked, or EAGAIN): bytes
+	                             * read later came after it (meter.h) */
 };
 
 /* Takes an idle pooled connection to replica rep of route r (one still
@@ -58,6 +63,10 @@ int upstream_direct(struct upconn *u, event_callback_fn cb, void *arg);
  * when the connection is released). What OpenSSL holds already is read at
  * once (upstream_direct_more). -1: not possible (the bufferevent reads on). */
 int upstream_direct_tls(struct upconn *u, event_callback_fn cb, void *arg);
+/* rd_ev urgent (read before the other events ready: loop.h) while its
+ * request waits for the first token, with read_order: first_token; else
+ * normal. Direct reading starts urgent. */
+void upstream_read_urgent(struct upconn *u, int urgent);
 /* How a direct read ended, after its bytes. */
 enum upstream_rx_end {
 	UPSTREAM_RX_WAIT,         /* for the next readiness of rd_ev */
@@ -73,6 +82,8 @@ struct upstream_rx {
 	                           * now (real: its receive time, 0: none);
 	                           * else OpenSSL held them from an earlier one */
 	int64_t real;
+	uint64_t floor;           /* they arrived after it (µs): the doubt's
+	                           * floor (meter.h); 0: not known */
 	enum upstream_rx_end end;
 	unsigned long tls_err;    /* UPSTREAM_RX_ERROR: OpenSSL's error, 0: none */
 	int sys;                  /* ... and errno */

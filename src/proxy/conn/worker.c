@@ -228,11 +228,30 @@ static void *worker_main(void *arg)
  * a mutex around every event operation. The changelist folds one loop
  * turn's epoll changes per socket into one epoll_ctl (an upstream handed
  * back to the pool swaps one read event for another); it misbehaves only
- * with dup()ed sockets, which tokentap never makes. */
+ * with dup()ed sockets, which tokentap never makes.
+ *
+ * Priorities (loop.h): a turn runs the most urgent events ready; and after
+ * LOOP_NORMAL_BURST normal ones it polls again (epoll_wait, timeout 0), so
+ * that a first token that came meanwhile is read before the rest of a long
+ * turn (a worker behind has hundreds of streams ready at once). */
 static struct event_base *base_new(void)
 {
-	return net_base_new(EVENT_BASE_FLAG_NOLOCK |
+	struct event_config *cfg = event_config_new();
+	struct event_base *base;
+
+	if (cfg == NULL)
+		return NULL;
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK |
 	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	event_config_set_max_dispatch_interval(cfg, NULL, LOOP_NORMAL_BURST,
+	    LOOP_NORMAL);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (base != NULL && event_base_priority_init(base, LOOP_PRIORITIES) != 0) {
+		event_base_free(base);
+		return NULL;
+	}
+	return base;
 }
 
 static struct worker *worker_new(int id, struct conf *c)

@@ -177,6 +177,7 @@ struct mset {
 	uint64_t exceeded[THRESHOLDS];
 	long active, stalled;
 	uint64_t stalls, buffered;
+	uint64_t ttft_stamped, ttft_uncertain;   /* sample.h */
 	uint64_t no_token[OUTCOME_COUNT];
 	struct mhist h[H_COUNT];
 };
@@ -660,6 +661,8 @@ static void request_health(struct mset *m, const struct sample *o)
 
 	m->stalls += o->stalls;
 	m->buffered += o->buffered != 0;
+	m->ttft_stamped += o->ttft_stamped != 0;
+	m->ttft_uncertain += o->ttft_uncertain != 0;
 	if (o->no_token)
 		m->no_token[o->outcome]++;
 	if (o->ttfo_us >= 0)
@@ -1025,6 +1028,12 @@ static void write_set_series(struct promout *o)
 		{ "tokentap_buffered_streams_total", "Streams whose tokens came in clumps "
 		  "far apart (a buffering hop).", PROMPROTO_COUNTER,
 		  offsetof(struct mset, buffered) },
+		{ "tokentap_ttft_stamped_total", "Requests whose TTFT the kernel's "
+		  "receive time stamped (a plain upstream's read).", PROMPROTO_COUNTER,
+		  offsetof(struct mset, ttft_stamped) },
+		{ "tokentap_ttft_uncertain_total", "Of those, TTFTs doubted by more "
+		  "than 1 ms: the first token was read merged with later bytes.",
+		  PROMPROTO_COUNTER, offsetof(struct mset, ttft_uncertain) },
 	};
 	struct promout_labels l;
 

@@ -220,6 +220,8 @@ static void apply_health(struct group *g, uint64_t t_us, const struct sample *x)
 		s->stalls += x->stalls;
 		s->judged += x->judged;
 		s->buffered += x->buffered;
+		s->ttft_stamped += x->ttft_stamped;
+		s->ttft_uncertain += x->ttft_uncertain;
 		s->no_token[x->outcome] += x->no_token;
 		if (x->ttfo_us >= 0)
 			hist_sparse_record(&s->ttfo, (uint64_t)x->ttfo_us);

@@ -78,6 +78,7 @@ struct stats_view {
 	double tpot_q;
 	uint64_t ttfo_count;
 	double ttfo_q;
+	uint64_t ttft_stamped, ttft_uncertain;  /* sample.h */
 };
 /* The streams of a route stalled now (every tenant and model). */
 uint64_t stats_route_stalled(const char *route);

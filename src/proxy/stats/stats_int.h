@@ -37,6 +37,8 @@ struct slice {
 	/* stream health: stalls begun, streams judged for clumping and those
 	 * that looked buffered, requests without a token by outcome */
 	uint64_t stalls, judged, buffered;
+	/* TTFTs the kernel stamped, and those of them uncertain (sample.h) */
+	uint64_t ttft_stamped, ttft_uncertain;
 	uint64_t no_token[OUTCOME_COUNT];
 	/* chunks are not tokens: the token events and output tokens of the
 	 * streams that counted their tokens, the first events' tokens where

@@ -29,6 +29,7 @@ struct agg {
 	struct r2_sums r2;
 	long stalled;
 	uint64_t stalls, judged, buffered;
+	uint64_t ttft_stamped, ttft_uncertain;
 	uint64_t no_token[OUTCOME_COUNT];
 	uint64_t counted_events, counted_tokens, first_told, first_tokens;
 	uint64_t tpot_estimated;
@@ -60,6 +61,8 @@ static void agg_health(struct agg *a, const struct slice *s)
 	a->stalls += s->stalls;
 	a->judged += s->judged;
 	a->buffered += s->buffered;
+	a->ttft_stamped += s->ttft_stamped;
+	a->ttft_uncertain += s->ttft_uncertain;
 	for (int o = 0; o < OUTCOME_COUNT; o++)
 		a->no_token[o] += s->no_token[o];
 	a->counted_events += s->counted_events;
@@ -203,6 +206,12 @@ static void json_health(struct evbuffer *out, const struct agg *a)
 	evbuffer_add_printf(out, "},\"buffered\":%llu,\"buffered_share\":",
 	    (unsigned long long)a->buffered);
 	jsonw_fixed(out, a->judged ? (double)a->buffered / (double)a->judged : -1, 3);
+	/* TTFTs whose first token was read merged with later bytes: the
+	 * share of those the kernel stamped (docs/measurement.md, "Doubt") */
+	evbuffer_add_printf(out, ",\"ttft_uncertain\":%llu,\"ttft_uncertain_share\":",
+	    (unsigned long long)a->ttft_uncertain);
+	jsonw_fixed(out, a->ttft_stamped ? (double)a->ttft_uncertain /
+	    (double)a->ttft_stamped : -1, 3);
 	ADD(out, ",\"overhead_us\":{\"request\":");
 	stats_json_dist(out, &a->ovh_request, 1.0);
 	ADD(out, ",\"read\":");
@@ -547,6 +556,8 @@ void stats_route_view(const char *route, const char *tenant, uint64_t window_us,
 	out->ttft_count = a.ttft_server.count;
 	out->tpot_count = a.tpot.count;
 	out->ttfo_count = a.ttfo_server.count;
+	out->ttft_stamped = a.ttft_stamped;
+	out->ttft_uncertain = a.ttft_uncertain;
 	if (a.ttft_server.count)
 		out->ttft_q = hist_quantile(&a.ttft_server, quantile);
 	if (a.tpot.count)

@@ -34,6 +34,12 @@ static void fill_health(struct sample *s, const struct meter *m,
 	s->no_token = (uint8_t)meter_no_token(m, (enum meter_outcome)s->outcome);
 	s->judged = buffered >= 0;
 	s->buffered = buffered > 0;
+	/* the loop's clock doubts every time (there is no stamp to trust),
+	 * and so does a TLS read (never judged whole): only the kernel's
+	 * stamps of whole reads tell a saturated worker */
+	s->ttft_doubt_us = meter_ttft_doubt_us(m);
+	s->ttft_stamped = s->ttft_doubt_us >= 0 && m->ft_kernel && m->ft_whole;
+	s->ttft_uncertain = s->ttft_stamped && s->ttft_doubt_us > SAMPLE_UNCERTAIN_US;
 	s->stalls = m->stalls - (v != NULL && v->stalls_live <= m->stalls ?
 	    v->stalls_live : m->stalls);
 	s->ovh_request_us = v != NULL ? v->ovh_request_us : -1;

@@ -48,6 +48,10 @@ struct sample_key {
 void sample_key_set(struct sample_key *k, const char *route, const char *tenant,
     const char *model, size_t model_len);
 
+/* A TTFT doubted by more than this is uncertain (its first token was
+ * read merged with later bytes while the worker was behind). */
+#define SAMPLE_UNCERTAIN_US 1000
+
 /* The thresholds a request passed (the access log's "exceeded"). */
 enum {
 	SAMPLE_TTFT_WARNING = 1,
@@ -82,6 +86,12 @@ struct sample {
 	/* stream health */
 	uint8_t no_token;          /* ended without a token (meter_no_token) */
 	uint8_t judged, buffered;  /* clumping judged, and looked buffered */
+	/* TTFT's doubt (meter_ttft_doubt_us; -1: no TTFT); a TTFT the
+	 * kernel stamped from a whole read (a plain upstream's, not TLS),
+	 * and of those one doubted by more than
+	 * SAMPLE_UNCERTAIN_US (docs/measurement.md, "Doubt") */
+	int64_t ttft_doubt_us;
+	uint8_t ttft_stamped, ttft_uncertain;
 	uint64_t stalls;           /* those not reported live */
 	int64_t ovh_request_us;    /* the proxy's own: -1: none */
 	uint64_t ovh_read_sum_us;

@@ -50,6 +50,10 @@ struct stamped {
 	int64_t first, last;      /* CLOCK_REALTIME ns; 0: none */
 	int fresh;                /* it read bytes since tls_rx_take / tls_read */
 	int held;                 /* tls_read: no read of the socket (EAGAIN) */
+	/* the doubt's floor (meter.h): the monotonic µs before the last
+	 * read that found the socket drained, and what that was before the
+	 * first read since tls_rx_take / tls_read (its bytes came after) */
+	uint64_t drained, floor;
 };
 
 static int retry_errno(void)
@@ -64,6 +68,7 @@ static int stamped_read(BIO *b, char *out, int len)
 {
 	struct stamped *d = BIO_get_data(b);
 	int64_t t = 0;
+	uint64_t before;
 	ssize_t n;
 
 	if (out == NULL || d == NULL)
@@ -73,8 +78,13 @@ static int stamped_read(BIO *b, char *out, int len)
 		BIO_set_retry_read(b);
 		return -1;
 	}
+	before = util_now_us();
 	n = rxtime_recv(d->fd, out, (size_t)len, 0, d->stamps ? &t : NULL);
 	if (n > 0) {
+		if (!d->fresh)
+			d->floor = d->drained;
+		if (n < len)
+			d->drained = before;
 		d->fresh = 1;
 		if (t != 0) {
 			d->last = t;
@@ -83,9 +93,10 @@ static int stamped_read(BIO *b, char *out, int len)
 		}
 		return (int)n;
 	}
-	if (n < 0 && retry_errno())
+	if (n < 0 && retry_errno()) {
+		d->drained = before;
 		BIO_set_retry_read(b);
-	else if (n == 0)
+	} else if (n == 0)
 		BIO_set_flags(b, BIO_FLAGS_IN_EOF);
 	return (int)n;
 }
@@ -204,6 +215,12 @@ int64_t tls_rx_take(SSL *ssl)
 	return t;
 }
 
+uint64_t tls_rx_floor(const SSL *ssl)
+{
+	struct stamped *d = stamped_of(ssl);
+	return d != NULL ? d->floor : 0;
+}
+
 int64_t tls_rx_first(const SSL *ssl)
 {
 	struct stamped *d = stamped_of(ssl);
@@ -273,6 +290,7 @@ void tls_read(SSL *ssl, char *buf, size_t len, struct tls_read *r)
 	r->sys = 0;
 	r->fresh = d->fresh;
 	r->real = d->last;
+	r->floor = d->floor;
 	d->fresh = 0;
 	d->last = 0;
 	/* the rest is what OpenSSL holds: the records of the same read */

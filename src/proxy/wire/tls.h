@@ -53,6 +53,11 @@ int tls_stamp_reads(SSL *ssl, int fd, int stamps);
 /* The receive time (CLOCK_REALTIME ns) of the newest bytes ssl read since
  * the last call (and forgotten), 0: no new read or no stamp. */
 int64_t tls_rx_take(SSL *ssl);
+/* The doubt's floor (meter.h) of the bytes since the last tls_rx_take:
+ * the monotonic µs before the last read that had found the socket
+ * drained before them (took less than it asked, or nothing); 0: none.
+ * Asked before tls_rx_take. */
+uint64_t tls_rx_floor(const SSL *ssl);
 /* The receive time of the first read since tls_rx_mark (or since the
  * handshake ended), 0: none. */
 int64_t tls_rx_first(const SSL *ssl);
@@ -84,6 +89,7 @@ struct tls_read {
 	                           * now; else OpenSSL held them from an
 	                           * earlier one */
 	int64_t real;             /* that read's receive time (tls_rx_take) */
+	uint64_t floor;           /* ... and its doubt's floor (tls_rx_floor) */
 	enum tls_read_end end;
 	unsigned long err;        /* TLS_READ_ERROR: OpenSSL's error, 0: none */
 	int sys;                  /* ... and errno */
