@@ -543,7 +543,7 @@ static double worst_ratio(const struct load_result *r, const struct load_level *
 
 /* The rate's estimate and interval fitted on the runs near it: each run an
  * independent replication, y its binding figure over the limit, logged. */
-static void fit(const struct load_result *r, struct load_capacity *c)
+static void fit(const struct load_result *r, struct load_capacity *c, double mu)
 {
 	size_t n = 0, cap = 0, b = (size_t)c->binding;
 	double *x, *y, est, lo, hi, lim = r->slo.v[b].limit, e0 = c->estimate;
@@ -568,11 +568,14 @@ static void fit(const struct load_result *r, struct load_capacity *c)
 		}
 	}
 	/* an unbounded interval (no significant slope) leaves the levels' */
+	/* no rate at or over the served one is sustained (mu NaN: none
+	 * fell behind): a line crossing there extrapolates */
 	if (n > 0 && load_capfit(x, y, n, r->slo.confidence, &est, &lo, &hi) == 0 &&
-	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN) {
+	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN &&
+	    !(est >= mu)) {
 		c->estimate = est;
 		c->ci_lo = lo;
-		c->ci_hi = hi;
+		c->ci_hi = isnan(mu) || hi < mu ? hi : mu;
 		c->replications = n;
 	}
 	free(x);
@@ -583,8 +586,9 @@ static void fit(const struct load_result *r, struct load_capacity *c)
  * an independent replication (or several, pooled) decided at the SLO's
  * confidence. The interval's ends are the largest level decided met and
  * the smallest decided missed around the estimate; between them every
- * level was within noise of a limit. */
-static void estimate(const struct load_result *r, struct load_capacity *c)
+ * level was within noise of a limit. mu: the rate the target served while
+ * a level fell behind (NaN: none did), over which no fit may put it. */
+static void estimate(const struct load_result *r, struct load_capacity *c, double mu)
 {
 	const struct load_level *llo = NULL, *lhi = NULL;
 
@@ -622,8 +626,11 @@ static void estimate(const struct load_result *r, struct load_capacity *c)
 		    (isnan(c->ci_hi) || lv->value < c->ci_hi))
 			c->ci_hi = lv->value;
 	}
-	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi))
-		fit(r, c);
+	/* past a top not sustained a line through the runs below would
+	 * extrapolate beyond every figure there is */
+	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi) &&
+	    (lhi == NULL || lhi->unsustained == NULL))
+		fit(r, c, mu);
 }
 
 /* The runs the bracket's two ends get at least, for the fit (or all of
@@ -870,7 +877,7 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	if (k == LOAD_KEY_RATE && c->found && isfinite(hi) && !r->interrupted &&
 	    refine(e, p, r, lo, hi) < 0)
 		return -1;
-	estimate(r, c);
+	estimate(r, c, st.mu);
 	return 0;
 }
 
