@@ -55,16 +55,17 @@ def hold(c):
     return c["ttft"] + (c["tokens"] - 1) * c["tpot"]
 
 
-def model(slots, key):
-    c = CASES[slots]
+def model(slots, key, case=None):
+    c = case or CASES[slots]
     if key == "rate":
         return slots_model.rate_capacity(slots, c["ttft"], hold(c), c["rate_limit"])
     return slots_model.concurrency_capacity(slots, c["ttft"], hold(c), c["conc_limit"])
 
 
-def search(slots, key, seed, extra=()):
-    """One capacity search; its capacity entry and the document."""
-    c = CASES[slots]
+def search(slots, key, seed, extra=(), case=None):
+    """One capacity search (of CASES[slots], or case); its capacity entry
+    and the document."""
+    c = case or CASES[slots]
     limit = c["rate_limit"] if key == "rate" else c["conc_limit"]
     start = c["rate_from"] if key == "rate" else c["conc_from"]
     with _ports:                 # searches run side by side in a test
