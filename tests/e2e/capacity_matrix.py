@@ -27,7 +27,9 @@ brackets the runs it was fitted on, 0: the levels decided; the model):
              are missed at or over the rate served while falling behind
              and get the warm-up their queue needs (load_settle.h):
              309.6 [307.6, 313.1] (7), 309.4 [300.0, 318.8] (0),
-             298.4 [290.6, 600.0] (0), in 73 to 79 s
+             298.4 [290.6, 600.0] (0), in 73 to 79 s; rate 1 and 4
+             unchanged (seed 1 at 1 slot, 2 at 4, old and new side by
+             side: 13.98 and 13.97, 28.31 and 28.30, the same levels)
     concurrency 1, 4, 32: 1 [1, 2], 4 [4, 5], 33 [33, 34] for every seed;
              model 1, 4, 33
 """
