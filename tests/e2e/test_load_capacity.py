@@ -32,9 +32,11 @@ from harness import CHAT, Mock, Tokentap, load
 # generator's lateness is part of every TTFT, which the model has not: the
 # plain pass alone judges the figures (tests/run.py: SANITIZER_SKIP).
 # make check leaves it out too (a load of minutes; CHECK_SKIP).
-SANITIZER_SKIP = {"test_capacity_against_the_model"}
+SANITIZER_SKIP = {"test_capacity_against_the_model", "test_rate_capacity_at_one_slot",
+                  "test_rate_capacity_at_32_slots"}
 CHECK_SKIP = SANITIZER_SKIP
-TIME_LIMITS = {"test_capacity_against_the_model": 400}
+TIME_LIMITS = {"test_capacity_against_the_model": 400, "test_rate_capacity_at_one_slot": 300,
+               "test_rate_capacity_at_32_slots": 300}
 
 
 def test_sweep_stops_at_the_knee():
@@ -196,6 +198,80 @@ def test_capacity_against_the_model():
             # every run of a level had a seed of its own
             assert all(lv["runs"] >= 1 for lv in doc["levels"])
         assert inside >= 2, (c, [got[(c, s)][0] for s in seeds], want[c])
+
+
+def searches(slots, case, extra=(), seeds=(1, 2, 3)):
+    """The rate searches of case, one a seed, side by side: the model's
+    capacity and each seed's (capacity entry, document)."""
+    want = capacity_matrix.model(slots, "rate", case)
+    with ThreadPoolExecutor(len(seeds)) as pool:
+        jobs = {s: pool.submit(capacity_matrix.search, slots, "rate", s, extra, case)
+                for s in seeds}
+        return want, {s: j.result() for s, j in jobs.items()}
+
+
+def close_to(want, got):
+    """The issue's 10 % over the replications: their median within it,
+    the model inside some search's interval (each search's would fail on
+    a host stall: see test_rate_capacity_at_32_slots)."""
+    ests = sorted(cap["estimate"] for cap, _ in got.values())
+    assert abs(ests[len(ests) // 2] / want - 1) <= 0.10, (ests, want)
+    inside = sum(cap["ci"][0] is not None and cap["ci"][1] is not None and
+                 cap["ci"][0] <= want <= cap["ci"][1] for cap, _ in got.values())
+    assert inside >= 1, ([cap for cap, _ in got.values()], want)
+    for s, (cap, _) in got.items():
+        assert cap["found"] and cap["binding"] == "ttft_p95", (s, cap)
+
+
+def test_rate_capacity_at_one_slot():
+    """capacity --over rate against one slot (M/D/1), three seeds at once.
+    The slot holds a request 30 ms (TTFT 10 ms, 11 tokens 2 ms apart);
+    under ttft_p95<=100ms the model's answer is 20.6/s, 62 % of the slot's
+    33.3/s, where a 10 % step in rate moves the p95 by 17 to 23 %: levels
+    there are decided sooner than at capacity_matrix.py's 55 ms (40 %, a
+    step of 9 %). Levels of 5 s from 16/s, run at most 3 times, bisected
+    to 10 %: some 6 levels, a minute and a half."""
+    case = dict(capacity_matrix.CASES[1], rate_limit=100, rate_from=16, d="5s")
+    want, got = searches(1, case, ("--repeats", "2", "--resolution", "10%"))
+    assert abs(want - 20.6) < 0.2, want
+    close_to(want, got)
+
+
+def test_rate_capacity_at_32_slots():
+    """capacity --over rate against 32 slots of 100 ms (320/s) under
+    ttft_p95<=120ms: the model's 307.2/s, 96 % of the slots' rate, three
+    seeds at once. Levels that started empty read a short queue there:
+    1 s + 2 s levels put the capacity past 320/s, where no queue is
+    stable. Now the level at 400/s falls behind and measures 320/s; every
+    level at or over it is missed, not sustained, and a level below it
+    gets the warm-up its queue needs (load_settle.h), or is missed when
+    that is over twice its length. 9 tokens 10 ms apart hold a slot as
+    long as capacity_matrix.py's 17 tokens 5 ms apart (the model's answer
+    is the same) for half the events: three searches at some 300
+    requests/s share two CPUs."""
+    case = dict(capacity_matrix.CASES[32], tpot=10, tokens=9, rate_from=200)
+    want, got = searches(32, case)
+    assert abs(want - 307.2) < 0.5, want
+    # The issue's 10 % over the replications (close_to), not each
+    # search's: beside a load average of 16 on two CPUs (dispatch lag to
+    # 210 ms) one search in three saw levels of 290/s and 300/s with a p95
+    # of 165 ms for the stationary 60 to 85, and put the capacity at
+    # 245/s; and where 300/s misses so (the bisection's levels from 200/s
+    # are 300 and 312.5, the model's 307.2 between them), the interval
+    # [287.5, 300] leaves it out. A stall only ever lowers a capacity:
+    # none may reach the 320/s the slots serve (before, all three did).
+    close_to(want, got)
+    for s, (cap, doc) in got.items():
+        assert cap["estimate"] < 320, (s, cap)
+        rate = [lv for lv in doc["levels"] if lv["search"] == "rate"]
+        over = [lv for lv in rate if lv["value"] >= 400]
+        assert over and all(lv["unsustained"] and not lv["slo"]["met"] for lv in over), s
+        for lv in rate:
+            # a level counted met had the warm-up its queue needs at 320/s
+            # (the served rate the search measured: within 2 %)
+            if lv["slo"]["met"] and not lv["unsustained"]:
+                need = 2 * lv["value"] / (320 * 1.02 - lv["value"]) ** 2
+                assert lv["config"]["warmup_s"] >= min(need, 6) - 0.01, (s, lv["value"])
 
 
 def test_input_length_study():

@@ -595,6 +595,7 @@ static void level_members(struct emit *e, const struct load_result *r,
 	else
 		null(e, "search");
 	str(e, "phase", lv->phase);
+	str(e, "unsustained", lv->unsustained);
 	u64(e, "runs", lv->runs);
 	num(e, "started_s", lv->started_s, 3);
 	u64(e, "monotonic_start_us", lv->info.start_us);

@@ -560,6 +560,9 @@ static void levels_table(FILE *f, const struct load_result *r)
 		if (slo && lv->slo.noisy)
 			fprintf(f, "  %s (undecided, %u run%s)", lv->slo.met ? "met" : "MISSED",
 			    lv->runs, lv->runs > 1 ? "s" : "");
+		else if (slo && lv->unsustained != NULL)
+			fprintf(f, "  %s (%s)", lv->slo.met ? "met" : "MISSED",
+			    lv->slo.met ? "unsettled" : "not sustained");
 		else if (slo)
 			fprintf(f, "  %s%s", lv->slo.met ? "met" : "MISSED",
 			    lv->runs > 1 ? " (repeated)" : "");

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "load_capfit.h"
+#include "load_settle.h"
 #include "log.h"
 #include "util.h"
 
@@ -542,7 +543,7 @@ static double worst_ratio(const struct load_result *r, const struct load_level *
 
 /* The rate's estimate and interval fitted on the runs near it: each run an
  * independent replication, y its binding figure over the limit, logged. */
-static void fit(const struct load_result *r, struct load_capacity *c)
+static void fit(const struct load_result *r, struct load_capacity *c, double mu)
 {
 	size_t n = 0, cap = 0, b = (size_t)c->binding;
 	double *x, *y, est, lo, hi, lim = r->slo.v[b].limit, e0 = c->estimate;
@@ -555,8 +556,8 @@ static void fit(const struct load_result *r, struct load_capacity *c)
 	y = calloc(cap + 1, sizeof(*y));
 	for (size_t i = 0; x != NULL && y != NULL && i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
-		if (lv->search != c->key || !lv->has_slo || lv->value < e0 / FIT_SPAN ||
-		    lv->value > e0 * FIT_SPAN)
+		if (lv->search != c->key || !lv->has_slo || lv->unsustained != NULL ||
+		    lv->value < e0 / FIT_SPAN || lv->value > e0 * FIT_SPAN)
 			continue;
 		for (unsigned k = 0; k < lv->runs && k < LOAD_MAX_RUNS; k++) {
 			double v = lv->run_value[k][b];
@@ -567,11 +568,14 @@ static void fit(const struct load_result *r, struct load_capacity *c)
 		}
 	}
 	/* an unbounded interval (no significant slope) leaves the levels' */
+	/* no rate at or over the served one is sustained (mu NaN: none
+	 * fell behind): a line crossing there extrapolates */
 	if (n > 0 && load_capfit(x, y, n, r->slo.confidence, &est, &lo, &hi) == 0 &&
-	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN) {
+	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN &&
+	    !(est >= mu)) {
 		c->estimate = est;
 		c->ci_lo = lo;
-		c->ci_hi = hi;
+		c->ci_hi = isnan(mu) || hi < mu ? hi : mu;
 		c->replications = n;
 	}
 	free(x);
@@ -582,8 +586,9 @@ static void fit(const struct load_result *r, struct load_capacity *c)
  * an independent replication (or several, pooled) decided at the SLO's
  * confidence. The interval's ends are the largest level decided met and
  * the smallest decided missed around the estimate; between them every
- * level was within noise of a limit. */
-static void estimate(const struct load_result *r, struct load_capacity *c)
+ * level was within noise of a limit. mu: the rate the target served while
+ * a level fell behind (NaN: none did), over which no fit may put it. */
+static void estimate(const struct load_result *r, struct load_capacity *c, double mu)
 {
 	const struct load_level *llo = NULL, *lhi = NULL;
 
@@ -596,19 +601,23 @@ static void estimate(const struct load_result *r, struct load_capacity *c)
 		const struct load_level *lv = &r->levels[i];
 		if (lv->search != c->key || !lv->has_slo)
 			continue;
-		if (lv->value == c->lo)
+		if (lv->value == c->lo && lv->unsustained == NULL)
 			llo = lv;
 		if (lv->value == c->hi)
 			lhi = lv;
 	}
-	if (c->key == LOAD_KEY_RATE && llo != NULL && lhi != NULL) {
+	/* a level not sustained has no figure to interpolate by: the
+	 * estimate stays the largest level met */
+	if (c->key == LOAD_KEY_RATE && llo != NULL && lhi != NULL && lhi->unsustained == NULL) {
 		double a = worst_ratio(r, llo), b = worst_ratio(r, lhi);
 		if (isfinite(a) && isfinite(b) && b > a && a <= 1 && b >= 1)
 			c->estimate = c->lo + (c->hi - c->lo) * (1 - a) / (b - a);
 	}
 	for (size_t i = 0; i < r->nlevels; i++) {
 		const struct load_level *lv = &r->levels[i];
-		if (lv->search != c->key || !lv->has_slo || !lv->slo.decided)
+		/* met but measured again with a longer warm-up: not by it */
+		if (lv->search != c->key || !lv->has_slo || !lv->slo.decided ||
+		    (lv->slo.met && lv->unsustained != NULL))
 			continue;
 		if (lv->slo.met && lv->value <= c->estimate &&
 		    (isnan(c->ci_lo) || lv->value > c->ci_lo))
@@ -617,8 +626,11 @@ static void estimate(const struct load_result *r, struct load_capacity *c)
 		    (isnan(c->ci_hi) || lv->value < c->ci_hi))
 			c->ci_hi = lv->value;
 	}
-	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi))
-		fit(r, c);
+	/* past a top not sustained a line through the runs below would
+	 * extrapolate beyond every figure there is */
+	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi) &&
+	    (lhi == NULL || lhi->unsustained == NULL))
+		fit(r, c, mu);
 }
 
 /* The runs the bracket's two ends get at least, for the fit (or all of
@@ -635,7 +647,7 @@ static int refine(struct load_env *e, const struct load_plan *p, struct load_res
 	for (size_t i = r->nlevels; i > 0; i--) {
 		struct load_level *lv = &r->levels[i - 1];
 		if (lv->search != LOAD_KEY_RATE || (lv->value != lo && lv->value != hi) ||
-		    lv->runs >= want)
+		    lv->runs >= want || lv->unsustained != NULL)
 			continue;
 		if (run_runs(e, r, lv, lv->runs, want, 1) < 0)
 			return -1;
@@ -645,13 +657,164 @@ static int refine(struct load_env *e, const struct load_plan *p, struct load_res
 	return 0;
 }
 
+/* What a rate search knows of the target's service rate (load_settle.h). */
+struct settle {
+	double mu;                   /* the most a level carried while it fell
+	                              * behind; NaN: none did yet */
+	double ca2;                  /* the arrivals' */
+	double cap_s;                /* the longest warm-up a level may get */
+};
+
+/* A level's warm-up may grow to this many times its planned length
+ * (warm-up and -d): a rate whose queue needs longer to settle is not
+ * shown sustained by the levels asked for. */
+#define SETTLE_MAX 2.0
+
+/* The most a rate level of the search served (requests that ended in its
+ * window, a second) while it fell behind (served under LOAD_CARRIED_SHARE
+ * of what it offered): the target ran flat out. Not the level's request
+ * throughput, which counts the queued requests' waiting as work. */
+static double served_rate(const struct load_result *r)
+{
+	double mu = NAN;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_summary *s = &r->levels[i].sum;
+		double sent, done;
+		if (r->levels[i].search != LOAD_KEY_RATE || !(s->window_s > 0))
+			continue;
+		sent = (double)s->requests / s->window_s;
+		done = (double)s->completed / s->window_s;
+		if (s->requests > 0 && done < LOAD_CARRIED_SHARE * sent)
+			mu = fmax(mu, done);
+	}
+	return mu;
+}
+
+/* Why a rate level at v can never count as met, or NULL, with *need the
+ * warm-up (s) it needs to show its steady state (0: none). */
+static const char *unsustainable(const struct settle *st, double v, double *need)
+{
+	double s = load_settle_s(v, st->mu, st->ca2);
+
+	*need = 0;
+	if (isnan(s))
+		return NULL;
+	if (v >= st->mu)
+		return "offered at or over the most the target carried";
+	if (s > st->cap_s)
+		return "its queue would not settle within the level";
+	*need = s;
+	return NULL;
+}
+
+static const char *judge(const struct settle *st, const struct load_level *lv,
+    double *need)
+{
+	*need = 0;
+	return lv->search == LOAD_KEY_RATE ? unsustainable(st, lv->value, need) : NULL;
+}
+
+static int settled(const struct load_level *lv, double need)
+{
+	return (double)lv->conf.warmup_us / 1e6 >= need * (1 - 1e-9);
+}
+
+/* The bracket from the search's levels: lo the largest met, sustainable
+ * and settled; hi the smallest missed or not sustainable (its binding
+ * target into *binding); *pending the largest level met between them whose
+ * warm-up was shorter than its queue needs (to run again), NaN: none. */
+static void bracket_of(const struct load_result *r, enum load_key k,
+    const struct settle *st, double *lo, double *hi, int *binding, double *pending)
+{
+	double need;
+
+	*lo = *hi = *pending = NAN;
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->search != k || !lv->has_slo)
+			continue;
+		if (judge(st, lv, &need) != NULL || !lv->slo.met) {
+			if (isnan(*hi) || lv->value <= *hi) {
+				*hi = lv->value;
+				*binding = lv->slo.binding;
+			}
+		} else if (settled(lv, need) && (isnan(*lo) || lv->value > *lo)) {
+			*lo = lv->value;
+		}
+	}
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->search != k || !lv->has_slo || !lv->slo.met ||
+		    judge(st, lv, &need) != NULL || settled(lv, need))
+			continue;
+		if ((isnan(*lo) || lv->value > *lo) && (isnan(*hi) || lv->value < *hi) &&
+		    (isnan(*pending) || lv->value > *pending))
+			*pending = lv->value;
+	}
+}
+
+/* Once the search ends: each level that cannot count as met says why, and
+ * one not sustainable is missed, decidedly (whatever its short figures);
+ * one met before its warm-up was known short is left as it ran. */
+static void mark(struct load_result *r, enum load_key k, const struct settle *st)
+{
+	double need;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		struct load_level *lv = &r->levels[i];
+		if (lv->search != k || !lv->has_slo)
+			continue;
+		lv->unsustained = judge(st, lv, &need);
+		if (lv->unsustained != NULL) {
+			lv->slo.met = 0;
+			lv->slo.decided = 1;
+			lv->slo.noisy = 0;
+		} else if (lv->slo.met && !settled(lv, need)) {
+			lv->unsustained = "unsettled: its warm-up was shorter than its queue "
+			    "needs (run again)";
+		}
+	}
+}
+
+/* Runs the level of k at v: a rate level against a known service rate
+ * with the warm-up its queue needs, and only once if it is not
+ * sustainable (no figure of it can count). */
+static struct load_level *search_level(struct load_env *e, const struct load_plan *p,
+    struct load_result *r, enum load_key k, double v, const char *phase,
+    const struct settle *st)
+{
+	struct load_level *lv = new_level(r, k, v);
+	unsigned repeats = p->repeats;
+	double need;
+
+	if (lv == NULL) {
+		r->failed = 1;
+		return NULL;
+	}
+	lv->search = k;
+	lv->phase = phase;
+	snprintf(lv->label + strlen(lv->label), sizeof(lv->label) - strlen(lv->label),
+	    " (capacity, %s)", phase);
+	if (k == LOAD_KEY_RATE) {
+		if (unsustainable(st, v, &need) != NULL)
+			repeats = 0;
+		else if (need * 1e6 > (double)lv->conf.warmup_us)
+			lv->conf.warmup_us = (uint64_t)ceil(need * 1e6);
+	}
+	return run_level(e, r, lv, repeats) < 0 ? NULL : lv;
+}
+
 static int search(struct load_env *e, const struct load_plan *p, struct load_result *r,
     size_t which)
 {
 	struct load_capacity *c = &r->capacity[which];
 	enum load_key k = p->search[which];
-	double lo = NAN, hi = NAN, v, min = k == LOAD_KEY_CONCURRENCY ? 1 : 0.01;
+	double lo = NAN, hi = NAN, pending, v, min = k == LOAD_KEY_CONCURRENCY ? 1 : 0.01;
 	const char *phase = "bracket";
+	const struct load_conf *rc = r->conf;
+	struct settle st = { NAN, load_settle_ca2(rc), rc->duration_us > 0 ?
+	    SETTLE_MAX * (double)(rc->warmup_us + rc->duration_us) / 1e6 : INFINITY };
 
 	c->key = k;
 	c->ran = 1;
@@ -662,33 +825,25 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	if (k == LOAD_KEY_CONCURRENCY)
 		v = fmax(1, round(v));
 	for (;;) {
-		struct load_level *lv;
-
 		if (c->levels >= p->max_levels) {
 			c->stopped = "levels";
 			break;
 		}
-		lv = new_level(r, k, v);
-		if (lv == NULL) {
-			r->failed = 1;
-			return -1;
-		}
-		lv->search = k;
-		lv->phase = phase;
-		snprintf(lv->label + strlen(lv->label), sizeof(lv->label) - strlen(lv->label),
-		    " (capacity, %s)", phase);
-		if (run_level(e, r, lv, p->repeats) < 0)
+		if (search_level(e, p, r, k, v, phase, &st) == NULL)
 			return -1;
 		c->levels++;
 		if (r->interrupted) {
 			c->stopped = "interrupted";
 			break;
 		}
-		if (lv->slo.met) {
-			lo = v;
-		} else {
-			hi = v;
-			c->binding = lv->slo.binding;
+		if (k == LOAD_KEY_RATE)
+			st.mu = served_rate(r);
+		bracket_of(r, k, &st, &lo, &hi, &c->binding, &pending);
+		if (!isnan(pending)) {
+			/* met, but its queue had not settled: again, longer */
+			phase = "settle";
+			v = pending;
+			continue;
 		}
 		if (!isnan(lo) && !isnan(hi)) {
 			if (resolved(k, lo, hi, p->resolution)) {
@@ -699,14 +854,15 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 			v = midpoint(k, lo, hi);
 			continue;
 		}
+		phase = "bracket";
 		if (isnan(hi)) {
-			v = step(k, v, 1);
+			v = step(k, isnan(lo) ? v : lo, 1);
 			if (v > p->cap_max[ki]) {
 				c->stopped = "max";
 				break;
 			}
 		} else {
-			v = step(k, v, 0);
+			v = step(k, hi, 0);
 			if (v < min) {
 				c->stopped = "none_met";
 				break;
@@ -717,10 +873,11 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	c->lo = lo;
 	c->hi = hi;
 	c->capacity = lo;
+	mark(r, k, &st);
 	if (k == LOAD_KEY_RATE && c->found && isfinite(hi) && !r->interrupted &&
 	    refine(e, p, r, lo, hi) < 0)
 		return -1;
-	estimate(r, c);
+	estimate(r, c, st.mu);
 	return 0;
 }
 

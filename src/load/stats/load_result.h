@@ -105,6 +105,9 @@ struct load_level {
 	struct load_summary sum;
 	int has_slo;
 	struct load_slo_result slo;
+	/* a rate search's: why the level cannot count as met whatever its
+	 * figures (load_settle.h), or NULL */
+	const char *unsustained;
 	struct load_tt tt;
 	struct load_tt_pairs pairs;
 };
