@@ -136,6 +136,13 @@ def test_capacity_matches_the_model():
         want = 4 * lv["value"] - 3
         assert abs(lv["tpot_ms"]["p50"] - want) < 0.15 * want, lv["tpot_ms"]
     assert rdoc["levels"][0]["config"]["arrivals"] == "constant"
+    # the knee among the levels tried, by a sweep's rule: the rate's
+    # bracket doubles past the slots' 97/s (141/s carries under 0.9 of
+    # it); the concurrency's TPOT grows as 4c - 3, so from 16 users on
+    # throughput stays flat while latency rises
+    assert rate["knee"] is not None and rate["knee"] < rate["knee_past"] <= 141.1, rate
+    assert rate["knee_past"] > want_r * 0.9, rate
+    assert conc["knee_past"] is not None and conc["knee_past"] <= 32, conc
 
 
 def test_open_sweep_knee_is_carried():

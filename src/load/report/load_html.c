@@ -365,6 +365,29 @@ static void sweep_capacity(struct page *pg)
 	    r->levels[cap].slo.noisy ? " (undecided: by its figures)" : "");
 }
 
+/* A search's knee among the levels it tried (load_result.h). */
+static void knee_item(FILE *f, const struct load_capacity *c)
+{
+	char a[32], b[32];
+	const char *unit = c->key == LOAD_KEY_RATE ? " requests/s" : " users";
+
+	load_svg_num(a, sizeof a, c->knee);
+	load_svg_num(b, sizeof b, c->knee_past);
+	fprintf(f, "<li class=\"knee\" data-key=\"%s\" data-knee=\"%.9g\" "
+	    "data-past=\"%.9g\">knee by %s: ", load_key_name(c->key), c->knee,
+	    c->knee_past, load_key_name(c->key));
+	if (isnan(c->knee_past))
+		fputs("none among the levels tried (none saturated)", f);
+	else if (isnan(c->knee))
+		fprintf(f, "none, the lowest level tried (%s%s) was saturated", b, unit);
+	else
+		fprintf(f, "<b>%s%s</b>, the last level tried %s; %s%s, the next tried, "
+		    "was not", a, unit, c->key == LOAD_KEY_RATE ?
+		    "that carried its offered rate" :
+		    "before throughput stopped growing while latency rose", b, unit);
+	fputs("</li>\n", f);
+}
+
 static void verdict(struct page *pg)
 {
 	const struct load_result *r = pg->r;
@@ -446,6 +469,7 @@ static void verdict(struct page *pg)
 		fprintf(f, "; %zu levels, stopped: ", c->levels);
 		text(pg, c->stopped);
 		fputs("</li>\n", f);
+		knee_item(f, c);
 	}
 	if (r->interrupted)
 		fputs("<li class=\"missed\">interrupted: the levels shown are those that "

@@ -867,6 +867,8 @@ void load_json_write(FILE *f, const struct load_result *r,
 				null(&e, "binding");
 			u64(&e, "levels", cp->levels);
 			str(&e, "stopped", cp->stopped);
+			num(&e, "knee", cp->knee, dec);
+			num(&e, "knee_past", cp->knee_past, dec);
 			end_obj(&e);
 		}
 		end_arr(&e);

@@ -1007,6 +1007,9 @@ static void capacity(struct rd *c, int root)
 		free(b);
 		cp->levels = (size_t)cnt(c, el, "levels");
 		cp->stopped = word(c, el, "stopped", stops, UTIL_ARRAY_LEN(stops));
+		/* NaN when absent (a document of before them) */
+		cp->knee = num(c, el, "knee");
+		cp->knee_past = num(c, el, "knee_past");
 	}
 }
 

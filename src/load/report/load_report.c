@@ -669,6 +669,26 @@ int load_report_sweep_capacity(const struct load_result *r)
 	return cap;
 }
 
+/* A search's knee among the levels it tried (load_result.h). */
+static void knee_line(FILE *f, const struct load_capacity *c)
+{
+	const char *unit = c->key == LOAD_KEY_RATE ? " req/s" : "";
+	int dec = c->key == LOAD_KEY_RATE ? 2 : 0;
+
+	if (isnan(c->knee_past))
+		fprintf(f, "knee         %s: none among the levels tried (none saturated)\n",
+		    load_key_name(c->key));
+	else if (isnan(c->knee))
+		fprintf(f, "knee         %s: none, the lowest level tried (%.*f%s) was "
+		    "saturated\n", load_key_name(c->key), dec, c->knee_past, unit);
+	else
+		fprintf(f, "knee         %s %.*f%s: the last level tried %s; %.*f%s, the "
+		    "next tried, was not\n", load_key_name(c->key), dec, c->knee, unit,
+		    c->key == LOAD_KEY_RATE ? "that carried its offered rate" :
+		    "before throughput stopped growing while latency rose", dec,
+		    c->knee_past, unit);
+}
+
 static void capacity_lines(FILE *f, const struct load_result *r)
 {
 	for (size_t i = 0; i < r->ncapacity; i++) {
@@ -708,6 +728,7 @@ static void capacity_lines(FILE *f, const struct load_result *r)
 		if (isfinite(search_s(r, c->key)))
 			fprintf(f, " in %.0f s", search_s(r, c->key));
 		fputc('\n', f);
+		knee_line(f, c);
 	}
 }
 

@@ -805,6 +805,43 @@ static struct load_level *search_level(struct load_env *e, const struct load_pla
 	return run_level(e, r, lv, repeats) < 0 ? NULL : lv;
 }
 
+/* Whether a search's level i was saturated, by a sweep's rule: an open
+ * loop's on its own, a closed loop's against the nearest lower level
+ * the search tried (its levels are not in order). */
+static int search_saturated(const struct load_result *r, size_t i, double gain)
+{
+	const struct load_level *lv = &r->levels[i], *below = NULL;
+
+	if (lv->key == LOAD_KEY_RATE)
+		return load_levels_open_saturated(&lv->sum, LOAD_CARRIED_SHARE);
+	for (size_t j = 0; j < r->nlevels; j++) {
+		const struct load_level *o = &r->levels[j];
+		if (o->key == lv->key && o->value < lv->value &&
+		    (below == NULL || o->value > below->value))
+			below = o;
+	}
+	return below != NULL && load_levels_saturated(&below->sum, below->value,
+	    &lv->sum, lv->value, gain);
+}
+
+/* The knee of a search: a bisection on the SLO tries few levels past it,
+ * so it is the knee among those, and the level past it says how close. */
+static void capacity_knee(const struct load_result *r, struct load_capacity *c,
+    double gain)
+{
+	c->knee = c->knee_past = NAN;
+	for (size_t i = 0; i < r->nlevels; i++)
+		if (r->levels[i].key == c->key && r->levels[i].sum.requests > 0 &&
+		    !(r->levels[i].value >= c->knee_past) && search_saturated(r, i, gain))
+			c->knee_past = r->levels[i].value;
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		if (lv->key == c->key && lv->sum.requests > 0 && !isnan(c->knee_past) &&
+		    lv->value < c->knee_past && !(lv->value <= c->knee))
+			c->knee = lv->value;
+	}
+}
+
 static int search(struct load_env *e, const struct load_plan *p, struct load_result *r,
     size_t which)
 {
@@ -878,6 +915,7 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	    refine(e, p, r, lo, hi) < 0)
 		return -1;
 	estimate(r, c, st.mu);
+	capacity_knee(r, c, p->saturation);
 	return 0;
 }
 

@@ -133,6 +133,10 @@ struct load_capacity {
 	size_t levels;               /* levels it ran */
 	const char *stopped;         /* why it ended: "resolution", "max", "none_met",
 	                              * "interrupted", "levels" */
+	/* the throughput knee among the levels it tried, by a sweep's rule
+	 * (load_levels.h): knee_past the lowest saturated, knee the highest
+	 * not saturated below it; NaN: none such */
+	double knee, knee_past;
 };
 
 struct load_result {
