@@ -267,28 +267,6 @@ static int facts(struct load_level *lv, const struct load_doc *d, size_t n, size
 	return we > ws ? 0 : -1;
 }
 
-static int summarise(const struct load_result *r, struct load_level *lv)
-{
-	struct load_sum_in in;
-	struct goodput_targets g;
-
-	memset(&in, 0, sizeof(in));
-	load_slo_goodput(&r->slo, &g);
-	in.st = &lv->st;
-	in.pcts = &r->pcts;
-	in.goodput = r->slo.n ? &g : NULL;
-	in.window_start_us = lv->info.window_start_us;
-	in.window_end_us = lv->info.window_end_us;
-	in.slice_us = r->slice_us;
-	in.cpu_s = lv->info.cpu_s;
-	in.wall_s = (double)lv->info.elapsed_us / 1e6;
-	in.queued = lv->info.queued;
-	if (load_summary(&in, &lv->sum) < 0)
-		return -1;
-	lv->has_slo = r->slo.n > 0;
-	return lv->has_slo ? load_slo_eval(&r->slo, &lv->st, &lv->slo) : 0;
-}
-
 /* Level j of every shard as one level of m. */
 static int join_level(struct load_merged *m, const struct load_doc *d, size_t n,
     size_t j, FILE *err)
@@ -318,7 +296,7 @@ static int join_level(struct load_merged *m, const struct load_doc *d, size_t n,
 		    m->r.merged_skew_s);
 		return -1;
 	}
-	if (pool(lv, d, n, j, shift) < 0 || summarise(&m->r, lv) < 0) {
+	if (pool(lv, d, n, j, shift) < 0 || load_result_summarise(&m->r, lv) < 0) {
 		fprintf(err, "merge: out of memory\n");
 		return -1;
 	}

@@ -177,35 +177,6 @@ static void shift(struct loadstats *st, uint64_t by)
 	}
 }
 
-static int summarise(const struct load_result *r, struct load_level *lv)
-{
-	struct load_sum_in in;
-	struct goodput_targets g;
-
-	memset(&in, 0, sizeof(in));
-	load_slo_goodput(&r->slo, &g);
-	in.st = &lv->st;
-	in.pcts = &r->pcts;
-	in.goodput = r->slo.n ? &g : NULL;
-	in.window_start_us = lv->info.window_start_us;
-	in.window_end_us = lv->info.window_end_us;
-	if (lv->nwindows > 1) {
-		in.windows = (const uint64_t (*)[2])lv->windows;
-		in.nwindows = lv->nwindows;
-	}
-	in.slice_us = r->slice_us;
-	in.cpu_s = lv->info.cpu_s;
-	in.wall_s = (double)lv->info.elapsed_us / 1e6;
-	in.queued = lv->info.queued;
-	load_summary_free(&lv->sum);
-	if (load_summary(&in, &lv->sum) < 0)
-		return -1;
-	lv->has_slo = r->slo.n > 0;
-	if (lv->has_slo && load_slo_eval(&r->slo, &lv->st, &lv->slo) < 0)
-		return -1;
-	return 0;
-}
-
 /* The line a terminal gets after each level. */
 static void level_line(const struct load_result *r, const struct load_level *lv)
 {
@@ -320,7 +291,7 @@ static int run_runs(struct load_env *e, struct load_result *r, struct load_level
 		}
 		offset = lv->info.elapsed_us;
 		lv->runs = k + 1;
-		if (summarise(r, lv) < 0 || rc < 0) {
+		if (load_result_summarise(r, lv) < 0 || rc < 0) {
 			r->failed = 1;
 			return -1;
 		}

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_slo.h"
+#include "load_summary.h"
 #include "rng.h"
 #include "util.h"
 
@@ -90,4 +92,33 @@ const char *load_key_name(enum load_key k)
 	default:
 		return "none";
 	}
+}
+
+int load_result_summarise(const struct load_result *r, struct load_level *lv)
+{
+	struct load_sum_in in;
+	struct goodput_targets g;
+
+	memset(&in, 0, sizeof(in));
+	load_slo_goodput(&r->slo, &g);
+	in.st = &lv->st;
+	in.pcts = &r->pcts;
+	in.goodput = r->slo.n ? &g : NULL;
+	in.window_start_us = lv->info.window_start_us;
+	in.window_end_us = lv->info.window_end_us;
+	if (lv->nwindows > 1) {
+		in.windows = (const uint64_t (*)[2])lv->windows;
+		in.nwindows = lv->nwindows;
+	}
+	in.slice_us = r->slice_us;
+	in.cpu_s = lv->info.cpu_s;
+	in.wall_s = (double)lv->info.elapsed_us / 1e6;
+	in.queued = lv->info.queued;
+	load_summary_free(&lv->sum);
+	if (load_summary(&in, &lv->sum) < 0)
+		return -1;
+	lv->has_slo = r->slo.n > 0;
+	if (lv->has_slo && load_slo_eval(&r->slo, &lv->st, &lv->slo) < 0)
+		return -1;
+	return 0;
 }

@@ -179,6 +179,9 @@ void load_result_init(struct load_result *r, enum load_kind kind,
 struct load_level *load_result_add(struct load_result *r, enum load_key key,
     double value, const struct load_conf *conf);
 void load_result_free(struct load_result *r);
+/* A level's summary (load_summary.h) and its SLO's verdict from its
+ * samples, its window(s) and r's targets. Returns 0 or -1 (memory). */
+int load_result_summarise(const struct load_result *r, struct load_level *lv);
 
 /* The key's name: "concurrency", "rate", "prompt_tokens". */
 const char *load_key_name(enum load_key k);
