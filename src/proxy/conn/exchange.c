@@ -1171,12 +1171,30 @@ void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real,
 	m->stamps_kernel += (uint32_t)kernel;
 	m->stamps_loop += (uint32_t)!kernel;
 	/* the doubt's floor: no response byte came before the request's
-	 * first; never after the read's own time */
+	 * first */
 	if (floor < m->t0)
 		floor = m->t0;
-	m->now_floor = floor < m->now ? floor : m->now;
+	/* clocks that disagree (a floor past the read's time, a stamp raised
+	 * to what was read before it) leave no certainty: the time is not
+	 * the stamp, and the doubt is the whole window */
+	if (floor > m->now || t < least) {
+		floor = m->t0;
+		kernel = 0;
+	}
+	m->now_floor = floor;
 	m->now_kernel = (uint8_t)kernel;
 	m->now_whole = (uint8_t)(whole != 0);
+}
+
+void exchange_resume(struct exchange *x, uint64_t now)
+{
+	struct meter *m = &x->meter;
+
+	if (now > m->now)
+		m->now = now;
+	m->now_floor = m->t0;
+	m->now_kernel = 0;
+	m->now_whole = 0;
 }
 
 void exchange_begin(struct exchange *x, struct conf *conf,

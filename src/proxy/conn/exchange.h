@@ -167,6 +167,10 @@ uint64_t exchange_read_time(struct rxtime_clock *c, int64_t real, int *kernel);
  * the newest byte's; TLS: OpenSSL may hold part of a record). */
 void exchange_read(struct exchange *x, struct rxtime_clock *c, int64_t real,
     uint64_t floor, int whole);
+/* The upstream resumed after a pause: the bytes it held are parsed now,
+ * after reads that may have moved the floor and the stamp past them, so
+ * their time is now's and their doubt the whole window from t0. */
+void exchange_resume(struct exchange *x, uint64_t now);
 
 /* Starts the books of a request whose first byte came at t0: resets every
  * field (one memset), takes a reference on conf, counts the stream. */

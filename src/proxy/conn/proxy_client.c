@@ -347,7 +347,7 @@ void client_write(struct bufferevent *bev, void *arg)
 			upstream_direct_read(s->up, 1);
 		else
 			bufferevent_enable(s->up->bev, EV_READ);
-		s->x.meter.now = util_now_us();
+		exchange_resume(&s->x, util_now_us());
 		if (upstream_input(s) < 0)
 			return;
 	}

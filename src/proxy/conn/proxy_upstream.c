@@ -465,12 +465,23 @@ static int upstream_read(struct session *s, const char *buf, size_t n)
 	return 0;
 }
 
+/* Events a stream may send before its first token and keep its reads
+ * first: a role event, pings, an Anthropic message's start events. A
+ * stream past them that has still counted no token (a plain SSE feed, a
+ * dialect that counts none) would otherwise stay first for its whole
+ * life, and the urgent queue has no turn limit: it would starve the
+ * worker's client side and timers. */
+#define FIRST_TOKEN_DUE_EVENTS 32
+
 /* Does the response still owe its first token (a stream's head came, or
  * is to come)? Its reads go first (read_order). */
 static int first_token_due(const struct session *s)
 {
+	const struct meter *m = &s->x.meter;
+
 	return s->us == U_HEAD || s->us == U_CONNECT || (s->us == U_BODY &&
-	    s->x.meter.stream && s->x.meter.t_first_token == 0 && !s->x.res_done);
+	    m->stream && m->t_first_token == 0 && !s->x.res_done &&
+	    !m->unmeasured && m->events < FIRST_TOKEN_DUE_EVENTS);
 }
 
 /* A direct read, plain or TLS alike (upstream_recv), into the worker's
@@ -500,10 +511,12 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 			exchange_read(&s->x, &s->loop->clock, r.real, r.floor,
 			    !upstream_is_tls(s->up));
 		/* gone, or the response ended (its connection released) */
-		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL ||
-		    s->us != U_BODY)
+		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL)
 			return;
+		/* a tunnel (101) owes no first token: it waits its turn */
 		upstream_read_urgent(s->up, first_token_due(s));
+		if (s->us != U_BODY)
+			return;
 	}
 	if (r.end == UPSTREAM_RX_MORE && !s->up_paused) {
 		upstream_direct_more(s->up);
@@ -591,6 +604,8 @@ static int tunnel_start(struct session *s)
 {
 	s->us = U_TUNNEL;
 	s->cs = C_TUNNEL;
+	/* no first token to come: its reads wait their turn (read_order) */
+	upstream_read_urgent(s->up, 0);
 	timer_idle(s);
 	client_reading(s, 1);
 	if (tunnel_up(s) < 0)

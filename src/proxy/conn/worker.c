@@ -234,7 +234,7 @@ static void *worker_main(void *arg)
  * LOOP_NORMAL_BURST normal ones it polls again (epoll_wait, timeout 0), so
  * that a first token that came meanwhile is read before the rest of a long
  * turn (a worker behind has hundreds of streams ready at once). */
-static struct event_base *base_new(void)
+static struct event_base *base_new(int first_token)
 {
 	struct event_config *cfg = event_config_new();
 	struct event_base *base;
@@ -243,8 +243,11 @@ static struct event_base *base_new(void)
 		return NULL;
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK |
 	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-	event_config_set_max_dispatch_interval(cfg, NULL, LOOP_NORMAL_BURST,
-	    LOOP_NORMAL);
+	/* read_order even: every event in the kernel's order, no poll
+	 * between (its priorities all stay LOOP_NORMAL) */
+	if (first_token)
+		event_config_set_max_dispatch_interval(cfg, NULL, LOOP_NORMAL_BURST,
+		    LOOP_NORMAL);
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	if (base != NULL && event_base_priority_init(base, LOOP_PRIORITIES) != 0) {
@@ -267,7 +270,7 @@ static struct worker *worker_new(int id, struct conf *c)
 	w->loop.conf = conf_ref(c);
 	w->loop.rng = rng_seed();
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	w->loop.base = base_new();
+	w->loop.base = base_new(c->read_order == READ_ORDER_FIRST_TOKEN);
 	w->loop.stats = ring_new();
 	w->loop.rbuf = malloc(LOOP_READ_MAX);
 	if (w->loop.base == NULL || w->loop.stats == NULL || w->loop.rbuf == NULL)
