@@ -237,13 +237,15 @@ static int set_clump(struct mock_params *p, const char *v)
 	return 0;
 }
 
-/* A ratio above 0 (bytes a token), or 0 for the default rule. */
+/* A ratio of 0.1 to 1000 bytes a token, or 0 for the default rule
+ * (body bytes / 4): a tiny one would count more tokens than a count
+ * holds. */
 static int set_prompt_bytes_per_token(struct mock_params *p, const char *v)
 {
 	char *end;
 	double r = strtod(v, &end);
 
-	if (end == v || *end != '\0' || !(r >= 0 && r <= 1000))
+	if (end == v || *end != '\0' || !(r == 0 || (r >= 0.1 && r <= 1000)))
 		return -1;
 	p->prompt_bytes_per_token = r;
 	return 0;

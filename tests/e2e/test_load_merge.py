@@ -188,6 +188,11 @@ def test_unlike_plans_are_refused():
             other = shards(url, d, ["-r", "100", "-n", "30", "--max-tokens", "5"], name="b")
             seed = shards(url, d, plan + ["--seed", "2"], name="c")
             two = shards(url, d, plan, n=2, name="t")
+            # what the digest would miss: how the prompts were sized, and
+            # what the figures are judged by and reported as
+            bpt = shards(url, d, plan + ["--bytes-per-token", "3"], name="p")
+            slo = shards(url, d, plan + ["--slo", "ttft_p95<=100ms"], name="s")
+            pct = shards(url, d, plan + ["--percentiles", "50,99.9"], name="q")
             single = os.path.join(d, "single.json")
             run("tokentap-load", *plan, "--json", single, url, expect=0)
         ok = run("tokentap-load", "merge", *a, expect=0)
@@ -199,6 +204,9 @@ def test_unlike_plans_are_refused():
             ([a[0], a[1], a[1]], "shard 1/3 twice"),
             ([a[0], a[1], seed[2]], "seed 1 in the first, 2 in the second"),
             ([a[0], a[1], two[1]], "shard counts differ"),
+            ([a[0], a[1], bpt[2]], "the prompts' bytes per token"),
+            ([a[0], a[1], slo[2]], 'the SLO "none" in the first'),
+            ([a[0], a[1], pct[2]], "the percentiles"),
         ]
         for docs, why in cases:
             r = run("tokentap-load", "merge", "-o", os.path.join(d, "x.json"), *docs,

@@ -295,3 +295,30 @@ def test_a_scenario_holds_conversations():
                     "    think_time: 1s\n")
         r = load("--scenarios", path, report=False, expect=2)
         assert "scenario \"x\": think_time goes with turns" in r.stderr, r.stderr
+
+
+def test_a_seed_gives_the_same_conversations_whatever_the_timing():
+    """A session's draws (its turns, its messages' sizes, its think times)
+    are its number's and the seed's: two runs of one seed against a
+    backend of another speed, whose users take their sessions in another
+    order, hold the same conversations. (They drew from the run's one
+    stream, in the order the timing gave: session 6 had 3 turns in one
+    run and 4 in the next.)"""
+    runs = []
+    for ttft, seed in (("2ms", "1"), ("9ms", "2")):
+        with Mock("--ttft", ttft, "--tpot", "1ms", "--jitter", "uniform:3ms",
+                  "--seed", seed) as m:
+            doc = load("-c", "3", "-n", "40", "--turns", "1-5", "--prompt-tokens", "50-150",
+                       "--max-tokens", "3", "--think-time", "uniform:0ms-4ms",
+                       "--seed", "5", m.url(CHAT), whole=True)
+        sessions = {}
+        for s in doc["levels"][0]["samples"]:
+            sessions.setdefault(s["session"], {})[s["turn"]] = s["prompt_tokens"]
+        runs.append(sessions)
+    a, b = runs
+    # the last users' sessions are cut by the count where it falls
+    done = min(len(a), len(b)) - 3
+    assert done >= 5, (len(a), len(b))
+    for k in range(done):
+        assert len(a[k]) == len(b[k]), (k, a[k], b[k])
+        assert a[k][1] == b[k][1], (k, a[k], b[k])

@@ -141,10 +141,36 @@ static int str_differs(FILE *err, const struct load_doc *a, const struct load_do
 	return 1;
 }
 
+/* The SLO's targets as one line ("none" without), to say and compare. */
+static const char *slo_text(const struct load_slo *slo, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	snprintf(buf, len, "%s", slo->n == 0 ? "none" : "");
+	for (size_t i = 0; i < slo->n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s<=%.9g", i ? " " : "",
+		    slo->v[i].name, slo->v[i].limit);
+	if (slo->n > 0 && at < len)
+		snprintf(buf + at, len - at, " at %.4g", slo->confidence);
+	return buf;
+}
+
+/* The percentiles reported, as one line. */
+static const char *pcts_text(const struct load_pcts *p, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < p->n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%.17g", i ? "," : "", p->p[i]);
+	return buf;
+}
+
 /* b against a: every difference said; returns how many. */
 static int plan_differs(FILE *err, const struct load_doc *a, const struct load_doc *b)
 {
 	static const char *const kinds[] = {"run", "sweep", "capacity"};
+	char sa[LOAD_SLO_MAX * 48], sb[sizeof sa], pa[LOAD_MAX_PCTS * 24], pb[sizeof pa];
 	int n = 0;
 
 	if (a->r.kind != b->r.kind) {
@@ -153,7 +179,14 @@ static int plan_differs(FILE *err, const struct load_doc *a, const struct load_d
 	}
 	n += str_differs(err, a, b, "the target", a->conf.url, b->conf.url);
 	n += str_differs(err, a, b, "the model", a->conf.model, b->conf.model);
-	n += num_differs(err, a, b, NULL, "the dialect", a->conf.dialect, b->conf.dialect);
+	n += str_differs(err, a, b, "the dialect", dialect_names[load_conf_dialect(&a->conf)],
+	    dialect_names[load_conf_dialect(&b->conf)]);
+	n += num_differs(err, a, b, NULL, "the prompts' bytes per token",
+	    a->r.psize.bytes_per_token, b->r.psize.bytes_per_token);
+	n += str_differs(err, a, b, "the SLO", slo_text(&a->r.slo, sa, sizeof sa),
+	    slo_text(&b->r.slo, sb, sizeof sb));
+	n += str_differs(err, a, b, "the percentiles", pcts_text(&a->r.pcts, pa, sizeof pa),
+	    pcts_text(&b->r.pcts, pb, sizeof pb));
 	n += num_differs(err, a, b, NULL, "the levels", (double)a->r.nlevels,
 	    (double)b->r.nlevels);
 	for (size_t i = 0; i < a->r.nlevels && i < b->r.nlevels; i++) {
@@ -230,19 +263,26 @@ static int pool(struct load_level *lv, const struct load_doc *d, size_t n, size_
 
 /* The run facts of level j: summed over the shards (their CPU, connections,
  * waits), the largest of their lates, the latest end; the window common to
- * all. Returns -1 when the windows do not overlap. */
+ * all: from the latest start to the earliest end, the time all of them
+ * ran; a level of a count (-n, no -d) to the latest end, as one machine's
+ * window runs to its count's last answer (to the earliest, the shards'
+ * last answers would fall out of it). Returns -1 when the windows do not
+ * overlap. */
 static int facts(struct load_level *lv, const struct load_doc *d, size_t n, size_t j,
     const uint64_t *shift)
 {
 	struct load_run_info *o = &lv->info;
-	uint64_t ws = 0, we = UINT64_MAX;
+	const struct load_conf *c = &d[0].r.levels[j].conf;
+	int by_count = c->count > 0 && c->duration_us == 0;
+	uint64_t ws = 0, we = by_count ? 0 : UINT64_MAX;
 
 	o->read_late_p99_ms = o->read_late_max_ms = NAN;
 	for (size_t i = 0; i < n; i++) {
 		const struct load_run_info *x = &d[i].r.levels[j].info;
 		if (shift[i] + x->window_start_us > ws)
 			ws = shift[i] + x->window_start_us;
-		if (shift[i] + x->window_end_us < we)
+		if (by_count ? shift[i] + x->window_end_us > we :
+		    shift[i] + x->window_end_us < we)
 			we = shift[i] + x->window_end_us;
 		if (shift[i] + x->elapsed_us > o->elapsed_us)
 			o->elapsed_us = shift[i] + x->elapsed_us;

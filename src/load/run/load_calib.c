@@ -44,6 +44,10 @@ static void calib_conf(struct load_conf *k, const struct load_conf *c, uint32_t 
 	k->trace = NULL;
 	k->prompts = NULL;
 	k->prefixes = 0;
+	/* single requests of synthetic words, not a conversation's turns
+	 * (whose history would not be the words' bytes) */
+	k->sessions = NULL;
+	k->turns.min = k->turns.max = 0;
 	k->max_tokens.min = k->max_tokens.max = 1;
 	k->concurrency = c->concurrency > 0 && c->concurrency < n ? c->concurrency : n;
 	k->bytes_per_token = LOAD_PSIZE_DEFAULT;

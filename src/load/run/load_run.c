@@ -37,6 +37,8 @@
 #define PROGRESS_SAMPLES 4096
 /* The loop's lateness is sampled this often, at most SLIP_MAX times. */
 #define SLIP_US 10000
+/* a conversation's draws: of the seed and the session's number (talk_begin) */
+#define TALK_SEED 0x7a1c5e55a10f2b3dull
 #define SLIP_MAX (1u << 20)
 
 struct run;
@@ -348,6 +350,9 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	/* what it asks is the seed's and its seq's alone: the same on any
 	 * shard, whatever was sent before it (load_shard.h) */
 	uint64_t rng = load_shard_rng(c->seed, p->seq);
+	/* a conversation's turn draws from its session's state (talk_begin):
+	 * its seq is the timing's */
+	uint64_t *draw = s->talk != NULL ? &s->talk->rng : &rng;
 
 	memset(&rq, 0, sizeof(rq));
 	if (c->trace != NULL && p->entry < c->trace->n) {
@@ -356,12 +361,12 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.nheaders = te->nheaders;
 	}
 	if (s->talk != NULL) {
-		if (load_talk_turn(s->talk, c, &rng, &rq) < 0) {
+		if (load_talk_turn(s->talk, c, draw, &rq) < 0) {
 			run_failed(r, "conversation");
 			return;
 		}
 	} else if (c->prompts != NULL) {
-		rq.prompt = &c->prompts->v[rng_next(&rng) % c->prompts->n];
+		rq.prompt = &c->prompts->v[rng_next(draw) % c->prompts->n];
 		/* the file's text at the ratio given or calibrated */
 		rq.prompt_tokens = c->bytes_per_token == LOAD_PSIZE_DEFAULT ?
 		    rq.prompt->tokens : load_psize_tokens(rq.prompt->text_len,
@@ -369,7 +374,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		rq.max_tokens = rq.prompt->max_tokens;
 	} else {
 		rq.prompt_tokens = te && te->prompt_tokens ? te->prompt_tokens :
-		    load_conf_draw(&c->prompt_tokens, &rng);
+		    load_conf_draw(&c->prompt_tokens, draw);
 	}
 	if (c->prefixes > 0) {
 		rq.prefix_tokens = c->prefix_tokens;
@@ -380,7 +385,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 	if (te != NULL && te->max_tokens)
 		rq.max_tokens = te->max_tokens;
 	if (rq.max_tokens == 0)
-		rq.max_tokens = load_conf_draw(&c->max_tokens, &rng);
+		rq.max_tokens = load_conf_draw(&c->max_tokens, draw);
 	s->seq = p->seq;
 	s->t0 = p->t0;
 	s->phase = (uint8_t)p->phase;
@@ -403,7 +408,7 @@ static void launch(struct run *r, struct slot *s, const struct pending *p,
 		return;
 	}
 	evbuffer_drain(r->req, evbuffer_get_length(r->req));
-	if (load_body_request(r->req, c, &rq, &rng) < 0) {
+	if (load_body_request(r->req, c, &rq, draw) < 0) {
 		run_failed(r, "request");
 		return;
 	}
@@ -445,15 +450,20 @@ static int talk_begin(struct run *r, struct slot *s, uint64_t now)
 	const struct load_session *se;
 
 	if (f == NULL) {
-		load_talk_begin(s->talk, NULL, load_conf_draw(&r->conf->turns, &r->rng),
+		/* the session's draws are its number's and the seed's: which
+		 * user holds it, and when, is the timing's */
+		uint64_t rng = load_shard_rng(r->conf->seed ^ TALK_SEED, r->sessions);
+		load_talk_begin(s->talk, NULL, load_conf_draw(&r->conf->turns, &rng),
 		    r->sessions++);
+		s->talk->rng = rng;
 		s->due = now;
 		return 0;
 	}
 	if (r->next_session >= f->n)
 		return -1;
 	se = &f->v[r->next_session++];
-	load_talk_begin(s->talk, se, 0, r->sessions++);
+	load_talk_begin(s->talk, se, 0, r->sessions);
+	s->talk->rng = load_shard_rng(r->conf->seed ^ TALK_SEED, r->sessions++);
 	/* --trace-speed: the session's start, as its think times */
 	s->due = r->start + (uint64_t)((double)se->start_us / r->conf->trace_speed);
 	if (s->due < now)
@@ -483,7 +493,7 @@ static void user_next(struct run *r, struct slot *s)
 			return;
 		}
 	} else {
-		s->due = s->talk->end_us + load_talk_think(s->talk, r->conf, &r->rng);
+		s->due = s->talk->end_us + load_talk_think(s->talk, r->conf, &s->talk->rng);
 	}
 	if (s->due > now) {
 		arm(s->think_ev, s->due - now);

@@ -30,6 +30,10 @@ struct load_talk {
 	uint32_t turn;               /* the turn sent last, from 1; 0: none yet */
 	uint32_t turns;              /* of this session */
 	uint64_t session;            /* its number in the level, from 0 */
+	uint64_t rng;                /* its draws' state (turns, texts, think
+	                              * times): of the seed and its number alone,
+	                              * so a seed gives the same sessions whatever
+	                              * the timing (load_run.c) */
 	uint64_t end_us;             /* when the last turn's answer ended */
 	enum dialect_id dialect;
 	struct sse_parser sse;
