@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "rxtime.h"
+#include "net.h"
 
 #include <errno.h>
 #include <string.h>
@@ -31,9 +32,12 @@ ssize_t rxtime_recv(int fd, void *buf, size_t len, int flags, int64_t *real_ns)
 	struct cmsghdr *cm;
 	ssize_t n;
 
-	if (real_ns == NULL)
-		return recv(fd, buf, len, flags);
-	n = recvmsg(fd, &msg, flags);
+	if (real_ns == NULL) {
+		msg.msg_control = NULL;
+		msg.msg_controllen = 0;
+		return net_recvmsg(fd, &msg, flags);
+	}
+	n = net_recvmsg(fd, &msg, flags);
 	*real_ns = 0;
 	/* the one control message a TCP read carries with these flags */
 	if (n > 0 && !(msg.msg_flags & MSG_CTRUNC) && (cm = CMSG_FIRSTHDR(&msg)) != NULL &&

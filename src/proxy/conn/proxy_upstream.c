@@ -31,6 +31,7 @@
 #include "firsttoken.h"
 #include "vitals.h"
 #include "log.h"
+#include "net.h"
 #include "gauge.h"
 #include "tls.h"
 #include "loop.h"
@@ -328,7 +329,7 @@ static size_t client_send_now(struct session *s, const char *buf, size_t n)
 
 	if (s->tls)
 		return tls_write_now(bufferevent_openssl_get_ssl(s->bev), buf, n);
-	w = send(s->fd, buf, n, MSG_NOSIGNAL);
+	w = net_send(s->fd, buf, n, MSG_NOSIGNAL);
 	return w > 0 ? (size_t)w : 0;
 }
 
