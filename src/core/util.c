@@ -7,13 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t util_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 uint64_t util_wall_ms(void)
 {
 	struct timespec ts;

@@ -7,11 +7,19 @@
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* CLOCK_MONOTONIC in microseconds: the clock of every measurement. */
-uint64_t util_now_us(void);
+/* CLOCK_MONOTONIC in microseconds: the clock of every measurement.
+ * Inline: a read and its event take it three times. */
+static inline uint64_t util_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 /* CLOCK_REALTIME in milliseconds, for timestamps shown to people. */
 uint64_t util_wall_ms(void);
 /* CLOCK_REALTIME in nanoseconds (OpenTelemetry's timestamps). */

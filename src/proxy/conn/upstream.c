@@ -224,6 +224,7 @@ struct upconn *upstream_get(struct loop *w, const struct conf_route *r,
 	if (u == NULL)
 		return NULL;
 	u->pool = p;
+	u->tls = p->tls;
 	u->keepalive_us = r->timeouts.upstream_keepalive_us;
 	if (rep->target.tls) {
 		SSL *ssl = tls_client_new(r, peer_name(r, rep), p->session,
@@ -289,18 +290,10 @@ void upstream_stale(struct upconn *u, struct replica *rep)
 	}
 }
 
-int upstream_is_tls(const struct upconn *u)
+void upstream_read_priority(struct upconn *u, int p)
 {
-	return u->pool->tls;
-}
-
-void upstream_read_urgent(struct upconn *u, int urgent)
-{
-	int p = urgent && u->pool->w->conf->read_order == READ_ORDER_FIRST_TOKEN ?
-	    LOOP_URGENT : LOOP_NORMAL;
-
 	/* (refused while the event is active: the next read tries again) */
-	if (u->rd_ev != NULL && u->rd_prio != p && event_priority_set(u->rd_ev, p) == 0)
+	if (u->rd_ev != NULL && event_priority_set(u->rd_ev, p) == 0)
 		u->rd_prio = p;
 }
 
@@ -317,6 +310,8 @@ static int read_with(struct upconn *u, evutil_socket_t fd, event_callback_fn cb,
 	if (u->rd_ev == NULL)
 		return -1;
 	u->rd_prio = LOOP_NORMAL;
+	u->rd_urgent = u->pool->w->conf->read_order == READ_ORDER_FIRST_TOKEN ?
+	    LOOP_URGENT : LOOP_NORMAL;
 	upstream_read_urgent(u, 1);
 	if (event_add(u->rd_ev, NULL) != 0)
 		return -1;

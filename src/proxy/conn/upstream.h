@@ -10,6 +10,7 @@
 #include <sys/queue.h>
 
 #include "config.h"
+#include "loop.h"
 #include "pool.h"
 
 #include <event2/bufferevent.h>
@@ -31,6 +32,10 @@ struct upconn {
 	int ended;                  /* a direct TLS read met its end: the peer
 	                             * closed, or it broke; never pooled */
 	int rd_prio;                /* rd_ev's (loop.h: LOOP_URGENT, _NORMAL) */
+	int rd_urgent;              /* ... while urgent: LOOP_URGENT with
+	                             * read_order: first_token (its request's
+	                             * conf), else LOOP_NORMAL */
+	int tls;                    /* its pool's */
 	uint64_t drained;           /* µs before the last direct read of a
 	                             * plain one that found the socket drained
 	                             * (less than it asked, or EAGAIN): bytes
@@ -50,7 +55,11 @@ struct upconn *upstream_get(struct loop *l, const struct conf_route *r,
  * get the kernel's receive times (rxtime.h; a TLS one through tls.c's
  * socket BIO). */
 void upstream_connected(struct upconn *u, int stamps);
-int upstream_is_tls(const struct upconn *u);
+static inline int upstream_is_tls(const struct upconn *u)
+{
+	return u->tls;
+}
+
 /* Plain TCP only: from now on the caller reads the socket itself with cb
  * (upstream_recv: one recvmsg(2) into its own buffer per readiness) and
  * the bufferevent reads nothing: no FIONREAD ioctl, no chain allocated per
@@ -66,7 +75,15 @@ int upstream_direct_tls(struct upconn *u, event_callback_fn cb, void *arg);
 /* rd_ev urgent (read before the other events ready: loop.h) while its
  * request waits for the first token, with read_order: first_token; else
  * normal. Direct reading starts urgent. */
-void upstream_read_urgent(struct upconn *u, int urgent);
+void upstream_read_priority(struct upconn *u, int prio);
+/* (inline: it is asked after every read, and changes once a request) */
+static inline void upstream_read_urgent(struct upconn *u, int urgent)
+{
+	int p = urgent ? u->rd_urgent : LOOP_NORMAL;
+
+	if (u->rd_prio != p)
+		upstream_read_priority(u, p);
+}
 /* How a direct read ended, after its bytes. */
 enum upstream_rx_end {
 	UPSTREAM_RX_WAIT,         /* for the next readiness of rd_ev */
