@@ -109,9 +109,27 @@ unplaced:
 	return 0;
 }
 
-uint64_t rxtime_mono(struct rxtime_clock *c, int64_t real_ns, uint64_t now_us)
+/* The first sample, a step, or this thread was preempted between the
+ * two clock reads: a pair read close together tells. Out of line: the
+ * common case (rxtime_mono) then needs no frame of its own. */
+static __attribute__((noinline)) uint64_t resample(struct rxtime_clock *c,
+    int64_t real_ns)
 {
 	struct timespec r, m1, m2;
+
+	for (int i = 0; i < 3; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &m1);
+		clock_gettime(CLOCK_REALTIME, &r);
+		clock_gettime(CLOCK_MONOTONIC, &m2);
+		if (ns_of(&m2) - ns_of(&m1) < RXTIME_STEP_NS / 10)
+			break;
+	}
+	return rxtime_mono_at(c, real_ns, (uint64_t)ns_of(&m1) / 1000, ns_of(&r));
+}
+
+uint64_t rxtime_mono(struct rxtime_clock *c, int64_t real_ns, uint64_t now_us)
+{
+	struct timespec r;
 	int64_t real_now, now_ns, d, m;
 
 	if (real_ns == 0)
@@ -120,31 +138,17 @@ uint64_t rxtime_mono(struct rxtime_clock *c, int64_t real_ns, uint64_t now_us)
 	real_now = ns_of(&r);
 	now_ns = (int64_t)now_us * 1000;
 	d = real_now - now_ns - c->offset_ns;
+	if (c->sampled_us == 0 || d > RXTIME_STEP_NS || d < -RXTIME_STEP_NS)
+		return resample(c, real_ns);
 	/* the common case, every read but the first: no step seen ever, the
 	 * offset as sampled before (or closer), the stamp in the past */
-	if (c->step_to_us == 0 && c->sampled_us != 0 && d <= RXTIME_STEP_NS &&
-	    d >= -RXTIME_STEP_NS) {
+	if (c->step_to_us == 0) {
 		if (d < 0)
 			c->offset_ns += d;
 		c->sampled_us = now_us;
 		m = real_ns - c->offset_ns;
 		if (m <= now_ns && m > 0)
 			return (uint64_t)m / 1000;
-		return rxtime_mono_at(c, real_ns, now_us, real_now);
-	}
-	if (c->sampled_us == 0 || d > RXTIME_STEP_NS || d < -RXTIME_STEP_NS) {
-		/* the first sample, a step, or this thread was preempted
-		 * between the two clock reads: a pair read close together
-		 * tells */
-		for (int i = 0; i < 3; i++) {
-			clock_gettime(CLOCK_MONOTONIC, &m1);
-			clock_gettime(CLOCK_REALTIME, &r);
-			clock_gettime(CLOCK_MONOTONIC, &m2);
-			if (ns_of(&m2) - ns_of(&m1) < RXTIME_STEP_NS / 10)
-				break;
-		}
-		real_now = ns_of(&r);
-		now_us = (uint64_t)ns_of(&m1) / 1000;
 	}
 	return rxtime_mono_at(c, real_ns, now_us, real_now);
 }
