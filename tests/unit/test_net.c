@@ -3,6 +3,7 @@
  * phrases, the listening socket, the accept pause and the write-now. */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -214,6 +215,48 @@ static void test_write_now(void **state)
 	event_base_free(base);
 }
 
+/* net_peer_ip writes what inet_ntop(3) writes, for every IPv4 address
+ * of a few octet shapes (1, 2 and 3 digits, zero), plain and v4-mapped. */
+static void test_peer_ip_as_inet_ntop(void **state)
+{
+	static const unsigned char octets[] = { 0, 1, 9, 10, 99, 100, 127, 200, 255 };
+	const size_t n = sizeof octets;
+	(void)state;
+
+	for (size_t i = 0; i < n * n * n * n; i++) {
+		unsigned char a[4] = { octets[i % n], octets[i / n % n],
+		    octets[i / n / n % n], octets[i / n / n / n] };
+		struct sockaddr_in v4 = { .sin_family = AF_INET };
+		struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+		char want[INET_ADDRSTRLEN], got[64], mapped[64];
+
+		memcpy(&v4.sin_addr, a, 4);
+		v6.sin6_addr.s6_addr[10] = v6.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&v6.sin6_addr.s6_addr[12], a, 4);
+		assert_non_null(inet_ntop(AF_INET, a, want, sizeof want));
+		memset(got, 'x', sizeof got);
+		net_peer_ip((struct sockaddr *)&v4, got, sizeof got);
+		assert_string_equal(got, want);
+		net_peer_ip((struct sockaddr *)&v6, mapped, sizeof mapped);
+		assert_string_equal(mapped, want);
+	}
+}
+
+/* IPv6 as inet_ntop writes it; a family that is neither: "-". */
+static void test_peer_ip_v6_and_other(void **state)
+{
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	struct sockaddr other = { .sa_family = AF_UNIX };
+	char got[64];
+	(void)state;
+
+	v6.sin6_addr.s6_addr[15] = 1;
+	net_peer_ip((struct sockaddr *)&v6, got, sizeof got);
+	assert_string_equal(got, "::1");
+	net_peer_ip(&other, got, sizeof got);
+	assert_string_equal(got, "-");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +267,8 @@ int main(void)
 		cmocka_unit_test(test_listen_without_reuseport),
 		cmocka_unit_test(test_accept_pause),
 		cmocka_unit_test(test_write_now),
+		cmocka_unit_test(test_peer_ip_as_inet_ntop),
+		cmocka_unit_test(test_peer_ip_v6_and_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
