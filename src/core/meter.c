@@ -44,6 +44,9 @@ static void sniffed_raw(struct meter *m, uint64_t n)
 		return;
 	m->t_first_token = m->t_first_output = m->t_first_event;
 	m->t_last_token = m->t_last_event;
+	/* their reads were not judged: no floor of their own (the start) */
+	m->fo.floor = m->lt.floor = 0;
+	m->fo.kernel = m->lt.kernel = 0;
 	m->token_events = n;
 }
 
@@ -204,22 +207,40 @@ static int line_ends(const char *p, const char *end)
 	return 1;
 }
 
-/* The first token's event, at its read: the doubt's inputs. Its data
- * reported in place and followed in the feed by line ends only (its
- * own, and the blank line) is the feed's last: the read's last too when
- * the feed ended it (meter_read_end). An event copied from several feeds
- * or joined from several data lines is not judged: doubted. */
-static void first_token_read(struct meter *m, const struct sse_event *ev)
+/* Is the event's data reported in place and followed in the feed by line
+ * ends only (its own, and the blank line)? Then it is the feed's last: the
+ * read's last too when the feed ended it (meter_read_end). An event copied
+ * from several feeds or joined from several data lines is not judged:
+ * doubted. */
+static int ends_feed(const struct meter *m, const struct sse_event *ev)
 {
 	const char *end = ev->data != NULL ? ev->data + ev->data_len : NULL;
 
+	return m->now_whole && m->feed != NULL && end != NULL && ev->data >= m->feed &&
+	    end <= m->feed_end && m->feed_end - end <= 4 && line_ends(end, m->feed_end);
+}
+
+/* The first token's event, at its read: the doubt's inputs. */
+static void first_token_read(struct meter *m, const struct sse_event *ev)
+{
 	m->ft_floor = m->now_floor;
 	m->ft_kernel = m->now_kernel;
 	m->ft_whole = m->now_whole;
-	m->ft_last = m->now_whole && m->feed != NULL && end != NULL && ev->data >= m->feed &&
-	    end <= m->feed_end && m->feed_end - end <= 4 &&
-	    line_ends(end, m->feed_end);
+	m->ft_last = ends_feed(m, ev);
 	m->ft_end = m->feed_end;
+	m->points_due |= PENDING_FT;
+	m->ft_pending = 1;
+}
+
+/* The first output token's event (once a request), alike. */
+static void first_output_read(struct meter *m, const struct sse_event *ev)
+{
+	m->t_first_output = m->now;
+	m->fo.floor = m->now_floor;
+	m->fo.kernel = m->now_kernel;
+	m->fo.last = (uint8_t)ends_feed(m, ev);
+	m->fo.end = m->feed_end;
+	m->points_due |= PENDING_FO;
 	m->ft_pending = 1;
 }
 
@@ -243,6 +264,10 @@ static void on_event(void *arg, const struct sse_event *ev)
 	m->t_last_event = m->now;
 	dialect_classify_memo(m->dialect, ev, &m->memo, &info);
 	if (info.token) {
+		/* the last token's doubt: its read is judged at its end, once
+		 * (meter_read_end), not here */
+		m->lt_end = (const char *)((uintptr_t)ev->data + ev->data_len);
+		m->ft_pending = 1;
 		if (m->token_events == 0) {
 			m->t_first_token = m->now;
 			m->held_first = m->held_us;
@@ -253,7 +278,7 @@ static void on_event(void *arg, const struct sse_event *ev)
 			next_token(m, m->now - m->t_last_token);
 		}
 		if (m->t_first_output == 0 && !info.reasoning)
-			m->t_first_output = m->now;
+			first_output_read(m, ev);
 		m->t_last_token = m->now;
 		m->held_last = m->held_us;
 		m->token_events++;
@@ -486,26 +511,121 @@ void meter_free(struct meter *m)
 	m->body_len = m->body_cap = 0;
 }
 
+/* Only a chunk's CRLF between a feed's end and its read's end? */
+static int ends_read(const char *feed_end, const char *end)
+{
+	return end != NULL && end >= feed_end && end - feed_end <= 2 &&
+	    line_ends(feed_end, end);
+}
+
+/* The first token's and the first output token's reads' ends: once or
+ * twice a request. */
+static void points_read_end(struct meter *m, const char *end, unsigned due)
+{
+	if ((due & PENDING_FT) && !ends_read(m->ft_end, end))
+		m->ft_last = 0;
+	if ((due & PENDING_FO) && !ends_read(m->fo.end, end))
+		m->fo.last = 0;
+}
+
+/* Only line ends in [e, end), 6 at most: an event's line end and blank
+ * line, and a chunk's CRLF (end NULL, or before e: no). The common tails
+ * (LF LF and a chunk's CRLF; LF LF alone) are compared at once: every
+ * read with a token asks. */
+static inline int tail_line_ends(const char *e, const char *end)
+{
+	uintptr_t n = (uintptr_t)end - (uintptr_t)e;
+
+	if (n == 4 && memcmp(e, "\n\n\r\n", 4) == 0)
+		return 1;
+	if (n == 2 && memcmp(e, "\n\n", 2) == 0)
+		return 1;
+	return n <= 6 && line_ends(e, end);
+}
+
 void meter_read_end(struct meter *m, const char *end)
 {
+	const char *e = m->lt_end;
+
 	m->ft_pending = 0;
-	if (end == NULL || end < m->ft_end || end - m->ft_end > 2 ||
-	    !line_ends(m->ft_end, end))
-		m->ft_last = 0;
+	if (m->points_due) {
+		points_read_end(m, end, m->points_due);
+		m->points_due = 0;
+	}
+	/* a token came in this read (only tokens ask for its end): the last
+	 * so far. Its event is the read's last where its data lies in the
+	 * last feed and only line ends (its own, the blank line, a chunk's
+	 * CRLF: a next chunk's size line is none) follow it to the read's
+	 * end. */
+	m->lt.floor = m->now_floor;
+	m->lt.kernel = m->now_kernel & m->now_whole;
+	m->lt.last = m->feed != NULL && e > m->feed && e <= m->feed_end &&
+	    tail_line_ends(e, end);
+}
+
+/* The doubt of a point at t whose bytes came after floor: 0 where they
+ * were complete in a kernel-stamped read (the stamp is their own); no
+ * floor before the request's first byte, the start (no answer comes
+ * before the question). */
+static int64_t doubt_of(const struct meter *m, uint64_t t, uint64_t floor,
+    int complete)
+{
+	if (complete)
+		return 0;
+	if (floor < m->t0)
+		floor = m->t0;
+	return t > floor ? (int64_t)(t - floor) : 0;
 }
 
 int64_t meter_ttft_doubt_us(const struct meter *m)
 {
-	uint64_t floor = m->ft_floor > m->t0 ? m->ft_floor : m->t0;
-
 	if (meter_ttft_us(m) < 0)
 		return -1;
-	/* complete: its event ended the read, and the read was judged */
-	if (m->ft_kernel && m->ft_last && !m->ft_pending)
-		return 0;
-	/* no floor of its own (a sniffed stream's first event turned out
-	 * to be its first token): the request's start */
-	return m->t_first_token > floor ? (int64_t)(m->t_first_token - floor) : 0;
+	/* complete: its event ended the read, and the read was judged; no
+	 * floor of its own (a sniffed stream's first event turned out to be
+	 * its first token): the request's start */
+	return doubt_of(m, m->t_first_token, m->ft_floor,
+	    m->ft_kernel && m->ft_last && !(m->points_due & PENDING_FT));
+}
+
+int64_t meter_start_doubt_us(const struct meter *m)
+{
+	if (m->t0_floor == 0 || m->t0_floor > m->t0)
+		return -1;
+	return (int64_t)(m->t0 - m->t0_floor);
+}
+
+void meter_head_read(struct meter *m, int ended)
+{
+	m->hd.floor = m->now_floor;
+	m->hd.kernel = m->now_kernel;
+	m->hd.last = (uint8_t)(m->now_whole && ended);
+}
+
+int64_t meter_head_doubt_us(const struct meter *m)
+{
+	if (m->t_head == 0)
+		return -1;
+	return doubt_of(m, m->t_head, m->hd.floor, m->hd.kernel && m->hd.last);
+}
+
+int64_t meter_ttfo_doubt_us(const struct meter *m)
+{
+	if (meter_ttfo_us(m) < 0)
+		return -1;
+	return doubt_of(m, m->t_first_output, m->fo.floor,
+	    m->fo.kernel && m->fo.last && !(m->points_due & PENDING_FO));
+}
+
+/* Its read judged at its end; a read whose end never came (the response
+ * ended within it) is not: the window from the floor of the last read
+ * judged, older, so no later than the truth. */
+int64_t meter_last_token_doubt_us(const struct meter *m)
+{
+	if (meter_ttft_us(m) < 0)
+		return -1;
+	return doubt_of(m, m->t_last_token, m->lt.floor,
+	    m->lt.kernel && m->lt.last && !m->ft_pending);
 }
 
 int64_t meter_ttft_us(const struct meter *m)

@@ -63,6 +63,17 @@ enum meter_unmeasured {
 	METER_UNMEASURED_COUNT
 };
 
+/* A stamped point's doubt (docs/measurement.md, "Doubt"): its bytes
+ * arrived after floor and by the read's time; complete: the kernel stamped
+ * that read and the point's bytes ended it, so the stamp is their own. */
+struct meter_point {
+	uint64_t floor;
+	const char *end;             /* where its feed ended */
+	uint8_t kernel, last;
+};
+#define PENDING_FT 1
+#define PENDING_FO 2
+
 struct meter {
 	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen */
 	uint64_t t0, t_req, t_conn, t_sent, t_head;
@@ -83,11 +94,24 @@ struct meter {
 	 * ended the read (only line ends after its data), so the stamp of
 	 * the newest segment is the event's own (the exchange judges the
 	 * read's end, the meter its feed's: ft_pending until it did; a read
-	 * not whole, TLS's, is never judged: now_whole, ft_whole) */
+	 * not whole, a TLS one OpenSSL kept part of, is never judged:
+	 * now_whole, ft_whole) */
 	uint64_t now_floor;
 	uint64_t ft_floor;
 	uint8_t now_kernel, now_whole, ft_kernel, ft_whole, ft_last, ft_pending;
-	const char *ft_end;          /* where its feed ended (ft_pending) */
+	/* ft_pending: a read's end is due (meter_read_end): a token came,
+	 * the last so far (lt_end: its event's data ended there); and
+	 * points_due: the first token's or the first output token's read is
+	 * to be judged too (their ft_end, fo.end: where their feeds ended) */
+	uint8_t points_due;
+	const char *ft_end;
+	const char *lt_end;
+	/* the other stamped points' doubts, by the same rule: the request's
+	 * first byte (t0_floor: before it the client's socket was found
+	 * drained; 0: not known, docs/measurement.md), the response head,
+	 * the first output token and the last token */
+	uint64_t t0_floor;
+	struct meter_point hd, fo, lt;
 
 	enum dialect_id dialect;
 	unsigned sniff;              /* events left to find the dialect in */
@@ -243,6 +267,17 @@ int64_t meter_ttft_us(const struct meter *m);
  * the first token's event ended it; else the time from the read's floor
  * to its stamp. -1 where there is no TTFT. */
 int64_t meter_ttft_doubt_us(const struct meter *m);
+/* The doubts of the other stamped points, by the same rule: the request's
+ * first byte (t0; -1 where no floor is known: a connection's first plain
+ * request, bytes pipelined), the response head (-1: none), the first
+ * output token and the last token (-1: no TTFO, no TTFT). */
+int64_t meter_start_doubt_us(const struct meter *m);
+int64_t meter_head_doubt_us(const struct meter *m);
+int64_t meter_ttfo_doubt_us(const struct meter *m);
+int64_t meter_last_token_doubt_us(const struct meter *m);
+/* The response head was parsed at the read's time (meter_response_head);
+ * ended: its last byte was the read's last. */
+void meter_head_read(struct meter *m, int ended);
 /* The read that carried the first token ended at `end`, in the buffer
  * the meter was fed from (NULL: in another, after it): only a chunk's
  * CRLF may lie between its feed's end and the read's. Settles ft_last;

@@ -1,29 +1,35 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every time with its doubt (docs/measurement.md, "Doubt"): the access
 log's ttft_doubt_ms says how much earlier the first token may have come
-than its kernel stamp, and the true time lies in [TTFT - doubt, TTFT].
+than its kernel stamp, and the true time lies in [TTFT - doubt, TTFT];
+head_doubt_ms, ttfo_doubt_ms, last_token_doubt_ms and start_doubt_ms say
+the same of the response head, the first output token, the last token and
+the request's first byte.
 
-The backend (python, raw sockets) sends the head at once and the tokens
-on its schedule, bracketing each send with the monotonic clock; the
-client brackets its request. An idle tokentap reads each token alone: the
-stamp is its own, the doubt 0. A held one (SIGSTOP after the head was
-read, SIGCONT after three tokens were sent, GAP_S apart) reads the three
-in one read, stamped with the third's arrival: TTFT two gaps late, and
-the doubt must cover them (the last read that found the socket drained
-was the head's, before the first token). Deterministic: no timing is
-judged but the brackets, which the test's own threads make; a bracket
-wider than BRACKET_MS says they were kept waiting and the request is not
-judged."""
+The backend (python, raw sockets) sends the head, the role event
+HEAD_GAP_S later, and the tokens on its schedule, bracketing each send
+with the monotonic clock; the client brackets its request. An idle
+tokentap reads each alone: the stamp is its own, the doubt 0. A held one
+is stopped (SIGSTOP) across the head and the role event, across the first
+HELD tokens (GAP_S apart), and across the last token and the stream's end:
+each is read merged with what came after it, stamped GAP_S or more late,
+and its doubt must cover the lateness (the last read that found the
+socket drained was before it). Deterministic: no timing is judged but
+the brackets, which the test's own threads make; a bracket wider than
+BRACKET_MS says they were kept waiting and the request is not judged.
+The same over a TLS upstream (its body read by tokentap's own TLS reads:
+a read whole when OpenSSL holds none of its bytes)."""
 import os
 import signal
 import socket
 import time
 
 from harness import Tokentap
-from peers import Backend, SSE_HEAD
+from peers import SSE_HEAD, Backend, TLSBackend, pki
 
 TOKENS = 5
 FIRST_S = 0.1       # the first token's delay after the head
+HEAD_GAP_S = 0.05   # the role event's after the head
 GAP_S = 0.05        # between tokens
 HELD = 3            # tokens sent while tokentap is stopped
 LOOPBACK_MS = 1.0   # loopback's delivery and the log's rounding
@@ -57,32 +63,49 @@ def stopped(p, sig):
 
 
 def scheduled(sent, pid, held):
-    """Head and role at once; TOKENS tokens FIRST_S later, GAP_S apart;
-    a request i in held has tokentap (pid()) stopped around its first
-    HELD tokens. sent[i]: the first token's send bracket."""
+    """The head, the role event HEAD_GAP_S later; TOKENS tokens FIRST_S
+    later, GAP_S apart; the stream's end GAP_S after the last. A request i
+    in held has tokentap (pid()) stopped around its head and role event,
+    its first HELD tokens, and its last token and end. sent[i]: the send
+    brackets of its head, first token and last token."""
+    def bracket(send, data):
+        before = time.monotonic()
+        send(data)
+        return before, time.monotonic()
+
     def handle(req, c):
         i = len(sent)
-        sent.append(None)
-        c.send(SSE_HEAD)
-        c.chunk(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n')
-        time.sleep(FIRST_S)
         stop = i in held
+        got = {}
+        sent.append(got)
+        if stop:
+            stopped(pid(), signal.SIGSTOP)
+        got["head"] = bracket(c.send, SSE_HEAD)
+        time.sleep(HEAD_GAP_S)
+        c.chunk(b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n')
+        if stop:
+            stopped(pid(), signal.SIGCONT)
+        time.sleep(FIRST_S)
         if stop:
             stopped(pid(), signal.SIGSTOP)
         for k in range(TOKENS):
             if k:
                 time.sleep(GAP_S)
-            before = time.monotonic()
-            c.chunk(chunk("t%d" % k))
+            if stop and k == TOKENS - 1:
+                stopped(pid(), signal.SIGSTOP)
+            at = bracket(c.chunk, chunk("t%d" % k))
             if k == 0:
-                sent[i] = (before, time.monotonic())
+                got["first"] = at
             if stop and k == HELD - 1:
                 # the kernel has queued them all (loopback delivers within
                 # the send call)
                 stopped(pid(), signal.SIGCONT)
+        got["last"] = at
         time.sleep(GAP_S)
         c.chunk(b"data: [DONE]\n\n")
         c.end_chunks()
+        if stop:
+            stopped(pid(), signal.SIGCONT)
         return "keep"
     return handle
 
@@ -109,40 +132,124 @@ def request(port, i):
     return before, after
 
 
-def test_the_first_token_lies_within_its_doubt():
+def within(kind, name, at, doubt, lo, hi):
+    """The truth, somewhere in the bracket [lo, hi] (ms from the request's
+    start), within [at - doubt, at], loopback allowed: the stamp no earlier
+    than the bracket's start, the floor no later than its end (all that
+    a bracket of up to BRACKET_MS can prove)."""
+    assert doubt is not None and doubt >= 0, (kind, name, doubt)
+    assert lo <= at + LOOPBACK_MS and at - doubt - LOOPBACK_MS <= hi, \
+        (kind, name, at, doubt, lo, hi)
+
+
+def judge(kind, line, req, got, head=True):
+    """A request's points against their brackets: each within its doubt;
+    held, each stamped late (the test can fail) and doubted so; idle, each
+    its own stamp. head: the head's read is judged (a TLS upstream's head
+    comes through its bufferevent, never whole)."""
+    assert line["timestamps"] == "kernel", line
+    ph = line["phases"]
+    head_at = sum(ph[k] or 0 for k in ("client_ms", "connect_ms", "send_ms",
+                                      "upstream_head_ms"))
+    last_at = line["ttft_ms"] + line["tpot_ms"] * (TOKENS - 1)
+    points = [("ttft", line["ttft_ms"], line["ttft_doubt_ms"], got["first"], HELD - 1),
+              ("last_token", last_at, line["last_token_doubt_ms"], got["last"], 1)]
+    if head:
+        points.append(("head", head_at, line["head_doubt_ms"], got["head"], 0))
+    # every token is output text: the first output token is the first token
+    assert line["ttfo_doubt_ms"] == line["ttft_doubt_ms"], line
+    # a connection's first request: no floor known for its first byte
+    assert line["start_doubt_ms"] is None, line
+    for name, at, doubt, sent, gaps in points:
+        lo = (sent[0] - req[1]) * 1000     # the true time's bracket
+        hi = (sent[1] - req[0]) * 1000
+        within(kind, name, at, doubt, lo, hi)
+        if kind == "held":
+            # the stamps did merge (a later send's arrival), and the doubt
+            # says so
+            late = max(gaps * GAP_S, HEAD_GAP_S if name == "head" else GAP_S)
+            assert at - hi > late * 1000 * 0.9, (name, at, lo, hi)
+            assert doubt > 1, (name, line)
+        else:
+            assert doubt < 1, (name, line)
+
+
+def run(backend, route, after, head=True):
+    """REQUESTS requests, every other one held, each judged where its
+    brackets are tight; then after(tokentap, held) while it runs."""
     sent = []
     held = set(range(1, REQUESTS, 2))
     box = []
-    with Backend(scheduled(sent, lambda: box[0].p, held)) as b, \
+    with backend(scheduled(sent, lambda: box[0].p, held)) as b, \
             Tokentap(f"workers: 1\ntimestamps: kernel\nroutes:\n  - name: r\n"
-                     f"    upstream: http://127.0.0.1:{b.port}\n    dialect: openai\n") as t:
+                     + route(b) + "    dialect: openai\n") as t:
         box.append(t)
         reqs = [request(t.port, i) for i in range(REQUESTS)]
         lines = {l["request_id"]: l for l in t.wait_logged(REQUESTS)}
         judged = {"held": 0, "idle": 0}
-        for i, (req, first) in enumerate(zip(reqs, sent)):
-            line = lines[f"d-{i}"]
-            assert line["timestamps"] == "kernel", line
-            ttft, doubt = line["ttft_ms"], line["ttft_doubt_ms"]
-            lo = (first[0] - req[1]) * 1000     # the true TTFT's bracket
-            hi = (first[1] - req[0]) * 1000
-            if hi - lo > BRACKET_MS:
+        for i, (req, got) in enumerate(zip(reqs, sent)):
+            spans = [(got[k][1] - req[0]) - (got[k][0] - req[1]) for k in got]
+            if max(spans) * 1000 > BRACKET_MS:
                 continue
             kind = "held" if i in held else "idle"
             judged[kind] += 1
-            # the truth within [ttft - doubt, ttft], loopback allowed
-            assert ttft - doubt - LOOPBACK_MS <= lo and hi <= ttft + LOOPBACK_MS, \
-                (kind, ttft, doubt, lo, hi)
-            if kind == "held":
-                # the stamps did merge (the third token's arrival), and
-                # the doubt says so: the test can fail
-                assert ttft - hi > GAP_S * 1000, (ttft, lo, hi)
-                assert doubt > 1, line
-            else:
-                assert doubt < 1, line
+            judge(kind, lines[f"d-{i}"], req, got, head)
         assert judged["held"] >= 2 and judged["idle"] >= 2, judged
-        g = {g["route"]: g for g in t.stats()["groups"]}["r"]
-        assert g["ttft_uncertain"] == len(held), g
-        assert g["ttft_uncertain_share"] == round(len(held) / REQUESTS, 3), g
-        assert t.metric("tokentap_ttft_uncertain_total", route="r") == len(held)
-        assert t.metric("tokentap_ttft_stamped_total", route="r") == REQUESTS
+        after(t, held)
+
+
+def uncertain_counted(t, held):
+    """The held TTFTs are the uncertain ones, and every one was stamped."""
+    g = {g["route"]: g for g in t.stats()["groups"]}["r"]
+    assert g["ttft_uncertain"] == len(held), g
+    assert g["ttft_uncertain_share"] == round(len(held) / REQUESTS, 3), g
+    assert t.metric("tokentap_ttft_uncertain_total", route="r") == len(held)
+    assert t.metric("tokentap_ttft_stamped_total", route="r") == REQUESTS
+
+
+def test_every_point_lies_within_its_doubt():
+    run(Backend, lambda b: f"    upstream: http://127.0.0.1:{b.port}\n", uncertain_counted)
+
+
+def test_a_tls_upstream_read_whole_has_its_own_stamp():
+    """OpenSSL holds none of a read's bytes once its records are taken:
+    the tokens' doubts are 0 idle, as a plain upstream's, and cover the
+    truth held; the TTFTs count as stamped."""
+    p = pki()
+    run(lambda h: TLSBackend(h, p["server.crt"], p["server.key"]),
+        lambda b: f"    upstream: https://localhost:{b.port}\n"
+                  f"    tls: {{ca_file: {p['ca.crt']}}}\n", uncertain_counted, head=False)
+
+
+def test_the_start_doubt_reaches_back_to_the_last_drained_read():
+    """A keep-alive connection's next request: its first byte came after
+    the read that drained the client's socket, no later than the request
+    before it ended, and the doubt says so (wider than the pause between
+    them, narrower than both requests' span)."""
+    def handle(req, c):
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        return "keep"
+    pause = 0.1
+    with Backend(handle) as b, \
+            Tokentap(f"timestamps: kernel\nroutes:\n  - name: r\n"
+                     f"    upstream: http://127.0.0.1:{b.port}\n") as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.settimeout(30)
+        marks = []
+        for i in range(2):
+            marks.append(time.monotonic())
+            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: k-%d\r\n\r\n" % i)
+            data = b""
+            while not data.endswith(b"ok"):
+                data += s.recv(65536)
+            marks.append(time.monotonic())
+            time.sleep(pause)
+        s.close()
+        lines = {l["request_id"]: l for l in t.wait_logged(2)}
+    assert lines["k-0"]["start_doubt_ms"] is None, lines["k-0"]
+    doubt = lines["k-1"]["start_doubt_ms"]
+    assert doubt is not None, lines["k-1"]
+    # floor <= the first response's end < the second's send <= its stamp
+    assert doubt >= (marks[2] - marks[1]) * 1000 - LOOPBACK_MS, (doubt, marks)
+    # floor >= the first request's send, stamp <= the second's reply
+    assert doubt <= (marks[3] - marks[0]) * 1000 + LOOPBACK_MS, (doubt, marks)

@@ -123,6 +123,85 @@ static void test_ttft_doubt(void **state)
 	meter_free(&m);
 }
 
+/* The other points' doubts, by the same rule (docs/measurement.md,
+ * "Doubt"): the start from the client's floor (-1 without one), the head
+ * from its read (0 where it ended the read), the first output token where
+ * reasoning came first, and the last token, judged at its read's end. */
+static void test_point_doubts(void **state)
+{
+	struct meter m;
+	const char *think = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"h\"}}]}\n\n";
+
+	(void)state;
+	meter_init(&m, 1000, DIALECT_OPENAI);
+	assert_int_equal(meter_start_doubt_us(&m), -1);
+	assert_int_equal(meter_head_doubt_us(&m), -1);
+	m.t0_floor = 400;
+	assert_int_equal(meter_start_doubt_us(&m), 600);
+	m.t0_floor = 1200;                  /* clocks that disagree: unknown */
+	assert_int_equal(meter_start_doubt_us(&m), -1);
+	/* the head, the read's last bytes, kernel-stamped: its own stamp */
+	m.now_floor = 1500;
+	m.now_kernel = m.now_whole = 1;
+	head(&m, SSE, 0, 2000);
+	meter_head_read(&m, 1);
+	assert_int_equal(meter_head_doubt_us(&m), 0);
+	meter_head_read(&m, 0);             /* body bytes after it */
+	assert_int_equal(meter_head_doubt_us(&m), 500);
+	m.now_floor = 0;                    /* no floor: the start */
+	meter_head_read(&m, 1);
+	m.now_kernel = 0;                   /* the loop's time: never complete */
+	meter_head_read(&m, 1);
+	assert_int_equal(meter_head_doubt_us(&m), 1000);
+	assert_int_equal(meter_ttfo_doubt_us(&m), -1);
+	assert_int_equal(meter_last_token_doubt_us(&m), -1);
+	/* reasoning first, alone; then the output token with another */
+	read_at(&m, think, 5000, 2500, strlen(think));
+	assert_int_equal(meter_ttft_doubt_us(&m), 0);
+	assert_int_equal(meter_ttfo_doubt_us(&m), -1);
+	assert_int_equal(meter_last_token_doubt_us(&m), 0);
+	read_at(&m, TOK TOK, 9000, 5500, strlen(TOK TOK));
+	assert_int_equal(meter_ttfo_doubt_us(&m), 3500);
+	/* ... the last token is the second, which ended the read */
+	assert_int_equal(meter_last_token_doubt_us(&m), 0);
+	read_at(&m, TOK "da", 10000, 9200, strlen(TOK "da"));
+	assert_int_equal(meter_last_token_doubt_us(&m), 800);
+	/* the last token alone, a chunk's CRLF after it: its own stamp */
+	read_at(&m, "ta: {}\n\n" TOK "\r\n", 12000, 9500, strlen("ta: {}\n\n" TOK));
+	assert_int_equal(meter_last_token_doubt_us(&m), 0);
+	assert_int_equal(meter_ttfo_doubt_us(&m), 3500);
+	/* a partial event after it */
+	read_at(&m, TOK "da", 15000, 12500, strlen(TOK "da"));
+	assert_int_equal(meter_last_token_doubt_us(&m), 2500);
+	/* a read whose end never came: the last floor judged, older */
+	m.now = 20000;
+	m.now_floor = 17000;
+	feed(&m, "ta: {}\n\n" TOK, 20000);
+	assert_int_equal(meter_last_token_doubt_us(&m), 7500);
+	meter_free(&m);
+	/* two chunks in one read, a token each: the first token ended its
+	 * feed, not its read (the second token's judging keeps it due) */
+	openai(&m, 1000, SSE, 2000);
+	{
+		const char *two = TOK "\r\n" "3a\r\n" TOK "\r\n";
+		size_t n = strlen(TOK);
+		m.now_floor = 2500;
+		m.now_kernel = m.now_whole = 1;
+		meter_body(&m, two, n, 9000);
+		meter_body(&m, two + n + 6, n, 9000);
+		meter_read_end(&m, two + strlen(two));
+	}
+	assert_int_equal(meter_ttft_doubt_us(&m), 6500);
+	assert_int_equal(meter_ttfo_doubt_us(&m), 6500);
+	assert_int_equal(meter_last_token_doubt_us(&m), 0);
+	meter_free(&m);
+	/* the first output token is the first token: the same doubt */
+	openai(&m, 1000, SSE, 2000);
+	read_at(&m, TOK, 9000, 2500, strlen(TOK));
+	assert_int_equal(meter_ttfo_doubt_us(&m), 0);
+	meter_free(&m);
+}
+
 /* A comment is no event; a role chunk is an event but no token: the
  * first event and the first token are different points; N counts token
  * events when the stream reports no usage; TPOT over N - 1 gaps. */
@@ -829,6 +908,7 @@ int main(void)
 		cmocka_unit_test(test_event_complete_at_its_blank_line),
 		cmocka_unit_test(test_first_event_first_token_and_n_from_events),
 		cmocka_unit_test(test_ttft_doubt),
+		cmocka_unit_test(test_point_doubts),
 		cmocka_unit_test(test_itl_and_usage),
 		cmocka_unit_test(test_which_bodies_are_parsed),
 		cmocka_unit_test(test_json_body_usage),

@@ -251,6 +251,7 @@ static void put_health(struct jsonw_buf *b, const struct meter *m,
 	int buffered = meter_buffered(m);
 
 	field_ms(b, "ttfo_ms", s->ttfo_us);
+	field_ms(b, "ttfo_doubt_ms", s->ttfo_us < 0 ? -1 : meter_ttfo_doubt_us(m));
 	field_ms(b, "ttfo_server_ms", s->ttfo_server_us);
 	field_int(b, "reasoning_tokens", meter_reasoning_tokens(m));
 	field_int(b, "stalls", m->stream ? (int64_t)m->stalls : -1);
@@ -313,6 +314,11 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	field_ms(&b, "ttft_ms", e->s->ttft_us);
 	/* the first token came within [ttft - doubt, ttft] (meter.h) */
 	field_ms(&b, "ttft_doubt_ms", e->s->ttft_doubt_us);
+	/* the other stamped points' doubts, by the same rule: the request's
+	 * first byte (t0), the response head, the last token */
+	field_ms(&b, "start_doubt_ms", meter_start_doubt_us(m));
+	field_ms(&b, "head_doubt_ms", meter_head_doubt_us(m));
+	field_ms(&b, "last_token_doubt_ms", meter_last_token_doubt_us(m));
 	field_ms(&b, "ttft_server_ms", e->s->ttft_server_us);   /* from t_req */
 	field_ms(&b, "tpot_ms", e->s->tpot_us);
 	field_ms(&b, "itl_max_ms", m->token_events >= 2 ? (int64_t)m->itl_max_us : -1);

@@ -876,7 +876,7 @@ void exchange_forwarded(struct exchange *x)
 void exchange_restart(struct exchange *x)
 {
 	struct meter *m = &x->meter;
-	uint64_t t0 = m->t0, t_req = m->t_req;
+	uint64_t t0 = m->t0, t_req = m->t_req, t0_floor = m->t0_floor;
 	uint32_t kernel = m->stamps_kernel, loop = m->stamps_loop;
 	char model[METER_MODEL_MAX];
 	size_t model_len = 0;
@@ -895,6 +895,7 @@ void exchange_restart(struct exchange *x)
 	meter_init(m, t0, DIALECT_RAW);
 	meter_set_dialect(m, x->req_dialect, x->req_sniff);
 	m->t_req = t_req;
+	m->t0_floor = t0_floor;
 	/* the route's stall threshold, which meter_init cleared: a stream
 	 * served by the next replica has its stalls counted too */
 	m->stall_us = x->route->thresholds.stall_us;
@@ -1004,6 +1005,9 @@ int exchange_response_head(struct exchange *x, struct evbuffer *in,
 	meter_response_head(&x->meter, rs.status, ct ? ct->value : NULL,
 	    ct ? ct->value_len : 0, ce ? ce->value : NULL, ce ? ce->value_len : 0,
 	    x->conf->max_event_bytes, x->meter.now);
+	/* its doubt: complete where its last byte was the read's (the input
+	 * ends with the newest read) */
+	meter_head_read(&x->meter, evbuffer_get_length(in) == head_len);
 	if (x->meter.unmeasured)
 		warn_unmeasured(x, ce);
 	stats_key_of(x, &x->active_key);

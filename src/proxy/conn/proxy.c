@@ -262,6 +262,8 @@ void request_begin(struct session *s, struct conf *conf)
 	s->x.client_tls = s->tls;
 	s->x.meter.stamps_kernel = (uint32_t)kernel;
 	s->x.meter.stamps_loop = (uint32_t)!kernel;
+	/* bytes pipelined came with an earlier read, whose floor is gone */
+	s->x.meter.t0_floor = s->rx_first != 0 ? s->rx_floor : 0;
 }
 
 void proxy_accept(struct loop *w, evutil_socket_t fd,

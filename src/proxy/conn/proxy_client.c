@@ -36,7 +36,8 @@ static int hold_request(struct session *s, const struct http_head *rq,
  * first read since the connection went idle, when it was not this one);
  * the first since the connection went idle is the next request's first
  * byte. */
-static void client_stamp(struct session *s, int64_t first, int64_t real)
+static void client_stamp(struct session *s, int64_t first, int64_t real,
+    uint64_t floor)
 {
 	int k;
 
@@ -44,6 +45,7 @@ static void client_stamp(struct session *s, int64_t first, int64_t real)
 	s->rx_last_kernel = k != 0;
 	if (s->rx_first != 0)
 		return;
+	s->rx_floor = floor;
 	s->rx_first = first != 0 && first != real ?
 	    exchange_read_time(&s->loop->clock, first, &k) : s->rx_last;
 	s->rx_first_kernel = k != 0;
@@ -72,7 +74,8 @@ void client_read(struct bufferevent *bev, void *arg)
 	struct session *s = arg;
 	if (s->tls) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
-		client_stamp(s, tls_rx_first(ssl), tls_rx_take(ssl));
+		uint64_t floor = tls_rx_floor(ssl);
+		client_stamp(s, tls_rx_first(ssl), tls_rx_take(ssl), floor);
 	}
 	if (s->closing) {
 		struct evbuffer *in = bufferevent_get_input(bev);
@@ -416,12 +419,19 @@ void client_readable(evutil_socket_t fd, short what, void *arg)
 	struct session *s = arg;
 	struct evbuffer *in = bufferevent_get_input(s->bev);
 	int64_t real = 0;
+	/* the clock before the read: if it drains the socket, the next
+	 * request's first byte came after this moment (its start's floor) */
+	uint64_t before = util_now_us(), floor = s->rx_drained;
 	ssize_t n = rxtime_recv(fd, s->loop->rbuf, LOOP_READ_MAX, 0,
 	    loop_stamps(s->loop) ? &real : NULL);
+	int err = errno;
 	(void)what;
 
+	if (n < LOOP_READ_MAX && !(n < 0 && err == EINTR))
+		s->rx_drained = before;
+	errno = err;
 	if (n > 0) {
-		client_stamp(s, 0, real);
+		client_stamp(s, 0, real, floor);
 		evbuffer_unfreeze(in, 0);
 		evbuffer_add(in, s->loop->rbuf, (size_t)n);
 		evbuffer_freeze(in, 0);

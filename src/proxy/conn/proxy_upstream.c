@@ -510,7 +510,7 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 	if (r.n > 0) {
 		if (r.fresh)
 			exchange_read(&s->x, &s->loop->clock, r.real, r.floor,
-			    !upstream_is_tls(s->up));
+			    !upstream_is_tls(s->up) || r.whole);
 		/* gone, or the response ended (its connection released) */
 		if (upstream_read(s, s->loop->rbuf, r.n) < 0 || s->up == NULL)
 			return;

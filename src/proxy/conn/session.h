@@ -43,6 +43,10 @@ struct session {
 	 * went idle (the next request's t0; 0: none yet) and the newest */
 	uint64_t rx_first, rx_last;
 	unsigned rx_first_kernel : 1, rx_last_kernel : 1;
+	/* the start's doubt (meter.h): the clock before the last read that
+	 * found the socket drained (a plain client's), and what it was
+	 * before rx_first's read (0: none, a connection's first request) */
+	uint64_t rx_drained, rx_floor;
 	struct event *defer_ev;       /* deferred backpressure (TLS upstream) */
 	char client_ip[64];
 	const char *proto;            /* "http" or "https" */

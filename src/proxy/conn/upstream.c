@@ -375,6 +375,7 @@ static void tls_recv(struct upconn *u, char *buf, size_t len, struct upstream_rx
 	r->fresh = t.fresh;
 	r->real = t.real;
 	r->floor = t.floor;
+	r->whole = t.whole;
 	r->end = t.end == TLS_READ_FULL ? UPSTREAM_RX_MORE :
 	    t.end == TLS_READ_EOF ? UPSTREAM_RX_EOF :
 	    t.end == TLS_READ_ERROR ? UPSTREAM_RX_ERROR : UPSTREAM_RX_WAIT;

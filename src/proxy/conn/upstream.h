@@ -101,6 +101,9 @@ struct upstream_rx {
 	int64_t real;
 	uint64_t floor;           /* they arrived after it (µs): the doubt's
 	                           * floor (meter.h); 0: not known */
+	int whole;                /* TLS: OpenSSL holds none of the read's
+	                           * bytes (tls_read); set for TLS only, a
+	                           * plain read is whole */
 	enum upstream_rx_end end;
 	unsigned long tls_err;    /* UPSTREAM_RX_ERROR: OpenSSL's error, 0: none */
 	int sys;                  /* ... and errno */

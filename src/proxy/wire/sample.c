@@ -35,7 +35,7 @@ static void fill_health(struct sample *s, const struct meter *m,
 	s->judged = buffered >= 0;
 	s->buffered = buffered > 0;
 	/* the loop's clock doubts every time (there is no stamp to trust),
-	 * and so does a TLS read (never judged whole): only the kernel's
+	 * and so does a TLS read OpenSSL kept part of: only the kernel's
 	 * stamps of whole reads tell a saturated worker */
 	s->ttft_doubt_us = meter_ttft_doubt_us(m);
 	s->ttft_stamped = s->ttft_doubt_us >= 0 && m->ft_kernel && m->ft_whole;

@@ -87,7 +87,8 @@ struct sample {
 	uint8_t no_token;          /* ended without a token (meter_no_token) */
 	uint8_t judged, buffered;  /* clumping judged, and looked buffered */
 	/* TTFT's doubt (meter_ttft_doubt_us; -1: no TTFT); a TTFT the
-	 * kernel stamped from a whole read (a plain upstream's, not TLS),
+	 * kernel stamped from a whole read (a plain upstream's, a TLS
+	 * one's that OpenSSL kept none of),
 	 * and of those one doubted by more than
 	 * SAMPLE_UNCERTAIN_US (docs/measurement.md, "Doubt") */
 	int64_t ttft_doubt_us;

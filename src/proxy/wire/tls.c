@@ -288,6 +288,7 @@ void tls_read(SSL *ssl, char *buf, size_t len, struct tls_read *r)
 	r->n = 0;
 	r->err = 0;
 	r->sys = 0;
+	r->whole = 0;
 	r->fresh = d->fresh;
 	r->real = d->last;
 	r->floor = d->floor;
@@ -302,6 +303,8 @@ void tls_read(SSL *ssl, char *buf, size_t len, struct tls_read *r)
 			break;
 		}
 		if (!SSL_has_pending(ssl)) {
+			/* (with read-ahead, unprocessed bytes count as pending) */
+			r->whole = r->fresh;
 			r->end = TLS_READ_WAIT;
 			break;
 		}

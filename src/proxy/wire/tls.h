@@ -90,6 +90,12 @@ struct tls_read {
 	                           * earlier one */
 	int64_t real;             /* that read's receive time (tls_rx_take) */
 	uint64_t floor;           /* ... and its doubt's floor (tls_rx_floor) */
+	int whole;                /* fresh, and OpenSSL holds none of that
+	                           * read's bytes (SSL_has_pending() is 0: no
+	                           * record, not even part of one, is left):
+	                           * the last byte of buf came in the last
+	                           * bytes the read took, so in its newest
+	                           * segment, the one real is the time of */
 	enum tls_read_end end;
 	unsigned long err;        /* TLS_READ_ERROR: OpenSSL's error, 0: none */
 	int sys;                  /* ... and errno */
