@@ -470,6 +470,54 @@ static int event_whole(struct sse_parser *p, const char *s, size_t eol,
 	return 1;
 }
 
+/*
+ * The common feed, read in one pass: lines that end in LF, each a comment,
+ * a blank line or the one "data:" line of an event whose blank line
+ * follows it, nothing of an event read before (the parser at a line's
+ * start, no field kept, no CR held), and no CR before `lim` (the first
+ * CR of the feed, or its end). A line of those shapes takes one memchr
+ * and a few tests; the same rules as line_whole and event_whole give, so
+ * the counters and events are the same. Stops, leaving the rest to the
+ * line by line loop, at anything else: a line the feed or a CR cuts,
+ * another field, an event of several lines, one too big. Returns where it
+ * stopped.
+ */
+static size_t feed_fast(struct sse_parser *p, const char *buf, size_t lim)
+{
+	const char *s = buf, *end = buf + lim, *lf, *v;
+	uint64_t lfs = 0, comments = 0;
+	struct sse_event ev = { .type = "", .id = "" };
+
+	while (s < end && (lf = memchr(s, '\n', (size_t)(end - s))) != NULL) {
+		if (lf == s || *s == ':') {
+			/* a blank line with nothing read dispatches nothing */
+			comments += lf != s;
+			lfs++;
+			s = lf + 1;
+			continue;
+		}
+		if (lf - s < 5 || lf + 1 == end || lf[1] != '\n' ||
+		    memcmp(s, "data:", 5) != 0)
+			break;
+		v = s + 5;
+		v += v < lf && *v == ' ';
+		if ((size_t)(lf - v) > p->max_event_bytes)
+			break;
+		p->data_space += v > s + 5;
+		p->data_bare += v == s + 5;
+		ev.data = v;
+		ev.data_len = (size_t)(lf - v);
+		p->events++;
+		if (p->fn != NULL)
+			p->fn(p->arg, &ev);
+		lfs += 2;
+		s = lf + 2;
+	}
+	p->lf += lfs;
+	p->comments += comments;
+	return (size_t)(s - buf);
+}
+
 static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 {
 	size_t pos = 0, lf, cr, eol;
@@ -488,8 +536,13 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 	}
 	/* CR is rare: each byte is searched once for each of CR and LF
 	 * (glibc's memchr takes 32 bytes a step where it can) */
-	lf = find(buf, pos, len, '\n');
 	cr = find(buf, pos, len, '\r');
+	if (p->state == ST_START && event_empty(p)) {
+		pos += feed_fast(p, buf + pos, cr - pos);
+		if (pos == len)
+			return;    /* nothing points into the feed: no spill */
+	}
+	lf = find(buf, pos, len, '\n');
 	while (pos < len) {
 		if (lf < pos)
 			lf = find(buf, pos, len, '\n');

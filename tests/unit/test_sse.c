@@ -396,6 +396,37 @@ static void wire_counts(const char *in, size_t len, const size_t *cuts, size_t n
 	sse_free(&p);
 }
 
+/* The one-pass read of a feed (feed_fast): stamped events as tokentap-mock
+ * sends them (a comment, the data line, the blank line), blank lines with
+ * nothing before them, then the shapes it leaves to the line by line loop
+ * (a CR, a second data line, an "event" field, an event too big, a data
+ * line with no blank line after it yet): the same events and the same
+ * wire counts, fed whole, byte by byte and cut at every offset. */
+static void test_one_pass(void **state)
+{
+	static const char in[] =
+	    ": ts=1\ndata: {\"a\":1}\n\n\n: ts=2\ndata:{}\n\n"
+	    "data: x\r\n\ndata: y\ndata: z\n\n: ts=3\ndata: w\n\n"
+	    "event: e\ndata: v\n\ndata: 0123456789abcdefghij0123456789\n\n"
+	    ": ts=4\ndata: u\n\n";
+	/* 23 lines, all ending in LF but "data: x" (CRLF); 8 data lines
+	 * with the space, 1 without; 4 comments; 8 events (at 4096 bytes,
+	 * where the long one is no longer too big) */
+	const uint64_t want[8] = { 22, 1, 0, 8, 1, 4, 0, 8 };
+	uint64_t got[8];
+	size_t len = sizeof(in) - 1;
+
+	(void)state;
+	expect_mode(in, len, SSE_MODE_EVENTS, 24,
+	    "[|{\"a\":1}|-][|{}|-][|x|-][|y\\nz|-][|w|-][e|v|-][|u|-]", 1);
+	wire_counts(in, len, NULL, 0, got);
+	assert_memory_equal(got, want, sizeof want);
+	for (size_t at = 1; at < len; at++) {
+		wire_counts(in, len, &at, 1, got);
+		assert_memory_equal(got, want, sizeof want);
+	}
+}
+
 static void test_wire_counters(void **state)
 {
 	static const char in[] =
@@ -442,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_random_cuts),
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_wire_counters),
+		cmocka_unit_test(test_one_pass),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
