@@ -805,21 +805,31 @@ static void memo_build(struct dialect_memo *m, const struct sse_event *ev,
 }
 
 /* The chunk is the memo's but for the holes' text, the content's not
- * empty (see memo_build). */
+ * empty (see memo_build). A hole's closing quote is looked for in place
+ * (string_close's rule, memchr and a look back at the backslashes): this
+ * runs for every token of a stream, where a call was a tenth of it. */
 static int memo_match(const struct dialect_memo *m, const struct sse_event *ev)
 {
-	const char *p = ev->data, *end = p + ev->data_len, *q;
+	const char *p = ev->data, *end = p + ev->data_len, *q, *e;
+	const char *t = m->text;
 	size_t at = 0, n;
 
 	for (unsigned i = 0;; i++) {
 		n = m->seg_end[i] - at;
-		if ((size_t)(end - p) < n || memcmp(p, m->text + at, n) != 0)
+		if ((size_t)(end - p) < n || memcmp(p, t + at, n) != 0)
 			return 0;
 		p += n;
 		at += n;
 		if (i == m->holes)
 			return p == end;
-		if ((q = string_close(p, end)) == NULL || (i == 0 && q == p) ||
+		for (q = p; (q = memchr(q, '"', (size_t)(end - q))) != NULL &&
+		    q[-1] == '\\'; q++) {
+			for (e = q - 1; e > p && e[-1] == '\\'; e--)
+				;
+			if ((q - e) % 2 == 0)      /* an even run of backslashes */
+				break;
+		}
+		if (q == NULL || (i == 0 && q == p) ||
 		    ((m->top >> i & 1) && q - p == 7 && key7(p, "choices")))
 			return 0;
 		p = q;
@@ -901,22 +911,20 @@ void dialect_classify(enum dialect_id d, const struct sse_event *ev,
 	dialect_classify_memo(d, ev, NULL, out);
 }
 
-void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+/* Everything but a memo's match: the tokens' array (20 KB of stack) and
+ * the registers it takes are paid only here. */
+__attribute__((noinline))
+static void classify_parse(enum dialect_id d, const struct sse_event *ev,
     struct dialect_memo *memo, struct dialect_info *out)
 {
 	jsmntok_t tok[TOK_MAX];
 	struct json j;
 
-	info_reset(out);
 	if (d == DIALECT_RAW) {
 		out->token = 1;
 		return;
 	}
 	if ((unsigned)d >= DIALECT_COUNT || rules[d] == NULL)
-		return;
-	/* the memo first: a chunk it matches starts as the memo's did, with
-	 * '{', so it is no [DONE], and a token, so no ping */
-	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
 		return;
 	if (d == DIALECT_OPENAI && is_done(ev)) {
 		out->end = 1;
@@ -933,6 +941,17 @@ void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
 	/* a ping under any dialect's name */
 	if (ev->type_len == 4 && !out->token && memcmp(ev->type, "ping", 4) == 0)
 		out->keepalive = DIALECT_PING;
+}
+
+void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out)
+{
+	info_reset(out);
+	/* the memo first: a chunk it matches starts as the memo's did, with
+	 * '{', so it is no [DONE], and a token, so no ping */
+	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
+		return;
+	classify_parse(d, ev, memo, out);
 }
 
 /* Non-streamed bodies: the usage object of the final response. */
