@@ -1052,6 +1052,28 @@ void dialect_classify(enum dialect_id d, const struct sse_event *ev,
 	dialect_classify_memo(d, ev, NULL, out);
 }
 
+/* The fast readings of an OpenAI chunk; 0: the full parse's. A chunk that
+ * ends in "}}" (its usage object last) is tried as the usage chunk first:
+ * the fast scan would give it up only at its "usage" key, some 1,000
+ * instructions later (and never takes one the usage reading takes: it
+ * wants a delta). */
+static int openai_quick(const struct sse_event *ev, struct dialect_memo *memo,
+    struct dialect_info *out)
+{
+	const char *end = ev->data + ev->data_len;
+
+	if (ev->data_len >= 2 && end[-2] == '}' && end[-1] == '}') {
+		if (openai_usage(ev, out))
+			return 1;
+		info_reset(out);
+		return openai_fast(ev, memo, out);
+	}
+	if (openai_fast(ev, memo, out))
+		return 1;
+	info_reset(out);
+	return openai_usage(ev, out);
+}
+
 /* Everything but a memo's match: the tokens' array (20 KB of stack) and
  * the registers it takes are paid only here. */
 __attribute__((noinline))
@@ -1072,8 +1094,7 @@ static void classify_parse(enum dialect_id d, const struct sse_event *ev,
 		return;
 	}
 	if (!(d == DIALECT_OPENAI && dialect_fast_path &&
-	    (openai_fast(ev, memo, out) ||
-	    (info_reset(out), openai_usage(ev, out))))) {
+	    openai_quick(ev, memo, out))) {
 		info_reset(out);
 		json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
 		if (j.n == 0 || j.t[0].type != JSMN_OBJECT)

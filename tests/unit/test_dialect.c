@@ -353,6 +353,8 @@ static void test_fast_path_matches_full_parse(void **state)
 			/* and the quiet ones: a role chunk, a finish chunk */
 			"{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}",
 			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":null}]}",
+			/* ending in "}}", tried as a usage chunk first */
+			"{\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"x\":{}}",
 			/* the finish chunk: its one plain reason read here */
 			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\" : \"stop\"}]}",
 		};
