@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "sse.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -534,11 +535,15 @@ static const char *eol_find(const char *s, const char *end)
 	const char *lf, *cr;
 
 #ifdef HAVE_EOL_AVX2
-	static int avx2 = -1;
+	/* asked once; every worker thread reads it (relaxed: a plain load) */
+	static _Atomic int avx2 = -1;
+	int a = atomic_load_explicit(&avx2, memory_order_relaxed);
 
-	if (avx2 < 0)
-		avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-	if (avx2 && sse_simd)
+	if (a < 0) {
+		a = __builtin_cpu_supports("avx2") ? 1 : 0;
+		atomic_store_explicit(&avx2, a, memory_order_relaxed);
+	}
+	if (a && sse_simd)
 		return eol_avx2(s, end);
 #endif
 	if ((lf = memchr(s, '\n', (size_t)(end - s))) == NULL)
