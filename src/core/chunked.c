@@ -22,30 +22,40 @@ static int hex(unsigned char b)
 	return hex1[b] - 1;
 }
 
+/* CR LF at q: one 16-bit compare (the constant is folded). */
+static inline int is_crlf(const unsigned char *q)
+{
+	uint16_t x, y;
+
+	memcpy(&x, q, 2);
+	memcpy(&y, "\r\n", 2);
+	return x == y;
+}
+
 /* Whole plain chunks from p[i]: size line, data and CRLF all in view, the
  * size not 0. Returns where the first other thing starts, for the byte by
  * byte states (the same rules; this is their common case in one step: one
- * chunk an event, so a loop turn a byte was most of the cost). */
-static size_t whole_chunks(const char *p, size_t i, size_t len,
-    chunked_data_fn fn, void *arg)
+ * chunk an event, so a loop turn a byte was most of the cost). Inlined in
+ * both callers: a call's registers were a tenth of it. */
+static inline __attribute__((always_inline)) size_t whole_chunks(
+    const char *p, size_t i, size_t len, chunked_data_fn fn, void *arg)
 {
+	const unsigned char *end = (const unsigned char *)p + len;
+
 	for (;;) {
-		const unsigned char *q = (const unsigned char *)p + i;
-		size_t k = 0, avail = len - i;
-		size_t lim = avail < CHUNKED_DIGITS_MAX ? avail : CHUNKED_DIGITS_MAX;
+		const unsigned char *d = (const unsigned char *)p + i, *lim;
 		uint64_t size = 0;
 		unsigned v;
 
-		while (k < lim && (v = hex1[q[k]]) != 0) {
+		lim = end - d < CHUNKED_DIGITS_MAX ? end : d + CHUNKED_DIGITS_MAX;
+		for (; d < lim && (v = hex1[*d]) != 0; d++)
 			size = size << 4 | (v - 1);
-			k++;
-		}
-		if (size == 0 || avail - k < 2 || q[k] != '\r' || q[k + 1] != '\n' ||
-		    size > avail - k - 2 || avail - k - 2 - size < 2 ||
-		    q[k + 2 + size] != '\r' || q[k + 3 + size] != '\n')
+		/* the digits, CRLF, size bytes of data, CRLF */
+		if (size == 0 || end - d < 4 || !is_crlf(d) ||
+		    size > (uint64_t)(end - d) - 4 || !is_crlf(d + 2 + size))
 			return i;
-		fn(arg, (const char *)q + k + 2, (size_t)size);
-		if ((i += k + 4 + (size_t)size) == len)
+		fn(arg, (const char *)d + 2, (size_t)size);
+		if ((i = (size_t)((const char *)d + 4 + size - p)) == len)
 			return len;    /* the common end: a read, a chunk */
 	}
 }
@@ -83,6 +93,10 @@ size_t chunked_feed(struct chunked *c, const char *p, size_t len,
 {
 	size_t i = 0, n;
 
+	/* the steady state first: a read of whole chunks */
+	if (c->state == CHUNKED_SIZE && c->held_len == 0 && len > 0 &&
+	    (i = whole_chunks(p, 0, len, fn, arg)) == len)
+		return len;
 	while (i < len) {
 		switch (c->state) {
 		case CHUNKED_SIZE:

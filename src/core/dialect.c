@@ -805,21 +805,31 @@ static void memo_build(struct dialect_memo *m, const struct sse_event *ev,
 }
 
 /* The chunk is the memo's but for the holes' text, the content's not
- * empty (see memo_build). */
+ * empty (see memo_build). A hole's closing quote is looked for in place
+ * (string_close's rule, memchr and a look back at the backslashes): this
+ * runs for every token of a stream, where a call was a tenth of it. */
 static int memo_match(const struct dialect_memo *m, const struct sse_event *ev)
 {
-	const char *p = ev->data, *end = p + ev->data_len, *q;
+	const char *p = ev->data, *end = p + ev->data_len, *q, *e;
+	const char *t = m->text;
 	size_t at = 0, n;
 
 	for (unsigned i = 0;; i++) {
 		n = m->seg_end[i] - at;
-		if ((size_t)(end - p) < n || memcmp(p, m->text + at, n) != 0)
+		if ((size_t)(end - p) < n || memcmp(p, t + at, n) != 0)
 			return 0;
 		p += n;
 		at += n;
 		if (i == m->holes)
 			return p == end;
-		if ((q = string_close(p, end)) == NULL || (i == 0 && q == p) ||
+		for (q = p; (q = memchr(q, '"', (size_t)(end - q))) != NULL &&
+		    q[-1] == '\\'; q++) {
+			for (e = q - 1; e > p && e[-1] == '\\'; e--)
+				;
+			if ((q - e) % 2 == 0)      /* an even run of backslashes */
+				break;
+		}
+		if (q == NULL || (i == 0 && q == p) ||
 		    ((m->top >> i & 1) && q - p == 7 && key7(p, "choices")))
 			return 0;
 		p = q;
@@ -871,6 +881,147 @@ static int openai_fast(const struct sse_event *ev, struct dialect_memo *memo,
 	return 1;
 }
 
+/* ---- the usage chunk ------------------------------------------------------ */
+
+/* The chunk that ends a stream asked for its usage (include_usage): no
+ * choice, the counts. The full parse tokenised it (jsmn, then the rules:
+ * some 5,500 instructions, 55 an event of a 100-token stream); this reads
+ * the one shape, a subset of JSON that jsmn reads the same way, and gives
+ * what openai_event would: the first "completion_tokens" and
+ * "prompt_tokens" of the usage as j_count reads them, the first "model"
+ * string. Anything else (an "error" key, a choice, a nested value in the
+ * usage, a key with an escape, a second "choices" or "usage") is left to
+ * the full parse: 0. */
+
+/* Members read at most, in the chunk and in its usage: their tokens stay
+ * far below TOK_MAX, where the full parse would go sparse and might not
+ * reach the usage. */
+#define USAGE_MEMBERS 64
+
+/* A primitive's bytes (a number, true, false, null): what jsmn reads as
+ * one, ended by a blank, ',' or '}'. */
+static int prim_byte(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+	    (c >= 'A' && c <= 'Z') || c == '-' || c == '+' || c == '.';
+}
+
+/* The primitive from *pp (moved past it), as j_count reads it: 1 to 18
+ * digits, else -1; *ok 0 when there is no primitive there. */
+static int64_t prim_count(const char **pp, const char *end, int *ok)
+{
+	const char *p = *pp, *s = p;
+	int64_t v = 0;
+	int digits = 1;
+
+	for (; p < end && prim_byte(*p); p++) {
+		if (*p < '0' || *p > '9' || p - s >= 18)
+			digits = 0;     /* and v no longer grows: no overflow */
+		if (digits)
+			v = v * 10 + (*p - '0');
+	}
+	*ok = p > s;
+	*pp = p;
+	return digits && p > s ? v : -1;
+}
+
+/* A key without a backslash from p (its opening quote): its end quote,
+ * and *v the value's first byte past the ':'; NULL if not that. */
+static const char *key_at(const char *p, const char *end, const char **v)
+{
+	const char *q;
+
+	if (p >= end || *p != '"' ||
+	    (q = memchr(p + 1, '"', (size_t)(end - p - 1))) == NULL ||
+	    memchr(p + 1, '\\', (size_t)(q - p - 1)) != NULL)
+		return NULL;
+	*v = skip_blank(q + 1, end);
+	if (*v >= end || **v != ':')
+		return NULL;
+	*v = skip_blank(*v + 1, end);
+	return *v < end ? q : NULL;
+}
+
+/* The usage object from p ('{'): its counts; past its '}', or NULL. */
+static const char *usage_counts(const char *p, const char *end,
+    struct dialect_info *out)
+{
+	const char *k, *q, *v;
+	int64_t n;
+	int ok, got_out = 0, got_in = 0, members = 0;
+
+	p = skip_blank(p + 1, end);
+	if (p < end && *p == '}')
+		return p + 1;
+	for (;;) {
+		if (++members > USAGE_MEMBERS || (q = key_at(p, end, &v)) == NULL)
+			return NULL;
+		k = p + 1;
+		n = prim_count(&v, end, &ok);
+		if (!ok)
+			return NULL;
+		if (q - k == 17 && memcmp(k, "completion_tokens", 17) == 0 && !got_out++)
+			out->output_tokens = n;
+		else if (q - k == 13 && memcmp(k, "prompt_tokens", 13) == 0 && !got_in++)
+			out->input_tokens = n;
+		p = skip_blank(v, end);
+		if (p < end && *p == '}')
+			return p + 1;
+		if (p >= end || *p != ',')
+			return NULL;
+		p = skip_blank(p + 1, end);
+	}
+}
+
+static int openai_usage(const struct sse_event *ev, struct dialect_info *out)
+{
+	const char *p = ev->data, *end = p + ev->data_len, *k, *q, *v;
+	int choices = 0, usage = 0, model = 0, is_model, ok, members = 0;
+
+	if (p >= end || *p != '{' || end[-1] != '}')
+		return 0;
+	for (p = skip_blank(p + 1, end);;) {
+		if (++members > USAGE_MEMBERS || (q = key_at(p, end, &v)) == NULL)
+			return 0;
+		k = p + 1;
+		/* the first "model" key is the one read, a string or not */
+		is_model = q - k == 5 && key5(k, "model") && !model++;
+		if (q - k == 5 && key5(k, "error")) {
+			return 0;
+		} else if (q - k == 7 && key7(k, "choices")) {
+			if (choices++ || *v != '[' ||
+			    (v = skip_blank(v + 1, end)) >= end || *v != ']')
+				return 0;
+			v++;
+		} else if (q - k == 5 && key5(k, "usage")) {
+			if (usage++ || *v != '{' || (v = usage_counts(v, end, out)) == NULL)
+				return 0;
+		} else if (*v == '"') {
+			if ((q = string_close(v + 1, end)) == NULL)
+				return 0;
+			if (is_model && q > v + 1) {
+				out->model = v + 1;
+				out->model_len = (size_t)(q - v - 1);
+			}
+			v = q + 1;
+		} else {
+			(void)prim_count(&v, end, &ok);
+			if (!ok)
+				return 0;
+		}
+		p = skip_blank(v, end);
+		if (p + 1 == end && *p == '}')
+			break;
+		if (p >= end || *p != ',')
+			return 0;
+		p = skip_blank(p + 1, end);
+	}
+	if (!choices || !usage)
+		return 0;
+	dialect_fast_taken++;
+	return 1;
+}
+
 static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
     struct dialect_info *out)
 {
@@ -901,29 +1052,49 @@ void dialect_classify(enum dialect_id d, const struct sse_event *ev,
 	dialect_classify_memo(d, ev, NULL, out);
 }
 
-void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+/* The fast readings of an OpenAI chunk; 0: the full parse's. A chunk that
+ * ends in "}}" (its usage object last) is tried as the usage chunk first:
+ * the fast scan would give it up only at its "usage" key, some 1,000
+ * instructions later (and never takes one the usage reading takes: it
+ * wants a delta). */
+static int openai_quick(const struct sse_event *ev, struct dialect_memo *memo,
+    struct dialect_info *out)
+{
+	const char *end = ev->data + ev->data_len;
+
+	if (ev->data_len >= 2 && end[-2] == '}' && end[-1] == '}') {
+		if (openai_usage(ev, out))
+			return 1;
+		info_reset(out);
+		return openai_fast(ev, memo, out);
+	}
+	if (openai_fast(ev, memo, out))
+		return 1;
+	info_reset(out);
+	return openai_usage(ev, out);
+}
+
+/* Everything but a memo's match: the tokens' array (20 KB of stack) and
+ * the registers it takes are paid only here. */
+__attribute__((noinline))
+static void classify_parse(enum dialect_id d, const struct sse_event *ev,
     struct dialect_memo *memo, struct dialect_info *out)
 {
 	jsmntok_t tok[TOK_MAX];
 	struct json j;
 
-	info_reset(out);
 	if (d == DIALECT_RAW) {
 		out->token = 1;
 		return;
 	}
 	if ((unsigned)d >= DIALECT_COUNT || rules[d] == NULL)
 		return;
-	/* the memo first: a chunk it matches starts as the memo's did, with
-	 * '{', so it is no [DONE], and a token, so no ping */
-	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
-		return;
 	if (d == DIALECT_OPENAI && is_done(ev)) {
 		out->end = 1;
 		return;
 	}
 	if (!(d == DIALECT_OPENAI && dialect_fast_path &&
-	    openai_fast(ev, memo, out))) {
+	    openai_quick(ev, memo, out))) {
 		info_reset(out);
 		json_parse(&j, ev->data, ev->data_len, tok, TOK_MAX);
 		if (j.n == 0 || j.t[0].type != JSMN_OBJECT)
@@ -933,6 +1104,17 @@ void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
 	/* a ping under any dialect's name */
 	if (ev->type_len == 4 && !out->token && memcmp(ev->type, "ping", 4) == 0)
 		out->keepalive = DIALECT_PING;
+}
+
+void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out)
+{
+	info_reset(out);
+	/* the memo first: a chunk it matches starts as the memo's did, with
+	 * '{', so it is no [DONE], and a token, so no ping */
+	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
+		return;
+	classify_parse(d, ev, memo, out);
 }
 
 /* Non-streamed bodies: the usage object of the final response. */

@@ -353,10 +353,68 @@ static void test_fast_path_matches_full_parse(void **state)
 			/* and the quiet ones: a role chunk, a finish chunk */
 			"{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}",
 			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":{\"content\":[{\"text\":\"x\"}]},\"finish_reason\":null}]}",
+			/* ending in "}}", tried as a usage chunk first */
+			"{\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"x\":{}}",
 			/* the finish chunk: its one plain reason read here */
 			"{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\" : \"stop\"}]}",
 		};
+		/* the usage chunk (openai_usage): taken when it is of the one
+		 * shape (taken 1), else the full parse's (0); the same answer */
+		static const struct { const char *text; int taken; } usage[] = {
+			{ "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1796601064,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4,\"total_tokens\":14}}", 1 },
+			{ "{ \"choices\" : [ ] ,\r\n\"usage\" :\t{ \"completion_tokens\" : 3 } , \"model\":\"a\\\"b\"}", 1 },
+			{ "{\"model\":7,\"model\":\"m\",\"choices\":[],\"usage\":{}}", 1 },
+			{ "{\"model\":\"\",\"choices\":[],\"usage\":{\"completion_tokens\":1,\"completion_tokens\":2,\"prompt_tokens\":-1}}", 1 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":1e3,\"prompt_tokens\":123456789012345678}}", 1 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":12345678901234567890123,\"prompt_tokens\":null,\"completion_tokens_details\":null}}", 1 },
+			{ "{\"choices\":[],\"x\":true,\"usage\":{\"completion_tokens\":0}}", 1 },
+			/* the full parse's: details nested, an error, a choice, a
+			 * second usage or choices, a null usage, a string count, an
+			 * escaped key, no choices, trailing bytes */
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":9,\"completion_tokens_details\":{\"reasoning_tokens\":4}}}", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":9},\"error\":null}", 0 },
+			{ "{\"choices\":[{\"delta\":{}}],\"usage\":{\"completion_tokens\":9}}", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":9},\"usage\":{\"completion_tokens\":8}}", 0 },
+			{ "{\"choices\":[],\"choices\":[],\"usage\":{\"completion_tokens\":9}}", 0 },
+			{ "{\"choices\":[],\"usage\":null}", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":\"9\"}}", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_\\u0074okens\":9}}", 0 },
+			{ "{\"usage\":{\"completion_tokens\":9}}", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":9}} ", 0 },
+			{ "{\"choices\":[],\"usage\":{\"completion_tokens\":9}", 0 },
+			{ "{\"choices\":[],\"x\":[1],\"usage\":{\"completion_tokens\":9}}", 0 },
+		};
 		enum dialect_id d = DIALECT_OPENAI;
+		for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
+			struct sse_event ev = { .type = "", .id = "" };
+			uint64_t taken = dialect_fast_taken;
+			char *copy = malloc(strlen(usage[i].text));
+			assert_non_null(copy);
+			memcpy(copy, usage[i].text, strlen(usage[i].text));
+			ev.data = copy;
+			ev.data_len = strlen(usage[i].text);
+			compare_event(&d, &ev);
+			if (dialect_fast_taken - taken != (uint64_t)usage[i].taken)
+				fail_msg("usage chunk %zu: %s", i, usage[i].taken ?
+				    "not taken" : "taken");
+			free(copy);
+		}
+		/* more members than the full parse has tokens for: its */
+		{
+			char big[16384];
+			size_t n = 0;
+			struct sse_event ev = { .type = "", .id = "" };
+			uint64_t taken = dialect_fast_taken;
+			n += (size_t)snprintf(big + n, sizeof big - n, "{\"choices\":[]");
+			for (int i = 0; i < 600 && n + 64 < sizeof big; i++)
+				n += (size_t)snprintf(big + n, sizeof big - n, ",\"k%d\":%d", i, i);
+			n += (size_t)snprintf(big + n, sizeof big - n,
+			    ",\"usage\":{\"completion_tokens\":5}}");
+			ev.data = big;
+			ev.data_len = n;
+			compare_event(&d, &ev);
+			assert_int_equal(dialect_fast_taken, taken);
+		}
 		for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++) {
 			struct sse_event ev = { .type = "", .id = "" };
 			/* a copy of the exact length: a read past it shows under ASan */

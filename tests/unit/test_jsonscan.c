@@ -61,6 +61,15 @@ static void test_not_theirs(void **state)
 	/* a string is no stream's value; a key with an escape is not the key */
 	expect("{\"stream\":\"true\",\"model\":\"m\"}", "m", -1);
 	expect("{\"str\\u0065am\":true,\"streams\":true,\"strea\":true}", NULL, -1);
+	/* escapes in text skipped over (skip_text): a quote after a
+	 * backslash, a backslash before a quote that ends the string, and
+	 * keys in the text */
+	expect("{\"messages\":[{\"content\":\"p \\\\ q \\\" r \\\\\\\" s \\\\\"},"
+	    "{\"content\":\"t \\\"model\\\":\\\"x\\\" u\"}],\"stream\":true,\"model\":\"m\"}",
+	    "m", 1);
+	expect("{\"messages\":[{\"content\":\"a \\\" b\"}],\"model\":\"m\"}", "m", -1);
+	expect("{\"messages\":[{\"content\":\"a \\\\\"}],\"model\":\"m\"}", "m", -1);
+	expect("{\"prompt\":\"\\\"},\\\"model\\\":\\\"x\\\\\",\"model\":\"m\"}", "m", -1);
 	/* the first of each wins */
 	expect("{\"model\":\"a\",\"stream\":false,\"model\":\"b\",\"stream\":true}", "a", 0);
 }

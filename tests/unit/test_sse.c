@@ -396,6 +396,105 @@ static void wire_counts(const char *in, size_t len, const size_t *cuts, size_t n
 	sse_free(&p);
 }
 
+/* The one-pass read of a feed (feed_fast): stamped events as tokentap-mock
+ * sends them (a comment, the data line, the blank line), blank lines with
+ * nothing before them, then the shapes it leaves to the line by line loop
+ * (a CR, a second data line, an "event" field, an event too big, a data
+ * line with no blank line after it yet): the same events and the same
+ * wire counts, fed whole, byte by byte and cut at every offset. */
+static void test_one_pass(void **state)
+{
+	static const char in[] =
+	    ": ts=1\ndata: {\"a\":1}\n\n\n: ts=2\ndata:{}\n\n"
+	    "data: x\r\n\ndata: y\ndata: z\n\n: ts=3\ndata: w\n\n"
+	    "event: e\ndata: v\n\ndata: 0123456789abcdefghij0123456789\n\n"
+	    ": ts=4\ndata: u\n\n";
+	/* 23 lines, all ending in LF but "data: x" (CRLF); 8 data lines
+	 * with the space, 1 without; 4 comments; 8 events (at 4096 bytes,
+	 * where the long one is no longer too big) */
+	const uint64_t want[8] = { 22, 1, 0, 8, 1, 4, 0, 8 };
+	uint64_t got[8];
+	size_t len = sizeof(in) - 1;
+
+	(void)state;
+	expect_mode(in, len, SSE_MODE_EVENTS, 24,
+	    "[|{\"a\":1}|-][|{}|-][|x|-][|y\\nz|-][|w|-][e|v|-][|u|-]", 1);
+	wire_counts(in, len, NULL, 0, got);
+	assert_memory_equal(got, want, sizeof want);
+	for (size_t at = 1; at < len; at++) {
+		wire_counts(in, len, &at, 1, got);
+		assert_memory_equal(got, want, sizeof want);
+	}
+}
+
+/* What one whole feed gives: the events as recorded and the wire counts. */
+static void feed_once(const char *in, size_t len, char **rec, uint64_t counts[8])
+{
+	struct run u;
+	/* a copy of the exact length: a read past it shows under ASan */
+	char *copy = malloc(len ? len : 1);
+
+	assert_non_null(copy);
+	memcpy(copy, in, len);
+	run_start(&u, SSE_MODE_EVENTS, 4096);
+	run_feed(&u, copy, len);
+	counts[0] = u.p.lf;
+	counts[1] = u.p.crlf;
+	counts[2] = u.p.cr;
+	counts[3] = u.p.data_space;
+	counts[4] = u.p.data_bare;
+	counts[5] = u.p.comments;
+	counts[6] = u.p.pings;
+	counts[7] = u.p.events;
+	*rec = u.r.s;
+	u.r.s = NULL;
+	run_end(&u);
+	free(copy);
+}
+
+/* The line-end scan (eol_find) with AVX2 and without: a CR, an LF or
+ * neither at every place of data lines of 0 to 200 bytes (the 32- and
+ * 64-byte steps, the last step read again, the short tail), after a
+ * comment, the same events and counts both ways. */
+static void test_eol_scan(void **state)
+{
+	char in[300], *a, *b;
+	uint64_t ca[8], cb[8];
+	static const char marks[] = { '\r', '\n', 'x' };
+
+	(void)state;
+	for (size_t n = 0; n <= 200; n++) {
+		for (size_t k = 0; k <= n; k++) {
+			for (size_t m = 0; m < sizeof marks; m++) {
+				size_t len = 0;
+				len += (size_t)snprintf(in, sizeof in, ": c\ndata: ");
+				memset(in + len, 'a', n);
+				if (k < n)
+					in[len + k] = marks[m];
+				len += n;
+				memcpy(in + len, "\n\n", 2);
+				len += 2;
+				uint64_t fast = sse_fast_taken;
+				sse_simd = 1;
+				feed_once(in, len, &a, ca);
+				sse_simd = 0;
+				feed_once(in, len, &b, cb);
+				sse_simd = 1;
+				assert_string_equal(a, b);
+				assert_memory_equal(ca, cb, sizeof ca);
+				/* one event, but for a line end in the data; with
+				 * none, read in one pass both ways */
+				if (k == n || marks[m] == 'x') {
+					assert_int_equal(ca[7], 1);
+					assert_int_equal(sse_fast_taken - fast, 2);
+				}
+				free(a);
+				free(b);
+			}
+		}
+	}
+}
+
 static void test_wire_counters(void **state)
 {
 	static const char in[] =
@@ -442,6 +541,8 @@ int main(void)
 		cmocka_unit_test(test_random_cuts),
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_wire_counters),
+		cmocka_unit_test(test_one_pass),
+		cmocka_unit_test(test_eol_scan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,13 +62,16 @@ static void scan_string_byte(struct json_model_scan *js, char c)
 
 /* From i in a string that is no key and not the model's value (a
  * prompt's text, mostly: most of a body): the next byte that can matter,
- * a quote or a backslash. The bytes between would each have been read
- * for nothing, some 15 instructions a byte. */
+ * a quote or a backslash. Two memchr, each vectorised (the second only up
+ * to the quote): a byte loop took some 5 instructions a byte of prompt,
+ * which came to 50 an event of a 100-token stream. */
 static size_t skip_text(const char *p, size_t i, size_t len)
 {
-	while (i < len && p[i] != '"' && p[i] != '\\')
-		i++;
-	return i;
+	const char *q = memchr(p + i, '"', len - i);
+	size_t to = q != NULL ? (size_t)(q - p) : len;
+	const char *b = memchr(p + i, '\\', to - i);
+
+	return b != NULL ? (size_t)(b - p) : to;
 }
 
 void jsonscan_feed(struct json_model_scan *js, const char *p, size_t len)
