@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "sse.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -472,104 +471,24 @@ static int event_whole(struct sse_parser *p, const char *s, size_t eol,
 }
 
 /*
- * The first line end (CR or LF) from s, or end. Each byte is looked at
- * once for both: with AVX2, 64 bytes a step (a compare for each, an or, a
- * test); the last step reads the 32 bytes before end again, rather than
- * past it. Elsewhere two memchr, the CR's only up to the LF. An event of
- * 200 bytes cost some 150 instructions in memchr calls for CR and LF
- * (callgrind), against some 70 so.
- */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-
-__attribute__((target("avx2")))
-static const char *eol_avx2(const char *s, const char *end)
-{
-	const __m256i cr = _mm256_set1_epi8('\r'), lf = _mm256_set1_epi8('\n');
-	const char *from = s;
-	__m256i v, w;
-	unsigned m;
-	uint64_t mm;
-
-	for (; end - s >= 64; s += 64) {
-		v = _mm256_loadu_si256((const __m256i *)(const void *)s);
-		w = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
-		v = _mm256_or_si256(_mm256_cmpeq_epi8(v, cr), _mm256_cmpeq_epi8(v, lf));
-		w = _mm256_or_si256(_mm256_cmpeq_epi8(w, cr), _mm256_cmpeq_epi8(w, lf));
-		if (_mm256_testz_si256(_mm256_or_si256(v, w), _mm256_or_si256(v, w)))
-			continue;
-		mm = (uint32_t)_mm256_movemask_epi8(v) |
-		    (uint64_t)(uint32_t)_mm256_movemask_epi8(w) << 32;
-		return s + __builtin_ctzll(mm);
-	}
-	for (; end - s >= 32; s += 32) {
-		v = _mm256_loadu_si256((const __m256i *)(const void *)s);
-		m = (unsigned)_mm256_movemask_epi8(_mm256_or_si256(
-		    _mm256_cmpeq_epi8(v, cr), _mm256_cmpeq_epi8(v, lf)));
-		if (m != 0)
-			return s + __builtin_ctz(m);
-	}
-	if (s == end)
-		return end;
-	if (end - from >= 32) {
-		/* the last 32 bytes, of which those before s had no line end */
-		v = _mm256_loadu_si256((const __m256i *)(const void *)(end - 32));
-		m = (unsigned)_mm256_movemask_epi8(_mm256_or_si256(
-		    _mm256_cmpeq_epi8(v, cr), _mm256_cmpeq_epi8(v, lf)));
-		m >>= 32 - (end - s);
-		return m != 0 ? s + __builtin_ctz(m) : end;
-	}
-	while (s < end && *s != '\r' && *s != '\n')
-		s++;
-	return s;
-}
-#define HAVE_EOL_AVX2 1
-#endif
-
-/* 1: the AVX2 scan where the CPU has it (tests turn it off). */
-int sse_simd = 1;
-_Thread_local uint64_t sse_fast_taken;
-
-static const char *eol_find(const char *s, const char *end)
-{
-	const char *lf, *cr;
-
-#ifdef HAVE_EOL_AVX2
-	/* asked once; every worker thread reads it (relaxed: a plain load) */
-	static _Atomic int avx2 = -1;
-	int a = atomic_load_explicit(&avx2, memory_order_relaxed);
-
-	if (a < 0) {
-		a = __builtin_cpu_supports("avx2") ? 1 : 0;
-		atomic_store_explicit(&avx2, a, memory_order_relaxed);
-	}
-	if (a && sse_simd)
-		return eol_avx2(s, end);
-#endif
-	if ((lf = memchr(s, '\n', (size_t)(end - s))) == NULL)
-		lf = end;
-	cr = memchr(s, '\r', (size_t)(lf - s));
-	return cr != NULL ? cr : lf;
-}
-
-/*
  * The common feed, read in one pass: lines that end in LF, each a comment,
  * a blank line or the one "data:" line of an event whose blank line
  * follows it, nothing of an event read before (the parser at a line's
- * start, no field kept, no CR held). A line of those shapes takes one
- * eol_find and a few tests; the same rules as line_whole and event_whole
- * give, so the counters and events are the same. Stops, leaving the rest
- * to the line by line loop, at anything else: a CR, a line the feed cuts,
+ * start, no field kept, no CR held), and no CR before `lim` (the first
+ * CR of the feed, or its end). A line of those shapes takes one memchr
+ * and a few tests; the same rules as line_whole and event_whole give, so
+ * the counters and events are the same. Stops, leaving the rest to the
+ * line by line loop, at anything else: a line the feed or a CR cuts,
  * another field, an event of several lines, one too big. Returns where it
  * stopped.
  */
-static size_t feed_fast(struct sse_parser *p, const char *buf, size_t len)
+static size_t feed_fast(struct sse_parser *p, const char *buf, size_t lim)
 {
-	const char *s = buf, *end = buf + len, *lf, *v;
-	uint64_t lfs = 0, comments = 0, n = 0;
+	const char *s = buf, *end = buf + lim, *lf, *v;
+	uint64_t lfs = 0, comments = 0;
 	struct sse_event ev = { .type = "", .id = "" };
 
-	while (s < end && (lf = eol_find(s, end)) != end && *lf == '\n') {
+	while (s < end && (lf = memchr(s, '\n', (size_t)(end - s))) != NULL) {
 		if (lf == s || *s == ':') {
 			/* a blank line with nothing read dispatches nothing */
 			comments += lf != s;
@@ -593,11 +512,9 @@ static size_t feed_fast(struct sse_parser *p, const char *buf, size_t len)
 			p->fn(p->arg, &ev);
 		lfs += 2;
 		s = lf + 2;
-		n++;
 	}
 	p->lf += lfs;
 	p->comments += comments;
-	sse_fast_taken += n;
 	return (size_t)(s - buf);
 }
 
@@ -617,14 +534,14 @@ static void feed_events(struct sse_parser *p, const char *buf, size_t len)
 			p->cr++;
 		}
 	}
-	if (p->state == ST_START && event_empty(p)) {
-		pos += feed_fast(p, buf + pos, len - pos);
-		if (pos == len)
-			return;    /* nothing points into the feed: no spill */
-	}
 	/* CR is rare: each byte is searched once for each of CR and LF
 	 * (glibc's memchr takes 32 bytes a step where it can) */
 	cr = find(buf, pos, len, '\r');
+	if (p->state == ST_START && event_empty(p)) {
+		pos += feed_fast(p, buf + pos, cr - pos);
+		if (pos == len)
+			return;    /* nothing points into the feed: no spill */
+	}
 	lf = find(buf, pos, len, '\n');
 	while (pos < len) {
 		if (lf < pos)

@@ -75,12 +75,6 @@ struct sse_parser {
 	struct sse_span data, type, id;
 };
 
-/* 1 (default): line ends found 32 bytes a step with AVX2 where the CPU
- * has it. Tests turn it off to run the portable search. */
-extern int sse_simd;
-/* Events this thread dispatched from the one-pass read (for tests). */
-extern _Thread_local uint64_t sse_fast_taken;
-
 void sse_init(struct sse_parser *p, enum sse_mode mode, size_t max_event_bytes,
     sse_event_fn fn, void *arg);
 /* Feeds len bytes; calls fn for each event whose blank line is in them. */

@@ -427,74 +427,6 @@ static void test_one_pass(void **state)
 	}
 }
 
-/* What one whole feed gives: the events as recorded and the wire counts. */
-static void feed_once(const char *in, size_t len, char **rec, uint64_t counts[8])
-{
-	struct run u;
-	/* a copy of the exact length: a read past it shows under ASan */
-	char *copy = malloc(len ? len : 1);
-
-	assert_non_null(copy);
-	memcpy(copy, in, len);
-	run_start(&u, SSE_MODE_EVENTS, 4096);
-	run_feed(&u, copy, len);
-	counts[0] = u.p.lf;
-	counts[1] = u.p.crlf;
-	counts[2] = u.p.cr;
-	counts[3] = u.p.data_space;
-	counts[4] = u.p.data_bare;
-	counts[5] = u.p.comments;
-	counts[6] = u.p.pings;
-	counts[7] = u.p.events;
-	*rec = u.r.s;
-	u.r.s = NULL;
-	run_end(&u);
-	free(copy);
-}
-
-/* The line-end scan (eol_find) with AVX2 and without: a CR, an LF or
- * neither at every place of data lines of 0 to 200 bytes (the 32- and
- * 64-byte steps, the last step read again, the short tail), after a
- * comment, the same events and counts both ways. */
-static void test_eol_scan(void **state)
-{
-	char in[300], *a, *b;
-	uint64_t ca[8], cb[8];
-	static const char marks[] = { '\r', '\n', 'x' };
-
-	(void)state;
-	for (size_t n = 0; n <= 200; n++) {
-		for (size_t k = 0; k <= n; k++) {
-			for (size_t m = 0; m < sizeof marks; m++) {
-				size_t len = 0;
-				len += (size_t)snprintf(in, sizeof in, ": c\ndata: ");
-				memset(in + len, 'a', n);
-				if (k < n)
-					in[len + k] = marks[m];
-				len += n;
-				memcpy(in + len, "\n\n", 2);
-				len += 2;
-				uint64_t fast = sse_fast_taken;
-				sse_simd = 1;
-				feed_once(in, len, &a, ca);
-				sse_simd = 0;
-				feed_once(in, len, &b, cb);
-				sse_simd = 1;
-				assert_string_equal(a, b);
-				assert_memory_equal(ca, cb, sizeof ca);
-				/* one event, but for a line end in the data; with
-				 * none, read in one pass both ways */
-				if (k == n || marks[m] == 'x') {
-					assert_int_equal(ca[7], 1);
-					assert_int_equal(sse_fast_taken - fast, 2);
-				}
-				free(a);
-				free(b);
-			}
-		}
-	}
-}
-
 static void test_wire_counters(void **state)
 {
 	static const char in[] =
@@ -542,7 +474,6 @@ int main(void)
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_wire_counters),
 		cmocka_unit_test(test_one_pass),
-		cmocka_unit_test(test_eol_scan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
