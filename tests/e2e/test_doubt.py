@@ -142,20 +142,20 @@ def within(kind, name, at, doubt, lo, hi):
         (kind, name, at, doubt, lo, hi)
 
 
-def judge(kind, line, req, got, head=True):
+def judge(kind, line, req, got, head_whole=True):
     """A request's points against their brackets: each within its doubt;
     held, each stamped late (the test can fail) and doubted so; idle, each
-    its own stamp. head: the head's read is judged (a TLS upstream's head
-    comes through its bufferevent, never whole)."""
+    its own stamp. head_whole: the head's read can be judged whole (a TLS
+    upstream's head comes through its bufferevent, never whole: its doubt
+    is the whole window, checked to hold the truth all the same)."""
     assert line["timestamps"] == "kernel", line
     ph = line["phases"]
     head_at = sum(ph[k] or 0 for k in ("client_ms", "connect_ms", "send_ms",
                                       "upstream_head_ms"))
     last_at = line["ttft_ms"] + line["tpot_ms"] * (TOKENS - 1)
     points = [("ttft", line["ttft_ms"], line["ttft_doubt_ms"], got["first"], HELD - 1),
-              ("last_token", last_at, line["last_token_doubt_ms"], got["last"], 1)]
-    if head:
-        points.append(("head", head_at, line["head_doubt_ms"], got["head"], 0))
+              ("last_token", last_at, line["last_token_doubt_ms"], got["last"], 1),
+              ("head", head_at, line["head_doubt_ms"], got["head"], 0)]
     # every token is output text: the first output token is the first token
     assert line["ttfo_doubt_ms"] == line["ttft_doubt_ms"], line
     # a connection's first request: no floor known for its first byte
@@ -170,11 +170,11 @@ def judge(kind, line, req, got, head=True):
             late = max(gaps * GAP_S, HEAD_GAP_S if name == "head" else GAP_S)
             assert at - hi > late * 1000 * 0.9, (name, at, lo, hi)
             assert doubt > 1, (name, line)
-        else:
+        elif name != "head" or head_whole:
             assert doubt < 1, (name, line)
 
 
-def run(backend, route, after, head=True):
+def run(backend, route, after, head_whole=True):
     """REQUESTS requests, every other one held, each judged where its
     brackets are tight; then after(tokentap, held) while it runs."""
     sent = []
@@ -193,7 +193,7 @@ def run(backend, route, after, head=True):
                 continue
             kind = "held" if i in held else "idle"
             judged[kind] += 1
-            judge(kind, lines[f"d-{i}"], req, got, head)
+            judge(kind, lines[f"d-{i}"], req, got, head_whole)
         assert judged["held"] >= 2 and judged["idle"] >= 2, judged
         after(t, held)
 
@@ -218,7 +218,7 @@ def test_a_tls_upstream_read_whole_has_its_own_stamp():
     p = pki()
     run(lambda h: TLSBackend(h, p["server.crt"], p["server.key"]),
         lambda b: f"    upstream: https://localhost:{b.port}\n"
-                  f"    tls: {{ca_file: {p['ca.crt']}}}\n", uncertain_counted, head=False)
+                  f"    tls: {{ca_file: {p['ca.crt']}}}\n", uncertain_counted, head_whole=False)
 
 
 def test_the_start_doubt_reaches_back_to_the_last_drained_read():
@@ -253,3 +253,68 @@ def test_the_start_doubt_reaches_back_to_the_last_drained_read():
     assert doubt >= (marks[2] - marks[1]) * 1000 - LOOPBACK_MS, (doubt, marks)
     # floor >= the first request's send, stamp <= the second's reply
     assert doubt <= (marks[3] - marks[0]) * 1000 + LOOPBACK_MS, (doubt, marks)
+
+
+def keep_ok(req, c):
+    c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    return "keep"
+
+
+def test_a_pipelined_request_has_no_start_doubt():
+    """The second request came with the first (one write): its first byte
+    was already in a read that took the first's, so no read that found
+    the socket drained came before it, and no floor is known (a floor from
+    the read that carried it would lie after the truth)."""
+    with Backend(keep_ok) as b, \
+            Tokentap(f"timestamps: kernel\nroutes:\n  - name: r\n"
+                     f"    upstream: http://127.0.0.1:{b.port}\n") as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.settimeout(30)
+        s.sendall(b"".join(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: p-%d\r\n\r\n" % i
+                           for i in range(2)))
+        data = b""
+        while data.count(b"ok") < 2:
+            data += s.recv(65536)
+        s.close()
+        lines = {l["request_id"]: l for l in t.wait_logged(2)}
+    assert lines["p-0"]["start_doubt_ms"] is None, lines["p-0"]
+    assert lines["p-1"]["start_doubt_ms"] is None, lines["p-1"]
+
+
+def test_a_tls_connections_requests_reach_back_no_further_than_known():
+    """Over a TLS listener the first request's floor is the last read after
+    the handshake that found the socket drained (null when the request
+    came with the handshake's last flight: the ClientHello's read is no
+    floor); within the connection's span either way. The next request's
+    reaches back over the pause between them."""
+    import ssl
+    p = pki()
+    pause = 0.1
+    with Backend(keep_ok) as b, \
+            Tokentap(f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
+                     f"{p['server.crt']}, key: {p['server.key']}}}\n"
+                     f"timestamps: kernel\nroutes:\n  - name: r\n"
+                     f"    upstream: http://127.0.0.1:{b.port}\n") as t:
+        ctx = ssl.create_default_context(cafile=p["ca.crt"])
+        marks = [time.monotonic()]
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", t.port)),
+                            server_hostname="localhost")
+        s.settimeout(30)
+        for i in range(2):
+            marks.append(time.monotonic())
+            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: s-%d\r\n\r\n" % i)
+            data = b""
+            while not data.endswith(b"ok"):
+                data += s.recv(65536)
+            marks.append(time.monotonic())
+            time.sleep(pause)
+        s.close()
+        lines = {l["request_id"]: l for l in t.wait_logged(2)}
+    first = lines["s-0"]["start_doubt_ms"]
+    # floor >= the connection's start, stamp <= the first reply
+    assert first is None or 0 <= first <= (marks[2] - marks[0]) * 1000 + LOOPBACK_MS, \
+        (first, marks)
+    doubt = lines["s-1"]["start_doubt_ms"]
+    assert doubt is not None, lines["s-1"]
+    assert doubt >= (marks[3] - marks[2]) * 1000 - LOOPBACK_MS, (doubt, marks)
+    assert doubt <= (marks[4] - marks[1]) * 1000 + LOOPBACK_MS, (doubt, marks)

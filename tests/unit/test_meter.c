@@ -148,8 +148,9 @@ static void test_point_doubts(void **state)
 	assert_int_equal(meter_head_doubt_us(&m), 0);
 	meter_head_read(&m, 0);             /* body bytes after it */
 	assert_int_equal(meter_head_doubt_us(&m), 500);
-	m.now_floor = 0;                    /* no floor: the start */
-	meter_head_read(&m, 1);
+	m.now_floor = 0;                    /* no floor: the start is */
+	meter_head_read(&m, 0);
+	assert_int_equal(meter_head_doubt_us(&m), 1000);
 	m.now_kernel = 0;                   /* the loop's time: never complete */
 	meter_head_read(&m, 1);
 	assert_int_equal(meter_head_doubt_us(&m), 1000);
