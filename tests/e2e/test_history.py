@@ -462,7 +462,7 @@ def test_history_day_of_1024_series_under_load():
     right, gzipped too (its first pages and its last); /healthz answers all
     along (it waited for the whole query, 10 s and more, when the query
     held the main thread), and while the file is written (seconds under
-    load when the main thread wrote it: stats.history_save_every 10s
+    load when the main thread wrote it: stats.history_save_every 5s
     rather than a minute's wait); no record is dropped, every request is
     counted."""
     d = tempfile.mkdtemp(prefix="tt-hist-")
@@ -482,7 +482,7 @@ def test_history_day_of_1024_series_under_load():
             f"admin:\n  address: 127.0.0.1:{{admin}}\n  token: {TOKEN}\n"
             "stats:\n  windows: [1h]\n"
             "  history: [{step: 10s, keep: 1h}, {step: 1m, keep: 1d}]\n"
-            f"  history_file: {hist}\n  history_save_every: 10s\nroutes:\n" +
+            f"  history_file: {hist}\n  history_save_every: 5s\nroutes:\n" +
             routes.replace("{mock}", str(m.port)),
             start_timeout=240) as t:
         wait_port(t.admin)
