@@ -441,18 +441,15 @@ static void load_chart(struct load_page *pg, const struct load_group *g, const c
     const char *slo)
 {
 	const struct load_result *r = pg->r;
-	double *x = calloc(g->n, sizeof(double)), *y = calloc(g->n * ns, sizeof(double));
+	double *x, *y;
 	const char *names[8];
 	int cls[8], dash[8];
 	double top = slo ? slo_top(pg, slo) : 0;
 	struct load_plot p;
 	char cid[48];
 
-	if (x == NULL || y == NULL) {
-		free(x);
-		free(y);
+	if (xy_alloc(&x, g->n, &y, g->n * ns) < 0)
 		return;
-	}
 	for (size_t i = 0; i < g->n; i++) {
 		x[i] = r->levels[g->lv[i]].value;
 		for (size_t k = 0; k < ns; k++) {

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load_result.h"
@@ -89,4 +90,17 @@ static inline void empty(struct load_page *pg, const char *why)
 	text(pg, why);
 	fputs("</p>\n", pg->f);
 }
+/* A chart's x and y: na and nb doubles, zeroed; 0, or -1 with neither
+ * (out of memory: the chart is left out). */
+static inline int xy_alloc(double **x, size_t na, double **y, size_t nb)
+{
+	*x = calloc(na, sizeof(double));
+	*y = calloc(nb, sizeof(double));
+	if (*x != NULL && *y != NULL)
+		return 0;
+	free(*x);
+	free(*y);
+	return -1;
+}
+
 #endif

@@ -360,18 +360,14 @@ static void knee_labels(struct load_page *pg, struct load_plot *p, const struct 
 static void knee_chart(struct load_page *pg, const struct load_group *g)
 {
 	const struct load_result *r = pg->r;
-	double *x = calloc(g->n, sizeof(double)), *y = calloc(2 * g->n, sizeof(double));
-	double xmax = 0, ymax = 0;
+	double *x, *y, xmax = 0, ymax = 0;
 	static const char *const names[] = {"E2E p50", "TTFT p95"};
 	static const int cls[] = {1, 0}, dash[] = {0, 1};
 	struct load_plot p;
 	char cid[48];
 
-	if (x == NULL || y == NULL) {
-		free(x);
-		free(y);
+	if (xy_alloc(&x, g->n, &y, 2 * g->n) < 0)
 		return;
-	}
 	for (size_t i = 0; i < g->n; i++) {
 		const struct load_level *lv = &r->levels[g->lv[i]];
 		x[i] = lv->sum.output_tokens_per_s;
