@@ -3,8 +3,9 @@
  * measures TTFT, TPOT, ITL and output speed on the client side with the
  * definitions of docs/contract.md §4, exactly from every request, so its
  * figures can be set beside tokentap's. Options, the three commands (a run, a
- * sweep, a capacity search) and scenario files live here; the levels in
- * load_levels.c, one run in load_run.c. */
+ * sweep, a capacity search) and scenario files live here; the options'
+ * checks in load_checks.c, the levels in load_levels.c, one run in
+ * load_run.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 
 #include "jsonw.h"
 #include "load_calib.h"
+#include "load_checks.h"
 #include "load_conf.h"
 #include "load_html.h"
 #include "load_json.h"
@@ -40,37 +42,8 @@
 #include "util.h"
 
 #define EXIT_MISSED 1
-#define EXIT_USAGE 2
 #define EXIT_TARGET 3
 #define EXIT_INTERRUPTED 130
-
-struct opts {
-	enum load_kind kind;
-	struct load_conf conf;
-	int url_given;
-	int duration_given, count_given, warmup_given, cooldown_given;
-	const char *json_path, *csv_path, *html_path;
-	int no_samples, itl_samples;
-	const char *scen_path;
-	const char *only;
-	int check;
-	struct load_pcts pcts;
-	uint64_t slice_us;
-	const char *slo_text;
-	double confidence;           /* --confidence; 0: the default */
-	struct load_slo slo;
-	const char *prompts_path, *trace_path, *replay_path, *replay_route;
-	const char *tt_url, *tt_window, *tt_route, *tt_log;
-	const char *over, *levels;
-	struct load_plan plan;
-	int tls_opt_given;
-	int no_preflight;
-	int prefix_opt_given;        /* --prefix-tokens or --prefix-dist */
-	uint32_t calibrate;          /* --calibrate N; 0: off */
-	int bpt_given;               /* --bytes-per-token */
-	const char *sessions_path, *sharegpt_path;
-	int think_given;
-};
 
 enum {
 	OPT_ARRIVALS = 256, OPT_TIMEOUT, OPT_DIALECT, OPT_MODEL, OPT_PROMPT,
@@ -322,16 +295,10 @@ static void usage(FILE *f)
 	    "written).\n", f);
 }
 
-static void bad_value(const char *opt, const char *err)
-{
-	log_error("%s: %s", opt, err);
-	exit(EXIT_USAGE);
-}
-
 static void parse_duration(const char *opt, const char *s, uint64_t *out)
 {
 	if (util_parse_duration_us(s, out) < 0 || *out == 0)
-		bad_value(opt, "expected a duration above 0 (e.g. 500ms, 20s, 2m)");
+		load_bad_value(opt, "expected a duration above 0 (e.g. 500ms, 20s, 2m)");
 }
 
 /* A share: "10%" or "0.1", in [0, 1]. */
@@ -346,7 +313,7 @@ static void parse_share(const char *opt, const char *s, double *out)
 		end++;
 	}
 	if (end == s || *end != '\0' || errno != 0 || !(*out >= 0 && *out <= 1))
-		bad_value(opt, "expected a share, 10% or 0.1");
+		load_bad_value(opt, "expected a share, 10% or 0.1");
 }
 
 static void parse_number(const char *opt, const char *s, double lo, double hi,
@@ -359,12 +326,12 @@ static void parse_number(const char *opt, const char *s, double lo, double hi,
 	if (end == s || *end != '\0' || errno != 0 || !(*out >= lo && *out <= hi)) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "expected a number from %g to %g", lo, hi);
-		bad_value(opt, msg);
+		load_bad_value(opt, msg);
 	}
 }
 
 /* Options of the run itself; 0, or -1 for one that is not. */
-static int parse_run(struct opts *o, int ch)
+static int parse_run(struct load_opts *o, int ch)
 {
 	struct load_conf *c = &o->conf;
 	const char *err = NULL;
@@ -373,21 +340,21 @@ static int parse_run(struct opts *o, int ch)
 	switch (ch) {
 	case 'c':
 		if (load_conf_parse_uint(optarg, 100000, &u, &err) < 0)
-			bad_value("--concurrency", err);
+			load_bad_value("--concurrency", err);
 		c->concurrency = (unsigned)u;
 		c->concurrency_set = 1;
 		break;
 	case 'r':
 		if (load_conf_parse_rate(optarg, &c->rate, &err) < 0)
-			bad_value("--rate", err);
+			load_bad_value("--rate", err);
 		break;
 	case OPT_ARRIVALS:
 		if (load_conf_set_arrivals(c, optarg, &err) < 0)
-			bad_value("--arrivals", err);
+			load_bad_value("--arrivals", err);
 		break;
 	case OPT_BURSTINESS:
 		if (load_conf_set_burstiness(c, optarg, &err) < 0)
-			bad_value("--burstiness", err);
+			load_bad_value("--burstiness", err);
 		c->arrivals = LOAD_ARR_GAMMA;
 		break;
 	case 'd':
@@ -396,12 +363,12 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case 'n':
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->count, &err) < 0)
-			bad_value("--requests", err);
+			load_bad_value("--requests", err);
 		o->count_given = 1;
 		break;
 	case OPT_WARMUP:
 		if (util_parse_duration_us(optarg, &c->warmup_us) < 0)
-			bad_value("--warmup", "expected a duration (e.g. 2s, 0)");
+			load_bad_value("--warmup", "expected a duration (e.g. 2s, 0)");
 		o->warmup_given = 1;
 		break;
 	case OPT_COOLDOWN:
@@ -410,12 +377,12 @@ static int parse_run(struct opts *o, int ch)
 		else if (strcmp(optarg, "off") == 0)
 			c->cooldown = 0;
 		else
-			bad_value("--cooldown", "on or off");
+			load_bad_value("--cooldown", "on or off");
 		o->cooldown_given = 1;
 		break;
 	case OPT_WARMUP_REQUESTS:
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->warmup_count, &err) < 0)
-			bad_value("--warmup-requests", err);
+			load_bad_value("--warmup-requests", err);
 		o->warmup_given = 1;
 		break;
 	case OPT_TIMEOUT:
@@ -423,54 +390,54 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_DIALECT:
 		if (load_conf_set_dialect(c, optarg, &err) < 0)
-			bad_value("--dialect", err);
+			load_bad_value("--dialect", err);
 		break;
 	case OPT_MODEL:
 		if (load_conf_set_model(c, optarg, &err) < 0)
-			bad_value("--model", err);
+			load_bad_value("--model", err);
 		break;
 	case OPT_PROMPT:
 		if (load_conf_parse_range(optarg, &c->prompt_tokens, &err) < 0)
-			bad_value("--prompt-tokens", err);
+			load_bad_value("--prompt-tokens", err);
 		break;
 	case OPT_MAX:
 		if (load_conf_parse_range(optarg, &c->max_tokens, &err) < 0)
-			bad_value("--max-tokens", err);
+			load_bad_value("--max-tokens", err);
 		break;
 	case 'H':
 		if (load_conf_add_header_line(c, optarg, &err) < 0)
-			bad_value("--header", err);
+			load_bad_value("--header", err);
 		break;
 	case OPT_PREFIXES: {
 		uint64_t v;
 		if (load_conf_parse_uint(optarg, LOAD_PREFIX_MAX, &v, &err) < 0)
-			bad_value("--prefixes", err);
+			load_bad_value("--prefixes", err);
 		c->prefixes = (uint32_t)v;
 		break;
 	}
 	case OPT_PREFIX_TOKENS: {
 		uint64_t v;
 		if (load_conf_parse_uint(optarg, LOAD_CONF_MAX_TOKENS, &v, &err) < 0)
-			bad_value("--prefix-tokens", err);
+			load_bad_value("--prefix-tokens", err);
 		c->prefix_tokens = (uint32_t)v;
 		o->prefix_opt_given = 1;
 		break;
 	}
 	case OPT_PREFIX_DIST:
 		if (load_prefix_parse_dist(optarg, &c->prefix_zipf, &err) < 0)
-			bad_value("--prefix-dist", err);
+			load_bad_value("--prefix-dist", err);
 		o->prefix_opt_given = 1;
 		break;
 	case OPT_SEED:
 		if (load_conf_parse_uint(optarg, UINT64_MAX / 10, &c->seed, &err) < 0)
-			bad_value("--seed", err);
+			load_bad_value("--seed", err);
 		break;
 	case OPT_RAMP:
 		parse_duration("--ramp", optarg, &c->ramp_us);
 		break;
 	case OPT_SHARD:
 		if (load_shard_parse(optarg, &c->shard, &c->shards, &err) < 0)
-			bad_value("--shard", err);
+			load_bad_value("--shard", err);
 		break;
 	case OPT_LAG:
 		c->lag = 1;
@@ -484,12 +451,12 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_CACERT:
 		if (load_conf_set_ca_file(c, optarg, &err) < 0)
-			bad_value("--cacert", err);
+			load_bad_value("--cacert", err);
 		o->tls_opt_given = 1;
 		break;
 	case OPT_SNI:
 		if (load_conf_set_sni(c, optarg, &err) < 0)
-			bad_value("--sni", err);
+			load_bad_value("--sni", err);
 		o->tls_opt_given = 1;
 		break;
 	case OPT_TRACE_SPEED:
@@ -497,7 +464,7 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_CALIBRATE:
 		if (load_conf_parse_uint(optarg, 10000, &u, &err) < 0)
-			bad_value("--calibrate", err);
+			load_bad_value("--calibrate", err);
 		o->calibrate = (uint32_t)u;
 		break;
 	case OPT_BPT:
@@ -507,11 +474,11 @@ static int parse_run(struct opts *o, int ch)
 		break;
 	case OPT_TURNS:
 		if (load_session_parse_turns(optarg, &c->turns, &err) < 0)
-			bad_value("--turns", err);
+			load_bad_value("--turns", err);
 		break;
 	case OPT_THINK:
 		if (load_think_parse(optarg, &c->think, &err) < 0)
-			bad_value("--think-time", err);
+			load_bad_value("--think-time", err);
 		o->think_given = 1;
 		break;
 	default:
@@ -535,7 +502,7 @@ static void parse_from(struct load_plan *p, const char *s)
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		eq = strchr(t, '=');
 		if (eq == NULL)
-			bad_value("--from", "expected V, or concurrency=V,rate=V");
+			load_bad_value("--from", "expected V, or concurrency=V,rate=V");
 		*eq = '\0';
 		parse_number("--from", eq + 1, 0.01, 1e6, &x);
 		if (strcmp(t, "concurrency") == 0)
@@ -543,12 +510,12 @@ static void parse_from(struct load_plan *p, const char *s)
 		else if (strcmp(t, "rate") == 0)
 			p->cap_from[1] = x;
 		else
-			bad_value("--from", "expected concurrency=V or rate=V");
+			load_bad_value("--from", "expected concurrency=V or rate=V");
 	}
 }
 
 /* Options of what to run and what to write. */
-static int parse_other(struct opts *o, int ch)
+static int parse_other(struct load_opts *o, int ch)
 {
 	struct load_plan *p = &o->plan;
 	const char *err = NULL;
@@ -576,7 +543,7 @@ static int parse_other(struct opts *o, int ch)
 		break;
 	case OPT_PERCENTILES:
 		if (load_pcts_parse(optarg, &o->pcts, &err) < 0)
-			bad_value("--percentiles", err);
+			load_bad_value("--percentiles", err);
 		break;
 	case OPT_SLICE:
 		parse_duration("--slice", optarg, &o->slice_us);
@@ -610,7 +577,7 @@ static int parse_other(struct opts *o, int ch)
 		break;
 	case OPT_TT_WINDOW:
 		if (util_parse_duration_us(optarg, &u) < 0 || u == 0)
-			bad_value("--tokentap-window", "expected one of tokentap's stats.windows "
+			load_bad_value("--tokentap-window", "expected one of tokentap's stats.windows "
 			    "(e.g. 1m)");
 		o->tt_window = optarg;
 		break;
@@ -648,7 +615,7 @@ static int parse_other(struct opts *o, int ch)
 	case OPT_RESOLUTION:
 		parse_share("--resolution", optarg, &p->resolution);
 		if (p->resolution <= 0)
-			bad_value("--resolution", "above 0");
+			load_bad_value("--resolution", "above 0");
 		break;
 	case OPT_REPEATS:
 		parse_number("--repeats", optarg, 0, 10, &x);
@@ -657,7 +624,7 @@ static int parse_other(struct opts *o, int ch)
 	case OPT_CONFIDENCE:
 		parse_share("--confidence", optarg, &o->confidence);
 		if (!(o->confidence >= 0.5 && o->confidence < 1))
-			bad_value("--confidence", "from 50% to below 100%");
+			load_bad_value("--confidence", "from 50% to below 100%");
 		break;
 	case OPT_MAX_LEVELS:
 		parse_number("--max-levels", optarg, 1, LOAD_MAX_LEVELS, &x);
@@ -685,218 +652,7 @@ static int parse_other(struct opts *o, int ch)
 	return 0;
 }
 
-static void fail_usage(const char *msg)
-{
-	log_error("%s", msg);
-	exit(EXIT_USAGE);
-}
-
-/* --over: the sweep's key, or the capacity's keys. */
-static void parse_over(struct opts *o)
-{
-	struct load_plan *p = &o->plan;
-	const char *hint;
-	char buf[64], *save = NULL;
-
-	if (o->kind == LOAD_KIND_SWEEP) {
-		if (o->over == NULL || o->levels == NULL)
-			fail_usage("sweep: --over KEY and --levels LEVELS, e.g. --over "
-			    "concurrency --levels 1..64");
-		p->key = load_plan_key(o->over, &hint);
-		if (p->key == LOAD_KEY_NONE) {
-			log_error("--over: unknown sweep key '%s' (concurrency, rate, "
-			    "prompt-tokens)%s%s%s", o->over, hint ? "; did you mean '" : "",
-			    hint ? hint : "", hint ? "'?" : "");
-			exit(EXIT_USAGE);
-		}
-		return;
-	}
-	snprintf(buf, sizeof buf, "%s", o->over ? o->over : "concurrency,rate");
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		enum load_key k = load_plan_key(t, &hint);
-		if (k != LOAD_KEY_CONCURRENCY && k != LOAD_KEY_RATE) {
-			log_error("--over: unknown capacity key '%s' (concurrency, rate)%s%s%s", t,
-			    hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
-			exit(EXIT_USAGE);
-		}
-		if (p->nsearch == 2 || (p->nsearch == 1 && p->search[0] == k))
-			fail_usage("--over: concurrency, rate, or both once");
-		p->search[p->nsearch++] = k;
-	}
-}
-
-/* --shard: what can be split exactly (load_shard.h), and a document for
- * `merge` to join. */
-static void check_shard(const struct opts *o)
-{
-	const struct load_conf *c = &o->conf;
-	const struct load_plan *p = &o->plan;
-	int open = c->rate > 0 || o->trace_path != NULL || o->replay_path != NULL;
-	int closed = !open;
-	double least = c->concurrency;
-
-	if (c->shards == 0)
-		return;
-	if (o->kind == LOAD_KIND_CAPACITY)
-		fail_usage("--shard: a capacity search picks each level from the figures "
-		    "of the last, and a shard sees only its share of them: the shards "
-		    "would search apart. Shard `sweep --no-stop` over the levels, merge, "
-		    "and read the capacity off the merged levels; or search from one "
-		    "machine");
-	if (o->scen_path != NULL)
-		fail_usage("--shard goes with a run or a sweep, not with --scenarios");
-	if (o->calibrate > 0)
-		fail_usage("--shard: --calibrate measures each shard's own ratio, and "
-		    "the shards' prompts would differ: calibrate once, then give every "
-		    "shard that ratio with --bytes-per-token R");
-	if (o->json_path == NULL || o->no_samples)
-		fail_usage("--shard: --json FILE with its samples, for `tokentap-load merge`");
-	if (o->kind == LOAD_KIND_SWEEP && (p->stop_on_saturation ||
-	    isfinite(p->stop_error_rate) || (p->geometric && isinf(p->to))))
-		fail_usage("--shard: a sweep that stops on its figures (saturation, "
-		    "--stop-error-rate) would stop each shard on its share of them, "
-		    "apart: --no-stop and levels with an end (1..64)");
-	if (o->kind == LOAD_KIND_SWEEP && p->key != LOAD_KEY_PROMPT_TOKENS)
-		closed = p->key == LOAD_KEY_CONCURRENCY;
-	if (o->kind == LOAD_KIND_SWEEP && p->key == LOAD_KEY_CONCURRENCY)
-		least = p->geometric ? p->from : p->levels[0];
-	if ((closed || c->concurrency_set) && least < c->shards)
-		fail_usage("--shard I/N: each shard needs a user (or a connection): "
-		    "-c (and a concurrency sweep's levels) at least N");
-	if (c->count > 0 && c->count < c->shards)
-		fail_usage("--shard I/N: each shard needs a request: -n at least N");
-}
-
-/* Conversations: a closed loop of chat requests, drawn or from one file. */
-static void check_talk(struct opts *o)
-{
-	struct load_conf *c = &o->conf;
-	int n = (c->turns.min > 0) + (o->sessions_path != NULL) + (o->sharegpt_path != NULL);
-
-	if (n > 1)
-		fail_usage("--turns, --sessions and --sharegpt: one of them");
-	if (n == 0) {
-		if (o->think_given)
-			fail_usage("--think-time goes with --turns, --sessions or --sharegpt");
-		return;
-	}
-	if (c->rate > 0 || o->trace_path || o->replay_path)
-		fail_usage("conversations are held by -c users: no --rate or trace");
-	if (o->prompts_path || c->prefixes > 0)
-		fail_usage("conversations write their own messages: no --prompts or "
-		    "--prefixes");
-	if (o->kind == LOAD_KIND_CAPACITY)
-		fail_usage("capacity: no conversations (a sweep over concurrency can)");
-	if (c->shards > 0)
-		fail_usage("--shard: conversations are not split yet (a user's turns "
-		    "follow its own answers, so the plan's request numbers depend on "
-		    "timing); run them from one machine");
-	if (o->url_given && !load_body_chat(c))
-		fail_usage("conversations need a chat API's messages: OpenAI "
-		    "/v1/chat/completions, Anthropic /v1/messages or Ollama /api/chat");
-}
-
-/* What goes together and what does not. */
-static void check_options(struct opts *o)
-{
-	struct load_conf *c = &o->conf;
-	const char *err;
-
-	if (o->count_given && !o->duration_given)
-		c->duration_us = 0;
-	if ((o->trace_path || o->replay_path || o->sessions_path || o->sharegpt_path) &&
-	    !o->duration_given)
-		c->duration_us = 0;
-	check_talk(o);
-	if (o->scen_path == NULL && (o->only != NULL || o->check))
-		fail_usage("--only and --check go with --scenarios");
-	if (o->scen_path != NULL && o->kind != LOAD_KIND_RUN)
-		fail_usage("--scenarios runs on its own, not with sweep or capacity");
-	if (o->scen_path != NULL && o->html_path != NULL)
-		fail_usage("--report goes with a run, a sweep or a capacity search, not "
-		    "with --scenarios");
-	if (o->html_path != NULL && strcmp(o->html_path, "-") == 0 &&
-	    ((o->json_path && strcmp(o->json_path, "-") == 0) ||
-	    (o->csv_path && strcmp(o->csv_path, "-") == 0)))
-		fail_usage("--report -, --json - and --csv -: one of them on stdout");
-	if (o->scen_path == NULL && !o->url_given)
-		fail_usage("no target URL");
-	if (c->ramp_us > 0 && c->rate > 0)
-		fail_usage("--ramp is for the closed loop, not with --rate");
-	if (c->warmup_us > 0 && c->warmup_count > 0)
-		fail_usage("--warmup and --warmup-requests: one or the other");
-	if (o->trace_path && o->replay_path)
-		fail_usage("--trace and --replay-log: one or the other");
-	if ((o->trace_path || o->replay_path) && c->rate > 0)
-		fail_usage("a trace sets its own arrivals: no --rate with it");
-	if (o->prefix_opt_given && c->prefixes == 0)
-		fail_usage("--prefix-tokens and --prefix-dist go with --prefixes");
-	if (o->calibrate > 0 && o->bpt_given)
-		fail_usage("--calibrate and --bytes-per-token: one or the other");
-	if (o->calibrate > 0 && o->scen_path != NULL)
-		fail_usage("--calibrate goes with a run, a sweep or a capacity search, not "
-		    "with --scenarios (give --bytes-per-token)");
-	if (o->replay_route && !o->replay_path)
-		fail_usage("--replay-route goes with --replay-log");
-	if (c->trace_speed != 1 && !o->trace_path && !o->replay_path && !o->sessions_path)
-		fail_usage("--trace-speed goes with --trace, --replay-log or --sessions");
-	if (c->arrivals != LOAD_ARR_POISSON && c->rate <= 0 && o->kind != LOAD_KIND_SWEEP &&
-	    o->kind != LOAD_KIND_CAPACITY)
-		fail_usage("--arrivals and --burstiness go with --rate");
-	if (o->tls_opt_given && o->url_given && !c->tls)
-		fail_usage("--insecure, --cacert and --sni go with an https:// target");
-	if ((o->tt_window || o->tt_route) && !o->tt_url)
-		fail_usage("--tokentap-window and --tokentap-route go with --tokentap");
-	if (o->kind == LOAD_KIND_RUN && (o->over || o->levels))
-		fail_usage("--over and --levels are for `tokentap-load sweep` (or capacity)");
-	if (o->kind != LOAD_KIND_RUN)
-		parse_over(o);
-	if (o->kind == LOAD_KIND_SWEEP) {
-		if (load_plan_levels(&o->plan, o->levels, &err) < 0)
-			bad_value("--levels", err);
-		if (o->plan.key == LOAD_KEY_CONCURRENCY && (c->rate > 0 || o->trace_path ||
-		    o->replay_path))
-			fail_usage("a concurrency sweep is a closed loop: no --rate or trace");
-		if (o->plan.key == LOAD_KEY_RATE && (o->trace_path || o->replay_path))
-			fail_usage("a rate sweep sets the arrivals: no trace");
-		if (o->plan.key == LOAD_KEY_PROMPT_TOKENS && o->prompts_path)
-			fail_usage("a prompt-tokens sweep writes its own prompts: no --prompts");
-		if (o->plan.key == LOAD_KEY_CONCURRENCY && o->plan.levels[0] > 100000)
-			fail_usage("--levels: concurrency up to 100000");
-	}
-	if (o->kind == LOAD_KIND_CAPACITY) {
-		if (o->slo_text == NULL)
-			fail_usage("capacity: --slo TARGETS, e.g. --slo 'ttft_p95<=1s "
-			    "tpot_p95<=50ms error_rate<=1%'");
-		if (o->trace_path || o->replay_path)
-			fail_usage("capacity sets the load: no trace");
-	}
-	if (o->slo_text != NULL) {
-		char why[200];
-		if (load_slo_parse(&o->slo, o->slo_text, why, sizeof why) < 0)
-			bad_value("--slo", why);
-		if (o->confidence > 0)
-			o->slo.confidence = o->confidence;
-	}
-	if (o->json_path && o->csv_path && strcmp(o->json_path, "-") == 0 &&
-	    strcmp(o->csv_path, "-") == 0)
-		fail_usage("--json - and --csv -: one of them on stdout");
-	/* a sweep's level first settles: connections, caches, batches */
-	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
-	    !o->warmup_given)
-		c->warmup_us = 2000000;
-	/* and its last requests end under its load; but tokentap's window
-	 * would count the cool-down's requests with the level's */
-	if ((o->kind == LOAD_KIND_SWEEP || o->kind == LOAD_KIND_CAPACITY) &&
-	    !o->cooldown_given && o->tt_url == NULL)
-		c->cooldown = 1;
-	check_shard(o);
-	/* a merge computes ITL from every gap */
-	if (c->shards > 0)
-		o->itl_samples = 1;
-}
-
-static void parse_options(int argc, char **argv, struct opts *o)
+static void parse_options(int argc, char **argv, struct load_opts *o)
 {
 	const char *err = NULL;
 	int ch;
@@ -911,10 +667,10 @@ static void parse_options(int argc, char **argv, struct opts *o)
 			exit(EXIT_USAGE);
 		}
 		if (load_conf_set_url(&o->conf, argv[optind], &err) < 0)
-			bad_value(argv[optind], err);
+			load_bad_value(argv[optind], err);
 		o->url_given = 1;
 	}
-	check_options(o);
+	load_check_options(o);
 }
 
 /* Inputs read before anything runs: a problem there is a usage error. */
@@ -928,7 +684,7 @@ struct inputs {
 	int tt_busy;                 /* the window held requests already */
 };
 
-static int read_inputs(struct opts *o, struct inputs *in)
+static int read_inputs(struct load_opts *o, struct inputs *in)
 {
 	struct load_conf *c = &o->conf;
 	const char *err;
@@ -1024,7 +780,7 @@ static void target_failed_fixup(struct load_result *r)
  * its reason on stderr: 3 when the target failed (its pre-flight, an
  * error rate past --stop-error-rate, no request ok), 1 when a capacity
  * search met no level. */
-static int verdict(const struct opts *o, const struct load_result *r)
+static int verdict(const struct load_opts *o, const struct load_result *r)
 {
 	const char *why = load_run_target_failed();
 	uint64_t requests = 0, ok = 0;
@@ -1073,7 +829,7 @@ static int verdict(const struct opts *o, const struct load_result *r)
 
 /* A prompt-tokens sweep calibrates over its levels' sizes; the others
  * over their own (NULL). */
-static const struct load_range *calib_sizes(const struct opts *o, struct load_range *r)
+static const struct load_range *calib_sizes(const struct load_opts *o, struct load_range *r)
 {
 	const struct load_plan *p = &o->plan;
 	double lo, hi;
@@ -1088,7 +844,7 @@ static const struct load_range *calib_sizes(const struct opts *o, struct load_ra
 }
 
 /* --bytes-per-token: the ratio given, not an estimate. */
-static void psize_given(const struct opts *o, struct load_psize *p)
+static void psize_given(const struct load_opts *o, struct load_psize *p)
 {
 	if (!o->bpt_given)
 		return;
@@ -1101,7 +857,7 @@ static void psize_given(const struct opts *o, struct load_psize *p)
  * calibrated on the target (its requests before the first level; with
  * --tokentap, that level waits them out of tokentap's window), or 4
  * bytes a token. */
-static void prompt_sizes(struct load_env *le, struct opts *o, struct inputs *in,
+static void prompt_sizes(struct load_env *le, struct load_opts *o, struct inputs *in,
     struct load_result *r)
 {
 	struct load_range sizes;
@@ -1115,7 +871,7 @@ static void prompt_sizes(struct load_env *le, struct opts *o, struct inputs *in,
 }
 
 /* A run, a sweep or a capacity search, and its reports. */
-static int run_levels(struct env *e, struct opts *o, struct inputs *in, int argc,
+static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int argc,
     char **argv)
 {
 	struct load_result r;
@@ -1398,7 +1154,7 @@ static int run_marked(struct env *e, struct load_result *r, struct inputs *in,
 	return status;
 }
 
-static int run_scenarios(struct env *e, struct opts *o, struct inputs *in, int argc,
+static int run_scenarios(struct env *e, struct load_opts *o, struct inputs *in, int argc,
     char **argv)
 {
 	struct load_scen_file sf;
@@ -1461,7 +1217,7 @@ done:
 
 int main(int argc, char **argv)
 {
-	struct opts o;
+	struct load_opts o;
 	struct inputs in;
 	struct env e = {NULL, NULL, 0};
 	int status, shift = 0;

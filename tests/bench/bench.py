@@ -89,7 +89,7 @@ FULL = {
     "tp_streams": 100, "tp_tokens": 2000, "tp_duration": "4s",
     "mem_levels": [1000, 8000],
     "cg_streams": 20, "cg_tokens": 200,
-    "sf_start": 250, "sf_max": 8000,
+    "sf_start": 250, "sf_max": 8000, "sf_tokens": 100,
     "client_levels": [100, 1000], "client_duration": "6s",
     "otel_streams": 1000, "otel_duration": "4s",
 }
@@ -100,7 +100,7 @@ QUICK = {
     "tp_streams": 50, "tp_tokens": 500, "tp_duration": "1s",
     "mem_levels": [200],
     "cg_streams": 5, "cg_tokens": 50,
-    "sf_start": 50, "sf_max": 100,
+    "sf_start": 50, "sf_max": 100, "sf_tokens": 50,
     "client_levels": [100], "client_duration": "2s",
     "otel_streams": 100, "otel_duration": "2s",
 }
@@ -129,7 +129,6 @@ TLS_LEVELS = (100, 500)
 TLS_MEMORY = 1000
 # stall-free streams, as the public gateway boards count them: every frame
 # arrives, no gap between frames over 10x the pace, under 0.1 % errors
-SF_TOKENS = 100
 SF_GAP_MS = 10 * 20
 SF_ERRORS = 0.001
 # floor: tests/bench/relay.c, a bare relay that does only what every proxy
@@ -432,19 +431,21 @@ class Bench:
     # ---- stall-free streams -------------------------------------------------
 
     def stall_free_probe(self, name, n):
-        """n streams at once (started over half a second, each 2 s long at
-        its pace, so all n are open together for most of it): did every
-        stream get all its frames, none late by more than SF_GAP_MS?"""
+        """n streams at once (started over half a second, each sf_tokens
+        frames at its pace: 2 s long, so all n are open together for most
+        of it; quick, 1 s): did every stream get all its frames, none late
+        by more than SF_GAP_MS?"""
+        tokens = self.p["sf_tokens"]
         fig, cpu = self.measure(name, ["-c", str(n), "-n", str(n),
                                        "--ramp", "0.5s",
-                                       "--max-tokens", str(SF_TOKENS),
+                                       "--max-tokens", str(tokens),
                                        "--timeout", "60s"])
         gap = (fig.get("itl_ms") or {}).get("max")
         why = []
         if fig["errors"] > SF_ERRORS * fig["requests"]:
             why.append(f"{fig['errors']} errors")
-        if fig["output_tokens"] < fig["ok"] * SF_TOKENS:
-            why.append(f"{fig['ok'] * SF_TOKENS - fig['output_tokens']} frames missing")
+        if fig["output_tokens"] < fig["ok"] * tokens:
+            why.append(f"{fig['ok'] * tokens - fig['output_tokens']} frames missing")
         if gap is None or gap > SF_GAP_MS:
             why.append(f"gap {gap} ms")
         return {"streams": n, "passed": not why, "why": ", ".join(why),
@@ -469,7 +470,7 @@ class Bench:
         return {"streams": lo, "capped": hi is None, "probes": probes}
 
     def stallfree(self):
-        out = {"pace_ms": 20, "tokens": SF_TOKENS, "gap_ms": SF_GAP_MS,
+        out = {"pace_ms": 20, "tokens": self.p["sf_tokens"], "gap_ms": SF_GAP_MS,
                "errors": SF_ERRORS}
         self.start_proxies()
         try:

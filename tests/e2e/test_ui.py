@@ -641,7 +641,10 @@ def test_board_rates_over_the_time_lived():
 # The shipped steps are 10 s for an hour; a page opened after 3 minutes of
 # load there shows 18 points a chart, all from the history, as this one
 # shows LOAD_S: the same code reads and draws them, only the step differs.
-LOAD_S = 15
+# The checks' slack is seconds at each end (check_charts), not a share, so
+# 8 s leaves 5 points at least, as 15 s left 12: a chart drawn from the
+# live windows only, or from the last seconds, fails either way.
+LOAD_S = 8
 TIME_LIMITS = {"test_board_opens_full_from_history": 200}
 
 BOARD = """workers: 1

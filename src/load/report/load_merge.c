@@ -343,31 +343,6 @@ static int join_level(struct load_merged *m, const struct load_doc *d, size_t n,
 	return 0;
 }
 
-/* A prompt-tokens sweep's TTFT against input, over every level. */
-static void input_fit(struct load_result *r)
-{
-	size_t n = 0, cap = 0;
-	double *x, *y;
-
-	for (size_t i = 0; i < r->nlevels; i++)
-		cap += r->levels[i].st.n;
-	x = calloc(cap + 1, sizeof(*x));
-	y = calloc(cap + 1, sizeof(*y));
-	for (size_t i = 0; x != NULL && y != NULL && i < r->nlevels; i++)
-		for (size_t k = 0; k < r->levels[i].st.n; k++) {
-			const struct load_sample *s = &r->levels[i].st.v[k];
-			if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
-				continue;
-			x[n] = (s->input_tokens >= 0 ? (double)s->input_tokens :
-			    (double)s->prompt_tokens) / 1e3;
-			y[n++] = (double)s->ttft_us / 1e3;
-		}
-	if (x != NULL && y != NULL)
-		load_fit_of(x, y, n, &r->input_fit);
-	free(x);
-	free(y);
-}
-
 int load_merge(struct load_merged *m, const struct load_doc *docs, size_t n,
     int argc, char **argv, FILE *err)
 {
@@ -407,7 +382,7 @@ int load_merge(struct load_merged *m, const struct load_doc *docs, size_t n,
 			return -1;
 		}
 	if (m->r.kind == LOAD_KIND_SWEEP && m->r.sweep_key == LOAD_KEY_PROMPT_TOKENS)
-		input_fit(&m->r);
+		load_result_input_fit(&m->r);
 	return 0;
 }
 

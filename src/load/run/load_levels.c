@@ -356,34 +356,6 @@ int load_levels_single(struct load_env *e, struct load_result *r)
 
 /* ---- sweeps ------------------------------------------------------------ */
 
-/* TTFT against input tokens over the ok samples of every level. */
-static void input_fit(struct load_result *r)
-{
-	size_t n = 0, cap = 0;
-	double *x, *y;
-
-	for (size_t i = 0; i < r->nlevels; i++)
-		cap += r->levels[i].st.n;
-	x = calloc(cap + 1, sizeof(*x));
-	y = calloc(cap + 1, sizeof(*y));
-	if (x != NULL && y != NULL) {
-		for (size_t i = 0; i < r->nlevels; i++) {
-			const struct loadstats *st = &r->levels[i].st;
-			for (size_t k = 0; k < st->n; k++) {
-				const struct load_sample *s = &st->v[k];
-				if (!loadstats_counted(s) || s->outcome != OUTCOME_OK || s->ttft_us < 0)
-					continue;
-				x[n] = (s->input_tokens >= 0 ? (double)s->input_tokens :
-				    (double)s->prompt_tokens) / 1e3;
-				y[n++] = (double)s->ttft_us / 1e3;
-			}
-		}
-		load_fit_of(x, y, n, &r->input_fit);
-	}
-	free(x);
-	free(y);
-}
-
 static double level_value(const struct load_plan *p, size_t i)
 {
 	double v;
@@ -447,7 +419,7 @@ int load_levels_sweep(struct load_env *e, const struct load_plan *p,
 		prev_v = v;
 	}
 	if (p->key == LOAD_KEY_PROMPT_TOKENS)
-		input_fit(r);
+		load_result_input_fit(r);
 	return 0;
 }
 

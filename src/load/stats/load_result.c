@@ -122,3 +122,21 @@ int load_result_summarise(const struct load_result *r, struct load_level *lv)
 		return -1;
 	return 0;
 }
+
+void load_result_input_fit(struct load_result *r)
+{
+	size_t n = 0, cap = 0;
+	double *x, *y;
+
+	for (size_t i = 0; i < r->nlevels; i++)
+		cap += r->levels[i].st.n;
+	x = calloc(cap + 1, sizeof(*x));
+	y = calloc(cap + 1, sizeof(*y));
+	if (x != NULL && y != NULL) {
+		for (size_t i = 0; i < r->nlevels; i++)
+			n += load_input_points(&r->levels[i].st, x + n, y + n);
+		load_fit_of(x, y, n, &r->input_fit);
+	}
+	free(x);
+	free(y);
+}

@@ -182,6 +182,9 @@ void load_result_free(struct load_result *r);
 /* A level's summary (load_summary.h) and its SLO's verdict from its
  * samples, its window(s) and r's targets. Returns 0 or -1 (memory). */
 int load_result_summarise(const struct load_result *r, struct load_level *lv);
+/* r->input_fit: TTFT against input over the ok measured requests of every
+ * level (a prompt-tokens sweep's); left NaN when memory ran out. */
+void load_result_input_fit(struct load_result *r);
 
 /* The key's name: "concurrency", "rate", "prompt_tokens". */
 const char *load_key_name(enum load_key k);

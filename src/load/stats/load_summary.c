@@ -557,6 +557,21 @@ void load_fit_runs(const double *x, const double *y, const size_t *run, size_t n
 	f->r2 = syy > 0 ? sxy * sxy / (sxx * syy) : 1.0;
 }
 
+size_t load_input_points(const struct loadstats *st, double *x, double *y)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->n; i++) {
+		const struct load_sample *s = &st->v[i];
+		if (!ok(s) || s->ttft_us < 0)
+			continue;
+		x[n] = (s->input_tokens >= 0 ? (double)s->input_tokens :
+		    (double)s->prompt_tokens) / 1e3;
+		y[n++] = (double)s->ttft_us / 1e3;
+	}
+	return n;
+}
+
 /* TTFT against the start (drift, ms per minute, within each run: each
  * run's times moved onto the first's, so that a seam is no minute) and
  * against the input tokens (ms per thousand), over the ok measured
@@ -584,16 +599,7 @@ static int fits(const struct load_sum_in *in, struct load_summary *sum)
 		}
 	}
 	load_fit_runs(x, y, run, n, &sum->drift);
-	n = 0;
-	for (size_t i = 0; i < st->n; i++) {
-		const struct load_sample *s = &st->v[i];
-		double tokens = s->input_tokens >= 0 ? (double)s->input_tokens :
-		    (double)s->prompt_tokens;
-		if (ok(s) && s->ttft_us >= 0) {
-			x[n] = tokens / 1e3;
-			y[n++] = (double)s->ttft_us / 1e3;
-		}
-	}
+	n = load_input_points(st, x, y);
 	load_fit_of(x, y, n, &sum->input_fit);
 	free(x);
 	free(y);

@@ -152,6 +152,10 @@ void load_fit_of(const double *x, const double *y, size_t n, struct load_fit *f)
  * load_fit_of. */
 void load_fit_runs(const double *x, const double *y, const size_t *run, size_t n,
     struct load_fit *f);
+/* TTFT against input: each ok measured request of st with a TTFT as a
+ * point, x its input tokens (thousands; the prompt's size where the target
+ * reported none), y its TTFT (ms). x and y hold st->n; returns how many. */
+size_t load_input_points(const struct loadstats *st, double *x, double *y);
 
 /* Summarises a level into *sum (freed by load_summary_free). Returns 0, or
  * -1 when memory ran out. */

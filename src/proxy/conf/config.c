@@ -182,6 +182,7 @@ struct conf *conf_default(void)
 		c->n_stats_windows = UTIL_ARRAY_LEN(windows);
 	}
 	c->stats_interval_us = 10000000;
+	c->stats_history_save_every_us = 60000000;
 	c->stats_history = malloc(sizeof history);
 	if (c->stats_history != NULL) {
 		memcpy(c->stats_history, history, sizeof history);

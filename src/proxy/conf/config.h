@@ -324,6 +324,7 @@ struct conf {
 	 * slo_state + ".history", else stats.file + ".history"; NULL: memory only */
 	char *stats_history_file;
 	struct conf_pos stats_history_file_at;
+	uint64_t stats_history_save_every_us;  /* 1m: the file's save */
 
 	uint64_t alerts_evaluate_every_us; /* 10s */
 	uint64_t alerts_window_us;         /* 1m */

@@ -1054,6 +1054,7 @@ static const struct yconf_key stats_keys[] = {
 	DUR("interval", struct conf, stats_interval_us, 1),
 	FUNC("history", history_fn, 0),
 	STR("history_file", struct conf, stats_history_file, 0),
+	DUR("history_save_every", struct conf, stats_history_save_every_us, 1),
 };
 static const struct yconf_section stats_section = TABLE(stats_keys, NULL);
 

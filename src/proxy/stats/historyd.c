@@ -28,7 +28,6 @@
 #include "yconf.h"
 
 #define TICK_US 500000
-#define SAVE_EVERY_US (60 * 1000000ull)
 #define FILE_MAX ((size_t)1 << 30)
 
 static struct history *hist;
@@ -233,7 +232,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	slod_each_total(on_slo_total, &t);
 	history_advance(hist, now_wall());
 	reap(0);
-	if (path != NULL && t - saved_at >= SAVE_EVERY_US)
+	if (path != NULL && t - saved_at >= conf->stats_history_save_every_us)
 		save_async();
 }
 

@@ -3,8 +3,8 @@
  * statistics' drained records feed it (stats_set_history); every half
  * second it takes the instance's concurrency and the SLOs' counts and
  * closes the steps that ended; its file (stats.history_file, else beside
- * slo_state or stats.file) is read at start, written once a minute, at a
- * reload and at exit, whole (statefile.h). GET /stats/history reads it. */
+ * slo_state or stats.file) is read at start, written every
+ * stats.history_save_every (a minute), at a reload and at exit, whole (statefile.h). GET /stats/history reads it. */
 #ifndef TOKENTAP_HISTORYD_H
 #define TOKENTAP_HISTORYD_H
 
