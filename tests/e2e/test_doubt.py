@@ -221,30 +221,38 @@ def test_a_tls_upstream_read_whole_has_its_own_stamp():
                   f"    tls: {{ca_file: {p['ca.crt']}}}\n", uncertain_counted, head_whole=False)
 
 
+def keep_ok(req, c):
+    c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    return "keep"
+
+
+def two_requests(s, prefix, pause):
+    """Two requests on the connection s, a pause after each answer: the
+    monotonic times before each send and after each answer."""
+    s.settimeout(30)
+    marks = []
+    for i in range(2):
+        marks.append(time.monotonic())
+        s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s-%d\r\n\r\n"
+                  % (prefix, i))
+        data = b""
+        while not data.endswith(b"ok"):
+            data += s.recv(65536)
+        marks.append(time.monotonic())
+        time.sleep(pause)
+    s.close()
+    return marks
+
+
 def test_the_start_doubt_reaches_back_to_the_last_drained_read():
     """A keep-alive connection's next request: its first byte came after
     the read that drained the client's socket, no later than the request
     before it ended, and the doubt says so (wider than the pause between
     them, narrower than both requests' span)."""
-    def handle(req, c):
-        c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        return "keep"
-    pause = 0.1
-    with Backend(handle) as b, \
+    with Backend(keep_ok) as b, \
             Tokentap(f"timestamps: kernel\nroutes:\n  - name: r\n"
                      f"    upstream: http://127.0.0.1:{b.port}\n") as t:
-        s = socket.create_connection(("127.0.0.1", t.port))
-        s.settimeout(30)
-        marks = []
-        for i in range(2):
-            marks.append(time.monotonic())
-            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: k-%d\r\n\r\n" % i)
-            data = b""
-            while not data.endswith(b"ok"):
-                data += s.recv(65536)
-            marks.append(time.monotonic())
-            time.sleep(pause)
-        s.close()
+        marks = two_requests(socket.create_connection(("127.0.0.1", t.port)), b"k", 0.1)
         lines = {l["request_id"]: l for l in t.wait_logged(2)}
     assert lines["k-0"]["start_doubt_ms"] is None, lines["k-0"]
     doubt = lines["k-1"]["start_doubt_ms"]
@@ -253,11 +261,6 @@ def test_the_start_doubt_reaches_back_to_the_last_drained_read():
     assert doubt >= (marks[2] - marks[1]) * 1000 - LOOPBACK_MS, (doubt, marks)
     # floor >= the first request's send, stamp <= the second's reply
     assert doubt <= (marks[3] - marks[0]) * 1000 + LOOPBACK_MS, (doubt, marks)
-
-
-def keep_ok(req, c):
-    c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-    return "keep"
 
 
 def test_a_pipelined_request_has_no_start_doubt():
@@ -289,7 +292,6 @@ def test_a_tls_connections_requests_reach_back_no_further_than_known():
     reaches back over the pause between them."""
     import ssl
     p = pki()
-    pause = 0.1
     with Backend(keep_ok) as b, \
             Tokentap(f"listen:\n  - address: 127.0.0.1:{{port}}\n    tls: {{cert: "
                      f"{p['server.crt']}, key: {p['server.key']}}}\n"
@@ -297,18 +299,8 @@ def test_a_tls_connections_requests_reach_back_no_further_than_known():
                      f"    upstream: http://127.0.0.1:{b.port}\n") as t:
         ctx = ssl.create_default_context(cafile=p["ca.crt"])
         marks = [time.monotonic()]
-        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", t.port)),
-                            server_hostname="localhost")
-        s.settimeout(30)
-        for i in range(2):
-            marks.append(time.monotonic())
-            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Request-Id: s-%d\r\n\r\n" % i)
-            data = b""
-            while not data.endswith(b"ok"):
-                data += s.recv(65536)
-            marks.append(time.monotonic())
-            time.sleep(pause)
-        s.close()
+        marks += two_requests(ctx.wrap_socket(socket.create_connection(("127.0.0.1", t.port)),
+                                              server_hostname="localhost"), b"s", 0.1)
         lines = {l["request_id"]: l for l in t.wait_logged(2)}
     first = lines["s-0"]["start_doubt_ms"]
     # floor >= the connection's start, stamp <= the first reply
