@@ -901,9 +901,12 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	le.dns = e->dns;
 	le.tls = o->conf.tls ? &in->tls : NULL;
 	le.progress = e->progress;
-	le.tt = in->have_tt ? &in->tt : NULL;
+	/* --tokentap-log pairs each request by id: no level waits for a
+	 * /stats window to clear, so none is read (it would hold the level
+	 * before) */
+	le.tt = in->have_tt && o->tt_log == NULL ? &in->tt : NULL;
 	/* requests of before in the window: the first level waits them out */
-	if (in->tt_busy)
+	if (in->tt_busy && le.tt != NULL)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 	load_run_preflight(!o->no_preflight);
 	prompt_sizes(&le, o, in, &r);

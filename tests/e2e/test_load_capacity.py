@@ -17,14 +17,17 @@ the queue grows without end. The levels are short (ms-scale TTFT and TPOT);
 each test bounds its answer on both sides.
 Run alone with `python3 tests/e2e/test_load_capacity.py [name-filter]`.
 """
+import json
 import math
 import os
+import signal
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import capacity_matrix
-from harness import CHAT, Mock, Tokentap, load
+from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report
 
 # Checked against the reference model (slots_model.py, a discrete-event
 # simulation of the mock's README formulas): three searches at once, each
@@ -182,16 +185,25 @@ def test_capacity_against_the_model():
     2 times in 3 per case. The rate's model, M/D/4 under ttft_p95<=120ms
     with a slot held 100 ms: 28.98/s; the concurrency's, 32 slots under
     ttft_p95<=70ms: 33 users (one over the slots waits in 1 of 32 rounds,
-    under the 5 % a p95 allows)."""
+    under the 5 % a p95 allows). The 32 slots' 9 tokens 10 ms apart hold
+    a slot as long as the matrix's 17 tokens 5 ms apart (the same model)
+    for half the events: 33 users' streams beside the 4 slots' mock
+    starved it (a pass with test_rate_capacity_at_one_slot alongside
+    read 22.5/s carried under 0.9 of its rate, with the generator on
+    time)."""
     cases = [("rate", 4), ("concurrency", 32)]
+    case = {("rate", 4): None,
+            ("concurrency", 32): dict(capacity_matrix.CASES[32], tpot=10, tokens=9)}
     seeds = (1, 2, 3)
-    want = {c: capacity_matrix.model(c[1], c[0]) for c in cases}
+    want = {c: capacity_matrix.model(c[1], c[0], case[c]) for c in cases}
     assert abs(want[("rate", 4)] - 28.98) < 0.2, want
     assert want[("concurrency", 32)] == 33, want
     with ThreadPoolExecutor(len(cases) * len(seeds)) as pool:
-        jobs = {(c, s): pool.submit(capacity_matrix.search, c[1], c[0], s)
+        jobs = {(c, s): pool.submit(capacity_matrix.search, c[1], c[0], s, (), case[c])
                 for c in cases for s in seeds}
         got = {k: j.result() for k, j in jobs.items()}
+    for c in cases:
+        said(f"{c[0]} at {c[1]} slots", want[c], {s: got[(c, s)] for s in seeds})
     for c in cases:
         inside = 0
         for s in seeds:
@@ -217,17 +229,26 @@ def searches(slots, case, extra=(), seeds=(1, 2, 3)):
         return want, {s: j.result() for s, j in jobs.items()}
 
 
+def said(name, want, got):
+    """Each seed's estimate, interval and runs set aside, for the reader."""
+    report(f"{name}: model {want:.2f}; " + "; ".join(
+        f"seed {s} {cap['estimate']:.2f} [{cap['ci'][0]}, {cap['ci'][1]}] "
+        f"set aside {sum(lv['disturbed_runs'] for lv in doc['levels'])}"
+        for s, (cap, doc) in got.items()))
+
+
 def close_to(want, got):
-    """The issue's 10 % over the replications: their median within it,
-    the model inside some search's interval (each search's would fail on
-    a host stall: see test_rate_capacity_at_32_slots)."""
-    ests = sorted(cap["estimate"] for cap, _ in got.values())
-    assert abs(ests[len(ests) // 2] / want - 1) <= 0.10, (ests, want)
-    inside = sum(cap["ci"][0] is not None and cap["ci"][1] is not None and
-                 cap["ci"][0] <= want <= cap["ci"][1] for cap, _ in got.values())
-    assert inside >= 1, ([cap for cap, _ in got.values()], want)
+    """The issue's rule: each search's capacity within 10 % of the
+    model's, and the model inside the reported interval (both ends
+    bounded) in at least 2 of the 3 seeds. A generator stall no longer
+    moves a search (load_disturb.h: its runs are set aside)."""
+    inside = 0
     for s, (cap, _) in got.items():
         assert cap["found"] and cap["binding"] == "ttft_p95", (s, cap)
+        assert abs(cap["estimate"] / want - 1) <= 0.10, (s, cap, want)
+        lo, hi = cap["ci"]
+        inside += lo is not None and hi is not None and lo <= want <= hi
+    assert inside >= 2, ([cap for cap, _ in got.values()], want)
 
 
 def test_rate_capacity_at_one_slot():
@@ -241,6 +262,7 @@ def test_rate_capacity_at_one_slot():
     case = dict(capacity_matrix.CASES[1], rate_limit=100, rate_from=16, d="5s")
     want, got = searches(1, case, ("--repeats", "2", "--resolution", "10%"))
     assert abs(want - 20.6) < 0.2, want
+    said("1 slot", want, got)
     close_to(want, got)
 
 
@@ -259,14 +281,13 @@ def test_rate_capacity_at_32_slots():
     case = dict(capacity_matrix.CASES[32], tpot=10, tokens=9, rate_from=200)
     want, got = searches(32, case)
     assert abs(want - 307.2) < 0.5, want
-    # The issue's 10 % over the replications (close_to), not each
-    # search's: beside a load average of 16 on two CPUs (dispatch lag to
-    # 210 ms) one search in three saw levels of 290/s and 300/s with a p95
-    # of 165 ms for the stationary 60 to 85, and put the capacity at
-    # 245/s; and where 300/s misses so (the bisection's levels from 200/s
-    # are 300 and 312.5, the model's 307.2 between them), the interval
-    # [287.5, 300] leaves it out. A stall only ever lowers a capacity:
-    # none may reach the 320/s the slots serve (before, all three did).
+    said("32 slots", want, got)
+    # Beside a load average of 16 on two CPUs (dispatch lag to 210 ms)
+    # one search in three once read levels of 290/s and 300/s at a p95
+    # of 165 ms for the stationary 60 to 85 and put the capacity at
+    # 245/s: such runs are disturbed now, set aside and run again. A
+    # capacity may not reach the 320/s the slots serve (before the
+    # settling rule all three did).
     close_to(want, got)
     for s, (cap, doc) in got.items():
         assert cap["estimate"] < 320, (s, cap)
@@ -279,6 +300,45 @@ def test_rate_capacity_at_32_slots():
             if lv["slo"]["met"] and not lv["unsustained"]:
                 need = 2 * lv["value"] / (320 * 1.02 - lv["value"]) ** 2
                 assert lv["config"]["warmup_s"] >= min(need, 6) - 0.01, (s, lv["value"])
+
+
+def test_disturbed_run_is_set_aside():
+    """A generator that stalls is no evidence about the target. One rate
+    level of a search, 20/s against 4 slots holding a request 30 ms (a
+    p95 of 10 ms, under the 100 ms limit by far); the generator is
+    stopped (SIGSTOP) for 400 ms inside its first run's window: the
+    requests due meanwhile leave up to 400 ms late and the run reads a
+    p95 over the limit, by less than the generator was late. That run is
+    set aside (in no figure), the level runs again and is met; one
+    warning says so. Without the rule the level is missed and the search
+    finds nothing."""
+    with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "2ms", "--tokens", "11") as m:
+        p = subprocess.Popen([binary("tokentap-load"), "capacity", "--over", "rate",
+                              "--slo", "ttft_p95<=100ms", "--from", "20", "--max-levels", "1",
+                              "--repeats", "3", "--warmup", "500ms", "-d", "2s",
+                              "--max-tokens", "11", "--no-samples", "--json", "-", m.url(CHAT)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # the first run's window is 0.5 s to 2.5 s from its start,
+            # a few ms after the program's
+            time.sleep(1.2)
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(0.4)
+            p.send_signal(signal.SIGCONT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+    for mark in SAN_MARKS:
+        assert mark not in err, err[-6000:]
+    assert p.returncode == 0, err
+    doc = json.loads(out)
+    lv, = doc["levels"]
+    assert lv["disturbed_runs"] >= 1 and not lv["disturbed"], lv
+    assert lv["disturbed_late_ms"] > 10, lv
+    assert lv["slo"]["met"] and lv["runs"] >= 1, lv["slo"]
+    assert doc["capacity"][0]["found"], doc["capacity"]
+    assert err.count("warning      the generator ran late") == 1, err
+    assert "set aside and run again" in err, err
 
 
 def test_input_length_study():
@@ -364,6 +424,29 @@ def test_tokentap_beside_the_client():
         diff = tt["client_minus_tokentap_ms"]
         assert 0 <= diff["ttft_p50"] < 5, diff
         assert abs(diff["tpot_p50"]) < 0.5, diff
+
+
+def test_tokentap_log_beside_tokentap_waits_no_window():
+    """--tokentap and --tokentap-log together: the pairs by request id
+    are the comparison, so no level waits for tokentap's 3 s window to
+    clear (three levels of 1.1 s waited 3.6 s each before) and /stats is
+    not read per level; each request is paired."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [3s]}\nroutes:\n  - name: chat\n"
+                     "    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        doc = load("sweep", "--over", "concurrency", "--levels", "1,2,4", "--no-stop",
+                   "-d", "1s", "--warmup", "100ms", "--max-tokens", "10", "--no-samples",
+                   "--tokentap", f"http://127.0.0.1:{t.admin}", "--tokentap-log", t.log,
+                   t.url(CHAT), whole=True)
+        took = time.monotonic() - began
+    assert len(doc["levels"]) == 3
+    for lv in doc["levels"]:
+        p = lv["tokentap_paired"]
+        assert p["requests"] == lv["requests"] and p["missing"] == 0, p
+    # two waits of a window would be 7 s over the levels' own time
+    assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
 
 
 if __name__ == "__main__":

@@ -597,6 +597,9 @@ static void level_members(struct emit *e, const struct load_result *r,
 	str(e, "phase", lv->phase);
 	str(e, "unsustained", lv->unsustained);
 	u64(e, "runs", lv->runs);
+	boolean(e, "disturbed", lv->disturbed);
+	u64(e, "disturbed_runs", lv->disturbed_runs);
+	num(e, "disturbed_late_ms", lv->disturbed_late_ms, 3);
 	num(e, "started_s", lv->started_s, 3);
 	u64(e, "monotonic_start_us", lv->info.start_us);
 	conf(e, &lv->conf);

@@ -731,6 +731,9 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	lv->phase = word(c, obj, "phase", phases, 3);
 	lv->unsustained = word(c, obj, "unsustained", NULL, 0);
 	lv->runs = cnt32(c, obj, "runs");
+	lv->disturbed = flag(c, obj, "disturbed");
+	lv->disturbed_runs = cnt32(c, obj, "disturbed_runs");
+	lv->disturbed_late_ms = num(c, obj, "disturbed_late_ms");
 	lv->started_s = num_in(c, obj, "started_s", 0, MAX_SECS);
 	lv->info.start_us = cnt(c, obj, "monotonic_start_us");
 	conf(c, obj, &lv->conf);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load_disturb.h"
 #include "load_prefix.h"
 #include "load_prefix_use.h"
 #include "load_session.h"
@@ -168,6 +169,34 @@ static void lag_warning(FILE *f, const struct load_result *r)
 	else
 		fprintf(f, "%.0f %% of its TTFT p50", 100 * p99 / w->sum.ttft.median);
 	fprintf(f, ": the generator fell behind and its latencies include it\n");
+}
+
+/* Once per invocation: runs of a search set aside, or levels left
+ * undecided, because the generator itself ran late (load_disturb.h). */
+static void disturbed_warning(FILE *f, const struct load_result *r)
+{
+	unsigned runs = 0, levels = 0, kept = 0;
+	double worst = NAN;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		runs += lv->disturbed_runs;
+		levels += lv->disturbed_runs > 0 || lv->disturbed;
+		kept += lv->disturbed;
+		if (!(lv->disturbed_late_ms <= worst))
+			worst = lv->disturbed_late_ms;
+	}
+	if (levels == 0)
+		return;
+	fprintf(f, "warning      the generator ran late (%.1f ms at p95 at worst, over "
+	    "%.3g ms: %.0f %% of the tightest latency target) in %zu level%s: %u run%s "
+	    "set aside and run again", worst, load_disturb_bound(&r->slo),
+	    100 * LOAD_DISTURB_SHARE, (size_t)levels, levels > 1 ? "s" : "", runs,
+	    runs == 1 ? "" : "s");
+	if (kept > 0)
+		fprintf(f, ", %u level%s left undecided (disturbed in every run)", kept,
+		    kept > 1 ? "s" : "");
+	fprintf(f, "; give it a CPU of its own\n");
 }
 
 /* Once per invocation: the generator read late (the worst level). */
@@ -557,7 +586,9 @@ static void levels_table(FILE *f, const struct load_result *r)
 		cell(f, s->e2e.median, 9, 1);
 		cell(f, e95, 9, 1);
 		fprintf(f, " %6.2f%%", 100 * s->error_rate);
-		if (slo && lv->slo.noisy)
+		if (slo && lv->disturbed)
+			fprintf(f, "  %s (undecided: disturbed)", lv->slo.met ? "met" : "MISSED");
+		else if (slo && lv->slo.noisy)
 			fprintf(f, "  %s (undecided, %u run%s)", lv->slo.met ? "met" : "MISSED",
 			    lv->runs, lv->runs > 1 ? "s" : "");
 		else if (slo && lv->unsustained != NULL)
@@ -566,6 +597,9 @@ static void levels_table(FILE *f, const struct load_result *r)
 		else if (slo)
 			fprintf(f, "  %s%s", lv->slo.met ? "met" : "MISSED",
 			    lv->runs > 1 ? " (repeated)" : "");
+		if (slo && lv->disturbed_runs > 0)
+			fprintf(f, ", %u disturbed run%s set aside", lv->disturbed_runs,
+			    lv->disturbed_runs > 1 ? "s" : "");
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < r->nlevels; i++) {
@@ -834,5 +868,6 @@ void load_report_table(FILE *f, const struct load_result *r)
 		fprintf(f, "interrupted: the levels above are those that ran\n");
 	lag_warning(f, r);
 	read_late_warning(f, r);
+	disturbed_warning(f, r);
 	pairs_table(f, r);
 }

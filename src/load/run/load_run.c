@@ -733,17 +733,18 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* p99 and max (ms) of n lateness samples (µs), sorted in place. */
-static void late_of(uint32_t *v, size_t n, double *p99, double *max)
+/* p95, p99 and max (ms) of n lateness samples (µs), sorted in place. */
+static void late_of(uint32_t *v, size_t n, double *p95, double *p99, double *max)
 {
 	double *d;
 
-	*p99 = *max = NAN;
+	*p95 = *p99 = *max = NAN;
 	if (n == 0 || (d = malloc(n * sizeof(*d))) == NULL)
 		return;
 	qsort(v, n, sizeof(*v), cmp_u32);
 	for (size_t i = 0; i < n; i++)
 		d[i] = (double)v[i] / 1e3;
+	*p95 = load_quantile(d, n, 95);
 	*p99 = load_quantile(d, n, 99);
 	*max = d[n - 1];
 	free(d);
@@ -756,14 +757,15 @@ static void read_late(struct run *r, struct load_run_info *info)
 		uint32_t *v = malloc(r->st->nlag * sizeof(*v));
 		if (v != NULL) {
 			memcpy(v, r->st->lag, r->st->nlag * sizeof(*v));
-			late_of(v, r->st->nlag, &info->read_late_p99_ms,
+			late_of(v, r->st->nlag, &info->read_late_p95_ms, &info->read_late_p99_ms,
 			    &info->read_late_max_ms);
 			info->read_late_stamps = 1;
 			free(v);
 			return;
 		}
 	}
-	late_of(r->slip, r->nslip, &info->read_late_p99_ms, &info->read_late_max_ms);
+	late_of(r->slip, r->nslip, &info->read_late_p95_ms, &info->read_late_p99_ms,
+	    &info->read_late_max_ms);
 }
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg)

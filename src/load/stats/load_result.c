@@ -56,6 +56,7 @@ struct load_level *load_result_add(struct load_result *r, enum load_key key,
 	lv->index = r->nlevels++;
 	lv->key = key;
 	lv->value = value;
+	lv->disturbed_late_ms = NAN;
 	loadstats_init(&lv->st);
 	if (key == LOAD_KEY_NONE)
 		snprintf(lv->label, sizeof(lv->label), "run");

@@ -48,7 +48,7 @@ struct load_run_info {
 	/* how late the generator read (ms): each stamped event's trip from
 	 * tokentap-mock's send (--lag), else its own loop's timer slip (a
 	 * read ready at t is read when the loop comes to it); NaN: none */
-	double read_late_p99_ms, read_late_max_ms;
+	double read_late_p95_ms, read_late_p99_ms, read_late_max_ms;
 	int read_late_stamps;       /* from the stamps, not the timer */
 };
 
@@ -108,6 +108,14 @@ struct load_level {
 	/* a rate search's: why the level cannot count as met whatever its
 	 * figures (load_settle.h), or NULL */
 	const char *unsustained;
+	/* a search's runs set aside because the generator itself ran late
+	 * (load_levels.h: disturbed), the worst one's lateness (ms, NaN:
+	 * none), and whether the level's figures are still a disturbed
+	 * run's (none ran clean within its runs): undecided */
+	unsigned disturbed_runs;
+	double disturbed_late_ms;
+	int disturbed;
+	unsigned attempts;           /* runs started, set aside or not */
 	struct load_tt tt;
 	struct load_tt_pairs pairs;
 };
