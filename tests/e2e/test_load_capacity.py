@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -339,6 +340,16 @@ def test_disturbed_run_is_set_aside():
     assert doc["capacity"][0]["found"], doc["capacity"]
     assert err.count("warning      the generator ran late") == 1, err
     assert "set aside and run again" in err, err
+    # the page says it too, once
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "run.json"), "w") as f:
+            f.write(out)
+        load("report", os.path.join(d, "run.json"), "--html", os.path.join(d, "run.html"),
+             report=False)
+        with open(os.path.join(d, "run.html")) as f:
+            page = f.read()
+    assert page.count('data-warning="disturbed"') == 1, page[-3000:]
+    assert 'data-disturbed-runs="%d"' % lv["disturbed_runs"] in page
 
 
 def test_input_length_study():

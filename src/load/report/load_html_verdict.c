@@ -13,6 +13,32 @@
 
 /* ---- the verdict ------------------------------------------------------------ */
 
+/* Runs of a search set aside because the generator itself ran late
+ * (load_disturb.h), once: how many, and the levels left undecided. */
+static void disturbed_line(struct load_page *pg)
+{
+	const struct load_result *r = pg->r;
+	unsigned runs = 0, kept = 0;
+	double worst = NAN;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		const struct load_level *lv = &r->levels[i];
+		runs += lv->disturbed_runs;
+		kept += lv->disturbed;
+		if (lv->disturbed_runs > 0 && !(lv->disturbed_late_ms <= worst))
+			worst = lv->disturbed_late_ms;
+	}
+	if (runs == 0 && kept == 0)
+		return;
+	fprintf(pg->f, "<li class=\"missed\" data-warning=\"disturbed\" "
+	    "data-disturbed-runs=\"%u\">the generator ran late (%.1f ms at p95 at "
+	    "worst): %u run%s set aside and run again", runs, worst, runs,
+	    runs == 1 ? "" : "s");
+	if (kept > 0)
+		fprintf(pg->f, ", %u level%s left undecided", kept, kept > 1 ? "s" : "");
+	fputs("; give it a CPU of its own</li>\n", pg->f);
+}
+
 /* One line for every level the generator bounded the same way (which:
  * "cpu" or "conn"): the warning once, the levels named. */
 static void gen_warning(struct load_page *pg, const char *which, const char *what)
@@ -211,6 +237,7 @@ void load_html_verdict(struct load_page *pg)
 			    "tokentap-mock's stamps" : "its own loop's timer");
 		}
 	}
+	disturbed_line(pg);
 	fputs("</ul>\n", f);
 	end_section(pg);
 }
