@@ -135,6 +135,31 @@ def test_slowloris_client_header_timeout():
         s.close()
 
 
+def test_client_header_timeout_on_a_kept_alive_connection():
+    """The session's timer is lazy (proxy.c, timer_due): a deadline later
+    than the one armed leaves the timer alone. A shorter one must still
+    re-arm it: after a response the keep-alive wait (timeouts.idle, 30 s)
+    is armed; a request head that then stalls gets its 408 after
+    client_header (300 ms), not after the idle wait."""
+    with Backend(answer()) as b, Tokentap(conf(b, "timeouts: {client_header: 300ms, idle: 30s}\n",
+                                               prefix="/v1/")) as t:
+        s = socket.create_connection(("127.0.0.1", t.port))
+        s.settimeout(20)
+        s.sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b"ok"):
+            data += s.recv(65536)
+        assert data.startswith(b"HTTP/1.1 200"), data
+        time.sleep(0.5)      # past the first head's deadline: its timer went off
+        s.sendall(b"GET /v1/x HTTP/1.1\r\nHo")
+        start = time.monotonic()
+        data = s.recv(65536)
+        assert data.startswith(b"HTTP/1.1 408"), data
+        # 300 ms configured against the 30 s wait it replaced
+        assert time.monotonic() - start < 10
+        s.close()
+
+
 def test_upstream_abort_mid_stream():
     def dies(req, c):
         c.send(SSE_HEAD)

@@ -112,7 +112,6 @@ int session_close(struct session *s)
  * moment before closing (nginx's lingering close). */
 int close_or_linger(struct session *s)
 {
-	struct timeval tv = { 2, 0 };
 	int unread = s->cs == C_HEAD || s->cs == C_BODY ||
 	    evbuffer_get_length(bufferevent_get_input(s->bev)) > 0;
 
@@ -124,8 +123,7 @@ int close_or_linger(struct session *s)
 	evbuffer_drain(bufferevent_get_input(s->bev),
 	    evbuffer_get_length(bufferevent_get_input(s->bev)));
 	client_reading(s, 1);
-	s->tkind = T_LINGER;
-	evtimer_add(s->timer, &tv);
+	timer_set(s, T_LINGER, 2000000);   /* 2 s */
 	return 0;
 }
 
@@ -157,34 +155,45 @@ int client_finish(struct session *s)
 /* ---- timers ------------------------------------------------------------ */
 
 /* The timer goes off us from now; its kind and length stay. */
-static void timer_arm(struct session *s, uint64_t us)
+static void timer_arm(struct session *s, uint64_t us, uint64_t now)
 {
 	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+	s->tarmed = now + us;
 	evtimer_add(s->timer, &tv);
 }
 
-/* A timer of this kind and length (tlen: what a lazy timer measures the
- * silence against, whenever it re-arms). */
-void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+/* A timer of this kind and length from now (tlen: what a lazy timer
+ * measures the silence against, whenever it re-arms). Lazy, as nginx's
+ * timers are: a timer already set to go off no later than the new
+ * deadline stays as it is, and going off early it re-arms for the rest
+ * (session_timer); T_NONE leaves it to go off for nothing. A request moves
+ * through some seven kinds (head, body, connect, first byte, idle,
+ * keep-alive), and libevent's heap is touched for about two of them. */
+static void timer_due(struct session *s, enum session_timer kind, uint64_t us,
+    uint64_t now)
 {
 	s->tkind = kind;
 	s->tlen = us;
-	if (kind == T_NONE) {
-		event_del(s->timer);
+	s->tdue = now + us;
+	if (kind == T_NONE || (s->tarmed != 0 && s->tarmed <= s->tdue))
 		return;
-	}
-	timer_arm(s, us);
+	timer_arm(s, us, now);
 }
 
-/* The idle and body timers are lazy: progress only stamps last_progress,
- * and the timer re-arms itself for the rest when it fires early (timer_arm:
- * the length stays what was configured; re-armed through timer_set, it
- * shrank to that rest each time and cut streams that were never idle that
- * long). No timer call per event. */
+void timer_set(struct session *s, enum session_timer kind, uint64_t us)
+{
+	timer_due(s, kind, us, kind == T_NONE ? 0 : util_now_us());
+}
+
+/* The idle and body timers: progress only stamps last_progress, and the
+ * timer re-arms itself for the rest when it goes off early (timer_arm:
+ * the length stays what was configured; re-armed for the rest each time,
+ * it shrank and cut streams that were never idle that long). No timer
+ * call per event. */
 void timer_lazy(struct session *s, enum session_timer kind, uint64_t us)
 {
 	s->last_progress = util_now_us();
-	timer_set(s, kind, us);
+	timer_due(s, kind, us, s->last_progress);
 }
 
 void timer_idle(struct session *s)
@@ -373,9 +382,20 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 	uint64_t now = util_now_us();
+	uint64_t armed = s->tarmed;
 	(void)fd;
 	(void)what;
 
+	s->tarmed = 0;
+	if (s->tkind == T_NONE)
+		return;
+	/* armed for an earlier kind's deadline (timer_due): on to this one's
+	 * (armed for this one, it is up: libevent's clock, not ours, says) */
+	if (s->tkind != T_BODY && s->tkind != T_IDLE && armed < s->tdue &&
+	    now < s->tdue) {
+		timer_arm(s, s->tdue - now, now);
+		return;
+	}
 	switch (s->tkind) {
 	case T_NONE:
 		return;
@@ -408,7 +428,7 @@ static void session_timer(evutil_socket_t fd, short what, void *arg)
 		 * the client's limit) */
 		if (now - s->last_progress < s->tlen || s->up_paused) {
 			timer_arm(s, s->up_paused ? s->tlen :
-			    s->tlen - (now - s->last_progress));
+			    s->tlen - (now - s->last_progress), now);
 			return;
 		}
 		silence(s, now);

@@ -55,6 +55,8 @@ struct session {
 	struct event *timer;
 	enum session_timer tkind;
 	uint64_t tlen;
+	uint64_t tdue;                /* when tkind's time is up (util_now_us) */
+	uint64_t tarmed;              /* when the timer goes off; 0: it does not */
 	uint64_t last_progress;
 	unsigned closing : 1;         /* close once the output is flushed */
 	unsigned lingering : 1;       /* shut down, discarding late input */

@@ -228,7 +228,10 @@ static void *worker_main(void *arg)
  * a mutex around every event operation. The changelist folds one loop
  * turn's epoll changes per socket into one epoll_ctl (an upstream handed
  * back to the pool swaps one read event for another); it misbehaves only
- * with dup()ed sockets, which tokentap never makes.
+ * with dup()ed sockets, which tokentap never makes. The time cache stays:
+ * with it a turn reads the clock once; without it (NO_CACHE_TIME) twice,
+ * for the next timeout and for the expiry, as the timer heap always holds
+ * some session's timer (docs/benchmarks.md, "libevent's share").
  *
  * Priorities (loop.h): a turn runs the most urgent events ready; and after
  * LOOP_NORMAL_BURST normal ones it polls again (epoll_wait, timeout 0), so
