@@ -204,14 +204,12 @@ static void tt_read_settled(struct load_tt_conf *c, struct load_tt *out, size_t 
 	}
 }
 
-/* Runs lv's runs from (0: its first) to at most upto, each an
- * independent replication; stops once the level is decided unless force. */
 /* Whether a search's run is set aside (load_disturb.h): the generator was
- * late enough over it to account for its miss, and the level may still
- * run again (its set-aside runs at most its repeats); past that the run
- * is kept and the level is left undecided. */
+ * late over it, and the level may still run again (it sets aside at most
+ * LOAD_DISTURB_MAX_ASIDE runs, over all the calls that run it); past that
+ * the run is kept and the level is left undecided. */
 static int set_aside(const struct load_result *r, struct load_level *lv,
-    const struct loadstats *st, const struct load_run_info *info, unsigned upto)
+    const struct loadstats *st, const struct load_run_info *info)
 {
 	struct load_slo_result one;
 	double late;
@@ -224,7 +222,7 @@ static int set_aside(const struct load_result *r, struct load_level *lv,
 		return 0;
 	if (!(late <= lv->disturbed_late_ms))
 		lv->disturbed_late_ms = late;
-	if (lv->disturbed_runs + 1 < upto && lv->attempts < LOAD_MAX_RUNS) {
+	if (lv->disturbed_runs < LOAD_DISTURB_MAX_ASIDE && lv->attempts < LOAD_MAX_RUNS) {
 		lv->disturbed_runs++;
 		return 1;
 	}
@@ -232,6 +230,8 @@ static int set_aside(const struct load_result *r, struct load_level *lv,
 	return 0;
 }
 
+/* Runs lv's runs from (0: its first) to at most upto, each an
+ * independent replication; stops once the level is decided unless force. */
 static int run_runs(struct load_env *e, struct load_result *r, struct load_level *lv,
     unsigned from, unsigned upto, int force)
 {
@@ -282,11 +282,14 @@ static int run_runs(struct load_env *e, struct load_result *r, struct load_level
 			r->failed = 1;
 			return -1;
 		}
-		if (rc == 0 && !info.interrupted && set_aside(r, lv, &st, &info, upto)) {
+		if (rc == 0 && !info.interrupted && set_aside(r, lv, &st, &info)) {
 			if (e->progress)
 				fprintf(stderr, "%s: disturbed (the generator ran %.1f ms late at "
 				    "p95): set aside, run again\n", label, lv->disturbed_late_ms);
 			loadstats_free(&st);
+			/* its requests are in tokentap's window too */
+			if (e->tt != NULL)
+				e->tt_ready_at = util_now_us() + load_tt_settle_us(e->tt);
 			continue;
 		}
 		if (lv->has_slo || r->slo.n > 0) {
@@ -558,12 +561,14 @@ static void fit(const struct load_result *r, struct load_capacity *c, double mu)
 	    isfinite(lo) && isfinite(hi) && est >= e0 / FIT_SPAN && est <= e0 * FIT_SPAN &&
 	    !(est >= mu)) {
 		/* a line through a convex curve (a queue's percentile against
-		 * its rate) crosses the limit off the levels measured there:
-		 * the fit refines the estimate within the bracket, it does
-		 * not overrule the levels met and missed at its ends (at 4
-		 * slots the line said 31.4/s beside a level missed at 29.06;
-		 * the model 28.98) */
-		c->estimate = fmin(fmax(est, c->lo), c->hi);
+		 * its rate) can cross the limit off the levels measured there:
+		 * the fit refines the estimate within the bracket; one outside
+		 * it would overrule the levels met and missed at its ends (at
+		 * 4 slots the line said 31.4/s beside a level missed at 29.06;
+		 * the model 28.98), so the levels' own interpolation stands,
+		 * inside the interval the runs give */
+		if (est > c->lo && est < c->hi)
+			c->estimate = est;
 		c->ci_lo = fmin(lo, c->estimate);
 		c->ci_hi = fmax(isnan(mu) || hi < mu ? hi : mu, c->estimate);
 		c->replications = n;

@@ -10,15 +10,18 @@
  *
  * A run is disturbed when the generator's lateness over it, at p95 (the
  * larger of the measured requests' dispatch lag and the read lateness),
- * is over LOAD_DISTURB_SHARE of the tightest latency target's limit (at
- * that share a percentile read near its limit can be pushed across it by
- * the generator alone) and the run missed its targets by no more than
- * that lateness: each target it missed is a latency one whose figure,
- * less the lateness, is within its limit. Lateness only ever adds to a
- * latency (a request sent late is timed from when it was due, and a
- * stall's catch-up sends in a burst), so a run met is met still, and a
- * run missed by more than the generator's lateness is missed by the
- * target. A run with no latency target is never disturbed. Pure. */
+ * is over LOAD_DISTURB_SHARE of the tightest whole-request latency
+ * target's limit (TTFT, TTFO, E2E: timed from a request's due time, they
+ * hold the lateness whole; at that share a percentile near its limit can
+ * be pushed across it by the generator alone), unless the run missed a
+ * target the lateness cannot explain: an error rate, a TPOT or ITL (a
+ * request's own differences), or a latency missed by more than the
+ * lateness (an overload: a p95 of 1,157 ms with the generator 197 ms
+ * late). A run met while the generator was late is disturbed too: its
+ * samples hold the generator's time, and setting aside only the misses
+ * near the limit would keep the best of the runs and bias a capacity
+ * up; this way a set-aside only ever biases it down. A run with no
+ * whole-request latency target is never disturbed. Pure. */
 #ifndef TOKENTAP_LOAD_DISTURB_H
 #define TOKENTAP_LOAD_DISTURB_H
 
@@ -26,6 +29,9 @@
 #include "loadstats.h"
 
 #define LOAD_DISTURB_SHARE 0.10
+/* runs a level sets aside at most, whatever its repeats; past them a
+ * disturbed run is kept and the level left undecided */
+#define LOAD_DISTURB_MAX_ASIDE 3
 
 /* The lateness (ms) over which a run is disturbed; NaN: no latency
  * target. */
