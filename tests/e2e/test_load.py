@@ -98,7 +98,8 @@ DOC_KEYS = {
     "interrupted", "shard", "merged", "sweep", "capacity", "levels", "prompt_sizing",
 }
 LEVEL_KEYS = {
-    "index", "label", "key", "value", "search", "phase", "unsustained", "runs", "started_s",
+    "index", "label", "key", "value", "search", "phase", "unsustained", "disturbed", "disturbed_runs",
+    "disturbed_late_ms", "runs", "started_s",
     "monotonic_start_us", "config",
     "elapsed_s", "window", "interrupted", "requests", "ok", "errors", "error_rate",
     "outcomes", "errors_by_status", "warmup_requests", "cooldown_requests", "completed", "output_tokens",
