@@ -285,11 +285,12 @@ def test_a_pipelined_request_has_no_start_doubt():
 
 
 def test_a_tls_connections_requests_reach_back_no_further_than_known():
-    """Over a TLS listener the first request's floor is the last read after
-    the handshake that found the socket drained (null when the request
-    came with the handshake's last flight: the ClientHello's read is no
-    floor); within the connection's span either way. The next request's
-    reaches back over the pause between them."""
+    """Over a TLS listener a request's floor is the last read of the socket
+    that found it drained: for the first, one after the handshake (null
+    when the request came with the handshake's last flight: the
+    ClientHello's read is no floor); for the next, one after the first
+    (or the handshake's, or null, when OpenSSL never read the socket dry
+    since). Where there is one, it lies within the connection's span."""
     import ssl
     p = pki()
     with Backend(keep_ok) as b, \
@@ -306,7 +307,13 @@ def test_a_tls_connections_requests_reach_back_no_further_than_known():
     # floor >= the connection's start, stamp <= the first reply
     assert first is None or 0 <= first <= (marks[2] - marks[0]) * 1000 + LOOPBACK_MS, \
         (first, marks)
+    # the next: null where OpenSSL's reads never found the socket drained
+    # (the bufferevent reads a record's exact length and may stop there:
+    # seen on a fresh Debian 12), else its floor is no later than the
+    # pause before it, and no earlier than the connection (it can be a
+    # read of the handshake's: OpenSSL read nothing dry since)
     doubt = lines["s-1"]["start_doubt_ms"]
-    assert doubt is not None, lines["s-1"]
-    assert doubt >= (marks[3] - marks[2]) * 1000 - LOOPBACK_MS, (doubt, marks)
-    assert doubt <= (marks[4] - marks[1]) * 1000 + LOOPBACK_MS, (doubt, marks)
+    assert doubt is None or doubt >= (marks[3] - marks[2]) * 1000 - LOOPBACK_MS, \
+        (doubt, marks)
+    assert doubt is None or doubt <= (marks[4] - marks[0]) * 1000 + LOOPBACK_MS, \
+        (doubt, marks)
