@@ -212,7 +212,11 @@ def test_capacity_against_the_model():
             est, (lo, hi) = cap["estimate"], cap["ci"]
             assert cap["found"] and cap["binding"] == "ttft_p95", (c, s, cap)
             assert abs(est / want[c] - 1) <= 0.10, (c, s, cap, want[c])
-            inside += lo is not None and hi is not None and lo <= want[c] <= hi
+            # an end null is unbounded: the search decided no level missed
+            # above its estimate (the bisection's missed level stayed
+            # within noise of the limit, and the fit found no slope),
+            # seen at 4 slots in one full run of three
+            inside += lo is not None and lo <= want[c] and (hi is None or want[c] <= hi)
             assert cap["confidence"] == 0.95
             assert cap["bracket"] == cap["interval"]
             # every run of a level had a seed of its own
