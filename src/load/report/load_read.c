@@ -718,7 +718,7 @@ static void samples(struct rd *c, int obj, struct load_level *lv)
 
 static void level(struct rd *c, int obj, struct load_level *lv)
 {
-	static const char *const phases[] = {"bracket", "bisect", "settle"};
+	static const char *const phases[] = {"bracket", "bisect", "settle", "close"};
 	struct load_summary *s = &lv->sum;
 	const struct load_pcts *p = &c->d->r.pcts;
 	int t, ch;
@@ -728,7 +728,7 @@ static void level(struct rd *c, int obj, struct load_level *lv)
 	lv->key = key_of(c, obj, "key");
 	lv->value = num_in(c, obj, "value", 0, MAX_NUM);
 	lv->search = key_of(c, obj, "search");
-	lv->phase = word(c, obj, "phase", phases, 3);
+	lv->phase = word(c, obj, "phase", phases, 4);
 	lv->unsustained = word(c, obj, "unsustained", NULL, 0);
 	lv->runs = cnt32(c, obj, "runs");
 	lv->disturbed = flag(c, obj, "disturbed");

@@ -837,6 +837,47 @@ static void capacity_knee(const struct load_result *r, struct load_capacity *c,
 	}
 }
 
+/* Levels a search may run beyond its bracket, each way, to close its
+ * interval. */
+#define CLOSE_MAX 3
+
+/* The interval's ends are the nearest levels decided around the estimate
+ * (or the fit's): a bisection can end with every level on one side of it
+ * within noise of the limit, the bracket's end there only "not met" (or
+ * met, undecided), and no slope to fit (at 4 slots, seeds 1 and 2 once
+ * read 28.95 [28.13, none] and 27.75 [26.25, none]; the model 28.98).
+ * "At least 28.1/s" is half an answer, so levels further out run, each
+ * step twice the last, until one is decided (missed above, or not
+ * sustained: missed, decidedly; met below), CLOSE_MAX a side at most,
+ * within --max-levels. */
+static int close_side(struct load_env *e, const struct load_plan *p,
+    struct load_result *r, struct load_capacity *c, struct settle *st, int up)
+{
+	double v = up ? c->hi : c->lo, gap = p->resolution,
+	    min = c->key == LOAD_KEY_CONCURRENCY ? 1 : 0.01;
+	size_t ki = c->key == LOAD_KEY_RATE;
+
+	for (int i = 0; i < CLOSE_MAX && isnan(up ? c->ci_hi : c->ci_lo) &&
+	    !r->interrupted && c->levels < p->max_levels; i++, gap *= 2) {
+		if (c->key == LOAD_KEY_CONCURRENCY)
+			v = up ? v + fmax(1, ceil(v * gap)) : v - fmax(1, ceil(v * gap));
+		else
+			v = up ? v * (1 + gap) : v / (1 + gap);
+		if (up ? v > p->cap_max[ki] : v < min)
+			break;
+		if (search_level(e, p, r, c->key, v, "close", st) == NULL)
+			return -1;
+		c->levels++;
+		if (c->key == LOAD_KEY_RATE)
+			st->mu = served_rate(r);
+		mark(r, c->key, st);
+		estimate(r, c, st->mu);
+	}
+	if (r->interrupted)
+		c->stopped = "interrupted";
+	return 0;
+}
+
 static int search(struct load_env *e, const struct load_plan *p, struct load_result *r,
     size_t which)
 {
@@ -910,6 +951,9 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 	    refine(e, p, r, lo, hi) < 0)
 		return -1;
 	estimate(r, c, st.mu);
+	if (c->found && isfinite(hi) && !r->interrupted &&
+	    (close_side(e, p, r, c, &st, 1) < 0 || close_side(e, p, r, c, &st, 0) < 0))
+		return -1;
 	capacity_knee(r, c, p->saturation);
 	return 0;
 }
