@@ -502,8 +502,16 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 	struct upstream_rx r;
+	struct loop *l = s->loop;
 	(void)what;
 
+	/* a turn of many normal reads reads a first token that came meanwhile
+	 * before it goes on (loop.h: urg_ep) */
+	if (l->n_urgent > 0 && s->up->rd_prio == LOOP_NORMAL &&
+	    ++l->normal_reads >= LOOP_NORMAL_BURST) {
+		l->normal_reads = 0;
+		upstream_urgent_reads(l);
+	}
 	/* past the backlog, what one read may leave waiting is small */
 	upstream_recv(s->up, fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
 	    LOOP_READ_MAX, loop_stamps(s->loop), &r);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <linux/sockios.h>
@@ -94,8 +95,60 @@ static void keep_session(void *arg, SSL_SESSION *s)
 	p->session = s;
 }
 
+/* u in its loop's urgent list, or out of it (and its socket out of the
+ * urgent epoll set). */
+static void urgent_set(struct upconn *u, int on)
+{
+	struct loop *l = u->pool->w;
+
+	if (u->urgent == on || u->rd_ev == NULL)
+		return;
+	u->urgent = on;
+	if (on) {
+		TAILQ_INSERT_TAIL(&l->urgent, u, ulink);
+		l->n_urgent++;
+		return;
+	}
+	TAILQ_REMOVE(&l->urgent, u, ulink);
+	l->n_urgent--;
+	if (u->in_urg)
+		epoll_ctl(l->urg_ep, EPOLL_CTL_DEL, event_get_fd(u->rd_ev), NULL);
+	u->in_urg = 0;
+}
+
+/* The most ready urgent sockets read at once. */
+#define URGENT_BATCH 32
+
+void upstream_urgent_reads(struct loop *l)
+{
+	struct epoll_event ev[URGENT_BATCH];
+	struct upconn *u;
+	int n;
+
+	if (l->urg_ep < 0)
+		return;
+	TAILQ_FOREACH(u, &l->urgent, ulink) {
+		struct epoll_event add = { .events = EPOLLIN, .data.ptr = u };
+		if (!u->in_urg)
+			u->in_urg = epoll_ctl(l->urg_ep, EPOLL_CTL_ADD,
+			    event_get_fd(u->rd_ev), &add) == 0;
+	}
+	n = epoll_wait(l->urg_ep, ev, URGENT_BATCH, 0);
+
+	/* a read frees at most its own connection (its response ended), and
+	 * each is in ev once: the others stay valid */
+	for (int i = 0; i < n; i++) {
+		struct event *e = ((struct upconn *)ev[i].data.ptr)->rd_ev;
+		/* not while its reads are paused, or OpenSSL waits to write */
+		if (event_pending(e, EV_READ, NULL))
+			event_get_callback(e)(event_get_fd(e), EV_READ,
+			    event_get_callback_arg(e));
+	}
+}
+
 static void upconn_free(struct upconn *u)
 {
+	urgent_set(u, 0);
 	if (u->rd_ev != NULL)
 		event_free(u->rd_ev);
 	if (u->bev != NULL)
@@ -292,6 +345,7 @@ void upstream_stale(struct upconn *u, struct replica *rep)
 
 void upstream_read_priority(struct upconn *u, int p)
 {
+	urgent_set(u, p == LOOP_URGENT);
 	/* (refused while the event is active: the next read tries again) */
 	if (u->rd_ev != NULL && event_priority_set(u->rd_ev, p) == 0)
 		u->rd_prio = p;
@@ -467,8 +521,10 @@ void upstream_release(struct upconn *u, int reusable)
 	bufferevent_enable(u->bev, EV_READ);
 	/* only now: the descriptor never leaves epoll's read set in between
 	 * (an epoll_ctl pair less per request) */
-	if (direct)
+	if (direct) {
+		urgent_set(u, 0);
 		event_del(u->rd_ev);
+	}
 	TAILQ_INSERT_HEAD(&p->idle, u, link);
 	p->n_idle++;
 }

@@ -36,6 +36,9 @@ struct upconn {
 	                             * read_order: first_token (its request's
 	                             * conf), else LOOP_NORMAL */
 	int tls;                    /* its pool's */
+	TAILQ_ENTRY(upconn) ulink;  /* in its loop's urgent list */
+	int urgent;                 /* ... while this */
+	int in_urg;                 /* its socket in the loop's urg_ep */
 	uint64_t drained;           /* µs before the last direct read of a
 	                             * plain one that found the socket drained
 	                             * (less than it asked, or EAGAIN): bytes
@@ -84,6 +87,9 @@ static inline void upstream_read_urgent(struct upconn *u, int urgent)
 	if (u->rd_prio != p)
 		upstream_read_priority(u, p);
 }
+/* The urgent reads that are ready (loop.h: urg_ep), read now, each by its
+ * rd_ev's callback, as libevent would have. */
+void upstream_urgent_reads(struct loop *l);
 /* How a direct read ended, after its bytes. */
 enum upstream_rx_end {
 	UPSTREAM_RX_WAIT,         /* for the next readiness of rd_ev */

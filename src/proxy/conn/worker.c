@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -210,6 +211,8 @@ static void worker_free(struct worker *w)
 	if (w->loop.base != NULL)
 		event_base_free(w->loop.base);
 	pthread_mutex_destroy(&w->cmd_lock);
+	if (w->loop.urg_ep >= 0)
+		close(w->loop.urg_ep);
 	free(w->loop.rbuf);
 	free(w);
 }
@@ -233,11 +236,11 @@ static void *worker_main(void *arg)
  * for the next timeout and for the expiry, as the timer heap always holds
  * some session's timer (docs/benchmarks.md, "libevent's share").
  *
- * Priorities (loop.h): a turn runs the most urgent events ready; and after
- * LOOP_NORMAL_BURST normal ones it polls again (epoll_wait, timeout 0), so
- * that a first token that came meanwhile is read before the rest of a long
- * turn (a worker behind has hundreds of streams ready at once). */
-static struct event_base *base_new(int first_token)
+ * Priorities (loop.h): a turn runs the most urgent events ready; and every
+ * LOOP_NORMAL_BURST normal reads the loop's urgent set is asked (urg_ep),
+ * so that a first token that came meanwhile is read before the rest of a
+ * long turn (a worker behind has hundreds of streams ready at once). */
+static struct event_base *base_new(void)
 {
 	struct event_config *cfg = event_config_new();
 	struct event_base *base;
@@ -246,11 +249,6 @@ static struct event_base *base_new(int first_token)
 		return NULL;
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK |
 	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-	/* read_order even: every event in the kernel's order, no poll
-	 * between (its priorities all stay LOOP_NORMAL) */
-	if (first_token)
-		event_config_set_max_dispatch_interval(cfg, NULL, LOOP_NORMAL_BURST,
-		    LOOP_NORMAL);
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	if (base != NULL && event_base_priority_init(base, LOOP_PRIORITIES) != 0) {
@@ -270,10 +268,13 @@ static struct worker *worker_new(int id, struct conf *c)
 	w->cmd_fd = -1;
 	pthread_mutex_init(&w->cmd_lock, NULL);
 	TAILQ_INIT(&w->loop.sessions);
+	TAILQ_INIT(&w->loop.urgent);
 	w->loop.conf = conf_ref(c);
 	w->loop.rng = rng_seed();
 	w->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	w->loop.base = base_new(c->read_order == READ_ORDER_FIRST_TOKEN);
+	/* read_order: even puts no socket in it (its reads stay LOOP_NORMAL) */
+	w->loop.urg_ep = epoll_create1(EPOLL_CLOEXEC);
+	w->loop.base = base_new();
 	w->loop.stats = ring_new();
 	w->loop.rbuf = malloc(LOOP_READ_MAX);
 	if (w->loop.base == NULL || w->loop.stats == NULL || w->loop.rbuf == NULL)
