@@ -175,6 +175,15 @@ int nhist_record_n(struct nhist *h, double v, uint64_t n)
 	return nhist_add_index(h, nhist_index(v), n);
 }
 
+int nhist_record_us_n(struct nhist *h, uint64_t us, uint64_t n)
+{
+	if (us == 0) {
+		h->zero_count += n;
+		return 0;
+	}
+	return nhist_add_index(h, nhist_index_us(us), n);
+}
+
 int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n)
 {
 	int64_t at = bucket_slot(h, idx);

@@ -45,6 +45,9 @@ double nhist_upper(int32_t idx);
 int nhist_record(struct nhist *h, double v);
 /* n values of v at once. */
 int nhist_record_n(struct nhist *h, double v, uint64_t n);
+/* n values of us µs at once: nhist_record_n(h, us / 1e6, n), by the
+ * table (nhist_index_us) and not by frexp and a search. */
+int nhist_record_us_n(struct nhist *h, uint64_t us, uint64_t n);
 /* n values in bucket idx (of nhist_index), counted elsewhere. */
 int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n);
 void nhist_free(struct nhist *h);
