@@ -1022,16 +1022,14 @@ static int openai_usage(const struct sse_event *ev, struct dialect_info *out)
 	return 1;
 }
 
-static int openai_memo(const struct sse_event *ev, struct dialect_memo *memo,
-    struct dialect_info *out)
+int dialect_memo_token(enum dialect_id d, const struct sse_event *ev,
+    const struct dialect_memo *memo, const char **model, size_t *model_len)
 {
-	if (memo == NULL || memo->holes == 0 || !memo_match(memo, ev))
+	if (d != DIALECT_OPENAI || !dialect_fast_path || memo == NULL ||
+	    memo->holes == 0 || !memo_match(memo, ev))
 		return 0;
-	if (memo->model_len > 0) {
-		out->model = ev->data + memo->model_off;
-		out->model_len = memo->model_len;
-	}
-	out->token = 1;
+	*model = ev->data + memo->model_off;
+	*model_len = memo->model_len;
 	dialect_memo_taken++;
 	return 1;
 }
@@ -1109,11 +1107,27 @@ static void classify_parse(enum dialect_id d, const struct sse_event *ev,
 void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
     struct dialect_memo *memo, struct dialect_info *out)
 {
+	const char *model;
+	size_t model_len;
+
 	info_reset(out);
 	/* the memo first: a chunk it matches starts as the memo's did, with
 	 * '{', so it is no [DONE], and a token, so no ping */
-	if (d == DIALECT_OPENAI && dialect_fast_path && openai_memo(ev, memo, out))
+	if (dialect_memo_token(d, ev, memo, &model, &model_len)) {
+		out->token = 1;
+		if (model_len > 0) {
+			out->model = model;
+			out->model_len = model_len;
+		}
 		return;
+	}
+	classify_parse(d, ev, memo, out);
+}
+
+void dialect_classify_parse(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out)
+{
+	info_reset(out);
 	classify_parse(d, ev, memo, out);
 }
 

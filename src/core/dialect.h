@@ -92,6 +92,16 @@ struct dialect_memo {
 /* dialect_classify with a memo of the stream's events (NULL: none). */
 void dialect_classify_memo(enum dialect_id d, const struct sse_event *ev,
     struct dialect_memo *memo, struct dialect_info *out);
+/* The memo's answer alone: 1 when ev is the memo's chunk but for its
+ * holes, which dialect_classify_memo reads as one token and nothing else
+ * (no counts, finish, error, end or keep-alive) with the model *model of
+ * *model_len bytes (0: none named); 0: read it with dialect_classify_parse. */
+int dialect_memo_token(enum dialect_id d, const struct sse_event *ev,
+    const struct dialect_memo *memo, const char **model, size_t *model_len);
+/* dialect_classify_memo but for the memo's match, for an event
+ * dialect_memo_token said 0 to (the memo is kept up as there). */
+void dialect_classify_parse(enum dialect_id d, const struct sse_event *ev,
+    struct dialect_memo *memo, struct dialect_info *out);
 /* Events this thread classified by the memo (for tests). */
 extern _Thread_local uint64_t dialect_memo_taken;
 

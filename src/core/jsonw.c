@@ -338,6 +338,58 @@ static size_t fixed_text(double v, int decimals, char out[NUM_MAX])
 	return (size_t)snprintf(out, NUM_MAX, "%.*f", decimals, v);
 }
 
+/* v >= 0 below 2^52 with places (0 to 3) decimals, as printf's "%.*f":
+ * the double's exact value m * 2^-k, rounded half to even. m times
+ * 10^places is exact in 64 bits (m < 2^53), so the rounding is decided
+ * on the exact remainder. 0: v is not of that range (printf's, then). */
+static size_t fixed_exact(double v, unsigned places, char out[NUM_MAX])
+{
+	static const uint64_t scales[] = { 1, 10, 100, 1000 };
+	uint64_t bits, m, scale, q, r, half, frac;
+	int e;
+	size_t n;
+
+	memcpy(&bits, &v, sizeof bits);
+	e = (int)(bits >> 52 & 0x7ff);
+	if (places > 3 || (bits >> 63) != 0 || e >= 1075)
+		return 0;          /* a sign, 2^52 and past, inf, NaN */
+	m = bits & (((uint64_t)1 << 52) - 1);
+	if (e != 0)
+		m |= (uint64_t)1 << 52;
+	e = 1075 - (e != 0 ? e : 1);       /* v = m * 2^-e, e >= 1 */
+	scale = scales[places];
+	m *= scale;
+	if (e >= 64) {
+		q = 0;             /* below 2^63 / 2^64: less than half */
+	} else {
+		q = m >> e;
+		r = m & (((uint64_t)1 << e) - 1);
+		half = (uint64_t)1 << (e - 1);
+		q += r > half || (r == half && (q & 1));
+	}
+	n = u64_text(q / scale, out);
+	if (places > 0) {
+		out[n++] = '.';
+		frac = q % scale;
+		for (unsigned i = places; i > 0; i--, frac /= 10)
+			out[n + i - 1] = (char)('0' + frac % 10);
+		n += places;
+	}
+	out[n] = '\0';
+	return n;
+}
+
+void jsonw_buf_fixed(struct jsonw_buf *b, double v, unsigned places)
+{
+	char t[NUM_MAX];
+	size_t n = fixed_exact(v, places, t);
+
+	if (n > 0)
+		jsonw_buf_add(b, t, n);
+	else
+		jsonw_buf_printf(b, "%.*f", (int)places, v);
+}
+
 void jsonw_buf_ms(struct jsonw_buf *b, int64_t us)
 {
 	char t[NUM_MAX];

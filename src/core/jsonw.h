@@ -93,6 +93,9 @@ void jsonw_buf_str(struct jsonw_buf *b, const char *s, size_t n);
 /* Microseconds as milliseconds: "12" for whole ms, else three decimals
  * ("12.340", "0.005"); null when us < 0 (undefined). */
 void jsonw_buf_ms(struct jsonw_buf *b, int64_t us);
+/* v with places decimals (0 to 3), byte for byte what printf's "%.*f"
+ * writes, without printf where v >= 0 is below 2^52. */
+void jsonw_buf_fixed(struct jsonw_buf *b, double v, unsigned places);
 /* An integer; null when v < 0 (undefined). */
 void jsonw_buf_int(struct jsonw_buf *b, int64_t v);
 /* A wall time in ms as a quoted RFC 3339 time (util_rfc3339_ms); null

@@ -244,11 +244,38 @@ static void first_output_read(struct meter *m, const struct sse_event *ev)
 	m->ft_pending = 1;
 }
 
+/* A token event (reasoning: of the reasoning, not the output), at its
+ * read. */
+static inline void token_seen(struct meter *m, const struct sse_event *ev,
+    int reasoning)
+{
+	/* the last token's doubt: its read is judged at its end, once
+	 * (meter_read_end), not here */
+	m->lt_end = (const char *)((uintptr_t)ev->data + ev->data_len);
+	m->ft_pending = 1;
+	if (m->token_events == 0) {
+		m->t_first_token = m->now;
+		m->held_first = m->held_us;
+		first_token_read(m, ev);
+	} else if (m->held_us != m->held_last) {
+		token_after_hold(m);
+	} else {
+		next_token(m, m->now - m->t_last_token);
+	}
+	if (m->t_first_output == 0 && !reasoning)
+		first_output_read(m, ev);
+	m->t_last_token = m->now;
+	m->held_last = m->held_us;
+	m->token_events++;
+}
+
 /* One dispatched event, at the time of the read that completed it. */
 static void on_event(void *arg, const struct sse_event *ev)
 {
 	struct meter *m = arg;
 	struct dialect_info info;
+	const char *model;
+	size_t model_len;
 
 	m->events++;
 	if (m->event_read_at != m->now) {
@@ -262,27 +289,22 @@ static void on_event(void *arg, const struct sse_event *ev)
 		return;
 	}
 	m->t_last_event = m->now;
-	dialect_classify_memo(m->dialect, ev, &m->memo, &info);
-	if (info.token) {
-		/* the last token's doubt: its read is judged at its end, once
-		 * (meter_read_end), not here */
-		m->lt_end = (const char *)((uintptr_t)ev->data + ev->data_len);
-		m->ft_pending = 1;
-		if (m->token_events == 0) {
-			m->t_first_token = m->now;
-			m->held_first = m->held_us;
-			first_token_read(m, ev);
-		} else if (m->held_us != m->held_last) {
-			token_after_hold(m);
-		} else {
-			next_token(m, m->now - m->t_last_token);
-		}
-		if (m->t_first_output == 0 && !info.reasoning)
-			first_output_read(m, ev);
-		m->t_last_token = m->now;
-		m->held_last = m->held_us;
-		m->token_events++;
+	if (m->token_events == 0) {
+		dialect_classify_memo(m->dialect, ev, &m->memo, &info);
+	} else if (dialect_memo_token(m->dialect, ev, &m->memo, &model, &model_len)) {
+		/* most of a stream's events: a token the memo tells, nothing
+		 * else in it (no count, finish, error or end), and not the
+		 * first (count_event's): what the reading below does with
+		 * such an event, without a dialect_info to fill and test */
+		token_seen(m, ev, 0);
+		if (model_len > 0 && m->response_model_len == 0)
+			response_model(m, model, model_len);
+		return;
+	} else {
+		dialect_classify_parse(m->dialect, ev, &m->memo, &info);
 	}
+	if (info.token)
+		token_seen(m, ev, info.reasoning);
 	if (info.output_tokens >= 0 || (info.token && m->token_events == 1))
 		count_event(m, &info);
 	if (info.keepalive != 0) {

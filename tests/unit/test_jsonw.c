@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* jsonw.c: every byte and every class of ill-formed UTF-8 comes out as
  * valid JSON and valid UTF-8, valid text unchanged, a small buffer cut on a
- * character boundary; the numbers and times. A reader written here, apart
- * from jsonw, checks each output. */
+ * character boundary; the numbers (fixed decimals against printf) and
+ * times. A reader written here, apart from jsonw, checks each output. */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 
 #include "jsonw.h"
+#include "rng.h"
 
 #include "unit.h"
 
@@ -415,6 +418,60 @@ static void test_numbers(void **state)
 	assert_string_equal(buf_text(jsonw_buf_int, -1), "null");
 }
 
+/* jsonw_buf_fixed writes what printf's "%.*f" writes: ratios of whole
+ * numbers (what the access log prints), exact ties (k / 2^n), values
+ * around every rounding edge, random bit patterns of every magnitude,
+ * and the ones it leaves to printf. */
+static void fixed_check(double v, unsigned places)
+{
+	char want[512], out[512];
+	struct jsonw_buf b;
+
+	snprintf(want, sizeof want, "%.*f", (int)places, v);
+	jsonw_buf_init(&b, out, sizeof out - 1);
+	jsonw_buf_fixed(&b, v, places);
+	out[b.len] = '\0';
+	if (strcmp(out, want) != 0)
+		fail_msg("%a with %u places: %s, not %s", v, places, out, want);
+}
+
+static void test_fixed(void **state)
+{
+	uint64_t seed = 11;
+
+	(void)state;
+	for (unsigned places = 0; places <= 3; places++) {
+		for (uint64_t a = 0; a < 300; a++)
+			for (uint64_t d = 1; d < 300; d++)
+				fixed_check((double)a / (double)d, places);
+		for (int n = 0; n < 60; n++)
+			for (uint64_t k = 0; k < 2000; k++)
+				fixed_check(ldexp((double)k, -n), places);
+		for (uint64_t k = 0; k < 100000; k++) {
+			double edge = ((double)k + 0.5) / 1000.0;
+			fixed_check(edge, places);
+			fixed_check(nextafter(edge, 0), places);
+			fixed_check(nextafter(edge, 1e9), places);
+		}
+		for (int i = 0; i < 300000; i++) {
+			uint64_t bits = rng_next(&seed);
+			double v;
+			bits &= ~((uint64_t)1 << 63);
+			memcpy(&v, &bits, sizeof v);
+			if (v != v)
+				continue;      /* NaN: printf's own spelling, kept */
+			fixed_check(v, places);
+			fixed_check((double)(bits % 100000) / (double)(1 + bits % 977), places);
+		}
+		fixed_check(0x1p52, places);
+		fixed_check(0x1p52 - 0.5, places);
+		fixed_check(1e300, places);
+		fixed_check(-0.0, places);
+		fixed_check(-1.25, places);
+		fixed_check(0x1p-1074, places);
+	}
+}
+
 static void test_times(void **state)
 {
 	char out[64];
@@ -546,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_small_buffers),
 		cmocka_unit_test(test_buffer_rules),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_times),
 		cmocka_unit_test(test_evbuffer_and_file),
 		cmocka_unit_test(test_sanitize_and_plain),

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of nhist.c's whole-microsecond path: nhist_index_us against
  * nhist_index of the value in seconds (every value below 2^22 µs, and the
- * few values around every bucket bound up to 2^32), and buckets added by
- * index against as many single records. */
+ * few values around every bucket bound up to 2^32), buckets added by
+ * index against as many single records, and nhist_record_us_n against
+ * nhist_record_n. */
 #include <math.h>
 
 #include "nhist.h"
@@ -79,12 +80,41 @@ static void test_add_index(void **state)
 	assert_true(nhist_index_us(UINT32_MAX) - nhist_index_us(1) < 2112);
 }
 
+/* nhist_record_us_n (the Prometheus histograms of µs) makes the same
+ * histogram as nhist_record_n of the value in seconds: 0, small, past the
+ * table, n at once. */
+static void test_record_us_n(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 2000; round++) {
+		struct nhist one = { 0 }, us = { 0 };
+		unsigned n = (unsigned)(rng_next(&seed) % 33);
+
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t r = rng_next(&seed), k = 1 + r % 5;
+			uint64_t v = round % 4 == 0 ? r >> (r % 40) : round % 4 == 1 ?
+			    r % 3 : round % 4 == 2 ? r % 200000 : ((uint64_t)1 << 32) + r % 1000;
+			assert_int_equal(nhist_record_n(&one, (double)v / 1e6, k), 0);
+			assert_int_equal(nhist_record_us_n(&us, v, k), 0);
+		}
+		assert_int_equal(us.zero_count, one.zero_count);
+		assert_int_equal(us.n, one.n);
+		for (uint32_t i = 0; i < one.n; i++) {
+			assert_int_equal(us.b[i].idx, one.b[i].idx);
+			assert_int_equal(us.b[i].count, one.b[i].count);
+		}
+		nhist_free(&one);
+		nhist_free(&us);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_index_us_small),
 		cmocka_unit_test(test_index_us_bounds),
 		cmocka_unit_test(test_add_index),
+		cmocka_unit_test(test_record_us_n),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

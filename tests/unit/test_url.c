@@ -190,6 +190,30 @@ static void test_authority(void **state)
 	assert_string_equal(buf, "h:80");
 	assert_int_equal(url_authority(buf, 4, "abcdef", 80, 80), 6);
 	assert_string_equal(buf, "abc");
+	/* as snprintf writes it, cut at every length */
+	{
+		static const char *const hosts[] = { "h", "example.com", "::1",
+			"fe80::1%eth0", "" };
+		static const unsigned ports[] = { 0, 1, 80, 443, 8080, 65535, 4294967295u };
+		char want[64];
+
+		for (size_t h = 0; h < sizeof hosts / sizeof *hosts; h++)
+			for (size_t p = 0; p < sizeof ports / sizeof *ports; p++)
+				for (unsigned omit = 0; omit < 2; omit++)
+					for (size_t len = 0; len <= sizeof buf; len++) {
+						int v6 = strchr(hosts[h], ':') != NULL, w;
+						unsigned o = omit ? ports[p] : 80;
+						memset(buf, 'x', sizeof buf);
+						memset(want, 'x', sizeof want);
+						w = o == ports[p] ?
+						    snprintf(want, len, v6 ? "[%s]" : "%s", hosts[h]) :
+						    snprintf(want, len, v6 ? "[%s]:%u" : "%s:%u",
+						    hosts[h], ports[p]);
+						assert_int_equal(url_authority(buf, len, hosts[h],
+						    ports[p], o), w);
+						assert_memory_equal(buf, want, sizeof buf);
+					}
+	}
 }
 
 int main(void)

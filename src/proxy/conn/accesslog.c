@@ -260,10 +260,12 @@ static void put_health(struct jsonw_buf *b, const struct meter *m,
 	/* the time the client held the response back (meter_hold) */
 	field_ms(b, "client_held_ms", m->t_head != 0 ?
 	    (int64_t)meter_held_us(m, m->t_end) : -1);
-	if (share >= 0)
-		jsonw_buf_printf(b, ",\"clumped\":%.3f", share);
-	else
+	if (share >= 0) {
+		jsonw_buf_puts(b, ",\"clumped\":");
+		jsonw_buf_fixed(b, share, 3);
+	} else {
 		jsonw_buf_puts(b, ",\"clumped\":null");
+	}
 	field_ms(b, "clump_gap_ms", meter_clump_gap_us(m));
 	jsonw_buf_puts(b, buffered < 0 ? ",\"buffered\":null" :
 	    buffered ? ",\"buffered\":true" : ",\"buffered\":false");
@@ -331,10 +333,12 @@ size_t accesslog_format(const struct accesslog_entry *e, char *buf, size_t len)
 	 * TPOT's divisor is an estimate (meter_tpot_estimated) */
 	field_int(&b, "token_events", m->stream ? (int64_t)m->token_events : -1);
 	field_int(&b, "first_event_tokens", e->s->first_event_tokens);
-	if (meter_tokens_per_event(m) >= 0)
-		jsonw_buf_printf(&b, ",\"tokens_per_event\":%.2f", meter_tokens_per_event(m));
-	else
+	if (meter_tokens_per_event(m) >= 0) {
+		jsonw_buf_puts(&b, ",\"tokens_per_event\":");
+		jsonw_buf_fixed(&b, meter_tokens_per_event(m), 2);
+	} else {
 		jsonw_buf_puts(&b, ",\"tokens_per_event\":null");
+	}
 	jsonw_buf_puts(&b, e->s->tpot_us < 0 ? ",\"tpot_estimated\":null" :
 	    e->s->tpot_estimated ? ",\"tpot_estimated\":true" : ",\"tpot_estimated\":false");
 	field_str(&b, "unmeasured", meter_unmeasured_name(meter_unmeasured(m)));

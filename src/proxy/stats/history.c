@@ -461,13 +461,24 @@ int64_t history_offset(const struct history *h)
 	return h->offset;
 }
 
+/* name as a series keeps it: cut to HISTORY_NAME_MAX - 1 bytes, as
+ * snprintf's "%s" would; without its ~600 instructions, three times a
+ * request. */
+static void name_cut(char cut[HISTORY_NAME_MAX], const char *name)
+{
+	size_t n = strnlen(name, HISTORY_NAME_MAX - 1);
+
+	memcpy(cut, name, n);
+	cut[n] = '\0';
+}
+
 struct history_series *history_series_get(struct history *h, enum history_kind kind,
     const char *name, int create)
 {
 	struct history_series *se;
 	char cut[HISTORY_NAME_MAX];
 
-	snprintf(cut, sizeof cut, "%s", name);
+	name_cut(cut, name);
 	if (h->last != NULL && h->last->kind == kind && strcmp(h->last->name, cut) == 0)
 		return h->last;
 	for (size_t i = 0; i < h->n; i++)
@@ -850,7 +861,7 @@ const struct history_series *history_find(const struct history *h,
 {
 	char cut[HISTORY_NAME_MAX];
 
-	snprintf(cut, sizeof cut, "%s", name ? name : "");
+	name_cut(cut, name ? name : "");
 	for (size_t i = 0; i < h->n; i++)
 		if (h->v[i]->kind == kind && strcmp(h->v[i]->name, cut) == 0)
 			return h->v[i];

@@ -400,7 +400,10 @@ static void mhist_count(struct mhist *h, int bset, uint64_t v, uint64_t n)
 		return;
 	h->counts[bucket_of(&M.b[bset], v)] += n;
 	h->count += n;
-	nhist_record_n(&h->native, bset == B_TOKENS ? (double)v : (double)v / 1e6, n);
+	if (bset == B_TOKENS)
+		nhist_record_n(&h->native, (double)v, n);
+	else
+		nhist_record_us_n(&h->native, v, n);
 }
 
 static void mhist_observe(struct mhist *h, int bset, uint64_t v)

@@ -45,19 +45,15 @@ int32_t nhist_index(double v)
  * 128 to the octave, cell ((k - 7) << 7) + (us >> (k - 7)). A bucket spans
  * 2^(1/64) - 1 = 1.09 % of its values, a cell at most 1/128 = 0.78 %: a
  * cell holds at most one bound, the first value past it is `cut`. */
-#define US_CELL_BITS 7
+#define US_CELL_BITS NHIST_US_CELL_BITS
 /* blocks of 128 cells: 0 and 1 below 2^8, then b for 2^(b+6), to 2^32 */
 #define US_BLOCKS (32 - US_CELL_BITS + 1)
 #define US_CELLS (US_BLOCKS << US_CELL_BITS)
 
-struct us_cell {
-	int32_t idx;               /* the bucket of the cell's first value */
-	uint32_t cut;              /* from this value on idx + 1; 0: none */
-};
+struct nhist_us_cell nhist_us_cells[US_CELLS];
+int nhist_us_ready;
 
-static struct us_cell us_cells[US_CELLS];
-static int us_ready;
-
+/* The cell of us: nhist_index_us's math (nhist.h). */
 static unsigned us_cell_of(uint64_t us)
 {
 	unsigned k, s;
@@ -90,8 +86,8 @@ static void us_block_build(unsigned b)
 			    (1u << US_CELL_BITS)) << s;
 			hi = lo + ((uint64_t)1 << s) - 1;
 		}
-		us_cells[c].idx = a = lo > 0 ? us_index_slow(lo) : 0;
-		us_cells[c].cut = 0;
+		nhist_us_cells[c].idx = a = lo > 0 ? us_index_slow(lo) : 0;
+		nhist_us_cells[c].cut = 0;
 		if (lo == 0 || (z = us_index_slow(hi)) == a)
 			continue;
 		while (lo + 1 < hi) {         /* index(lo) == a, index(hi) > a */
@@ -103,30 +99,28 @@ static void us_block_build(unsigned b)
 		}
 		/* two bounds in one cell cannot happen (see above); were it so,
 		 * the cut would say a + 1 where it is more: take the slow way */
-		us_cells[c].cut = z == a + 1 ? (uint32_t)hi : UINT32_MAX;
+		nhist_us_cells[c].cut = z == a + 1 ? (uint32_t)hi : UINT32_MAX;
 	}
 }
 
 void nhist_prepare(void)
 {
-	if (us_ready)
+	if (nhist_us_ready)
 		return;
 	for (unsigned b = 0; b < US_BLOCKS; b++)
 		us_block_build(b);
-	us_ready = 1;
+	nhist_us_ready = 1;
 }
 
-int32_t nhist_index_us(uint64_t us)
+int32_t nhist_index_us_slow(uint64_t us)
 {
-	unsigned c;
-	const struct us_cell *cell;
+	const struct nhist_us_cell *cell;
 
 	if (us >= ((uint64_t)1 << 32))
 		return us_index_slow(us);
-	if (!us_ready)
+	if (!nhist_us_ready)
 		nhist_prepare();
-	c = us_cell_of(us);
-	cell = &us_cells[c];
+	cell = &nhist_us_cells[us_cell_of(us)];
 	if (cell->cut == 0 || us < cell->cut)
 		return cell->idx;
 	return cell->cut != UINT32_MAX ? cell->idx + 1 : us_index_slow(us);
@@ -173,6 +167,15 @@ int nhist_record_n(struct nhist *h, double v, uint64_t n)
 		return 0;
 	}
 	return nhist_add_index(h, nhist_index(v), n);
+}
+
+int nhist_record_us_n(struct nhist *h, uint64_t us, uint64_t n)
+{
+	if (us == 0) {
+		h->zero_count += n;
+		return 0;
+	}
+	return nhist_add_index(h, nhist_index_us(us), n);
 }
 
 int nhist_add_index(struct nhist *h, int32_t idx, uint64_t n)
