@@ -682,7 +682,24 @@ struct inputs {
 	struct load_tt_conf tt;
 	int have_tt;
 	int tt_busy;                 /* the window held requests already */
+	char tt_log[4096];           /* --tokentap alone: tokentap's access log */
+	char tt_why[4800];           /* or why it cannot be read here */
 };
+
+/* --tokentap alone: tokentap's access log, when its admin says where it
+ * is and the file can be read here, pairs the requests by id as
+ * --tokentap-log does, so no level waits for a /stats window; else the
+ * windows, and why, once. */
+static void find_tt_log(struct load_opts *o, struct inputs *in)
+{
+	if (load_tt_find_log(&in->tt, in->tt_log, sizeof in->tt_log, in->tt_why,
+	    sizeof in->tt_why, 5000) == 0) {
+		o->tt_log = in->tt_log;
+		return;
+	}
+	log_warn("--tokentap: not pairing by request id (a /stats window a level, "
+	    "waited out between levels): %s", in->tt_why);
+}
 
 static int read_inputs(struct load_opts *o, struct inputs *in)
 {
@@ -741,6 +758,8 @@ static int read_inputs(struct load_opts *o, struct inputs *in)
 			return -1;
 		}
 		in->tt_busy = probe.ok && probe.requests > 0;
+		if (o->tt_log == NULL)
+			find_tt_log(o, in);
 	}
 	return 0;
 }
@@ -870,6 +889,21 @@ static void prompt_sizes(struct load_env *le, struct load_opts *o, struct inputs
 		le->tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 }
 
+/* A log that holds none of the run's requests is not the log of the
+ * tokentap they went through (another host's path, say): said. */
+static void tt_none_paired(const struct load_result *r, const char *path)
+{
+	uint64_t paired = 0, missing = 0;
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		paired += r->levels[i].pairs.paired;
+		missing += r->levels[i].pairs.missing;
+	}
+	if (paired == 0 && missing > 0)
+		log_warn("no request of this run is in %s: is it the access log of "
+		    "the tokentap they went through?", path);
+}
+
 /* A run, a sweep or a capacity search, and its reports. */
 static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int argc,
     char **argv)
@@ -881,6 +915,10 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	int rc = 0;
 
 	load_result_init(&r, o->kind, &o->conf, argc, argv);
+	if (o->tt_log != NULL || in->have_tt)
+		r.tt_pairing = o->tt_log != NULL ? "access_log" : "stats_window";
+	if (o->tt_log == NULL && in->have_tt)
+		r.tt_pairing_reason = in->tt_why;
 	r.pcts = o->pcts;
 	r.slo = o->slo;
 	r.slice_us = o->slice_us;
@@ -922,6 +960,8 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 		char err[300];
 		if (load_tt_pair(o->tt_log, &r, 2000, err, sizeof err) < 0)
 			log_error("--tokentap-log %s", err);
+		else
+			tt_none_paired(&r, o->tt_log);
 	}
 	if (r.nlevels == 0 || (r.nlevels == 1 && r.levels[0].st.n == 0 && r.failed)) {
 		rc = EXIT_USAGE;

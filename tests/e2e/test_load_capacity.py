@@ -413,13 +413,22 @@ def test_tokentap_beside_the_client():
             Tokentap("stats: {windows: [3s]}\nroutes:\n  - name: chat\n"
                      "    match: {path_prefix: /v1/}\n"
                      f"    upstream: http://127.0.0.1:{m.port}\n") as t:
-        doc = load("sweep", "--over", "concurrency", "--levels", "2,6",
-                          "-d", "1s", "--warmup", "0", "--max-tokens", "40",
-                          "--tokentap", f"http://127.0.0.1:{t.admin}",
-                          t.url(CHAT), whole=True)
+        # the log tokentap names is not where it was (as in another
+        # container): the windows, and why
+        moved = t.log + ".moved"
+        os.rename(t.log, moved)
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "2,6",
+                        "-d", "1s", "--warmup", "0", "--max-tokens", "40",
+                        "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        t.url(CHAT), whole=True, stderr=True)
         # tokentap-load waited for /stats; each line is written just after
+        t.log = moved
         logged = t.wait_logged(sum(lv["requests"] for lv in doc["levels"]))
     run = doc["run_id"]
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert f"{t.log[:-6]}: No such file or directory here" in why and "--tokentap-log" in why, why
+    assert err.count("not pairing by request id") == 1, err
     assert len(doc["levels"]) == 2
     for lv in doc["levels"]:
         tt = lv["tokentap"]
@@ -457,11 +466,65 @@ def test_tokentap_log_beside_tokentap_waits_no_window():
                    t.url(CHAT), whole=True)
         took = time.monotonic() - began
     assert len(doc["levels"]) == 3
+    assert doc["tokentap_pairing"] == "access_log" and doc["tokentap_pairing_reason"] is None
     for lv in doc["levels"]:
         p = lv["tokentap_paired"]
         assert p["requests"] == lv["requests"] and p["missing"] == 0, p
     # two waits of a window would be 7 s over the levels' own time
     assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
+
+
+def test_tokentap_alone_pairs_by_id_and_waits_no_window():
+    """--tokentap alone: tokentap's /ui/config.json names its access log,
+    readable here, so tokentap-load pairs each request by id as with
+    --tokentap-log and no level waits for the 10 s window to clear (a
+    wait is 11.8 s: the margin, half of one, fails on any); /stats is
+    not read per level."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [10s]}\nroutes:\n  - name: chat\n"
+                     "    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "1,2,4", "--no-stop",
+                        "-d", "1s", "--warmup", "100ms", "--max-tokens", "10",
+                        "--no-samples", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        t.url(CHAT), whole=True, stderr=True)
+        took = time.monotonic() - began
+    assert doc["tokentap_pairing"] == "access_log", (doc["tokentap_pairing"], err)
+    assert doc["tokentap_pairing_reason"] is None and "pairing" not in err, err
+    assert len(doc["levels"]) == 3
+    for lv in doc["levels"]:
+        assert lv["tokentap"] is None, lv["tokentap"]
+        p = lv["tokentap_paired"]
+        assert p["requests"] == lv["requests"] > 0 and p["missing"] == 0, p
+        assert p["client_minus_tokentap_ttft_ms"]["count"] == lv["ok"], p
+    assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 11.8 / 2, took
+
+
+def test_tokentap_alone_without_a_log_file_waits_windows():
+    """--tokentap alone, tokentap's access log on stdout: no file to pair
+    by, so tokentap-load reads a /stats window a level, waits one out
+    between levels (3 s: at least 3 s more than the levels' own), and
+    says why and the fix once, on stderr and in the JSON."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap('access_log: "-"\nstats: {windows: [3s]}\nroutes:\n  - name: chat\n'
+                     "    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "1,2", "--no-stop",
+                        "-d", "500ms", "--warmup", "0", "--max-tokens", "10",
+                        "--no-samples", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        t.url(CHAT), whole=True, stderr=True)
+        took = time.monotonic() - began
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert "access log to no file" in why and "set its access_log" in why, why
+    assert err.count("not pairing by request id") == 1 and why in err, err
+    assert len(doc["levels"]) == 2
+    for lv in doc["levels"]:
+        assert lv["tokentap_paired"] is None and lv["tokentap"]["ok"], lv["tokentap"]
+        assert lv["tokentap"]["requests"] > 0, lv["tokentap"]
+    assert took > sum(lv["elapsed_s"] for lv in doc["levels"]) + 3, took
 
 
 if __name__ == "__main__":

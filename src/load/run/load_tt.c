@@ -2,6 +2,7 @@
 #include "load_tt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netdb.h>
 #include <poll.h>
@@ -115,7 +116,8 @@ static int get(const struct load_tt_conf *c, const char *path, struct load_tt *o
 		if (len + 65536 > cap) {
 			char *b;
 			if (cap >= MAX_RESPONSE) {
-				fail(out, "%s", "tokentap's /stats answer is too large");
+				fail(out, "tokentap's %.*s answer is too large",
+				    (int)strcspn(path, "?"), path);
 				goto done;
 			}
 			cap = cap ? cap * 2 : 65536 * 2;
@@ -155,7 +157,8 @@ static int get(const struct load_tt_conf *c, const char *path, struct load_tt *o
 			for (char *s = what; *s; s++)
 				if (*s == '\n' || *s == '\r')
 					*s = ' ';
-			fail(out, "tokentap's /stats answered %s", what);
+			fail(out, "tokentap's %.*s answered %s", (int)strcspn(path, "?"), path,
+			    what);
 			goto done;
 		}
 		*blen = len - (size_t)(sep + 4 - buf);
@@ -269,6 +272,53 @@ uint64_t load_tt_settle_us(const struct load_tt_conf *c)
 uint64_t load_tt_span_us(const struct load_tt_conf *c)
 {
 	return c->window_us * 5 / 6;
+}
+
+/* ---- where tokentap's access log is ------------------------------------ */
+
+/* The fix said with every reason the log cannot be used. */
+#define FIX "pass --tokentap-log FILE with a copy of it readable here"
+
+int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char *why,
+    size_t whylen, int timeout_ms)
+{
+	struct load_tt out;
+	struct load_jl j;
+	char url[512], *body = NULL, *s = NULL;
+	size_t blen = 0, at;
+	const char *jwhy;
+	int v, fd, rc = -1;
+
+	memset(&out, 0, sizeof(out));
+	snprintf(url, sizeof(url), "%s/ui/config.json", c->base_path);
+	if (get(c, url, &out, timeout_ms, &body, &blen) < 0) {
+		snprintf(why, whylen, "%s; " FIX, out.error);
+		return -1;
+	}
+	load_jl_init(&j);
+	if (load_jl_parse(&j, body, blen, &at, &jwhy) < 0 ||
+	    load_jl_type(&j, 0) != LOAD_JL_OBJECT ||
+	    (v = load_jl_get(&j, 0, "access_log")) < 0)
+		snprintf(why, whylen, "tokentap's %s does not say where its access log "
+		    "is (an older tokentap?); " FIX, url);
+	else if ((s = load_jl_str(&j, v, NULL)) == NULL)
+		snprintf(why, whylen, "tokentap writes its access log to no file; "
+		    "set its access_log to one readable here");
+	else if ((fd = open(s, O_RDONLY | O_CLOEXEC)) < 0)
+		snprintf(why, whylen, "tokentap's access log %s: %s here; " FIX, s,
+		    strerror(errno));
+	else if (strlen(s) >= len) {
+		close(fd);
+		snprintf(why, whylen, "tokentap's access log's path is too long; " FIX);
+	} else {
+		close(fd);
+		memcpy(path, s, strlen(s) + 1);
+		rc = 0;
+	}
+	free(s);
+	load_jl_free(&j);
+	free(body);
+	return rc;
 }
 
 /* ---- --tokentap-log: pairs by request id ------------------------------- */

@@ -39,6 +39,15 @@ uint64_t load_tt_settle_us(const struct load_tt_conf *c);
 /* The longest level the window holds whole (µs). */
 uint64_t load_tt_span_us(const struct load_tt_conf *c);
 
+/* Where tokentap's access log is, as its admin says (GET /ui/config.json,
+ * "access_log": absolute; null when it writes none to a file), for
+ * --tokentap without --tokentap-log: the pairs by id then need no window.
+ * Returns 0 with the path in path when it can be opened for reading here,
+ * else -1 with why not and the fix in why (the run falls back to /stats
+ * windows). */
+int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char *why,
+    size_t whylen, int timeout_ms);
+
 /* --tokentap-log FILE: pairs every measured request of r's levels with
  * tokentap's access-log line of it, by its X-Request-Id (the log's
  * request_id: <run_id>-<level>-<seq>, <run_id>-<level>r<k>-<seq> for
