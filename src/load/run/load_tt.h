@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The proxy's view beside the client's (--tokentap ADMIN_URL): tokentap's
- * own figures for the requests of a level, read from its admin /stats
+/* The proxy's view beside the client's (--tokentap ADMIN_URL): each
+ * request paired by id with its line in the access log the admin names
+ * (load_tt_find_log, load_tt_pair) when it can be read here; else
+ * tokentap's own figures for the requests of a level, read from its admin /stats
  * (GET /stats?window=W&by=route; the route, --tokentap-route, else the one
  * with the most requests in the window). /stats serves sliding windows of
  * six slices each (stats.windows): a window read at time t holds the
