@@ -505,21 +505,28 @@ def test_tokentap_alone_without_a_log_file_waits_windows():
     """--tokentap alone, tokentap's access log on stdout: no file to pair
     by, so tokentap-load reads a /stats window a level, waits one out
     between levels (3 s: at least 3 s more than the levels' own), and
-    says why and the fix once, on stderr and in the JSON."""
+    says why and the fix once, on stderr, and in the JSON, the table and
+    the HTML report's warnings."""
     with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
             Tokentap('access_log: "-"\nstats: {windows: [3s]}\nroutes:\n  - name: chat\n'
                      "    match: {path_prefix: /v1/}\n"
                      f"    upstream: http://127.0.0.1:{m.port}\n") as t:
         began = time.monotonic()
+        html = os.path.join(os.path.dirname(t.log), "windows.html")
         doc, err = load("sweep", "--over", "concurrency", "--levels", "1,2", "--no-stop",
                         "-d", "500ms", "--warmup", "0", "--max-tokens", "10",
                         "--no-samples", "--tokentap", f"http://127.0.0.1:{t.admin}",
-                        t.url(CHAT), whole=True, stderr=True)
+                        "--report", html, t.url(CHAT), whole=True, stderr=True)
         took = time.monotonic() - began
+        with open(html) as f:
+            page = f.read()
     assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
     why = doc["tokentap_pairing_reason"]
     assert "access log to no file" in why and "set its access_log" in why, why
     assert err.count("not pairing by request id") == 1 and why in err, err
+    # and in the report's table (on stderr too, as --json - has stdout)
+    assert err.count("warning      from /stats windows, not paired by request id: " + why) == 1
+    assert 'data-warning="tokentap_pairing"' in page and why in page, why
     assert len(doc["levels"]) == 2
     for lv in doc["levels"]:
         assert lv["tokentap_paired"] is None and lv["tokentap"]["ok"], lv["tokentap"]
