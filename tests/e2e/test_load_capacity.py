@@ -24,11 +24,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from concurrent.futures import ThreadPoolExecutor
 
 import capacity_matrix
-from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report
+from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report, run
 
 # Checked against the reference model (slots_model.py, a discrete-event
 # simulation of the mock's README formulas): three searches at once, each
@@ -533,6 +536,70 @@ def test_tokentap_alone_without_a_log_file_waits_windows():
         assert lv["tokentap"]["requests"] > 0, lv["tokentap"]
     assert took > sum(lv["elapsed_s"] for lv in doc["levels"]) + 3, took
 
+
+
+CHAT_ROUTE = "routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n    upstream: "
+
+
+def test_tokentap_alone_asks_with_the_admin_token():
+    """An admin behind a token: tokentap-load asks /stats and
+    /ui/config.json with $TOKENTAP_ADMIN_TOKEN, and pairs by id."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("admin:\n  address: 127.0.0.1:{admin}\n  token: s3cret\n" +
+                     CHAT_ROUTE + f"http://127.0.0.1:{m.port}\n") as t:
+        r = run("tokentap-load", "-c", "2", "-d", "500ms", "--warmup", "0",
+                "--max-tokens", "5", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                "--json", "-", t.url(CHAT), env={"TOKENTAP_ADMIN_TOKEN": "s3cret"},
+                expect=0)
+    doc = json.loads(r.stdout)
+    assert doc["tokentap_pairing"] == "access_log", (doc["tokentap_pairing"], r.stderr)
+    p = doc["levels"][0]["tokentap_paired"]
+    assert p["requests"] == doc["levels"][0]["requests"] > 0 and p["missing"] == 0, p
+
+
+class OlderAdmin(BaseHTTPRequestHandler):
+    """tokentap's admin as a tokentap before /ui/config.json's access_log
+    answered it: the real one's answers, that member taken out."""
+    real = None
+
+    def do_GET(self):
+        with urllib.request.urlopen(self.real + self.path, timeout=10) as a:
+            body = a.read()
+        if self.path == "/ui/config.json":
+            doc = json.loads(body)
+            del doc["access_log"]
+            body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_tokentap_alone_older_tokentap_falls_back():
+    """A tokentap whose /ui/config.json does not name its access log: the
+    /stats windows, and why (an older tokentap) and the fix, once."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
+                     f"http://127.0.0.1:{m.port}\n") as t:
+        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            doc, err = load("-c", "1", "-d", "500ms", "--warmup", "0", "--max-tokens", "5",
+                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
+                            t.url(CHAT), stderr=True, whole=True)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert "does not say where its access log is" in why and "--tokentap-log FILE" in why, why
+    assert err.count("not pairing by request id") == 1, err
+    assert doc["levels"][0]["tokentap"]["ok"], doc["levels"][0]["tokentap"]
 
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""
