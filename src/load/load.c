@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -915,6 +916,8 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	struct load_env le;
 	struct load_json_opts jo = { !o->no_samples, o->itl_samples };
 	FILE *table = stdout, *json = NULL, *csv = NULL, *html = NULL;
+	struct stat st;
+	off_t tt_from = 0;
 	int rc = 0;
 
 	load_result_init(&r, o->kind, &o->conf, argc, argv);
@@ -949,6 +952,9 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	/* requests of before in the window: the first level waits them out */
 	if (in->tt_busy && le.tt != NULL)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+	/* the run's lines come after the log's end now */
+	if (o->tt_log != NULL && stat(o->tt_log, &st) == 0)
+		tt_from = st.st_size;
 	load_run_preflight(!o->no_preflight);
 	prompt_sizes(&le, o, in, &r);
 	if (o->kind == LOAD_KIND_SWEEP)
@@ -961,7 +967,7 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 		target_failed_fixup(&r);
 	if (o->tt_log != NULL && r.nlevels > 0) {
 		char err[300];
-		if (load_tt_pair(o->tt_log, &r, 2000, err, sizeof err) < 0)
+		if (load_tt_pair(o->tt_log, tt_from, &r, 2000, err, sizeof err) < 0)
 			log_error("--tokentap-log %s", err);
 		else
 			tt_none_paired(&r, o->tt_log);

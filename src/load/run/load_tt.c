@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -379,20 +380,26 @@ static void recs_free(struct recs *h)
 	memset(h, 0, sizeof(*h));
 }
 
-/* The log's lines of this run (they hold its run id) into h. */
-static int recs_read(struct recs *h, const char *path, const char *run_id, char *err,
-    size_t errlen)
+/* The log's lines of this run (they hold its run id) into h, from byte
+ * from on: the run's lines are after the log's end at its start; a log
+ * shorter than that now was rotated, and is read whole. */
+static int recs_read(struct recs *h, const char *path, off_t from, const char *run_id,
+    char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
 	struct load_jl j;
+	struct stat st;
 
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
+	/* a line being written at from reads as a tail without the run id */
+	if (from > 0 && fstat(fileno(f), &st) == 0 && st.st_size >= from)
+		(void)fseeko(f, from, SEEK_SET);
 	load_jl_init(&j);
 	while ((len = getline(&line, &cap, f)) > 0) {
 		size_t at;
@@ -503,8 +510,8 @@ static long pair_level(struct recs *h, const struct load_result *r, struct load_
 	return awaited;
 }
 
-int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
-    size_t errlen)
+int load_tt_pair(const char *path, off_t from, struct load_result *r, int wait_ms,
+    char *err, size_t errlen)
 {
 	uint64_t deadline = util_now_us() + (uint64_t)wait_ms * 1000;
 
@@ -512,7 +519,7 @@ int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err
 		struct recs h = { NULL, 0, 0 };
 		long missing = 0, m;
 
-		if (recs_read(&h, path, r->run_id, err, errlen) < 0) {
+		if (recs_read(&h, path, from, r->run_id, err, errlen) < 0) {
 			recs_free(&h);
 			return -1;
 		}

@@ -16,6 +16,7 @@
 #define TOKENTAP_LOAD_TT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "load_result.h"
 
@@ -57,8 +58,11 @@ int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char 
  * for, and the difference per request, not of two histograms' buckets.
  * A line is written a moment after the client had the last byte: the
  * file is read again, 50 ms apart, until every request is in it or
- * wait_ms passed. Returns 0, or -1 with err (the file cannot be read). */
-int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
-    size_t errlen);
+ * wait_ms passed. The file is read from byte from (its size before the
+ * levels: a busy proxy's log is gigabytes of other requests), or whole
+ * when it is shorter now (rotated). Returns 0, or -1 with err (the file
+ * cannot be read). */
+int load_tt_pair(const char *path, off_t from, struct load_result *r, int wait_ms,
+    char *err, size_t errlen);
 
 #endif
