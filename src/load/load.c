@@ -898,14 +898,18 @@ static void prompt_sizes(struct load_env *le, struct load_opts *o, struct inputs
 static void tt_none_paired(const struct load_result *r, const char *path)
 {
 	uint64_t paired = 0, missing = 0;
+	char shown[4096];
 
 	for (size_t i = 0; i < r->nlevels; i++) {
 		paired += r->levels[i].pairs.paired;
 		missing += r->levels[i].pairs.missing;
 	}
-	if (paired == 0 && missing > 0)
+	if (paired == 0 && missing > 0) {
+		snprintf(shown, sizeof shown, "%s", path);
+		jsonw_sanitize(shown, '?');     /* tokentap's admin may have named it */
 		log_warn("no request of this run is in %s: is it the access log of "
-		    "the tokentap they went through?", path);
+		    "the tokentap they went through?", shown);
+	}
 }
 
 /* A run, a sweep or a capacity search, and its reports. */
@@ -967,8 +971,10 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 		target_failed_fixup(&r);
 	if (o->tt_log != NULL && r.nlevels > 0) {
 		char err[300];
-		if (load_tt_pair(o->tt_log, tt_from, &r, 2000, err, sizeof err) < 0)
+		if (load_tt_pair(o->tt_log, tt_from, &r, 2000, err, sizeof err) < 0) {
+			jsonw_sanitize(err, '?');
 			log_error("--tokentap-log %s", err);
+		}
 		else
 			tt_none_paired(&r, o->tt_log);
 	}

@@ -559,8 +559,10 @@ def test_tokentap_alone_asks_with_the_admin_token():
 
 class OlderAdmin(BaseHTTPRequestHandler):
     """tokentap's admin as a tokentap before /ui/config.json's access_log
-    answered it: the real one's answers, that member taken out."""
+    answered it: the real one's answers, that member taken out (or, with
+    named set, naming that instead)."""
     real = None
+    named = None
 
     def do_GET(self):
         with urllib.request.urlopen(self.real + self.path, timeout=10) as a:
@@ -568,6 +570,8 @@ class OlderAdmin(BaseHTTPRequestHandler):
         if self.path == "/ui/config.json":
             doc = json.loads(body)
             del doc["access_log"]
+            if self.named is not None:
+                doc["access_log"] = self.named
             body = json.dumps(doc).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -600,6 +604,29 @@ def test_tokentap_alone_older_tokentap_falls_back():
     assert "does not say where its access log is" in why and "--tokentap-log FILE" in why, why
     assert err.count("not pairing by request id") == 1, err
     assert doc["levels"][0]["tokentap"]["ok"], doc["levels"][0]["tokentap"]
+
+
+def test_tokentap_alone_admins_path_is_printed_harmless():
+    """The path the admin names is its bytes: a terminal escape and a line
+    break in it reach neither stderr nor the table nor the JSON."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
+                     f"http://127.0.0.1:{m.port}\n") as t:
+        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
+        OlderAdmin.named = "/nowhere/\x1b[31mred\nwarning: forged"
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            doc, err = load("-c", "1", "-d", "300ms", "--warmup", "0", "--max-tokens", "5",
+                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
+                            t.url(CHAT), stderr=True, whole=True)
+        finally:
+            OlderAdmin.named = None
+            srv.shutdown()
+            srv.server_close()
+    why = doc["tokentap_pairing_reason"]
+    assert "/nowhere/?[31mred?warning: forged: No such file" in why, why
+    assert "\x1b" not in err and "\nwarning: forged" not in err, err
 
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""

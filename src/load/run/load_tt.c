@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonw.h"
 #include "load_jsonl.h"
 #include "load_summary.h"
 #include "url.h"
@@ -294,6 +295,7 @@ int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char 
 	snprintf(url, sizeof(url), "%s/ui/config.json", c->base_path);
 	if (get(c, url, &out, timeout_ms, &body, &blen) < 0) {
 		snprintf(why, whylen, "%s; " FIX, out.error);
+		jsonw_sanitize(why, '?');
 		return -1;
 	}
 	load_jl_init(&j);
@@ -319,6 +321,9 @@ int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char 
 	free(s);
 	load_jl_free(&j);
 	free(body);
+	/* the path is the admin's bytes: printable before stderr and reports */
+	if (rc < 0)
+		jsonw_sanitize(why, '?');
 	return rc;
 }
 
