@@ -762,7 +762,8 @@ static int read_inputs(struct load_opts *o, struct inputs *in)
 			return -1;
 		}
 		in->tt_busy = probe.ok && probe.requests > 0;
-		if (o->tt_log == NULL)
+		/* scenarios read no tokentap figures: nothing to pair */
+		if (o->tt_log == NULL && o->scen_path == NULL)
 			find_tt_log(o, in);
 	}
 	return 0;
