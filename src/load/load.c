@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -223,12 +224,15 @@ static void usage(FILE *f)
 	    "                          attainment and a verdict per level\n"
 	    "      --lag               time each event stamped by tokentap-mock --stamp\n"
 	    "                          from its send to its read (same host)\n"
-	    "      --tokentap URL      tokentap's admin address: its /stats for each level\n"
-	    "                          beside the client's figures\n"
+	    "      --tokentap URL      tokentap's admin address: each request paired by\n"
+	    "                          X-Request-Id with its line in the access log it\n"
+	    "                          names, when readable here; else its /stats after\n"
+	    "                          each level, a window waited out between levels\n"
 	    "      --tokentap-window W the /stats window to read (default tokentap's first)\n"
 	    "      --tokentap-route R  the route to read (default the busiest)\n"
-	    "      --tokentap-log FILE tokentap's access log: each request paired with its\n"
-	    "                          line by X-Request-Id, client - tokentap per request\n"
+	    "      --tokentap-log FILE tokentap's access log (or a copy), over the one it\n"
+	    "                          names: each request paired with its line by\n"
+	    "                          X-Request-Id, client - tokentap per request\n"
 	    "                          (no /stats window to wait for between levels)\n"
 	    "\n"
 	    "Sweeps (tokentap-load sweep):\n"
@@ -682,7 +686,24 @@ struct inputs {
 	struct load_tt_conf tt;
 	int have_tt;
 	int tt_busy;                 /* the window held requests already */
+	char tt_log[4096];           /* --tokentap alone: tokentap's access log */
+	char tt_why[4800];           /* or why it cannot be read here */
 };
+
+/* --tokentap alone: tokentap's access log, when its admin says where it
+ * is and the file can be read here, pairs the requests by id as
+ * --tokentap-log does, so no level waits for a /stats window; else the
+ * windows, and why, once. */
+static void find_tt_log(struct load_opts *o, struct inputs *in)
+{
+	if (load_tt_find_log(&in->tt, in->tt_log, sizeof in->tt_log, in->tt_why,
+	    sizeof in->tt_why, 5000) == 0) {
+		o->tt_log = in->tt_log;
+		return;
+	}
+	log_warn("--tokentap: not pairing by request id (a /stats window a level, "
+	    "waited out between levels): %s", in->tt_why);
+}
 
 static int read_inputs(struct load_opts *o, struct inputs *in)
 {
@@ -741,6 +762,9 @@ static int read_inputs(struct load_opts *o, struct inputs *in)
 			return -1;
 		}
 		in->tt_busy = probe.ok && probe.requests > 0;
+		/* scenarios read no tokentap figures: nothing to pair */
+		if (o->tt_log == NULL && o->scen_path == NULL)
+			find_tt_log(o, in);
 	}
 	return 0;
 }
@@ -870,6 +894,25 @@ static void prompt_sizes(struct load_env *le, struct load_opts *o, struct inputs
 		le->tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
 }
 
+/* A log that holds none of the run's requests is not the log of the
+ * tokentap they went through (another host's path, say): said. */
+static void tt_none_paired(const struct load_result *r, const char *path)
+{
+	uint64_t paired = 0, missing = 0;
+	char shown[4096];
+
+	for (size_t i = 0; i < r->nlevels; i++) {
+		paired += r->levels[i].pairs.paired;
+		missing += r->levels[i].pairs.missing;
+	}
+	if (paired == 0 && missing > 0) {
+		snprintf(shown, sizeof shown, "%s", path);
+		jsonw_sanitize(shown, '?');     /* tokentap's admin may have named it */
+		log_warn("no request of this run is in %s: is it the access log of "
+		    "the tokentap they went through?", shown);
+	}
+}
+
 /* A run, a sweep or a capacity search, and its reports. */
 static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int argc,
     char **argv)
@@ -878,9 +921,15 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	struct load_env le;
 	struct load_json_opts jo = { !o->no_samples, o->itl_samples };
 	FILE *table = stdout, *json = NULL, *csv = NULL, *html = NULL;
+	struct stat st;
+	off_t tt_from = 0;
 	int rc = 0;
 
 	load_result_init(&r, o->kind, &o->conf, argc, argv);
+	if (o->tt_log != NULL || in->have_tt)
+		r.tt_pairing = o->tt_log != NULL ? "access_log" : "stats_window";
+	if (o->tt_log == NULL && in->have_tt)
+		r.tt_pairing_reason = in->tt_why;
 	r.pcts = o->pcts;
 	r.slo = o->slo;
 	r.slice_us = o->slice_us;
@@ -908,6 +957,9 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 	/* requests of before in the window: the first level waits them out */
 	if (in->tt_busy && le.tt != NULL)
 		le.tt_ready_at = util_now_us() + load_tt_settle_us(&in->tt);
+	/* the run's lines come after the log's end now */
+	if (o->tt_log != NULL && stat(o->tt_log, &st) == 0)
+		tt_from = st.st_size;
 	load_run_preflight(!o->no_preflight);
 	prompt_sizes(&le, o, in, &r);
 	if (o->kind == LOAD_KIND_SWEEP)
@@ -920,8 +972,12 @@ static int run_levels(struct env *e, struct load_opts *o, struct inputs *in, int
 		target_failed_fixup(&r);
 	if (o->tt_log != NULL && r.nlevels > 0) {
 		char err[300];
-		if (load_tt_pair(o->tt_log, &r, 2000, err, sizeof err) < 0)
+		if (load_tt_pair(o->tt_log, tt_from, &r, 2000, err, sizeof err) < 0) {
+			jsonw_sanitize(err, '?');
 			log_error("--tokentap-log %s", err);
+		}
+		else
+			tt_none_paired(&r, o->tt_log);
 	}
 	if (r.nlevels == 0 || (r.nlevels == 1 && r.levels[0].st.n == 0 && r.failed)) {
 		rc = EXIT_USAGE;

@@ -2,9 +2,12 @@
 /* The dashboard page and its config endpoint. */
 #include "ui.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -127,6 +130,28 @@ static int add_thresholds(struct evbuffer *out, const struct conf_thresholds *t)
 	return r < 0 ? -1 : 0;
 }
 
+/* "access_log": where a reader beside tokentap finds the log (tokentap-load
+ * --tokentap pairs its requests by id there): absolute (a relative path is
+ * tokentap's working directory's, which a reader does not share); null
+ * when there is none or it is no file (stdout, a pipe, a device). A file
+ * not there (moved, deleted) is still named: that is what is configured. */
+static int add_access_log(struct evbuffer *out, const char *path)
+{
+	char cwd[PATH_MAX], full[2 * PATH_MAX + 2];
+	struct stat st;
+	int r = evbuffer_add_printf(out, "\"access_log\":");
+
+	if (path == NULL || strcmp(path, "-") == 0 ||
+	    (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
+		return r | jsonw_str(out, NULL);
+	if (path[0] == '/')
+		return r | jsonw_str(out, path);
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		return r | jsonw_str(out, NULL);
+	snprintf(full, sizeof full, "%s/%s", cwd, path);
+	return r | jsonw_str(out, full);
+}
+
 /* Each evbuffer_add_printf result is or-ed into r: any -1 leaves r < 0. */
 int ui_config_json(struct evbuffer *out, const struct conf *c)
 {
@@ -160,6 +185,8 @@ int ui_config_json(struct evbuffer *out, const struct conf *c)
 		r |= add_thresholds(out, &c->routes[i].thresholds);
 		r |= evbuffer_add_printf(out, "}");
 	}
-	r |= evbuffer_add_printf(out, "]}\n");
+	r |= evbuffer_add_printf(out, "],");
+	r |= add_access_log(out, c->access_log);
+	r |= evbuffer_add_printf(out, "}\n");
 	return r < 0 ? -1 : 0;
 }

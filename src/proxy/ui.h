@@ -2,7 +2,8 @@
 /* The live dashboard of docs/contract.md §5 (GET /ui): a static page, built
  * into the binary, that reads /stats and /alerts from the browser; and
  * /ui/config.json, the windows and per-route thresholds the page colours
- * figures against (/stats does not carry them). */
+ * figures against (/stats does not carry them), and where the access log
+ * is (tokentap-load --tokentap pairs its requests there by id). */
 #ifndef TOKENTAP_UI_H
 #define TOKENTAP_UI_H
 
@@ -19,8 +20,9 @@ void ui_serve_page(struct evhttp_request *req);
 void ui_serve_config(struct evhttp_request *req, const struct conf *c);
 
 /* {"windows": ["1m", ...], "alerts": {...}, "routes": [{"name": ...,
- * "thresholds": {"ttft_warning_ms": ..., ...}}]}, null where a threshold
- * is off. Returns 0 or -1 (out of memory). */
+ * "thresholds": {"ttft_warning_ms": ..., ...}}], "access_log": "/abs/path"},
+ * null where a threshold is off or there is no log file. Returns 0 or -1
+ * (out of memory). */
 int ui_config_json(struct evbuffer *out, const struct conf *c);
 
 #endif

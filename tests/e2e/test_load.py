@@ -96,6 +96,7 @@ DOC_KEYS = {
     "schema_version", "tool", "version", "kind", "run_id", "started_at", "clock",
     "command", "target", "dialect", "model", "percentiles", "slice_s", "slo",
     "interrupted", "shard", "merged", "sweep", "capacity", "levels", "prompt_sizing",
+    "tokentap_pairing", "tokentap_pairing_reason",
 }
 LEVEL_KEYS = {
     "index", "label", "key", "value", "search", "phase", "unsustained", "disturbed", "disturbed_runs",

@@ -24,11 +24,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from concurrent.futures import ThreadPoolExecutor
 
 import capacity_matrix
-from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report
+from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report, run
 
 # Checked against the reference model (slots_model.py, a discrete-event
 # simulation of the mock's README formulas): three searches at once, each
@@ -421,13 +424,22 @@ def test_tokentap_beside_the_client():
             Tokentap("stats: {windows: [3s]}\nroutes:\n  - name: chat\n"
                      "    match: {path_prefix: /v1/}\n"
                      f"    upstream: http://127.0.0.1:{m.port}\n") as t:
-        doc = load("sweep", "--over", "concurrency", "--levels", "2,6",
-                          "-d", "1s", "--warmup", "0", "--max-tokens", "40",
-                          "--tokentap", f"http://127.0.0.1:{t.admin}",
-                          t.url(CHAT), whole=True)
+        # the log tokentap names is not where it was (as in another
+        # container): the windows, and why
+        moved = t.log + ".moved"
+        os.rename(t.log, moved)
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "2,6",
+                        "-d", "1s", "--warmup", "0", "--max-tokens", "40",
+                        "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        t.url(CHAT), whole=True, stderr=True)
         # tokentap-load waited for /stats; each line is written just after
+        t.log = moved
         logged = t.wait_logged(sum(lv["requests"] for lv in doc["levels"]))
     run = doc["run_id"]
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert f"{t.log[:-6]}: No such file or directory here" in why and "--tokentap-log" in why, why
+    assert err.count("not pairing by request id") == 1, err
     assert len(doc["levels"]) == 2
     for lv in doc["levels"]:
         tt = lv["tokentap"]
@@ -465,12 +477,164 @@ def test_tokentap_log_beside_tokentap_waits_no_window():
                    t.url(CHAT), whole=True)
         took = time.monotonic() - began
     assert len(doc["levels"]) == 3
+    assert doc["tokentap_pairing"] == "access_log" and doc["tokentap_pairing_reason"] is None
     for lv in doc["levels"]:
         p = lv["tokentap_paired"]
         assert p["requests"] == lv["requests"] and p["missing"] == 0, p
     # two waits of a window would be 7 s over the levels' own time
     assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
 
+
+def test_tokentap_alone_pairs_by_id_and_waits_no_window():
+    """--tokentap alone: tokentap's /ui/config.json names its access log,
+    readable here, so tokentap-load pairs each request by id as with
+    --tokentap-log and no level waits for the 10 s window to clear (a
+    wait is 11.8 s: the margin, half of one, fails on any); /stats is
+    not read per level."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [10s]}\nroutes:\n  - name: chat\n"
+                     "    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "1,2,4", "--no-stop",
+                        "-d", "1s", "--warmup", "100ms", "--max-tokens", "10",
+                        "--no-samples", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        t.url(CHAT), whole=True, stderr=True)
+        took = time.monotonic() - began
+    assert doc["tokentap_pairing"] == "access_log", (doc["tokentap_pairing"], err)
+    assert doc["tokentap_pairing_reason"] is None and "pairing" not in err, err
+    assert len(doc["levels"]) == 3
+    for lv in doc["levels"]:
+        assert lv["tokentap"] is None, lv["tokentap"]
+        p = lv["tokentap_paired"]
+        assert p["requests"] == lv["requests"] > 0 and p["missing"] == 0, p
+        assert p["client_minus_tokentap_ttft_ms"]["count"] == lv["ok"], p
+    assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 11.8 / 2, took
+
+
+def test_tokentap_alone_without_a_log_file_waits_windows():
+    """--tokentap alone, tokentap's access log on stdout: no file to pair
+    by, so tokentap-load reads a /stats window a level, waits one out
+    between levels (3 s: at least 3 s more than the levels' own), and
+    says why and the fix once, on stderr, and in the JSON, the table and
+    the HTML report's warnings."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap('access_log: "-"\nstats: {windows: [3s]}\nroutes:\n  - name: chat\n'
+                     "    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        began = time.monotonic()
+        html = os.path.join(os.path.dirname(t.log), "windows.html")
+        doc, err = load("sweep", "--over", "concurrency", "--levels", "1,2", "--no-stop",
+                        "-d", "500ms", "--warmup", "0", "--max-tokens", "10",
+                        "--no-samples", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                        "--report", html, t.url(CHAT), whole=True, stderr=True)
+        took = time.monotonic() - began
+        with open(html) as f:
+            page = f.read()
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert "access log to no file" in why and "set its access_log" in why, why
+    assert err.count("not pairing by request id") == 1 and why in err, err
+    # and in the report's table (on stderr too, as --json - has stdout)
+    assert err.count("warning      from /stats windows, not paired by request id: " + why) == 1
+    assert 'data-warning="tokentap_pairing"' in page and why in page, why
+    assert len(doc["levels"]) == 2
+    for lv in doc["levels"]:
+        assert lv["tokentap_paired"] is None and lv["tokentap"]["ok"], lv["tokentap"]
+        assert lv["tokentap"]["requests"] > 0, lv["tokentap"]
+    assert took > sum(lv["elapsed_s"] for lv in doc["levels"]) + 3, took
+
+
+
+CHAT_ROUTE = "routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n    upstream: "
+
+
+def test_tokentap_alone_asks_with_the_admin_token():
+    """An admin behind a token: tokentap-load asks /stats and
+    /ui/config.json with $TOKENTAP_ADMIN_TOKEN, and pairs by id."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("admin:\n  address: 127.0.0.1:{admin}\n  token: s3cret\n" +
+                     CHAT_ROUTE + f"http://127.0.0.1:{m.port}\n") as t:
+        r = run("tokentap-load", "-c", "2", "-d", "500ms", "--warmup", "0",
+                "--max-tokens", "5", "--tokentap", f"http://127.0.0.1:{t.admin}",
+                "--json", "-", t.url(CHAT), env={"TOKENTAP_ADMIN_TOKEN": "s3cret"},
+                expect=0)
+    doc = json.loads(r.stdout)
+    assert doc["tokentap_pairing"] == "access_log", (doc["tokentap_pairing"], r.stderr)
+    p = doc["levels"][0]["tokentap_paired"]
+    assert p["requests"] == doc["levels"][0]["requests"] > 0 and p["missing"] == 0, p
+
+
+class OlderAdmin(BaseHTTPRequestHandler):
+    """tokentap's admin as a tokentap before /ui/config.json's access_log
+    answered it: the real one's answers, that member taken out (or, with
+    named set, naming that instead)."""
+    real = None
+    named = None
+
+    def do_GET(self):
+        with urllib.request.urlopen(self.real + self.path, timeout=10) as a:
+            body = a.read()
+        if self.path == "/ui/config.json":
+            doc = json.loads(body)
+            del doc["access_log"]
+            if self.named is not None:
+                doc["access_log"] = self.named
+            body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_tokentap_alone_older_tokentap_falls_back():
+    """A tokentap whose /ui/config.json does not name its access log: the
+    /stats windows, and why (an older tokentap) and the fix, once."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
+                     f"http://127.0.0.1:{m.port}\n") as t:
+        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            doc, err = load("-c", "1", "-d", "500ms", "--warmup", "0", "--max-tokens", "5",
+                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
+                            t.url(CHAT), stderr=True, whole=True)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+    assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
+    why = doc["tokentap_pairing_reason"]
+    assert "does not say where its access log is" in why and "--tokentap-log FILE" in why, why
+    assert err.count("not pairing by request id") == 1, err
+    assert doc["levels"][0]["tokentap"]["ok"], doc["levels"][0]["tokentap"]
+
+
+def test_tokentap_alone_admins_path_is_printed_harmless():
+    """The path the admin names is its bytes: a terminal escape and a line
+    break in it reach neither stderr nor the table nor the JSON."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
+                     f"http://127.0.0.1:{m.port}\n") as t:
+        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
+        OlderAdmin.named = "/nowhere/\x1b[31mred\nwarning: forged"
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            doc, err = load("-c", "1", "-d", "300ms", "--warmup", "0", "--max-tokens", "5",
+                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
+                            t.url(CHAT), stderr=True, whole=True)
+        finally:
+            OlderAdmin.named = None
+            srv.shutdown()
+            srv.server_close()
+    why = doc["tokentap_pairing_reason"]
+    assert "/nowhere/?[31mred?warning: forged: No such file" in why, why
+    assert "\x1b" not in err and "\nwarning: forged" not in err, err
 
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""

@@ -176,6 +176,37 @@ def test_tokentap_log_pairs_each_request():
     assert took < sum(lv["elapsed_s"] for lv in doc["levels"]) + 5, took
 
 
+def test_tokentap_log_read_from_the_runs_start_or_whole_once_rotated():
+    """The log is read from where it ended when the run began (a busy
+    proxy's is gigabytes of other requests); cut to nothing during the
+    level, after five of its lines (copytruncate), it is shorter than that
+    at the end and is read
+    whole: the requests that ended after the cut are paired, those before
+    it are missing (before: none paired, the read began past its end)."""
+    with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
+            Tokentap("routes:\n  - name: chat\n    match: {path_prefix: /v1/}\n"
+                     f"    upstream: http://127.0.0.1:{m.port}\n") as t:
+        with open(t.log, "a") as f:     # older lines, more than the run writes
+            f.write(('{"request_id": "older", "x": "%s"}\n' % ("y" * 1000)) * 1000)
+            older = f.tell()
+
+        def cut_after_five():           # lines of the run, whatever the start took
+            for _ in range(3000):
+                with open(t.log, "rb") as f:
+                    f.seek(older)
+                    if f.read().count(b"\n") >= 5:
+                        os.truncate(t.log, 0)
+                        return
+                time.sleep(0.01)
+        cut = threading.Thread(target=cut_after_five)
+        cut.start()
+        doc = load("-c", "2", "-d", "2s", "--warmup", "0", "--max-tokens", "10",
+                   "--no-samples", "--tokentap-log", t.log, t.url(CHAT))
+        cut.join()
+    p = doc["tokentap_paired"]
+    assert p["requests"] > 0 and p["missing"] > 0, p
+    assert p["requests"] + p["missing"] == doc["requests"], (p, doc["requests"])
+
 def test_cosmetic_faults():
     """The replay header says its requests and where the sizes come from
     (it said "requests0)" and "prompt 100-100 tokens"); a rate is a plain

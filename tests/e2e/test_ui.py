@@ -189,6 +189,24 @@ def test_page_served():
         assert th["fast"]["error_rate_warning"] is None and th["fast"]["error_rate_critical"] is None
 
 
+def test_config_names_the_access_log():
+    """/ui/config.json's access_log: the file tokentap writes, absolute
+    (tokentap-load --tokentap pairs its requests there by id) and escaped
+    (a quote and a backslash in its name); a relative one joined to
+    tokentap's working directory; null for stdout."""
+    odd = os.path.realpath(tempfile.mkdtemp(prefix='tt "q\\ '))
+    with Mock(*SIX) as m:
+        path = os.path.join(odd, "a.jsonl")
+        with Tokentap(f"access_log: '{path}'\n" + config(m.port)) as t:
+            assert t.get("/ui/config.json", json=True)["access_log"] == path
+        cd = ("sh", "-c", 'cd "$0" && exec "$@"', odd)
+        with Tokentap("access_log: rel.jsonl\n" + config(m.port), wrapper=cd) as t:
+            assert t.get("/ui/config.json", json=True)["access_log"] == \
+                os.path.join(odd, "rel.jsonl")
+        with Tokentap('access_log: "-"\n' + config(m.port)) as t:
+            assert t.get("/ui/config.json", json=True)["access_log"] is None
+
+
 def test_dashboard_in_browser():
     with Mock(*SIX, "--ttft", "40ms") as fast, Mock(*SIX, "--ttft", "1500ms") as slow, \
             Tokentap(config(fast.port, slow.port)) as t:

@@ -238,6 +238,13 @@ void load_html_verdict(struct load_page *pg)
 		}
 	}
 	disturbed_line(pg);
+	/* --tokentap alone could not pair by id: the figures are windows' */
+	if (r->tt_pairing_reason != NULL) {
+		fputs("<li class=\"missed\" data-warning=\"tokentap_pairing\">tokentap's "
+		    "figures from /stats windows, not paired by request id: ", f);
+		text(pg, r->tt_pairing_reason);
+		fputs("</li>\n", f);
+	}
 	fputs("</ul>\n", f);
 	end_section(pg);
 }

@@ -823,6 +823,8 @@ void load_json_write(FILE *f, const struct load_result *r,
 	} else {
 		null(&e, "merged");
 	}
+	str(&e, "tokentap_pairing", r->tt_pairing);
+	str(&e, "tokentap_pairing_reason", r->tt_pairing_reason);
 	if (r->kind == LOAD_KIND_SWEEP) {
 		obj(&e, "sweep", 0);
 		str(&e, "key", load_key_name(r->sweep_key));

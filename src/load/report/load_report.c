@@ -659,6 +659,10 @@ static void levels_table(FILE *f, const struct load_result *r)
 		cell(f, lv->sum.tpot.median - t->tpot[LOAD_TT_P50], 9, 3);
 		fprintf(f, "%s\n", t->window_short ? "  (level longer than the window)" : "");
 	}
+	/* --tokentap alone could not pair by id: why, beside the figures */
+	if (r->tt_pairing_reason != NULL)
+		fprintf(f, "warning      from /stats windows, not paired by request id: %s\n",
+		    r->tt_pairing_reason);
 }
 
 /* A value or "?" (unbounded). */

@@ -2,6 +2,7 @@
 #include "load_tt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netdb.h>
 #include <poll.h>
@@ -10,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonw.h"
 #include "load_jsonl.h"
 #include "load_summary.h"
 #include "url.h"
@@ -115,7 +118,8 @@ static int get(const struct load_tt_conf *c, const char *path, struct load_tt *o
 		if (len + 65536 > cap) {
 			char *b;
 			if (cap >= MAX_RESPONSE) {
-				fail(out, "%s", "tokentap's /stats answer is too large");
+				fail(out, "tokentap's %.*s answer is too large",
+				    (int)strcspn(path, "?"), path);
 				goto done;
 			}
 			cap = cap ? cap * 2 : 65536 * 2;
@@ -155,7 +159,8 @@ static int get(const struct load_tt_conf *c, const char *path, struct load_tt *o
 			for (char *s = what; *s; s++)
 				if (*s == '\n' || *s == '\r')
 					*s = ' ';
-			fail(out, "tokentap's /stats answered %s", what);
+			fail(out, "tokentap's %.*s answered %s", (int)strcspn(path, "?"), path,
+			    what);
 			goto done;
 		}
 		*blen = len - (size_t)(sep + 4 - buf);
@@ -271,6 +276,57 @@ uint64_t load_tt_span_us(const struct load_tt_conf *c)
 	return c->window_us * 5 / 6;
 }
 
+/* ---- where tokentap's access log is ------------------------------------ */
+
+/* The fix said with every reason the log cannot be used. */
+#define FIX "pass --tokentap-log FILE with a copy of it readable here"
+
+int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char *why,
+    size_t whylen, int timeout_ms)
+{
+	struct load_tt out;
+	struct load_jl j;
+	char url[512], *body = NULL, *s = NULL;
+	size_t blen = 0, at;
+	const char *jwhy;
+	int v, fd, rc = -1;
+
+	memset(&out, 0, sizeof(out));
+	snprintf(url, sizeof(url), "%s/ui/config.json", c->base_path);
+	if (get(c, url, &out, timeout_ms, &body, &blen) < 0) {
+		snprintf(why, whylen, "%s; " FIX, out.error);
+		jsonw_sanitize(why, '?');
+		return -1;
+	}
+	load_jl_init(&j);
+	if (load_jl_parse(&j, body, blen, &at, &jwhy) < 0 ||
+	    load_jl_type(&j, 0) != LOAD_JL_OBJECT ||
+	    (v = load_jl_get(&j, 0, "access_log")) < 0)
+		snprintf(why, whylen, "tokentap's %s does not say where its access log "
+		    "is (an older tokentap?); " FIX, url);
+	else if ((s = load_jl_str(&j, v, NULL)) == NULL)
+		snprintf(why, whylen, "tokentap writes its access log to no file; "
+		    "set its access_log to one readable here");
+	else if ((fd = open(s, O_RDONLY | O_CLOEXEC)) < 0)
+		snprintf(why, whylen, "tokentap's access log %s: %s here; " FIX, s,
+		    strerror(errno));
+	else if (strlen(s) >= len) {
+		close(fd);
+		snprintf(why, whylen, "tokentap's access log's path is too long; " FIX);
+	} else {
+		close(fd);
+		memcpy(path, s, strlen(s) + 1);
+		rc = 0;
+	}
+	free(s);
+	load_jl_free(&j);
+	free(body);
+	/* the path is the admin's bytes: printable before stderr and reports */
+	if (rc < 0)
+		jsonw_sanitize(why, '?');
+	return rc;
+}
+
 /* ---- --tokentap-log: pairs by request id ------------------------------- */
 
 struct rec {
@@ -329,20 +385,26 @@ static void recs_free(struct recs *h)
 	memset(h, 0, sizeof(*h));
 }
 
-/* The log's lines of this run (they hold its run id) into h. */
-static int recs_read(struct recs *h, const char *path, const char *run_id, char *err,
-    size_t errlen)
+/* The log's lines of this run (they hold its run id) into h, from byte
+ * from on: the run's lines are after the log's end at its start; a log
+ * shorter than that now was rotated, and is read whole. */
+static int recs_read(struct recs *h, const char *path, off_t from, const char *run_id,
+    char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
 	struct load_jl j;
+	struct stat st;
 
 	if (f == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
+	/* a line being written at from reads as a tail without the run id */
+	if (from > 0 && fstat(fileno(f), &st) == 0 && st.st_size >= from)
+		(void)fseeko(f, from, SEEK_SET);
 	load_jl_init(&j);
 	while ((len = getline(&line, &cap, f)) > 0) {
 		size_t at;
@@ -453,8 +515,8 @@ static long pair_level(struct recs *h, const struct load_result *r, struct load_
 	return awaited;
 }
 
-int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
-    size_t errlen)
+int load_tt_pair(const char *path, off_t from, struct load_result *r, int wait_ms,
+    char *err, size_t errlen)
 {
 	uint64_t deadline = util_now_us() + (uint64_t)wait_ms * 1000;
 
@@ -462,7 +524,7 @@ int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err
 		struct recs h = { NULL, 0, 0 };
 		long missing = 0, m;
 
-		if (recs_read(&h, path, r->run_id, err, errlen) < 0) {
+		if (recs_read(&h, path, from, r->run_id, err, errlen) < 0) {
 			recs_free(&h);
 			return -1;
 		}

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The proxy's view beside the client's (--tokentap ADMIN_URL): tokentap's
- * own figures for the requests of a level, read from its admin /stats
+/* The proxy's view beside the client's (--tokentap ADMIN_URL): each
+ * request paired by id with its line in the access log the admin names
+ * (load_tt_find_log, load_tt_pair) when it can be read here; else
+ * tokentap's own figures for the requests of a level, read from its admin /stats
  * (GET /stats?window=W&by=route; the route, --tokentap-route, else the one
  * with the most requests in the window). /stats serves sliding windows of
  * six slices each (stats.windows): a window read at time t holds the
@@ -14,6 +16,7 @@
 #define TOKENTAP_LOAD_TT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "load_result.h"
 
@@ -39,6 +42,15 @@ uint64_t load_tt_settle_us(const struct load_tt_conf *c);
 /* The longest level the window holds whole (µs). */
 uint64_t load_tt_span_us(const struct load_tt_conf *c);
 
+/* Where tokentap's access log is, as its admin says (GET /ui/config.json,
+ * "access_log": absolute; null when it writes none to a file), for
+ * --tokentap without --tokentap-log: the pairs by id then need no window.
+ * Returns 0 with the path in path when it can be opened for reading here,
+ * else -1 with why not and the fix in why (the run falls back to /stats
+ * windows). */
+int load_tt_find_log(const struct load_tt_conf *c, char *path, size_t len, char *why,
+    size_t whylen, int timeout_ms);
+
 /* --tokentap-log FILE: pairs every measured request of r's levels with
  * tokentap's access-log line of it, by its X-Request-Id (the log's
  * request_id: <run_id>-<level>-<seq>, <run_id>-<level>r<k>-<seq> for
@@ -46,8 +58,11 @@ uint64_t load_tt_span_us(const struct load_tt_conf *c);
  * for, and the difference per request, not of two histograms' buckets.
  * A line is written a moment after the client had the last byte: the
  * file is read again, 50 ms apart, until every request is in it or
- * wait_ms passed. Returns 0, or -1 with err (the file cannot be read). */
-int load_tt_pair(const char *path, struct load_result *r, int wait_ms, char *err,
-    size_t errlen);
+ * wait_ms passed. The file is read from byte from (its size before the
+ * levels: a busy proxy's log is gigabytes of other requests), or whole
+ * when it is shorter now (rotated). Returns 0, or -1 with err (the file
+ * cannot be read). */
+int load_tt_pair(const char *path, off_t from, struct load_result *r, int wait_ms,
+    char *err, size_t errlen);
 
 #endif

@@ -179,6 +179,12 @@ struct load_result {
 	unsigned merged;
 	char plan[20];
 	double merged_skew_s;
+	/* tokentap's figures beside the client's: "access_log" (each request
+	 * paired by id), "stats_window" (a /stats window a level), NULL
+	 * (neither asked); and why --tokentap alone did not pair, or NULL
+	 * (the caller's string, outliving r) */
+	const char *tt_pairing;
+	const char *tt_pairing_reason;
 };
 
 void load_result_init(struct load_result *r, enum load_kind kind,
