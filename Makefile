@@ -40,6 +40,9 @@ CFLAGS   ?= $(OPT) -g
 # sanitizer and fuzz builds keep their flags; make LTO= turns it off.
 ifeq ($(SANITIZER),)
 LTO      ?= -flto=auto
+# calls into libc, libevent and OpenSSL through the GOT, without the PLT's
+# jump: some 21 calls an event, an instruction each (docs/benchmarks.md)
+NOPLT    ?= -fno-plt
 endif
 # an archive of LTO objects needs the compiler's plugin for its index
 AR       := $(if $(LTO),gcc-ar,$(AR))
@@ -52,7 +55,7 @@ LTO_OBJ  := $(LTO) $(if $(LTO),-ffat-lto-objects)
 WERROR   ?=
 WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2
 XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -I$(LLHTTP_H) $(LLHTTP_STRICT) \
-            $(PKG_CFLAGS) -MMD -MP $(SANFLAGS)
+            $(PKG_CFLAGS) -MMD -MP $(SANFLAGS) $(NOPLT)
 LIBS      = $(PKG_LIBS) -lpthread -lm
 
 # ---- Packages ---------------------------------------------------------------
@@ -157,12 +160,12 @@ all: $(BINS)
 # every package, the tests' too
 deps: $(TEST_DEPS)
 
-# Objects are built anew when WERROR or LTO changes (a plain make after
-# make test)
+# Objects are built anew when WERROR, LTO or NOPLT changes (a plain make
+# after make test)
 WERROR_STAMP := $(B)/werror.stamp
 $(WERROR_STAMP): FORCE
 	@mkdir -p $(@D)
-	@[ "$$(cat $@ 2>/dev/null)" = "$(WERROR) $(LTO)" ] || echo "$(WERROR) $(LTO)" >$@
+	@[ "$$(cat $@ 2>/dev/null)" = "$(WERROR) $(LTO) $(NOPLT)" ] || echo "$(WERROR) $(LTO) $(NOPLT)" >$@
 .PHONY: FORCE
 FORCE:
 
@@ -175,7 +178,7 @@ $(B)/obj/%.o: src/%.c $(WERROR_STAMP)
 # (the Makefile holds its flags: strict mode)
 $(B)/llhttp/%.o: $(LLHTTP)/%.c Makefile
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) $(LTO_OBJ) -MMD -MP -w -c -o $@ $<
+	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) $(NOPLT) $(LTO_OBJ) -MMD -MP -w -c -o $@ $<
 
 # the dashboard page is embedded with .incbin, which -MMD does not see
 $(B)/obj/proxy/ui.o: src/proxy/ui/index.html
@@ -192,7 +195,7 @@ $(B)/lib%.a: $$(filter-out $$(MAIN_$$*),$$(OBJS_$$*))
 # --as-needed: each program depends on the libraries it calls, no more.
 # With LTO the code is generated here: the compile's flags and warnings
 # (-Werror included) apply to it.
-LINK = $(CC) $(SANFLAGS) $(LTO) $(if $(LTO),$(CFLAGS) $(WARN)) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LIBS)
+LINK = $(CC) $(SANFLAGS) $(LTO) $(if $(LTO),$(CFLAGS) $(NOPLT) $(WARN)) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LIBS)
 
 $(B)/tokentap: $(OBJS_proxy) $(CORE_LIB)
 	$(LINK)
