@@ -4,6 +4,7 @@
 #   make test            unit + end-to-end tests, normal and under ASan+UBSan
 #   make demo            bundled backend, proxy, a short load, the stats table
 #   make SANITIZER=address,undefined   instrumented build (objects in build/san)
+#   make LTO= OPT=-O2    no link-time optimisation, -O2: a quicker build
 #   make DEPS=no         never run apt-get (the packages are yours to install)
 
 VERSION   := 0.1.0
@@ -31,15 +32,35 @@ B := build/san
 SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
+# -O3 in the plain build: 1.6 % fewer instructions an event than -O2 with
+# LTO (docs/benchmarks.md, "The build"); the instrumented builds stay at -O2
+ifeq ($(SANITIZER),)
+OPT      ?= -O3
+endif
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
+# Link-time optimisation in the plain build: the programs' code is made at
+# the link, which inlines across files (one event runs through sse.c,
+# dialect.c, meter.c and conn/; docs/benchmarks.md, "The build"). The
+# sanitizer and fuzz builds keep their flags; make LTO= turns it off.
+ifeq ($(SANITIZER),)
+LTO      ?= -flto=auto
+# calls into libc, libevent and OpenSSL through the GOT, without the PLT's
+# jump: some 21 calls an event, an instruction each (docs/benchmarks.md)
+NOPLT    ?= -fno-plt
+endif
+# an archive of LTO objects needs the compiler's plugin for its index
+AR       := $(if $(LTO),gcc-ar,$(AR))
+# fat objects: the unit tests link their machine code (-fno-lto), 67 links
+# that would each be a link-time compile otherwise (a minute of make test)
+LTO_OBJ  := $(LTO) $(if $(LTO),-ffat-lto-objects)
 # -Werror where the code is ours to fix (make test, make check, CI:
 # WERROR=-Werror); a plain make leaves warnings warnings, so that a newer
 # compiler's new warning never breaks a user's build
 WERROR   ?=
 WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2
 XCFLAGS   = -std=c11 -D_GNU_SOURCE -DTOKENTAP_VERSION='"$(VERSION)"' -I$(LLHTTP_H) $(LLHTTP_STRICT) \
-            $(PKG_CFLAGS) -MMD -MP $(SANFLAGS)
+            $(PKG_CFLAGS) -MMD -MP $(SANFLAGS) $(NOPLT)
 LIBS      = $(PKG_LIBS) -lpthread -lm
 
 # ---- Packages ---------------------------------------------------------------
@@ -144,24 +165,25 @@ all: $(BINS)
 # every package, the tests' too
 deps: $(TEST_DEPS)
 
-# Objects are built anew when WERROR changes (a plain make after make test)
+# Objects are built anew when WERROR, LTO, NOPLT or OPT changes (a plain
+# make after make test)
 WERROR_STAMP := $(B)/werror.stamp
 $(WERROR_STAMP): FORCE
 	@mkdir -p $(@D)
-	@[ "$$(cat $@ 2>/dev/null)" = "$(WERROR)" ] || echo "$(WERROR)" >$@
+	@[ "$$(cat $@ 2>/dev/null)" = "$(WERROR) $(LTO) $(NOPLT) $(OPT)" ] || echo "$(WERROR) $(LTO) $(NOPLT) $(OPT)" >$@
 .PHONY: FORCE
 FORCE:
 
 # the folder of an object decides its include path: build/obj/proxy/conn/x.o
 $(B)/obj/%.o: src/%.c $(WERROR_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(XCFLAGS) $(call inc_of,$*) $(CFLAGS) $(WARN) -c -o $@ $<
+	$(CC) $(XCFLAGS) $(LTO_OBJ) $(call inc_of,$*) $(CFLAGS) $(WARN) -c -o $@ $<
 
 # llhttp's C sources come from Debian's node-llhttp; compiled, never copied.
 # (the Makefile holds its flags: strict mode)
 $(B)/llhttp/%.o: $(LLHTTP)/%.c Makefile
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) -MMD -MP -w -c -o $@ $<
+	$(CC) -std=c11 -I$(LLHTTP_H) $(LLHTTP_STRICT) $(CFLAGS) $(SANFLAGS) $(NOPLT) $(LTO_OBJ) -MMD -MP -w -c -o $@ $<
 
 # the dashboard page is embedded with .incbin, which -MMD does not see
 $(B)/obj/proxy/ui.o: src/proxy/ui/index.html
@@ -175,8 +197,10 @@ $(B)/lib%.a: $$(filter-out $$(MAIN_$$*),$$(OBJS_$$*))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# --as-needed: each program depends on the libraries it calls, no more
-LINK = $(CC) $(SANFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LIBS)
+# --as-needed: each program depends on the libraries it calls, no more.
+# With LTO the code is generated here: the compile's flags and warnings
+# (-Werror included) apply to it.
+LINK = $(CC) $(SANFLAGS) $(LTO) $(if $(LTO),$(CFLAGS) $(NOPLT) $(WARN)) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LIBS)
 
 $(B)/tokentap: $(OBJS_proxy) $(CORE_LIB)
 	$(LINK)
@@ -187,6 +211,9 @@ $(B)/tokentap-mock: $(OBJS_mock) $(CORE_LIB)
 $(B)/tokentap-load: $(OBJS_load) $(CORE_LIB)
 	$(LINK)
 
+# A unit test's own source compiles at -O2 even in the -O3 build: there
+# gcc 12 takes open_memstream's buffer, which the tests read their output
+# from, for a pointer to the local that holds it (-Wdangling-pointer).
 # A unit test is named for its module (test_sse: src/core/sse.c) and links
 # that module's folder (as an archive, its entry file left out) and the
 # core; it compiles with that folder's include path and tests/unit (a load
@@ -196,7 +223,7 @@ test_inc = $(if $(filter load/%,$(1)),$(INC_load),$(call inc_of,$(1)/x))
 define unit_test
 $(B)/tests/test_$(1): tests/unit/test_$(1).c $(LIB_$(firstword $(subst /, ,$(call test_dir,$(1))))) $(CORE_LIB) | $(TEST_DEPS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(XCFLAGS) $(call test_inc,$(call test_dir,$(1))) -Itests/unit $$(CFLAGS) $$(WARN) \
+	$$(CC) $$(XCFLAGS) $$(if $$(LTO),-fno-lto) $(call test_inc,$(call test_dir,$(1))) -Itests/unit $$(CFLAGS:-O3=-O2) $$(WARN) \
 	    -o $$@ $$(filter %.c %.a,$$^) $$(LIBS) -lcmocka
 endef
 $(foreach t,$(UNIT_SRCS:tests/unit/test_%.c=%),$(eval $(call unit_test,$(t))))

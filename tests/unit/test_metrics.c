@@ -232,6 +232,7 @@ static void test_series_budget(void **state)
  * where a TTFO threshold is (what reads it is the TTFOHigh rule). */
 static void test_server_side_families(void **state)
 {
+	struct mset *m;
 	int f;
 	struct sample o = { .outcome = OUTCOME_OK, .status = 200, .ttft_us = 3000000,
 		.ttft_server_us = 50000, .ttfo_us = 3000000, .ttfo_server_us = 50000,
@@ -246,7 +247,10 @@ static void test_server_side_families(void **state)
 		setup(ttfo ? "alerts: {thresholds: {ttfo_warning: 1s}}\n"
 		    "routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n" :
 		    "routes:\n  - {name: r, upstream: http://127.0.0.1:1}\n");
-		metrics_request(metrics_resolve("r", "-", "m", "-", 0, 0, &f), f, &o);
+		/* two statements: a call's arguments are evaluated in no set
+		 * order, so f could be read before metrics_resolve sets it */
+		m = metrics_resolve("r", "-", "m", "-", 0, 0, &f);
+		metrics_request(m, f, &o);
 		s = exposition();
 		snprintf(want, sizeof want, "tokentap_time_to_first_token_server_seconds_bucket%s"
 		    ",le=\"0.100000\"} 1\n", lbl);
