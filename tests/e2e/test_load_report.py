@@ -611,6 +611,32 @@ def test_compare_exit_codes_and_bad_input():
         assert r.returncode == 2 and "a scenarios document" in r.stderr
 
 
+def test_report_reads_back_a_rate_interval():
+    """A rate search's saved document read back by `report`: its confidence
+    interval is the document's, not lost.
+    The interval is set in the document (both ends), so that the check does
+    not hang on what a short search decided: load_read.c once iterated the
+    "ci" array from the last element of "interval" and read [?, ?]."""
+    d = tempfile.mkdtemp(prefix="tt-ci-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "rate.json")
+    with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "4ms") as m:
+        load("capacity", "--slo", "ttft_p95<=30ms", "--over", "rate", "--from", "20",
+             "--repeats", "0", "-d", "600ms", "--warmup", "200ms", "--max-tokens", "12",
+             "--json", path, m.url(CHAT), report=False)
+    with open(path) as fh:
+        doc = json.load(fh)
+    cap, = doc["capacity"]
+    assert cap["found"] and cap["key"] == "rate", cap
+    cap["ci"] = [cap["interval"][0] - 0.5, cap["interval"][1] + 0.5]
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    table = load("report", path, report=False).stdout
+    want = f"confidence interval [{cap['ci'][0]:.2f}, {cap['ci'][1]:.2f}]"
+    assert want in table, (want, [ln for ln in table.splitlines()
+                                  if ln.startswith("capacity")])
+
+
 if __name__ == "__main__":
     import time
     only = sys.argv[1] if len(sys.argv) > 1 else ""

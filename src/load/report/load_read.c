@@ -999,6 +999,7 @@ static void capacity(struct rd *c, int root)
 			cp->estimate = cp->capacity;
 		cp->ci_lo = cp->ci_hi = NAN;
 		iv = array(c, el, "ci");
+		e2 = -1;              /* from its first element, not interval's */
 		if (iv >= 0 && load_jl_elem(&c->j, iv, &e2)) {
 			cp->ci_lo = num_tok(c, e2, "ci");
 			if (load_jl_elem(&c->j, iv, &e2))
