@@ -58,10 +58,11 @@ struct loop {
 	uint64_t rng;                 /* request ids */
 	struct rxtime_clock clock;    /* kernel receive times to monotonic */
 	/* The upstream connections of the requests that wait for their
-	 * first token; every LOOP_NORMAL_BURST normal reads while there are
-	 * any, their sockets are put in an epoll set of their own (once
-	 * each: a worker that keeps up never does) and it is asked, timeout
-	 * 0: a first token that came meanwhile is read at once
+	 * first token; every LOOP_NORMAL_BURST normal reads of one loop turn
+	 * while there are any, their sockets are put in an epoll set of
+	 * their own (once each; a worker whose turns stay shorter never
+	 * does) and it is asked, timeout 0: a first token that came
+	 * meanwhile is read at once
 	 * (upstream_urgent_reads). Asking the base's own epoll set again
 	 * instead (libevent's max_dispatch_interval) polled every socket
 	 * still ready, level-triggered, each time: at 1,000 streams tcp_poll
@@ -69,7 +70,8 @@ struct loop {
 	struct upconn_urgent urgent;
 	size_t n_urgent;              /* in it */
 	int urg_ep;                   /* -1: none */
-	unsigned normal_reads;        /* since it was last asked */
+	unsigned normal_reads;        /* since it was last asked, this turn */
+	struct timeval turn;          /* libevent's time cache: the turn's */
 };
 
 /* Are reads stamped by the kernel (timestamps: kernel)? */

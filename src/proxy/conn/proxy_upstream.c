@@ -485,6 +485,25 @@ static int first_token_due(const struct session *s)
 	    !m->unmeasured && m->events < FIRST_TOKEN_DUE_EVENTS);
 }
 
+/* Is this normal read the LOOP_NORMAL_BURST-th of its loop turn? The
+ * turn is told by libevent's time cache, set once a turn: a count kept
+ * across turns asked the urgent set, and put each request's socket in it
+ * (an epoll_ctl pair), in a worker whose turns were all short. */
+static int long_turn(struct loop *l)
+{
+	struct timeval tv;
+
+	event_base_gettimeofday_cached(l->base, &tv);
+	if (tv.tv_sec != l->turn.tv_sec || tv.tv_usec != l->turn.tv_usec) {
+		l->turn = tv;
+		l->normal_reads = 0;
+	}
+	if (++l->normal_reads < LOOP_NORMAL_BURST)
+		return 0;
+	l->normal_reads = 0;
+	return 1;
+}
+
 /* A direct read, plain or TLS alike (upstream_recv), into the worker's
  * buffer, with its receive time: no FIONREAD ioctl, no buffer chain
  * allocated per read (libevent's bufferevent does both). Plain: one
@@ -507,11 +526,8 @@ static void up_readable(evutil_socket_t fd, short what, void *arg)
 
 	/* a turn of many normal reads reads a first token that came meanwhile
 	 * before it goes on (loop.h: urg_ep) */
-	if (l->n_urgent > 0 && s->up->rd_prio == LOOP_NORMAL &&
-	    ++l->normal_reads >= LOOP_NORMAL_BURST) {
-		l->normal_reads = 0;
+	if (l->n_urgent > 0 && s->up->rd_prio == LOOP_NORMAL && long_turn(l))
 		upstream_urgent_reads(l);
-	}
 	/* past the backlog, what one read may leave waiting is small */
 	upstream_recv(s->up, fd, s->loop->rbuf, over_backlog(s) ? LOOP_READ_SMALL :
 	    LOOP_READ_MAX, loop_stamps(s->loop), &r);
