@@ -530,7 +530,8 @@ static double worst_ratio(const struct load_result *r, const struct load_level *
 
 /* The rate's estimate and interval fitted on the runs near it: each run an
  * independent replication, y its binding figure over the limit, logged. */
-static void fit(const struct load_result *r, struct load_capacity *c, double mu)
+static void fit(const struct load_result *r, struct load_capacity *c, double mu,
+    double missed)
 {
 	size_t n = 0, cap = 0, b = (size_t)c->binding;
 	double *x, *y, est, lo, hi, lim = r->slo.v[b].limit, e0 = c->estimate;
@@ -570,7 +571,13 @@ static void fit(const struct load_result *r, struct load_capacity *c, double mu)
 		if (est > c->lo && est < c->hi)
 			c->estimate = est;
 		c->ci_lo = fmin(lo, c->estimate);
-		c->ci_hi = fmax(isnan(mu) || hi < mu ? hi : mu, c->estimate);
+		/* never past a level decided missed above the estimate: a queue's
+		 * percentile there is well over its limit, where a line through
+		 * the runs near the crossing (levels run to close the lower
+		 * end among them) can reach far up (at 4 slots [32.07, 40.00]
+		 * beside 34.69 and 35.62 decided missed) */
+		c->ci_hi = fmin(fmax(isnan(mu) || hi < mu ? hi : mu, c->estimate),
+		    isnan(missed) ? INFINITY : missed);
 		c->replications = n;
 	}
 	free(x);
@@ -625,7 +632,7 @@ static void estimate(const struct load_result *r, struct load_capacity *c, doubl
 	 * extrapolate beyond every figure there is */
 	if (c->key == LOAD_KEY_RATE && c->binding >= 0 && isfinite(c->hi) &&
 	    (lhi == NULL || lhi->unsustained == NULL))
-		fit(r, c, mu);
+		fit(r, c, mu, c->ci_hi);
 }
 
 /* The runs the bracket's two ends get at least, for the fit (or all of
@@ -851,7 +858,7 @@ static void capacity_knee(const struct load_result *r, struct load_capacity *c,
  * sustained: missed, decidedly; met below), CLOSE_MAX a side at most,
  * within --max-levels. */
 static int close_side(struct load_env *e, const struct load_plan *p,
-    struct load_result *r, struct load_capacity *c, struct settle *st, int up)
+    struct load_result *r, struct load_capacity *c, const struct settle *st, int up)
 {
 	double v = up ? c->hi : c->lo, gap = p->resolution,
 	    min = c->key == LOAD_KEY_CONCURRENCY ? 1 : 0.01;
@@ -868,8 +875,9 @@ static int close_side(struct load_env *e, const struct load_plan *p,
 		if (search_level(e, p, r, c->key, v, "close", st) == NULL)
 			return -1;
 		c->levels++;
-		if (c->key == LOAD_KEY_RATE)
-			st->mu = served_rate(r);
+		/* marked by the search's served rate as it was: a new one would
+		 * re-label levels run before (unsettled, to run again, when
+		 * nothing runs them again) */
 		mark(r, c->key, st);
 		estimate(r, c, st->mu);
 	}
