@@ -86,7 +86,8 @@ struct load_level {
 	enum load_key key;           /* what this level set: concurrency, ... */
 	double value;                /* its value */
 	enum load_key search;        /* capacity: the search it belongs to */
-	const char *phase;           /* capacity: "bracket" or "bisect"; else NULL */
+	const char *phase;           /* capacity: "bracket", "bisect", "settle",
+	                              * "close"; else NULL */
 	char label[80];              /* "concurrency 16" */
 	struct load_conf conf;       /* the run's parameters (a copy) */
 	struct loadstats st;         /* every request of every run of the level */
