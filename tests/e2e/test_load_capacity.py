@@ -38,10 +38,16 @@ from harness import CHAT, SAN_MARKS, Mock, Tokentap, binary, load, report, run
 # a minute or two of sleeping on a mock's schedule. Under ASan+UBSan the
 # generator's lateness is part of every TTFT, which the model has not: the
 # plain pass alone judges the figures (tests/run.py: SANITIZER_SKIP).
-# make check leaves it out too (a load of minutes; CHECK_SKIP).
-SANITIZER_SKIP = {"test_capacity_against_the_model", "test_rate_capacity_at_one_slot",
-                  "test_rate_capacity_at_32_slots"}
-CHECK_SKIP = SANITIZER_SKIP
+# make check leaves it out too (a load of minutes; CHECK_SKIP). The
+# searches and sweeps judged against a closed form are plain only too
+# (68 s of make test's work under ASan, most of it the mock's schedule
+# slept): a capacity search still runs under the sanitizers in
+# test_disturbed_run_is_set_aside and test_load_report's reports.
+CHECK_SKIP = {"test_capacity_against_the_model", "test_rate_capacity_at_one_slot",
+              "test_rate_capacity_at_32_slots"}
+SANITIZER_SKIP = CHECK_SKIP | {"test_capacity_matches_the_model",
+                               "test_open_sweep_knee_is_carried",
+                               "test_sweep_stops_at_the_knee"}
 TIME_LIMITS = {"test_capacity_against_the_model": 400, "test_rate_capacity_at_one_slot": 300,
                "test_rate_capacity_at_32_slots": 300}
 
