@@ -599,22 +599,28 @@ class OlderAdmin(BaseHTTPRequestHandler):
         pass
 
 
+def through_older_admin(t, d):
+    """A run with --tokentap pointed at OlderAdmin in front of t's admin:
+    the document and stderr."""
+    OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        return load("-c", "1", "-d", d, "--warmup", "0", "--max-tokens", "5",
+                    "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
+                    t.url(CHAT), stderr=True, whole=True)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_tokentap_alone_older_tokentap_falls_back():
     """A tokentap whose /ui/config.json does not name its access log: the
     /stats windows, and why (an older tokentap) and the fix, once."""
     with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
             Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
                      f"http://127.0.0.1:{m.port}\n") as t:
-        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        try:
-            doc, err = load("-c", "1", "-d", "500ms", "--warmup", "0", "--max-tokens", "5",
-                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
-                            t.url(CHAT), stderr=True, whole=True)
-        finally:
-            srv.shutdown()
-            srv.server_close()
+        doc, err = through_older_admin(t, "500ms")
     assert doc["tokentap_pairing"] == "stats_window", doc["tokentap_pairing"]
     why = doc["tokentap_pairing_reason"]
     assert "does not say where its access log is" in why and "--tokentap-log FILE" in why, why
@@ -628,18 +634,11 @@ def test_tokentap_alone_admins_path_is_printed_harmless():
     with Mock("--ttft", "20ms", "--tpot", "3ms") as m, \
             Tokentap("stats: {windows: [3s]}\n" + CHAT_ROUTE +
                      f"http://127.0.0.1:{m.port}\n") as t:
-        OlderAdmin.real = f"http://127.0.0.1:{t.admin}"
         OlderAdmin.named = "/nowhere/\x1b[31mred\nwarning: forged"
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), OlderAdmin)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
         try:
-            doc, err = load("-c", "1", "-d", "300ms", "--warmup", "0", "--max-tokens", "5",
-                            "--tokentap", f"http://127.0.0.1:{srv.server_address[1]}",
-                            t.url(CHAT), stderr=True, whole=True)
+            doc, err = through_older_admin(t, "300ms")
         finally:
             OlderAdmin.named = None
-            srv.shutdown()
-            srv.server_close()
     why = doc["tokentap_pairing_reason"]
     assert "/nowhere/?[31mred?warning: forged: No such file" in why, why
     assert "\x1b" not in err and "\nwarning: forged" not in err, err

@@ -49,6 +49,18 @@ static void test_index_us_bounds(void **state)
 
 /* Values counted by bucket elsewhere, added by index, make the same
  * histogram as recording each. */
+
+/* a and b hold the same buckets, zeros and counts. */
+static void same_hist(const struct nhist *a, const struct nhist *b)
+{
+	assert_int_equal(a->zero_count, b->zero_count);
+	assert_int_equal(a->n, b->n);
+	for (uint32_t i = 0; i < b->n; i++) {
+		assert_int_equal(a->b[i].idx, b->b[i].idx);
+		assert_int_equal(a->b[i].count, b->b[i].count);
+	}
+}
+
 static void test_add_index(void **state)
 {
 	(void)state;
@@ -67,12 +79,7 @@ static void test_add_index(void **state)
 			else
 				assert_int_equal(nhist_add_index(&batch, nhist_index_us(v), 1), 0);
 		}
-		assert_int_equal(batch.zero_count, one.zero_count);
-		assert_int_equal(batch.n, one.n);
-		for (uint32_t i = 0; i < one.n; i++) {
-			assert_int_equal(batch.b[i].idx, one.b[i].idx);
-			assert_int_equal(batch.b[i].count, one.b[i].count);
-		}
+		same_hist(&batch, &one);
 		nhist_free(&one);
 		nhist_free(&batch);
 	}
@@ -97,12 +104,7 @@ static void test_record_us_n(void **state)
 			assert_int_equal(nhist_record_n(&one, (double)v / 1e6, k), 0);
 			assert_int_equal(nhist_record_us_n(&us, v, k), 0);
 		}
-		assert_int_equal(us.zero_count, one.zero_count);
-		assert_int_equal(us.n, one.n);
-		for (uint32_t i = 0; i < one.n; i++) {
-			assert_int_equal(us.b[i].idx, one.b[i].idx);
-			assert_int_equal(us.b[i].count, one.b[i].count);
-		}
+		same_hist(&us, &one);
 		nhist_free(&one);
 		nhist_free(&us);
 	}
