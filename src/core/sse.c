@@ -346,6 +346,9 @@ static void field_begin(struct sse_parser *p)
 	}
 	if (too_big(p, 1) || data_to_scratch(p) < 0) {
 		set_oversize(p);
+		/* the line that makes the event too big still counts its space
+		 * or none in the wire report, as line_whole counts it */
+		p->state = ST_SPACE;
 		return;
 	}
 	scratch_append(p, 0, "\n", 1);
@@ -401,7 +404,7 @@ static void line_part(struct sse_parser *p, const char *s, size_t n)
 			} else {
 				p->data_bare += p->field == F_DATA;
 			}
-			p->state = ST_VALUE;
+			p->state = p->oversize ? ST_IGNORE : ST_VALUE;
 			break;
 		case ST_VALUE:
 			if (too_big(p, n))

@@ -452,6 +452,36 @@ static void test_wire_counters(void **state)
 	}
 }
 
+/* An event that its second data line makes too big still counts that
+ * line's space or none in the wire report, as a whole feed does, fed cut
+ * anywhere or byte by byte (the stream fuzzer found the byte by byte read
+ * counting none); a line after it, in an event already too big, counts
+ * in neither. */
+static void test_wire_counts_of_an_event_too_big(void **state)
+{
+	static const char in[] = "data: 1\ndata:x\ndata: y\n\n";
+	size_t len = sizeof(in) - 1;
+
+	(void)state;
+	for (size_t at = 0; at <= len + 1; at++) {
+		struct sse_parser p;
+
+		sse_init(&p, SSE_MODE_EVENTS, 1, NULL, NULL);
+		if (at <= len) {
+			sse_feed(&p, in, at);
+			sse_feed(&p, in + at, len - at);
+		} else {
+			for (size_t i = 0; i < len; i++)
+				sse_feed(&p, in + i, 1);
+		}
+		assert_int_equal(p.data_space, 1);
+		assert_int_equal(p.data_bare, 1);
+		assert_int_equal(p.oversized, 1);
+		assert_int_equal(p.events, 0);
+		sse_free(&p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_wire_counters),
 		cmocka_unit_test(test_one_pass),
+		cmocka_unit_test(test_wire_counts_of_an_event_too_big),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
