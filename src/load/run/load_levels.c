@@ -883,6 +883,8 @@ static int close_side(struct load_env *e, const struct load_plan *p,
 	}
 	if (r->interrupted)
 		c->stopped = "interrupted";
+	else if (isnan(up ? c->ci_hi : c->ci_lo) && c->levels >= p->max_levels)
+		c->stopped = "levels";      /* an end left open for want of levels */
 	return 0;
 }
 
@@ -969,7 +971,8 @@ static int search(struct load_env *e, const struct load_plan *p, struct load_res
 /* How long a search will take, said before it starts: a level is its
  * warm-up and its duration, run up to 1 + repeats times while undecided;
  * a search about 8 levels (bracket by doubling, bisect to the resolution),
- * --max-levels at most. */
+ * and up to CLOSE_MAX a side more where an end of its interval is left
+ * open (close_side), --max-levels at most. */
 static void say_time(const struct load_plan *p, const struct load_result *r)
 {
 	const struct load_conf *c = r->conf;
@@ -981,9 +984,11 @@ static void say_time(const struct load_plan *p, const struct load_result *r)
 		return;
 	fprintf(stderr, "capacity: a level is %.3g s (warm-up %.3g s, -d %.3g s), run up "
 	    "to %u times while undecided; a search of about %.0f levels takes %.0f s "
-	    "to %.0f s (at most %.0f s: --max-levels %zu)", lvl,
+	    "to %.0f s, %.0f more a level that closes its interval (at most %.0f s: "
+	    "--max-levels %zu)", lvl,
 	    (double)c->warmup_us / 1e6, (double)c->duration_us / 1e6, 1 + p->repeats, n,
-	    n * lvl, n * lvl * (1 + p->repeats), most, p->max_levels);
+	    n * lvl, n * lvl * (1 + p->repeats), lvl * (1 + p->repeats), most,
+	    p->max_levels);
 	if (p->nsearch > 1)
 		fprintf(stderr, ", %zu searches", p->nsearch);
 	fputc('\n', stderr);
