@@ -96,7 +96,10 @@ static void keep_session(void *arg, SSL_SESSION *s)
 }
 
 /* u in its loop's urgent list, or out of it (and its socket out of the
- * urgent epoll set). */
+ * urgent epoll set). A new one goes first: the sockets not yet in the set
+ * are the list's head, so that upstream_urgent_reads adds them and stops
+ * at the first already in (not a walk of every request still waiting, on
+ * every long turn). */
 static void urgent_set(struct upconn *u, int on)
 {
 	struct loop *l = u->pool->w;
@@ -105,7 +108,7 @@ static void urgent_set(struct upconn *u, int on)
 		return;
 	u->urgent = on;
 	if (on) {
-		TAILQ_INSERT_TAIL(&l->urgent, u, ulink);
+		TAILQ_INSERT_HEAD(&l->urgent, u, ulink);
 		l->n_urgent++;
 		return;
 	}
@@ -127,11 +130,14 @@ void upstream_urgent_reads(struct loop *l)
 
 	if (l->urg_ep < 0)
 		return;
+	/* those not yet in the set: the head (urgent_set); one that could not
+	 * be added stays out, and before those added, to be tried again */
 	TAILQ_FOREACH(u, &l->urgent, ulink) {
 		struct epoll_event add = { .events = EPOLLIN, .data.ptr = u };
-		if (!u->in_urg)
-			u->in_urg = epoll_ctl(l->urg_ep, EPOLL_CTL_ADD,
-			    event_get_fd(u->rd_ev), &add) == 0;
+		if (u->in_urg)
+			break;
+		u->in_urg = epoll_ctl(l->urg_ep, EPOLL_CTL_ADD,
+		    event_get_fd(u->rd_ev), &add) == 0;
 	}
 	n = epoll_wait(l->urg_ep, ev, URGENT_BATCH, 0);
 
