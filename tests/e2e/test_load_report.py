@@ -616,14 +616,15 @@ def test_report_reads_back_a_rate_interval():
     interval is the document's, not lost.
     The interval is set in the document (both ends), so that the check does
     not hang on what a short search decided: load_read.c once iterated the
-    "ci" array from the last element of "interval" and read [?, ?]."""
+    "ci" array from the last element of "interval" and read [?, ?]. So the
+    search is a coarse one (--resolution 40 %: 6 levels, not 11)."""
     d = tempfile.mkdtemp(prefix="tt-ci-")
     atexit.register(shutil.rmtree, d, True)
     path = os.path.join(d, "rate.json")
     with Mock("--slots", "4", "--ttft", "10ms", "--tpot", "4ms") as m:
         load("capacity", "--slo", "ttft_p95<=30ms", "--over", "rate", "--from", "20",
-             "--repeats", "0", "-d", "600ms", "--warmup", "200ms", "--max-tokens", "12",
-             "--json", path, m.url(CHAT), report=False)
+             "--resolution", "40%", "--repeats", "0", "-d", "600ms", "--warmup", "200ms",
+             "--max-tokens", "12", "--json", path, m.url(CHAT), report=False)
     with open(path) as fh:
         doc = json.load(fh)
     cap, = doc["capacity"]
