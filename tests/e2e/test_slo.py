@@ -21,9 +21,9 @@ from peers import Alertmanager, Hook
 PROMTOOL = "/usr/bin/promtool"
 # The burn-rate pair's 12 s are the clock's (a 6 s window left to forget,
 # 5 s to empty), the same under ASan: test_alertmanager_gets_the_burn_rate_
-# alert (both pairs firing and resolving, 5 s) and test_prometheus_rules_
-# fire_on_series_of_known_burn run the same burn-rate C paths (slod.c,
-# slo.c) under ASan, and tests/unit/test_slo.c the windows' arithmetic.
+# alert (both pairs firing and resolving, 5 s) runs the burn-rate rules
+# under ASan, test_attainment_and_goodput_are_exact the SLO's good and bad
+# counts, and tests/unit/test_slo.c the windows' arithmetic in both builds.
 # The headroom's 7 s are two staircases of 2.4 s streams: the clock's too.
 # Each request's concurrency and the TTFT-on-concurrency line run under
 # ASan in test_history_survives_restart_and_reload (three staircases, the
