@@ -14,6 +14,13 @@ from harness import Tokentap, conf, parallel, request
 from peers import SSE_HEAD, Backend, Nginx, echo_server, frame, handshake, read_frame, \
     sse_handler
 
+# The sanitizer pass leaves out the two long streams (6 s and 8 s of waiting
+# on the clock, the same under ASan): test_websocket_pinging_closer_than_
+# idle_stays_open (5 s) runs the same lazy idle timer (timer_lazy, its
+# re-arm for the rest in session_timer) under ASan in both passes.
+SANITIZER_SKIP = {"test_tokens_closer_than_idle_never_time_out",
+                  "test_heartbeats_closer_than_idle_keep_a_stream_open"}
+
 TOKEN = b'data: {"choices":[{"delta":{"content":"t%d"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
 
@@ -32,17 +39,17 @@ def both(b, idle, location):
 
 
 def test_tokens_closer_than_idle_never_time_out():
-    """idle: 1s, a token every 700 ms, 12 of them (8 s): all arrive, the
-    stream is ok with 12 tokens (the shrinking timer cut it after 4)."""
-    with Backend(sse_handler([TOKEN % i for i in range(12)] + [DONE], gap=0.7)) as b:
+    """idle: 1s, a token every 700 ms, 8 of them (5.6 s): all arrive, the
+    stream is ok with 8 tokens (the shrinking timer cut it after 4)."""
+    with Backend(sse_handler([TOKEN % i for i in range(8)] + [DONE], gap=0.7)) as b:
         t, ours, theirs = both(b, "1s", "proxy_read_timeout 1s;")
         with t:
             for r in (ours, theirs):
                 assert (r.status, r.body.count(b'"content":"t'), DONE in r.body) == \
-                    (200, 12, True), r.body[-300:]
+                    (200, 8, True), r.body[-300:]
             e = t.wait_logged(1)[0]
-            assert (e["outcome"], e["output_tokens"], e["status"]) == ("ok", 12, 200), e
-            assert e["duration_ms"] > 7500, e
+            assert (e["outcome"], e["output_tokens"], e["status"]) == ("ok", 8, 200), e
+            assert e["duration_ms"] > 5000, e
             assert "idle" not in t.stderr(), t.stderr()
 
 
@@ -66,9 +73,9 @@ def heartbeats(every, seconds):
 def test_heartbeats_closer_than_idle_keep_a_stream_open():
     """The issue's stream with a heartbeat every 15 s at the defaults (idle
     60s), cut at 285 s, shortened: idle 2s, a heartbeat every 1.5 s for
-    9 s (the shrinking timer cut it at 5.5 s). It completes, as through
+    7.5 s (the shrinking timer cut it at 5.5 s). It completes, as through
     nginx (proxy_read_timeout 2s)."""
-    with Backend(heartbeats(1.5, 9)) as b:
+    with Backend(heartbeats(1.5, 7.5)) as b:
         t, ours, theirs = both(b, "2s", "proxy_read_timeout 2s;")
         with t:
             for r in (ours, theirs):
@@ -76,7 +83,7 @@ def test_heartbeats_closer_than_idle_keep_a_stream_open():
                     (200, 2, True), r.body[-300:]
             e = t.wait_logged(1)[0]
             assert (e["outcome"], e["output_tokens"]) == ("ok", 2), e
-            assert e["duration_ms"] > 9000 and e["gap_max_ms"] > 9000, e
+            assert e["duration_ms"] > 7500 and e["gap_max_ms"] > 7500, e
 
 
 def ping(port, seconds, every):

@@ -19,6 +19,18 @@ from harness import Mock, Tokentap, completion, conf, metric, parallel, promtool
 from peers import Alertmanager, Hook
 
 PROMTOOL = "/usr/bin/promtool"
+# The burn-rate pair's 12 s are the clock's (a 6 s window left to forget,
+# 5 s to empty), the same under ASan: test_alertmanager_gets_the_burn_rate_
+# alert (both pairs firing and resolving, 5 s) runs the burn-rate rules
+# under ASan, test_attainment_and_goodput_are_exact the SLO's good and bad
+# counts, and tests/unit/test_slo.c the windows' arithmetic in both builds.
+# The headroom's 7 s are two staircases of 2.4 s streams: the clock's too.
+# Each request's concurrency and the TTFT-on-concurrency line run under
+# ASan in test_history_survives_restart_and_reload (three staircases, the
+# line's R2 from /stats), and the line and its reach are tests/unit/
+# test_headroom.c's in both builds.
+SANITIZER_SKIP = {"test_a_burn_rate_pair_fires_and_one_must_not",
+                  "test_headroom_from_a_mock_linear_in_concurrency"}
 EVERY = 0.2          # alerts.evaluate_every of these tests
 DUE = 15             # seconds to wait for what is due after an evaluation or two
 
