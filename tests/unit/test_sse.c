@@ -482,6 +482,32 @@ static void test_wire_counts_of_an_event_too_big(void **state)
 	}
 }
 
+/* Lines longer than the scan's vector steps (64 and 32 bytes), a CR at
+ * each place of one of them: the one pass hands the feed to the line by
+ * line loop at the CR, and the events are the same fed whole, byte by byte
+ * and cut at every offset. */
+static void test_long_lines_and_a_cr(void **state)
+{
+	char in[512], want[512];
+
+	(void)state;
+	for (size_t at = 0; at <= 70; at += 7) {
+		size_t n = 0, w = 0;
+
+		n += (size_t)sprintf(in + n, ": ts=1\ndata: %0100d\n\ndata: ", 7);
+		memset(in + n, 'y', 70);
+		in[n + at] = '\r';         /* "data: yyy" ends there; the rest is a
+		                             * line of its own, a field ignored */
+		n += 70;
+		n += (size_t)sprintf(in + n, "\n\ndata: %090d\n\n", 9);
+		w += (size_t)sprintf(want + w, "[|%0100d|-][|", 7);
+		memset(want + w, 'y', at);
+		w += at;
+		w += (size_t)sprintf(want + w, "|-][|%090d|-]", 9);
+		expect_mode(in, n, SSE_MODE_EVENTS, 4096, want, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -504,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_wire_counters),
 		cmocka_unit_test(test_one_pass),
+		cmocka_unit_test(test_long_lines_and_a_cr),
 		cmocka_unit_test(test_wire_counts_of_an_event_too_big),
 	};
 
