@@ -317,6 +317,8 @@ void proxy_accept(struct loop *w, evutil_socket_t fd,
 		s->rd_ev = event_new(w->base, fd, EV_READ | EV_PERSIST, client_readable, s);
 	}
 	s->timer = evtimer_new(w->base, session_timer, s);
+	if (s->bev != NULL)
+		s->out = bufferevent_get_output(s->bev);
 	if (s->bev == NULL || s->timer == NULL || (!s->tls && s->rd_ev == NULL)) {
 		if (s->bev == NULL)
 			evutil_closesocket(fd);

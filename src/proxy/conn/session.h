@@ -34,6 +34,9 @@ struct session {
 	TAILQ_ENTRY(session) link;
 	struct loop *loop;
 	struct bufferevent *bev;
+	struct evbuffer *out;         /* bev's output, for the hot path: its
+	                               * length without the bufferevent's
+	                               * cache line (session_prefetch) */
 	int fd;
 	int tls;                      /* the client came over TLS */
 	struct event *rd_ev;          /* a plain client's reads (its bufferevent
