@@ -14,7 +14,10 @@
 
 void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect)
 {
+	/* all but the parser, its decoder, body and memo (kept across
+	 * requests), and the cold block at the end, from t_req on */
 	memset(m, 0, offsetof(struct meter, sse));
+	memset(&m->t_req, 0, sizeof *m - offsetof(struct meter, t_req));
 	m->t0 = t0;
 	m->dialect = dialect;
 	m->reported_out = -1;

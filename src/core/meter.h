@@ -75,17 +75,19 @@ struct meter_point {
 #define PENDING_FO 2
 
 struct meter {
-	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen */
-	uint64_t t0, t_req, t_conn, t_sent, t_head;
-	/* private: the timestamp of the read being parsed (here, in the
-	 * cache line the read's doubt and t0 share: each read writes them,
-	 * and at 1,000 streams a line is a miss) */
-	uint64_t now;
-	uint64_t t_first_event, t_first_token, t_last_token, t_end;
+	/*
+	 * What a read of a streaming body writes or tests comes first, from
+	 * t0 to the memo, what a request touches once after it (the cold
+	 * block at the end): at 1,000 streams a worker's meters are out of
+	 * its caches, and each line a read touches is a miss.
+	 */
+	/* timeline, CLOCK_MONOTONIC µs, 0 = did not happen (the rest of it
+	 * with the cold block) */
+	uint64_t t0;
+	uint64_t now;                /* private: timestamp of the read being parsed */
+	uint64_t t_first_event, t_first_token, t_last_token;
 	uint64_t t_first_output;     /* first token event that is not reasoning */
 	uint64_t t_last_event;
-	uint64_t tls_us;             /* handshake time inside connect */
-	int conn_reused;
 	/* where the times of t0 and of the response's reads came from: the
 	 * kernel's receive stamps, or the event loop's clock (no stamp, a
 	 * clock step, timestamps: loop); the proxy counts them */
@@ -131,16 +133,6 @@ struct meter {
 	uint64_t events;
 	uint64_t token_events;
 	uint64_t itl_max_us;
-	int64_t reported_out;        /* -1: the stream reported none */
-	int64_t reported_in;
-	int64_t reported_reasoning;  /* -1: the stream reported none */
-
-	/* chunks are not tokens: the events that reported an output count
-	 * (and of them the token-bearing ones: continuous usage), and the
-	 * tokens the first token event carried where a count or the dialect
-	 * told it (-1: not told) */
-	uint64_t usage_events, usage_token_events;
-	int64_t first_event_tokens;
 
 	/* the wire report's own (the SSE parser counts the rest): the reads
 	 * that completed an event (a read's time is its identity, as for
@@ -174,6 +166,34 @@ struct meter {
 	uint64_t held_first;         /* held_us at the first token */
 	uint64_t held_last;          /* held_us at the last token */
 
+	meter_itl_fn itl_fn;
+	void *itl_arg;
+
+	/* private */
+	const char *feed, *feed_end; /* the bytes meter_body is parsing, when
+	                              * the parser sees them as they came */
+	size_t max_event_bytes;
+	struct sse_parser sse;
+	struct decoder *dec;         /* gzip / deflate: the meter reads it decoded */
+	char *body;                  /* non-stream JSON body, first 1 MiB */
+	size_t body_len, body_cap;
+	struct dialect_memo memo;    /* the stream's last token chunk */
+
+	/* the cold block: what a request touches once */
+	uint64_t t_req, t_conn, t_sent, t_head, t_end;
+	uint64_t tls_us;             /* handshake time inside connect */
+	int conn_reused;
+	int64_t reported_out;        /* -1: the stream reported none */
+	int64_t reported_in;
+	int64_t reported_reasoning;  /* -1: the stream reported none */
+
+	/* chunks are not tokens: the events that reported an output count
+	 * (and of them the token-bearing ones: continuous usage), and the
+	 * tokens the first token event carried where a count or the dialect
+	 * told it (-1: not told) */
+	uint64_t usage_events, usage_token_events;
+	int64_t first_event_tokens;
+
 	char model[METER_MODEL_MAX];
 	size_t model_len;
 	enum meter_model_src model_src;
@@ -188,19 +208,6 @@ struct meter {
 	 * gen_ai.response.finish_reasons and the access log's finish_reason */
 	unsigned n_finish;
 	char finish[METER_FINISH_MAX][METER_FINISH_LEN + 1];
-
-	meter_itl_fn itl_fn;
-	void *itl_arg;
-
-	/* private */
-	const char *feed, *feed_end; /* the bytes meter_body is parsing, when
-	                              * the parser sees them as they came */
-	size_t max_event_bytes;
-	struct sse_parser sse;
-	struct decoder *dec;         /* gzip / deflate: the meter reads it decoded */
-	char *body;                  /* non-stream JSON body, first 1 MiB */
-	size_t body_len, body_cap;
-	struct dialect_memo memo;    /* the stream's last token chunk */
 };
 
 void meter_init(struct meter *m, uint64_t t0, enum dialect_id dialect);

@@ -68,8 +68,10 @@ struct exchange {
 	struct json_model_scan model_scan;
 	/* next to the meter's first line: a read of a streaming body writes
 	 * bytes_out and tests the flags, and at 1,000 streams each line a
-	 * read touches is a cache miss */
+	 * read touches is a cache miss; the vitals too, which each read adds
+	 * its own cost to */
 	uint64_t bytes_out;
+	struct vitals vitals;         /* overhead, live stalls */
 	unsigned head_parsed : 1;     /* a request head was read */
 	unsigned line_checked : 1;    /* the request line passed its check */
 	unsigned req_done : 1;
@@ -131,7 +133,6 @@ struct exchange {
 	struct sample_key active_key;
 	unsigned n_itl;
 	uint32_t itl[RING_ITL_BATCH];
-	struct vitals vitals;         /* overhead, live stalls */
 	/* W3C trace context (tracectx.h): the trace the request is in, the
 	 * client's span (parent_id) and tokentap's (span_id, when it takes
 	 * part: otel.traces); the stall events and the attempts' moments a
