@@ -5,6 +5,8 @@
 
 #include "sse.h"
 
+#include "eol.h"
+
 #include "unit.h"
 
 /* What the parser dispatched, as "[type|data|id]" per event, with LF, CR
@@ -508,6 +510,29 @@ static void test_long_lines_and_a_cr(void **state)
 	}
 }
 
+/* The cases that reach feed_fast, again through its build for any CPU
+ * (feed_fast_any and eol_find), which a CPU with AVX2 never takes. Last:
+ * a failure leaves the flag off. */
+static void test_without_avx2(void **state)
+{
+#ifdef EOL_AVX2
+	int keep = eol_has_avx2;
+
+	eol_has_avx2 = 0;
+#endif
+	test_line_ends(state);
+	test_comments(state);
+	test_zero_copy(state);
+	test_random_cuts(state);
+	test_wire_counters(state);
+	test_one_pass(state);
+	test_long_lines_and_a_cr(state);
+	test_wire_counts_of_an_event_too_big(state);
+#ifdef EOL_AVX2
+	eol_has_avx2 = keep;
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -532,6 +557,7 @@ int main(void)
 		cmocka_unit_test(test_one_pass),
 		cmocka_unit_test(test_long_lines_and_a_cr),
 		cmocka_unit_test(test_wire_counts_of_an_event_too_big),
+		cmocka_unit_test(test_without_avx2),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
