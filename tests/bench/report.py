@@ -226,6 +226,16 @@ def noise(shares):
              fg.median(shares) > 0.05 else "."))
 
 
+def run_range(level, name, key="cpu_s_per_M_events"):
+    """name's figure over the floor's, run by run (the floor and the proxy
+    of a run are measured one after the other): "lowest-highest"."""
+    pairs = zip(level.get(name, {}).get("runs") or [],
+                level.get("floor", {}).get("runs") or [])
+    r = [fg.ratio(a.get(key), b.get(key)) for a, b in pairs]
+    r = [x for x in r if fg.sane(x)]
+    return "-" if not r else f"{min(r):.2f}-{max(r):.2f}x"
+
+
 def latency_sections(lat, runs):
     rows, ratio_rows, acc_rows, other, waits = [], [], [], [], []
     floor_rows = []
@@ -267,9 +277,11 @@ def latency_sections(lat, runs):
 
         def to_floor(m, key):
             return times(fg.ratio(m.get(key), fl.get(key)))
-        floor_rows.append([k] + [to_floor(m, key) for m in (tt, ng) for key in
-                                 ("lag_p50_us", "lag_p99_us", "ttft_p50_ms",
-                                  "cpu_s_per_M_events")])
+        floor_rows.append([k] + [cell for name, m in (("tokentap", tt), ("nginx", ng))
+                                 for cell in [to_floor(m, key) for key in
+                                              ("lag_p50_us", "lag_p99_us", "ttft_p50_ms",
+                                               "cpu_s_per_M_events")] +
+                                 [run_range(level, name)]])
         for stamps, key in (("kernel", "accuracy"), ("loop", "accuracy_loop")):
             if key in level:
                 acc_rows.append([k, stamps] + accuracy_row(level[key]))
@@ -291,10 +303,14 @@ def latency_sections(lat, runs):
                 ratio_rows),
         Section("Ratios to the floor (path / floor: raw latency, TTFT, CPU per event)",
                 ["streams", "tokentap p50", "p99", "TTFT p50", "CPU/event",
-                 "nginx p50", "p99", "TTFT p50", "CPU/event"], floor_rows,
+                 "runs", "nginx p50", "p99", "TTFT p50", "CPU/event", "runs"],
+                floor_rows,
                 ["floor: tests/bench/relay.c, a bare relay (accept, connect, one "
                  "recv and one send per readiness, backpressure; no parsing, no "
-                 "logs): what any proxy must spend. 1.00x is the floor."]),
+                 "logs): what any proxy must spend. 1.00x is the floor.",
+                 "CPU/event: the medians' ratio; runs: the lowest and the highest "
+                 "ratio of one run's proxy to the same run's floor (measured one "
+                 "after the other): how far one run can be trusted."]),
         Section("Measurement accuracy: tokentap access log vs the mock's send "
                 "times (ms)", ACCURACY_COLUMNS, acc_rows,
                 ["timestamps: kernel is tokentap as it runs (the kernel's receive "
