@@ -199,8 +199,33 @@ def test_bench_targets_and_tables():
     assert "Targets (docs/contract.md §7" in _RUN["stdout"], \
         _RUN["stdout"][-3000:]
     assert "Ratios to the floor" in md and "Stall-free streams" in md, md[:2000]
+    # each CPU ratio's runs: the lowest and the highest of a run's proxy
+    # over the same run's floor
+    floor_table = md.split("Ratios to the floor", 1)[1]
+    for k, level in quick_run()["latency"].items():
+        r = [a["cpu_s_per_M_events"] / b["cpu_s_per_M_events"]
+             for a, b in zip(level["tokentap"]["runs"], level["floor"]["runs"])]
+        row = next(x for x in floor_table.splitlines() if x.startswith(f"| {k} |"))
+        assert row.split("|")[6].strip() == f"{min(r):.2f}-{max(r):.2f}x", (row, r)
     assert "The client's own accuracy" in md and "client TTFT error p99" in md
     assert "Timing: the wall-clock figures make test leaves" in md, md[-3000:]
+
+
+
+def test_run_range():
+    """The runs beside a CPU ratio to the floor: a run's proxy over the
+    same run's floor, the lowest and the highest (make bench --quick makes
+    one run a level, where any order reads the same)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+    import report
+    def runs(*v):
+        return {"runs": [{"cpu_s_per_M_events": x} for x in v]}
+    level = {"floor": runs(10.0, 8.0, 9.0), "tokentap": runs(11.0, 10.0, 9.0)}
+    # 1.10, 1.25, 1.00: not the lowest over the lowest, nor the highest
+    # over the highest
+    assert report.run_range(level, "tokentap") == "1.00-1.25x"
+    assert report.run_range(level, "nginx") == "-"
+    assert report.run_range({"floor": runs(0.0), "nginx": runs(1.0)}, "nginx") == "-"
 
 
 def test_stamp_lag_and_ramp():
