@@ -277,11 +277,12 @@ def latency_sections(lat, runs):
 
         def to_floor(m, key):
             return times(fg.ratio(m.get(key), fl.get(key)))
-        floor_rows.append([k] + [cell for name, m in (("tokentap", tt), ("nginx", ng))
-                                 for cell in [to_floor(m, key) for key in
-                                              ("lag_p50_us", "lag_p99_us", "ttft_p50_ms",
-                                               "cpu_s_per_M_events")] +
-                                 [run_range(level, name)]])
+        row = [k]
+        for name, m in (("tokentap", tt), ("nginx", ng)):
+            row += [to_floor(m, key) for key in ("lag_p50_us", "lag_p99_us",
+                                                 "ttft_p50_ms", "cpu_s_per_M_events")]
+            row.append(run_range(level, name))
+        floor_rows.append(row)
         for stamps, key in (("kernel", "accuracy"), ("loop", "accuracy_loop")):
             if key in level:
                 acc_rows.append([k, stamps] + accuracy_row(level[key]))

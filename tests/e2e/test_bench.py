@@ -211,7 +211,6 @@ def test_bench_targets_and_tables():
     assert "Timing: the wall-clock figures make test leaves" in md, md[-3000:]
 
 
-
 def test_run_range():
     """The runs beside a CPU ratio to the floor: a run's proxy over the
     same run's floor, the lowest and the highest (make bench --quick makes
